@@ -1,0 +1,389 @@
+/* cli.c — the `nlflow` command line: run, plan, validate, nodes, schema,
+ * simulate, devices. It strings the engine phases together (parse/validate ->
+ * shapes -> place -> memory plan -> execute), maps errors to exit statuses
+ * (0 ok, 1 runtime failure, 2 invalid pipeline or usage, 130 interrupted) and
+ * keeps stdout for results (plans, JSON events) and stderr for logs.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gen.h"
+#include "io.h"
+#include "kernels/kernels.h"
+#include "params.h"
+#include "pipeline.h"
+#include "util.h"
+
+#ifndef NF_VERSION
+#define NF_VERSION "0.1.0"
+#endif
+#ifndef NF_GIT_COMMIT
+#define NF_GIT_COMMIT "unknown"
+#endif
+
+extern volatile sig_atomic_t nf_interrupted;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    if (nf_interrupted)   /* second Ctrl-C: leave now */
+        _exit(130);
+    nf_interrupted = 1;
+}
+
+static const char usage_text[] =
+    "usage: nlflow <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  run PIPELINE.yaml [options]     validate, plan and run a pipeline\n"
+    "  plan PIPELINE.yaml [options]    dry run: shapes, memory and device of every node\n"
+    "  validate PIPELINE.yaml          check a pipeline file and report every problem\n"
+    "  nodes [TYPE] [--markdown]       node reference, from the parameter tables\n"
+    "  schema                          print the JSON schema of pipeline files\n"
+    "  simulate --out DIR [options]    write a simulated data set (NIfTI + TSV)\n"
+    "  devices                         CPU, BLAS kernel and GPU of this machine\n"
+    "\n"
+    "run/plan options:\n"
+    "  --set NAME=VALUE   override a variable from the pipeline's params (repeatable)\n"
+    "  --device cpu|gpu|auto   --memory SIZE (e.g. 8GiB)   --threads N (0 = all cores)\n"
+    "  --json             machine-readable events on stdout (run)\n"
+    "  --quiet            no progress lines on stderr\n"
+    "\n"
+    "simulate options:\n"
+    "  --out DIR  --subjects N  --images N  --features N  --seed N  --voxel-size MM\n"
+    "  --mask auto|synthetic|PATH  --effect-size X  --noise X\n"
+    "\n"
+    "exit status: 0 success, 1 runtime failure, 2 invalid pipeline or usage, 130 interrupted\n";
+
+static int usage_error(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "nlflow: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n(see 'nlflow --help')\n");
+    return 2;
+}
+
+struct cli_opts {
+    const char *pipeline;
+    struct nf_overrides ov;
+    bool json, quiet, markdown, explain;
+};
+
+/* Parse options shared by run/plan/validate. Returns 0 or an exit status. */
+static int parse_run_opts(int argc, char **argv, struct cli_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->ov.device = -1;
+    o->ov.memory = -1;
+    o->ov.threads = -1;
+    o->ov.set = calloc((size_t)argc + 1, sizeof(char *));
+    if (!o->ov.set)
+        return 1;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+#define NEED_VALUE() do { if (!val) return usage_error("option '%s' needs a value", a); i++; } while (0)
+        if (strcmp(a, "--set") == 0) {
+            NEED_VALUE();
+            o->ov.set[o->ov.n_set++] = argv[i];
+        } else if (strncmp(a, "--set=", 6) == 0) {
+            o->ov.set[o->ov.n_set++] = argv[i] + 6;
+        } else if (strcmp(a, "--device") == 0) {
+            NEED_VALUE();
+            if (strcmp(val, "cpu") == 0) o->ov.device = NF_DEV_CPU;
+            else if (strcmp(val, "gpu") == 0) o->ov.device = NF_DEV_GPU;
+            else if (strcmp(val, "auto") == 0) o->ov.device = NF_DEV_AUTO;
+            else return usage_error("--device must be cpu, gpu or auto (got '%s')", val);
+        } else if (strcmp(a, "--memory") == 0) {
+            NEED_VALUE();
+            o->ov.memory = nf_parse_size(val);
+            if (o->ov.memory <= 0)
+                return usage_error("--memory must be a size such as 8GiB (got '%s')", val);
+        } else if (strcmp(a, "--threads") == 0) {
+            NEED_VALUE();
+            int64_t t;
+            if (!nf_parse_int64(val, &t) || t < 0 || t > 4096)
+                return usage_error("--threads must be an integer between 0 and 4096 (got '%s')", val);
+            o->ov.threads = (int)t;
+        } else if (strcmp(a, "--json") == 0) {
+            o->json = true;
+        } else if (strcmp(a, "--quiet") == 0 || strcmp(a, "-q") == 0) {
+            o->quiet = true;
+        } else if (strcmp(a, "--explain") == 0) {
+            o->explain = true;
+        } else if (a[0] == '-' && a[1]) {
+            return usage_error("unknown option '%s'", a);
+        } else if (!o->pipeline) {
+            o->pipeline = a;
+        } else {
+            return usage_error("unexpected argument '%s' (one pipeline file at a time)", a);
+        }
+#undef NEED_VALUE
+    }
+    if (!o->pipeline)
+        return usage_error("%s", "missing the pipeline file");
+    return 0;
+}
+
+enum stop_after { STOP_VALIDATE, STOP_PLAN, STOP_RUN };
+
+static int run_pipeline(struct cli_opts *o, enum stop_after stop)
+{
+    struct nf_diags d;
+    struct nf_error err = { 0 };
+    int status = 0;
+    nf_diags_init(&d);
+    nf_log_quiet = o->quiet;
+    struct nf_pipeline *p = nf_pipeline_load(o->pipeline, &o->ov, &d);
+    if (!p)
+        goto invalid;
+    if (stop == STOP_VALIDATE) {
+        nf_diags_print(&d);
+        printf("%s: valid (%zu nodes)\n", o->pipeline, p->n_nodes);
+        goto done;
+    }
+    char why[256];
+    bool gpu = nf_cuda_available(why, sizeof why);
+    if (nf_resolve_shapes(p, &d) < 0 || nf_place(p, gpu, &d) < 0 || nf_plan_memory(p, &d) < 0)
+        goto invalid;
+    nf_diags_print(&d);   /* warnings */
+    if (stop == STOP_PLAN) {
+        if (o->explain)
+            fprintf(stderr, "nlflow: note: --explain needs the result cache, which this build does not have yet; "
+                            "every node will run\n");
+        nf_plan_print(p, stdout);
+        goto done;
+    }
+    int threads = p->settings.threads > 0 ? p->settings.threads : nf_cpu_count();
+    struct nf_exec_opts eo = { .threads = threads, .json = o->json, .quiet = o->quiet };
+    double t0 = nf_now();
+    signal(SIGINT, on_sigint);
+    int rc = nf_execute(p, &eo, &err);
+    signal(SIGINT, SIG_DFL);
+    if (rc < 0) {
+        nf_error_print(&err);
+        status = nf_err_exit_status(rc);
+        goto done;
+    }
+    bool wrote = false;
+    for (size_t i = 0; i < p->n_nodes; i++)
+        wrote |= (p->nodes[i].type->flags & NF_NODE_SINK) != 0;
+    if (wrote)
+        nf_log("nlflow: done in %.2f s; results are in %s/", nf_now() - t0, p->outputs_dir);
+    else
+        nf_log("nlflow: done in %.2f s", nf_now() - t0);
+    goto done;
+invalid:
+    nf_diags_print(&d);
+    /* Everything found before execution is a problem of the pipeline as
+     * written (or of its settings): exit 2, nothing was computed. */
+    status = 2;
+done:
+    nf_diags_release(&d);
+    nf_pipeline_free(p);
+    return status;
+}
+
+static int cmd_nodes(int argc, char **argv)
+{
+    bool markdown = false;
+    const char *name = NULL;
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--markdown") == 0)
+            markdown = true;
+        else if (argv[i][0] == '-')
+            return usage_error("unknown option '%s'", argv[i]);
+        else
+            name = argv[i];
+    }
+    if (name) {
+        const struct nf_node_type *t = nf_node_type_find(name);
+        if (!t)
+            return usage_error("unknown node type '%s' (see 'nlflow nodes')", name);
+        if (markdown)
+            nf_gen_node_markdown(t, stdout);
+        else
+            nf_gen_node_help(t, stdout);
+        return 0;
+    }
+    for (size_t i = 0; nf_node_types[i]; i++)
+        printf("%-12s %s\n", nf_node_types[i]->name, nf_node_types[i]->summary);
+    return 0;
+}
+
+static void cpu_model(char *buf, size_t size)
+{
+    snprintf(buf, size, "unknown");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[512];
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, "model name", 10) == 0) {
+            char *colon = strchr(line, ':');
+            if (colon) {
+                colon++;
+                while (*colon == ' ')
+                    colon++;
+                colon[strcspn(colon, "\n")] = '\0';
+                snprintf(buf, size, "%s", colon);
+            }
+            break;
+        }
+    if (f)
+        fclose(f);
+}
+
+static int cmd_devices(void)
+{
+    char cpu[256], why[512], mem[32];
+    cpu_model(cpu, sizeof cpu);
+    nf_format_size(nf_physical_memory(), mem, sizeof mem);
+    printf("cpu: %s, %d cores online, %s memory\n", cpu, nf_cpu_count(), mem);
+    printf("blas: %s\n", nf_blas_name());
+    printf("blas kernel: %s (threads %d)\n", nf_blas_core(), nf_blas_threads());
+    const char *ct = getenv("OPENBLAS_CORETYPE"), *l2 = getenv("OPENBLAS_L2_SIZE");
+    printf("environment: OPENBLAS_CORETYPE=%s OPENBLAS_L2_SIZE=%s\n", ct ? ct : "(unset)", l2 ? l2 : "(unset)");
+    if (nf_cuda_available(why, sizeof why)) {
+        char desc[512];
+        nf_cuda_describe(desc, sizeof desc);
+        printf("gpu: %s\n", desc);
+    } else {
+        printf("gpu: none (%s)\n", why);
+    }
+    return 0;
+}
+
+/* `nlflow simulate`: a one-node pipeline written to a temporary file, so that
+ * the options go through exactly the validation a pipeline file gets. */
+static int cmd_simulate(int argc, char **argv)
+{
+    static const struct { const char *opt, *param; } map[] = {
+        { "--subjects", "subjects" }, { "--images", "images" }, { "--features", "features" },
+        { "--seed", "seed" }, { "--voxel-size", "voxel_size" }, { "--mask", "mask" },
+        { "--effect-size", "effect_size" }, { "--noise", "noise" },
+    };
+    struct nf_strbuf sb;
+    const char *out = NULL;
+    int status = 2;
+    char tmpl[] = "/tmp/nlflow-simulate-XXXXXX";
+    char *yaml = NULL, *abs_out = NULL;
+    nf_strbuf_init(&sb);
+    nf_strbuf_addf(&sb, "nlflow: 1\nname: simulate\nnodes:\n  simulate:\n    type: simulate\n");
+    for (int i = 0; i < argc; i++) {
+        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(argv[i], "--out") == 0 && val) {
+            out = val;
+            i++;
+            continue;
+        }
+        bool found = false;
+        for (size_t k = 0; k < sizeof map / sizeof map[0] && !found; k++)
+            if (strcmp(argv[i], map[k].opt) == 0) {
+                if (!val)
+                    return usage_error("option '%s' needs a value", argv[i]);
+                double num;
+                nf_strbuf_addf(&sb, "    %s: ", map[k].param);
+                if (nf_parse_double(val, &num))
+                    nf_strbuf_addf(&sb, "%s\n", val);   /* plain: typed by the table */
+                else {
+                    nf_strbuf_add_json_str(&sb, val);  /* JSON strings are YAML strings */
+                    nf_strbuf_addf(&sb, "\n");
+                }
+                found = true;
+                i++;
+            }
+        if (!found) {
+            nf_strbuf_release(&sb);
+            return usage_error("unknown simulate option '%s'", argv[i]);
+        }
+    }
+    if (!out) {
+        nf_strbuf_release(&sb);
+        return usage_error("%s", "simulate needs --out DIR");
+    }
+    {
+        struct nf_error err = { 0 };
+        if (nf_mkdirs(out, &err) < 0) {
+            nf_error_print(&err);
+            status = 1;
+            goto fail;
+        }
+    }
+    abs_out = realpath(out, NULL);
+    if (!abs_out)
+        goto fail;
+    nf_strbuf_addf(&sb, "    write: ");
+    nf_strbuf_add_json_str(&sb, abs_out);
+    nf_strbuf_addf(&sb, "\n");
+    int fd = mkstemp(tmpl);
+    if (fd < 0)
+        goto fail;
+    FILE *f = fdopen(fd, "w");
+    if (!f) {
+        close(fd);
+        goto fail;
+    }
+    fputs(sb.buf, f);
+    fclose(f);
+    yaml = tmpl;
+    {
+        struct cli_opts o;
+        char *args[] = { yaml };
+        if (parse_run_opts(1, args, &o) != 0)
+            goto fail;
+        status = run_pipeline(&o, STOP_RUN);
+        free(o.ov.set);
+        if (status == 0)
+            printf("simulated data set written to %s\n", abs_out);
+    }
+fail:
+    if (yaml)
+        unlink(yaml);
+    free(abs_out);
+    nf_strbuf_release(&sb);
+    return status;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fputs(usage_text, stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+        fputs(usage_text, stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
+        printf("nlflow %s (commit %s)\n", NF_VERSION, NF_GIT_COMMIT);
+        return 0;
+    }
+    if (strcmp(cmd, "run") == 0 || strcmp(cmd, "plan") == 0 || strcmp(cmd, "validate") == 0) {
+        struct cli_opts o;
+        int st = parse_run_opts(argc - 2, argv + 2, &o);
+        if (st == 0)
+            st = run_pipeline(&o, cmd[0] == 'r' ? STOP_RUN : cmd[0] == 'p' ? STOP_PLAN : STOP_VALIDATE);
+        free(o.ov.set);
+        return st;
+    }
+    if (strcmp(cmd, "nodes") == 0)
+        return cmd_nodes(argc - 2, argv + 2);
+    if (strcmp(cmd, "schema") == 0) {
+        nf_gen_schema(stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "gen-docs") == 0) {
+        if (argc < 3)
+            return usage_error("%s", "gen-docs needs the project root folder");
+        return nf_gen_all(argv[2]) == 0 ? 0 : 1;
+    }
+    if (strcmp(cmd, "devices") == 0)
+        return cmd_devices();
+    if (strcmp(cmd, "simulate") == 0)
+        return cmd_simulate(argc - 2, argv + 2);
+    return usage_error("unknown command '%s'", cmd);
+}

@@ -1,0 +1,196 @@
+/* error.c — formatting and collecting nlflow errors.
+ *
+ * The one error type (error.h) carries a code, a pipeline location, a node id
+ * and a message; this file fills it, formats it as `file:line:col: node 'id':
+ * message`, and keeps lists of diagnostics for phases that report every
+ * problem of a file at once (validation).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+
+const char *nf_err_name(int code)
+{
+    switch (code) {
+#define NF__NAME(name, val, exit_status, text) case val: return text;
+    NF_ERR_MAP(NF__NAME)
+#undef NF__NAME
+    }
+    return "unknown error";
+}
+
+int nf_err_exit_status(int code)
+{
+    switch (code) {
+#define NF__EXIT(name, val, exit_status, text) case val: return exit_status;
+    NF_ERR_MAP(NF__EXIT)
+#undef NF__EXIT
+    }
+    return 1;
+}
+
+int nf_error_vset(struct nf_error *err, int code, const struct nf_loc *loc,
+                  const char *node, const char *src_file, int src_line,
+                  const char *fmt, va_list ap)
+{
+    if (!err)
+        return code;
+    err->code = code;
+    if (loc)
+        err->loc = *loc;
+    else
+        memset(&err->loc, 0, sizeof err->loc);
+    snprintf(err->node, sizeof err->node, "%s", node ? node : "");
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    err->src_file = src_file;
+    err->src_line = src_line;
+    return code;
+}
+
+int nf_error_set(struct nf_error *err, int code, const struct nf_loc *loc,
+                 const char *node, const char *src_file, int src_line,
+                 const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    nf_error_vset(err, code, loc, node, src_file, src_line, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+void nf_error_prefix(struct nf_error *err, const char *fmt, ...)
+{
+    char prefix[512], old[sizeof err->msg];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    va_end(ap);
+    memcpy(old, err->msg, sizeof old);
+    size_t np = strlen(prefix), no = strlen(old);
+    if (np >= sizeof err->msg)
+        np = sizeof err->msg - 1;
+    if (np + no >= sizeof err->msg)
+        no = sizeof err->msg - 1 - np;
+    memcpy(err->msg, prefix, np);
+    memcpy(err->msg + np, old, no);
+    err->msg[np + no] = '\0';
+}
+
+void nf_error_format(const struct nf_error *err, char *buf, size_t size)
+{
+    size_t used = 0;
+    if (size == 0)
+        return;
+    buf[0] = '\0';
+#define NF__PUT(...) do {                                                   \
+        int n__ = snprintf(buf + used, size - used, __VA_ARGS__);           \
+        if (n__ > 0) used += (size_t)n__ < size - used ? (size_t)n__ : size - used - 1; \
+    } while (0)
+    if (err->loc.file) {
+        NF__PUT("%s:", err->loc.file);
+        if (err->loc.line > 0) {
+            NF__PUT("%d:", err->loc.line);
+            if (err->loc.col > 0)
+                NF__PUT("%d:", err->loc.col);
+        }
+        NF__PUT(" ");
+    }
+    if (err->node[0])
+        NF__PUT("node '%s': ", err->node);
+    NF__PUT("%s", err->msg);
+#undef NF__PUT
+}
+
+void nf_error_print(const struct nf_error *err)
+{
+    char buf[2048];
+    nf_error_format(err, buf, sizeof buf);
+    if (err->loc.file)
+        fprintf(stderr, "%s\n", buf);
+    else
+        fprintf(stderr, "nlflow: error: %s\n", buf);
+}
+
+void nf_diags_init(struct nf_diags *d)
+{
+    memset(d, 0, sizeof *d);
+}
+
+void nf_diags_release(struct nf_diags *d)
+{
+    free(d->v);
+    free(d->warnings);
+    nf_diags_init(d);
+}
+
+static void diags_push(struct nf_error **v, size_t *n, size_t *cap, const struct nf_error *e)
+{
+    if (*n == *cap) {
+        size_t ncap = *cap ? *cap * 2 : 8;
+        struct nf_error *nv = realloc(*v, ncap * sizeof *nv);
+        if (!nv)
+            return;   /* keep what we have: the first errors matter most */
+        *v = nv;
+        *cap = ncap;
+    }
+    (*v)[(*n)++] = *e;
+}
+
+void nf_diags_add(struct nf_diags *d, const struct nf_error *err)
+{
+    diags_push(&d->v, &d->n, &d->cap, err);
+}
+
+void nf_diags_warn(struct nf_diags *d, const struct nf_error *w)
+{
+    size_t cap = d->n_warnings;   /* grow one at a time: warnings are few */
+    struct nf_error *nv = realloc(d->warnings, (cap + 1) * sizeof *nv);
+    if (!nv)
+        return;
+    d->warnings = nv;
+    d->warnings[d->n_warnings++] = *w;
+}
+
+static int loc_cmp(const void *a, const void *b)
+{
+    const struct nf_error *x = a, *y = b;
+    if (x->loc.line != y->loc.line)
+        return x->loc.line < y->loc.line ? -1 : 1;
+    if (x->loc.col != y->loc.col)
+        return x->loc.col < y->loc.col ? -1 : 1;
+    return 0;
+}
+
+int nf_diags_print(const struct nf_diags *d)
+{
+    char buf[2048];
+    for (size_t i = 0; i < d->n_warnings; i++) {
+        nf_error_format(&d->warnings[i], buf, sizeof buf);
+        fprintf(stderr, "%swarning: %s\n", d->warnings[i].loc.file ? "" : "nlflow: ", buf);
+    }
+    if (d->n == 0)
+        return 0;
+    /* Stable order by position so users read errors top to bottom. */
+    struct nf_error *sorted = malloc(d->n * sizeof *sorted);
+    if (sorted) {
+        memcpy(sorted, d->v, d->n * sizeof *sorted);
+        /* insertion sort: stable, and lists are short */
+        for (size_t i = 1; i < d->n; i++) {
+            struct nf_error key = sorted[i];
+            size_t j = i;
+            while (j > 0 && loc_cmp(&sorted[j - 1], &key) > 0) {
+                sorted[j] = sorted[j - 1];
+                j--;
+            }
+            sorted[j] = key;
+        }
+    }
+    const struct nf_error *list = sorted ? sorted : d->v;
+    for (size_t i = 0; i < d->n; i++)
+        nf_error_print(&list[i]);
+    int code = d->v[0].code;
+    free(sorted);
+    return code;
+}

@@ -1,0 +1,470 @@
+/* exec.c — phase 7: run the planned pipeline.
+ *
+ * A fixed pool of worker threads takes tasks — one per node, or one per item
+ * for nodes mapped over a collection — in topological order as soon as their
+ * inputs are ready and their estimated memory fits in what is left of the
+ * budget (a task always starts when nothing else runs, so progress is
+ * guaranteed). Results are reference-counted values; a node's outputs are
+ * dropped as soon as its last consumer has finished, and lazy collection items
+ * (subjects on disk) are read just before the task that needs them and freed
+ * right after, so memory stays O(items in flight).
+ *
+ * The first failure stops scheduling; running tasks finish, nothing else
+ * starts, and the error is returned. SIGINT sets nf_interrupted, which stops
+ * the run the same way with NF_EINTR (exit 130).
+ */
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io.h"
+#include "pipeline.h"
+#include "util.h"
+
+volatile sig_atomic_t nf_interrupted;
+
+struct nstate {
+    int deps_left;            /* source nodes not finished */
+    int consumers_left;       /* consuming edges whose node has not finished */
+    struct nf_value **out;    /* per output port */
+    struct nf_value **prepared; /* per input port: stacked / converted / whole inputs */
+    size_t items_total, items_started, items_done;
+    bool mapped;              /* runs per item (decided from the data, which may
+                                 only be known at run time) */
+    bool prepared_ok, done;
+    double t_start;
+};
+
+struct executor {
+    struct nf_pipeline *p;
+    const struct nf_exec_opts *o;
+    struct nf_env env;
+    struct nstate *st;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    uint64_t mem_used;
+    int running;
+    size_t nodes_done;
+    bool abort;
+    struct nf_error err;
+};
+
+void nf_pipeline_env(const struct nf_pipeline *p, struct nf_env *env)
+{
+    memset(env, 0, sizeof *env);
+    env->pipeline_file = p->file;
+    env->pipeline_dir = p->dir;
+    env->pipeline_name = p->name;
+    env->pipeline_hash = p->hash;
+    env->outputs_dir = p->outputs_dir;
+    env->threads = p->settings.threads > 0 ? p->settings.threads : nf_cpu_count();
+    env->memory_budget = p->settings.memory;
+    env->seed = p->settings.seed;
+}
+
+static void json_event(struct executor *x, const char *event, const struct nf_node_inst *node,
+                       double seconds)
+{
+    if (!x->o->json)
+        return;
+    struct nf_strbuf sb;
+    nf_strbuf_init(&sb);
+    nf_strbuf_addf(&sb, "{\"event\":\"%s\",\"node\":", event);
+    nf_strbuf_add_json_str(&sb, node->id);
+    nf_strbuf_addf(&sb, ",\"type\":\"%s\",\"device\":\"%s\"", node->type->name, nf_device_name(node->device));
+    if (node->mapped)
+        nf_strbuf_addf(&sb, ",\"items\":%zu", node->n_items);
+    if (seconds >= 0)
+        nf_strbuf_addf(&sb, ",\"seconds\":%.6f", seconds);
+    nf_strbuf_addf(&sb, "}\n");
+    if (sb.buf) {
+        fputs(sb.buf, stdout);
+        fflush(stdout);
+    }
+    nf_strbuf_release(&sb);
+}
+
+static void fail_locked(struct executor *x, const struct nf_error *e)
+{
+    if (!x->abort) {
+        x->err = *e;
+        x->abort = true;
+    }
+    pthread_cond_broadcast(&x->cond);
+}
+
+/* Inputs that are the same for every item of a node: stacked collections,
+ * tables converted to matrices, and whole values. Called under the lock once,
+ * when the node becomes ready (cheap: a memcpy at most). */
+static int prepare_inputs(struct executor *x, size_t ni, struct nf_error *err)
+{
+    struct nf_node_inst *node = &x->p->nodes[ni];
+    struct nstate *s = &x->st[ni];
+    for (size_t e = 0; e < node->n_edges; e++) {
+        const struct nf_edge *edge = &node->edges[e];
+        if (edge->port < 0)
+            continue;
+        const struct nf_port *port = &node->type->inputs[edge->port];
+        struct nf_node_inst *src = &x->p->nodes[edge->src];
+        struct nf_value *v = x->st[edge->src].out[edge->src_port];
+        if (!v)
+            return NF_FAIL_AT(err, NF_EDATA, &edge->loc, node->id,
+                              "input '%s': node '%s' produced no '%s' output", edge->name, src->id,
+                              src->type->outputs[edge->src_port].name);
+        struct nf_value *prepared = NULL;
+        if (v->kind == NF_KIND_COLLECTION && !(port->types & NF_PT_COLL)) {
+            if ((port->flags & NF_PORT_STACK) && v->u.coll.n > 0 &&
+                v->u.coll.items[0]->kind == NF_KIND_MATRIX) {
+                prepared = nf_collection_stack(v, err);
+                if (!prepared)
+                    goto fail;
+            } else {
+                s->mapped = true;   /* per item at run time */
+                continue;
+            }
+        } else if (v->kind == NF_KIND_TABLE && (port->flags & NF_PORT_TABLE_AS_MATRIX) &&
+                   !(port->types & NF_PT_TABLE)) {
+            prepared = nf_table_to_matrix(v, err);
+            if (!prepared)
+                goto fail;
+        } else {
+            if (!(port->types & (1u << v->kind)))
+                return NF_FAIL_AT(err, NF_EDATA, &edge->loc, node->id,
+                                  "input '%s' got a %s from '%s', which it cannot take", edge->name,
+                                  nf_kind_name(v->kind), src->id);
+            prepared = nf_value_ref(v);
+        }
+        s->prepared[edge->port] = prepared;
+    }
+    s->prepared_ok = true;
+    return 0;
+fail:
+    if (!err->node[0]) {
+        err->loc = node->edges[0].loc;
+        snprintf(err->node, sizeof err->node, "%s", node->id);
+    }
+    return err->code ? err->code : NF_EDATA;
+}
+
+/* Start the node's state once all its sources are done. */
+static int node_ready(struct executor *x, size_t ni, struct nf_error *err)
+{
+    struct nf_node_inst *node = &x->p->nodes[ni];
+    struct nstate *s = &x->st[ni];
+    size_t n_out = nf_port_count(node->type->outputs);
+    s->items_total = 1;
+    if (s->mapped) {
+        /* the real item count comes from the data, not the plan */
+        size_t items = 0;
+        for (size_t e = 0; e < node->n_edges; e++) {
+            const struct nf_edge *edge = &node->edges[e];
+            if (edge->port < 0 || s->prepared[edge->port])
+                continue;
+            struct nf_value *v = x->st[edge->src].out[edge->src_port];
+            if (v && v->kind == NF_KIND_COLLECTION) {
+                if (items && items != v->u.coll.n)
+                    return NF_FAIL_AT(err, NF_ESHAPE, &edge->loc, node->id,
+                                      "collections of different sizes cannot be paired (%zu and %zu items)",
+                                      items, v->u.coll.n);
+                items = v->u.coll.n;
+            }
+        }
+        s->items_total = items;
+        for (size_t o = 0; o < n_out; o++) {
+            s->out[o] = nf_value_new_collection(items, err);
+            if (!s->out[o])
+                return err->code;
+        }
+    }
+    return 0;
+}
+
+static void release_sources(struct executor *x, size_t ni)
+{
+    struct nf_node_inst *node = &x->p->nodes[ni];
+    struct nstate *s = &x->st[ni];
+    size_t n_in = nf_port_count(node->type->inputs);
+    for (size_t i = 0; i < n_in; i++) {
+        nf_value_unref(s->prepared[i]);
+        s->prepared[i] = NULL;
+    }
+    for (size_t e = 0; e < node->n_edges; e++) {
+        size_t src = (size_t)node->edges[e].src;
+        if (--x->st[src].consumers_left == 0) {
+            size_t n_out = nf_port_count(x->p->nodes[src].type->outputs);
+            for (size_t o = 0; o < n_out; o++) {
+                nf_value_unref(x->st[src].out[o]);
+                x->st[src].out[o] = NULL;
+            }
+        }
+    }
+}
+
+static void node_finished(struct executor *x, size_t ni)
+{
+    struct nf_node_inst *node = &x->p->nodes[ni];
+    struct nstate *s = &x->st[ni];
+    s->done = true;
+    x->nodes_done++;
+    double dt = nf_now() - s->t_start;
+    if (s->mapped)
+        nf_log("nlflow: [%zu/%zu] %s (%s): %zu items in %.2f s", x->nodes_done, x->p->n_nodes,
+               node->id, node->type->name, s->items_total, dt);
+    else
+        nf_log("nlflow: [%zu/%zu] %s (%s): done in %.2f s", x->nodes_done, x->p->n_nodes,
+               node->id, node->type->name, dt);
+    json_event(x, "node_done", node, dt);
+    release_sources(x, ni);
+    if (s->consumers_left == 0) {
+        size_t n_out = nf_port_count(node->type->outputs);
+        for (size_t o = 0; o < n_out; o++) {
+            nf_value_unref(s->out[o]);
+            s->out[o] = NULL;
+        }
+    }
+    for (size_t j = 0; j < x->p->n_nodes; j++)
+        for (size_t e = 0; e < x->p->nodes[j].n_edges; e++)
+            if ((size_t)x->p->nodes[j].edges[e].src == ni)
+                x->st[j].deps_left--;
+}
+
+/* Run one task (node ni, item). Called without the lock. */
+static int run_task(struct executor *x, size_t ni, size_t item, struct nf_error *err)
+{
+    struct nf_node_inst *node = &x->p->nodes[ni];
+    struct nstate *s = &x->st[ni];
+    const struct nf_node_type *t = node->type;
+    size_t n_in = nf_port_count(t->inputs), n_out = nf_port_count(t->outputs);
+    size_t n_extra = 0;
+    for (size_t e = 0; e < node->n_edges; e++)
+        n_extra += node->edges[e].port == NF_EDGE_VARIADIC;
+    struct nf_value **in = calloc(n_in + 1, sizeof *in);
+    struct nf_value **out = calloc(n_out + 1, sizeof *out);
+    struct nf_value **extra = calloc(n_extra + 1, sizeof *extra);
+    const char **extra_names = calloc(n_extra + 1, sizeof *extra_names);
+    const char *item_label = NULL;
+    int rc = 0;
+    if (!in || !out || !extra || !extra_names) {
+        rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    size_t xi = 0;
+    for (size_t e = 0; e < node->n_edges; e++) {
+        const struct nf_edge *edge = &node->edges[e];
+        struct nf_value *v = x->st[edge->src].out[edge->src_port];
+        if (edge->port == NF_EDGE_AFTER)
+            continue;
+        if (edge->port == NF_EDGE_VARIADIC) {
+            extra_names[xi] = edge->name;
+            extra[xi++] = nf_value_ref(v);
+            continue;
+        }
+        if (s->prepared[edge->port]) {
+            in[edge->port] = nf_value_ref(s->prepared[edge->port]);
+            continue;
+        }
+        /* mapped port: this task's item, read from disk if lazy */
+        struct nf_value *it = v->u.coll.items[item];
+        if (!item_label)
+            item_label = it->label;
+        in[edge->port] = nf_value_materialize(it, err);
+        if (!in[edge->port]) {
+            if (!err->loc.file) {
+                err->loc = node->loc;
+                snprintf(err->node, sizeof err->node, "%s", node->id);
+            }
+            rc = err->code;
+            goto fail;
+        }
+        if (in[edge->port]->kind == NF_KIND_TABLE && (t->inputs[edge->port].flags & NF_PORT_TABLE_AS_MATRIX) &&
+            !(t->inputs[edge->port].types & NF_PT_TABLE)) {
+            struct nf_value *m = nf_table_to_matrix(in[edge->port], err);
+            nf_value_unref(in[edge->port]);
+            in[edge->port] = m;
+            if (!m) {
+                rc = err->code;
+                goto fail;
+            }
+        }
+    }
+    struct nf_env env = x->env;
+    if (s->mapped && s->items_total > 1)
+        env.threads = 1;
+    struct nf_run run = {
+        .node = node, .params = node->params, .env = &env, .in = in,
+        .n_extra = n_extra, .extra_names = extra_names, .extra_in = extra,
+        .out = out, .err = err, .item = item, .n_items = s->mapped ? s->items_total : 0,
+    };
+    int (*fn)(struct nf_run *) = node->device == NF_DEV_GPU && t->run_gpu ? t->run_gpu : t->run_cpu;
+    rc = fn ? fn(&run) : NF_FAIL(err, NF_EBUG, "node type '%s' has no implementation", t->name);
+    if (rc < 0) {
+        if (!err->loc.file)
+            err->loc = node->loc;
+        if (!err->node[0])
+            snprintf(err->node, sizeof err->node, "%s", node->id);
+        goto fail;
+    }
+    pthread_mutex_lock(&x->lock);
+    for (size_t o = 0; o < n_out; o++) {
+        if (s->mapped) {
+            if (out[o] && item_label && !out[o]->label)
+                nf_value_set_label(out[o], item_label);
+            s->out[o]->u.coll.items[item] = out[o];
+        } else {
+            s->out[o] = out[o];
+        }
+        out[o] = NULL;
+    }
+    pthread_mutex_unlock(&x->lock);
+fail:
+    for (size_t i = 0; in && i < n_in; i++)
+        nf_value_unref(in[i]);
+    for (size_t i = 0; extra && i < n_extra; i++)
+        nf_value_unref(extra[i]);
+    for (size_t o = 0; out && o < n_out; o++)
+        nf_value_unref(out[o]);
+    free(in);
+    free(out);
+    free(extra);
+    free(extra_names);
+    return rc;
+}
+
+/* Under the lock: find a task that can start now. */
+static bool pick_task(struct executor *x, size_t *ni_out, size_t *item_out)
+{
+    for (size_t oi = 0; oi < x->p->n_nodes; oi++) {
+        size_t ni = (size_t)x->p->order[oi];
+        struct nf_node_inst *node = &x->p->nodes[ni];
+        struct nstate *s = &x->st[ni];
+        if (s->done || s->deps_left > 0)
+            continue;
+        if (!s->prepared_ok) {
+            struct nf_error e = { 0 };
+            if (prepare_inputs(x, ni, &e) < 0 || node_ready(x, ni, &e) < 0) {
+                fail_locked(x, &e);
+                return false;
+            }
+            s->t_start = nf_now();
+            json_event(x, "node_start", node, -1);
+            if (s->items_total == 0) {   /* empty collection: nothing to do */
+                node_finished(x, ni);
+                pthread_cond_broadcast(&x->cond);
+                continue;
+            }
+        }
+        if (s->items_started >= s->items_total)
+            continue;
+        bool fits = x->mem_used + node->est_peak <= x->p->settings.memory;
+        if (x->running > 0 && !fits)
+            continue;
+        *ni_out = ni;
+        *item_out = s->items_started++;
+        x->mem_used += node->est_peak;
+        x->running++;
+        return true;
+    }
+    return false;
+}
+
+static void *worker(void *arg)
+{
+    struct executor *x = arg;
+    pthread_mutex_lock(&x->lock);
+    for (;;) {
+        if (nf_interrupted && !x->abort) {
+            struct nf_error e = { 0 };
+            NF_FAIL(&e, NF_EINTR, "interrupted");
+            fail_locked(x, &e);
+        }
+        if (x->abort || x->nodes_done == x->p->n_nodes)
+            break;
+        size_t ni, item;
+        if (!pick_task(x, &ni, &item)) {
+            if (x->abort || x->nodes_done == x->p->n_nodes)
+                break;
+            pthread_cond_wait(&x->cond, &x->lock);
+            continue;
+        }
+        pthread_mutex_unlock(&x->lock);
+        struct nf_error e = { 0 };
+        int rc = run_task(x, ni, item, &e);
+        pthread_mutex_lock(&x->lock);
+        x->running--;
+        x->mem_used -= x->p->nodes[ni].est_peak;
+        if (rc < 0) {
+            fail_locked(x, &e);
+        } else if (++x->st[ni].items_done == x->st[ni].items_total) {
+            node_finished(x, ni);
+        }
+        pthread_cond_broadcast(&x->cond);
+    }
+    pthread_cond_broadcast(&x->cond);
+    pthread_mutex_unlock(&x->lock);
+    return NULL;
+}
+
+int nf_execute(struct nf_pipeline *p, const struct nf_exec_opts *o, struct nf_error *err)
+{
+    struct executor x;
+    memset(&x, 0, sizeof x);
+    x.p = p;
+    x.o = o;
+    nf_pipeline_env(p, &x.env);
+    x.env.quiet = o->quiet;
+    int rc = 0;
+    int nthreads = o->threads > 0 ? o->threads : nf_cpu_count();
+    pthread_t *tids = calloc((size_t)nthreads, sizeof *tids);
+    x.st = calloc(p->n_nodes + 1, sizeof *x.st);
+    if (!tids || !x.st) {
+        free(tids);
+        free(x.st);
+        return NF_FAIL(err, NF_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < p->n_nodes; i++) {
+        struct nf_node_inst *node = &p->nodes[i];
+        x.st[i].deps_left = (int)node->n_edges;
+        x.st[i].out = calloc(nf_port_count(node->type->outputs) + 1, sizeof(struct nf_value *));
+        x.st[i].prepared = calloc(nf_port_count(node->type->inputs) + 1, sizeof(struct nf_value *));
+        if (!x.st[i].out || !x.st[i].prepared) {
+            rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+            goto fail;
+        }
+        for (size_t e = 0; e < node->n_edges; e++)
+            x.st[node->edges[e].src].consumers_left++;
+    }
+    pthread_mutex_init(&x.lock, NULL);
+    pthread_cond_init(&x.cond, NULL);
+    int started = 0;
+    for (int t = 0; t < nthreads; t++) {
+        if (pthread_create(&tids[t], NULL, worker, &x) != 0)
+            break;
+        started++;
+    }
+    if (started == 0)
+        worker(&x);
+    for (int t = 0; t < started; t++)
+        pthread_join(tids[t], NULL);
+    pthread_mutex_destroy(&x.lock);
+    pthread_cond_destroy(&x.cond);
+    if (x.abort) {
+        *err = x.err;
+        rc = x.err.code ? x.err.code : NF_EBUG;
+    }
+fail:
+    for (size_t i = 0; i < p->n_nodes; i++) {
+        size_t n_out = nf_port_count(p->nodes[i].type->outputs);
+        size_t n_in = nf_port_count(p->nodes[i].type->inputs);
+        for (size_t k = 0; x.st[i].out && k < n_out; k++)
+            nf_value_unref(x.st[i].out[k]);
+        for (size_t k = 0; x.st[i].prepared && k < n_in; k++)
+            nf_value_unref(x.st[i].prepared[k]);
+        free(x.st[i].out);
+        free(x.st[i].prepared);
+    }
+    free(x.st);
+    free(tids);
+    return rc;
+}

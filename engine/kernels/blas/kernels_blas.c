@@ -1,0 +1,173 @@
+/* kernels_blas.c — the OpenBLAS kernel table, `nf_kernels_blas`, and BLAS identity.
+ *
+ * sgemm goes to cblas_sgemm. OpenBLAS takes 32-bit sizes (blasint), so larger
+ * problems are cut into pieces that fit; a leading dimension that does not fit
+ * cannot be cut and falls back to the reference loop. The column reductions
+ * (col_moments, standardize) are our own loops: they walk the row-major matrix
+ * row by row, accumulating per-column sums in double, so memory is read
+ * contiguously instead of striding by `cols` floats per element. They are two-pass
+ * (mean, then squared deviations) for the same precision reason as the reference,
+ * and for a given column they add in the same order, so their moments match the
+ * reference bit for bit.
+ *
+ * Also here: nf_kernels_cpu() (the best CPU table of this build) and the
+ * OpenBLAS identification used by `nlflow devices` and benchmark records.
+ */
+#include "kernels/kernels.h"
+
+#include <cblas.h>
+#include <limits.h>
+#include <math.h>
+
+/* Columns standardised per block: the block's per-column mean and divisor live on
+ * the stack (2 × 4 KiB), so standardize cannot fail for lack of memory, and a
+ * block of a few hundred rows stays in cache across its three passes. */
+enum { STANDARDIZE_BLOCK_COLS = 512 };
+
+/* The largest size one cblas call accepts. */
+#define BLAS_SIZE_MAX ((int64_t)INT_MAX)
+
+static void scale_c(int64_t m, int64_t n, float beta, float *C, int64_t ldc)
+{
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++)
+            C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
+}
+
+static void blas_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                       const float *A, int64_t lda, const float *B, int64_t ldb,
+                       float beta, float *C, int64_t ldc)
+{
+    if (m <= 0 || n <= 0)
+        return;
+    /* cblas rejects lda < 1 even when k == 0, and there is nothing to multiply. */
+    if (k <= 0) {
+        scale_c(m, n, beta, C, ldc);
+        return;
+    }
+    if (lda > BLAS_SIZE_MAX || ldb > BLAS_SIZE_MAX || ldc > BLAS_SIZE_MAX) {
+        nf_kernels_ref.sgemm(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    /* Split any size cblas cannot take: rows of C, columns of C, then the inner
+     * dimension, where later pieces accumulate onto the first (beta = 1). */
+    if (m > BLAS_SIZE_MAX) {
+        int64_t half = m / 2;
+        blas_sgemm(ta, tb, half, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+        blas_sgemm(ta, tb, m - half, n, k, alpha, ta ? A + half : A + half * lda, lda,
+                   B, ldb, beta, C + half * ldc, ldc);
+        return;
+    }
+    if (n > BLAS_SIZE_MAX) {
+        int64_t half = n / 2;
+        blas_sgemm(ta, tb, m, half, k, alpha, A, lda, B, ldb, beta, C, ldc);
+        blas_sgemm(ta, tb, m, n - half, k, alpha, A, lda, tb ? B + half * ldb : B + half,
+                   ldb, beta, C + half, ldc);
+        return;
+    }
+    if (k > BLAS_SIZE_MAX) {
+        int64_t half = k / 2;
+        blas_sgemm(ta, tb, m, n, half, alpha, A, lda, B, ldb, beta, C, ldc);
+        blas_sgemm(ta, tb, m, n, k - half, alpha, ta ? A + half * lda : A + half, lda,
+                   tb ? B + half : B + half * ldb, ldb, 1.0f, C, ldc);
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                (blasint)m, (blasint)n, (blasint)k, alpha, A, (blasint)lda, B, (blasint)ldb,
+                beta, C, (blasint)ldc);
+}
+
+/* Moments of columns [first, first + width) of X into mean[0..width), std[0..width). */
+static void block_moments(const float *X, int64_t rows, int64_t cols, int64_t first,
+                          int64_t width, double *mean, double *std)
+{
+    for (int64_t j = 0; j < width; j++) {
+        mean[j] = 0.0;
+        std[j] = 0.0;
+    }
+    if (rows == 0)
+        return;
+    for (int64_t i = 0; i < rows; i++) {
+        const float *row = X + i * cols + first;
+        for (int64_t j = 0; j < width; j++)
+            mean[j] += row[j];
+    }
+    for (int64_t j = 0; j < width; j++)
+        mean[j] /= (double)rows;
+    for (int64_t i = 0; i < rows; i++) {
+        const float *row = X + i * cols + first;
+        for (int64_t j = 0; j < width; j++) {
+            double d = row[j] - mean[j];
+            std[j] += d * d;
+        }
+    }
+    for (int64_t j = 0; j < width; j++)
+        std[j] = sqrt(std[j] / (double)rows);
+}
+
+static void blas_col_moments(const float *X, int64_t rows, int64_t cols,
+                             double *mean, double *std)
+{
+    /* The caller's output arrays double as the accumulators: no allocation. */
+    block_moments(X, rows, cols, 0, cols, mean, std);
+}
+
+static void blas_standardize(float *X, int64_t rows, int64_t cols, enum nf_standardize mode)
+{
+    if (mode != NF_STD_ZSCORE && mode != NF_STD_CENTER)
+        return;
+    double mean[STANDARDIZE_BLOCK_COLS], std[STANDARDIZE_BLOCK_COLS];
+    for (int64_t first = 0; first < cols; first += STANDARDIZE_BLOCK_COLS) {
+        int64_t width = cols - first < STANDARDIZE_BLOCK_COLS ? cols - first
+                                                              : STANDARDIZE_BLOCK_COLS;
+        block_moments(X, rows, cols, first, width, mean, std);
+        /* Reuse std[] as the reciprocal of the divisor: a multiply per element
+         * instead of a divide (differs from the reference by at most 1 ulp). */
+        for (int64_t j = 0; j < width; j++)
+            std[j] = (mode == NF_STD_ZSCORE && std[j] != 0.0) ? 1.0 / std[j] : 1.0;
+        for (int64_t i = 0; i < rows; i++) {
+            float *row = X + i * cols + first;
+            for (int64_t j = 0; j < width; j++)
+                row[j] = (float)((row[j] - mean[j]) * std[j]);
+        }
+    }
+}
+
+const struct nf_kernels nf_kernels_blas = {
+    .name = "blas",
+    .sgemm = blas_sgemm,
+    .col_moments = blas_col_moments,
+    .standardize = blas_standardize,
+};
+
+const struct nf_kernels *nf_kernels_cpu(void)
+{
+    return &nf_kernels_blas;
+}
+
+/* OpenBLAS build string, e.g. "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Haswell
+ * MAX_THREADS=64". The string is static inside OpenBLAS. */
+const char *nf_blas_name(void)
+{
+    const char *config = openblas_get_config();
+    return config ? config : "OpenBLAS (unknown version)";
+}
+
+/* The kernel set OpenBLAS picked at load time (honours OPENBLAS_CORETYPE). */
+const char *nf_blas_core(void)
+{
+    const char *core = openblas_get_corename();
+    return core ? core : "unknown";
+}
+
+int nf_blas_threads(void)
+{
+    return openblas_get_num_threads();
+}
+
+void nf_blas_set_threads(int n)
+{
+    if (n < 1)
+        n = 1;
+    openblas_set_num_threads(n);
+}

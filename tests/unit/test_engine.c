@@ -1,0 +1,453 @@
+/* test_engine.c — unit tests of the engine phases: the node registry and its
+ * parameter tables, YAML parsing with marks, validation messages, topological
+ * order and cycle detection, ${var} substitution, placement, memory planning,
+ * collection stacking, and an end-to-end round trip of a volume through
+ * load -> mask -> summarize executed in process.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "io.h"
+#include "params.h"
+#include "pipeline.h"
+#include "util.h"
+#include "ytree.h"
+
+static char tmpdir[256];
+
+static int setup_tmp(void **state)
+{
+    (void)state;
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/nlflow-test-engine-XXXXXX");
+    return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int teardown_tmp(void **state)
+{
+    (void)state;
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static char *write_yaml(const char *name, const char *text)
+{
+    char *path = nf_asprintf("%s/%s", tmpdir, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    return path;
+}
+
+/* Load a pipeline and return it (or NULL) with diagnostics in d. */
+static struct nf_pipeline *load(const char *name, const char *text, struct nf_diags *d)
+{
+    char *path = write_yaml(name, text);
+    nf_diags_init(d);
+    struct nf_pipeline *p = nf_pipeline_load(path, NULL, d);
+    free(path);
+    return p;
+}
+
+static bool diags_contain(const struct nf_diags *d, const char *needle)
+{
+    for (size_t i = 0; i < d->n; i++)
+        if (strstr(d->v[i].msg, needle))
+            return true;
+    return false;
+}
+
+/* ---- registry ---- */
+static void test_registry_tables(void **state)
+{
+    (void)state;
+    int problems = 0;
+    for (size_t i = 0; nf_node_types[i]; i++) {
+        const struct nf_node_type *t = nf_node_types[i];
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(nf_node_types[j]->name, t->name) == 0) {
+                fprintf(stderr, "duplicate node type '%s'\n", t->name);
+                problems++;
+            }
+        if (!t->summary || !t->summary[0] || !t->run_cpu || t->version < 1) {
+            fprintf(stderr, "node '%s': missing summary, run_cpu or version\n", t->name);
+            problems++;
+        }
+        if (t->run_gpu && !t->run_cpu) {
+            fprintf(stderr, "node '%s': GPU without CPU implementation\n", t->name);
+            problems++;
+        }
+        for (const struct nf_param *p = t->params; p && p->name; p++) {
+            for (const struct nf_param *q = t->params; q != p; q++)
+                if (strcmp(p->name, q->name) == 0) {
+                    fprintf(stderr, "node '%s': duplicate parameter '%s'\n", t->name, p->name);
+                    problems++;
+                }
+            if (!p->help || !p->help[0]) {
+                fprintf(stderr, "node '%s': parameter '%s' has no help\n", t->name, p->name);
+                problems++;
+            }
+            if (p->offset + 1 > t->params_size) {
+                fprintf(stderr, "node '%s': parameter '%s' offset outside params\n", t->name, p->name);
+                problems++;
+            }
+            if (strcmp(p->name, "type") == 0 || strcmp(p->name, "in") == 0 ||
+                strcmp(p->name, "device") == 0 || strcmp(p->name, "after") == 0) {
+                fprintf(stderr, "node '%s': parameter '%s' shadows a reserved key\n", t->name, p->name);
+                problems++;
+            }
+            bool ranged = !(p->min == 0 && p->max == 0);
+            if (p->flags & NF_PF_REQUIRED)
+                continue;
+            if ((p->type == NF_P_INT && ranged && (p->def.i < p->min || p->def.i > p->max)) ||
+                (p->type == NF_P_NUM && ranged && !isnan(p->def.d) && (p->def.d < p->min || p->def.d > p->max))) {
+                fprintf(stderr, "node '%s': default of '%s' outside its range\n", t->name, p->name);
+                problems++;
+            }
+            if (p->type == NF_P_ENUM) {
+                int n = 0;
+                while (p->choices && p->choices[n])
+                    n++;
+                if (n == 0 || p->def.i < 0 || p->def.i >= n) {
+                    fprintf(stderr, "node '%s': enum '%s' default out of choices\n", t->name, p->name);
+                    problems++;
+                }
+            }
+        }
+        const struct nf_port *lists[2] = { t->inputs, t->outputs };
+        for (int l = 0; l < 2; l++)
+            for (const struct nf_port *pt = lists[l]; pt && pt->name; pt++) {
+                if ((pt->types & ~(unsigned)NF_PT_ANY) || pt->types == 0) {
+                    fprintf(stderr, "node '%s': port '%s' has unknown types\n", t->name, pt->name);
+                    problems++;
+                }
+                if (nf_param_find(t->params, pt->name) && l == 0) {
+                    fprintf(stderr, "node '%s': port '%s' is also a parameter\n", t->name, pt->name);
+                    problems++;
+                }
+            }
+    }
+    assert_int_equal(problems, 0);
+}
+
+static void test_param_parsing(void **state)
+{
+    (void)state;
+    static const char *const choices[] = { "a", "b", NULL };
+    struct P { int64_t i; double d; bool b; int e; struct nf_num_list l; char *s; } params;
+    const struct nf_param table[] = {
+        { "i", "int", NF_P_INT, offsetof(struct P, i), { 3, 0, NULL }, 1, 10, NULL, 0, 0, 0 },
+        { "d", "num", NF_P_NUM, offsetof(struct P, d), { 0, 0.5, NULL }, 0, 1, NULL, 0, 0, 0 },
+        { "b", "bool", NF_P_BOOL, offsetof(struct P, b), { 0, 0, NULL }, 0, 0, NULL, 0, 0, 0 },
+        { "e", "enum", NF_P_ENUM, offsetof(struct P, e), { 1, 0, NULL }, 0, 0, choices, 0, 0, 0 },
+        { "l", "list", NF_P_NUM_LIST, offsetof(struct P, l), { 0, 0, "1,2,3" }, -5, 5, NULL, 0, 3, 3 },
+        { "s", "str", NF_P_STR, offsetof(struct P, s), { 0, 0, "x" }, 0, 0, NULL, 0, 0, 0 },
+        NF_PARAM_END,
+    };
+    struct nf_node_type t = { .name = "t", .params = table, .params_size = sizeof params };
+    nf_params_defaults(&t, &params);
+    assert_int_equal(params.i, 3);
+    assert_true(params.d == 0.5);
+    assert_int_equal(params.e, 1);
+    assert_int_equal(params.l.n, 3);
+    assert_true(params.l.v[2] == 3.0);
+    assert_string_equal(params.s, "x");
+
+    struct nf_error err = { 0 };
+    struct nf_ynode *doc = nf_yaml_parse("i: 11\nd: '0.3'\nb: maybe\ne: c\nl: [1, 2]\nok: 7\n", 52, "f.yaml", &err);
+    assert_non_null(doc);
+    struct nf_diags d;
+    nf_diags_init(&d);
+    for (size_t k = 0; k < 5; k++)
+        assert_true(nf_param_set(&table[k], &params, doc->items[k], "n", ".", &d) < 0);
+    assert_int_equal(d.n, 5);
+    assert_string_equal(d.v[0].msg, "parameter 'i' must be an integer between 1 and 10 (got '11')");
+    assert_int_equal(d.v[0].loc.line, 1);
+    assert_int_equal(d.v[0].loc.col, 4);
+    assert_string_equal(d.v[1].msg, "parameter 'd' must be a number between 0 and 1 (got '0.3')");
+    assert_string_equal(d.v[2].msg, "parameter 'b' must be true or false (got 'maybe')");
+    assert_string_equal(d.v[3].msg, "parameter 'e' must be one of a, b (got 'c')");
+    assert_string_equal(d.v[4].msg, "parameter 'l' must have 3 values (got 2)");
+    /* values untouched by failed sets */
+    assert_int_equal(params.i, 3);
+    assert_int_equal(params.e, 1);
+    nf_diags_release(&d);
+    nf_ynode_free(doc);
+    nf_params_release(&t, &params);
+}
+
+static void test_yaml_marks_and_errors(void **state)
+{
+    (void)state;
+    struct nf_error err = { 0 };
+    const char *text = "a:\n  b: [1, 2\n";
+    assert_null(nf_yaml_parse(text, strlen(text), "x.yaml", &err));
+    assert_int_equal(err.code, NF_ESYNTAX);
+    assert_int_equal(err.loc.line, 3);
+    assert_non_null(strstr(err.msg, "invalid YAML"));
+    memset(&err, 0, sizeof err);
+    assert_null(nf_yaml_parse("", 0, "x.yaml", &err));
+    assert_string_equal(err.msg, "the file is empty");
+    memset(&err, 0, sizeof err);
+    text = "a: &x 1\nb: *x\n";
+    assert_null(nf_yaml_parse(text, strlen(text), "x.yaml", &err));
+    assert_non_null(strstr(err.msg, "not supported"));
+}
+
+/* ---- validation, order, cycles ---- */
+static const char good_pipeline[] =
+    "nlflow: 1\n"
+    "params: {n: '3'}\n"
+    "nodes:\n"
+    "  maps:\n"
+    "    type: summarize\n"
+    "    in: {m: masked}\n"
+    "  masked:\n"
+    "    type: mask\n"
+    "    in: {data: sim.data, mask: sim.mask}\n"
+    "  sim:\n"
+    "    type: simulate\n"
+    "    subjects: ${n}\n"
+    "    mask: synthetic\n";
+
+static void test_topological_order(void **state)
+{
+    (void)state;
+    struct nf_diags d;
+    struct nf_pipeline *p = load("order.yaml", good_pipeline, &d);
+    assert_int_equal(d.n, 0);
+    assert_non_null(p);
+    assert_int_equal(p->n_nodes, 3);
+    /* every edge goes from an earlier to a later position */
+    int pos[3];
+    for (int i = 0; i < 3; i++)
+        pos[p->order[i]] = i;
+    for (size_t i = 0; i < p->n_nodes; i++)
+        for (size_t e = 0; e < p->nodes[i].n_edges; e++)
+            assert_true(pos[p->nodes[i].edges[e].src] < pos[i]);
+    int sim = nf_node_index(p, "sim");
+    assert_int_equal(p->order[0], sim);
+    /* ${n} substituted and typed by the table */
+    assert_int_equal(*(int64_t *)p->nodes[sim].params, 3);
+    nf_pipeline_free(p);
+    nf_diags_release(&d);
+}
+
+static void test_cycle_detected(void **state)
+{
+    (void)state;
+    struct nf_diags d;
+    struct nf_pipeline *p = load("cycle.yaml",
+        "nlflow: 1\nnodes:\n"
+        "  a: {type: mask, in: {data: c, mask: b}}\n"
+        "  b: {type: mask, in: {data: a, mask: a}}\n"
+        "  c: {type: mask, in: {data: b, mask: b}}\n", &d);
+    assert_null(p);
+    assert_int_equal(d.n, 1);
+    assert_non_null(strstr(d.v[0].msg, "the pipeline has a cycle: "));
+    /* the cycle names all three nodes */
+    assert_non_null(strstr(d.v[0].msg, "a"));
+    assert_non_null(strstr(d.v[0].msg, "b ->"));
+    assert_non_null(strstr(d.v[0].msg, "c"));
+    nf_diags_release(&d);
+}
+
+static void test_all_errors_reported(void **state)
+{
+    (void)state;
+    struct nf_diags d;
+    struct nf_pipeline *p = load("many.yaml",
+        "nlflow: 1\n"
+        "nodes:\n"
+        "  a: {type: simulate, subjects: -1, colour: red}\n"
+        "  b: {type: mask, in: {data: a.data, mask: nowhere, extra: a}}\n"
+        "  c: {type: nosuch}\n"
+        "  d: {type: load, path: '${undefined}'}\n", &d);
+    assert_null(p);
+    assert_true(diags_contain(&d, "parameter 'subjects' must be an integer"));
+    assert_true(diags_contain(&d, "unknown parameter 'colour'"));
+    assert_true(diags_contain(&d, "refers to unknown node 'nowhere'"));
+    assert_true(diags_contain(&d, "unknown input port 'extra'"));
+    assert_true(diags_contain(&d, "unknown node type 'nosuch'"));
+    assert_true(diags_contain(&d, "undefined variable '${undefined}'"));
+    assert_true(d.n >= 6);
+    nf_diags_release(&d);
+}
+
+static void test_set_override(void **state)
+{
+    (void)state;
+    char *path = write_yaml("set.yaml", good_pipeline);
+    struct nf_diags d;
+    nf_diags_init(&d);
+    char *sets[] = { "n=5" };
+    struct nf_overrides ov = { .set = sets, .n_set = 1, .device = -1, .memory = -1, .threads = -1 };
+    struct nf_pipeline *p = nf_pipeline_load(path, &ov, &d);
+    assert_non_null(p);
+    assert_int_equal(*(int64_t *)p->nodes[nf_node_index(p, "sim")].params, 5);
+    nf_pipeline_free(p);
+    char *bad[] = { "m=5" };
+    ov.set = bad;
+    assert_null(nf_pipeline_load(path, &ov, &d));
+    assert_true(diags_contain(&d, "--set m: the pipeline has no such variable"));
+    nf_diags_release(&d);
+    free(path);
+}
+
+static void test_placement(void **state)
+{
+    (void)state;
+    /* requested, pipeline default, node has gpu, gpu available */
+    assert_int_equal(nf_place_node(NF_DEV_AUTO, NF_DEV_AUTO, true, true), NF_DEV_CPU);
+    assert_int_equal(nf_place_node(NF_DEV_GPU, NF_DEV_CPU, true, true), NF_DEV_GPU);
+    assert_int_equal(nf_place_node(NF_DEV_AUTO, NF_DEV_GPU, true, true), NF_DEV_GPU);
+    assert_int_equal(nf_place_node(NF_DEV_GPU, NF_DEV_AUTO, true, false), NF_DEV_CPU);
+    assert_int_equal(nf_place_node(NF_DEV_GPU, NF_DEV_AUTO, false, true), NF_DEV_CPU);
+    assert_int_equal(nf_place_node(NF_DEV_CPU, NF_DEV_GPU, true, true), NF_DEV_CPU);
+}
+
+static void test_sizes(void **state)
+{
+    (void)state;
+    assert_int_equal(nf_parse_size("8GiB"), 8LL << 30);
+    assert_int_equal(nf_parse_size("512 MiB"), 512LL << 20);
+    assert_int_equal(nf_parse_size("2G"), 2000000000LL);
+    assert_int_equal(nf_parse_size("100"), 100);
+    assert_int_equal(nf_parse_size("lots"), -1);
+    assert_int_equal(nf_parse_size("-1G"), -1);
+    assert_int_equal(nf_parse_size("8 parsecs"), -1);
+}
+
+/* ---- collections ---- */
+static void test_collection_stacking(void **state)
+{
+    (void)state;
+    struct nf_error err = { 0 };
+    struct nf_value *coll = nf_value_new_collection(3, &err);
+    assert_non_null(coll);
+    for (int i = 0; i < 3; i++) {
+        struct nf_value *m = nf_value_new_matrix(1, 4, NULL, &err);
+        for (int c = 0; c < 4; c++)
+            m->u.mat.data[c] = (float)(10 * i + c);
+        coll->u.coll.items[i] = m;
+    }
+    struct nf_value *s = nf_collection_stack(coll, &err);
+    assert_non_null(s);
+    assert_int_equal(s->u.mat.rows, 3);
+    assert_int_equal(s->u.mat.cols, 4);
+    for (int i = 0; i < 3; i++)
+        for (int c = 0; c < 4; c++)
+            assert_true(s->u.mat.data[i * 4 + c] == (float)(10 * i + c));
+    nf_value_unref(s);
+    /* a mismatched item is an error naming it */
+    nf_value_unref(coll->u.coll.items[1]);
+    coll->u.coll.items[1] = nf_value_new_matrix(1, 5, NULL, &err);
+    nf_value_set_label(coll->u.coll.items[1], "sub-02");
+    assert_null(nf_collection_stack(coll, &err));
+    assert_int_equal(err.code, NF_ESHAPE);
+    assert_non_null(strstr(err.msg, "sub-02"));
+    nf_value_unref(coll);
+}
+
+/* ---- planning ---- */
+static void test_memory_budget(void **state)
+{
+    (void)state;
+    struct nf_diags d;
+    char *sets[] = { 0 };
+    (void)sets;
+    struct nf_pipeline *p = load("budget.yaml",
+        "nlflow: 1\nsettings: {memory: 1MiB}\nnodes:\n"
+        "  sim: {type: simulate, mask: synthetic, subjects: 2, images: 50}\n", &d);
+    assert_non_null(p);
+    assert_int_equal(nf_resolve_shapes(p, &d), 0);
+    assert_int_equal(nf_place(p, false, &d), 0);
+    assert_true(nf_plan_memory(p, &d) < 0);
+    assert_true(diags_contain(&d, "more than the memory budget of 1.0 MiB"));
+    assert_string_equal(d.v[0].node, "sim");
+    nf_pipeline_free(p);
+    nf_diags_release(&d);
+}
+
+/* ---- end to end: load -> mask -> summarize reproduces the input ---- */
+static void test_roundtrip(void **state)
+{
+    (void)state;
+    struct nf_error err = { 0 };
+    struct nf_grid g = { .dim = { 5, 4, 3 }, .pixdim = { 2, 2, 2 }, .sform_code = 4, .qform_code = 4 };
+    double A[4][4] = { { -2, 0, 0, 40 }, { 0, 2, 0, -30 }, { 0, 0, 2, -10 }, { 0, 0, 0, 1 } };
+    memcpy(g.affine, A, sizeof A);
+    int64_t nvox = 5 * 4 * 3;
+    float *vol = calloc((size_t)nvox, sizeof *vol), *mask = calloc((size_t)nvox, sizeof *mask);
+    for (int64_t v = 0; v < nvox; v++) {
+        vol[v] = (float)(v * 1.25 - 7);
+        mask[v] = (v % 3 != 0) ? 1.0f : 0.0f;
+    }
+    char *vpath = nf_asprintf("%s/vol.nii.gz", tmpdir), *mpath = nf_asprintf("%s/mask.nii.gz", tmpdir);
+    assert_int_equal(nf_nifti_write(vpath, &g, 1, vol, 0, "test", &err), 0);
+    assert_int_equal(nf_nifti_write(mpath, &g, 1, mask, 0, "test", &err), 0);
+    char *yaml = write_yaml("rt.yaml",
+        "nlflow: 1\nname: rt\nsettings: {outputs: out}\nnodes:\n"
+        "  vol: {type: load, path: vol.nii.gz}\n"
+        "  brain: {type: load, path: mask.nii.gz}\n"
+        "  m: {type: mask, in: {data: vol, mask: brain}}\n"
+        "  s: {type: summarize, in: {roundtrip: m}}\n");
+    struct nf_diags d;
+    nf_diags_init(&d);
+    struct nf_pipeline *p = nf_pipeline_load(yaml, NULL, &d);
+    assert_non_null(p);
+    assert_int_equal(nf_resolve_shapes(p, &d), 0);
+    assert_int_equal(nf_place(p, false, &d), 0);
+    assert_int_equal(nf_plan_memory(p, &d), 0);
+    struct nf_exec_opts o = { .threads = 2, .quiet = true };
+    nf_log_quiet = true;
+    int rc = nf_execute(p, &o, &err);
+    if (rc < 0)
+        fprintf(stderr, "%s\n", err.msg);
+    assert_int_equal(rc, 0);
+    char *out = nf_asprintf("%s/out/rt_stat-roundtrip_statmap.nii.gz", tmpdir);
+    struct nf_value *back = nf_nifti_read(out, &err);
+    assert_non_null(back);
+    assert_int_equal(back->u.vol.grid.dim[0], 5);
+    assert_true(nf_grid_same(&back->u.vol.grid, &g));
+    for (int64_t v = 0; v < nvox; v++)
+        assert_true(back->u.vol.data[v] == (mask[v] != 0 ? vol[v] : 0.0f));
+    nf_value_unref(back);
+    nf_pipeline_free(p);
+    nf_diags_release(&d);
+    free(out);
+    free(yaml);
+    free(vpath);
+    free(mpath);
+    free(vol);
+    free(mask);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_registry_tables),
+        cmocka_unit_test(test_param_parsing),
+        cmocka_unit_test(test_yaml_marks_and_errors),
+        cmocka_unit_test(test_topological_order),
+        cmocka_unit_test(test_cycle_detected),
+        cmocka_unit_test(test_all_errors_reported),
+        cmocka_unit_test(test_set_override),
+        cmocka_unit_test(test_placement),
+        cmocka_unit_test(test_sizes),
+        cmocka_unit_test(test_collection_stacking),
+        cmocka_unit_test(test_memory_budget),
+        cmocka_unit_test(test_roundtrip),
+    };
+    return cmocka_run_group_tests(tests, setup_tmp, teardown_tmp);
+}

@@ -1,0 +1,746 @@
+/* test_io.c — unit tests for engine/nifti_io.c and engine/table_io.c.
+ *
+ * Every expected value comes from an independent source: hand-built volumes and
+ * index formulas, files written directly with nifti_clib or byte by byte (.npy),
+ * or closed forms such as 0.5*x + 10. All files live in a mkdtemp folder that the
+ * group teardown removes.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <ftw.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <nifti2_io.h>
+
+#include "io.h"
+#include "util.h"
+
+static char tmpdir[256];
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st; (void)flag; (void)ftw;
+    return remove(path);
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    snprintf(tmpdir, sizeof tmpdir, "%s/nlflow-test-io-XXXXXX", base);
+    return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    return nftw(tmpdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* A path inside the test folder (static buffer rotation: up to 4 live at once). */
+static const char *tmp_path(const char *name)
+{
+    static char bufs[4][512];
+    static int next;
+    char *b = bufs[next++ % 4];
+    snprintf(b, 512, "%s/%s", tmpdir, name);
+    return b;
+}
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *fp = fopen(path, "wb");
+    assert_non_null(fp);
+    assert_int_equal(fwrite(text, 1, strlen(text), fp), strlen(text));
+    assert_int_equal(fclose(fp), 0);
+}
+
+static long file_size(const char *path)
+{
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    return (long)st.st_size;
+}
+
+/* Only the final file may be left in the folder: no temporaries. */
+static int count_dir_entries(void)
+{
+    int n = 0;
+    DIR *d = opendir(tmpdir);
+    struct dirent *e;
+    assert_non_null(d);
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+            n++;
+    closedir(d);
+    return n;
+}
+
+static void make_grid(struct nf_grid *g, int64_t nx, int64_t ny, int64_t nz)
+{
+    memset(g, 0, sizeof *g);
+    g->dim[0] = nx; g->dim[1] = ny; g->dim[2] = nz;
+    /* A rotated, flipped, translated affine with float-exact entries: the qform
+     * must reproduce it too. Columns: i -> -y*2, j -> +x*3, k -> +z*2.5. */
+    double a[4][4] = {{0, 3, 0, -30}, {-2, 0, 0, 40.5}, {0, 0, 2.5, -12}, {0, 0, 0, 1}};
+    memcpy(g->affine, a, sizeof a);
+    g->pixdim[0] = 2; g->pixdim[1] = 3; g->pixdim[2] = 2.5;
+    g->sform_code = 4;  /* MNI */
+    g->qform_code = 0;
+}
+
+/* ---- NIfTI ---- */
+
+static void check_round_trip(const char *name, int64_t nt)
+{
+    const char *path = tmp_path(name);
+    struct nf_grid g;
+    struct nf_error err = {0};
+    int64_t nx = 4, ny = 3, nz = 2, nvox = nx * ny * nz;
+    float *data = malloc((size_t)(nvox * nt) * sizeof *data);
+
+    make_grid(&g, nx, ny, nz);
+    for (int64_t t = 0; t < nt; t++)
+        for (int64_t k = 0; k < nz; k++)
+            for (int64_t j = 0; j < ny; j++)
+                for (int64_t i = 0; i < nx; i++)
+                    data[t * nvox + i + nx * (j + ny * k)] =
+                        (float)(i + 10 * j + 100 * k + 1000 * t) + 0.25f;
+    int before = count_dir_entries();
+    assert_int_equal(nf_nifti_write(path, &g, nt, data, 1001, "round trip", &err), 0);
+    assert_int_equal(count_dir_entries(), before + 1);
+
+    struct nf_value *v = nf_nifti_read(path, &err);
+    assert_non_null(v);
+    assert_int_equal(v->kind, NF_KIND_VOLUME);
+    assert_int_equal(v->u.vol.ndim, nt > 1 ? 4 : 3);
+    assert_int_equal(v->u.vol.nt, nt);
+    for (int a = 0; a < 3; a++)
+        assert_int_equal(v->u.vol.grid.dim[a], g.dim[a]);
+    for (int r = 0; r < 4; r++)
+        for (int c = 0; c < 4; c++)
+            assert_float_equal(v->u.vol.grid.affine[r][c], g.affine[r][c], 1e-6);
+    assert_float_equal(v->u.vol.grid.pixdim[0], 2, 1e-6);
+    assert_float_equal(v->u.vol.grid.pixdim[1], 3, 1e-6);
+    assert_float_equal(v->u.vol.grid.pixdim[2], 2.5, 1e-6);
+    assert_int_equal(v->u.vol.grid.sform_code, 4);
+    assert_memory_equal(v->u.vol.data, data, (size_t)(nvox * nt) * sizeof *data);
+    nf_value_unref(v);
+
+    /* The qform must describe the same affine (viewers that ignore sform). */
+    nifti_image *nim = nifti_image_read(path, 0);
+    assert_non_null(nim);
+    assert_int_equal(nim->qform_code, 1);
+    assert_int_equal(nim->intent_code, 1001);
+    assert_string_equal(nim->descrip, "round trip");
+    for (int r = 0; r < 4; r++)
+        for (int c = 0; c < 4; c++)
+            assert_float_equal(nim->qto_xyz.m[r][c], g.affine[r][c], 1e-4);
+    nifti_image_free(nim);
+
+    struct nf_nifti_info info;
+    assert_int_equal(nf_nifti_read_info(path, &info, &err), 0);
+    assert_int_equal(info.version, 1);
+    assert_int_equal(info.datatype, DT_FLOAT32);
+    assert_int_equal(info.nt, nt);
+    free(data);
+}
+
+static void test_nifti_round_trip_3d(void **state)
+{
+    (void)state;
+    check_round_trip("rt3d.nii.gz", 1);
+}
+
+static void test_nifti_round_trip_4d(void **state)
+{
+    (void)state;
+    check_round_trip("rt4d.nii", 5);
+    /* .nii must really be uncompressed: header size field at byte 0. */
+    FILE *fp = fopen(tmp_path("rt4d.nii"), "rb");
+    int32_t sizeof_hdr = 0;
+    assert_int_equal(fread(&sizeof_hdr, 4, 1, fp), 1);
+    fclose(fp);
+    assert_int_equal(sizeof_hdr, 348);
+    assert_int_equal(file_size(tmp_path("rt4d.nii")), 352 + 4 * 3 * 2 * 5 * 4);
+}
+
+/* Write an image of any datatype with nifti_clib itself. */
+static void write_with_clib(const char *path, int datatype, const void *values, int64_t n,
+                            double slope, double inter)
+{
+    int64_t dims[8] = {3, n, 1, 1, 1, 1, 1, 1};
+    nifti_image *nim = nifti_make_new_nim(dims, datatype, 1);
+    assert_non_null(nim);
+    memcpy(nim->data, values, (size_t)n * (size_t)nim->nbyper);
+    nim->scl_slope = slope;
+    nim->scl_inter = inter;
+    assert_int_equal(nifti_set_filenames(nim, path, 0, 1), 0);
+    nifti_image_write(nim);
+    nifti_image_free(nim);
+}
+
+static void test_nifti_int16_scaling(void **state)
+{
+    (void)state;
+    const char *path = tmp_path("scaled.nii.gz");
+    int16_t raw[7] = {0, 1, -1, 2, 1000, -32768, 32767};
+    struct nf_error err = {0};
+
+    write_with_clib(path, DT_INT16, raw, 7, 0.5, 10);
+    struct nf_value *v = nf_nifti_read(path, &err);
+    assert_non_null(v);
+    for (int i = 0; i < 7; i++)
+        assert_true(v->u.vol.data[i] == (float)(0.5 * raw[i] + 10));
+    nf_value_unref(v);
+
+    /* slope 0 means "not scaled". */
+    write_with_clib(path, DT_INT16, raw, 7, 0, 10);
+    v = nf_nifti_read(path, &err);
+    assert_non_null(v);
+    for (int i = 0; i < 7; i++)
+        assert_true(v->u.vol.data[i] == (float)raw[i]);
+    nf_value_unref(v);
+}
+
+static void test_nifti_uint8_float64(void **state)
+{
+    (void)state;
+    struct nf_error err = {0};
+    uint8_t u8[5] = {0, 1, 127, 128, 255};
+    double f64[5] = {0.1, -1e-3, 1e30, NAN, 3.141592653589793};
+
+    write_with_clib(tmp_path("u8.nii"), DT_UINT8, u8, 5, 0, 0);
+    struct nf_value *v = nf_nifti_read(tmp_path("u8.nii"), &err);
+    assert_non_null(v);
+    for (int i = 0; i < 5; i++)
+        assert_true(v->u.vol.data[i] == (float)u8[i]);
+    nf_value_unref(v);
+
+    write_with_clib(tmp_path("f64.nii.gz"), DT_FLOAT64, f64, 5, 1, 0);
+    struct nf_nifti_info info;
+    assert_int_equal(nf_nifti_read_info(tmp_path("f64.nii.gz"), &info, &err), 0);
+    assert_int_equal(info.datatype, DT_FLOAT64);
+    assert_int_equal(info.ndim, 3);
+    assert_int_equal(info.grid.dim[0], 5);
+    v = nf_nifti_read(tmp_path("f64.nii.gz"), &err);
+    assert_non_null(v);
+    for (int i = 0; i < 5; i++) {
+        if (isnan(f64[i]))
+            assert_true(isnan(v->u.vol.data[i]));
+        else
+            assert_true(v->u.vol.data[i] == (float)f64[i]);
+    }
+    nf_value_unref(v);
+}
+
+/* Real int16 fMRI with scl_slope/scl_inter; nibabel reads voxel 100 as 3611.95. */
+static void test_nifti_real_scaled_file(void **state)
+{
+    (void)state;
+    const char *path = "/usr/lib/python3/dist-packages/nibabel/tests/data/functional.nii";
+    struct nf_error err = {0};
+
+    if (access(path, R_OK) != 0) {
+        print_message("skipped: %s not installed (python3-nibabel)\n", path);
+        skip();
+    }
+    struct nf_value *v = nf_nifti_read(path, &err);
+    assert_non_null(v);
+    assert_int_equal(v->u.vol.nt, 20);
+    assert_float_equal(v->u.vol.tr, 2.0, 1e-9);
+    assert_float_equal(v->u.vol.data[100], 3611.95, 0.01);
+    nf_value_unref(v);
+}
+
+static void test_nifti_rgb_rejected(void **state)
+{
+    (void)state;
+    struct nf_error err = {0};
+    uint8_t rgb[6] = {1, 2, 3, 4, 5, 6};
+    write_with_clib(tmp_path("rgb.nii"), DT_RGB24, rgb, 2, 0, 0);
+    assert_null(nf_nifti_read(tmp_path("rgb.nii"), &err));
+    assert_int_equal(err.code, NF_EDATA);
+    assert_non_null(strstr(err.msg, "rgb.nii"));
+    assert_non_null(strstr(err.msg, "not supported"));
+}
+
+static void test_nifti2_example(void **state)
+{
+    (void)state;
+    const char *path = "/usr/lib/python3/dist-packages/nibabel/tests/data/example_nifti2.nii.gz";
+    struct nf_error err = {0};
+    struct nf_nifti_info info;
+
+    if (access(path, R_OK) != 0) {
+        print_message("skipped: %s not installed (python3-nibabel)\n", path);
+        skip();
+    }
+    assert_int_equal(nf_nifti_read_info(path, &info, &err), 0);
+    assert_int_equal(info.version, 2);
+    assert_int_equal(info.grid.dim[0], 32);
+    assert_int_equal(info.grid.dim[1], 20);
+    assert_int_equal(info.grid.dim[2], 12);
+    assert_int_equal(info.nt, 2);
+    assert_int_equal(info.ndim, 4);
+    struct nf_value *v = nf_nifti_read(path, &err);
+    assert_non_null(v);
+    assert_int_equal(v->u.vol.nt, 2);
+    nf_value_unref(v);
+}
+
+/* A volume of incompressible values, so that half the .gz is half the data. */
+static void write_noise_volume(const char *path, int64_t n, int64_t nt)
+{
+    struct nf_grid g;
+    struct nf_error err = {0};
+    uint64_t s = 42;
+    float *data = malloc((size_t)(n * n * n * nt) * sizeof *data);
+    make_grid(&g, n, n, n);
+    for (int64_t i = 0; i < n * n * n * nt; i++)
+        data[i] = (float)nf_rand_normal(&s);
+    assert_int_equal(nf_nifti_write(path, &g, nt, data, 0, NULL, &err), 0);
+    free(data);
+}
+
+static void test_nifti_truncated(void **state)
+{
+    (void)state;
+    struct nf_error err = {0};
+    const char *gz = tmp_path("trunc.nii.gz");
+    write_noise_volume(gz, 20, 3);
+    assert_int_equal(truncate(gz, file_size(gz) / 2), 0);
+    assert_null(nf_nifti_read(gz, &err));
+    assert_int_equal(err.code, NF_EIO);
+    assert_non_null(strstr(err.msg, gz));
+
+    /* Uncompressed: the message gives exact byte counts. */
+    const char *nii = tmp_path("trunc.nii");
+    write_noise_volume(nii, 10, 2);
+    long half = file_size(nii) / 2;
+    assert_int_equal(truncate(nii, half), 0);
+    memset(&err, 0, sizeof err);
+    assert_null(nf_nifti_read(nii, &err));
+    assert_int_equal(err.code, NF_EIO);
+    char want[256];
+    snprintf(want, sizeof want, "expected %d bytes of voxel data, got %ld", 10 * 10 * 10 * 2 * 4,
+             half - 352);
+    assert_non_null(strstr(err.msg, nii));
+    assert_non_null(strstr(err.msg, want));
+
+    /* Truncated inside the header. */
+    assert_int_equal(truncate(nii, 100), 0);
+    memset(&err, 0, sizeof err);
+    assert_null(nf_nifti_read(nii, &err));
+    assert_int_equal(err.code, NF_EIO);
+    assert_non_null(strstr(err.msg, nii));
+}
+
+static void test_nifti_missing(void **state)
+{
+    (void)state;
+    struct nf_error err = {0};
+    struct nf_nifti_info info;
+    const char *path = tmp_path("no-such-file.nii.gz");
+    assert_null(nf_nifti_read(path, &err));
+    assert_int_equal(err.code, NF_EIO);
+    assert_non_null(strstr(err.msg, "no-such-file.nii.gz"));
+    memset(&err, 0, sizeof err);
+    assert_true(nf_nifti_read_info(path, &info, &err) < 0);
+    assert_non_null(strstr(err.msg, "no-such-file.nii.gz"));
+
+    /* Not a NIfTI file at all. */
+    write_text(tmp_path("text.nii"), "this is not an image\n");
+    memset(&err, 0, sizeof err);
+    assert_null(nf_nifti_read(tmp_path("text.nii"), &err));
+    assert_int_equal(err.code, NF_EIO);
+    assert_non_null(strstr(err.msg, "text.nii"));
+}
+
+static void test_nifti_lazy(void **state)
+{
+    (void)state;
+    struct nf_error err = {0};
+    const char *path = tmp_path("lazy.nii.gz");
+    write_noise_volume(path, 5, 2);
+
+    struct nf_value *lazy = nf_nifti_open_lazy(path, &err);
+    assert_non_null(lazy);
+    assert_true(lazy->u.vol.lazy);
+    assert_null(lazy->u.vol.data);
+    assert_int_equal(lazy->u.vol.nt, 2);
+    assert_int_equal(lazy->u.vol.grid.dim[2], 5);
+    nf_value_set_label(lazy, "sub-01");
+
+    struct nf_value *full = nf_value_materialize(lazy, &err);
+    assert_non_null(full);
+    assert_ptr_not_equal(full, lazy);
+    assert_false(full->u.vol.lazy);
+    assert_string_equal(full->label, "sub-01");
+    struct nf_value *direct = nf_nifti_read(path, &err);
+    assert_memory_equal(full->u.vol.data, direct->u.vol.data, 5 * 5 * 5 * 2 * sizeof(float));
+
+    /* A value already in memory is returned as a new reference to itself. */
+    struct nf_value *same = nf_value_materialize(direct, &err);
+    assert_ptr_equal(same, direct);
+    nf_value_unref(same);
+    nf_value_unref(direct);
+    nf_value_unref(full);
+
+    /* The file changes shape after being opened: materialize refuses. */
+    write_noise_volume(path, 4, 2);
+    memset(&err, 0, sizeof err);
+    assert_null(nf_value_materialize(lazy, &err));
+    assert_int_equal(err.code, NF_EDATA);
+    assert_non_null(strstr(err.msg, "changed"));
+    nf_value_unref(lazy);
+}
+
+static void test_nifti_write_matrix(void **state)
+{
+    (void)state;
+    struct nf_error err = {0};
+    const int64_t nx = 3, ny = 4, nz = 2;
+    /* Three in-mask voxels, given by (i, j, k). */
+    const int64_t ijk[3][3] = {{1, 2, 0}, {0, 0, 1}, {2, 3, 1}};
+    int64_t index[3];
+    float rows[2][3] = {{1.5f, -2, 3}, {4, 5, 6.25f}};
+    struct nf_geom geom = {0};
+
+    for (int c = 0; c < 3; c++)
+        index[c] = ijk[c][0] + nx * (ijk[c][1] + ny * ijk[c][2]);
+    geom.refcount = 1;
+    make_grid(&geom.grid, nx, ny, nz);
+    geom.n_voxels = 3;
+    geom.index = index;
+    struct nf_matrix m = {.rows = 2, .cols = 3, .data = &rows[0][0], .geom = &geom};
+
+    const char *path = tmp_path("maps.nii.gz");
+    assert_int_equal(nf_nifti_write_matrix(path, &m, 0, "maps", &err), 0);
+    struct nf_value *v = nf_nifti_read(path, &err);
+    assert_non_null(v);
+    assert_int_equal(v->u.vol.ndim, 4);
+    assert_int_equal(v->u.vol.nt, 2);
+    for (int t = 0; t < 2; t++)
+        for (int64_t k = 0; k < nz; k++)
+            for (int64_t j = 0; j < ny; j++)
+                for (int64_t i = 0; i < nx; i++) {
+                    float want = 0;
+                    for (int c = 0; c < 3; c++)
+                        if (ijk[c][0] == i && ijk[c][1] == j && ijk[c][2] == k)
+                            want = rows[t][c];
+                    float got = v->u.vol.data[t * nx * ny * nz + i + nx * j + nx * ny * k];
+                    assert_true(got == want);
+                }
+    nf_value_unref(v);
+
+    /* One row: a 3-D image. */
+    m.rows = 1;
+    assert_int_equal(nf_nifti_write_matrix(path, &m, 0, NULL, &err), 0);
+    v = nf_nifti_read(path, &err);
+    assert_non_null(v);
+    assert_int_equal(v->u.vol.ndim, 3);
+    assert_true(v->u.vol.data[index[2]] == 3.0f);
+    nf_value_unref(v);
+
+    /* Wrong column count is a shape error. */
+    m.cols = 2;
+    memset(&err, 0, sizeof err);
+    assert_true(nf_nifti_write_matrix(path, &m, 0, NULL, &err) < 0);
+    assert_int_equal(err.code, NF_ESHAPE);
+}
+
+/* ---- tables ---- */
+
+static void test_tsv_parse(void **state)
+{
+    (void)state;
+    struct nf_error err = {0};
+    const char *path = tmp_path("events.tsv");
+    write_text(path, "onset\tduration\ttrial_type\tresp\n"
+                     "0\t1.5\tface\tn/a\n"
+                     "2.5\t1\thouse\t0.3\r\n"
+                     "\n"
+                     "-4e1\t\tface\tNaN\n");
+    struct nf_value *v = nf_table_read(path, NULL, 0, &err);
+    assert_non_null(v);
+    const struct nf_table *t = &v->u.tab;
+    assert_int_equal(t->n_rows, 3);
+    assert_int_equal(t->n_cols, 4);
+    assert_string_equal(t->cols[0].name, "onset");
+    assert_true(t->cols[0].numeric);
+    assert_true(t->cols[0].num[0] == 0 && t->cols[0].num[1] == 2.5 && t->cols[0].num[2] == -40);
+    assert_true(t->cols[1].numeric);
+    assert_true(isnan(t->cols[1].num[2]));
+    assert_false(t->cols[2].numeric);
+    assert_string_equal(t->cols[2].str[1], "house");
+    assert_true(t->cols[3].numeric);
+    assert_true(isnan(t->cols[3].num[0]) && t->cols[3].num[1] == 0.3 && isnan(t->cols[3].num[2]));
+    nf_value_unref(v);
+
+    /* A column is numeric only when every cell parses completely. */
+    write_text(tmp_path("mixed.tsv"), "run\tcond\n1\t2\n2\t3b\n");
+    v = nf_table_read(tmp_path("mixed.tsv"), NULL, 0, &err);
+    assert_non_null(v);
+    assert_true(v->u.tab.cols[0].numeric);
+    assert_false(v->u.tab.cols[1].numeric);
+    assert_string_equal(v->u.tab.cols[1].str[1], "3b");
+    nf_value_unref(v);
+
+    const char *pick[] = {"trial_type", "onset"};
+    v = nf_table_read(path, pick, 2, &err);
+    assert_non_null(v);
+    assert_int_equal(v->u.tab.n_cols, 2);
+    assert_string_equal(v->u.tab.cols[0].name, "trial_type");
+    assert_string_equal(v->u.tab.cols[1].name, "onset");
+    assert_true(v->u.tab.cols[1].num[1] == 2.5);
+    nf_value_unref(v);
+
+    int64_t rows = 0, cols = 0;
+    assert_int_equal(nf_table_read_info(path, pick, 2, &rows, &cols, &err), 0);
+    assert_int_equal(rows, 3);
+    assert_int_equal(cols, 2);
+
+    const char *bad[] = {"onset", "reaction_time"};
+    assert_null(nf_table_read(path, bad, 2, &err));
+    assert_int_equal(err.code, NF_EDATA);
+    assert_non_null(strstr(err.msg, "'reaction_time'"));
+    assert_non_null(strstr(err.msg, "onset, duration, trial_type, resp"));
+}
+
+static void test_table_errors(void **state)
+{
+    (void)state;
+    struct nf_error err = {0};
+    const char *path = tmp_path("ragged.tsv");
+    write_text(path, "a\tb\n1\t2\n3\n5\t6\n");
+    assert_null(nf_table_read(path, NULL, 0, &err));
+    assert_int_equal(err.code, NF_EDATA);
+    assert_non_null(strstr(err.msg, "ragged.tsv"));
+    assert_non_null(strstr(err.msg, "line 3"));
+
+    write_text(path, "");
+    memset(&err, 0, sizeof err);
+    assert_null(nf_table_read(path, NULL, 0, &err));
+    assert_non_null(strstr(err.msg, "empty"));
+
+    write_text(path, "a\tb\n");
+    memset(&err, 0, sizeof err);
+    int64_t r, c;
+    assert_true(nf_table_read_info(path, NULL, 0, &r, &c, &err) < 0);
+    assert_non_null(strstr(err.msg, "no data rows"));
+
+    memset(&err, 0, sizeof err);
+    assert_null(nf_table_read(tmp_path("missing.tsv"), NULL, 0, &err));
+    assert_int_equal(err.code, NF_EIO);
+    assert_non_null(strstr(err.msg, "missing.tsv"));
+}
+
+static void test_csv_quotes_and_write(void **state)
+{
+    (void)state;
+    struct nf_error err = {0};
+    const char *path = tmp_path("q.csv");
+    write_text(path, "id,label,x\r\n1,\"x, y\",0.5\r\n2,\"say \"\"hi\"\"\",-1\r\n");
+    struct nf_value *v = nf_table_read(path, NULL, 0, &err);
+    assert_non_null(v);
+    assert_int_equal(v->u.tab.n_rows, 2);
+    assert_string_equal(v->u.tab.cols[1].str[0], "x, y");
+    assert_string_equal(v->u.tab.cols[1].str[1], "say \"hi\"");
+    assert_true(v->u.tab.cols[2].num[1] == -1);
+
+    /* Write it back as CSV and read again: same table. */
+    const char *out = tmp_path("q2.csv");
+    assert_int_equal(nf_table_write(out, &v->u.tab, &err), 0);
+    struct nf_value *w = nf_table_read(out, NULL, 0, &err);
+    assert_non_null(w);
+    assert_string_equal(w->u.tab.cols[1].str[0], "x, y");
+    assert_string_equal(w->u.tab.cols[1].str[1], "say \"hi\"");
+    assert_true(w->u.tab.cols[0].num[1] == 2);
+    assert_true(w->u.tab.cols[2].num[0] == 0.5);
+    nf_value_unref(w);
+    nf_value_unref(v);
+}
+
+static void test_matrix_write_tsv(void **state)
+{
+    (void)state;
+    struct nf_error err = {0};
+    float data[6] = {1, 2.5f, NAN, -3, 1e-7f, 123456789.0f};
+    struct nf_matrix m = {.rows = 2, .cols = 3, .data = data};
+    const char *path = tmp_path("m.tsv");
+    assert_int_equal(nf_matrix_write_tsv(path, &m, &err), 0);
+    size_t len;
+    char *text = nf_read_file(path, &len, &err);
+    assert_non_null(text);
+    char want[256];
+    snprintf(want, sizeof want, "c0\tc1\tc2\n%.9g\t%.9g\tn/a\n%.9g\t%.9g\t%.9g\n",
+             1.0, 2.5, -3.0, (double)1e-7f, (double)123456789.0f);
+    assert_string_equal(text, want);
+    free(text);
+}
+
+/* ---- .npy ---- */
+
+/* Hand-written .npy: version major, dict text, raw payload. */
+static void write_npy(const char *path, int major, const char *dict, const void *payload,
+                      size_t n)
+{
+    FILE *fp = fopen(path, "wb");
+    size_t hlen = strlen(dict);
+    assert_non_null(fp);
+    fwrite("\x93NUMPY", 1, 6, fp);
+    fputc(major, fp);
+    fputc(0, fp);
+    if (major == 1) {
+        fputc((int)(hlen & 0xff), fp);
+        fputc((int)(hlen >> 8), fp);
+    } else {
+        uint32_t h = (uint32_t)hlen;
+        fwrite(&h, 4, 1, fp);
+    }
+    fwrite(dict, 1, hlen, fp);
+    if (n)
+        fwrite(payload, 1, n, fp);
+    assert_int_equal(fclose(fp), 0);
+}
+
+static void test_npy_round_trip(void **state)
+{
+    (void)state;
+    struct nf_error err = {0};
+    float data[12];
+    for (int i = 0; i < 12; i++)
+        data[i] = (float)i * 0.5f - 2;
+    struct nf_matrix m = {.rows = 3, .cols = 4, .data = data};
+    const char *path = tmp_path("a.npy");
+    assert_int_equal(nf_npy_write(path, &m, &err), 0);
+    /* numpy's layout: 10-byte preamble + header padded to 64, then the data. */
+    assert_int_equal(file_size(path), 128 + 12 * 4);
+
+    int64_t r = 0, c = 0;
+    assert_int_equal(nf_npy_read_info(path, &r, &c, &err), 0);
+    assert_int_equal(r, 3);
+    assert_int_equal(c, 4);
+    struct nf_value *v = nf_npy_read(path, &err);
+    assert_non_null(v);
+    assert_int_equal(v->u.mat.rows, 3);
+    assert_int_equal(v->u.mat.cols, 4);
+    assert_memory_equal(v->u.mat.data, data, sizeof data);
+    nf_value_unref(v);
+}
+
+static void test_npy_f8_hand_written(void **state)
+{
+    (void)state;
+    struct nf_error err = {0};
+    double d[6] = {0.1, -2, 1e-20, 3.5, 7, -0.25};
+
+    write_npy(tmp_path("v.npy"), 1,
+              "{'descr': '<f8', 'fortran_order': False, 'shape': (5,), }          \n", d,
+              5 * sizeof(double));
+    struct nf_value *v = nf_npy_read(tmp_path("v.npy"), &err);
+    assert_non_null(v);
+    assert_int_equal(v->u.mat.rows, 1);
+    assert_int_equal(v->u.mat.cols, 5);
+    for (int i = 0; i < 5; i++)
+        assert_true(v->u.mat.data[i] == (float)d[i]);
+    nf_value_unref(v);
+
+    write_npy(tmp_path("v2.npy"), 2,
+              "{'descr': '<f8', 'fortran_order': False, 'shape': (2, 3), }\n", d, sizeof d);
+    v = nf_npy_read(tmp_path("v2.npy"), &err);
+    assert_non_null(v);
+    assert_int_equal(v->u.mat.rows, 2);
+    assert_int_equal(v->u.mat.cols, 3);
+    assert_true(v->u.mat.data[5] == (float)d[5]);
+    nf_value_unref(v);
+}
+
+static void test_npy_rejects(void **state)
+{
+    (void)state;
+    struct nf_error err = {0};
+    int32_t i4[4] = {1, 2, 3, 4};
+    float f4[8] = {0};
+
+    write_npy(tmp_path("i.npy"), 1, "{'descr': '<i4', 'fortran_order': False, 'shape': (4,), }\n",
+              i4, sizeof i4);
+    assert_null(nf_npy_read(tmp_path("i.npy"), &err));
+    assert_int_equal(err.code, NF_EDATA);
+    assert_non_null(strstr(err.msg, "'<i4'"));
+
+    write_npy(tmp_path("f.npy"), 1, "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 4), }\n",
+              f4, sizeof f4);
+    memset(&err, 0, sizeof err);
+    assert_null(nf_npy_read(tmp_path("f.npy"), &err));
+    assert_non_null(strstr(err.msg, "Fortran"));
+
+    write_npy(tmp_path("3d.npy"), 1,
+              "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2, 2), }\n", f4, sizeof f4);
+    memset(&err, 0, sizeof err);
+    assert_null(nf_npy_read(tmp_path("3d.npy"), &err));
+    assert_non_null(strstr(err.msg, "(2, 2, 2)"));
+
+    /* Truncated data: 8 floats promised, 3 present. */
+    write_npy(tmp_path("t.npy"), 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 4), }\n",
+              f4, 3 * sizeof(float));
+    memset(&err, 0, sizeof err);
+    assert_null(nf_npy_read(tmp_path("t.npy"), &err));
+    assert_int_equal(err.code, NF_EIO);
+    assert_non_null(strstr(err.msg, "t.npy"));
+    assert_non_null(strstr(err.msg, "expected 32 bytes of array data, got 12"));
+
+    /* Truncated inside the header. */
+    write_text(tmp_path("h.npy"), "\x93NUMPY\x01");
+    memset(&err, 0, sizeof err);
+    assert_null(nf_npy_read(tmp_path("h.npy"), &err));
+    assert_true(err.code < 0);
+}
+
+static void test_file_format_of(void **state)
+{
+    (void)state;
+    assert_int_equal(nf_file_format_of("a/b.nii.gz"), NF_FMT_NIFTI);
+    assert_int_equal(nf_file_format_of("b.NII"), NF_FMT_NIFTI);
+    assert_int_equal(nf_file_format_of("e.tsv"), NF_FMT_TABLE);
+    assert_int_equal(nf_file_format_of("e.csv"), NF_FMT_TABLE);
+    assert_int_equal(nf_file_format_of("x.npy"), NF_FMT_NPY);
+    assert_int_equal(nf_file_format_of("x.mat"), NF_FMT_UNKNOWN);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_nifti_round_trip_3d),
+        cmocka_unit_test(test_nifti_round_trip_4d),
+        cmocka_unit_test(test_nifti_int16_scaling),
+        cmocka_unit_test(test_nifti_uint8_float64),
+        cmocka_unit_test(test_nifti_real_scaled_file),
+        cmocka_unit_test(test_nifti_rgb_rejected),
+        cmocka_unit_test(test_nifti2_example),
+        cmocka_unit_test(test_nifti_truncated),
+        cmocka_unit_test(test_nifti_missing),
+        cmocka_unit_test(test_nifti_lazy),
+        cmocka_unit_test(test_nifti_write_matrix),
+        cmocka_unit_test(test_tsv_parse),
+        cmocka_unit_test(test_table_errors),
+        cmocka_unit_test(test_csv_quotes_and_write),
+        cmocka_unit_test(test_matrix_write_tsv),
+        cmocka_unit_test(test_npy_round_trip),
+        cmocka_unit_test(test_npy_f8_hand_written),
+        cmocka_unit_test(test_npy_rejects),
+        cmocka_unit_test(test_file_format_of),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

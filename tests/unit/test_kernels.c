@@ -1,0 +1,439 @@
+/* test_kernels.c — every kernel table against the reference (checkasm style).
+ *
+ * For each non-reference table (BLAS; CUDA once it has a table) every entry is
+ * run on the same inputs as nf_kernels_ref and compared with a relative
+ * tolerance. The reference itself is pinned by closed forms (a hand-worked
+ * product, columns with known mean and std), so an error shared by both sides
+ * is still caught. Sizes are odd and leading dimensions padded, and the padding
+ * is filled with a sentinel that must survive, so a kernel that confuses a
+ * size with a leading dimension fails. Also checks the BLAS identification
+ * functions and that the CUDA probe answers sensibly on any machine.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#ifdef HAVE_CUDA
+#include "kernels/cuda/cuda_internal.h"
+#endif
+
+/* The tables under test; each is compared against nf_kernels_ref. */
+static const struct nf_kernels *const tables_under_test[] = {
+    &nf_kernels_blas,
+};
+#define N_TABLES (sizeof tables_under_test / sizeof tables_under_test[0])
+
+/* cmocka 1.1 compares only floats (assert_float_equal); moments are doubles. */
+#define assert_close(got, want, tolerance)                                          \
+    do {                                                                            \
+        double got_ = (got), want_ = (want), tolerance_ = (tolerance);              \
+        if (!(fabs(got_ - want_) <= tolerance_))                                    \
+            fail_msg("%s = %.17g, want %.17g (tolerance %g)", #got, got_, want_,    \
+                     tolerance_);                                                   \
+    } while (0)
+
+/* Written into padding; a kernel must never touch it. */
+static const float PAD_SENTINEL = -12345.5f;
+
+/* A deterministic generator so failures reproduce (xorshift64*). */
+static uint64_t rng_state;
+
+static void rng_seed(uint64_t seed)
+{
+    rng_state = seed ? seed : 0x9E3779B97F4A7C15ull;
+}
+
+/* Uniform in [-1, 1). */
+static float rng_uniform(void)
+{
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    uint64_t bits = (rng_state * 0x2545F4914F6CDD1Dull) >> 40;   /* 24 bits */
+    return (float)bits / (float)(1u << 23) - 1.0f;
+}
+
+/* A rows×cols matrix with leading dimension ld: random inside, sentinel in the pad. */
+static float *random_matrix(int64_t rows, int64_t cols, int64_t ld)
+{
+    size_t count = (size_t)(rows * ld);
+    float *M = test_malloc((count ? count : 1) * sizeof *M);
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = 0; j < ld; j++)
+            M[i * ld + j] = j < cols ? rng_uniform() : PAD_SENTINEL;
+    return M;
+}
+
+static float *copy_floats(const float *src, size_t count)
+{
+    float *dst = test_malloc((count ? count : 1) * sizeof *dst);
+    memcpy(dst, src, count * sizeof *dst);
+    return dst;
+}
+
+/* ---- sgemm ---------------------------------------------------------------- */
+
+struct gemm_case {
+    int64_t m, n, k;
+    float alpha, beta;
+};
+
+static void check_sgemm_case(const struct nf_kernels *table, bool ta, bool tb,
+                             struct gemm_case c)
+{
+    /* Stored shapes: op(A) is m×k, so A is k×m when transposed; likewise B. */
+    int64_t a_rows = ta ? c.k : c.m, a_cols = ta ? c.m : c.k;
+    int64_t b_rows = tb ? c.n : c.k, b_cols = tb ? c.k : c.n;
+    int64_t lda = a_cols + 3, ldb = b_cols + 5, ldc = c.n + 2;
+
+    float *A = random_matrix(a_rows, a_cols, lda);
+    float *B = random_matrix(b_rows, b_cols, ldb);
+    float *C_ref = random_matrix(c.m, c.n, ldc);
+    float *C_got = copy_floats(C_ref, (size_t)(c.m * ldc));
+
+    nf_kernels_ref.sgemm(ta, tb, c.m, c.n, c.k, c.alpha, A, lda, B, ldb, c.beta, C_ref, ldc);
+    table->sgemm(ta, tb, c.m, c.n, c.k, c.alpha, A, lda, B, ldb, c.beta, C_got, ldc);
+
+    double max_abs = 0.0, max_diff = 0.0;
+    for (int64_t i = 0; i < c.m; i++) {
+        for (int64_t j = 0; j < c.n; j++) {
+            double want = C_ref[i * ldc + j], got = C_got[i * ldc + j];
+            assert_true(isfinite(got));
+            if (fabs(want) > max_abs)
+                max_abs = fabs(want);
+            if (fabs(want - got) > max_diff)
+                max_diff = fabs(want - got);
+        }
+        for (int64_t j = c.n; j < ldc; j++)
+            assert_true(C_got[i * ldc + j] == PAD_SENTINEL);
+    }
+    if (max_diff > 1e-5 * max_abs + 1e-30)
+        fail_msg("%s sgemm ta=%d tb=%d m=%lld n=%lld k=%lld: max |diff| %g > 1e-5 * max |C| %g",
+                 table->name, ta, tb, (long long)c.m, (long long)c.n, (long long)c.k,
+                 max_diff, max_abs);
+
+    test_free(A);
+    test_free(B);
+    test_free(C_ref);
+    test_free(C_got);
+}
+
+static void test_sgemm_matches_reference(void **state)
+{
+    (void)state;
+    static const struct gemm_case cases[] = {
+        {37, 53, 29, 0.75f, -0.5f},
+        {1, 53, 29, 1.25f, 0.25f},     /* m = 1: a row vector times a matrix */
+        {37, 1, 29, -1.5f, 2.0f},      /* n = 1: matrix times vector */
+        {37, 53, 1, 0.5f, 1.0f},       /* k = 1: an outer product */
+        {1, 1, 1, 3.0f, -1.0f},
+        {129, 67, 257, 1.0f, 0.0f},    /* past OpenBLAS blocking thresholds */
+    };
+    rng_seed(42);
+    for (size_t t = 0; t < N_TABLES; t++)
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+            for (int ta = 0; ta < 2; ta++)
+                for (int tb = 0; tb < 2; tb++)
+                    check_sgemm_case(tables_under_test[t], ta, tb, cases[i]);
+}
+
+/* Pins the oracle: [1 2 3; 4 5 6] * [7 8; 9 10; 11 12] = [58 64; 139 154]. */
+static void test_sgemm_reference_closed_form(void **state)
+{
+    (void)state;
+    const float A[] = {1, 2, 3, 4, 5, 6};
+    const float B[] = {7, 8, 9, 10, 11, 12};
+    const float At[] = {1, 4, 2, 5, 3, 6};        /* A stored transposed */
+    const float Bt[] = {7, 9, 11, 8, 10, 12};     /* B stored transposed */
+    const float want[] = {2 * 58 - 1, 2 * 64 - 2, 2 * 139 - 3, 2 * 154 - 4};
+    const struct nf_kernels *all[N_TABLES + 1] = {&nf_kernels_ref};
+    for (size_t t = 0; t < N_TABLES; t++)
+        all[t + 1] = tables_under_test[t];
+
+    for (size_t t = 0; t < N_TABLES + 1; t++) {
+        for (int ta = 0; ta < 2; ta++) {
+            for (int tb = 0; tb < 2; tb++) {
+                float C[] = {1, 2, 3, 4};
+                all[t]->sgemm(ta, tb, 2, 2, 3, 2.0f, ta ? At : A, ta ? 2 : 3,
+                              tb ? Bt : B, tb ? 3 : 2, -1.0f, C, 2);
+                for (int i = 0; i < 4; i++)
+                    if (C[i] != want[i])
+                        fail_msg("%s ta=%d tb=%d: C[%d] = %g, want %g", all[t]->name, ta, tb,
+                                 i, (double)C[i], (double)want[i]);
+            }
+        }
+    }
+}
+
+/* k = 0 scales C by beta; beta = 0 overwrites C even when it holds NaN; m = 0 is a no-op. */
+static void test_sgemm_edges(void **state)
+{
+    (void)state;
+    const float A[] = {1}, B[] = {1};
+    const struct nf_kernels *all[N_TABLES + 1] = {&nf_kernels_ref};
+    for (size_t t = 0; t < N_TABLES; t++)
+        all[t + 1] = tables_under_test[t];
+
+    for (size_t t = 0; t < N_TABLES + 1; t++) {
+        float C[] = {1, 2, 3, 4};
+        all[t]->sgemm(false, false, 2, 2, 0, 1.0f, A, 1, B, 2, 0.5f, C, 2);
+        assert_true(C[0] == 0.5f && C[1] == 1.0f && C[2] == 1.5f && C[3] == 2.0f);
+
+        float C_nan[] = {NAN, NAN, NAN, NAN};
+        const float A2[] = {1, 2, 3, 4}, B2[] = {1, 0, 0, 1};
+        all[t]->sgemm(false, false, 2, 2, 2, 1.0f, A2, 2, B2, 2, 0.0f, C_nan, 2);
+        for (int i = 0; i < 4; i++)
+            assert_true(C_nan[i] == A2[i]);
+
+        float C_keep[] = {7};
+        all[t]->sgemm(false, false, 0, 1, 1, 1.0f, A, 1, B, 1, 0.0f, C_keep, 1);
+        assert_true(C_keep[0] == 7.0f);
+    }
+}
+
+/* ---- col_moments ---------------------------------------------------------- */
+
+/* Columns with known moments, rows even:
+ *   0: 1000 ± 2 alternating   -> mean 1000, std 2 (large mean, small spread)
+ *   1: constant 3.25          -> mean 3.25, std exactly 0
+ *   2: 0, 1, ..., rows-1      -> mean (rows-1)/2, std sqrt((rows^2 - 1) / 12)
+ *   3: random                 -> compared with the reference only */
+enum { KNOWN_ROWS = 1000, KNOWN_COLS = 4 };
+
+static float *known_moments_matrix(void)
+{
+    float *X = test_malloc(KNOWN_ROWS * KNOWN_COLS * sizeof *X);
+    for (int i = 0; i < KNOWN_ROWS; i++) {
+        X[i * KNOWN_COLS + 0] = (i % 2) ? 1002.0f : 998.0f;
+        X[i * KNOWN_COLS + 1] = 3.25f;
+        X[i * KNOWN_COLS + 2] = (float)i;
+        X[i * KNOWN_COLS + 3] = 5.0f + rng_uniform();
+    }
+    return X;
+}
+
+static void test_col_moments_closed_form(void **state)
+{
+    (void)state;
+    const struct nf_kernels *all[N_TABLES + 1] = {&nf_kernels_ref};
+    for (size_t t = 0; t < N_TABLES; t++)
+        all[t + 1] = tables_under_test[t];
+    rng_seed(7);
+    float *X = known_moments_matrix();
+
+    for (size_t t = 0; t < N_TABLES + 1; t++) {
+        double mean[KNOWN_COLS], std[KNOWN_COLS];
+        all[t]->col_moments(X, KNOWN_ROWS, KNOWN_COLS, mean, std);
+        assert_close(mean[0], 1000.0, 1e-9);
+        assert_close(std[0], 2.0, 1e-9);
+        assert_true(mean[1] == 3.25);
+        assert_true(std[1] == 0.0);
+        assert_close(mean[2], (KNOWN_ROWS - 1) / 2.0, 1e-9);
+        assert_close(std[2], sqrt((KNOWN_ROWS * (double)KNOWN_ROWS - 1) / 12.0), 1e-9);
+    }
+    test_free(X);
+}
+
+static void test_col_moments_matches_reference(void **state)
+{
+    (void)state;
+    enum { rows = 101, cols = 67 };
+    rng_seed(11);
+    float *X = random_matrix(rows, cols, cols);
+    /* BOLD-like columns: a large offset per column over a small signal. */
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = 0; j < cols; j++)
+            X[i * cols + j] = 100.0f * (float)j + X[i * cols + j];
+
+    double mean_ref[cols], std_ref[cols], mean_got[cols], std_got[cols];
+    nf_kernels_ref.col_moments(X, rows, cols, mean_ref, std_ref);
+    for (size_t t = 0; t < N_TABLES; t++) {
+        tables_under_test[t]->col_moments(X, rows, cols, mean_got, std_got);
+        for (int64_t j = 0; j < cols; j++) {
+            assert_close(mean_got[j], mean_ref[j], 1e-12 * (1.0 + fabs(mean_ref[j])));
+            assert_close(std_got[j], std_ref[j], 1e-12 * (1.0 + std_ref[j]));
+        }
+    }
+    test_free(X);
+}
+
+/* ---- standardize ---------------------------------------------------------- */
+
+/* Wider than the BLAS table's column block (512), with a constant column in the
+ * second block, so block edges are crossed. */
+enum { STD_ROWS = 53, STD_COLS = 1031, CONSTANT_COL = 700 };
+
+static float *standardize_input(void)
+{
+    float *X = random_matrix(STD_ROWS, STD_COLS, STD_COLS);
+    for (int64_t i = 0; i < STD_ROWS; i++) {
+        for (int64_t j = 0; j < STD_COLS; j++)
+            X[i * STD_COLS + j] = 50.0f + (float)(j % 7) * X[i * STD_COLS + j];
+        X[i * STD_COLS + CONSTANT_COL] = 42.0f;
+    }
+    return X;
+}
+
+static void check_standardize_mode(enum nf_standardize mode)
+{
+    const size_t count = (size_t)STD_ROWS * STD_COLS;
+    rng_seed(123 + (uint64_t)mode);
+    float *original = standardize_input();
+    float *want = copy_floats(original, count);
+    nf_kernels_ref.standardize(want, STD_ROWS, STD_COLS, mode);
+
+    const struct nf_kernels *all[N_TABLES + 1] = {&nf_kernels_ref};
+    for (size_t t = 0; t < N_TABLES; t++)
+        all[t + 1] = tables_under_test[t];
+
+    for (size_t t = 0; t < N_TABLES + 1; t++) {
+        float *got = copy_floats(original, count);
+        all[t]->standardize(got, STD_ROWS, STD_COLS, mode);
+        for (size_t e = 0; e < count; e++) {
+            assert_true(isfinite(got[e]));
+            assert_close(got[e], want[e], 1e-5f * (1.0f + fabsf(want[e])));
+        }
+        /* The constant column: 0 after zscore or center (std 0 divides by 1). */
+        for (int64_t i = 0; i < STD_ROWS; i++)
+            assert_true(got[i * STD_COLS + CONSTANT_COL] == 0.0f);
+
+        /* Pin the meaning, not just the agreement: mean 0, and std 1 (zscore) or
+         * unchanged (center) on the other columns. */
+        double *mean = test_malloc(STD_COLS * sizeof *mean);
+        double *std = test_malloc(STD_COLS * sizeof *std);
+        double *std_before = test_malloc(STD_COLS * sizeof *std_before);
+        nf_kernels_ref.col_moments(original, STD_ROWS, STD_COLS, mean, std_before);
+        nf_kernels_ref.col_moments(got, STD_ROWS, STD_COLS, mean, std);
+        for (int64_t j = 0; j < STD_COLS; j++) {
+            assert_close(mean[j], 0.0, 1e-5);
+            if (j == CONSTANT_COL || std_before[j] == 0.0)
+                continue;
+            double expected_std = mode == NF_STD_ZSCORE ? 1.0 : std_before[j];
+            assert_close(std[j], expected_std, 1e-4 * expected_std);
+        }
+        test_free(mean);
+        test_free(std);
+        test_free(std_before);
+        test_free(got);
+    }
+    test_free(original);
+    test_free(want);
+}
+
+static void test_standardize_zscore(void **state)
+{
+    (void)state;
+    check_standardize_mode(NF_STD_ZSCORE);
+}
+
+static void test_standardize_center(void **state)
+{
+    (void)state;
+    check_standardize_mode(NF_STD_CENTER);
+}
+
+static void test_standardize_none_is_noop(void **state)
+{
+    (void)state;
+    rng_seed(5);
+    float *X = random_matrix(9, 13, 13);
+    float *before = copy_floats(X, 9 * 13);
+    const struct nf_kernels *all[N_TABLES + 1] = {&nf_kernels_ref};
+    for (size_t t = 0; t < N_TABLES; t++)
+        all[t + 1] = tables_under_test[t];
+    for (size_t t = 0; t < N_TABLES + 1; t++) {
+        all[t]->standardize(X, 9, 13, NF_STD_NONE);
+        assert_memory_equal(X, before, 9 * 13 * sizeof *X);
+    }
+    test_free(X);
+    test_free(before);
+}
+
+/* ---- tables, BLAS identity, CUDA probe ------------------------------------ */
+
+static void test_tables_are_complete(void **state)
+{
+    (void)state;
+    const struct nf_kernels *cpu = nf_kernels_cpu();
+    const struct nf_kernels *all[] = {&nf_kernels_ref, &nf_kernels_blas, cpu};
+    assert_non_null(cpu);
+    for (size_t t = 0; t < sizeof all / sizeof all[0]; t++) {
+        assert_non_null(all[t]->name);
+        assert_non_null(all[t]->sgemm);
+        assert_non_null(all[t]->col_moments);
+        assert_non_null(all[t]->standardize);
+    }
+}
+
+static void test_blas_identity(void **state)
+{
+    (void)state;
+    assert_non_null(nf_blas_name());
+    assert_true(strlen(nf_blas_name()) > 0);
+    assert_non_null(nf_blas_core());
+    assert_true(strlen(nf_blas_core()) > 0);
+
+    int threads = nf_blas_threads();
+    assert_true(threads >= 1);
+    nf_blas_set_threads(1);
+    assert_int_equal(nf_blas_threads(), 1);
+    nf_blas_set_threads(threads);
+    assert_int_equal(nf_blas_threads(), threads);
+}
+
+static void test_cuda_probe_answers(void **state)
+{
+    (void)state;
+    char why[256] = "", description[256] = "";
+    bool available = nf_cuda_available(why, sizeof why);
+    nf_cuda_describe(description, sizeof description);
+    assert_true(strlen(description) > 0);
+    if (!available) {
+        /* No GPU here (or no CUDA build): the reason must be given. */
+        assert_true(strlen(why) > 0);
+        assert_string_equal(description, "none");
+        /* A tiny buffer is truncated, not overrun. */
+        char tiny[4] = "xyz";
+        assert_false(nf_cuda_available(tiny, sizeof tiny));
+        assert_int_equal(strlen(tiny), 3);
+        return;
+    }
+    assert_string_not_equal(description, "none");
+#ifdef HAVE_CUDA
+    /* A GPU is here: run a real kernel end to end. */
+    enum { N = 1000 };
+    float x[N], y[N];
+    for (int i = 0; i < N; i++) {
+        x[i] = (float)i;
+        y[i] = 1.0f;
+    }
+    assert_int_equal(nf_cuda_saxpy_test(N, 2.0f, x, y), 0);
+    for (int i = 0; i < N; i++)
+        assert_close(y[i], 2.0f * (float)i + 1.0f, 0.0f);
+#endif
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_tables_are_complete),
+        cmocka_unit_test(test_sgemm_reference_closed_form),
+        cmocka_unit_test(test_sgemm_matches_reference),
+        cmocka_unit_test(test_sgemm_edges),
+        cmocka_unit_test(test_col_moments_closed_form),
+        cmocka_unit_test(test_col_moments_matches_reference),
+        cmocka_unit_test(test_standardize_zscore),
+        cmocka_unit_test(test_standardize_center),
+        cmocka_unit_test(test_standardize_none_is_noop),
+        cmocka_unit_test(test_blas_identity),
+        cmocka_unit_test(test_cuda_probe_answers),
+    };
+    return cmocka_run_group_tests_name("kernels", tests, NULL, NULL);
+}
