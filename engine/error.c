@@ -5,11 +5,40 @@
  * message`, and keeps lists of diagnostics for phases that report every
  * problem of a file at once (validation).
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "error.h"
+
+/* Interned strings: a short list, since only pipeline file names go here. */
+struct interned { struct interned *next; char s[]; };
+static struct interned *interned_head;
+static pthread_mutex_t intern_lock = PTHREAD_MUTEX_INITIALIZER;
+
+const char *nf_intern(const char *s)
+{
+    if (!s)
+        return NULL;
+    const char *found = NULL;
+    pthread_mutex_lock(&intern_lock);
+    for (struct interned *i = interned_head; i && !found; i = i->next)
+        if (strcmp(i->s, s) == 0)
+            found = i->s;
+    if (!found) {
+        size_t n = strlen(s) + 1;
+        struct interned *i = malloc(sizeof *i + n);
+        if (i) {
+            memcpy(i->s, s, n);
+            i->next = interned_head;
+            interned_head = i;
+            found = i->s;
+        }
+    }
+    pthread_mutex_unlock(&intern_lock);
+    return found ? found : "?";
+}
 
 const char *nf_err_name(int code)
 {

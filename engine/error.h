@@ -33,9 +33,13 @@ enum nf_errcode {
 #undef NF__ENUM
 };
 
+/* A copy of s that lives until the process exits (for file names in
+ * locations, which must outlive the pipeline that produced an error). NULL-safe. */
+const char *nf_intern(const char *s);
+
 /* Where in a pipeline file something is. line/col are 1-based; 0 = unknown. */
 struct nf_loc {
-    const char *file;   /* borrowed: the pipeline path, lives as long as the pipeline */
+    const char *file;   /* borrowed: an nf_intern()ed path, valid until exit */
     int line, col;
 };
 

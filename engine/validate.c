@@ -683,12 +683,12 @@ struct nf_pipeline *nf_pipeline_load(const char *path, const struct nf_overrides
     }
     p->file = strdup(path);
     p->dir = nf_path_dirname(path);
-    root = nf_yaml_parse(text, len, p->file, &err);
+    root = nf_yaml_parse(text, len, nf_intern(p->file), &err);
     if (!root) {
         nf_diags_add(d, &err);
         goto fail;
     }
-    struct nf_loc top = { p->file, 1, 1 };
+    struct nf_loc top = { nf_intern(p->file), 1, 1 };
     if (root->type != NF_Y_MAP) {
         NF_DIAG(d, NF_EINVAL, &root->loc, NULL, "a pipeline file must be a mapping with 'nlflow: 1' and 'nodes'");
         goto fail;

@@ -1,0 +1,86 @@
+/* make-fixtures.c — writes the small data files the golden failure tests read
+ * (tests/fail/): a 3D and a 4D volume, matching / shifted / empty masks, a
+ * truncated .nii.gz and a design table, all on a 6x5x4 grid. Usage:
+ *     make-fixtures DIR
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "io.h"
+#include "util.h"
+
+static int write_vol(const char *dir, const char *name, const struct nf_grid *g, int64_t nt,
+                     float (*value)(int64_t v, int64_t t))
+{
+    struct nf_error err = { 0 };
+    int64_t nvox = nf_grid_nvox(g);
+    float *data = calloc((size_t)(nvox * nt), sizeof *data);
+    char *path = nf_path_join(dir, name);
+    int rc = -1;
+    if (!data || !path)
+        goto fail;
+    for (int64_t t = 0; t < nt; t++)
+        for (int64_t v = 0; v < nvox; v++)
+            data[t * nvox + v] = value(v, t);
+    rc = nf_nifti_write(path, g, nt, data, 0, "nlflow test fixture", &err);
+    if (rc < 0)
+        nf_error_print(&err);
+fail:
+    free(data);
+    free(path);
+    return rc;
+}
+
+static float ramp(int64_t v, int64_t t) { return (float)(v + 100 * t) * 0.5f; }
+static float inside(int64_t v, int64_t t) { (void)t; return (v % 7 != 0) ? 1.0f : 0.0f; }
+static float nothing(int64_t v, int64_t t) { (void)v; (void)t; return 0.0f; }
+
+int main(int argc, char **argv)
+{
+    struct nf_error err = { 0 };
+    if (argc != 2) {
+        fprintf(stderr, "usage: make-fixtures DIR\n");
+        return 2;
+    }
+    const char *dir = argv[1];
+    if (nf_mkdirs(dir, &err) < 0) {
+        nf_error_print(&err);
+        return 1;
+    }
+    struct nf_grid g = { .dim = { 6, 5, 4 }, .pixdim = { 3, 3, 3 }, .sform_code = 4, .qform_code = 4 };
+    double A[4][4] = { { -3, 0, 0, 9 }, { 0, 3, 0, -6 }, { 0, 0, 3, -3 }, { 0, 0, 0, 1 } };
+    memcpy(g.affine, A, sizeof A);
+    struct nf_grid shifted = g;
+    shifted.affine[0][3] += 6;   /* same dims, moved by two voxels */
+    if (write_vol(dir, "bold.nii.gz", &g, 8, ramp) < 0 || write_vol(dir, "anat.nii.gz", &g, 1, ramp) < 0 ||
+        write_vol(dir, "mask.nii.gz", &g, 1, inside) < 0 ||
+        write_vol(dir, "mask_shifted.nii.gz", &shifted, 1, inside) < 0 ||
+        write_vol(dir, "mask_empty.nii.gz", &g, 1, nothing) < 0 ||
+        write_vol(dir, "mask_4d.nii.gz", &g, 3, inside) < 0 ||
+        write_vol(dir, "truncated.nii.gz", &g, 8, ramp) < 0)
+        return 1;
+    /* cut the gzip stream in the middle of the voxel data */
+    char *trunc = nf_path_join(dir, "truncated.nii.gz");
+    FILE *f = fopen(trunc, "rb");
+    if (!f || fseek(f, 0, SEEK_END) != 0) {
+        perror(trunc);
+        return 1;
+    }
+    long size = ftell(f);
+    fclose(f);
+    if (truncate(trunc, size / 2) != 0) {
+        perror(trunc);
+        return 1;
+    }
+    free(trunc);
+    char *tsv = nf_path_join(dir, "design.tsv");
+    const char text[] = "a\tb\ttrial_type\n1\t2\tface\n3\t4\thouse\n5\t6\tface\n";
+    if (nf_write_file_atomic(tsv, text, sizeof text - 1, &err) < 0) {
+        nf_error_print(&err);
+        return 1;
+    }
+    free(tsv);
+    return 0;
+}
