@@ -357,6 +357,10 @@ static bool pick_task(struct executor *x, size_t *ni_out, size_t *item_out)
         }
         if (s->items_started >= s->items_total)
             continue;
+        /* the plan decided how many items of a streamed node fit at once */
+        if (node->mapped && node->concurrency > 0 &&
+            s->items_started - s->items_done >= (size_t)node->concurrency)
+            continue;
         bool fits = x->mem_used + node->est_peak <= x->p->settings.memory;
         if (x->running > 0 && !fits)
             continue;

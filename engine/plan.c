@@ -55,8 +55,12 @@ int nf_plan_memory(struct nf_pipeline *p, struct nf_diags *d)
         node->est_peak = in_item + out_item + node->est_work;
         node->concurrency = 1;
         if (node->mapped) {
-            uint64_t room = budget > live ? budget - live : 0;
-            int fit = node->est_peak ? (int)(room / node->est_peak) : threads;
+            /* every item's output stays (it forms the collection); what is
+             * left decides how many items may be in flight */
+            uint64_t room = budget > live + out_all ? budget - live - out_all : 0;
+            uint64_t per_item = in_item + node->est_work;
+            uint64_t fit64 = per_item ? room / per_item : (uint64_t)threads;
+            int fit = fit64 > (uint64_t)threads ? threads : (int)fit64;
             node->concurrency = fit < 1 ? 1 : fit > threads ? threads : fit;
             if ((size_t)node->concurrency > node->n_items && node->n_items > 0)
                 node->concurrency = (int)node->n_items;

@@ -335,6 +335,8 @@ static int load_resolve(struct nf_resolve *r)
     r->out[0].kind = NF_KIND_COLLECTION;
     r->out[0].item_kind = largest.kind;
     r->out[0].n_items = (int64_t)matches.gl_pathc;
+    /* NIfTI items are opened lazily: only headers stay in memory */
+    r->out[0].lazy = fmt == NF_FMT_NIFTI;
     globfree(&matches);
     return 0;
 

@@ -1,0 +1,595 @@
+/* test_summarize.c — unit tests of the `summarize` node (nodes/summarize.c).
+ *
+ * A hand-built map on a small grid with a non-trivial affine and a mask that
+ * drops a slab (so that map columns are not grid offsets) holds three blobs:
+ * A and B touch only at one corner (one cluster under 26-connectivity, two under
+ * 6), C is separate and negative. The expected clusters, peaks (world mm through
+ * the affine) and files are written down here from that construction, and the
+ * files are read back.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <nifti2_io.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "io.h"
+#include "node.h"
+#include "pipeline.h"
+#include "summarize.h"
+#include "util.h"
+#include "value.h"
+
+#define NX 10
+#define NY 9
+#define NZ 8
+#define OFF(i, j, k) ((i) + NX * ((j) + NY * (k)))
+
+struct fixture {
+    char dir[64];
+    char *outdir;
+    struct nf_grid grid;
+    struct nf_geom *geom;
+    float full[NX * NY * NZ];   /* the map on the whole grid */
+};
+
+static void make_grid(struct nf_grid *g)
+{
+    memset(g, 0, sizeof *g);
+    g->dim[0] = NX;
+    g->dim[1] = NY;
+    g->dim[2] = NZ;
+    for (int a = 0; a < 3; a++)
+        g->pixdim[a] = 2.0;
+    /* LAS storage: x flips, so a wrong affine shows in the peak coordinates. */
+    g->affine[0][0] = -2.0;
+    g->affine[0][3] = 9.0;
+    g->affine[1][1] = 2.0;
+    g->affine[1][3] = -8.0;
+    g->affine[2][2] = 2.0;
+    g->affine[2][3] = -5.0;
+    g->affine[3][3] = 1.0;
+    g->sform_code = 4;
+    g->qform_code = 4;
+}
+
+static void world(const struct nf_grid *g, int i, int j, int k, double xyz[3])
+{
+    for (int a = 0; a < 3; a++)
+        xyz[a] = g->affine[a][0] * i + g->affine[a][1] * j + g->affine[a][2] * k + g->affine[a][3];
+}
+
+static int setup(void **state)
+{
+    struct fixture *fx = calloc(1, sizeof *fx);
+    float mask[NX * NY * NZ];
+    snprintf(fx->dir, sizeof fx->dir, "/tmp/nf_test_summarize_XXXXXX");
+    if (!mkdtemp(fx->dir))
+        return -1;
+    fx->outdir = nf_path_join(fx->dir, "out");
+    make_grid(&fx->grid);
+    /* Mask: everything but the slab j == 0. */
+    for (int v = 0; v < NX * NY * NZ; v++)
+        mask[v] = (v / NX) % NY != 0;
+    fx->geom = nf_geom_from_mask(&fx->grid, mask);
+    /* A: cube {1,2}^3 of 3s with 5 at (2,2,2); B: cube {3,4}^3 of 3s with 6 at
+     * (4,4,4) — A and B share only the corner (2,2,2)-(3,3,3); C: (7..8, 6..7, 1)
+     * of -4s with -7 at (8,7,1); one sub-threshold voxel (6,3,6) = 1. */
+    for (int k = 1; k <= 2; k++)
+        for (int j = 1; j <= 2; j++)
+            for (int i = 1; i <= 2; i++) {
+                fx->full[OFF(i, j, k)] = 3.0f;
+                fx->full[OFF(i + 2, j + 2, k + 2)] = 3.0f;
+            }
+    fx->full[OFF(2, 2, 2)] = 5.0f;
+    fx->full[OFF(4, 4, 4)] = 6.0f;
+    for (int j = 6; j <= 7; j++)
+        for (int i = 7; i <= 8; i++)
+            fx->full[OFF(i, j, 1)] = -4.0f;
+    fx->full[OFF(8, 7, 1)] = -7.0f;
+    fx->full[OFF(6, 3, 6)] = 1.0f;
+    *state = fx;
+    return fx->geom ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *fx = *state;
+    char *cmd = nf_asprintf("rm -rf '%s'", fx->dir);
+    int rc = system(cmd);
+    free(cmd);
+    nf_geom_unref(fx->geom);
+    free(fx->outdir);
+    free(fx);
+    return rc == 0 ? 0 : -1;
+}
+
+/* The map as a 1×V matrix with the fixture's geometry. */
+static struct nf_value *map_matrix(struct fixture *fx, const float *full)
+{
+    struct nf_error err = {0};
+    struct nf_value *m = nf_value_new_matrix(1, fx->geom->n_voxels, fx->geom, &err);
+    assert_non_null(m);
+    for (int64_t c = 0; c < fx->geom->n_voxels; c++)
+        m->u.mat.data[c] = full[fx->geom->index[c]];
+    return m;
+}
+
+static struct nf_value *map_volume(struct fixture *fx, const float *full)
+{
+    struct nf_error err = {0};
+    struct nf_value *v = nf_value_new_volume(&fx->grid, 3, 1, &err);
+    assert_non_null(v);
+    memcpy(v->u.vol.data, full, sizeof(float) * NX * NY * NZ);
+    return v;
+}
+
+struct sum_result {
+    struct nf_value *out[2];
+    struct nf_error err;
+    int rc;
+};
+
+static void params_init(struct summarize_params *p)
+{
+    nf_params_defaults(&nf_node_summarize, p);
+}
+
+static void run_summarize(struct fixture *fx, const struct summarize_params *p, size_t n,
+                          const char *const *names, struct nf_value **values,
+                          struct nf_value *atlas, struct sum_result *r)
+{
+    struct nf_node_inst node = {0};
+    struct nf_env env = {0};
+    struct nf_run run = {0};
+    struct nf_value *in[1] = {atlas};
+    node.id = "maps";
+    node.loc = (struct nf_loc){"test.yaml", 12, 3};
+    env.pipeline_name = "test";
+    env.pipeline_hash = "0123abcd";
+    env.outputs_dir = fx->outdir;
+    memset(r, 0, sizeof *r);
+    run.node = &node;
+    run.params = p;
+    run.env = &env;
+    run.in = in;
+    run.n_extra = n;
+    run.extra_names = names;
+    run.extra_in = values;
+    run.out = r->out;
+    run.err = &r->err;
+    r->rc = nf_node_summarize.run_cpu(&run);
+}
+
+static void result_release(struct sum_result *r)
+{
+    nf_value_unref(r->out[0]);
+    nf_value_unref(r->out[1]);
+}
+
+static bool exists_in(const struct fixture *fx, const char *name)
+{
+    char *path = nf_path_join(fx->outdir, name);
+    bool ok = access(path, R_OK) == 0;
+    free(path);
+    return ok;
+}
+
+static char *read_out(const struct fixture *fx, const char *name)
+{
+    struct nf_error err = {0};
+    char *path = nf_path_join(fx->outdir, name);
+    char *text = nf_read_file(path, NULL, &err);
+    free(path);
+    return text;
+}
+
+static int nifti_intent(const struct fixture *fx, const char *name)
+{
+    char *path = nf_path_join(fx->outdir, name);
+    nifti_image *im = nifti_image_read(path, 0);
+    int code = im ? im->intent_code : -1;
+    nifti_image_free(im);
+    free(path);
+    return code;
+}
+
+/* Writing: file names, NIfTI round trip, intents, tables, collections, JSON. */
+static void test_write_files(void **state)
+{
+    struct fixture *fx = *state;
+    struct summarize_params p;
+    struct sum_result r;
+    struct nf_error err = {0};
+    params_init(&p);
+
+    struct nf_value *score = map_matrix(fx, fx->full);
+    struct nf_value *pfwe = map_matrix(fx, fx->full);
+    struct nf_value *tab = nf_value_new_table(2, 1, &err);
+    tab->u.tab.cols[0].name = strdup("alpha");
+    tab->u.tab.cols[0].numeric = true;
+    tab->u.tab.cols[0].num = calloc(2, sizeof(double));
+    tab->u.tab.cols[0].num[0] = 1.5;
+    tab->u.tab.cols[0].num[1] = NAN;
+    struct nf_value *coll = nf_value_new_collection(2, &err);
+    coll->u.coll.items[0] = map_matrix(fx, fx->full);
+    coll->u.coll.items[1] = map_volume(fx, fx->full);
+    nf_value_set_label(coll->u.coll.items[0], "sub-01");
+    nf_value_set_label(coll->u.coll.items[1], "sub-02");
+    struct nf_value *plain = nf_value_new_matrix(2, 3, NULL, &err);
+
+    const char *names[] = {"score", "p_fwe", "my_table", "beta", "plain-mat"};
+    struct nf_value *values[] = {score, pfwe, tab, coll, plain};
+    run_summarize(fx, &p, 5, names, values, NULL, &r);
+    assert_int_equal(r.rc, 0);
+
+    assert_true(exists_in(fx, "test_stat-score_statmap.nii.gz"));
+    assert_true(exists_in(fx, "test_stat-pFwe_statmap.nii.gz"));
+    assert_true(exists_in(fx, "test_stat-myTable.tsv"));
+    assert_true(exists_in(fx, "sub-01_test_stat-beta_statmap.nii.gz"));
+    assert_true(exists_in(fx, "sub-02_test_stat-beta_statmap.nii.gz"));
+    assert_true(exists_in(fx, "test_stat-plainMat.tsv"));
+    assert_false(exists_in(fx, "test_stat-score_clusters.tsv"));
+    assert_int_equal(nifti_intent(fx, "test_stat-score_statmap.nii.gz"), 1001);
+    assert_int_equal(nifti_intent(fx, "test_stat-pFwe_statmap.nii.gz"), 22);
+
+    /* Round trip: in-mask values equal, zeros outside, same grid. */
+    char *path = nf_path_join(fx->outdir, "test_stat-score_statmap.nii.gz");
+    struct nf_value *back = nf_nifti_read(path, &err);
+    free(path);
+    assert_non_null(back);
+    assert_int_equal(back->u.vol.nt, 1);
+    assert_true(nf_grid_same(&back->u.vol.grid, &fx->grid));
+    for (int v = 0; v < NX * NY * NZ; v++) {
+        bool in_mask = (v / NX) % NY != 0;
+        assert_true(back->u.vol.data[v] == (in_mask ? fx->full[v] : 0.0f));
+    }
+    nf_value_unref(back);
+
+    /* The files output lists every file, JSON last. */
+    const struct nf_table *files = &r.out[SUM_OUT_FILES]->u.tab;
+    assert_int_equal(files->n_cols, 2);
+    assert_string_equal(files->cols[0].name, "key");
+    assert_int_equal(files->n_rows, 8);
+    assert_string_equal(files->cols[0].str[0], "score");
+    assert_string_equal(files->cols[0].str[6], "summary");
+    assert_string_equal(files->cols[0].str[7], "dataset_description");
+    /* No thresholding: an empty cluster table with the cluster columns. */
+    assert_int_equal(r.out[SUM_OUT_TABLE]->u.tab.n_rows, 0);
+    assert_int_equal(r.out[SUM_OUT_TABLE]->u.tab.n_cols, SUM_CLUSTER_COLUMNS);
+
+    char *summary = read_out(fx, "summary.json");
+    assert_non_null(summary);
+    assert_non_null(strstr(summary, "\"key\": \"p_fwe\""));
+    assert_non_null(strstr(summary, "\"name\": \"pFwe\""));
+    assert_non_null(strstr(summary, "\"n_nonfinite\": 1"));   /* the table's NaN */
+    assert_non_null(strstr(summary, "\"thresholding\": null"));
+    assert_non_null(strstr(summary, "\"max\": 6"));
+    assert_non_null(strstr(summary, "\"min\": -7"));
+    free(summary);
+    char *desc = read_out(fx, "dataset_description.json");
+    assert_non_null(desc);
+    assert_non_null(strstr(desc, "\"BIDSVersion\": \"1.8.0\""));
+    assert_non_null(strstr(desc, "\"DatasetType\": \"derivative\""));
+    assert_non_null(strstr(desc, "\"GeneratedBy\""));
+    assert_non_null(strstr(desc, "\"PipelineHash\": \"0123abcd\""));
+    assert_non_null(strstr(desc, "\"Name\": \"test\""));
+    free(desc);
+
+    result_release(&r);
+    for (int i = 0; i < 5; i++)
+        nf_value_unref(values[i]);
+    nf_params_release(&nf_node_summarize, &p);
+}
+
+static double num_at(const struct nf_value *tab, int col, int64_t row)
+{
+    return tab->u.tab.cols[col].num[row];
+}
+
+static void assert_peak(const struct fixture *fx, const struct nf_value *tab, int64_t row,
+                        int i, int j, int k)
+{
+    double xyz[3];
+    world(&fx->grid, i, j, k, xyz);
+    for (int a = 0; a < 3; a++)
+        assert_true(fabs(num_at(tab, 3 + a, row) - xyz[a]) < 1e-9);
+}
+
+/* Two tails, 26-connectivity, sizes, peaks, labels; on a matrix and a volume. */
+static void check_two_tailed(struct fixture *fx, struct nf_value *map, bool with_atlas)
+{
+    struct summarize_params p;
+    struct sum_result r;
+    struct nf_value *atlas = NULL;
+    params_init(&p);
+    p.threshold = 2.5;
+    if (with_atlas) {
+        float labels[NX * NY * NZ];
+        for (int v = 0; v < NX * NY * NZ; v++)
+            labels[v] = (v % NX) < 6 ? 11.0f : 22.0f;
+        atlas = map_volume(fx, labels);
+    }
+    const char *names[] = {"score"};
+    run_summarize(fx, &p, 1, names, &map, atlas, &r);
+    assert_int_equal(r.rc, 0);
+    const struct nf_value *tab = r.out[SUM_OUT_TABLE];
+    assert_int_equal(tab->u.tab.n_cols, SUM_CLUSTER_COLUMNS);
+    assert_string_equal(tab->u.tab.cols[0].name, "cluster");
+    assert_string_equal(tab->u.tab.cols[6].name, "label");
+    /* A and B merge through their shared corner: 16 voxels, then C with 4. */
+    assert_int_equal(tab->u.tab.n_rows, 2);
+    assert_true(num_at(tab, 0, 0) == 1 && num_at(tab, 0, 1) == 2);
+    assert_true(num_at(tab, 1, 0) == 16);
+    assert_true(num_at(tab, 2, 0) == 6.0);
+    assert_peak(fx, tab, 0, 4, 4, 4);
+    assert_true(num_at(tab, 1, 1) == 4);
+    assert_true(num_at(tab, 2, 1) == -7.0);
+    assert_peak(fx, tab, 1, 8, 7, 1);
+    assert_string_equal(tab->u.tab.cols[6].str[0], with_atlas ? "11" : "n/a");
+    assert_string_equal(tab->u.tab.cols[6].str[1], with_atlas ? "22" : "n/a");
+
+    /* The thresholded map keeps exactly the supra-threshold voxels. */
+    struct nf_error err = {0};
+    char *path = nf_path_join(fx->outdir, "test_stat-score_desc-thresholded_statmap.nii.gz");
+    struct nf_value *thr = nf_nifti_read(path, &err);
+    free(path);
+    assert_non_null(thr);
+    for (int v = 0; v < NX * NY * NZ; v++) {
+        float x = fx->full[v];
+        bool in_mask = map->kind == NF_KIND_VOLUME || (v / NX) % NY != 0;
+        assert_true(thr->u.vol.data[v] == (in_mask && fabsf(x) >= 2.5f ? x : 0.0f));
+    }
+    nf_value_unref(thr);
+
+    /* The clusters file holds the same table. */
+    path = nf_path_join(fx->outdir, "test_stat-score_clusters.tsv");
+    struct nf_value *back = nf_table_read(path, NULL, 0, &err);
+    free(path);
+    assert_non_null(back);
+    assert_int_equal(back->u.tab.n_rows, 2);
+    assert_int_equal(back->u.tab.n_cols, SUM_CLUSTER_COLUMNS);
+    assert_string_equal(back->u.tab.cols[5].name, "peak_z");
+    assert_true(fabs(back->u.tab.cols[3].num[1] - num_at(tab, 3, 1)) < 1e-6);
+    nf_value_unref(back);
+
+    char *summary = read_out(fx, "summary.json");
+    assert_non_null(summary);
+    assert_non_null(strstr(summary, "\"n_clusters\": 2"));
+    assert_non_null(strstr(summary, "\"n_voxels\": 20"));
+    free(summary);
+
+    result_release(&r);
+    nf_value_unref(atlas);
+    nf_params_release(&nf_node_summarize, &p);
+}
+
+static void test_clusters_matrix(void **state)
+{
+    struct fixture *fx = *state;
+    struct nf_value *m = map_matrix(fx, fx->full);
+    check_two_tailed(fx, m, false);
+    check_two_tailed(fx, m, true);
+    nf_value_unref(m);
+}
+
+static void test_clusters_volume(void **state)
+{
+    struct fixture *fx = *state;
+    struct nf_value *v = map_volume(fx, fx->full);
+    check_two_tailed(fx, v, true);
+    nf_value_unref(v);
+}
+
+static void test_tails_and_min_size(void **state)
+{
+    struct fixture *fx = *state;
+    struct summarize_params p;
+    struct sum_result r;
+    struct nf_value *m = map_matrix(fx, fx->full);
+    const char *names[] = {"score"};
+    params_init(&p);
+    p.threshold = 2.5;
+
+    p.tail = SUM_TAIL_UPPER;
+    run_summarize(fx, &p, 1, names, &m, NULL, &r);
+    assert_int_equal(r.rc, 0);
+    assert_int_equal(r.out[SUM_OUT_TABLE]->u.tab.n_rows, 1);
+    assert_true(num_at(r.out[SUM_OUT_TABLE], 1, 0) == 16);
+    result_release(&r);
+
+    p.tail = SUM_TAIL_LOWER;
+    run_summarize(fx, &p, 1, names, &m, NULL, &r);
+    assert_int_equal(r.rc, 0);
+    assert_int_equal(r.out[SUM_OUT_TABLE]->u.tab.n_rows, 1);
+    assert_true(num_at(r.out[SUM_OUT_TABLE], 1, 0) == 4);
+    assert_true(num_at(r.out[SUM_OUT_TABLE], 2, 0) == -7.0);
+    result_release(&r);
+
+    /* Only A's and B's values of 5 and above: two separate single voxels. */
+    p.tail = SUM_TAIL_UPPER;
+    p.threshold = 4.5;
+    run_summarize(fx, &p, 1, names, &m, NULL, &r);
+    assert_int_equal(r.rc, 0);
+    assert_int_equal(r.out[SUM_OUT_TABLE]->u.tab.n_rows, 2);
+    assert_true(num_at(r.out[SUM_OUT_TABLE], 2, 0) == 6.0);   /* ties on size: |peak| */
+    assert_true(num_at(r.out[SUM_OUT_TABLE], 2, 1) == 5.0);
+    result_release(&r);
+
+    /* min_cluster_size drops C from the table and the thresholded map. */
+    p.tail = SUM_TAIL_TWO;
+    p.threshold = 2.5;
+    p.min_cluster_size = 5;
+    run_summarize(fx, &p, 1, names, &m, NULL, &r);
+    assert_int_equal(r.rc, 0);
+    assert_int_equal(r.out[SUM_OUT_TABLE]->u.tab.n_rows, 1);
+    struct nf_error err = {0};
+    char *path = nf_path_join(fx->outdir, "test_stat-score_desc-thresholded_statmap.nii.gz");
+    struct nf_value *thr = nf_nifti_read(path, &err);
+    free(path);
+    assert_non_null(thr);
+    assert_true(thr->u.vol.data[OFF(8, 7, 1)] == 0.0f);
+    assert_true(thr->u.vol.data[OFF(4, 4, 4)] == 6.0f);
+    nf_value_unref(thr);
+    result_release(&r);
+
+    nf_value_unref(m);
+    nf_params_release(&nf_node_summarize, &p);
+}
+
+/* p_below thresholds the stat map where the p map is small (only blob C). */
+static void test_p_below(void **state)
+{
+    struct fixture *fx = *state;
+    struct summarize_params p;
+    struct sum_result r;
+    float pv[NX * NY * NZ];
+    for (int v = 0; v < NX * NY * NZ; v++)
+        pv[v] = fx->full[v] < -3.0f ? 0.001f : 0.5f;
+    struct nf_value *values[] = {map_matrix(fx, pv), map_matrix(fx, fx->full)};
+    const char *names[] = {"p", "t"};
+    params_init(&p);
+    p.p_below = 0.05;
+    run_summarize(fx, &p, 2, names, values, NULL, &r);
+    assert_int_equal(r.rc, 0);
+    /* The default target is the first map that is not the p map: t. */
+    assert_true(exists_in(fx, "test_stat-t_clusters.tsv"));
+    assert_int_equal(nifti_intent(fx, "test_stat-t_statmap.nii.gz"), 3);
+    assert_int_equal(r.out[SUM_OUT_TABLE]->u.tab.n_rows, 1);
+    assert_true(num_at(r.out[SUM_OUT_TABLE], 1, 0) == 4);
+    assert_true(num_at(r.out[SUM_OUT_TABLE], 2, 0) == -7.0);
+    result_release(&r);
+    nf_value_unref(values[0]);
+    nf_value_unref(values[1]);
+    nf_params_release(&nf_node_summarize, &p);
+}
+
+static void test_errors(void **state)
+{
+    struct fixture *fx = *state;
+    struct summarize_params p;
+    struct sum_result r;
+    struct nf_error err = {0};
+    struct nf_value *m = map_matrix(fx, fx->full);
+    struct nf_value *plain = nf_value_new_matrix(1, 5, NULL, &err);
+    const char *names[] = {"score", "plain"};
+    struct nf_value *values[] = {m, plain};
+
+    /* Start from a clean folder: no JSON may appear after a failure. */
+    char *cmd = nf_asprintf("rm -rf '%s'", fx->outdir);
+    assert_int_equal(system(cmd), 0);
+    free(cmd);
+
+    params_init(&p);
+    p.threshold = 1.0;
+    p.threshold_key = strdup("zmap");
+    run_summarize(fx, &p, 2, names, values, NULL, &r);
+    assert_true(r.rc < 0);
+    assert_null(r.out[0]);
+    assert_null(r.out[1]);
+    assert_non_null(strstr(r.err.msg, "'zmap'"));
+    assert_non_null(strstr(r.err.msg, "'score', 'plain'"));
+    assert_string_equal(r.err.node, "maps");
+    assert_int_equal(r.err.loc.line, 12);
+    assert_false(exists_in(fx, "summary.json"));
+    assert_false(exists_in(fx, "dataset_description.json"));
+
+    /* A matrix without geometry cannot be thresholded. */
+    free(p.threshold_key);
+    p.threshold_key = strdup("plain");
+    run_summarize(fx, &p, 2, names, values, NULL, &r);
+    assert_true(r.rc < 0);
+    assert_non_null(strstr(r.err.msg, "geometry"));
+    assert_false(exists_in(fx, "summary.json"));
+
+    /* p_key naming a missing input. */
+    free(p.threshold_key);
+    p.threshold_key = NULL;
+    p.threshold = NAN;
+    p.p_below = 0.05;
+    run_summarize(fx, &p, 2, names, values, NULL, &r);
+    assert_true(r.rc < 0);
+    assert_non_null(strstr(r.err.msg, "p_key 'p'"));
+
+    /* An atlas on another grid. */
+    p.p_below = NAN;
+    p.threshold = 1.0;
+    struct nf_grid other = fx->grid;
+    other.affine[0][3] += 1.0;
+    struct nf_value *atlas = nf_value_new_volume(&other, 3, 1, &err);
+    run_summarize(fx, &p, 1, names, values, atlas, &r);
+    assert_true(r.rc < 0);
+    assert_non_null(strstr(r.err.msg, "atlas"));
+    assert_false(exists_in(fx, "summary.json"));
+    nf_value_unref(atlas);
+
+    /* Keys that collide once made BIDS-safe. */
+    const char *clash[] = {"p_fwe", "pFwe"};
+    struct nf_value *two[] = {m, m};
+    p.threshold = NAN;
+    run_summarize(fx, &p, 2, clash, two, NULL, &r);
+    assert_true(r.rc < 0);
+    assert_non_null(strstr(r.err.msg, "stat-pFwe"));
+
+    /* A NULL input value is reported, not dereferenced. */
+    struct nf_value *none[] = {NULL};
+    run_summarize(fx, &p, 1, names, none, NULL, &r);
+    assert_true(r.rc < 0);
+
+    nf_value_unref(m);
+    nf_value_unref(plain);
+    nf_params_release(&nf_node_summarize, &p);
+}
+
+static void test_resolve_and_check(void **state)
+{
+    (void)state;
+    struct summarize_params p;
+    struct nf_shape out[2], extra[1] = {{.kind = NF_KIND_MATRIX, .dim = {1, 50}}};
+    struct nf_error err = {0};
+    const char *names[] = {"score"};
+    params_init(&p);
+    struct nf_resolve r = {.params = &p, .n_extra = 1, .extra_names = names,
+                           .extra_in = extra, .out = out, .err = &err};
+    assert_int_equal(nf_node_summarize.resolve(&r), 0);
+    assert_int_equal(out[SUM_OUT_TABLE].kind, NF_KIND_TABLE);
+    assert_int_equal(out[SUM_OUT_TABLE].dim[1], SUM_CLUSTER_COLUMNS);
+    /* Thresholding a matrix known to have no geometry fails at plan time. */
+    p.threshold = 2.0;
+    p.threshold_key = strdup("score");
+    assert_true(nf_node_summarize.resolve(&r) < 0);
+    extra[0].has_geom = true;
+    memset(&err, 0, sizeof err);
+    assert_int_equal(nf_node_summarize.resolve(&r), 0);
+
+    /* check(): threshold_key without a threshold. */
+    struct nf_diags d;
+    nf_diags_init(&d);
+    p.threshold = NAN;
+    nf_node_summarize.check(&p, NULL, "maps", &d);
+    assert_int_equal(d.n, 1);
+    nf_diags_release(&d);
+    nf_params_release(&nf_node_summarize, &p);
+}
+
+int main(void)
+{
+    nf_log_quiet = true;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_write_files, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_clusters_matrix, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_clusters_volume, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tails_and_min_size, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_p_below, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
+        cmocka_unit_test(test_resolve_and_check),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
