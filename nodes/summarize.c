@@ -206,6 +206,16 @@ static int64_t map_offset(const struct map_view *mv, int64_t c)
     return mv->index ? mv->index[c] : c;
 }
 
+/* Rank of a grid offset in nltools' voxel order (C order over i, j, k): ties
+ * between voxels are broken by it, so a map gives the same peaks whether it
+ * arrives as a volume or as a masked matrix. */
+static int64_t c_order_rank(const struct nf_grid *g, int64_t off)
+{
+    int64_t i = off % g->dim[0], j = (off / g->dim[0]) % g->dim[1],
+            k = off / (g->dim[0] * g->dim[1]);
+    return (i * g->dim[1] + j) * g->dim[2] + k;
+}
+
 static void offset_to_world(const struct nf_grid *g, int64_t off, double xyz[3])
 {
     int64_t i = off % g->dim[0], j = (off / g->dim[0]) % g->dim[1],
@@ -460,8 +470,8 @@ fail:
 
 struct cluster {
     int64_t size;
-    int64_t peak;       /* map voxel of the largest |value| (first on ties) */
-    int64_t first;      /* first map voxel, for a deterministic order */
+    int64_t peak;       /* map voxel of the largest |value| (first in C order on ties) */
+    int64_t peak_rank;  /* c_order_rank of the peak, for deterministic ties */
     float peak_value;
 };
 
@@ -472,7 +482,7 @@ static int cluster_order(const void *pa, const void *pb)
         return a->size > b->size ? -1 : 1;
     if (fabsf(a->peak_value) != fabsf(b->peak_value))
         return fabsf(a->peak_value) > fabsf(b->peak_value) ? -1 : 1;
-    return a->first < b->first ? -1 : (a->first > b->first);
+    return a->peak_rank < b->peak_rank ? -1 : (a->peak_rank > b->peak_rank);
 }
 
 static bool value_passes(float x, const struct summarize_params *p)
@@ -527,7 +537,8 @@ static int label_clusters(const struct map_view *mv, const bool *pass, int64_t *
             cl = grown;
         }
         struct cluster *k = &cl[n];
-        *k = (struct cluster){.size = 0, .peak = seed, .first = seed,
+        *k = (struct cluster){.size = 0, .peak = seed,
+                              .peak_rank = c_order_rank(g, map_offset(mv, seed)),
                               .peak_value = mv->values[seed]};
         int64_t head = 0, tail = 0;
         queue[tail++] = seed;
@@ -536,10 +547,12 @@ static int label_clusters(const struct map_view *mv, const bool *pass, int64_t *
             int64_t c = queue[head++], off = map_offset(mv, c);
             int64_t i = off % nx, j = (off / nx) % ny, kk = off / (nx * ny);
             float x = mv->values[c];
+            int64_t rank = c_order_rank(g, off);
             k->size++;
             if (fabsf(x) > fabsf(k->peak_value) ||
-                (fabsf(x) == fabsf(k->peak_value) && c < k->peak)) {
+                (fabsf(x) == fabsf(k->peak_value) && rank < k->peak_rank)) {
                 k->peak = c;
+                k->peak_rank = rank;
                 k->peak_value = x;
             }
             for (int64_t dk = -1; dk <= 1; dk++)

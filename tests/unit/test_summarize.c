@@ -471,6 +471,32 @@ static void test_p_below(void **state)
     nf_params_release(&nf_node_summarize, &p);
 }
 
+/* Equal values: the peak is the first voxel in C order over (i, j, k) — the same
+ * for a volume (storage order differs) and a masked matrix. */
+static void test_peak_ties(void **state)
+{
+    struct fixture *fx = *state;
+    struct summarize_params p;
+    struct sum_result r;
+    float flat[NX * NY * NZ] = {0};
+    flat[OFF(6, 4, 4)] = 3.0f;   /* earlier in storage order */
+    flat[OFF(5, 5, 5)] = 3.0f;   /* earlier in C order; diagonal neighbour */
+    struct nf_value *maps[] = {map_matrix(fx, flat), map_volume(fx, flat)};
+    const char *names[] = {"flat"};
+    params_init(&p);
+    p.threshold = 1.0;
+    for (int m = 0; m < 2; m++) {
+        run_summarize(fx, &p, 1, names, &maps[m], NULL, &r);
+        assert_int_equal(r.rc, 0);
+        assert_int_equal(r.out[SUM_OUT_TABLE]->u.tab.n_rows, 1);
+        assert_true(num_at(r.out[SUM_OUT_TABLE], 1, 0) == 2);
+        assert_peak(fx, r.out[SUM_OUT_TABLE], 0, 5, 5, 5);
+        result_release(&r);
+        nf_value_unref(maps[m]);
+    }
+    nf_params_release(&nf_node_summarize, &p);
+}
+
 static void test_errors(void **state)
 {
     struct fixture *fx = *state;
@@ -588,6 +614,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_clusters_volume, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tails_and_min_size, setup, teardown),
         cmocka_unit_test_setup_teardown(test_p_below, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_peak_ties, setup, teardown),
         cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
         cmocka_unit_test(test_resolve_and_check),
     };
