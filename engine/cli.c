@@ -143,7 +143,7 @@ static int run_pipeline(struct cli_opts *o, enum stop_after stop)
         goto invalid;
     if (stop == STOP_VALIDATE) {
         nf_diags_print(&d);
-        printf("%s: valid (%zu nodes)\n", o->pipeline, p->n_nodes);
+        printf("%s: valid (%zu node%s)\n", o->pipeline, p->n_nodes, p->n_nodes == 1 ? "" : "s");
         goto done;
     }
     char why[256];

@@ -43,6 +43,9 @@ int nf_plan_memory(struct nf_pipeline *p, struct nf_diags *d)
         uint64_t in_item = 0, out_item = 0, out_all = 0;
         for (size_t i = 0; i < n_in; i++)
             in_item += nf_shape_item_bytes(&node->in_shape[i]);
+        for (size_t e = 0, x = 0; e < node->n_edges; e++)
+            if (node->edges[e].port == NF_EDGE_VARIADIC)   /* taken whole, as they are */
+                in_item += shape_resident(&node->extra_shape[x++]);
         for (size_t o = 0; o < n_out; o++) {
             out_item += nf_shape_item_bytes(&node->out_shape[o]);
             out_all += shape_resident(&node->out_shape[o]);

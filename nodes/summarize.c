@@ -1032,6 +1032,19 @@ static int summarize_resolve(struct nf_resolve *r)
                             p->threshold_key, nf_kind_name(s->kind));
             goto fail;
         }
+        if (s->kind == NF_KIND_COLLECTION) {
+            rc = NF_FAIL_AT(r->err, NF_EINVAL, NODE_LOC(r->node), NODE_ID(r->node),
+                            "cannot threshold input '%s': it is a collection (threshold a "
+                            "single map, e.g. a group result)", p->threshold_key);
+            goto fail;
+        }
+        int64_t maps = s->kind == NF_KIND_VOLUME ? s->dim[3] : s->dim[0];
+        if ((s->kind == NF_KIND_VOLUME || s->kind == NF_KIND_MATRIX) && maps > 1) {
+            rc = NF_FAIL_AT(r->err, NF_EINVAL, NODE_LOC(r->node), NODE_ID(r->node),
+                            "cannot threshold input '%s': it holds %" PRId64 " maps "
+                            "(expected one 1xV map or 3D volume)", p->threshold_key, maps);
+            goto fail;
+        }
     }
     r->out[SUM_OUT_TABLE] = (struct nf_shape){.kind = NF_KIND_TABLE,
                                               .dim = {0, SUM_CLUSTER_COLUMNS}};

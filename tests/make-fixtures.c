@@ -59,7 +59,10 @@ int main(int argc, char **argv)
         write_vol(dir, "mask_shifted.nii.gz", &shifted, 1, inside) < 0 ||
         write_vol(dir, "mask_empty.nii.gz", &g, 1, nothing) < 0 ||
         write_vol(dir, "mask_4d.nii.gz", &g, 3, inside) < 0 ||
-        write_vol(dir, "truncated.nii.gz", &g, 8, ramp) < 0)
+        write_vol(dir, "truncated.nii.gz", &g, 8, ramp) < 0 ||
+        write_vol(dir, "sub-01_bold.nii.gz", &g, 8, ramp) < 0 ||
+        write_vol(dir, "sub-02_bold.nii.gz", &g, 8, ramp) < 0 ||
+        write_vol(dir, "sub-03_bold.nii.gz", &g, 6, ramp) < 0)
         return 1;
     /* cut the gzip stream in the middle of the voxel data */
     char *trunc = nf_path_join(dir, "truncated.nii.gz");

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# run-golden.sh — golden tests of invalid pipelines (tests/fail/).
+# run-golden.sh — golden tests: invalid pipelines (tests/fail/) and the exact
+# output of valid ones (tests/pipelines/).
 #
 # Each case is NN-name.yaml with NN-name.stderr (the exact expected messages),
-# NN-name.exit (expected exit status) and optionally NN-name.args (the command
-# and options, default "run"). Cases run in a scratch folder holding the data
+# NN-name.exit (expected exit status), optionally NN-name.stdout (exact
+# expected standard output) and NN-name.args (the command and options,
+# default "run"). Cases run in a scratch folder holding the data
 # files from make-fixtures, referenced as data/...; the scratch path is
 # replaced by @DATA@ in messages. A case passes only on a controlled exit with
 # the expected status and message, and when it left no output files behind.
@@ -17,9 +19,11 @@ trap 'rm -rf "$work"' EXIT
 "$FIXTURES" "$work/data" || { echo "make-fixtures failed"; exit 1; }
 
 fails=0; count=0
-for yaml in "$srcdir"/tests/fail/*.yaml; do
+nfail=0
+for yaml in "$srcdir"/tests/fail/*.yaml "$srcdir"/tests/pipelines/*.yaml; do
     case_name=$(basename "$yaml" .yaml)
-    base="$srcdir/tests/fail/$case_name"
+    base="${yaml%.yaml}"
+    case "$yaml" in */tests/fail/*) nfail=$((nfail + 1)) ;; esac
     count=$((count + 1))
     cp "$yaml" "$work/$case_name.yaml"
     args="run"
@@ -28,9 +32,11 @@ for yaml in "$srcdir"/tests/fail/*.yaml; do
     (cd "$work" && eval "\"$NLFLOW\" $args $case_name.yaml" >"$work/stdout" 2>"$work/stderr")
     status=$?
     sed -e "s|$work|@DATA@|g" "$work/stderr" >"$work/stderr.norm"
+    sed -e "s|$work|@DATA@|g" "$work/stdout" >"$work/stdout.norm"
     if [ "${UPDATE:-0}" = 1 ]; then
         cp "$work/stderr.norm" "$base.stderr"
         echo "$status" >"$base.exit"
+        case "$yaml" in */tests/pipelines/*) cp "$work/stdout.norm" "$base.stdout" ;; esac
     fi
     want_status=$(cat "$base.exit" 2>/dev/null || echo missing)
     problem=
@@ -41,7 +47,10 @@ for yaml in "$srcdir"/tests/fail/*.yaml; do
     elif ! cmp -s "$work/stderr.norm" "$base.stderr"; then
         problem="stderr differs:
 $(diff -u "$base.stderr" "$work/stderr.norm")"
-    elif [ -d "$work/results" ] && [ -n "$(find "$work/results" -type f)" ]; then
+    elif [ -f "$base.stdout" ] && ! cmp -s "$work/stdout.norm" "$base.stdout"; then
+        problem="stdout differs:
+$(diff -u "$base.stdout" "$work/stdout.norm")"
+    elif [ "$want_status" != 0 ] && [ -d "$work/results" ] && [ -n "$(find "$work/results" -type f)" ]; then
         problem="left output files: $(find "$work/results" -type f)"
     elif [ -n "$(find "$work" -maxdepth 1 -name '.*.tmp*')" ]; then
         problem="left temporary files"
@@ -53,6 +62,6 @@ $(diff -u "$base.stderr" "$work/stderr.norm")"
         echo "ok   $case_name"
     fi
 done
-echo "$((count - fails))/$count golden failure cases passed"
-[ "$count" -ge 15 ] || { echo "expected at least 15 cases"; exit 1; }
+echo "$((count - fails))/$count golden cases passed ($nfail invalid pipelines)"
+[ "$nfail" -ge 15 ] || { echo "expected at least 15 invalid-pipeline cases"; exit 1; }
 [ "$fails" -eq 0 ]

@@ -594,6 +594,13 @@ static void test_resolve_and_check(void **state)
     extra[0].has_geom = true;
     memset(&err, 0, sizeof err);
     assert_int_equal(nf_node_summarize.resolve(&r), 0);
+    /* ... but not one holding several maps, nor a collection. */
+    extra[0].dim[0] = 3;
+    assert_true(nf_node_summarize.resolve(&r) < 0);
+    assert_non_null(strstr(err.msg, "3 maps"));
+    extra[0] = (struct nf_shape){.kind = NF_KIND_COLLECTION, .item_kind = NF_KIND_MATRIX};
+    memset(&err, 0, sizeof err);
+    assert_true(nf_node_summarize.resolve(&r) < 0);
 
     /* check(): threshold_key without a threshold. */
     struct nf_diags d;
