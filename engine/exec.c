@@ -361,12 +361,12 @@ static bool pick_task(struct executor *x, size_t *ni_out, size_t *item_out)
         if (node->mapped && node->concurrency > 0 &&
             s->items_started - s->items_done >= (size_t)node->concurrency)
             continue;
-        bool fits = x->mem_used + node->est_peak <= x->p->settings.memory;
+        bool fits = x->mem_used + node->est_task <= x->p->settings.memory;
         if (x->running > 0 && !fits)
             continue;
         *ni_out = ni;
         *item_out = s->items_started++;
-        x->mem_used += node->est_peak;
+        x->mem_used += node->est_task;
         x->running++;
         return true;
     }
@@ -397,7 +397,7 @@ static void *worker(void *arg)
         int rc = run_task(x, ni, item, &e);
         pthread_mutex_lock(&x->lock);
         x->running--;
-        x->mem_used -= x->p->nodes[ni].est_peak;
+        x->mem_used -= x->p->nodes[ni].est_task;
         if (rc < 0) {
             fail_locked(x, &e);
         } else if (++x->st[ni].items_done == x->st[ni].items_total) {

@@ -49,7 +49,9 @@ struct nf_node_inst {
     size_t n_items;               /* when mapped */
     enum nf_device device;        /* placement result */
     uint64_t est_work;            /* working bytes of one run (one item) */
-    uint64_t est_peak;            /* inputs + outputs + work of one run */
+    uint64_t est_peak;            /* inputs + outputs + work of one run (shown by plan) */
+    uint64_t est_task;            /* new memory one run allocates: copied inputs,
+                                     output, work (the executor's admission) */
     uint64_t est_out;             /* bytes of all outputs */
     int concurrency;              /* items allowed in flight within the budget */
 };

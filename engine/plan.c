@@ -39,10 +39,26 @@ int nf_plan_memory(struct nf_pipeline *p, struct nf_diags *d)
     int rc = 0;
     for (size_t oi = 0; oi < n; oi++) {
         struct nf_node_inst *node = &p->nodes[p->order[oi]];
-        size_t n_in = nf_port_count(node->type->inputs), n_out = nf_port_count(node->type->outputs);
-        uint64_t in_item = 0, out_item = 0, out_all = 0;
-        for (size_t i = 0; i < n_in; i++)
-            in_item += nf_shape_item_bytes(&node->in_shape[i]);
+        size_t n_out = nf_port_count(node->type->outputs);
+        /* Inputs cost new memory only when they are copied for the node:
+         * a lazy item read from disk, a stacked collection, a table turned
+         * into a matrix. Other inputs are references to results already
+         * counted in `live`. */
+        uint64_t in_item = 0, in_new = 0, out_item = 0, out_all = 0;
+        for (size_t e = 0; e < node->n_edges; e++) {
+            const struct nf_edge *edge = &node->edges[e];
+            if (edge->port < 0)
+                continue;
+            const struct nf_shape *src = &p->nodes[edge->src].out_shape[edge->src_port];
+            const struct nf_shape *in = &node->in_shape[edge->port];
+            uint64_t bytes = nf_shape_item_bytes(in);
+            in_item += bytes;
+            bool copied = src->lazy || (src->kind == NF_KIND_COLLECTION && in->kind == NF_KIND_MATRIX &&
+                                        src->item_kind == NF_KIND_MATRIX && !node->mapped) ||
+                          (src->kind == NF_KIND_TABLE && in->kind == NF_KIND_MATRIX);
+            if (copied)
+                in_new += bytes;
+        }
         for (size_t e = 0, x = 0; e < node->n_edges; e++)
             if (node->edges[e].port == NF_EDGE_VARIADIC)   /* taken whole, as they are */
                 in_item += shape_resident(&node->extra_shape[x++]);
@@ -53,36 +69,38 @@ int nf_plan_memory(struct nf_pipeline *p, struct nf_diags *d)
         node->est_work = node->type->estimate
                          ? node->type->estimate(node->params, node->in_shape, node->out_shape) : 0;
         node->est_out = out_all;
-        /* One run: a materialised input item (when the source is lazy or we
-         * stack/convert), its output item and the working set. */
+        /* One run, as shown by `plan`: its inputs, its output item and the
+         * working set. The budget check below counts only new memory. */
         node->est_peak = in_item + out_item + node->est_work;
+        uint64_t new_peak = in_new + out_item + node->est_work;
+        node->est_task = new_peak;
         node->concurrency = 1;
         if (node->mapped) {
             /* every item's output stays (it forms the collection); what is
              * left decides how many items may be in flight */
             uint64_t room = budget > live + out_all ? budget - live - out_all : 0;
-            uint64_t per_item = in_item + node->est_work;
+            uint64_t per_item = in_new + node->est_work;
             uint64_t fit64 = per_item ? room / per_item : (uint64_t)threads;
             int fit = fit64 > (uint64_t)threads ? threads : (int)fit64;
             node->concurrency = fit < 1 ? 1 : fit > threads ? threads : fit;
             if ((size_t)node->concurrency > node->n_items && node->n_items > 0)
                 node->concurrency = (int)node->n_items;
         }
-        uint64_t during = live + (uint64_t)node->concurrency * (in_item + node->est_work) + out_all;
+        uint64_t during = live + (uint64_t)node->concurrency * (in_new + node->est_work) + out_all;
         if (!node->mapped)
-            during = live + node->est_peak + (out_all > out_item ? out_all - out_item : 0);
+            during = live + new_peak + (out_all > out_item ? out_all - out_item : 0);
         if (during > peak)
             peak = during;
-        if (node->est_peak > budget || during > budget) {
+        if (new_peak > budget || during > budget) {
             char need[32], have[32], in_s[32], out_s[32], work_s[32], live_s[32];
-            nf_format_size(node->est_peak > budget ? node->est_peak : during, need, sizeof need);
+            nf_format_size(new_peak > budget ? new_peak : during, need, sizeof need);
             nf_format_size(budget, have, sizeof have);
-            nf_format_size(in_item, in_s, sizeof in_s);
+            nf_format_size(in_new, in_s, sizeof in_s);
             nf_format_size(node->mapped ? out_all : out_item, out_s, sizeof out_s);
             nf_format_size(node->est_work, work_s, sizeof work_s);
             nf_format_size(live, live_s, sizeof live_s);
             NF_DIAG(d, NF_EBUDGET, &node->loc, node->id,
-                    "needs an estimated %s (inputs %s, outputs %s, working %s, earlier results kept %s), "
+                    "needs an estimated %s (inputs read or copied %s, outputs %s, working %s, earlier results kept %s), "
                     "more than the memory budget of %s; raise --memory or settings.memory",
                     need, in_s, out_s, work_s, live_s, have);
             rc = NF_EBUDGET;
