@@ -150,6 +150,14 @@ enum {
     NF_NODE_NO_MAP = 1u << 2,     /* never mapped over collections (takes them whole) */
 };
 
+/* Where a node is, for messages; NULL-safe (tests run nodes without an
+ * instance). */
+const struct nf_loc *nf_node_loc(const struct nf_node_inst *node);
+const char *nf_node_id(const struct nf_node_inst *node);
+/* Give an error raised below a node (io, allocation) the node's location and
+ * id unless it already has a location; returns rc. */
+int nf_error_on_node(const struct nf_node_inst *node, struct nf_error *err, int rc);
+
 /* Registry (nodes/node_list.c). NULL-terminated. */
 extern const struct nf_node_type *const nf_node_types[];
 const struct nf_node_type *nf_node_type_find(const char *name);

@@ -45,6 +45,25 @@ const struct nf_node_type *nf_node_type_find(const char *name)
     return NULL;
 }
 
+const struct nf_loc *nf_node_loc(const struct nf_node_inst *node)
+{
+    return node ? &node->loc : NULL;
+}
+
+const char *nf_node_id(const struct nf_node_inst *node)
+{
+    return node ? node->id : NULL;
+}
+
+int nf_error_on_node(const struct nf_node_inst *node, struct nf_error *err, int rc)
+{
+    if (node && err && !err->loc.file && err->node[0] == '\0') {
+        err->loc = node->loc;
+        snprintf(err->node, sizeof err->node, "%s", node->id);
+    }
+    return rc;
+}
+
 int nf_port_index(const struct nf_port *ports, const char *name)
 {
     for (int i = 0; ports && ports[i].name; i++)

@@ -53,23 +53,13 @@ static const struct nf_port load_outputs[] = {
 
 #define SUPPORTED_EXTENSIONS ".nii, .nii.gz, .tsv, .csv, .txt, .npy"
 
-static const struct nf_loc *node_loc(const struct nf_node_inst *node)
-{
-    return node ? &node->loc : NULL;
-}
-
-static const char *node_id(const struct nf_node_inst *node)
-{
-    return node ? node->id : NULL;
-}
-
 /* The io layer reports errors without a pipeline location; re-raise them on
  * the node so that they print as `file:line:col: node 'id': ...`. */
 static int fail_on_node(struct nf_error *err, const struct nf_node_inst *node,
                         const struct nf_error *cause)
 {
     int code = cause->code < 0 ? cause->code : NF_EBUG;
-    return NF_FAIL_AT(err, code, node_loc(node), node_id(node), "%s", cause->msg);
+    return NF_FAIL_AT(err, code, nf_node_loc(node), nf_node_id(node), "%s", cause->msg);
 }
 
 static const char *format_noun(enum nf_file_format fmt)
@@ -100,11 +90,11 @@ static int file_format(const char *path, const struct load_params *p,
 {
     *fmt = nf_file_format_of(path);
     if (*fmt == NF_FMT_UNKNOWN)
-        return NF_FAIL_AT(err, NF_EINVAL, node_loc(node), node_id(node),
+        return NF_FAIL_AT(err, NF_EINVAL, nf_node_loc(node), nf_node_id(node),
                           "cannot tell the format of '%s' from its extension "
                           "(supported: " SUPPORTED_EXTENSIONS ")", path);
     if (p->columns.n > 0 && *fmt != NF_FMT_TABLE)
-        return NF_FAIL_AT(err, NF_EINVAL, node_loc(node), node_id(node),
+        return NF_FAIL_AT(err, NF_EINVAL, nf_node_loc(node), nf_node_id(node),
                           "'columns' selects table columns, but '%s' is %s",
                           path, format_noun(*fmt));
     return 0;
@@ -118,12 +108,12 @@ static int file_must_exist(const char *path, int code, const struct nf_node_inst
 {
     struct stat st;
     if (stat(path, &st) != 0)
-        return NF_FAIL_AT(err, code, node_loc(node), node_id(node),
+        return NF_FAIL_AT(err, code, nf_node_loc(node), nf_node_id(node),
                           errno == ENOENT ? "file '%s' does not exist"
                                           : "cannot open '%s': %s",
                           path, strerror(errno));
     if (S_ISDIR(st.st_mode))
-        return NF_FAIL_AT(err, code, node_loc(node), node_id(node),
+        return NF_FAIL_AT(err, code, nf_node_loc(node), nf_node_id(node),
                           "'%s' is a folder, not a file", path);
     return 0;
 }
@@ -144,13 +134,13 @@ static int expand_glob(const char *pattern, const struct nf_node_inst *node,
     memset(matches, 0, sizeof *matches);
     int rc = glob(pattern, GLOB_NOSORT, NULL, matches);
     if (rc == GLOB_NOMATCH || (rc == 0 && matches->gl_pathc == 0))
-        return NF_FAIL_AT(err, NF_EINVAL, node_loc(node), node_id(node),
+        return NF_FAIL_AT(err, NF_EINVAL, nf_node_loc(node), nf_node_id(node),
                           "no files match '%s'", pattern);
     if (rc == GLOB_NOSPACE)
-        return NF_FAIL_AT(err, NF_ENOMEM, node_loc(node), node_id(node),
+        return NF_FAIL_AT(err, NF_ENOMEM, nf_node_loc(node), nf_node_id(node),
                           "out of memory expanding '%s'", pattern);
     if (rc != 0)
-        return NF_FAIL_AT(err, NF_EIO, node_loc(node), node_id(node),
+        return NF_FAIL_AT(err, NF_EIO, nf_node_loc(node), nf_node_id(node),
                           "cannot read the folders of '%s'", pattern);
     qsort(matches->gl_pathv, matches->gl_pathc, sizeof *matches->gl_pathv, compare_paths);
     return 0;
@@ -171,7 +161,7 @@ static int glob_format(const glob_t *matches, const char *pattern,
         if (rc < 0)
             return rc;
         if (other != *fmt)
-            return NF_FAIL_AT(err, NF_EINVAL, node_loc(node), node_id(node),
+            return NF_FAIL_AT(err, NF_EINVAL, nf_node_loc(node), nf_node_id(node),
                               "'%s' matches files of different kinds: '%s' is %s "
                               "but '%s' is %s",
                               pattern, matches->gl_pathv[0], format_noun(*fmt),
@@ -283,7 +273,7 @@ static int file_shape(const char *path, enum nf_file_format fmt, const struct lo
         s->kind = NF_KIND_MATRIX;
         return 0;
     default:
-        return NF_FAIL_AT(err, NF_EBUG, node_loc(node), node_id(node),
+        return NF_FAIL_AT(err, NF_EBUG, nf_node_loc(node), nf_node_id(node),
                           "no reader for '%s'", path);
     }
 fail:
@@ -309,7 +299,7 @@ static int load_resolve(struct nf_resolve *r)
     int rc = 0;
 
     if (!p->path || !*p->path)
-        return NF_FAIL_AT(r->err, NF_EINVAL, node_loc(node), node_id(node),
+        return NF_FAIL_AT(r->err, NF_EINVAL, nf_node_loc(node), nf_node_id(node),
                           "'path' is empty");
 
     if (!path_has_glob(p->path)) {
@@ -369,7 +359,7 @@ static struct nf_value *read_one(const char *path, enum nf_file_format fmt,
         v = nf_npy_read(path, &cause);
         break;
     default:
-        NF_FAIL_AT(err, NF_EBUG, node_loc(node), node_id(node), "no reader for '%s'", path);
+        NF_FAIL_AT(err, NF_EBUG, nf_node_loc(node), nf_node_id(node), "no reader for '%s'", path);
         return NULL;
     }
     if (!v) {
@@ -393,7 +383,7 @@ static int load_run(struct nf_run *run)
     int rc = 0;
 
     if (!p->path || !*p->path)
-        return NF_FAIL_AT(run->err, NF_EINVAL, node_loc(node), node_id(node),
+        return NF_FAIL_AT(run->err, NF_EINVAL, nf_node_loc(node), nf_node_id(node),
                           "'path' is empty");
 
     if (!path_has_glob(p->path)) {
@@ -410,7 +400,7 @@ static int load_run(struct nf_run *run)
      * then; a different set now would silently change the analysis. */
     if (node && node->out_shape && node->out_shape[0].kind == NF_KIND_COLLECTION &&
         node->out_shape[0].n_items != (int64_t)matches.gl_pathc) {
-        rc = NF_FAIL_AT(run->err, NF_EDATA, node_loc(node), node_id(node),
+        rc = NF_FAIL_AT(run->err, NF_EDATA, nf_node_loc(node), nf_node_id(node),
                         "'%s' matched %lld files when planned but %zu now",
                         p->path, (long long)node->out_shape[0].n_items,
                         matches.gl_pathc);

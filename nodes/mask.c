@@ -56,16 +56,6 @@ static const struct nf_port mask_outputs[] = {
     NF_PORT_END
 };
 
-static const struct nf_loc *node_loc(const struct nf_node_inst *node)
-{
-    return node ? &node->loc : NULL;
-}
-
-static const char *node_id(const struct nf_node_inst *node)
-{
-    return node ? node->id : NULL;
-}
-
 /* How a value is named in messages: its file, else its label. */
 static const char *value_name(const struct nf_value *v)
 {
@@ -91,17 +81,17 @@ static int check_volume(const struct nf_value *v, const char *port,
                         const struct nf_node_inst *node, struct nf_error *err)
 {
     if (!v)
-        return NF_FAIL_AT(err, NF_EBUG, node_loc(node), node_id(node),
+        return NF_FAIL_AT(err, NF_EBUG, nf_node_loc(node), nf_node_id(node),
                           "input '%s' is not connected", port);
     if (v->kind != NF_KIND_VOLUME)
-        return NF_FAIL_AT(err, NF_EDATA, node_loc(node), node_id(node),
+        return NF_FAIL_AT(err, NF_EDATA, nf_node_loc(node), nf_node_id(node),
                           "input '%s' must be an image (got a %s)", port,
                           nf_kind_name(v->kind));
     if (!v->u.vol.data)
-        return NF_FAIL_AT(err, NF_EBUG, node_loc(node), node_id(node),
+        return NF_FAIL_AT(err, NF_EBUG, nf_node_loc(node), nf_node_id(node),
                           "input '%s' ('%s') was not read into memory", port, value_name(v));
     if (nf_grid_nvox(&v->u.vol.grid) <= 0 || v->u.vol.nt < 1)
-        return NF_FAIL_AT(err, NF_EDATA, node_loc(node), node_id(node),
+        return NF_FAIL_AT(err, NF_EDATA, nf_node_loc(node), nf_node_id(node),
                           "input '%s' ('%s') has no voxels", port, value_name(v));
     return 0;
 }
@@ -118,7 +108,7 @@ static int check_same_grid(const struct nf_value *a, const char *a_port,
     char a_grid[400], b_grid[400];
     nf_grid_describe(&a->u.vol.grid, a_grid, sizeof a_grid);
     nf_grid_describe(&b->u.vol.grid, b_grid, sizeof b_grid);
-    return NF_FAIL_AT(err, NF_ESHAPE, node_loc(node), node_id(node),
+    return NF_FAIL_AT(err, NF_ESHAPE, nf_node_loc(node), nf_node_id(node),
                       "%s '%s' and %s '%s' are on different grids: %s is %s; %s is %s "
                       "(resample one onto the other first)",
                       a_port, value_name(a), b_port, value_name(b),
@@ -130,7 +120,7 @@ static int check_single_image(const struct nf_value *v, const char *port,
 {
     if (v->u.vol.nt == 1)
         return 0;
-    return NF_FAIL_AT(err, NF_ESHAPE, node_loc(node), node_id(node),
+    return NF_FAIL_AT(err, NF_ESHAPE, nf_node_loc(node), nf_node_id(node),
                       "%s '%s' has %lld volumes; it must be a single 3D image",
                       port, value_name(v), (long long)v->u.vol.nt);
 }
@@ -173,7 +163,7 @@ static void warn_if_not_binary(const float *clean, const struct nf_geom *geom,
 
     float *values = nf_malloc((size_t)n * sizeof *values);
     if (!values) {
-        nf_warn(node_id(node), "mask '%s' has more than 2 distinct values; every "
+        nf_warn(nf_node_id(node), "mask '%s' has more than 2 distinct values; every "
                 "nonzero voxel is in the mask", value_name(mask));
         return;
     }
@@ -186,7 +176,7 @@ static void warn_if_not_binary(const float *clean, const struct nf_geom *geom,
     free(values);
 
     bool has_zero = n < nf_grid_nvox(&geom->grid);
-    nf_warn(node_id(node), "mask '%s' has %lld distinct values; every nonzero voxel is "
+    nf_warn(nf_node_id(node), "mask '%s' has %lld distinct values; every nonzero voxel is "
             "in the mask", value_name(mask), (long long)(distinct + has_zero));
 }
 
@@ -240,24 +230,24 @@ static int mask_run(struct nf_run *run)
     const int64_t nvox = nf_grid_nvox(&mask->u.vol.grid);
     clean = nf_malloc((size_t)nvox * sizeof *clean);
     if (!clean) {
-        rc = NF_FAIL_AT(err, NF_ENOMEM, node_loc(node), node_id(node),
+        rc = NF_FAIL_AT(err, NF_ENOMEM, nf_node_loc(node), nf_node_id(node),
                         "out of memory for a %lld-voxel mask", (long long)nvox);
         goto fail;
     }
     const int64_t n_in = clean_mask(mask->u.vol.data, nvox, clean);
     if (n_in == 0) {
-        rc = NF_FAIL_AT(err, NF_EDATA, node_loc(node), node_id(node),
+        rc = NF_FAIL_AT(err, NF_EDATA, nf_node_loc(node), nf_node_id(node),
                         "mask '%s' is empty: it has no nonzero voxel", value_name(mask));
         goto fail;
     }
     geom = nf_geom_from_mask(&mask->u.vol.grid, clean);
     if (!geom) {
-        rc = NF_FAIL_AT(err, NF_ENOMEM, node_loc(node), node_id(node),
+        rc = NF_FAIL_AT(err, NF_ENOMEM, nf_node_loc(node), nf_node_id(node),
                         "out of memory for the geometry of mask '%s'", value_name(mask));
         goto fail;
     }
     if (geom->n_voxels != n_in) {
-        rc = NF_FAIL_AT(err, NF_EBUG, node_loc(node), node_id(node),
+        rc = NF_FAIL_AT(err, NF_EBUG, nf_node_loc(node), nf_node_id(node),
                         "mask '%s': geometry has %lld voxels, the mask %lld nonzero ones",
                         value_name(mask), (long long)geom->n_voxels, (long long)n_in);
         goto fail;
@@ -275,7 +265,7 @@ static int mask_run(struct nf_run *run)
     int64_t n_nonfinite = gather_rows(data->u.vol.data, nvox, n_images, geom->index,
                                       n_cols, out->u.mat.data);
     if (n_nonfinite > 0)
-        nf_warn(node_id(node), "replaced %lld non-finite values with 0 in data '%s'",
+        nf_warn(nf_node_id(node), "replaced %lld non-finite values with 0 in data '%s'",
                 (long long)n_nonfinite, value_name(data));
 
     enum nf_standardize mode = standardize_mode(p->standardize);
@@ -291,7 +281,7 @@ static int mask_run(struct nf_run *run)
         int64_t n_bad = gather_rows(atlas->u.vol.data, nvox, 1, geom->index, n_cols,
                                     labels->u.mat.data);
         if (n_bad > 0)
-            nf_warn(node_id(node), "atlas '%s' has %lld non-finite values inside the "
+            nf_warn(nf_node_id(node), "atlas '%s' has %lld non-finite values inside the "
                     "mask; they get label 0", value_name(atlas), (long long)n_bad);
     }
 
@@ -329,7 +319,7 @@ static bool same_spatial_dims(const struct nf_shape *a, const struct nf_shape *b
 static int fail_dims(struct nf_resolve *r, const char *a_port, const struct nf_shape *a,
                      const char *b_port, const struct nf_shape *b)
 {
-    return NF_FAIL_AT(r->err, NF_ESHAPE, node_loc(r->node), node_id(r->node),
+    return NF_FAIL_AT(r->err, NF_ESHAPE, nf_node_loc(r->node), nf_node_id(r->node),
                       "%s grid %lldx%lldx%lld does not match %s grid %lldx%lldx%lld",
                       a_port, (long long)a->dim[0], (long long)a->dim[1],
                       (long long)a->dim[2], b_port, (long long)b->dim[0],
@@ -355,11 +345,11 @@ static int mask_resolve(struct nf_resolve *r)
     if (atlas_known && mask_known && !same_spatial_dims(atlas, mask))
         return fail_dims(r, "atlas", atlas, "mask", mask);
     if (mask_known && mask->dim[3] > 1)
-        return NF_FAIL_AT(r->err, NF_ESHAPE, node_loc(r->node), node_id(r->node),
+        return NF_FAIL_AT(r->err, NF_ESHAPE, nf_node_loc(r->node), nf_node_id(r->node),
                           "mask has %lld volumes; it must be a single 3D image",
                           (long long)mask->dim[3]);
     if (atlas_known && atlas->dim[3] > 1)
-        return NF_FAIL_AT(r->err, NF_ESHAPE, node_loc(r->node), node_id(r->node),
+        return NF_FAIL_AT(r->err, NF_ESHAPE, nf_node_loc(r->node), nf_node_id(r->node),
                           "atlas has %lld volumes; it must be a single 3D image",
                           (long long)atlas->dim[3]);
     if (!data_known)

@@ -50,17 +50,6 @@ struct sim_plan {
     struct nf_grid grid;        /* the simulated grid */
 };
 
-/* Give an error raised below this node (io, allocation) the node's location. */
-static int at_node(const struct nf_node_inst *node, struct nf_error *err, int rc)
-{
-    if (node && err && !err->loc.file && err->node[0] == '\0') {
-        err->loc = node->loc;
-        snprintf(err->node, sizeof err->node, "%s", node->id);
-    }
-    return rc;
-}
-#define NODE_LOC(node) ((node) ? &(node)->loc : NULL)
-#define NODE_ID(node) ((node) ? (node)->id : NULL)
 
 static void synthetic_source_grid(struct nf_grid *g)
 {
@@ -126,16 +115,16 @@ static int sim_plan_init(const struct simulate_params *p, const struct nf_env *e
         else
             plan->path = nf_strdup(mask);
         if (!plan->path) {
-            rc = NF_FAIL_AT(err, NF_ENOMEM, NODE_LOC(node), NODE_ID(node), "out of memory");
+            rc = NF_FAIL_AT(err, NF_ENOMEM, nf_node_loc(node), nf_node_id(node), "out of memory");
             goto fail;
         }
         rc = nf_nifti_read_info(plan->path, &info, err);
         if (rc < 0) {
-            at_node(node, err, rc);
+            nf_error_on_node(node, err, rc);
             goto fail;
         }
         if (info.nt != 1) {
-            rc = NF_FAIL_AT(err, NF_EDATA, NODE_LOC(node), NODE_ID(node),
+            rc = NF_FAIL_AT(err, NF_EDATA, nf_node_loc(node), nf_node_id(node),
                             "mask '%s' has %" PRId64 " volumes (expected one 3D image)",
                             plan->path, info.nt);
             goto fail;
@@ -231,7 +220,7 @@ static struct nf_value *build_mask(const struct sim_plan *plan, const struct nf_
     /* The file may have changed since plan time; the grid must still be the one
      * the shapes were resolved from. */
     if (src->u.vol.nt != 1 || !nf_grid_same(&src->u.vol.grid, &plan->src_grid)) {
-        NF_FAIL_AT(err, NF_ESHAPE, NODE_LOC(node), NODE_ID(node),
+        NF_FAIL_AT(err, NF_ESHAPE, nf_node_loc(node), nf_node_id(node),
                    "mask '%s' changed since the pipeline was planned", plan->path);
         goto fail;
     }
@@ -243,7 +232,7 @@ static struct nf_value *build_mask(const struct sim_plan *plan, const struct nf_
 fail:
     nf_value_unref(src);
     nf_value_unref(mask);
-    at_node(node, err, NF_EDATA);
+    nf_error_on_node(node, err, NF_EDATA);
     return NULL;
 }
 
@@ -544,7 +533,7 @@ static int simulate_run(struct nf_run *run)
     int rc = 0;
 
     if (p->roi_center.n != 3 || T < 2 || F < 1 || p->subjects < 1) {
-        rc = NF_FAIL_AT(run->err, NF_EINVAL, NODE_LOC(node), NODE_ID(node),
+        rc = NF_FAIL_AT(run->err, NF_EINVAL, nf_node_loc(node), nf_node_id(node),
                         "roi_center needs 3 values and images >= 2, features >= 1, "
                         "subjects >= 1");
         goto fail;
@@ -561,7 +550,7 @@ static int simulate_run(struct nf_run *run)
         goto fail;
     }
     if (geom->n_voxels == 0) {
-        rc = NF_FAIL_AT(run->err, NF_EDATA, NODE_LOC(node), NODE_ID(node),
+        rc = NF_FAIL_AT(run->err, NF_EDATA, nf_node_loc(node), nf_node_id(node),
                         "the mask%s%s has no brain voxels at voxel_size %g mm",
                         plan.path ? " " : "", plan.path ? plan.path : "", p->voxel_size);
         goto fail;
@@ -585,7 +574,7 @@ static int simulate_run(struct nf_run *run)
     }
     n_roi = roi_columns(geom, p->roi_center.v, p->roi_radius, roi);
     if (n_roi == 0)
-        nf_warn(NODE_ID(node),
+        nf_warn(nf_node_id(node),
                 "the ROI sphere (centre %g,%g,%g mm, radius %g mm) holds no brain voxel: "
                 "nothing is planted", p->roi_center.v[0], p->roi_center.v[1],
                 p->roi_center.v[2], p->roi_radius);
@@ -634,7 +623,7 @@ static int simulate_run(struct nf_run *run)
     return 0;
 
 fail:
-    at_node(node, run->err, rc);
+    nf_error_on_node(node, run->err, rc);
     for (int o = 0; o < 5; o++)
         nf_value_unref(out[o]);
     nf_geom_unref(geom);

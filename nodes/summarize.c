@@ -40,20 +40,9 @@
 #define INTENT_PVAL 22
 #define INTENT_ESTIMATE 1001
 
-#define NODE_LOC(node) ((node) ? &(node)->loc : NULL)
-#define NODE_ID(node) ((node) ? (node)->id : NULL)
 
 static const char *const tail_names[] = {"two", "upper", "lower", NULL};
 
-/* Give an error raised below this node (io, allocation) the node's location. */
-static int at_node(const struct nf_node_inst *node, struct nf_error *err, int rc)
-{
-    if (node && err && !err->loc.file && err->node[0] == '\0') {
-        err->loc = node->loc;
-        snprintf(err->node, sizeof err->node, "%s", node->id);
-    }
-    return rc;
-}
 
 /* ---- names ---- */
 
@@ -127,13 +116,13 @@ static int check_keys(const char *const *names, size_t n, const struct nf_node_i
     for (size_t i = 0; i < n; i++) {
         bids_key(names[i], a, sizeof a);
         if (!a[0])
-            return NF_FAIL_AT(err, NF_EINVAL, NODE_LOC(node), NODE_ID(node),
+            return NF_FAIL_AT(err, NF_EINVAL, nf_node_loc(node), nf_node_id(node),
                               "input key '%s' has no letters or digits to name a file with",
                               names[i]);
         for (size_t j = 0; j < i; j++) {
             bids_key(names[j], b, sizeof b);
             if (!strcmp(a, b))
-                return NF_FAIL_AT(err, NF_EINVAL, NODE_LOC(node), NODE_ID(node),
+                return NF_FAIL_AT(err, NF_EINVAL, nf_node_loc(node), nf_node_id(node),
                                   "input keys '%s' and '%s' both become file name "
                                   "'stat-%s'", names[j], names[i], a);
         }
@@ -160,11 +149,11 @@ static int check_named_inputs(const struct summarize_params *p, const char *cons
         return 0;
     list_names(names, n, list, sizeof list);
     if (p->threshold_key && find_input(names, n, p->threshold_key) < 0)
-        return NF_FAIL_AT(err, NF_EINVAL, NODE_LOC(node), NODE_ID(node),
+        return NF_FAIL_AT(err, NF_EINVAL, nf_node_loc(node), nf_node_id(node),
                           "threshold_key '%s' is not an input of this node (inputs: %s)",
                           p->threshold_key, list);
     if (!isnan(p->p_below) && find_input(names, n, p_key_of(p)) < 0)
-        return NF_FAIL_AT(err, NF_EINVAL, NODE_LOC(node), NODE_ID(node),
+        return NF_FAIL_AT(err, NF_EINVAL, nf_node_loc(node), nf_node_id(node),
                           "p_key '%s' is not an input of this node (inputs: %s); "
                           "p_below needs a p-value map", p_key_of(p), list);
     return 0;
@@ -666,7 +655,7 @@ static int summarize_threshold(struct summarize_ctx *ctx, struct nf_value **tabl
     int ti = pick_threshold_target(ctx);
     list_names(run->extra_names, run->n_extra, list, sizeof list);
     if (ti < 0) {
-        rc = NF_FAIL_AT(err, NF_EINVAL, NODE_LOC(node), NODE_ID(node),
+        rc = NF_FAIL_AT(err, NF_EINVAL, nf_node_loc(node), nf_node_id(node),
                         "thresholding asked but no input is a single map with voxel geometry "
                         "(inputs: %s)", list);
         goto fail;
@@ -674,7 +663,7 @@ static int summarize_threshold(struct summarize_ctx *ctx, struct nf_value **tabl
     const char *key = run->extra_names[ti];
     bids_key(key, bids, sizeof bids);
     if (!run->extra_in[ti] || run->extra_in[ti]->kind == NF_KIND_COLLECTION) {
-        rc = NF_FAIL_AT(err, NF_EINVAL, NODE_LOC(node), NODE_ID(node),
+        rc = NF_FAIL_AT(err, NF_EINVAL, nf_node_loc(node), nf_node_id(node),
                         "cannot threshold input '%s': it is a collection (threshold a single "
                         "map, e.g. a group result)", key);
         goto fail;
@@ -685,14 +674,14 @@ static int summarize_threshold(struct summarize_ctx *ctx, struct nf_value **tabl
         goto fail;
     }
     if (!map_view_of(target, &mv)) {
-        rc = NF_FAIL_AT(err, NF_EINVAL, NODE_LOC(node), NODE_ID(node),
+        rc = NF_FAIL_AT(err, NF_EINVAL, nf_node_loc(node), nf_node_id(node),
                         "cannot threshold input '%s': it is a %s without voxel geometry "
                         "(threshold a map from mask/ridge/permute, or a volume)",
                         key, nf_kind_name(target->kind));
         goto fail;
     }
     if (mv.rows != 1) {
-        rc = NF_FAIL_AT(err, NF_EINVAL, NODE_LOC(node), NODE_ID(node),
+        rc = NF_FAIL_AT(err, NF_EINVAL, nf_node_loc(node), nf_node_id(node),
                         "cannot threshold input '%s': it holds %" PRId64 " maps (expected one "
                         "1xV map or 3D volume)", key, mv.rows);
         goto fail;
@@ -702,7 +691,7 @@ static int summarize_threshold(struct summarize_ctx *ctx, struct nf_value **tabl
     if (!isnan(p->p_below)) {
         int pi = find_input(run->extra_names, run->n_extra, p_key_of(p));
         if (pi < 0 || !run->extra_in[pi]) {
-            rc = NF_FAIL_AT(err, NF_EINVAL, NODE_LOC(node), NODE_ID(node),
+            rc = NF_FAIL_AT(err, NF_EINVAL, nf_node_loc(node), nf_node_id(node),
                             "p_key '%s' is not an input of this node (inputs: %s)",
                             p_key_of(p), list);
             goto fail;
@@ -717,7 +706,7 @@ static int summarize_threshold(struct summarize_ctx *ctx, struct nf_value **tabl
             nf_grid_describe(mv.grid, ga, sizeof ga);
             if (pv.grid)
                 nf_grid_describe(pv.grid, gb, sizeof gb);
-            rc = NF_FAIL_AT(err, NF_ESHAPE, NODE_LOC(node), NODE_ID(node),
+            rc = NF_FAIL_AT(err, NF_ESHAPE, nf_node_loc(node), nf_node_id(node),
                             "p_key '%s' must be one p-value map on the grid of '%s' "
                             "(%s); got %s", p_key_of(p), key, ga,
                             pv.grid ? gb : nf_kind_name(pmap->kind));
@@ -745,7 +734,7 @@ static int summarize_threshold(struct summarize_ctx *ctx, struct nf_value **tabl
             nf_grid_describe(mv.grid, ga, sizeof ga);
             if (atlas->kind == NF_KIND_VOLUME)
                 nf_grid_describe(&atlas->u.vol.grid, gb, sizeof gb);
-            rc = NF_FAIL_AT(err, NF_ESHAPE, NODE_LOC(node), NODE_ID(node),
+            rc = NF_FAIL_AT(err, NF_ESHAPE, nf_node_loc(node), nf_node_id(node),
                             "atlas is not on the grid of '%s': atlas %s, map %s", key,
                             atlas->kind == NF_KIND_VOLUME ? gb : nf_kind_name(atlas->kind),
                             ga);
@@ -844,7 +833,7 @@ static int summarize_threshold(struct summarize_ctx *ctx, struct nf_value **tabl
     table = NULL;
 
 fail:
-    at_node(node, err, rc);
+    nf_error_on_node(node, err, rc);
     nf_value_unref(target);
     nf_value_unref(pmap);
     nf_value_unref(atlas);
@@ -970,7 +959,7 @@ static int summarize_run(struct nf_run *run)
     NF_TRY(rc = check_keys(run->extra_names, run->n_extra, node, run->err));
     NF_TRY(rc = check_named_inputs(p, run->extra_names, run->n_extra, node, run->err));
     if (run->n_extra == 0)
-        nf_warn(NODE_ID(node), "no inputs: only summary.json and dataset_description.json "
+        nf_warn(nf_node_id(node), "no inputs: only summary.json and dataset_description.json "
                 "are written");
     NF_TRY(rc = nf_mkdirs(ctx.outdir, run->err));
 
@@ -1000,7 +989,7 @@ static int summarize_run(struct nf_run *run)
     clusters = files = NULL;
 
 fail:
-    at_node(node, run->err, rc);
+    nf_error_on_node(node, run->err, rc);
     nf_value_unref(clusters);
     nf_value_unref(files);
     for (size_t f = 0; f < ctx.n_files; f++) {
@@ -1027,20 +1016,20 @@ static int summarize_resolve(struct nf_resolve *r)
         int ti = find_input(r->extra_names, r->n_extra, p->threshold_key);
         const struct nf_shape *s = &r->extra_in[ti];
         if (s->kind == NF_KIND_TABLE || (s->kind == NF_KIND_MATRIX && !s->has_geom)) {
-            rc = NF_FAIL_AT(r->err, NF_EINVAL, NODE_LOC(r->node), NODE_ID(r->node),
+            rc = NF_FAIL_AT(r->err, NF_EINVAL, nf_node_loc(r->node), nf_node_id(r->node),
                             "cannot threshold input '%s': it is a %s without voxel geometry",
                             p->threshold_key, nf_kind_name(s->kind));
             goto fail;
         }
         if (s->kind == NF_KIND_COLLECTION) {
-            rc = NF_FAIL_AT(r->err, NF_EINVAL, NODE_LOC(r->node), NODE_ID(r->node),
+            rc = NF_FAIL_AT(r->err, NF_EINVAL, nf_node_loc(r->node), nf_node_id(r->node),
                             "cannot threshold input '%s': it is a collection (threshold a "
                             "single map, e.g. a group result)", p->threshold_key);
             goto fail;
         }
         int64_t maps = s->kind == NF_KIND_VOLUME ? s->dim[3] : s->dim[0];
         if ((s->kind == NF_KIND_VOLUME || s->kind == NF_KIND_MATRIX) && maps > 1) {
-            rc = NF_FAIL_AT(r->err, NF_EINVAL, NODE_LOC(r->node), NODE_ID(r->node),
+            rc = NF_FAIL_AT(r->err, NF_EINVAL, nf_node_loc(r->node), nf_node_id(r->node),
                             "cannot threshold input '%s': it holds %" PRId64 " maps "
                             "(expected one 1xV map or 3D volume)", p->threshold_key, maps);
             goto fail;
