@@ -35,6 +35,15 @@ struct nstate {
                                  only be known at run time) */
     bool prepared_ok, done;
     double t_start;
+    /* streaming fold (this node is the producer): consumer index or -1 */
+    int fold_into;
+    size_t fold_next;         /* next item to fold, in item order */
+    bool folding;             /* a worker is folding right now */
+    /* streaming fold (this node is the consumer) */
+    bool fold_target, fold_begun;
+    void *fold_state;
+    struct nf_run fold_run;
+    struct nf_env fold_env;
 };
 
 struct executor {
@@ -148,6 +157,85 @@ fail:
     return err->code ? err->code : NF_EDATA;
 }
 
+/* ---- streaming folds: producer ni feeds consumer r item by item ---- */
+
+/* Under the lock, when the producer becomes ready: the consumer's state is
+ * created now and it is never scheduled as a task of its own. */
+static int fold_start(struct executor *x, size_t ni, size_t r, struct nf_error *err)
+{
+    struct nstate *c = &x->st[r];
+    struct nf_node_inst *rn = &x->p->nodes[r];
+    x->st[ni].fold_into = (int)r;
+    c->fold_target = true;
+    c->prepared_ok = true;
+    c->items_total = 1;
+    c->items_started = 1;   /* never picked by pick_task */
+    c->t_start = nf_now();
+    c->fold_env = x->env;
+    c->fold_run = (struct nf_run){ .node = rn, .params = rn->params, .env = &c->fold_env,
+                                   .in = c->prepared, .out = c->out, .err = err };
+    int rc = rn->type->fold_begin(&c->fold_run, &c->fold_state);
+    c->fold_run.err = NULL;   /* err is the caller's; each call gets its own */
+    if (rc < 0)
+        return nf_error_on_node(rn, err, rc);
+    c->fold_begun = true;
+    json_event(x, "node_start", rn, -1);
+    return 0;
+}
+
+static void node_finished(struct executor *x, size_t ni);
+
+/* Under the lock: fold every item that is ready, in order. The lock is
+ * released around each fold_item; one worker folds at a time. Finishes the
+ * producer and the consumer once everything is folded. */
+static void fold_pending(struct executor *x, size_t ni)
+{
+    struct nstate *s = &x->st[ni];
+    size_t r = (size_t)s->fold_into;
+    struct nstate *c = &x->st[r];
+    struct nf_node_inst *rn = &x->p->nodes[r];
+    if (s->folding)
+        return;
+    s->folding = true;
+    struct nf_value *coll = s->out[rn->edges[0].src_port];
+    while (!x->abort && s->fold_next < s->items_total && coll->u.coll.items[s->fold_next]) {
+        size_t i = s->fold_next;
+        struct nf_value *item = coll->u.coll.items[i];
+        coll->u.coll.items[i] = NULL;   /* ours now: dropped after folding */
+        pthread_mutex_unlock(&x->lock);
+        struct nf_error e = { 0 };
+        c->fold_run.err = &e;
+        int rc = rn->type->fold_item(&c->fold_run, c->fold_state, item, i);
+        nf_value_unref(item);
+        pthread_mutex_lock(&x->lock);
+        if (rc < 0) {
+            nf_error_on_node(rn, &e, rc);
+            fail_locked(x, &e);
+            break;
+        }
+        s->fold_next++;
+    }
+    s->folding = false;
+    if (x->abort || s->fold_next < s->items_total || s->items_done < s->items_total)
+        return;
+    /* all items made and folded: finish both nodes */
+    node_finished(x, ni);
+    pthread_mutex_unlock(&x->lock);
+    struct nf_error e = { 0 };
+    c->fold_run.err = &e;
+    int rc = rn->type->fold_end(&c->fold_run, c->fold_state, true);
+    pthread_mutex_lock(&x->lock);
+    c->fold_begun = false;
+    c->fold_state = NULL;
+    if (rc < 0) {
+        nf_error_on_node(rn, &e, rc);
+        fail_locked(x, &e);
+        return;
+    }
+    c->items_done = 1;
+    node_finished(x, r);
+}
+
 /* Start the node's state once all its sources are done. */
 static int node_ready(struct executor *x, size_t ni, struct nf_error *err)
 {
@@ -177,6 +265,9 @@ static int node_ready(struct executor *x, size_t ni, struct nf_error *err)
             if (!s->out[o])
                 return err->code;
         }
+        int r = nf_fold_target(x->p, ni);
+        if (r >= 0)
+            return fold_start(x, ni, (size_t)r, err);
     }
     return 0;
 }
@@ -350,7 +441,10 @@ static bool pick_task(struct executor *x, size_t *ni_out, size_t *item_out)
             s->t_start = nf_now();
             json_event(x, "node_start", node, -1);
             if (s->items_total == 0) {   /* empty collection: nothing to do */
-                node_finished(x, ni);
+                if (s->fold_into >= 0)
+                    fold_pending(x, ni);
+                else
+                    node_finished(x, ni);
                 pthread_cond_broadcast(&x->cond);
                 continue;
             }
@@ -400,6 +494,9 @@ static void *worker(void *arg)
         x->mem_used -= x->p->nodes[ni].est_task;
         if (rc < 0) {
             fail_locked(x, &e);
+        } else if (x->st[ni].fold_into >= 0) {
+            x->st[ni].items_done++;
+            fold_pending(x, ni);
         } else if (++x->st[ni].items_done == x->st[ni].items_total) {
             node_finished(x, ni);
         }
@@ -430,6 +527,7 @@ int nf_execute(struct nf_pipeline *p, const struct nf_exec_opts *o, struct nf_er
     for (size_t i = 0; i < p->n_nodes; i++) {
         struct nf_node_inst *node = &p->nodes[i];
         x.st[i].deps_left = (int)node->n_edges;
+        x.st[i].fold_into = -1;
         x.st[i].out = calloc(nf_port_count(node->type->outputs) + 1, sizeof(struct nf_value *));
         x.st[i].prepared = calloc(nf_port_count(node->type->inputs) + 1, sizeof(struct nf_value *));
         if (!x.st[i].out || !x.st[i].prepared) {
@@ -458,6 +556,12 @@ int nf_execute(struct nf_pipeline *p, const struct nf_exec_opts *o, struct nf_er
         rc = x.err.code ? x.err.code : NF_EBUG;
     }
 fail:
+    for (size_t i = 0; i < p->n_nodes; i++)   /* folds cut short by a failure */
+        if (x.st && x.st[i].fold_begun) {
+            struct nf_error e = { 0 };
+            x.st[i].fold_run.err = &e;
+            p->nodes[i].type->fold_end(&x.st[i].fold_run, x.st[i].fold_state, false);
+        }
     for (size_t i = 0; i < p->n_nodes; i++) {
         size_t n_out = nf_port_count(p->nodes[i].type->outputs);
         size_t n_in = nf_port_count(p->nodes[i].type->inputs);

@@ -142,6 +142,17 @@ struct nf_node_type {
                          const struct nf_shape *out);
     int (*run_cpu)(struct nf_run *run);
     int (*run_gpu)(struct nf_run *run);   /* NULL: CPU only */
+    /* Streaming reduction (optional). A node whose input port 0 takes a
+     * collection may fold it item by item: when that collection comes from a
+     * node mapped over subjects, and this node has no other input, the engine
+     * feeds it each item in item order as soon as it is made, then drops the
+     * item, so the collection never exists whole. fold_begin creates *state;
+     * fold_item reads one item (borrowed, materialised); fold_end (always
+     * called once begin succeeded, with ok false after a failure) fills
+     * run->out[] when ok and frees the state. run->in is not used. */
+    int (*fold_begin)(struct nf_run *run, void **state);
+    int (*fold_item)(struct nf_run *run, void *state, const struct nf_value *item, size_t index);
+    int (*fold_end)(struct nf_run *run, void *state, bool ok);
     unsigned flags;
 };
 enum {

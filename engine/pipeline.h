@@ -54,6 +54,8 @@ struct nf_node_inst {
                                      output, work (the executor's admission) */
     uint64_t est_out;             /* bytes of all outputs */
     int concurrency;              /* items allowed in flight within the budget */
+    int fold_into;                /* planned: a folding consumer fed item by item
+                                     (index), or -1 */
 };
 
 struct nf_settings {
@@ -106,6 +108,10 @@ int nf_place(struct nf_pipeline *p, bool gpu_available, struct nf_diags *d);
 enum nf_device nf_place_node(enum nf_device requested, enum nf_device pipeline_default,
                              bool node_has_gpu, bool gpu_available);
 int nf_plan_memory(struct nf_pipeline *p, struct nf_diags *d);
+/* The node that folds node ni's per-item output as it is made (see fold_* in
+ * node.h), or -1: ni's outputs feed exactly one edge, into port 0 of a node
+ * with fold functions and no other input. The caller checks that ni maps. */
+int nf_fold_target(const struct nf_pipeline *p, size_t ni);
 void nf_plan_print(const struct nf_pipeline *p, FILE *out);
 
 struct nf_env;

@@ -15,6 +15,24 @@
 #include "pipeline.h"
 #include "util.h"
 
+int nf_fold_target(const struct nf_pipeline *p, size_t ni)
+{
+    int target = -1, uses = 0;
+    for (size_t j = 0; j < p->n_nodes; j++)
+        for (size_t e = 0; e < p->nodes[j].n_edges; e++)
+            if ((size_t)p->nodes[j].edges[e].src == ni) {
+                uses++;
+                target = (int)j;
+            }
+    if (uses != 1)
+        return -1;
+    const struct nf_node_inst *r = &p->nodes[target];
+    if (!r->type->fold_begin || !r->type->fold_item || !r->type->fold_end ||
+        r->n_edges != 1 || r->edges[0].port != 0)
+        return -1;
+    return target;
+}
+
 static uint64_t shape_resident(const struct nf_shape *s)
 {
     /* lazy collections hold headers only until an item is read */
@@ -66,9 +84,12 @@ int nf_plan_memory(struct nf_pipeline *p, struct nf_diags *d)
             out_item += nf_shape_item_bytes(&node->out_shape[o]);
             out_all += shape_resident(&node->out_shape[o]);
         }
+        /* A mapped node folded item by item into its consumer keeps only the
+         * items in flight, never the whole collection. */
+        node->fold_into = node->mapped ? nf_fold_target(p, (size_t)p->order[oi]) : -1;
         node->est_work = node->type->estimate
                          ? node->type->estimate(node->params, node->in_shape, node->out_shape) : 0;
-        node->est_out = out_all;
+        node->est_out = out_all;   /* folded nodes: set to 0 below */
         /* One run, as shown by `plan`: its inputs, its output item and the
          * working set. The budget check below counts only new memory. */
         node->est_peak = in_item + out_item + node->est_work;
@@ -78,8 +99,10 @@ int nf_plan_memory(struct nf_pipeline *p, struct nf_diags *d)
         if (node->mapped) {
             /* every item's output stays (it forms the collection); what is
              * left decides how many items may be in flight */
+            if (node->fold_into >= 0)
+                out_all = 0;
             uint64_t room = budget > live + out_all ? budget - live - out_all : 0;
-            uint64_t per_item = in_new + node->est_work;
+            uint64_t per_item = in_new + node->est_work + (node->fold_into >= 0 ? out_item : 0);
             uint64_t fit64 = per_item ? room / per_item : (uint64_t)threads;
             int fit = fit64 > (uint64_t)threads ? threads : (int)fit64;
             node->concurrency = fit < 1 ? 1 : fit > threads ? threads : fit;
@@ -87,6 +110,10 @@ int nf_plan_memory(struct nf_pipeline *p, struct nf_diags *d)
                 node->concurrency = (int)node->n_items;
         }
         uint64_t during = live + (uint64_t)node->concurrency * (in_new + node->est_work) + out_all;
+        if (node->fold_into >= 0) {
+            during += (uint64_t)node->concurrency * out_item;
+            node->est_out = 0;
+        }
         if (!node->mapped)
             during = live + new_peak + (out_all > out_item ? out_all - out_item : 0);
         if (during > peak)

@@ -26,6 +26,16 @@
 #include "pipeline.h"
 #include "util.h"
 
+static const char *const lazy_choices[] = { "auto", "true", "false", NULL };
+
+/* Whether a NIfTI collection of `bytes` in total is read lazily. */
+static bool collection_is_lazy(const struct load_params *p, uint64_t bytes, uint64_t budget)
+{
+    if (p->lazy == LOAD_LAZY_AUTO)
+        return bytes > budget / 4;
+    return p->lazy == LOAD_LAZY_TRUE;
+}
+
 static const struct nf_param load_params_table[] = {
     { "path",
       "file to read: NIfTI (.nii, .nii.gz), table (.tsv, .csv, .txt, header row "
@@ -37,6 +47,12 @@ static const struct nf_param load_params_table[] = {
       "table columns to keep, in this order (tables only; default: every column)",
       NF_P_STR_LIST, offsetof(struct load_params, columns), { 0, 0, "" }, 0, 0, NULL,
       NF_PF_OPTIONAL, 1, 0 },
+    { "lazy",
+      "images of a glob collection: true reads each subject only when a node needs it "
+      "(memory holds one subject per worker); false reads all of them at once; auto "
+      "reads lazily when the collection is larger than a quarter of the memory budget",
+      NF_P_ENUM, offsetof(struct load_params, lazy), { LOAD_LAZY_AUTO, 0, NULL }, 0, 0,
+      lazy_choices, 0, 0, 0 },
     NF_PARAM_END
 };
 
@@ -325,8 +341,10 @@ static int load_resolve(struct nf_resolve *r)
     r->out[0].kind = NF_KIND_COLLECTION;
     r->out[0].item_kind = largest.kind;
     r->out[0].n_items = (int64_t)matches.gl_pathc;
-    /* NIfTI items are opened lazily: only headers stay in memory */
-    r->out[0].lazy = fmt == NF_FMT_NIFTI;
+    /* Lazy NIfTI items keep only their headers in memory until needed. */
+    r->out[0].lazy = fmt == NF_FMT_NIFTI &&
+                     collection_is_lazy(p, nf_shape_bytes(&r->out[0]),
+                                        r->env ? r->env->memory_budget : UINT64_MAX);
     globfree(&matches);
     return 0;
 
@@ -412,8 +430,12 @@ static int load_run(struct nf_run *run)
         rc = run->err->code ? run->err->code : NF_ENOMEM;
         goto fail;
     }
+    /* The plan decided (from headers and the budget); without a plan, only an
+     * explicit `lazy: false` reads everything now. */
+    bool lazy = node && node->out_shape && node->out_shape[0].kind == NF_KIND_COLLECTION
+                ? node->out_shape[0].lazy : p->lazy != LOAD_LAZY_FALSE;
     for (size_t i = 0; i < matches.gl_pathc; i++) {
-        coll->u.coll.items[i] = read_one(matches.gl_pathv[i], fmt, p, true, node, run->err);
+        coll->u.coll.items[i] = read_one(matches.gl_pathv[i], fmt, p, lazy, node, run->err);
         if (!coll->u.coll.items[i]) {
             rc = run->err->code;
             goto fail;

@@ -8,7 +8,10 @@
 struct load_params {
     char *path;                  /* NF_P_PATH, already resolved; may hold a glob */
     struct nf_str_list columns;  /* NF_P_STR_LIST: table columns to keep (n = 0: all) */
+    int lazy;                    /* NF_P_ENUM: enum load_lazy */
 };
+
+enum load_lazy { LOAD_LAZY_AUTO, LOAD_LAZY_TRUE, LOAD_LAZY_FALSE };
 
 extern const struct nf_node_type nf_node_load;
 

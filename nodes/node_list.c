@@ -8,12 +8,14 @@
 
 extern const struct nf_node_type nf_node_load;
 extern const struct nf_node_type nf_node_mask;
+extern const struct nf_node_type nf_node_moments;
 extern const struct nf_node_type nf_node_simulate;
 extern const struct nf_node_type nf_node_summarize;
 
 const struct nf_node_type *const nf_node_types[] = {
     &nf_node_load,
     &nf_node_mask,
+    &nf_node_moments,
     &nf_node_simulate,
     &nf_node_summarize,
     NULL,
