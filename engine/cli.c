@@ -1,17 +1,22 @@
 /* cli.c — the `nlflow` command line: run, plan, validate, nodes, schema,
- * simulate, devices. It strings the engine phases together (parse/validate ->
- * shapes -> place -> memory plan -> execute), maps errors to exit statuses
- * (0 ok, 1 runtime failure, 2 invalid pipeline or usage, 130 interrupted) and
- * keeps stdout for results (plans, JSON events) and stderr for logs.
+ * simulate, devices, and bench (in bench/). It strings the engine phases
+ * together (parse/validate -> shapes -> place -> memory plan -> execute), maps
+ * errors to exit statuses (0 ok, 1 runtime failure, 2 invalid pipeline or
+ * usage, 130 interrupted) and keeps stdout for results (plans, JSON events)
+ * and stderr for logs.
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "../bench/bench.h"
+#include "cache.h"
 #include "gen.h"
+#include "keys.h"
 #include "io.h"
 #include "kernels/kernels.h"
 #include "params.h"
@@ -46,12 +51,21 @@ static const char usage_text[] =
     "  schema                          print the JSON schema of pipeline files\n"
     "  simulate --out DIR [options]    write a simulated data set (NIfTI + TSV)\n"
     "  devices                         CPU, BLAS kernel and GPU of this machine\n"
+    "  cache ls|info|verify|gc         inspect and maintain the result cache\n"
+    "  bench [--quick] [options]       benchmarks next to their peers -> bench/results/,\n"
+    "                                  docs/performance.md (see 'nlflow bench --help')\n"
     "\n"
     "run/plan options:\n"
     "  --set NAME=VALUE   override a variable from the pipeline's params (repeatable)\n"
     "  --device cpu|gpu|auto   --memory SIZE (e.g. 8GiB)   --threads N (0 = all cores)\n"
     "  --json             machine-readable events on stdout (run)\n"
     "  --quiet            no progress lines on stderr\n"
+    "  --cache PATH       result cache (default: settings.cache, .nlflow/cache.db beside the pipeline)\n"
+    "  --no-cache         compute everything, store nothing\n"
+    "  --strict-cache     fail when the cache cannot be written (default: warn and go on)\n"
+    "  --explain          (plan) per node: cached, will run, and why\n"
+    "\n"
+    "cache commands:  nlflow cache ls|info|verify|gc [--cache PATH] [--max-size SIZE] [--older-than DAYS]\n"
     "\n"
     "simulate options:\n"
     "  --out DIR  --subjects N  --images N  --features N  --seed N  --voxel-size MM\n"
@@ -71,6 +85,8 @@ struct cli_opts {
     const char *pipeline;
     struct nf_overrides ov;
     bool json, quiet, markdown, explain;
+    const char *cache_path;
+    bool no_cache, strict_cache;
 };
 
 /* Parse options shared by run/plan/validate. Returns 0 or an exit status. */
@@ -115,6 +131,13 @@ static int parse_run_opts(int argc, char **argv, struct cli_opts *o)
             o->quiet = true;
         } else if (strcmp(a, "--explain") == 0) {
             o->explain = true;
+        } else if (strcmp(a, "--cache") == 0) {
+            NEED_VALUE();
+            o->cache_path = val;
+        } else if (strcmp(a, "--no-cache") == 0) {
+            o->no_cache = true;
+        } else if (strcmp(a, "--strict-cache") == 0) {
+            o->strict_cache = true;
         } else if (a[0] == '-' && a[1]) {
             return usage_error("unknown option '%s'", a);
         } else if (!o->pipeline) {
@@ -131,10 +154,83 @@ static int parse_run_opts(int argc, char **argv, struct cli_opts *o)
 
 enum stop_after { STOP_VALIDATE, STOP_PLAN, STOP_RUN };
 
+/* The cache file of a run: --cache, else settings.cache beside the pipeline;
+ * NULL when disabled (--no-cache, cache: off). Owned. */
+static char *cache_file(const struct nf_pipeline *p, const struct cli_opts *o)
+{
+    if (o->no_cache || (!o->cache_path && strcmp(p->settings.cache, "off") == 0))
+        return NULL;
+    return o->cache_path ? strdup(o->cache_path) : nf_path_join(p->dir, p->settings.cache);
+}
+
+/* Open the cache for a run. A cache that cannot be used is a warning (the run
+ * goes on without it) unless --strict-cache; a cache on a network file system
+ * is refused. Returns 0, or -1 with *status set. */
+static int open_cache(const struct nf_pipeline *p, const struct cli_opts *o, struct nf_cache **out,
+                      int *status)
+{
+    struct nf_error err = { 0 };
+    char *path = cache_file(p, o);
+    *out = NULL;
+    if (!path)
+        return 0;
+    struct nf_cache_opts co = { .strict = o->strict_cache };
+    int rc = nf_cache_open(path, &co, out, &err);
+    free(path);
+    if (rc == 0)
+        return 0;
+    if (o->strict_cache || err.code == NF_EINVAL || err.code == NF_EUSAGE) {
+        nf_error_print(&err);
+        *status = err.code == NF_EIO || err.code == NF_ENOMEM ? 1 : 2;
+        return -1;
+    }
+    char buf[1200];
+    nf_error_format(&err, buf, sizeof buf);
+    nf_warn(NULL, "%s; running without the cache", buf);
+    return 0;
+}
+
+/* plan --explain: per node, cached / will run / stale and why. */
+static int explain(const struct nf_pipeline *p, const struct cli_opts *o)
+{
+    struct nf_error err = { 0 };
+    struct nf_cache *cache = NULL;
+    char *path = cache_file(p, o);
+    struct nf_node_keys *keys = calloc(p->n_nodes + 1, sizeof *keys);
+    int status = 0;
+    if (!keys) {
+        free(path);
+        return 1;
+    }
+    if (path && access(path, F_OK) == 0) {
+        struct nf_cache_opts co = { 0 };
+        if (nf_cache_open(path, &co, &cache, &err) < 0) {
+            nf_error_print(&err);
+            status = 1;
+            goto done;
+        }
+    }
+    if (nf_keys_plan(p, cache, keys, &err) < 0) {
+        nf_error_print(&err);
+        status = 1;
+        goto done;
+    }
+    printf("\ncache: %s\n", cache ? nf_cache_path(cache) : path ? "(none yet: every node will run)" : "(disabled)");
+    nf_explain_print(p, cache, keys, stdout);
+done:
+    for (size_t i = 0; i < p->n_nodes; i++)
+        nf_node_keys_release(&keys[i]);
+    free(keys);
+    nf_cache_close(cache);
+    free(path);
+    return status;
+}
+
 static int run_pipeline(struct cli_opts *o, enum stop_after stop)
 {
     struct nf_diags d;
     struct nf_error err = { 0 };
+    struct nf_cache *cache = NULL;
     int status = 0;
     nf_diags_init(&d);
     nf_log_quiet = o->quiet;
@@ -151,15 +247,19 @@ static int run_pipeline(struct cli_opts *o, enum stop_after stop)
     if (nf_resolve_shapes(p, &d) < 0 || nf_place(p, gpu, &d) < 0 || nf_plan_memory(p, &d) < 0)
         goto invalid;
     nf_diags_print(&d);   /* warnings */
+    nf_diags_release(&d);
+    nf_diags_init(&d);
     if (stop == STOP_PLAN) {
-        if (o->explain)
-            fprintf(stderr, "nlflow: note: --explain needs the result cache, which this build does not have yet; "
-                            "every node will run\n");
         nf_plan_print(p, stdout);
+        if (o->explain)
+            status = explain(p, o);
         goto done;
     }
+    if (open_cache(p, o, &cache, &status) < 0)
+        goto done;
     int threads = p->settings.threads > 0 ? p->settings.threads : nf_cpu_count();
-    struct nf_exec_opts eo = { .threads = threads, .json = o->json, .quiet = o->quiet };
+    struct nf_exec_opts eo = { .threads = threads, .json = o->json, .quiet = o->quiet,
+                               .cache = cache, .cache_strict = o->strict_cache };
     double t0 = nf_now();
     signal(SIGINT, on_sigint);
     int rc = nf_execute(p, &eo, &err);
@@ -183,6 +283,7 @@ invalid:
      * written (or of its settings): exit 2, nothing was computed. */
     status = 2;
 done:
+    nf_cache_close(cache);
     nf_diags_release(&d);
     nf_pipeline_free(p);
     return status;
@@ -347,6 +448,109 @@ fail:
     return status;
 }
 
+static int print_entry(const struct nf_cache_entry *e, void *arg)
+{
+    (void)arg;
+    char size[32], when[32];
+    nf_format_size(e->stored, size, sizeof size);
+    time_t t = (time_t)e->used;
+    struct tm tm;
+    strftime(when, sizeof when, "%Y-%m-%d %H:%M", localtime_r(&t, &tm));
+    printf("%.12s  %-10s %-14s %-12s %-8s %-18s %10s  %s\n", e->key, e->node_type, e->node_id,
+           e->label[0] ? e->label : "-", e->kind, e->shape, size, when);
+    return 0;
+}
+
+static void print_bad(const char *key, const char *what, void *arg)
+{
+    (void)arg;
+    printf("corrupt: %s: %s (removed; it will be recomputed)\n", key, what);
+}
+
+/* nlflow cache ls|info|verify|gc */
+static int cmd_cache(int argc, char **argv)
+{
+    const char *path = ".nlflow/cache.db", *action = NULL;
+    int64_t max_size = 0;
+    double older = -1;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--cache") == 0 && val) {
+            path = val;
+            i++;
+        } else if (strcmp(a, "--max-size") == 0 && val) {
+            max_size = nf_parse_size(val);
+            if (max_size < 0)
+                return usage_error("--max-size must be a size such as 20GiB (got '%s')", val);
+            i++;
+        } else if (strcmp(a, "--older-than") == 0 && val) {
+            if (!nf_parse_double(val, &older) || older < 0)
+                return usage_error("--older-than must be a number of days (got '%s')", val);
+            i++;
+        } else if (a[0] == '-') {
+            return usage_error("unknown or incomplete cache option '%s'", a);
+        } else if (!action) {
+            action = a;
+        } else {
+            return usage_error("unexpected argument '%s'", a);
+        }
+    }
+    if (!action || (strcmp(action, "ls") && strcmp(action, "info") && strcmp(action, "verify") &&
+                    strcmp(action, "gc")))
+        return usage_error("cache needs one of ls, info, verify, gc (got '%s')", action ? action : "nothing");
+    if (access(path, F_OK) != 0) {
+        fprintf(stderr, "nlflow: error: no cache at '%s' (use --cache PATH)\n", path);
+        return 1;
+    }
+    struct nf_error err = { 0 };
+    struct nf_cache *c = NULL;
+    struct nf_cache_opts co = { 0 };
+    int status = 0;
+    if (nf_cache_open(path, &co, &c, &err) < 0)
+        goto fail;
+    if (strcmp(action, "ls") == 0) {
+        printf("%-12s  %-10s %-14s %-12s %-8s %-18s %10s  %s\n", "key", "type", "node", "item", "kind",
+               "shape", "stored", "last used");
+        if (nf_cache_list(c, print_entry, NULL, &err) < 0)
+            goto fail;
+    } else if (strcmp(action, "info") == 0) {
+        struct nf_cache_info info;
+        char a[32], b[32], f[32];
+        if (nf_cache_info(c, &info, &err) < 0)
+            goto fail;
+        nf_format_size(info.bytes, a, sizeof a);
+        nf_format_size(info.stored, b, sizeof b);
+        nf_format_size(info.file_bytes, f, sizeof f);
+        printf("cache: %s (format %d)\n", nf_cache_path(c), info.format);
+        printf("results: %llu (%s of data stored as %s, ratio %.2f)\n", (unsigned long long)info.n_results,
+               a, b, info.stored ? (double)info.bytes / (double)info.stored : 0.0);
+        printf("chunks: %llu, checkpoint chunks: %llu, file hashes: %llu, leases: %llu\n",
+               (unsigned long long)info.n_chunks, (unsigned long long)info.n_ckpt_chunks,
+               (unsigned long long)info.n_files, (unsigned long long)info.n_leases);
+        printf("size on disk: %s\n", f);
+    } else if (strcmp(action, "verify") == 0) {
+        uint64_t bad = 0;
+        if (nf_cache_verify(c, print_bad, NULL, &bad, &err) < 0)
+            goto fail;
+        printf("%s: %llu corrupt result%s\n", bad ? "verify found problems" : "verify: clean",
+               (unsigned long long)bad, bad == 1 ? "" : "s");
+        status = bad ? 1 : 0;
+    } else {
+        uint64_t n = 0, freed = 0;
+        char f[32];
+        if (nf_cache_gc(c, (uint64_t)max_size, older, NULL, &n, &freed, &err) < 0)
+            goto fail;
+        nf_format_size(freed, f, sizeof f);
+        printf("gc: removed %llu result%s, freed %s\n", (unsigned long long)n, n == 1 ? "" : "s", f);
+    }
+    nf_cache_close(c);
+    return status;
+fail:
+    nf_error_print(&err);
+    nf_cache_close(c);
+    return err.code == NF_EUSAGE || err.code == NF_EINVAL ? 2 : 1;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -383,7 +587,11 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "devices") == 0)
         return cmd_devices();
+    if (strcmp(cmd, "cache") == 0)
+        return cmd_cache(argc - 2, argv + 2);
     if (strcmp(cmd, "simulate") == 0)
         return cmd_simulate(argc - 2, argv + 2);
+    if (strcmp(cmd, "bench") == 0)
+        return nf_bench_main(argc - 1, argv + 1);
     return usage_error("unknown command '%s'", cmd);
 }

@@ -19,13 +19,29 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <time.h>
+
+#include "exec_cache.h"
 #include "io.h"
+#include "keys.h"
 #include "pipeline.h"
 #include "util.h"
 
 volatile sig_atomic_t nf_interrupted;
 
+/* Internal: a cached result needed by the plan vanished; plan and run again. */
+#define EXEC_REPLAN (-100)
+
+enum node_mode {
+    MODE_RUN,                 /* compute (runs whose result is cached are fetched) */
+    MODE_SKIP,                /* not needed: every consumer is served from the cache */
+    MODE_FETCH,               /* every run is cached: fetch, compute nothing */
+};
+
 struct nstate {
+    enum node_mode mode;
+    bool up_to_date;          /* MODE_SKIP because its own result is cached */
+    size_t runs_fetched, runs_computed;
     int deps_left;            /* source nodes not finished */
     int consumers_left;       /* consuming edges whose node has not finished */
     struct nf_value **out;    /* per output port */
@@ -58,6 +74,11 @@ struct executor {
     size_t nodes_done;
     bool abort;
     struct nf_error err;
+    /* cache */
+    struct nf_cache *cache;   /* NULL: no caching */
+    struct nf_node_keys *keys;
+    bool cache_off;           /* a write failed: stop writing, keep running */
+    char *pipeline_abs;       /* for explain records */
 };
 
 void nf_pipeline_env(const struct nf_pipeline *p, struct nf_env *env)
@@ -73,20 +94,31 @@ void nf_pipeline_env(const struct nf_pipeline *p, struct nf_env *env)
     env->seed = p->settings.seed;
 }
 
+static const char *node_source(const struct nstate *s)
+{
+    if (s->mode == MODE_SKIP)
+        return s->up_to_date ? "cache" : "skipped";
+    if (s->runs_computed == 0 && s->runs_fetched > 0)
+        return "cache";
+    return s->runs_fetched > 0 ? "partly cached" : "run";
+}
+
 static void json_event(struct executor *x, const char *event, const struct nf_node_inst *node,
                        double seconds)
 {
     if (!x->o->json)
         return;
+    const struct nstate *s = &x->st[node - x->p->nodes];
     struct nf_strbuf sb;
     nf_strbuf_init(&sb);
     nf_strbuf_addf(&sb, "{\"event\":\"%s\",\"node\":", event);
     nf_strbuf_add_json_str(&sb, node->id);
     nf_strbuf_addf(&sb, ",\"type\":\"%s\",\"device\":\"%s\"", node->type->name, nf_device_name(node->device));
-    if (node->mapped)
-        nf_strbuf_addf(&sb, ",\"items\":%zu", node->n_items);
+    if (s->mapped)
+        nf_strbuf_addf(&sb, ",\"items\":%zu", s->items_total);
     if (seconds >= 0)
-        nf_strbuf_addf(&sb, ",\"seconds\":%.6f", seconds);
+        nf_strbuf_addf(&sb, ",\"seconds\":%.6f,\"source\":\"%s\",\"computed\":%zu,\"cached\":%zu",
+                       seconds, node_source(s), s->runs_computed, s->runs_fetched);
     nf_strbuf_addf(&sb, "}\n");
     if (sb.buf) {
         fputs(sb.buf, stdout);
@@ -184,6 +216,8 @@ static int fold_start(struct executor *x, size_t ni, size_t r, struct nf_error *
 }
 
 static void node_finished(struct executor *x, size_t ni);
+static int cache_store(struct executor *x, size_t ni, size_t r, size_t n_out,
+                       struct nf_value *const *out, const struct nf_written *w, struct nf_error *err);
 
 /* Under the lock: fold every item that is ready, in order. The lock is
  * released around each fold_item; one worker folds at a time. Finishes the
@@ -227,12 +261,18 @@ static void fold_pending(struct executor *x, size_t ni)
     pthread_mutex_lock(&x->lock);
     c->fold_begun = false;
     c->fold_state = NULL;
+    if (rc == 0) {
+        pthread_mutex_unlock(&x->lock);
+        rc = cache_store(x, r, 0, nf_port_count(rn->type->outputs), c->out, NULL, &e);
+        pthread_mutex_lock(&x->lock);
+    }
     if (rc < 0) {
         nf_error_on_node(rn, &e, rc);
         fail_locked(x, &e);
         return;
     }
     c->items_done = 1;
+    c->runs_computed = 1;
     node_finished(x, r);
 }
 
@@ -266,7 +306,7 @@ static int node_ready(struct executor *x, size_t ni, struct nf_error *err)
                 return err->code;
         }
         int r = nf_fold_target(x->p, ni);
-        if (r >= 0)
+        if (r >= 0 && x->st[r].mode == MODE_RUN)
             return fold_start(x, ni, (size_t)r, err);
     }
     return 0;
@@ -300,13 +340,30 @@ static void node_finished(struct executor *x, size_t ni)
     s->done = true;
     x->nodes_done++;
     double dt = nf_now() - s->t_start;
-    if (s->mapped)
-        nf_log("nlflow: [%zu/%zu] %s (%s): %zu items in %.2f s", x->nodes_done, x->p->n_nodes,
-               node->id, node->type->name, s->items_total, dt);
+    const char *src = node_source(s);
+    if (s->mode == MODE_SKIP)
+        nf_log("nlflow: [%zu/%zu] %s (%s): %s", x->nodes_done, x->p->n_nodes, node->id, node->type->name,
+               s->up_to_date ? "up to date (cached)" : "skipped, not needed (what uses it is cached)");
+    else if (s->mapped)
+        nf_log("nlflow: [%zu/%zu] %s (%s): %zu items in %.2f s%s%s%s", x->nodes_done, x->p->n_nodes,
+               node->id, node->type->name, s->items_total, dt, strcmp(src, "run") ? " (" : "",
+               strcmp(src, "run") ? src : "", strcmp(src, "run") ? ")" : "");
     else
-        nf_log("nlflow: [%zu/%zu] %s (%s): done in %.2f s", x->nodes_done, x->p->n_nodes,
-               node->id, node->type->name, dt);
+        nf_log("nlflow: [%zu/%zu] %s (%s): %s in %.2f s", x->nodes_done, x->p->n_nodes,
+               node->id, node->type->name, strcmp(src, "cache") == 0 ? "from the cache" : "done", dt);
     json_event(x, "node_done", node, dt);
+    /* its runs are in the cache now (nodes after it check that) */
+    if (x->cache && !x->cache_off && x->keys[ni].known && s->mode != MODE_SKIP)
+        x->keys[ni].n_cached = x->keys[ni].n_runs;
+    /* what this node was computed from, for `plan --explain` next time */
+    if (x->cache && !x->cache_off && x->pipeline_abs && x->keys[ni].known && s->mode != MODE_SKIP) {
+        const struct nf_node_keys *k = &x->keys[ni];
+        struct nf_error e = { 0 };
+        struct nf_key key = k->n_runs > 0 ? k->runs[0] : k->outs && k->n_outs ? k->outs[0].whole
+                                                                               : (struct nf_key){ 0, 0 };
+        nf_cache_record_node(x->cache, x->pipeline_abs, node->id, key,
+                             k->components ? k->components : "", &e);
+    }
     release_sources(x, ni);
     if (s->consumers_left == 0) {
         size_t n_out = nf_port_count(node->type->outputs);
@@ -321,13 +378,142 @@ static void node_finished(struct executor *x, size_t ni)
                 x->st[j].deps_left--;
 }
 
+/* ---- the cache around one run ---- */
+
+/* Is node ni's run `r` servable from the cache? Its keys must be known and it
+ * must not be a file reader (those are cheap to reread and keyed by content). */
+static bool cacheable(const struct executor *x, size_t ni)
+{
+    return x->cache && x->keys[ni].known && !x->keys[ni].reads_files;
+}
+
+static void cache_write_failed(struct executor *x, const struct nf_node_inst *node,
+                               const struct nf_error *e)
+{
+    pthread_mutex_lock(&x->lock);
+    if (!x->cache_off) {
+        x->cache_off = true;
+        nf_warn(node->id, "cannot write to the cache '%s' (%s); continuing without caching",
+                nf_cache_path(x->cache), e->msg);
+    }
+    pthread_mutex_unlock(&x->lock);
+}
+
+/* After a successful run: store its outputs (and what it wrote). */
+static int cache_store(struct executor *x, size_t ni, size_t r, size_t n_out,
+                       struct nf_value *const *out, const struct nf_written *w, struct nf_error *err)
+{
+    if (!cacheable(x, ni) || x->cache_off || r >= x->keys[ni].n_runs)
+        return 0;
+    struct nf_error e = { 0 };
+    int rc = nf_run_store(x->cache, x->keys[ni].runs[r], &x->p->nodes[ni], x->p->hash, n_out, out, w, &e);
+    if (rc < 0) {
+        if (x->o->cache_strict) {
+            *err = e;
+            nf_error_prefix(err, "cannot write to the cache '%s': ", nf_cache_path(x->cache));
+            return nf_error_on_node(&x->p->nodes[ni], err, rc);
+        }
+        cache_write_failed(x, &x->p->nodes[ni], &e);
+    }
+    return 0;
+}
+
+/* Before a run: 1 when served from the cache (out[] filled), 0 to compute
+ * (holding the lease on the run), <0 error. Waits while another process holds
+ * the lease and is alive, then uses its result. */
+static int cache_lookup(struct executor *x, size_t ni, size_t r, size_t n_out, struct nf_value **out,
+                        bool *leased, struct nf_error *err)
+{
+    *leased = false;
+    if (!cacheable(x, ni) || r >= x->keys[ni].n_runs)
+        return 0;
+    struct nf_key key = x->keys[ni].runs[r];
+    for (;;) {
+        struct nf_error e = { 0 };
+        int rc = nf_run_fetch(x->cache, key, n_out, out, &e);
+        if (rc == 1)
+            return 1;
+        if (x->cache_off)
+            return 0;
+        rc = nf_cache_lease(x->cache, key, &e);
+        if (rc == 1) {
+            *leased = true;
+            return 0;
+        }
+        if (rc < 0)
+            return 0;   /* leases unavailable (read-only cache): just compute */
+        if (nf_interrupted)
+            return NF_FAIL(err, NF_EINTR, "interrupted");
+        /* another live process computes this result: wait for it */
+        struct timespec ts = { 0, 100 * 1000 * 1000 };
+        nanosleep(&ts, NULL);
+    }
+}
+
 /* Run one task (node ni, item). Called without the lock. */
+/* MODE_FETCH: every run of the node comes from the cache. */
+static int fetch_node(struct executor *x, size_t ni, struct nf_error *err)
+{
+    struct nf_node_inst *node = &x->p->nodes[ni];
+    const struct nf_node_keys *k = &x->keys[ni];
+    size_t n_out = nf_port_count(node->type->outputs);
+    struct nf_value **out = calloc(n_out + 1, sizeof *out), **one = calloc(n_out + 1, sizeof *one);
+    int rc = 0;
+    if (!out || !one) {
+        rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    if (k->mapped)
+        for (size_t o = 0; o < n_out; o++)
+            if (!(out[o] = nf_value_new_collection(k->n_runs, err))) {
+                rc = err->code;
+                goto fail;
+            }
+    for (size_t r = 0; r < k->n_runs; r++) {
+        rc = nf_run_fetch(x->cache, k->runs[r], n_out, k->mapped ? one : out, err);
+        if (rc < 0)
+            goto fail;
+        if (rc == 0) {
+            /* corrupt (and now deleted) or collected by another process since
+             * the plan: the sources this node needs may have been skipped, so
+             * the whole run is planned again (cheap: the rest is cached) */
+            rc = NF_FAIL_AT(err, EXEC_REPLAN, &node->loc, node->id,
+                            "a cached result of '%s' is gone; planning again", node->id);
+            goto fail;
+        }
+        for (size_t o = 0; k->mapped && o < n_out; o++) {
+            out[o]->u.coll.items[r] = one[o];
+            one[o] = NULL;
+        }
+    }
+    pthread_mutex_lock(&x->lock);
+    for (size_t o = 0; o < n_out; o++) {
+        x->st[ni].out[o] = out[o];
+        out[o] = NULL;
+    }
+    x->st[ni].runs_fetched = k->n_runs;
+    pthread_mutex_unlock(&x->lock);
+fail:
+    for (size_t o = 0; out && o < n_out; o++)
+        nf_value_unref(out[o]);
+    for (size_t o = 0; one && o < n_out; o++)
+        nf_value_unref(one[o]);
+    free(out);
+    free(one);
+    return rc < 0 ? rc : 0;
+}
+
 static int run_task(struct executor *x, size_t ni, size_t item, struct nf_error *err)
 {
     struct nf_node_inst *node = &x->p->nodes[ni];
     struct nstate *s = &x->st[ni];
     const struct nf_node_type *t = node->type;
     size_t n_in = nf_port_count(t->inputs), n_out = nf_port_count(t->outputs);
+    if (s->mode == MODE_FETCH)
+        return fetch_node(x, ni, err);
+    size_t run_index = s->mapped ? item : 0;
+    bool leased = false, hit = false;
+    struct nf_written written = { 0 };
     size_t n_extra = 0;
     for (size_t e = 0; e < node->n_edges; e++)
         n_extra += node->edges[e].port == NF_EDGE_VARIADIC;
@@ -340,6 +526,20 @@ static int run_task(struct executor *x, size_t ni, size_t item, struct nf_error 
     if (!in || !out || !extra || !extra_names) {
         rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
         goto fail;
+    }
+    /* the mapped item's label, for outputs served from the cache too */
+    for (size_t e = 0; e < node->n_edges && s->mapped && !item_label; e++) {
+        const struct nf_edge *edge = &node->edges[e];
+        struct nf_value *v = edge->port >= 0 && !s->prepared[edge->port] ? x->st[edge->src].out[edge->src_port] : NULL;
+        if (v && v->kind == NF_KIND_COLLECTION && item < v->u.coll.n && v->u.coll.items[item])
+            item_label = v->u.coll.items[item]->label;
+    }
+    rc = cache_lookup(x, ni, run_index, n_out, out, &leased, err);
+    if (rc < 0)
+        goto fail;
+    if (rc == 1) {
+        hit = true;
+        goto publish;
     }
     size_t xi = 0;
     for (size_t e = 0; e < node->n_edges; e++) {
@@ -389,7 +589,9 @@ static int run_task(struct executor *x, size_t ni, size_t item, struct nf_error 
         .out = out, .err = err, .item = item, .n_items = s->mapped ? s->items_total : 0,
     };
     int (*fn)(struct nf_run *) = node->device == NF_DEV_GPU && t->run_gpu ? t->run_gpu : t->run_cpu;
+    nf_written_begin(&written);
     rc = fn ? fn(&run) : NF_FAIL(err, NF_EBUG, "node type '%s' has no implementation", t->name);
+    nf_written_end();
     if (rc < 0) {
         if (!err->loc.file)
             err->loc = node->loc;
@@ -397,7 +599,18 @@ static int run_task(struct executor *x, size_t ni, size_t item, struct nf_error 
             snprintf(err->node, sizeof err->node, "%s", node->id);
         goto fail;
     }
+    for (size_t o = 0; s->mapped && o < n_out; o++)
+        if (out[o] && item_label && !out[o]->label)
+            nf_value_set_label(out[o], item_label);
+    rc = cache_store(x, ni, run_index, n_out, out, &written, err);
+    if (rc < 0)
+        goto fail;
+publish:
     pthread_mutex_lock(&x->lock);
+    if (hit)
+        s->runs_fetched++;
+    else
+        s->runs_computed++;
     for (size_t o = 0; o < n_out; o++) {
         if (s->mapped) {
             if (out[o] && item_label && !out[o]->label)
@@ -410,6 +623,9 @@ static int run_task(struct executor *x, size_t ni, size_t item, struct nf_error 
     }
     pthread_mutex_unlock(&x->lock);
 fail:
+    if (leased)
+        nf_cache_release(x->cache, x->keys[ni].runs[run_index]);
+    nf_written_release(&written);
     for (size_t i = 0; in && i < n_in; i++)
         nf_value_unref(in[i]);
     for (size_t i = 0; extra && i < n_extra; i++)
@@ -434,11 +650,27 @@ static bool pick_task(struct executor *x, size_t *ni_out, size_t *item_out)
             continue;
         if (!s->prepared_ok) {
             struct nf_error e = { 0 };
-            if (prepare_inputs(x, ni, &e) < 0 || node_ready(x, ni, &e) < 0) {
+            s->t_start = nf_now();
+            if (x->cache && s->mode == MODE_RUN && !x->keys[ni].known) {
+                /* inputs known only now (files written by an earlier node) */
+                if (nf_node_keys_compute(x->p, ni, x->keys, x->cache, NULL, &e) < 0) {
+                    fail_locked(x, &e);
+                    return false;
+                }
+            }
+            if (s->mode == MODE_SKIP) {
+                s->prepared_ok = true;
+                node_finished(x, ni);
+                pthread_cond_broadcast(&x->cond);
+                continue;
+            }
+            if (s->mode == MODE_FETCH) {
+                s->prepared_ok = true;
+                s->items_total = 1;
+            } else if (prepare_inputs(x, ni, &e) < 0 || node_ready(x, ni, &e) < 0) {
                 fail_locked(x, &e);
                 return false;
             }
-            s->t_start = nf_now();
             json_event(x, "node_start", node, -1);
             if (s->items_total == 0) {   /* empty collection: nothing to do */
                 if (s->fold_into >= 0)
@@ -507,7 +739,69 @@ static void *worker(void *arg)
     return NULL;
 }
 
+/* Before running: every node's keys, then backwards, which nodes must run,
+ * which can be fetched from the cache, and which are not needed at all
+ * (nothing that runs consumes them). */
+static int plan_cache(struct executor *x, struct nf_error *err)
+{
+    struct nf_pipeline *p = x->p;
+    x->cache = x->o->cache;
+    x->keys = calloc(p->n_nodes + 1, sizeof *x->keys);
+    bool *cached_all = calloc(p->n_nodes + 1, sizeof *cached_all);
+    bool *needs_run = calloc(p->n_nodes + 1, sizeof *needs_run);
+    int rc = 0;
+    x->pipeline_abs = realpath(p->file, NULL);
+    if (!x->keys || !cached_all || !needs_run) {
+        rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    if ((rc = nf_keys_plan(p, x->cache, x->keys, err)) < 0)
+        goto fail;
+    for (size_t oi = p->n_nodes; oi-- > 0;) {
+        size_t ni = (size_t)p->order[oi];
+        const struct nf_node_keys *k = &x->keys[ni];
+        bool all = cacheable(x, ni) && k->n_cached == k->n_runs;
+        for (size_t r = 0; all && r < k->n_runs; r++) {
+            struct nf_error e = { 0 };
+            all = nf_run_valid(x->cache, k->runs[r], &e) == 1;   /* written files intact? */
+        }
+        cached_all[ni] = all;
+        bool terminal = true, needed = false;
+        for (size_t j = 0; j < p->n_nodes; j++)
+            for (size_t e = 0; e < p->nodes[j].n_edges; e++)
+                if ((size_t)p->nodes[j].edges[e].src == ni) {
+                    terminal = false;
+                    needed |= needs_run[j];
+                }
+        if (terminal)
+            needed = !all;
+        needs_run[ni] = needed && !all;
+        x->st[ni].mode = !needed ? MODE_SKIP : all ? MODE_FETCH : MODE_RUN;
+        x->st[ni].up_to_date = all;
+    }
+fail:
+    free(cached_all);
+    free(needs_run);
+    return rc;
+}
+
+static int execute_once(struct nf_pipeline *p, const struct nf_exec_opts *o, struct nf_error *err);
+
 int nf_execute(struct nf_pipeline *p, const struct nf_exec_opts *o, struct nf_error *err)
+{
+    for (int attempt = 0;; attempt++) {
+        int rc = execute_once(p, o, err);
+        if (rc != EXEC_REPLAN)
+            return rc;
+        if (attempt == 3)
+            return NF_FAIL(err, NF_EIO, "cached results keep vanishing from '%s' (another process "
+                           "collecting them?); run again", nf_cache_path(o->cache));
+        nf_log("nlflow: %s", err->msg);
+        memset(err, 0, sizeof *err);
+    }
+}
+
+static int execute_once(struct nf_pipeline *p, const struct nf_exec_opts *o, struct nf_error *err)
 {
     struct executor x;
     memset(&x, 0, sizeof x);
@@ -537,6 +831,8 @@ int nf_execute(struct nf_pipeline *p, const struct nf_exec_opts *o, struct nf_er
         for (size_t e = 0; e < node->n_edges; e++)
             x.st[node->edges[e].src].consumers_left++;
     }
+    if (o->cache && (rc = plan_cache(&x, err)) < 0)
+        goto fail;
     pthread_mutex_init(&x.lock, NULL);
     pthread_cond_init(&x.cond, NULL);
     int started = 0;
@@ -572,6 +868,10 @@ fail:
         free(x.st[i].out);
         free(x.st[i].prepared);
     }
+    for (size_t i = 0; x.keys && i < p->n_nodes; i++)
+        nf_node_keys_release(&x.keys[i]);
+    free(x.keys);
+    free(x.pipeline_abs);
     free(x.st);
     free(tids);
     return rc;

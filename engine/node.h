@@ -40,6 +40,8 @@ struct nf_str_list { size_t n; char **v; };
 enum {
     NF_PF_REQUIRED = 1u << 0,   /* no default: must be given */
     NF_PF_OPTIONAL = 1u << 1,   /* may be absent (NULL / empty list) */
+    NF_PF_NOT_KEYED = 1u << 2,  /* not part of cache keys (load's path: the file's
+                                   content is hashed instead) */
 };
 
 struct nf_param {
@@ -153,6 +155,12 @@ struct nf_node_type {
     int (*fold_begin)(struct nf_run *run, void **state);
     int (*fold_item)(struct nf_run *run, void *state, const struct nf_value *item, size_t index);
     int (*fold_end)(struct nf_run *run, void *state, bool ok);
+    /* Nodes that read files (load): the files the output will be read from,
+     * in output order (*is_collection: one item per file). Their output keys
+     * come from the files' content, not from a cached result: such nodes are
+     * never cached themselves. *paths is owned by the caller (free each). */
+    int (*input_files)(const void *params, char ***paths, size_t *n, bool *is_collection,
+                       struct nf_error *err);
     unsigned flags;
 };
 enum {

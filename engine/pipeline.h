@@ -117,10 +117,13 @@ void nf_plan_print(const struct nf_pipeline *p, FILE *out);
 struct nf_env;
 void nf_pipeline_env(const struct nf_pipeline *p, struct nf_env *env);
 
+struct nf_cache;
 struct nf_exec_opts {
     int threads;            /* resolved worker count */
     bool json;              /* machine-readable events on stdout */
     bool quiet;
+    struct nf_cache *cache; /* NULL: no caching */
+    bool cache_strict;      /* a cache write failure fails the run */
 };
 /* Execute; returns 0 or a negative code with err set. */
 int nf_execute(struct nf_pipeline *p, const struct nf_exec_opts *o, struct nf_error *err);

@@ -181,7 +181,10 @@ void nf_plan_print(const struct nf_pipeline *p, FILE *out)
             fprintf(out, "%s%s=%s", first ? " " : ", ", node->type->outputs[o].name, shape);
             first = false;
         }
-        if (node->mapped)
+        if (node->mapped && node->fold_into >= 0)
+            fprintf(out, "  [per item, %zu items, %d at a time, streamed into '%s']", node->n_items,
+                    node->concurrency, p->nodes[node->fold_into].id);
+        else if (node->mapped)
             fprintf(out, "  [per item, %zu items, %d at a time]", node->n_items, node->concurrency);
         fputc('\n', out);
     }

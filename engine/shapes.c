@@ -113,6 +113,12 @@ int nf_resolve_shapes(struct nf_pipeline *p, struct nf_diags *d)
         }
         node->mapped = maps;
         node->n_items = maps ? (size_t)n_items : 0;
+        if (deferred) {
+            /* ordered after a node that may (re)write the files it reads: what
+             * is on disk now says nothing reliable about the run */
+            free(extra_names);
+            continue;
+        }
         struct nf_error err = { 0 };
         struct nf_resolve r = {
             .node = node, .params = node->params, .env = &env, .in = node->in_shape,
@@ -122,14 +128,6 @@ int nf_resolve_shapes(struct nf_pipeline *p, struct nf_diags *d)
         int rc = t->resolve ? t->resolve(&r) : 0;
         free(extra_names);
         if (rc < 0) {
-            /* A node ordered after another (after: [...]) may read files that
-             * node writes: its shapes are then known only at run time, and
-             * problems with those files are reported when it runs. */
-            if (deferred) {
-                for (size_t o = 0; o < n_out; o++)
-                    memset(&node->out_shape[o], 0, sizeof node->out_shape[o]);
-                continue;
-            }
             if (!err.loc.file)
                 err.loc = node->loc;
             if (!err.node[0])

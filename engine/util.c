@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -246,6 +247,37 @@ int nf_atomic_open(struct nf_atomic *a, const char *path, struct nf_error *err)
     return 0;
 }
 
+static _Thread_local struct nf_written *written_sink;
+
+void nf_written_begin(struct nf_written *w) { written_sink = w; }
+void nf_written_end(void) { written_sink = NULL; }
+
+void nf_written_release(struct nf_written *w)
+{
+    for (size_t i = 0; i < w->n; i++)
+        free(w->paths[i]);
+    free(w->paths);
+    memset(w, 0, sizeof *w);
+}
+
+static void written_add(const char *path)
+{
+    struct nf_written *w = written_sink;
+    if (!w)
+        return;
+    if (w->n == w->cap) {
+        size_t cap = w->cap ? w->cap * 2 : 8;
+        char **p = realloc(w->paths, cap * sizeof *p);
+        if (!p)
+            return;
+        w->paths = p;
+        w->cap = cap;
+    }
+    char *copy = strdup(path);
+    if (copy)
+        w->paths[w->n++] = copy;
+}
+
 int nf_atomic_commit(struct nf_atomic *a, struct nf_error *err)
 {
     int rc = 0;
@@ -265,10 +297,12 @@ int nf_atomic_commit(struct nf_atomic *a, struct nf_error *err)
             goto fail;
         }
     }
+    nf_fault_point("file written, not yet renamed");
     if (rename(a->tmp, a->path) != 0) {
         rc = NF_FAIL(err, NF_EIO, "cannot write '%s': %s", a->path, strerror(errno));
         goto fail;
     }
+    written_add(a->path);
     free(a->tmp);
     a->tmp = NULL;
     free(a->path);
@@ -441,6 +475,27 @@ void nf_warn(const char *node, const char *fmt, ...)
     fputc('\n', stderr);
     pthread_mutex_unlock(&log_lock);
     va_end(ap);
+}
+
+/* ---- fault injection ---- */
+void nf_fault_point(const char *where)
+{
+    static atomic_long calls;
+    static long kill_at = -1;   /* -1: not read yet, 0: off */
+    if (kill_at < 0) {
+        const char *s = getenv("NLFLOW_KILL_AT");
+        kill_at = s ? atol(s) : 0;
+        if (kill_at < 0)
+            kill_at = 0;
+    }
+    if (kill_at == 0)
+        return;
+    long n = atomic_fetch_add(&calls, 1) + 1;
+    if (n == kill_at) {
+        if (getenv("NLFLOW_KILL_VERBOSE"))
+            fprintf(stderr, "nlflow: fault injection: killed at point %ld (%s)\n", n, where);
+        raise(SIGKILL);
+    }
 }
 
 /* ---- RNG ---- */

@@ -55,6 +55,13 @@ int nf_atomic_reserve(struct nf_atomic *a, const char *path, const char *tmp_suf
                       struct nf_error *err);
 int nf_atomic_commit(struct nf_atomic *a, struct nf_error *err);
 void nf_atomic_abort(struct nf_atomic *a);
+/* Files committed by nf_atomic_commit in the calling thread are recorded in
+ * *w between nf_written_begin(w) and nf_written_end() (the executor records
+ * what each node wrote, so that a cached result can check its files). */
+struct nf_written { char **paths; size_t n, cap; };
+void nf_written_begin(struct nf_written *w);
+void nf_written_end(void);
+void nf_written_release(struct nf_written *w);
 /* Write a whole text file atomically. */
 int nf_write_file_atomic(const char *path, const char *text, size_t len, struct nf_error *err);
 /* Read a whole file (NUL-terminated; *len excludes the NUL). */
@@ -76,6 +83,13 @@ uint64_t nf_physical_memory(void);
 extern bool nf_log_quiet;
 void nf_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void nf_warn(const char *node, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Fault injection for crash tests: when the environment has
+ * NLFLOW_KILL_AT=N, the N-th call of nf_fault_point in the process (counted
+ * over all threads) kills the process with SIGKILL, as `kill -9` would. Points
+ * sit where a crash is most dangerous: inside cache transactions, between a
+ * run's outputs and its record, between tasks. No effect otherwise. */
+void nf_fault_point(const char *where);
 
 /* SplitMix64: for seeding simulations deterministically. */
 uint64_t nf_splitmix64(uint64_t *state);

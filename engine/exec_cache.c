@@ -1,0 +1,216 @@
+/* exec_cache.c — storing and fetching whole node runs through the result
+ * cache: outputs, item labels and written files, with the run record last
+ * (see exec_cache.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec_cache.h"
+
+enum { REC_WHAT, REC_PORT, REC_INDEX, REC_TEXT, REC_HASH, REC_COLS };
+static const char *const rec_names[REC_COLS] = { "what", "port", "index", "text", "hash" };
+
+struct record_row { const char *what; int port; int64_t index; const char *text; char hash[33]; };
+
+static struct nf_value *record_build(const struct record_row *rows, size_t n, struct nf_error *err)
+{
+    struct nf_value *v = nf_value_new_table((int64_t)n, REC_COLS, err);
+    if (!v)
+        return NULL;
+    struct nf_table *t = &v->u.tab;
+    for (int c = 0; c < REC_COLS; c++) {
+        struct nf_column *col = &t->cols[c];
+        col->name = strdup(rec_names[c]);
+        col->numeric = c == REC_PORT || c == REC_INDEX;
+        if (col->numeric)
+            col->num = calloc(n + 1, sizeof *col->num);
+        else
+            col->str = calloc(n + 1, sizeof *col->str);
+        if (!col->name || (col->numeric ? !col->num : !col->str))
+            goto oom;
+    }
+    for (size_t r = 0; r < n; r++) {
+        t->cols[REC_PORT].num[r] = rows[r].port;
+        t->cols[REC_INDEX].num[r] = (double)rows[r].index;
+        t->cols[REC_WHAT].str[r] = strdup(rows[r].what);
+        t->cols[REC_TEXT].str[r] = strdup(rows[r].text ? rows[r].text : "");
+        t->cols[REC_HASH].str[r] = strdup(rows[r].hash);
+        if (!t->cols[REC_WHAT].str[r] || !t->cols[REC_TEXT].str[r] || !t->cols[REC_HASH].str[r])
+            goto oom;
+    }
+    return v;
+oom:
+    nf_value_unref(v);
+    NF_FAIL(err, NF_ENOMEM, "out of memory");
+    return NULL;
+}
+
+static bool record_ok(const struct nf_value *rec)
+{
+    if (!rec || rec->kind != NF_KIND_TABLE || rec->u.tab.n_cols != REC_COLS)
+        return false;
+    for (int c = 0; c < REC_COLS; c++)
+        if (!rec->u.tab.cols[c].name || strcmp(rec->u.tab.cols[c].name, rec_names[c]) != 0 ||
+            rec->u.tab.cols[c].numeric != (c == REC_PORT || c == REC_INDEX))
+            return false;
+    return true;
+}
+
+/* Files the run wrote still there with the same content? */
+static int files_match(struct nf_cache *c, const struct nf_table *t, struct nf_error *err)
+{
+    for (int64_t r = 0; r < t->n_rows; r++) {
+        if (strcmp(t->cols[REC_WHAT].str[r], "file") != 0)
+            continue;
+        struct nf_key want, got;
+        struct nf_error ferr = { 0 };
+        if (nf_key_parse(t->cols[REC_HASH].str[r], &want) < 0)
+            return 0;
+        if (nf_cache_file_hash(c, t->cols[REC_TEXT].str[r], &got, &ferr) < 0)
+            return 0;   /* gone or unreadable: run again */
+        if (!nf_key_equal(want, got))
+            return 0;
+    }
+    (void)err;
+    return 1;
+}
+
+int nf_run_valid(struct nf_cache *c, struct nf_key run, struct nf_error *err)
+{
+    struct nf_value *rec = NULL;
+    int rc = nf_cache_get(c, run, &rec, err);
+    if (rc != 1)
+        return rc;
+    rc = record_ok(rec) ? files_match(c, &rec->u.tab, err) : 0;
+    nf_value_unref(rec);
+    return rc;
+}
+
+int nf_run_fetch(struct nf_cache *c, struct nf_key run, size_t n_out, struct nf_value **out,
+                 struct nf_error *err)
+{
+    struct nf_value *rec = NULL;
+    int rc = nf_cache_get(c, run, &rec, err);
+    if (rc != 1)
+        return rc;
+    if (!record_ok(rec) || files_match(c, &rec->u.tab, err) != 1) {
+        rc = 0;
+        goto miss;
+    }
+    const struct nf_table *t = &rec->u.tab;
+    for (int64_t r = 0; r < t->n_rows; r++) {
+        const char *what = t->cols[REC_WHAT].str[r];
+        int port = (int)t->cols[REC_PORT].num[r];
+        int64_t n = (int64_t)t->cols[REC_INDEX].num[r];
+        if (strcmp(what, "out") != 0)
+            continue;
+        if (port < 0 || (size_t)port >= n_out) {
+            rc = 0;
+            goto miss;
+        }
+        struct nf_key okey = nf_key_output(run, port);
+        if (n < 0) {   /* a single value */
+            rc = nf_cache_get(c, okey, &out[port], err);
+            if (rc != 1)
+                goto miss;
+            nf_value_set_label(out[port], t->cols[REC_TEXT].str[r][0] ? t->cols[REC_TEXT].str[r] : NULL);
+            continue;
+        }
+        out[port] = nf_value_new_collection((size_t)n, err);
+        if (!out[port]) {
+            rc = err->code;
+            goto miss;
+        }
+        for (int64_t i = 0; i < n; i++) {
+            rc = nf_cache_get(c, nf_key_output(okey, (int)i), &out[port]->u.coll.items[i], err);
+            if (rc != 1)
+                goto miss;
+        }
+    }
+    /* item labels */
+    for (int64_t r = 0; r < t->n_rows; r++) {
+        if (strcmp(t->cols[REC_WHAT].str[r], "label") != 0)
+            continue;
+        int port = (int)t->cols[REC_PORT].num[r];
+        int64_t i = (int64_t)t->cols[REC_INDEX].num[r];
+        struct nf_value *coll = port >= 0 && (size_t)port < n_out ? out[port] : NULL;
+        if (coll && coll->kind == NF_KIND_COLLECTION && i >= 0 && (size_t)i < coll->u.coll.n)
+            nf_value_set_label(coll->u.coll.items[i], t->cols[REC_TEXT].str[r]);
+    }
+    nf_value_unref(rec);
+    return 1;
+miss:
+    for (size_t o = 0; o < n_out; o++) {
+        nf_value_unref(out[o]);
+        out[o] = NULL;
+    }
+    nf_value_unref(rec);
+    if (rc == 0) {
+        /* an output is missing or was corrupt (and deleted): the record must
+         * go too, or the run would look cached forever */
+        struct nf_error e = { 0 };
+        nf_cache_forget(c, run, &e);
+    }
+    return rc < 0 ? rc : 0;
+}
+
+int nf_run_store(struct nf_cache *c, struct nf_key run, const struct nf_node_inst *node,
+                 const char *pipeline_hash, size_t n_out, struct nf_value *const *out,
+                 const struct nf_written *written, struct nf_error *err)
+{
+    size_t cap = n_out + (written ? written->n : 0) + 1;
+    for (size_t o = 0; o < n_out; o++)
+        if (out[o] && out[o]->kind == NF_KIND_COLLECTION)
+            cap += out[o]->u.coll.n;
+    struct record_row *rows = calloc(cap, sizeof *rows);
+    struct nf_value *rec = NULL;
+    size_t n = 0;
+    int rc = 0;
+    if (!rows)
+        return NF_FAIL(err, NF_ENOMEM, "out of memory");
+    for (size_t o = 0; o < n_out; o++) {
+        struct nf_value *v = out[o];
+        if (!v)
+            continue;
+        struct nf_key okey = nf_key_output(run, (int)o);
+        struct nf_cache_meta meta = { node->type->name, node->id, v->label, pipeline_hash };
+        nf_fault_point("before an output is stored");
+        if (v->kind != NF_KIND_COLLECTION) {
+            NF_TRY(rc = nf_cache_put(c, okey, v, &meta, err));
+            rows[n++] = (struct record_row){ "out", (int)o, -1, v->label, "" };
+            continue;
+        }
+        for (size_t i = 0; i < v->u.coll.n; i++) {
+            struct nf_value *it = v->u.coll.items[i];
+            if (!it) {
+                rc = NF_FAIL(err, NF_EBUG, "item %zu of output '%s' is missing", i,
+                             node->type->outputs[o].name);
+                goto fail;
+            }
+            meta.label = it->label;
+            NF_TRY(rc = nf_cache_put(c, nf_key_output(okey, (int)i), it, &meta, err));
+            if (it->label)
+                rows[n++] = (struct record_row){ "label", (int)o, (int64_t)i, it->label, "" };
+        }
+        rows[n++] = (struct record_row){ "out", (int)o, (int64_t)v->u.coll.n, NULL, "" };
+    }
+    for (size_t f = 0; written && f < written->n; f++) {
+        struct nf_key h;
+        NF_TRY(rc = nf_cache_file_hash(c, written->paths[f], &h, err));
+        rows[n] = (struct record_row){ "file", -1, (int64_t)f, written->paths[f], "" };
+        nf_key_hex(h, rows[n].hash);
+        n++;
+    }
+    rec = record_build(rows, n, err);
+    if (!rec) {
+        rc = err->code ? err->code : NF_ENOMEM;
+        goto fail;
+    }
+    struct nf_cache_meta meta = { node->type->name, node->id, "run record", pipeline_hash };
+    nf_fault_point("outputs stored, run record not yet");
+    rc = nf_cache_put(c, run, rec, &meta, err);
+    nf_fault_point("run record stored");
+fail:
+    nf_value_unref(rec);
+    free(rows);
+    return rc < 0 ? rc : 0;
+}

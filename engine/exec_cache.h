@@ -1,0 +1,29 @@
+/* exec_cache.h — the executor's use of the result cache (engine-internal).
+ *
+ * One run of a node (the node, or one item of a mapped node) has a run key
+ * (keys.h). Its outputs are stored under H(run, port) (items of a collection
+ * output under H(H(run, port), i)), and then a small run record under the run
+ * key itself: which outputs exist, item labels, and the files the run wrote
+ * with their content hashes. The record is written last, so its presence means
+ * the whole run is there. A hit requires every output and every written file
+ * (unchanged) to be present.
+ */
+#ifndef NF_EXEC_CACHE_H
+#define NF_EXEC_CACHE_H
+
+#include "cache.h"
+#include "keys.h"
+#include "pipeline.h"
+#include "util.h"
+
+/* Outputs of one run from the cache: 1 hit (out[] filled, owned), 0 miss, <0 error. */
+int nf_run_fetch(struct nf_cache *c, struct nf_key run, size_t n_out, struct nf_value **out,
+                 struct nf_error *err);
+/* Store outputs and written files of one run, then its record. */
+int nf_run_store(struct nf_cache *c, struct nf_key run, const struct nf_node_inst *node,
+                 const char *pipeline_hash, size_t n_out, struct nf_value *const *out,
+                 const struct nf_written *written, struct nf_error *err);
+/* Does the run's record exist and do its written files still match? */
+int nf_run_valid(struct nf_cache *c, struct nf_key run, struct nf_error *err);
+
+#endif

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# run-cache.sh — the result cache end to end, on a copy of the quickstart
+# pipeline (simulate writing files, lazy loads ordered after it, a mask mapped
+# per subject, summarize writing NIfTI/TSV/JSON):
+#   1. a second run recomputes nothing and its outputs are byte-identical;
+#   2. touching input files without changing them reruns nothing;
+#   3. changing one parameter reruns exactly that node and its descendants,
+#      and `plan --explain` says which parameter changed;
+#   4. a corrupted chunk is reported and recomputed, `cache verify` is clean after;
+#   5. a kill -9 at every fault point of a run (inside cache transactions,
+#      between outputs and run records, before file renames), then a rerun,
+#      gives outputs identical to an uninterrupted run and a clean cache;
+#   6. two concurrent runs on one cache both succeed with the same outputs.
+# The node that "ran" is read from --json events ("source": run / cache /
+# skipped / partly cached).
+set -u
+: "${NLFLOW:?path to the nlflow binary}" "${srcdir:?source folder}"
+CORRUPT=${CORRUPT:-$(dirname "$NLFLOW")/tests/corrupt-chunk}
+work=$(mktemp -d /tmp/nlflow-cache-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+setup() {   # $1: folder
+    rm -rf "$1"; mkdir -p "$1"
+    cp "$srcdir/pipelines/quickstart.yaml" "$1/q.yaml"
+    sed -i 's/subjects: 3/subjects: 2/; s/images: 40/images: 12/; s/voxel_size: 4/voxel_size: 8\n    mask: synthetic/' "$1/q.yaml"
+}
+# nodes that computed (not served from the cache, not skipped; loads only read)
+computed() { grep '"event":"node_done"' "$1" | grep -v '"type":"load"' \
+             | grep -E '"source":"(run|partly cached)"' | sed 's/.*"node":"\([^"]*\)".*/\1/' | sort | tr '\n' ' '; }
+same_outputs() {   # $1 $2: results folders
+    local a b
+    for a in "$1"/*; do
+        b="$2/$(basename "$a")"
+        [ -f "$b" ] || return 1
+        cmp -s "$a" "$b" || { echo "differs: $(basename "$a")"; return 1; }
+    done
+    [ "$(ls "$1" | wc -l)" = "$(ls "$2" | wc -l)" ]
+}
+
+d="$work/main"; setup "$d"
+"$NLFLOW" run --quiet --json "$d/q.yaml" >"$work/ev1" || fail "first run"
+[ "$(computed "$work/ev1")" = "maps sim voxels " ] || fail "first run computed: $(computed "$work/ev1")"
+cp -r "$d/results/quickstart" "$work/ref"
+[ -f "$d/.nlflow/cache.db" ] || fail "no cache file beside the pipeline"
+
+# 1. unchanged: nothing computed, same bytes
+"$NLFLOW" run --quiet --json "$d/q.yaml" >"$work/ev2" || fail "second run"
+[ -z "$(computed "$work/ev2")" ] || fail "second run recomputed: $(computed "$work/ev2")"
+same_outputs "$work/ref" "$d/results/quickstart" || fail "second run outputs differ"
+echo "ok   second run recomputes nothing, outputs identical"
+
+# 2. touched, not changed
+find "$d/data" -type f -exec touch -d '+1 minute' {} +
+"$NLFLOW" run --quiet --json "$d/q.yaml" >"$work/ev3" || fail "run after touch"
+[ -z "$(computed "$work/ev3")" ] || fail "touching inputs reran: $(computed "$work/ev3")"
+echo "ok   touching inputs without changing them reruns nothing"
+
+# 3. one parameter of one node
+sed -i 's/threshold: 0.5/threshold: 0.25/' "$d/q.yaml"
+"$NLFLOW" plan --explain "$d/q.yaml" >"$work/explain" || fail "plan --explain"
+grep -q "maps .*parameter 'threshold' changed (0.5 -> 0.25)" "$work/explain" || { cat "$work/explain"; fail "explain does not name the parameter"; }
+grep -qE "^voxels +mask +cached" "$work/explain" || { cat "$work/explain"; fail "explain: voxels should be cached"; }
+"$NLFLOW" run --quiet --json "$d/q.yaml" >"$work/ev4" || fail "run after threshold change"
+[ "$(computed "$work/ev4")" = "maps " ] || fail "threshold change computed: $(computed "$work/ev4")"
+sed -i 's/standardize: zscore/standardize: center/' "$d/q.yaml"
+"$NLFLOW" run --quiet --json "$d/q.yaml" >"$work/ev5" || fail "run after standardize change"
+[ "$(computed "$work/ev5")" = "maps voxels " ] || fail "standardize change computed: $(computed "$work/ev5")"
+sed -i 's/threshold: 0.25/threshold: 0.5/; s/standardize: center/standardize: zscore/' "$d/q.yaml"
+"$NLFLOW" run --quiet --json "$d/q.yaml" >"$work/ev6" || fail "run after reverting"
+# only summarize runs again: its earlier files were overwritten meanwhile
+[ "$(computed "$work/ev6")" = "maps " ] || fail "reverting computed: $(computed "$work/ev6")"
+same_outputs "$work/ref" "$d/results/quickstart" || fail "outputs after reverting differ"
+echo "ok   one parameter reruns exactly its node and descendants; explain names it"
+
+# 4. corruption
+key=$("$CORRUPT" "$d/.nlflow/cache.db") || fail "could not corrupt a chunk"
+rm -rf "$d/results"
+"$NLFLOW" run --json "$d/q.yaml" >"$work/ev7" 2>"$work/err7" || { cat "$work/err7"; fail "run over a corrupt chunk"; }
+grep -q "corrupt" "$work/err7" || { cat "$work/err7"; fail "corruption not reported"; }
+same_outputs "$work/ref" "$d/results/quickstart" || fail "outputs after corruption differ"
+"$NLFLOW" cache verify --cache "$d/.nlflow/cache.db" >/dev/null || fail "cache verify not clean after recomputing"
+echo "ok   corrupted chunk ($key) reported and recomputed"
+
+# 5. kill -9 at every fault point
+n=1
+while :; do
+    k="$work/kill"; setup "$k"
+    { NLFLOW_KILL_AT=$n "$NLFLOW" run --quiet "$k/q.yaml" >/dev/null 2>&1; } 2>/dev/null
+    status=$?
+    [ "$status" = 0 ] && break                  # past the last fault point
+    [ "$status" = 137 ] || fail "kill point $n: exit status $status, expected 137"
+    "$NLFLOW" run --quiet "$k/q.yaml" >/dev/null 2>"$work/kerr" || { cat "$work/kerr"; fail "rerun after kill at point $n"; }
+    same_outputs "$work/ref" "$k/results/quickstart" || fail "outputs after kill at point $n differ"
+    "$NLFLOW" cache verify --cache "$k/.nlflow/cache.db" >/dev/null || fail "cache not clean after kill at point $n"
+    n=$((n + 1))
+    [ $n -le 400 ] || fail "more than 400 fault points?"
+done
+[ $n -gt 5 ] || fail "only $((n - 1)) fault points were exercised"
+echo "ok   kill -9 at each of $((n - 1)) fault points, then a rerun: identical outputs, clean cache"
+
+# 6. two runs at once on one cache
+c="$work/conc"; setup "$c"
+"$NLFLOW" run --quiet "$c/q.yaml" >"$work/c1" 2>&1 & p1=$!
+"$NLFLOW" run --quiet "$c/q.yaml" >"$work/c2" 2>&1 & p2=$!
+wait $p1 || { cat "$work/c1"; fail "first concurrent run"; }
+wait $p2 || { cat "$work/c2"; fail "second concurrent run"; }
+same_outputs "$work/ref" "$c/results/quickstart" || fail "concurrent runs' outputs differ"
+"$NLFLOW" cache verify --cache "$c/.nlflow/cache.db" >/dev/null || fail "cache not clean after concurrent runs"
+echo "ok   two concurrent runs on one cache"
+
+# --no-cache writes no cache
+n="$work/nocache"; setup "$n"
+"$NLFLOW" run --quiet --no-cache "$n/q.yaml" || fail "--no-cache run"
+[ ! -e "$n/.nlflow" ] || fail "--no-cache created a cache"
+echo "ok   --no-cache"
