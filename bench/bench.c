@@ -863,6 +863,13 @@ static void add_key_str(struct nf_strbuf *sb, const char *key, const char *value
         nf_strbuf_addf(sb, "null");
 }
 
+/* The 1-minute load average: how busy the (shared) machine was around the run. */
+static double load_average(void)
+{
+    double load;
+    return getloadavg(&load, 1) == 1 ? load : NAN;
+}
+
 /* Who measured: everything needed to compare two result files fairly. */
 static void add_machine(struct nf_strbuf *sb, const char *host, int argc, char **argv,
                         const struct bench_opts *o)
@@ -913,7 +920,9 @@ static void add_machine(struct nf_strbuf *sb, const char *host, int argc, char *
     nf_strbuf_addf(sb, ", ");
     add_key_str(sb, "commit", NF_GIT_COMMIT);
     nf_strbuf_addf(sb, "},\n  \"options\": {\"quick\": %s, \"reps\": %d, \"device\": \"%s\", "
-                   "\"threads\": %d}", o->quick ? "true" : "false", o->reps, o->device, o->threads);
+                   "\"threads\": %d},\n  \"load_average_start\": ", o->quick ? "true" : "false",
+                   o->reps, o->device, o->threads);
+    add_num(sb, load_average());
 }
 
 /* The folder of this executable's source tree's bench/peers, else ./bench/peers. */
@@ -984,6 +993,8 @@ static int parent_main(int argc, char **argv, const struct bench_opts *o)
         }
     nf_strbuf_addf(&run.json, "],\n  \"sgemm_2048_gflops\": ");
     add_num(&run.json, run.sgemm_2048);
+    nf_strbuf_addf(&run.json, ",\n  \"load_average_end\": ");
+    add_num(&run.json, load_average());
     nf_strbuf_addf(&run.json, "\n}\n");
     signal(SIGINT, SIG_DFL);
     if (bench_interrupted) {

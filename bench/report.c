@@ -138,7 +138,11 @@ static void add_machine(struct nf_strbuf *md, const struct nf_ynode *r)
     nf_strbuf_addf(md, " |\n| compiler | %s |\n| GPU | %s |\n| SGEMM 2048³ | ",
                    js(r, "host.compiler"), js(r, "host.gpu"));
     add_fixed(md, "%.1f GFLOP/s", nf_bench_jnum(r, "sgemm_2048_gflops"));
-    nf_strbuf_addf(md, " |\n");
+    nf_strbuf_addf(md, " |\n| load average (1 min), start / end | ");
+    add_fixed(md, "%.2f", nf_bench_jnum(r, "load_average_start"));
+    nf_strbuf_addf(md, " / ");
+    add_fixed(md, "%.2f", nf_bench_jnum(r, "load_average_end"));
+    nf_strbuf_addf(md, " (other work on a shared machine slows every figure) |\n");
 }
 
 static void add_condition_row(struct nf_strbuf *md, const struct nf_ynode *c)

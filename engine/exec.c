@@ -583,10 +583,15 @@ static int run_task(struct executor *x, size_t ni, size_t item, struct nf_error 
     struct nf_env env = x->env;
     if (s->mapped && s->items_total > 1)
         env.threads = 1;
+    struct nf_checkpoint ckpt = { 0 };
+    bool with_ckpt = cacheable(x, ni) && !x->cache_off && run_index < x->keys[ni].n_runs;
+    if (with_ckpt)
+        ckpt = (struct nf_checkpoint){ x->cache, x->keys[ni].runs[run_index], false };
     struct nf_run run = {
         .node = node, .params = node->params, .env = &env, .in = in,
         .n_extra = n_extra, .extra_names = extra_names, .extra_in = extra,
         .out = out, .err = err, .item = item, .n_items = s->mapped ? s->items_total : 0,
+        .ckpt = with_ckpt ? &ckpt : NULL,
     };
     int (*fn)(struct nf_run *) = node->device == NF_DEV_GPU && t->run_gpu ? t->run_gpu : t->run_cpu;
     nf_written_begin(&written);
@@ -605,6 +610,10 @@ static int run_task(struct executor *x, size_t ni, size_t item, struct nf_error 
     rc = cache_store(x, ni, run_index, n_out, out, &written, err);
     if (rc < 0)
         goto fail;
+    if (with_ckpt && !x->cache_off) {   /* the result is stored: partial chunks are done */
+        struct nf_error e = { 0 };
+        nf_cache_ckpt_drop(x->cache, ckpt.key, &e);
+    }
 publish:
     pthread_mutex_lock(&x->lock);
     if (hit)

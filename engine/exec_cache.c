@@ -214,3 +214,35 @@ fail:
     free(rows);
     return rc < 0 ? rc : 0;
 }
+
+/* ---- checkpoints (node.h) ---- */
+int nf_ckpt_list(struct nf_checkpoint *ck, int64_t **indices, size_t *n, struct nf_error *err)
+{
+    *indices = NULL;
+    *n = 0;
+    return ck ? nf_cache_ckpt_list(ck->cache, ck->key, indices, n, err) : 0;
+}
+
+int nf_ckpt_get(struct nf_checkpoint *ck, int64_t index, void **data, size_t *bytes,
+                struct nf_error *err)
+{
+    *data = NULL;
+    *bytes = 0;
+    return ck ? nf_cache_ckpt_get(ck->cache, ck->key, index, data, bytes, err) : 0;
+}
+
+int nf_ckpt_put(struct nf_checkpoint *ck, int64_t index, const void *data, size_t bytes,
+                struct nf_error *err)
+{
+    (void)err;
+    if (!ck)
+        return 0;
+    struct nf_error e = { 0 };
+    nf_fault_point("before a checkpoint chunk");
+    if (nf_cache_ckpt_put(ck->cache, ck->key, index, data, bytes, &e) < 0 && !ck->warned) {
+        ck->warned = true;
+        nf_warn(NULL, "cannot save checkpoints in the cache (%s); a killed run will start over", e.msg);
+    }
+    nf_fault_point("after a checkpoint chunk");
+    return 0;
+}

@@ -26,4 +26,11 @@ int nf_run_store(struct nf_cache *c, struct nf_key run, const struct nf_node_ins
 /* Does the run's record exist and do its written files still match? */
 int nf_run_valid(struct nf_cache *c, struct nf_key run, struct nf_error *err);
 
+/* A checkpoint handle for one run (stack-allocated by the executor). */
+struct nf_checkpoint {
+    struct nf_cache *cache;
+    struct nf_key key;
+    bool warned;
+};
+
 #endif

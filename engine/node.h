@@ -95,6 +95,23 @@ struct nf_env {
 
 struct nf_node_inst;
 
+/* Checkpoints of a long run (permutation blocks, searchlight spheres): numbered
+ * partial chunks committed to the cache as they finish, so that a killed run
+ * resumes where it stopped. run->ckpt is NULL without a cache (then just
+ * compute everything). Chunks belong to the run's cache key: a run with other
+ * parameters or inputs never sees them. Results must not depend on whether
+ * chunks were resumed. Chunks are dropped once the final result is stored. */
+struct nf_checkpoint;
+/* Indices committed so far (sorted; *indices owned by the caller, free it). */
+int nf_ckpt_list(struct nf_checkpoint *ck, int64_t **indices, size_t *n, struct nf_error *err);
+/* 1 and an owned copy in *data, 0 when absent (or corrupt), <0 error. */
+int nf_ckpt_get(struct nf_checkpoint *ck, int64_t index, void **data, size_t *bytes,
+                struct nf_error *err);
+/* Commit chunk `index` (one transaction). A failure to write is not an error
+ * for the node: the chunk is just not saved (and a warning said once). */
+int nf_ckpt_put(struct nf_checkpoint *ck, int64_t index, const void *data, size_t bytes,
+                struct nf_error *err);
+
 struct nf_run {
     const struct nf_node_inst *node;  /* id, loc, params */
     const void *params;
@@ -107,6 +124,7 @@ struct nf_run {
     struct nf_value **out;       /* one per output port, filled by run() */
     struct nf_error *err;
     size_t item, n_items;        /* when mapped over a collection: which item */
+    struct nf_checkpoint *ckpt;  /* NULL without a cache */
 };
 
 /* Shape resolution: given resolved input shapes (NF_KIND_NONE when unknown or not

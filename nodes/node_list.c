@@ -6,6 +6,7 @@
 
 #include "node.h"
 
+extern const struct nf_node_type nf_node_debug_fault;
 extern const struct nf_node_type nf_node_load;
 extern const struct nf_node_type nf_node_mask;
 extern const struct nf_node_type nf_node_moments;
@@ -18,5 +19,6 @@ const struct nf_node_type *const nf_node_types[] = {
     &nf_node_moments,
     &nf_node_simulate,
     &nf_node_summarize,
+    &nf_node_debug_fault,
     NULL,
 };

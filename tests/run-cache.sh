@@ -109,6 +109,32 @@ same_outputs "$work/ref" "$c/results/quickstart" || fail "concurrent runs' outpu
 "$NLFLOW" cache verify --cache "$c/.nlflow/cache.db" >/dev/null || fail "cache not clean after concurrent runs"
 echo "ok   two concurrent runs on one cache"
 
+# 7. checkpoints: a long node killed mid-way resumes from its committed chunks
+ck="$work/ckpt"; mkdir -p "$ck" "$work/ckref"
+cat >"$ck/c.yaml" <<'YAML'
+nlflow: 1
+name: ckpt
+settings: {outputs: out}
+params: {kill: "-1"}
+nodes:
+  work:
+    type: debug_fault
+    chunks: 40
+    chunk_size: 20000
+    seed: 7
+    kill_after: ${kill}
+  maps: {type: summarize, in: {work: work}}
+YAML
+cp "$ck/c.yaml" "$work/ckref/c.yaml"
+"$NLFLOW" run --quiet --no-cache "$work/ckref/c.yaml" || fail "checkpoint reference run"
+{ "$NLFLOW" run --quiet --set kill=15 "$ck/c.yaml" >/dev/null 2>&1; } 2>/dev/null
+[ $? = 137 ] || fail "the run with kill_after did not die"
+"$NLFLOW" run "$ck/c.yaml" >/dev/null 2>"$work/ckerr" || { cat "$work/ckerr"; fail "resuming run"; }
+grep -q "resumed 15 of 40 chunks" "$work/ckerr" || { cat "$work/ckerr"; fail "did not resume from 15 chunks"; }
+cmp -s "$ck/out/ckpt_stat-work.tsv" "$work/ckref/out/ckpt_stat-work.tsv" || fail "resumed result differs"
+"$NLFLOW" cache info --cache "$ck/.nlflow/cache.db" | grep -q "checkpoint chunks: 0" || fail "checkpoint chunks not dropped after the result was stored"
+echo "ok   a node killed after 15 of 40 chunks resumes from its checkpoints, identical result"
+
 # --no-cache writes no cache
 n="$work/nocache"; setup "$n"
 "$NLFLOW" run --quiet --no-cache "$n/q.yaml" || fail "--no-cache run"

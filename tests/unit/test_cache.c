@@ -5,7 +5,8 @@
  * flipped and checksums changed behind the store's back with SQL), the file
  * hash memo and its mtime guard, checkpoints, leases of live and dead
  * processes, LRU gc with pinning, network file system refusal, a full disk
- * (max_page_count), a read-only cache and a cache of a newer format. */
+ * (max_page_count), a read-only cache, a cache of a newer format, and two
+ * processes writing one cache at once. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -23,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -987,6 +989,69 @@ static void test_schema(void **state)
     free(path);
 }
 
+/* Work of one process in test_two_processes: puts, gets and leases on its own
+ * connection. Returns 0 when every call behaved. */
+static int worker(const char *path, uint64_t base, uint64_t other)
+{
+    struct nf_error err = { 0 };
+    struct nf_cache *c = NULL;
+    int bad = 0;
+    if (nf_cache_open(path, NULL, &c, &err) < 0)
+        return 1;
+    struct nf_value *v = nf_value_new_matrix(64, 4096, NULL, &err);   /* 1 MiB: two chunks with the header */
+    for (uint64_t i = 0; i < 25 && v; i++) {
+        fill_noise(v->u.mat.data, 64 * 4096, base + i);
+        struct nf_cache_meta meta = { "test", "w", NULL, NULL };
+        bad += nf_cache_lease(c, key_of(base + i), &err) != 1;
+        bad += nf_cache_put(c, key_of(base + i), v, &meta, &err) != 0;
+        bad += nf_cache_put(c, key_of(1000), v, &meta, &err) != 0;   /* both store one key */
+        nf_cache_release(c, key_of(base + i));
+        struct nf_value *back = NULL;
+        bad += nf_cache_get(c, key_of(base + i), &back, &err) != 1;
+        bad += back && memcmp(back->u.mat.data, v->u.mat.data, 64 * 4096 * sizeof(float)) != 0;
+        nf_value_unref(back);
+        back = NULL;
+        bad += nf_cache_get(c, key_of(other + i / 2), &back, &err) < 0;   /* the other's, maybe there */
+        nf_value_unref(back);
+    }
+    if (bad)
+        fprintf(stderr, "worker %llu: %d failures, last: %s\n", (unsigned long long)base, bad, err.msg);
+    nf_value_unref(v);
+    nf_cache_close(c);
+    return bad != 0 || !v;
+}
+
+static void test_two_processes(void **state)
+{
+    (void)state;
+    char *path = new_cache_path();
+    struct nf_cache *c = open_cache(path);   /* created before the fork */
+    nf_cache_close(c);
+    fflush(NULL);
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0)
+        _exit(worker(path, 300, 200));
+    int mine = worker(path, 200, 300);
+    int status = 0;
+    assert_int_equal(waitpid(child, &status, 0), child);
+    assert_int_equal(mine, 0);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+
+    c = open_cache(path);
+    struct nf_error err = { 0 };
+    struct nf_cache_info info;
+    assert_int_equal(nf_cache_info(c, &info, &err), 0);
+    assert_int_equal(info.n_results, 51);
+    assert_int_equal(info.n_leases, 0);
+    uint64_t n_bad = 1;
+    assert_int_equal(nf_cache_verify(c, NULL, NULL, &n_bad, &err), 0);
+    assert_int_equal(n_bad, 0);
+    nf_cache_close(c);
+    free(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1006,6 +1071,7 @@ int main(void)
         cmocka_unit_test_setup(test_disk_full, clean_env),
         cmocka_unit_test_setup(test_read_only, clean_env),
         cmocka_unit_test_setup(test_newer_format, clean_env),
+        cmocka_unit_test_setup(test_two_processes, clean_env),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
