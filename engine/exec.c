@@ -79,7 +79,31 @@ struct executor {
     struct nf_node_keys *keys;
     bool cache_off;           /* a write failed: stop writing, keep running */
     char *pipeline_abs;       /* for explain records */
+    bool finished;            /* workers are done: the heartbeat thread stops */
 };
+
+/* Keeps this process's cache leases fresh (other hosts judge them by age)
+ * until the workers are done. */
+static void *heartbeat(void *arg)
+{
+    struct executor *x = arg;
+    double last = nf_now();
+    pthread_mutex_lock(&x->lock);
+    while (!x->finished) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += 10;
+        pthread_cond_timedwait(&x->cond, &x->lock, &until);   /* also woken by every task */
+        if (!x->finished && nf_now() - last >= 10) {
+            last = nf_now();
+            pthread_mutex_unlock(&x->lock);
+            nf_cache_heartbeat(x->cache);
+            pthread_mutex_lock(&x->lock);
+        }
+    }
+    pthread_mutex_unlock(&x->lock);
+    return NULL;
+}
 
 void nf_pipeline_env(const struct nf_pipeline *p, struct nf_env *env)
 {
@@ -845,6 +869,8 @@ static int execute_once(struct nf_pipeline *p, const struct nf_exec_opts *o, str
     pthread_mutex_init(&x.lock, NULL);
     pthread_cond_init(&x.cond, NULL);
     int started = 0;
+    pthread_t beat;
+    bool beating = x.cache && pthread_create(&beat, NULL, heartbeat, &x) == 0;
     for (int t = 0; t < nthreads; t++) {
         if (pthread_create(&tids[t], NULL, worker, &x) != 0)
             break;
@@ -854,6 +880,12 @@ static int execute_once(struct nf_pipeline *p, const struct nf_exec_opts *o, str
         worker(&x);
     for (int t = 0; t < started; t++)
         pthread_join(tids[t], NULL);
+    pthread_mutex_lock(&x.lock);
+    x.finished = true;
+    pthread_cond_broadcast(&x.cond);
+    pthread_mutex_unlock(&x.lock);
+    if (beating)
+        pthread_join(beat, NULL);
     pthread_mutex_destroy(&x.lock);
     pthread_cond_destroy(&x.cond);
     if (x.abort) {
