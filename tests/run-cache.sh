@@ -135,6 +135,28 @@ cmp -s "$ck/out/ckpt_stat-work.tsv" "$work/ckref/out/ckpt_stat-work.tsv" || fail
 "$NLFLOW" cache info --cache "$ck/.nlflow/cache.db" | grep -q "checkpoint chunks: 0" || fail "checkpoint chunks not dropped after the result was stored"
 echo "ok   a node killed after 15 of 40 chunks resumes from its checkpoints, identical result"
 
+# 8. disk full: the run goes on without caching (warning), or fails cleanly with --strict-cache
+f="$work/full"; setup "$f"
+NLFLOW_CACHE_MAX_PAGES=40 "$NLFLOW" run --quiet "$f/q.yaml" 2>"$work/ferr" || { cat "$work/ferr"; fail "disk-full run should go on"; }
+grep -qE "continuing without caching|running without the cache" "$work/ferr" || { cat "$work/ferr"; fail "no warning about the full cache"; }
+same_outputs "$work/ref" "$f/results/quickstart" || fail "outputs of the disk-full run differ"
+"$NLFLOW" cache verify --cache "$f/.nlflow/cache.db" >/dev/null || fail "cache not clean after disk full"
+rm -rf "$f/results"
+NLFLOW_CACHE_MAX_PAGES=40 "$NLFLOW" run --quiet --strict-cache --no-cache "$f/q.yaml" >/dev/null 2>&1 || fail "--no-cache must win"
+g="$work/strict"; setup "$g"
+NLFLOW_CACHE_MAX_PAGES=40 "$NLFLOW" run --quiet --strict-cache "$g/q.yaml" 2>"$work/serr"
+[ $? = 1 ] || { cat "$work/serr"; fail "--strict-cache on a full cache should exit 1"; }
+grep -q "cannot write to the cache" "$work/serr" || { cat "$work/serr"; fail "strict failure message"; }
+echo "ok   full cache: warning and no caching, or a clean failure with --strict-cache"
+
+# 9. network file systems are refused
+h="$work/nfs"; setup "$h"
+NLFLOW_CACHE_FS_MAGIC=0x6969 "$NLFLOW" run --quiet "$h/q.yaml" 2>"$work/nerr"
+[ $? = 2 ] || { cat "$work/nerr"; fail "a cache on NFS should be refused with exit 2"; }
+grep -q "network file system (NFS)" "$work/nerr" || { cat "$work/nerr"; fail "NFS message"; }
+[ ! -d "$h/results" ] || fail "refused run wrote outputs"
+echo "ok   a cache on NFS is refused"
+
 # --no-cache writes no cache
 n="$work/nocache"; setup "$n"
 "$NLFLOW" run --quiet --no-cache "$n/q.yaml" || fail "--no-cache run"
