@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -553,6 +554,10 @@ fail:
 
 int main(int argc, char **argv)
 {
+    /* Big buffers (subjects, matrices) are mmapped and given back to the
+     * system when freed; glibc's default raises this threshold after the first
+     * large free, after which a streamed run's freed subjects stay resident. */
+    mallopt(M_MMAP_THRESHOLD, 1 << 20);
     if (argc < 2) {
         fputs(usage_text, stderr);
         return 2;

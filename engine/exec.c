@@ -584,7 +584,7 @@ static int run_task(struct executor *x, size_t ni, size_t item, struct nf_error 
         struct nf_value *it = v->u.coll.items[item];
         if (!item_label)
             item_label = it->label;
-        in[edge->port] = nf_value_materialize(it, err);
+        in[edge->port] = (t->flags & NF_NODE_LAZY_INPUTS) ? nf_value_ref(it) : nf_value_materialize(it, err);
         if (!in[edge->port]) {
             if (!err->loc.file) {
                 err->loc = node->loc;

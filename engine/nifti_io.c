@@ -300,77 +300,111 @@ static void convert_to_float(int dt, const unsigned char *raw, float *out, size_
 #undef CONVERT
 }
 
-/* Read nvox voxels of voxel data into out (float32, scaled). */
-static int read_voxels(const char *path, const nifti_image *nim, int64_t nvox, float *out,
-                       struct nf_error *err)
-{
-    int size = datatype_size(nim->datatype);
-    bool swap = nim->byteorder != nifti_short_order() && size > 1;
-    bool scale = nim->scl_slope != 0 && isfinite(nim->scl_slope);
-    double slope = nim->scl_slope;
-    double inter = isfinite(nim->scl_inter) ? nim->scl_inter : 0.0;
-    unsigned char *chunk = NULL;
-    gzFile fp = NULL;
-    uint64_t expected = (uint64_t)nvox * (uint64_t)size, got = 0;
-    int rc = 0;
+/* An open stream of voxel data: read in order, converted to float32 and
+ * scaled, CHUNK_VOXELS at a time, so callers choose how much to hold. */
+struct voxel_reader {
+    const char *path;
+    const nifti_image *nim;
+    int size;
+    bool swap, scale;
+    double slope, inter;
+    unsigned char *chunk;
+    gzFile fp;
+    uint64_t expected, got;
+};
 
+static void reader_close(struct voxel_reader *r)
+{
+    if (r->fp)
+        gzclose(r->fp);
+    free(r->chunk);
+    memset(r, 0, sizeof *r);
+}
+
+static int reader_open(struct voxel_reader *r, const char *path, const nifti_image *nim,
+                       int64_t nvox_total, struct nf_error *err)
+{
+    int rc = 0;
+    memset(r, 0, sizeof *r);
+    r->path = path;
+    r->nim = nim;
+    r->size = datatype_size(nim->datatype);
+    r->swap = nim->byteorder != nifti_short_order() && r->size > 1;
+    r->scale = nim->scl_slope != 0 && isfinite(nim->scl_slope);
+    r->slope = nim->scl_slope;
+    r->inter = isfinite(nim->scl_inter) ? nim->scl_inter : 0.0;
+    r->expected = (uint64_t)nvox_total * (uint64_t)r->size;
     if (!nim->iname || nim->iname_offset < 0) {
         rc = NF_FAIL(err, NF_EIO, "cannot read '%s': header names no image data", path);
         goto fail;
     }
-    chunk = nf_malloc(CHUNK_VOXELS * (size_t)size);
-    if (!chunk) {
+    r->chunk = nf_malloc(CHUNK_VOXELS * (size_t)r->size);
+    if (!r->chunk) {
         rc = NF_FAIL(err, NF_ENOMEM, "cannot read '%s': out of memory", path);
         goto fail;
     }
     errno = 0;
-    fp = gzopen(nim->iname, "rb");
-    if (!fp) {
+    r->fp = gzopen(nim->iname, "rb");
+    if (!r->fp) {
         rc = NF_FAIL(err, NF_EIO, "cannot read '%s': %s", nim->iname,
                      errno ? strerror(errno) : "cannot open");
         goto fail;
     }
-    gzbuffer(fp, 1 << 17);
-    if (gzseek(fp, (z_off_t)nim->iname_offset, SEEK_SET) < 0) {
+    gzbuffer(r->fp, 1 << 17);
+    if (gzseek(r->fp, (z_off_t)nim->iname_offset, SEEK_SET) < 0) {
         rc = NF_FAIL(err, NF_EIO,
                      "cannot read '%s': file is truncated (expected voxel data at byte %lld)",
                      path, (long long)nim->iname_offset);
         goto fail;
     }
+    return 0;
+fail:
+    reader_close(r);
+    return rc;
+}
+
+/* The next nvox voxels into out. */
+static int reader_read(struct voxel_reader *r, int64_t nvox, float *out, struct nf_error *err)
+{
     for (int64_t done = 0; done < nvox;) {
         size_t n = (size_t)(nvox - done) < CHUNK_VOXELS ? (size_t)(nvox - done) : CHUNK_VOXELS;
-        size_t want = n * (size_t)size, have = 0;
+        size_t want = n * (size_t)r->size, have = 0;
         while (have < want) {
-            int r = gzread(fp, chunk + have, (unsigned)(want - have));
-            if (r <= 0) {
+            int got = gzread(r->fp, r->chunk + have, (unsigned)(want - have));
+            if (got <= 0) {
                 int zerr = Z_OK;
-                const char *zmsg = gzerror(fp, &zerr);
-                got += have;
-                if (r < 0 && zerr != Z_BUF_ERROR)
-                    rc = NF_FAIL(err, NF_EIO,
-                                 "cannot read '%s': corrupt compressed data after %llu "
-                                 "bytes of voxel data (%s)",
-                                 path, (unsigned long long)got, zmsg ? zmsg : "zlib error");
-                else
-                    rc = NF_FAIL(err, NF_EIO,
-                                 "cannot read '%s': file is truncated (expected %llu bytes "
-                                 "of voxel data, got %llu)",
-                                 path, (unsigned long long)expected, (unsigned long long)got);
-                goto fail;
+                const char *zmsg = gzerror(r->fp, &zerr);
+                r->got += have;
+                if (got < 0 && zerr != Z_BUF_ERROR)
+                    return NF_FAIL(err, NF_EIO,
+                                   "cannot read '%s': corrupt compressed data after %llu "
+                                   "bytes of voxel data (%s)",
+                                   r->path, (unsigned long long)r->got, zmsg ? zmsg : "zlib error");
+                return NF_FAIL(err, NF_EIO,
+                               "cannot read '%s': file is truncated (expected %llu bytes "
+                               "of voxel data, got %llu)",
+                               r->path, (unsigned long long)r->expected, (unsigned long long)r->got);
             }
-            have += (size_t)r;
+            have += (size_t)got;
         }
-        got += have;
-        if (swap)
-            nifti_swap_Nbytes((int64_t)n, size, chunk);
-        convert_to_float(nim->datatype, chunk, out + done, n, scale, slope, inter);
+        r->got += have;
+        if (r->swap)
+            nifti_swap_Nbytes((int64_t)n, r->size, r->chunk);
+        convert_to_float(r->nim->datatype, r->chunk, out + done, n, r->scale, r->slope, r->inter);
         done += (int64_t)n;
     }
+    return 0;
+}
 
-fail:
-    if (fp)
-        gzclose(fp);
-    free(chunk);
+/* Read nvox voxels of voxel data into out (float32, scaled). */
+static int read_voxels(const char *path, const nifti_image *nim, int64_t nvox, float *out,
+                       struct nf_error *err)
+{
+    struct voxel_reader r;
+    int rc = reader_open(&r, path, nim, nvox, err);
+    if (rc == 0)
+        rc = reader_read(&r, nvox, out, err);
+    reader_close(&r);
     return rc;
 }
 
@@ -438,6 +472,62 @@ fail:
 struct nf_value *nf_nifti_read(const char *path, struct nf_error *err)
 {
     return read_volume(path, NULL, err);
+}
+
+struct nf_value *nf_nifti_read_masked(const char *path, struct nf_geom *geom,
+                                      int64_t *n_nonfinite, struct nf_error *err)
+{
+    nifti_image *nim = NULL;
+    struct nf_nifti_info info;
+    struct nf_value *m = NULL;
+    struct voxel_reader r = { 0 };
+    float *image = NULL;
+    int version = 0, rc;
+    *n_nonfinite = 0;
+
+    NF_TRY(rc = open_header(path, &nim, &version, err));
+    NF_TRY(rc = info_from_header(path, nim, version, &info, err));
+    if (!nf_grid_same(&info.grid, &geom->grid)) {
+        char a[512], b[512];
+        nf_grid_describe(&info.grid, a, sizeof a);
+        nf_grid_describe(&geom->grid, b, sizeof b);
+        rc = NF_FAIL(err, NF_ESHAPE, "'%s' is on another grid than the mask: %s; mask %s", path, a, b);
+        goto fail;
+    }
+    const int64_t nvox = nf_grid_nvox(&info.grid), cols = geom->n_voxels;
+    NF_TRY(rc = check_file_size(path, nim, nvox * info.nt, err));
+    m = nf_value_new_matrix(info.nt, cols, geom, err);
+    image = nf_malloc((size_t)nvox * sizeof *image);
+    if (!m || !image) {
+        rc = m ? NF_FAIL(err, NF_ENOMEM, "cannot read '%s': out of memory", path) : err->code;
+        goto fail;
+    }
+    NF_TRY(rc = reader_open(&r, path, nim, nvox * info.nt, err));
+    /* one 3D image at a time: memory holds the matrix and one image */
+    for (int64_t t = 0; t < info.nt; t++) {
+        NF_TRY(rc = reader_read(&r, nvox, image, err));
+        float *row = m->u.mat.data + t * cols;
+        for (int64_t c = 0; c < cols; c++) {
+            float x = image[geom->index[c]];
+            if (!isfinite(x)) {
+                x = 0.0f;
+                (*n_nonfinite)++;
+            }
+            row[c] = x;
+        }
+    }
+    reader_close(&r);
+    free(image);
+    nifti_image_free(nim);
+    nf_value_set_path(m, path);
+    return m;
+
+fail:
+    reader_close(&r);
+    free(image);
+    nf_value_unref(m);
+    nifti_image_free(nim);
+    return NULL;
 }
 
 struct nf_value *nf_nifti_open_lazy(const char *path, struct nf_error *err)

@@ -185,6 +185,9 @@ enum {
     NF_NODE_SOURCE = 1u << 0,     /* reads files or generates data (no inputs) */
     NF_NODE_SINK   = 1u << 1,     /* writes files into outputs/ */
     NF_NODE_NO_MAP = 1u << 2,     /* never mapped over collections (takes them whole) */
+    NF_NODE_LAZY_INPUTS = 1u << 3,/* reads lazy volumes itself (volume.lazy, path set),
+                                     e.g. only the voxels it needs: the engine does not
+                                     materialise them first */
 };
 
 /* Where a node is, for messages; NULL-safe (tests run nodes without an

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "io.h"
 #include "kernels/kernels.h"
 #include "pipeline.h"
 #include "util.h"
@@ -87,7 +88,7 @@ static int check_volume(const struct nf_value *v, const char *port,
         return NF_FAIL_AT(err, NF_EDATA, nf_node_loc(node), nf_node_id(node),
                           "input '%s' must be an image (got a %s)", port,
                           nf_kind_name(v->kind));
-    if (!v->u.vol.data)
+    if (!v->u.vol.data && !(v->u.vol.lazy && v->path && strcmp(port, "data") == 0))
         return NF_FAIL_AT(err, NF_EBUG, nf_node_loc(node), nf_node_id(node),
                           "input '%s' ('%s') was not read into memory", port, value_name(v));
     if (nf_grid_nvox(&v->u.vol.grid) <= 0 || v->u.vol.nt < 1)
@@ -257,13 +258,30 @@ static int mask_run(struct nf_run *run)
     clean = NULL;
 
     const int64_t n_images = data->u.vol.nt, n_cols = geom->n_voxels;
-    out = nf_value_new_matrix(n_images, n_cols, geom, err);
-    if (!out) {
-        rc = err->code < 0 ? err->code : NF_ENOMEM;
-        goto fail;
+    int64_t n_nonfinite;
+    if (data->u.vol.lazy) {
+        /* a subject on disk: read only its in-mask voxels, an image at a time,
+         * so memory holds this matrix and one 3D image, not the 4D series */
+        out = nf_nifti_read_masked(data->path, geom, &n_nonfinite, err);
+        if (!out) {
+            rc = nf_error_on_node(node, err, err->code < 0 ? err->code : NF_EIO);
+            goto fail;
+        }
+        if (out->u.mat.rows != n_images) {
+            rc = NF_FAIL_AT(err, NF_EDATA, nf_node_loc(node), nf_node_id(node),
+                            "'%s' changed while the pipeline ran (%lld images, planned %lld)",
+                            value_name(data), (long long)out->u.mat.rows, (long long)n_images);
+            goto fail;
+        }
+    } else {
+        out = nf_value_new_matrix(n_images, n_cols, geom, err);
+        if (!out) {
+            rc = err->code < 0 ? err->code : NF_ENOMEM;
+            goto fail;
+        }
+        n_nonfinite = gather_rows(data->u.vol.data, nvox, n_images, geom->index, n_cols,
+                                  out->u.mat.data);
     }
-    int64_t n_nonfinite = gather_rows(data->u.vol.data, nvox, n_images, geom->index,
-                                      n_cols, out->u.mat.data);
     if (n_nonfinite > 0)
         nf_warn(nf_node_id(node), "replaced %lld non-finite values with 0 in data '%s'",
                 (long long)n_nonfinite, value_name(data));
@@ -411,5 +429,5 @@ const struct nf_node_type nf_node_mask = {
     .estimate = mask_estimate,
     .run_cpu = mask_run,
     .run_gpu = NULL,
-    .flags = 0,
+    .flags = NF_NODE_LAZY_INPUTS,
 };
