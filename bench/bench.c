@@ -416,7 +416,7 @@ static int child_measure(const struct nf_bench_ctx *ctx, int reps, struct nf_str
                    ", \"rss_peak_sampled\": %" PRIu64 ", \"rss_peak_getrusage\": %" PRIu64,
                    baseline, after_setup, peak, (uint64_t)ru.ru_maxrss * 1024);
     if (c->describe)
-        c->describe(ctx, out);
+        c->describe(ctx, state, out);
     nf_strbuf_addf(out, "}");
 fail:
     if (c->teardown)

@@ -62,8 +62,9 @@ struct nf_bench_condition {
     /* The SGEMM with the same data, (m×k)·(k×n), whose rate this condition is
      * compared with; NULL when there is none. */
     void (*matched_sgemm)(const struct nf_bench_ctx *ctx, int64_t mnk[3]);
-    /* Extra JSON members (",\"key\": value" each) for the result; NULL if none. */
-    void (*describe)(const struct nf_bench_ctx *ctx, struct nf_strbuf *json);
+    /* Extra JSON members (",\"key\": value" each) for the result, after the
+     * timed runs (state is setup's); NULL if none. */
+    void (*describe)(const struct nf_bench_ctx *ctx, void *state, struct nf_strbuf *json);
     /* The peer: a script in bench/peers/ run with
      *   --data DATA_DIR --mode PEER_MODE --reps N --threads T
      * that prints one JSON line (see bench/peers/README.md); NULL: no peer. */
@@ -92,6 +93,8 @@ const struct nf_bench_domain *nf_bench_domain_find(const char *name);
 extern const struct nf_bench_condition nf_bench_sgemm_conditions[];
 extern const struct nf_bench_condition nf_bench_collection_conditions[];
 void nf_bench_collection_notes(const struct nf_ynode *domain_result, struct nf_strbuf *md);
+extern const struct nf_bench_condition nf_bench_cache_conditions[];
+void nf_bench_cache_notes(const struct nf_ynode *domain_result, struct nf_strbuf *md);
 
 /* `nlflow bench ...` (argv[0] is "bench"); returns the exit status. */
 int nf_bench_main(int argc, char **argv);

@@ -347,8 +347,9 @@ static void collection_matched(const struct nf_bench_ctx *ctx, int64_t mnk[3])
     mnk[2] = ctx->size[0] * ctx->size[1];
 }
 
-static void collection_describe(const struct nf_bench_ctx *ctx, struct nf_strbuf *json)
+static void collection_describe(const struct nf_bench_ctx *ctx, void *state, struct nf_strbuf *json)
 {
+    (void)state;
     const int64_t side = grid_side(ctx->size[2]);
     uint64_t on_disk = 0;
     for (int s = 1; s <= ctx->size[0]; s++) {

@@ -18,7 +18,8 @@ const struct nf_bench_domain nf_bench_domains[] = {
     { "ridge", "ridge regression with cross-validated alphas", NULL, 4, NULL, NULL },
     { "predict", "MVPA decoding: whole brain, ROIs, searchlight", NULL, 6, NULL, NULL },
     { "inference", "permutation tests (sign flip, two-sample, correlation)", NULL, 5, NULL, NULL },
-    { "cache", "result cache: store, look up, resume", NULL, 3, NULL, NULL },
+    { "cache", "result cache: store and read a large float32 result, a fully cached rerun",
+      "float32 values x row length", 0, nf_bench_cache_conditions, nf_bench_cache_notes },
     { NULL, NULL, NULL, 0, NULL, NULL },
 };
 
