@@ -607,6 +607,10 @@ static int run_task(struct executor *x, size_t ni, size_t item, struct nf_error 
     struct nf_env env = x->env;
     if (s->mapped && s->items_total > 1)
         env.threads = 1;
+    bool wanted[64];
+    uint64_t wanted_mask = nf_outputs_wanted(x->p, ni);
+    for (size_t o = 0; o < n_out && o < 64; o++)
+        wanted[o] = (wanted_mask >> o) & 1;
     struct nf_checkpoint ckpt = { 0 };
     bool with_ckpt = cacheable(x, ni) && !x->cache_off && run_index < x->keys[ni].n_runs;
     if (with_ckpt)
@@ -616,6 +620,7 @@ static int run_task(struct executor *x, size_t ni, size_t item, struct nf_error 
         .n_extra = n_extra, .extra_names = extra_names, .extra_in = extra,
         .out = out, .err = err, .item = item, .n_items = s->mapped ? s->items_total : 0,
         .ckpt = with_ckpt ? &ckpt : NULL,
+        .wanted = n_out <= 64 ? wanted : NULL,
     };
     int (*fn)(struct nf_run *) = node->device == NF_DEV_GPU && t->run_gpu ? t->run_gpu : t->run_cpu;
     nf_written_begin(&written);

@@ -112,9 +112,19 @@ static void schema_param(FILE *out, const struct nf_param *p)
             fprintf(out, ", \"minItems\": %d", p->len_min);
         if (p->len_max)
             fprintf(out, ", \"maxItems\": %d", p->len_max);
-        fprintf(out, "}]");
-        if (def[0] && p->type == NF_P_NUM_LIST)
-            fprintf(out, ", \"default\": %s", def);
+        fprintf(out, "}");
+        if (p->type == NF_P_NUM_LIST)   /* {logspace: [lo, hi, n]} or {linspace: ...} */
+            fprintf(out, ", {\"type\": \"object\", \"minProperties\": 1, \"maxProperties\": 1, "
+                         "\"additionalProperties\": false, \"properties\": {"
+                         "\"logspace\": {\"type\": \"array\", \"items\": {\"type\": \"number\"}, \"minItems\": 3, \"maxItems\": 3}, "
+                         "\"linspace\": {\"type\": \"array\", \"items\": {\"type\": \"number\"}, \"minItems\": 3, \"maxItems\": 3}}}");
+        fprintf(out, "]");
+        if (p->type == NF_P_NUM_LIST && p->def.s && p->def.s[0]) {
+            if (strncmp(p->def.s, "logspace:", 9) == 0 || strncmp(p->def.s, "linspace:", 9) == 0)
+                fprintf(out, ", \"default\": {\"%.8s\": [%s]}", p->def.s, p->def.s + 9);
+            else
+                fprintf(out, ", \"default\": [%s]", p->def.s);
+        }
         break;
     }
     }

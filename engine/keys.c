@@ -273,6 +273,22 @@ int nf_node_keys_compute(const struct nf_pipeline *p, size_t ni, struct nf_node_
     k->n_outs = n_out;
     struct nf_key base = nf_key_node_base(node);
     nf_strbuf_addf(&comp, "type %s\nversion %d\n", t->name, t->version);
+    /* outputs computed only on demand: which are asked for is part of the key */
+    uint64_t demand = 0;
+    for (size_t o = 0; o < n_out && o < 64; o++)
+        if (t->outputs[o].flags & NF_PORT_ON_DEMAND)
+            demand |= 1ull << o;
+    if (demand) {
+        uint64_t asked = nf_outputs_wanted(p, ni) & demand;
+        XXH3_state_t *st = start("on demand");
+        feed_key(st, base);
+        feed_u64(st, asked);
+        base = digest(st);
+        for (size_t o = 0; o < n_out && o < 64; o++)
+            if (demand & (1ull << o))
+                nf_strbuf_addf(&comp, "output %s=%s\n", t->outputs[o].name,
+                               asked & (1ull << o) ? "computed" : "not needed");
+    }
     for (const struct nf_param *prm = t->params; prm && prm->name; prm++) {
         if (prm->flags & NF_PF_NOT_KEYED)
             continue;

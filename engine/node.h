@@ -71,6 +71,8 @@ enum {
     NF_PORT_STACK    = 1u << 1,   /* matrix port: a collection of 1×V maps is stacked */
     NF_PORT_VARIADIC = 1u << 2,   /* input: any number of named inputs (summarize) */
     NF_PORT_TABLE_AS_MATRIX = 1u << 3, /* matrix port also accepts a numeric table */
+    NF_PORT_ON_DEMAND = 1u << 4,  /* output: computed only when a node consumes it
+                                     (run->wanted); part of the cache key */
 };
 struct nf_port {
     const char *name;
@@ -125,7 +127,14 @@ struct nf_run {
     struct nf_error *err;
     size_t item, n_items;        /* when mapped over a collection: which item */
     struct nf_checkpoint *ckpt;  /* NULL without a cache */
+    const bool *wanted;          /* per output port: consumed by some node (NULL: all);
+                                    NF_PORT_ON_DEMAND outputs are produced only if set */
 };
+/* Is output port o of this run consumed downstream? */
+static inline bool nf_run_wants(const struct nf_run *run, int o)
+{
+    return !run->wanted || run->wanted[o];
+}
 
 /* Shape resolution: given resolved input shapes (NF_KIND_NONE when unknown or not
  * connected) fill out[] for every output port. May read file headers, never

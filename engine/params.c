@@ -76,12 +76,37 @@ const struct nf_param *nf_param_find(const struct nf_param *table, const char *n
 }
 
 /* Parse "1,2,3" (a default written as text) into a list. */
+/* count values from lo to hi, evenly (numpy's linspace: start + i * step,
+ * the last exactly hi), or 10^ of those (numpy's logspace). */
+static int spaced_values(bool log, double lo, double hi, int64_t count, struct nf_num_list *out)
+{
+    out->n = 0;
+    out->v = calloc((size_t)(count > 0 ? count : 1), sizeof(double));
+    if (!out->v)
+        return -1;
+    double step = count > 1 ? (hi - lo) / (double)(count - 1) : 0;
+    for (int64_t i = 0; i < count; i++) {
+        double t = i == count - 1 && count > 1 ? hi : lo + (double)i * step;
+        out->v[i] = log ? pow(10.0, t) : t;
+    }
+    out->n = (size_t)count;
+    return 0;
+}
+
+/* A default written as text: "1,2,3", or "logspace:-2,4,20" / "linspace:0,1,5"
+ * (the same values as writing {logspace: [-2, 4, 20]}, so the key is the same). */
 static int num_list_from_text(const char *s, struct nf_num_list *out)
 {
     out->n = 0;
     out->v = NULL;
     if (!s || !*s)
         return 0;
+    if (strncmp(s, "logspace:", 9) == 0 || strncmp(s, "linspace:", 9) == 0) {
+        double lo = 0, hi = 0, n = 0;
+        if (sscanf(s + 9, "%lf,%lf,%lf", &lo, &hi, &n) != 3)
+            return -1;
+        return spaced_values(s[1] == 'o', lo, hi, (int64_t)n, out);
+    }
     size_t cap = 1;
     for (const char *c = s; *c; c++)
         cap += *c == ',';
@@ -177,7 +202,9 @@ void nf_param_default_text(const struct nf_param *p, char *buf, size_t size)
     case NF_P_BOOL: snprintf(buf, size, "%s", p->def.i ? "true" : "false"); break;
     case NF_P_ENUM: snprintf(buf, size, "%s", p->choices ? p->choices[p->def.i] : ""); break;
     case NF_P_NUM_LIST:
-        if (p->def.s && p->def.s[0])
+        if (p->def.s && (strncmp(p->def.s, "logspace:", 9) == 0 || strncmp(p->def.s, "linspace:", 9) == 0))
+            snprintf(buf, size, "{%.8s: [%s]}", p->def.s, p->def.s + 9);
+        else if (p->def.s && p->def.s[0])
             snprintf(buf, size, "[%s]", p->def.s);
         break;
     default:
@@ -256,6 +283,51 @@ static int check_len(const struct nf_param *p, size_t n, const struct nf_ynode *
     return 0;
 }
 
+/* {logspace: [lo, hi, n]} (10^lo .. 10^hi, numpy's logspace) or
+ * {linspace: [lo, hi, n]} for a list of numbers. */
+static int num_list_spaced(const struct nf_param *p, void *params, const struct nf_ynode *v,
+                           const char *node, struct nf_diags *d)
+{
+    static const char expect[] = "a list of numbers, or {logspace: [lo, hi, n]} or {linspace: [lo, hi, n]}";
+    if (v->n != 1 || (strcmp(v->keys[0]->value, "logspace") && strcmp(v->keys[0]->value, "linspace")))
+        return bad(d, v, node, p, expect);
+    bool log = v->keys[0]->value[1] == 'o';
+    const struct nf_ynode *args = v->items[0];
+    double a[3];
+    int64_t count;
+    if (args->type != NF_Y_SEQ || args->n != 3)
+        return bad(d, args, node, p, "[lo, hi, n] after logspace/linspace");
+    for (int i = 0; i < 3; i++)
+        if (args->items[i]->type != NF_Y_SCALAR || args->items[i]->quoted ||
+            !nf_parse_double(args->items[i]->value, &a[i]))
+            return bad(d, args->items[i], node, p, "a number");
+    count = (int64_t)a[2];
+    if ((double)count != a[2] || count < 1 || count > 100000)
+        return bad(d, args->items[2], node, p, "a count between 1 and 100000");
+    if (log && (fabs(a[0]) > 300 || fabs(a[1]) > 300))
+        return bad(d, args, node, p, "exponents between -300 and 300");
+    if (check_len(p, (size_t)count, v, node, d) < 0)
+        return NF_EINVAL;
+    struct nf_num_list list;
+    if (spaced_values(log, a[0], a[1], count, &list) < 0) {
+        NF_DIAG(d, NF_ENOMEM, &v->loc, node, "out of memory");
+        return NF_ENOMEM;
+    }
+    for (int64_t i = 0; i < count; i++) {
+        if (!in_range(p, list.v[i])) {
+            char what[160], range[96];
+            range_text(p, range, sizeof range);
+            snprintf(what, sizeof what, "values %s (value %lld is %g)", range, (long long)i + 1, list.v[i]);
+            free(list.v);
+            return bad(d, v, node, p, what);
+        }
+    }
+    struct nf_num_list *dst = (struct nf_num_list *)((char *)params + p->offset);
+    free(dst->v);
+    *dst = list;
+    return 0;
+}
+
 int nf_param_set(const struct nf_param *p, void *params, const struct nf_ynode *v,
                  const char *node, const char *base_dir, struct nf_diags *d)
 {
@@ -314,7 +386,7 @@ int nf_param_set(const struct nf_param *p, void *params, const struct nf_ynode *
         struct nf_num_list list = { 0, NULL };
         size_t n = v->type == NF_Y_SEQ ? v->n : 1;
         if (v->type == NF_Y_MAP)
-            return bad(d, v, node, p, "a list of numbers");
+            return num_list_spaced(p, params, v, node, d);
         if (check_len(p, n, v, node, d) < 0)
             return NF_EINVAL;
         list.v = calloc(n ? n : 1, sizeof *list.v);

@@ -112,6 +112,8 @@ int nf_plan_memory(struct nf_pipeline *p, struct nf_diags *d);
  * node.h), or -1: ni's outputs feed exactly one edge, into port 0 of a node
  * with fold functions and no other input. The caller checks that ni maps. */
 int nf_fold_target(const struct nf_pipeline *p, size_t ni);
+/* Bit o set when output port o of node ni feeds some edge. */
+uint64_t nf_outputs_wanted(const struct nf_pipeline *p, size_t ni);
 void nf_plan_print(const struct nf_pipeline *p, FILE *out);
 
 struct nf_env;

@@ -15,6 +15,17 @@
 #include "pipeline.h"
 #include "util.h"
 
+uint64_t nf_outputs_wanted(const struct nf_pipeline *p, size_t ni)
+{
+    uint64_t mask = 0;
+    for (size_t j = 0; j < p->n_nodes; j++)
+        for (size_t e = 0; e < p->nodes[j].n_edges; e++)
+            if ((size_t)p->nodes[j].edges[e].src == ni && p->nodes[j].edges[e].port != NF_EDGE_AFTER &&
+                p->nodes[j].edges[e].src_port < 64)
+                mask |= 1ull << p->nodes[j].edges[e].src_port;
+    return mask;
+}
+
 int nf_fold_target(const struct nf_pipeline *p, size_t ni)
 {
     int target = -1, uses = 0;

@@ -9,7 +9,7 @@
  *
  * Conventions: float32 data, row-major, 64-bit sizes. Moments accumulate in
  * double so that standardisation of long time series is not biased by float
- * round-off.
+ * round-off. Entries that can fail return 0 or a negative NF_E* code (error.h).
  */
 #ifndef NF_KERNELS_H
 #define NF_KERNELS_H
@@ -17,6 +17,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "error.h"
 
 enum nf_standardize { NF_STD_NONE = 0, NF_STD_ZSCORE, NF_STD_CENTER };
 
@@ -32,6 +34,13 @@ struct nf_kernels {
                         double *mean, double *std);
     /* In place, per column: zscore ((x-mean)/std, std 0 -> 1) or center. */
     void (*standardize)(float *X, int64_t rows, int64_t cols, enum nf_standardize mode);
+    /* Thin SVD of a row-major rows x cols matrix A (not modified): r = min(rows, cols);
+     * U is rows x r, s has r values in descending order, Vt is r x cols (all row-major),
+     * A = U diag(s) Vt. U has orthonormal columns and Vt orthonormal rows even when A
+     * is rank-deficient. rows or cols == 0 does nothing. Returns 0, NF_ENOMEM, or
+     * NF_EDATA when it does not converge or A holds NaN or inf (NF_EBUG only if
+     * LAPACK rejects an argument). Kept last so designated initialisers stay valid. */
+    int (*svd)(const float *A, int64_t rows, int64_t cols, float *U, float *s, float *Vt);
 };
 
 extern const struct nf_kernels nf_kernels_ref;

