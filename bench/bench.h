@@ -93,6 +93,8 @@ const struct nf_bench_domain *nf_bench_domain_find(const char *name);
 extern const struct nf_bench_condition nf_bench_sgemm_conditions[];
 extern const struct nf_bench_condition nf_bench_collection_conditions[];
 void nf_bench_collection_notes(const struct nf_ynode *domain_result, struct nf_strbuf *md);
+extern const struct nf_bench_condition nf_bench_ridge_conditions[];
+void nf_bench_ridge_notes(const struct nf_ynode *domain_result, struct nf_strbuf *md);
 extern const struct nf_bench_condition nf_bench_cache_conditions[];
 void nf_bench_cache_notes(const struct nf_ynode *domain_result, struct nf_strbuf *md);
 

@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""ridge_numpy.py - the NumPy peer of nlflow's `ridge` benchmark: the same algorithm.
+
+Reads X.npy (n x p) and Y.npy (n x V) from --data and does what the nlflow ridge
+node does with alpha_mode per_voxel (nltools' solve_ridge_cv), in float32:
+
+  per fold of a contiguous, unshuffled 5-fold split (the first n mod 5 folds one
+  sample larger): one np.linalg.svd(X_train, full_matrices=False); U^T Y_train as
+  one matmul; the validation predictions of all 20 alphas (logspace(-2, 4, 20))
+  as one stacked matmul, (X_val V diag(s / (s^2 + alpha)))_alpha @ U^T Y_train;
+  R^2 per voxel = 1 - ss_res / (ss_tot + 1e-10) about the validation-fold mean.
+  Then the mean over folds, argmax per voxel (first index on ties), and a refit
+  with one SVD of all of X: W = V (d_alpha(v) * U^T Y).
+
+  --mode per_voxel   the only mode
+
+Voxels go through in blocks so that the stacked predictions of one block stay
+under 256 MiB (himalaya's n_targets_batch, for the same reason): at 230k voxels
+they would otherwise be 3.7 GB per fold. At the nltools sizes one block or two.
+
+Above 20000 voxels, one fit on the first 20000 (smaller slices run faster per
+voxel, from cache, and underestimate) first estimates the time of a full fit;
+above 120 s it prints {"skipped": "too slow (estimated N s per run)"}, so that a
+full benchmark run stays short. BLAS threads are set to --threads (as
+many as nlflow uses) before NumPy is imported.
+
+Timing follows nlflow bench: one warm-up, then --reps timed runs; median, min,
+max; peak RSS sampled every 5 ms during the timed runs. Prints one JSON line;
+when numpy cannot be imported it prints {"skipped": reason} and exits 0.
+"""
+import argparse
+import json
+import os
+import resource
+import statistics
+import sys
+import threading
+import time
+
+MAX_SECONDS_PER_RUN = 120.0
+PROBE_VOXELS = 20000   # smaller probes underestimate: caches flatter them
+BLOCK_BYTES = 256 << 20
+FOLDS = 5
+
+
+def rss_now():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+class RssSampler(threading.Thread):
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.peak = rss_now()
+        self.done = threading.Event()
+
+    def run(self):
+        while not self.done.wait(0.005):
+            self.peak = max(self.peak, rss_now())
+
+    def stop(self):
+        self.done.set()
+        self.join()
+        return max(self.peak, rss_now())
+
+
+def fold_bounds(n, k):
+    """Contiguous KFold(k, shuffle=False): (start, stop) of each validation fold."""
+    bounds, start = [], 0
+    for f in range(k):
+        size = n // k + (1 if f < n % k else 0)
+        bounds.append((start, start + size))
+        start += size
+    return bounds
+
+
+def ridge_cv(np, X, Y, alphas):
+    """Per-voxel alpha by 5-fold CV, then the refit. Returns weights, alpha, score."""
+    n, p = X.shape
+    V = Y.shape[1]
+    A = len(alphas)
+    alphas32 = alphas.astype(np.float32)
+    score_sum = np.zeros((A, V), dtype=np.float32)
+    for start, stop in fold_bounds(n, FOLDS):
+        train = np.r_[0:start, stop:n]
+        X_tr, X_val = X[train], X[start:stop]
+        U, s, Vt = np.linalg.svd(X_tr, full_matrices=False)
+        shrink = s[None, :] / (s[None, :] ** 2 + alphas32[:, None])          # A x r
+        P = X_val @ Vt.T                                                      # n_val x r
+        stacked = (P[None, :, :] * shrink[:, None, :]).reshape(A * (stop - start), -1)
+        n_val = stop - start
+        block = max(1, BLOCK_BYTES // (4 * A * n_val))
+        for v0 in range(0, V, block):
+            v1 = min(V, v0 + block)
+            Y_tr = Y[train, v0:v1]
+            Y_val = Y[start:stop, v0:v1]
+            UtY = U.T @ Y_tr                                                  # r x b
+            pred = (stacked @ UtY).reshape(A, n_val, v1 - v0)
+            pred -= Y_val[None]
+            np.square(pred, out=pred)
+            ss_res = pred.sum(axis=1)                                         # A x b
+            centred = Y_val - Y_val.mean(axis=0)
+            ss_tot = np.einsum("ij,ij->j", centred, centred)
+            score_sum[:, v0:v1] += 1.0 - ss_res / (ss_tot + np.float32(1e-10))
+    mean_score = score_sum / FOLDS
+    best = np.argmax(mean_score, axis=0)                                      # first on ties
+    score = mean_score[best, np.arange(V)]
+    U, s, Vt = np.linalg.svd(X, full_matrices=False)
+    shrink = s[None, :] / (s[None, :] ** 2 + alphas32[:, None])              # A x r
+    W = Vt.T @ (shrink[best].T * (U.T @ Y))                                   # p x V
+    return W, alphas[best], score
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", required=True, help="folder with X.npy and Y.npy")
+    ap.add_argument("--mode", required=True, choices=["per_voxel"])
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=0, help="BLAS threads (0: NumPy's default)")
+    args = ap.parse_args()
+    if args.threads > 0:
+        for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ[var] = str(args.threads)
+    try:
+        import numpy as np
+    except ImportError as e:
+        print(json.dumps({"skipped": f"{e.name or 'a module'} is not importable by {sys.executable}"}))
+        return 0
+
+    alphas = np.logspace(-2, 4, 20)
+    baseline = rss_now()
+
+    def load():
+        return (np.load(os.path.join(args.data, "X.npy")).astype(np.float32, copy=False),
+                np.load(os.path.join(args.data, "Y.npy")).astype(np.float32, copy=False))
+
+    def run():
+        X, Y = load()
+        return ridge_cv(np, X, Y, alphas)
+
+    X, Y = load()
+    V = Y.shape[1]
+    estimate = None
+    if V > PROBE_VOXELS:
+        t0 = time.perf_counter()
+        ridge_cv(np, X, np.ascontiguousarray(Y[:, :PROBE_VOXELS]), alphas)
+        estimate = (time.perf_counter() - t0) * V / PROBE_VOXELS
+    del X, Y
+    if estimate is not None and estimate > MAX_SECONDS_PER_RUN:
+        print(json.dumps({"skipped": f"too slow (estimated {estimate:.0f} s per run)"}))
+        return 0
+
+    run()   # warm-up
+    sampler = RssSampler()
+    sampler.start()
+    times = []
+    for _ in range(args.reps):
+        t0 = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - t0)
+    peak = sampler.stop()
+    print(json.dumps({
+        "peer": f"numpy {np.__version__} (same algorithm, float32), Python {sys.version.split()[0]}",
+        "mode": args.mode,
+        "times_s": times,
+        "median_s": statistics.median(times),
+        "min_s": min(times),
+        "max_s": max(times),
+        "estimated_s": estimate,
+        "rss_baseline": baseline,
+        "rss_peak_sampled": peak,
+        "rss_peak_getrusage": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+    }))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
