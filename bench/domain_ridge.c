@@ -61,10 +61,12 @@ static int64_t min64(int64_t a, int64_t b)
 /* FLOPs of one fit (a multiply-add counts 2). Per fold f, with n_val its size,
  * n_tr = n - n_val and r = min(n_tr, p):
  *   thin SVD of X_train             4 n_tr p^2        (LAPACK's order of magnitude)
- *   P = X_val V                     2 n_val p r
+ *   P = X_val V, G = P^T P          2 n_val p r + 2 n_val r^2
  *   U^T Y_train                     2 r n_tr V
- *   predictions of all A alphas     2 A n_val r V     (one stacked GEMM)
- *   R^2 epilogue                    4 A n_val V       (subtract, square, add; SS_tot)
+ *   Z = P^T Y_val                   2 r n_val V
+ *   T = (D_a G D_a)_a U^T Y         2 A r^2 V         (one stacked GEMM: every alpha's
+ *                                                      validation error without predictions)
+ *   epilogue                        6 A r V + 2 n_val V (quadratic and cross terms; SS_tot)
  * then the refit on all n samples, r = min(n, p):
  *   thin SVD of X 4 n p^2, U^T Y 2 r n V, W = V (d_alpha(v) o U^T Y) 2 p r V.
  * The SVDs are counted although they are a rounding error at these sizes
@@ -76,8 +78,8 @@ static double ridge_flops_of(int64_t n, int64_t voxels, int64_t p, int64_t folds
     for (int64_t f = 0; f < folds; f++) {
         double n_val = (double)fold_size(n, folds, f), n_tr = (double)n - n_val;
         double r = (double)min64(n - fold_size(n, folds, f), p);
-        total += 4.0 * n_tr * P * P + 2.0 * n_val * P * r + 2.0 * r * n_tr * V +
-                 2.0 * A * n_val * r * V + 4.0 * A * n_val * V;
+        total += 4.0 * n_tr * P * P + 2.0 * n_val * P * r + 2.0 * n_val * r * r + 2.0 * r * n_tr * V +
+                 2.0 * r * n_val * V + 2.0 * A * r * r * V + 6.0 * A * r * V + 2.0 * n_val * V;
     }
     double r = (double)min64(n, p);
     total += 4.0 * (double)n * P * P + 2.0 * r * (double)n * V + 2.0 * P * r * V;
@@ -95,14 +97,15 @@ static double ridge_bytes(const struct nf_bench_ctx *ctx)
     return 4.0 * (double)ctx->size[0] * (double)(ctx->size[1] + ctx->size[2]);
 }
 
-/* The dominant GEMM, the predictions of every alpha for the largest fold:
- * (A n_val x r) . (r x V). */
+/* The dominant GEMM, every alpha's error terms for the largest fold:
+ * (A r x r) . (r x V). */
 static void ridge_matched(const struct nf_bench_ctx *ctx, int64_t mnk[3])
 {
     int64_t n = ctx->size[0], n_val = fold_size(n, RIDGE_FOLDS, 0);
-    mnk[0] = RIDGE_ALPHAS * n_val;
+    int64_t r = min64(n - n_val, ctx->size[2]);
+    mnk[0] = RIDGE_ALPHAS * r;
     mnk[1] = ctx->size[1];
-    mnk[2] = min64(n - n_val, ctx->size[2]);
+    mnk[2] = r;
 }
 
 /* ---- input files ---- */

@@ -11,9 +11,11 @@
  *
  * Algorithm, per fold f (X_train = U S Vt): P = X_val Vtᵀ once; then for a block
  * of voxels UtY = Uᵀ Y_train (one GEMM; the training rows are the two ranges
- * around the validation fold, so Y is never copied), and the predictions of
- * every alpha at once as one GEMM of the stacked (P diag(s/(s²+α)))_α with UtY.
- * The R² epilogue then runs over that block while it is fresh. Never an SVD or
+ * around the validation fold, so Y is never copied). The validation error of
+ * every alpha comes without forming predictions: with d_a = s/(s²+α) and
+ * z = Pᵀ y_val, ||y_val - P D_a u||² = yᵀy - 2 (D_a u)ᵀz + uᵀ(D_a PᵀP D_a)u, so
+ * one stacked (A r) x r GEMM with UtY gives every alpha (r < n_val makes this
+ * cheaper than the (A n_val) x r predictions). The epilogue sums in double. Never an SVD or
  * a solve per alpha or per voxel. Voxel blocks are sized so that the working
  * set stays small; GEMMs use the threaded BLAS. Sums of squares are in double.
  */
@@ -128,9 +130,11 @@ struct fold {
     float *U;             /* n_tr x r */
     float *s;             /* r */
     float *P;             /* n_val x r: X_val Vtᵀ */
-    float *PA;            /* (A n_val) x r: P diag(d_a), stacked over alphas */
     double *u_sum;        /* r: column sums of U (for centring Y on the fly) */
     double *x_mean;       /* p: training means of X (fit_intercept) */
+    float *M;             /* (A r) x r: D_a PᵀP D_a stacked over alphas */
+    float *d;             /* A x r: s / (s² + alpha) */
+    double *p_sum;        /* r: Pᵀ 1 */
 };
 
 struct ridge_ctx {
@@ -149,10 +153,12 @@ struct ridge_ctx {
 
 static void fold_release(struct fold *f)
 {
+    free(f->M);
+    free(f->d);
+    free(f->p_sum);
     free(f->U);
     free(f->s);
     free(f->P);
-    free(f->PA);
     free(f->u_sum);
     free(f->x_mean);
 }
@@ -255,9 +261,8 @@ static int setup_folds(struct ridge_ctx *c, struct nf_error *err)
         }
         int64_t r = fd->r;
         fd->P = calloc((size_t)(fd->n_val * r), sizeof *fd->P);
-        fd->PA = malloc((size_t)(c->A * fd->n_val * r) * sizeof *fd->PA);
         float *Xval = malloc((size_t)(fd->n_val * c->p) * sizeof *Xval);
-        if (!fd->P || !fd->PA || !Xval) {
+        if (!fd->P || !Xval) {
             free(Vt);
             free(Xval);
             return NF_FAIL(err, NF_ENOMEM, "out of memory");
@@ -267,12 +272,36 @@ static int setup_folds(struct ridge_ctx *c, struct nf_error *err)
                 Xval[i * c->p + j] = (float)(c->X[(fd->v0 + i) * c->p + j] - (c->center ? fd->x_mean[j] : 0.0));
         /* P = X_val Vtᵀ */
         c->K->sgemm(false, true, fd->n_val, r, c->p, 1.0f, Xval, c->p, Vt, c->p, 0.0f, fd->P, r);
-        for (int64_t a = 0; a < c->A; a++)
-            for (int64_t i = 0; i < fd->n_val; i++)
-                for (int64_t j = 0; j < r; j++) {
-                    double sj = fd->s[j];
-                    fd->PA[(a * fd->n_val + i) * r + j] = (float)(fd->P[i * r + j] * (sj / (sj * sj + c->alphas[a])));
-                }
+        /* The validation error of every alpha without forming its predictions:
+         * ||y - P D_a u||² = yᵀy - 2 (D_a u)ᵀ(Pᵀy) + uᵀ (D_a PᵀP D_a) u, so one
+         * (A r) x r by r x V GEMM replaces the (A n_val) x r one (r < n_val). */
+        fd->M = malloc((size_t)(c->A * r * r) * sizeof *fd->M);
+        fd->d = malloc((size_t)(c->A * r) * sizeof *fd->d);
+        fd->p_sum = calloc((size_t)r, sizeof *fd->p_sum);
+        double *G = calloc((size_t)(r * r), sizeof *G);
+        if (!fd->M || !fd->d || !fd->p_sum || !G) {
+            free(G);
+            free(Vt);
+            free(Xval);
+            return NF_FAIL(err, NF_ENOMEM, "out of memory");
+        }
+        for (int64_t i = 0; i < fd->n_val; i++)
+            for (int64_t j = 0; j < r; j++) {
+                double pij = fd->P[i * r + j];
+                fd->p_sum[j] += pij;
+                for (int64_t l = 0; l < r; l++)
+                    G[j * r + l] += pij * fd->P[i * r + l];
+            }
+        for (int64_t a = 0; a < c->A; a++) {
+            for (int64_t j = 0; j < r; j++) {
+                double sj = fd->s[j];
+                fd->d[a * r + j] = (float)(sj / (sj * sj + c->alphas[a]));
+            }
+            for (int64_t j = 0; j < r; j++)
+                for (int64_t l = 0; l < r; l++)
+                    fd->M[(a * r + j) * r + l] = (float)((double)fd->d[a * r + j] * G[j * r + l] * fd->d[a * r + l]);
+        }
+        free(G);
         free(Xval);
         free(Vt);
     }
@@ -283,7 +312,8 @@ static int setup_folds(struct ridge_ctx *c, struct nf_error *err)
 struct block {
     int64_t b0, nb;
     float *UtY;        /* k x (r x nb): each fold's Uᵀ Y_train */
-    float *pred;       /* (A n_val_max) x nb */
+    float *T;          /* (A r) x nb */
+    float *Z;          /* r x nb */
     double *y_tr_mean; /* k x nb: training means (fold centring) */
     double *score;     /* k x A x nb */
     double *acc;       /* 5 x nb accumulators */
@@ -329,13 +359,24 @@ static void fold_uty(const struct ridge_ctx *c, const struct fold *fd, struct bl
             UtY[j * nb + v] -= (float)(fd->u_sum[j] * ymean[v]);
 }
 
-/* The R² (or Pearson) of every alpha for the block, over fold fd's validation rows. */
+/* The R² (or Pearson) of every alpha for the block, over fold fd's validation
+ * rows, from T = M UtY and Z = Pᵀ y_c (y_c: y minus the training centre):
+ *   SS_res = Σ y_c² - 2 Σ_j d_aj u_j z_j + Σ_j u_j T_aj,
+ * accumulated in double. */
 static void fold_scores(const struct ridge_ctx *c, const struct fold *fd, const struct block *b,
-                        const double *ymean, double *score /* A x nb */)
+                        const float *UtY, const double *ymean, double *score /* A x nb */)
 {
-    int64_t nb = b->nb, V = c->V;
-    double *sy = b->acc, *syy = sy + nb, *sp = syy + nb, *spp = sp + nb, *sr = spp + nb;
-    /* y statistics of the validation rows (shared by all alphas) */
+    int64_t nb = b->nb, V = c->V, r = fd->r;
+    double *sy = b->acc, *syy = sy + nb, *quad = syy + nb, *cross = quad + nb, *psum = cross + nb;
+    float *Z = b->Z;
+    /* Z = Pᵀ (Y_val - 1 mᵀ) */
+    c->K->sgemm(true, false, r, nb, fd->n_val, 1.0f, fd->P, r, c->Y + fd->v0 * V + b->b0, V, 0.0f, Z, nb);
+    if (c->center)
+        for (int64_t j = 0; j < r; j++)
+            for (int64_t v = 0; v < nb; v++)
+                Z[j * nb + v] -= (float)(fd->p_sum[j] * ymean[v]);
+    /* T = (D_a PᵀP D_a)_a UtY, every alpha at once */
+    c->K->sgemm(false, false, c->A * r, nb, r, 1.0f, fd->M, r, UtY, nb, 0.0f, b->T, nb);
     memset(sy, 0, (size_t)(2 * nb) * sizeof *sy);
     for (int64_t i = 0; i < fd->n_val; i++) {
         const float *y = c->Y + (fd->v0 + i) * V + b->b0;
@@ -345,36 +386,35 @@ static void fold_scores(const struct ridge_ctx *c, const struct fold *fd, const 
             syy[v] += yv * yv;
         }
     }
+    double nv = (double)fd->n_val;
     for (int64_t a = 0; a < c->A; a++) {
-        memset(sp, 0, (size_t)(3 * nb) * sizeof *sp);
-        for (int64_t i = 0; i < fd->n_val; i++) {
-            const float *y = c->Y + (fd->v0 + i) * V + b->b0;
-            const float *pr = b->pred + (a * fd->n_val + i) * nb;
+        memset(quad, 0, (size_t)(3 * nb) * sizeof *quad);
+        const float *d = fd->d + a * r, *T = b->T + a * r * nb;
+        for (int64_t j = 0; j < r; j++) {
+            const float *u = UtY + j * nb, *z = Z + j * nb, *t = T + j * nb;
+            double dj = d[j], pj = fd->p_sum[j] * dj;
             for (int64_t v = 0; v < nb; v++) {
-                double yv = y[v] - ymean[v], pv = pr[v];
-                if (c->prm->score == RIDGE_PEARSON) {
-                    sp[v] += pv;
-                    spp[v] += pv * pv;
-                    sr[v] += yv * pv;
-                } else {
-                    double d = yv - pv;
-                    sr[v] += d * d;
-                }
+                double uv = u[v];
+                quad[v] += uv * t[v];
+                cross[v] += dj * uv * z[v];
+                psum[v] += pj * uv;
             }
         }
-        double nv = (double)fd->n_val;
         for (int64_t v = 0; v < nb; v++) {
             double ss_tot = syy[v] - sy[v] * sy[v] / nv;   /* about the validation mean */
             if (ss_tot < 0)
                 ss_tot = 0;
+            double ss_res = syy[v] - 2 * cross[v] + quad[v];
+            if (ss_res < 0)
+                ss_res = 0;
             double val;
             if (c->prm->score == RIDGE_PEARSON) {
-                double cov = sr[v] - sy[v] * sp[v] / nv, sp2 = spp[v] - sp[v] * sp[v] / nv;
+                double cov = cross[v] - sy[v] * psum[v] / nv, sp2 = quad[v] - psum[v] * psum[v] / nv;
                 val = ss_tot > 0 && sp2 > 0 ? cov / sqrt(ss_tot * sp2) : 0.0;
             } else if (c->legacy) {
-                val = ss_tot == 0 ? 0.0 : 1.0 - sr[v] / ss_tot;
+                val = ss_tot == 0 ? 0.0 : 1.0 - ss_res / ss_tot;
             } else {
-                val = 1.0 - sr[v] / (ss_tot + 1e-10);
+                val = 1.0 - ss_res / (ss_tot + 1e-10);
             }
             score[a * nb + v] = val;
         }
@@ -391,11 +431,13 @@ static int block_alloc(const struct ridge_ctx *c, struct block *b, struct nf_err
             rmax = c->folds[f].r;
     }
     b->UtY = malloc((size_t)(c->k * rmax * nb) * sizeof *b->UtY);
-    b->pred = malloc((size_t)(c->A * nvmax * nb) * sizeof *b->pred);
+    (void)nvmax;
+    b->T = malloc((size_t)(c->A * rmax * nb) * sizeof *b->T);
+    b->Z = malloc((size_t)(rmax * nb) * sizeof *b->Z);
     b->y_tr_mean = calloc((size_t)(c->k * nb), sizeof *b->y_tr_mean);
     b->score = malloc((size_t)(c->k * c->A * nb) * sizeof *b->score);
     b->acc = malloc((size_t)(5 * nb) * sizeof *b->acc);
-    if (!b->UtY || !b->pred || !b->y_tr_mean || !b->score || !b->acc)
+    if (!b->UtY || !b->T || !b->Z || !b->y_tr_mean || !b->score || !b->acc)
         return NF_FAIL(err, NF_ENOMEM, "out of memory for a block of %lld voxels", (long long)nb);
     return 0;
 }
@@ -403,7 +445,8 @@ static int block_alloc(const struct ridge_ctx *c, struct block *b, struct nf_err
 static void block_free(struct block *b)
 {
     free(b->UtY);
-    free(b->pred);
+    free(b->T);
+    free(b->Z);
     free(b->y_tr_mean);
     free(b->score);
     free(b->acc);
@@ -421,10 +464,7 @@ static void block_cv(const struct ridge_ctx *c, struct block *b)
         float *UtY = b->UtY + f * rmax * b->nb;
         double *ymean = b->y_tr_mean + f * b->nb;
         fold_uty(c, fd, b, UtY, ymean);
-        /* every alpha's predictions at once: (A n_val) x r times r x nb */
-        c->K->sgemm(false, false, c->A * fd->n_val, b->nb, fd->r, 1.0f, fd->PA, fd->r, UtY, b->nb, 0.0f,
-                    b->pred, b->nb);
-        fold_scores(c, fd, b, ymean, b->score + f * c->A * b->nb);
+        fold_scores(c, fd, b, UtY, ymean, b->score + f * c->A * b->nb);
     }
 }
 
