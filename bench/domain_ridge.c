@@ -299,7 +299,6 @@ const struct nf_bench_condition nf_bench_ridge_conditions[] = {
     RIDGE_ROW("ridge[vs_numpy,n=1000,v=20000,p=100]", NF_BENCH_FULL, 1000, 20000, 100, NUMPY),
     RIDGE_ROW("ridge[vs_sklearn,n=1000,v=20000,p=100]", NF_BENCH_FULL, 1000, 20000, 100, SKLEARN),
     RIDGE_ROW("ridge[vs_numpy,n=1000,v=230000,p=100]", NF_BENCH_FULL, 1000, 230000, 100, NUMPY),
-    RIDGE_ROW("ridge[vs_sklearn,n=1000,v=230000,p=100]", NF_BENCH_FULL, 1000, 230000, 100, SKLEARN),
     { NULL, 0, { 0 }, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, false },
 };
 
