@@ -316,7 +316,7 @@ void nf_bench_ridge_notes(const struct nf_ynode *domain_result, struct nf_strbuf
         if (!any)
             nf_strbuf_addf(md, "\nTargets (issue 4). Time within 1.5 x the GEMM-bound floor, where "
                                "floor = the FLOP count of the algorithm (see bench/domain_ridge.c) / "
-                               "the GFLOP/s of the matched SGEMM ((20 alphas x n_val) x V x r, the "
+                               "the GFLOP/s of the matched SGEMM ((20 alphas x r) x V x r, the "
                                "dominant GEMM, measured in the same run), i.e. the fit at the rate "
                                "BLAS reaches on its dominant shape; reading X and Y and writing the "
                                "maps count in the time, not in the floor. Peak RSS above baseline "
