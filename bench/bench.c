@@ -37,6 +37,8 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "pipeline.h"
+#include "cache.h"
 #include "kernels/kernels.h"
 #include "params.h"
 #include "ytree.h"
@@ -1040,4 +1042,41 @@ int nf_bench_main(int argc, char **argv)
     if (o.run_condition)
         return child_main(&o);
     return parent_main(argc, argv, &o);
+}
+
+int nf_bench_run_pipeline(const char *path, int threads, bool with_cache, struct nf_error *err)
+{
+    struct nf_overrides ov = { .device = -1, .memory = -1, .threads = -1 };
+    struct nf_diags d;
+    struct nf_cache *cache = NULL;
+    struct nf_pipeline *p;
+    int rc;
+    nf_diags_init(&d);
+    nf_log_quiet = true;
+    p = nf_pipeline_load(path, &ov, &d);
+    if (!p || nf_resolve_shapes(p, &d) < 0 || nf_place(p, false, &d) < 0 ||
+        nf_plan_memory(p, &d) < 0) {
+        if (d.n > 0) {
+            *err = d.v[0];
+            rc = err->code;
+        } else {
+            rc = NF_FAIL(err, NF_EBUG, "'%s' did not plan, with no message", path);
+        }
+        goto fail;
+    }
+    if (with_cache) {
+        char *cpath = nf_path_join(p->dir, p->settings.cache);
+        struct nf_cache_opts co = { 0 };
+        rc = cpath ? nf_cache_open(cpath, &co, &cache, err) : NF_FAIL(err, NF_ENOMEM, "out of memory");
+        free(cpath);
+        if (rc < 0)
+            goto fail;
+    }
+    struct nf_exec_opts eo = { .threads = threads, .quiet = true, .cache = cache };
+    rc = nf_execute(p, &eo, err);
+fail:
+    nf_cache_close(cache);
+    nf_diags_release(&d);
+    nf_pipeline_free(p);
+    return rc;
 }

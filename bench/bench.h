@@ -98,6 +98,11 @@ void nf_bench_ridge_notes(const struct nf_ynode *domain_result, struct nf_strbuf
 extern const struct nf_bench_condition nf_bench_cache_conditions[];
 void nf_bench_cache_notes(const struct nf_ynode *domain_result, struct nf_strbuf *md);
 
+/* What `nlflow run --quiet` does, in process: every phase, then execute, with
+ * `threads` workers; with_cache: the pipeline's own cache (settings.cache
+ * beside the file), else none. For conditions that time whole pipelines. */
+int nf_bench_run_pipeline(const char *path, int threads, bool with_cache, struct nf_error *err);
+
 /* `nlflow bench ...` (argv[0] is "bench"); returns the exit status. */
 int nf_bench_main(int argc, char **argv);
 

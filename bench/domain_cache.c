@@ -149,35 +149,6 @@ fail:
     return rc;
 }
 
-/* In process, what `nlflow run --quiet` does, with the cache beside the file. */
-static int run_quickstart(struct cache_state *st, struct nf_error *err)
-{
-    struct nf_overrides ov = { .device = -1, .memory = -1, .threads = -1 };
-    struct nf_diags d;
-    struct nf_cache *cache = NULL;
-    struct nf_pipeline *p;
-    int rc;
-    nf_diags_init(&d);
-    p = nf_pipeline_load(st->pipeline, &ov, &d);
-    if (!p || nf_resolve_shapes(p, &d) < 0 || nf_place(p, false, &d) < 0 || nf_plan_memory(p, &d) < 0) {
-        *err = d.n ? d.v[0] : *err;
-        rc = d.n ? err->code : NF_FAIL(err, NF_EBUG, "quickstart did not plan");
-        goto fail;
-    }
-    char *path = nf_path_join(p->dir, p->settings.cache);
-    struct nf_cache_opts co = { 0 };
-    rc = path ? nf_cache_open(path, &co, &cache, err) : NF_FAIL(err, NF_ENOMEM, "out of memory");
-    free(path);
-    if (rc < 0)
-        goto fail;
-    struct nf_exec_opts eo = { .threads = st->threads, .quiet = true, .cache = cache };
-    rc = nf_execute(p, &eo, err);
-fail:
-    nf_cache_close(cache);
-    nf_diags_release(&d);
-    nf_pipeline_free(p);
-    return rc;
-}
 
 static int cache_run_once(void *state, struct nf_error *err)
 {
@@ -206,8 +177,7 @@ static int cache_run_once(void *state, struct nf_error *err)
         break;
     }
     case RERUN:
-        nf_log_quiet = true;
-        rc = run_quickstart(st, err);
+        rc = nf_bench_run_pipeline(st->pipeline, st->threads, true, err);
         break;
     }
 fail:

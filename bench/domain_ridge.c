@@ -237,38 +237,11 @@ fail:
     return rc;
 }
 
-/* What `nlflow run --quiet` does, in process: every phase, then execute (the
- * same as domain_collection.c's). */
-static int run_pipeline_file(const char *path, int threads, struct nf_error *err)
-{
-    struct nf_overrides ov = { .device = -1, .memory = -1, .threads = -1 };
-    struct nf_exec_opts eo = { .threads = threads, .quiet = true };
-    struct nf_diags d;
-    struct nf_pipeline *p;
-    int rc;
-    nf_diags_init(&d);
-    p = nf_pipeline_load(path, &ov, &d);
-    if (!p || nf_resolve_shapes(p, &d) < 0 || nf_place(p, false, &d) < 0 ||
-        nf_plan_memory(p, &d) < 0) {
-        if (d.n > 0) {
-            *err = d.v[0];
-            rc = err->code;
-        } else {
-            rc = NF_FAIL(err, NF_EBUG, "'%s' did not plan, with no message", path);
-        }
-        goto fail;
-    }
-    rc = nf_execute(p, &eo, err);
-fail:
-    nf_diags_release(&d);
-    nf_pipeline_free(p);
-    return rc;
-}
 
 static int ridge_run_once(void *state, struct nf_error *err)
 {
     struct ridge_state *st = state;
-    return run_pipeline_file(st->pipeline, st->threads, err);
+    return nf_bench_run_pipeline(st->pipeline, st->threads, false, err);
 }
 
 /* Y's size (for the RSS target) and the CV grid, in the result file. */
