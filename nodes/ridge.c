@@ -20,6 +20,8 @@
  * set stays small; GEMMs use the threaded BLAS. Sums of squares are in double.
  */
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -163,6 +165,8 @@ struct ridge_ctx {
     int64_t *perm;        /* shuffled or grouped folds: row i of the fold order is Y row
                              perm[i]; NULL: identity (contiguous k-fold) */
     int64_t *fold_size;   /* k: validation rows of each fold, in fold order */
+    int64_t block;        /* voxels per block: BLOCK_VOXELS, or fewer so that every
+                             thread has a block */
     float *X_perm;        /* X in fold order (shuffled folds) */
 };
 
@@ -443,7 +447,7 @@ static void fold_scores(const struct ridge_ctx *c, const struct fold *fd, const 
 
 static int block_alloc(const struct ridge_ctx *c, struct block *b, struct nf_error *err)
 {
-    int64_t nvmax = 0, rmax = 0, nb = BLOCK_VOXELS;
+    int64_t nvmax = 0, rmax = 0, nb = c->block;
     for (int64_t f = 0; f < c->k; f++) {
         if (c->folds[f].n_val > nvmax)
             nvmax = c->folds[f].n_val;
@@ -723,12 +727,157 @@ static int check_finite(const float *a, int64_t n, const char *what, const struc
     return 0;
 }
 
+/* ---- voxel blocks over threads ---- */
+
+struct ridge_work {
+    const struct ridge_ctx *c;
+    struct nf_value **out;
+    int pass;                 /* 1: shared mode's score sums; 2: everything else */
+    int64_t shared_best;      /* pass 2, shared mode: the chosen alpha, else -1 */
+    double *block_sums;       /* pass 1: n_blocks x A */
+    int64_t n_blocks;
+    atomic_long next;
+    atomic_int failed;
+    pthread_mutex_t lock;
+    struct nf_error err;      /* the first failure */
+};
+
+/* Pass 2 for one block: choose alphas, write scores, predictions, weights. */
+static void finish_block(const struct ridge_ctx *c, struct block *b, struct nf_value **out,
+                         int64_t shared_best, float *coef, float *full, int64_t *best)
+{
+    int64_t rmax = 0;
+    for (int64_t f = 0; f < c->k; f++)
+        rmax = c->folds[f].r > rmax ? c->folds[f].r : rmax;
+    /* choose: mean over folds, rounded to float as nltools' float32 scores
+     * are, first alpha on ties */
+    for (int64_t v = 0; v < b->nb; v++) {
+        int64_t pick = shared_best;
+        float pick_mean = 0;
+        for (int64_t a = 0; a < c->A; a++) {
+            double sum = 0;
+            for (int64_t f = 0; f < c->k; f++)
+                sum += b->score[(f * c->A + a) * b->nb + v];
+            float mean = (float)(sum / (double)c->k);
+            if (shared_best >= 0) {
+                if (a == shared_best)
+                    pick_mean = mean;
+            } else if (a == 0 || mean > pick_mean) {
+                pick = a;
+                pick_mean = mean;
+            }
+        }
+        best[v] = pick;
+        out[OUT_ALPHA]->u.mat.data[b->b0 + v] = (float)c->alphas[pick];
+        out[OUT_SCORE]->u.mat.data[b->b0 + v] = pick_mean;
+    }
+    if (out[OUT_CV_SCORES])
+        for (int64_t fa = 0; fa < c->k * c->A; fa++)
+            for (int64_t v = 0; v < b->nb; v++)
+                out[OUT_CV_SCORES]->u.mat.data[fa * c->V + b->b0 + v] = (float)b->score[fa * b->nb + v];
+    /* cross-validated predictions at the chosen alpha */
+    if (out[OUT_PREDICTIONS])
+        for (int64_t f = 0; f < c->k; f++) {
+            const struct fold *fd = &c->folds[f];
+            const float *UtY = b->UtY + f * rmax * b->nb;
+            for (int64_t j = 0; j < fd->r; j++)
+                for (int64_t v = 0; v < b->nb; v++) {
+                    double sj = fd->s[j];
+                    coef[j * b->nb + v] = (float)(UtY[j * b->nb + v] * (sj / (sj * sj + c->alphas[best[v]])));
+                }
+            c->K->sgemm(false, false, fd->n_val, b->nb, fd->r, 1.0f, fd->P, fd->r, coef, b->nb, 0.0f,
+                        b->pred, b->nb);
+            const double *ym = b->y_tr_mean + f * b->nb;
+            for (int64_t i = 0; i < fd->n_val; i++) {
+                int64_t row = c->perm ? c->perm[fd->v0 + i] : fd->v0 + i;   /* back to Y's order */
+                float *dst = out[OUT_PREDICTIONS]->u.mat.data + row * c->V + b->b0;
+                for (int64_t v = 0; v < b->nb; v++)
+                    dst[v] = b->pred[i * b->nb + v] + (float)ym[v];
+            }
+        }
+    /* refit on all samples: W = Vtᵀ diag(d_alpha(v)) Uᵀ (Y - mean) */
+    c->K->sgemm(true, false, c->r, b->nb, c->n, 1.0f, c->U, c->r, b->Y, b->ldy, 0.0f, full, b->nb);
+    for (int64_t j = 0; j < c->r; j++)
+        for (int64_t v = 0; v < b->nb; v++) {
+            double sj = c->s[j], uty = full[j * b->nb + v] - (c->center ? c->u_sum[j] * c->y_mean[b->b0 + v] : 0.0);
+            full[j * b->nb + v] = (float)(uty * (sj / (sj * sj + c->alphas[best[v]])));
+        }
+    c->K->sgemm(true, false, c->p, b->nb, c->r, 1.0f, c->Vt, c->p, full, b->nb, 0.0f,
+                out[OUT_WEIGHTS]->u.mat.data + b->b0, c->V);
+}
+
+static void *ridge_worker(void *arg)
+{
+    struct ridge_work *w = arg;
+    const struct ridge_ctx *c = w->c;
+    struct block b = { 0 };
+    struct nf_error err = { 0 };
+    float *coef = malloc((size_t)(c->r * c->block) * sizeof *coef);
+    float *full = malloc((size_t)(c->r * c->block) * sizeof *full);
+    int64_t *best = malloc((size_t)c->block * sizeof *best);
+    if (!coef || !full || !best)
+        NF_FAIL(&err, NF_ENOMEM, "out of memory");
+    else
+        block_alloc(c, &b, &err);
+    for (int64_t i; !err.code && !atomic_load(&w->failed) && (i = atomic_fetch_add(&w->next, 1)) < w->n_blocks;) {
+        b.b0 = i * c->block;
+        b.nb = c->V - b.b0 < c->block ? c->V - b.b0 : c->block;
+        block_cv(c, &b);
+        if (w->pass == 1) {
+            double *sums = w->block_sums + i * c->A;
+            for (int64_t f = 0; f < c->k; f++)
+                for (int64_t a = 0; a < c->A; a++)
+                    for (int64_t v = 0; v < b.nb; v++)
+                        sums[a] += b.score[(f * c->A + a) * b.nb + v];
+        } else {
+            finish_block(c, &b, w->out, w->shared_best, coef, full, best);
+        }
+    }
+    if (err.code && atomic_exchange(&w->failed, 1) == 0) {
+        pthread_mutex_lock(&w->lock);
+        w->err = err;
+        pthread_mutex_unlock(&w->lock);
+    }
+    block_free(&b);
+    free(coef);
+    free(full);
+    free(best);
+    return NULL;
+}
+
+/* Blocks over the node's threads, each with single-threaded BLAS (set for
+ * the process while the node runs): the GEMMs are small enough that splitting
+ * them costs more (spinning BLAS threads) than running whole blocks side by
+ * side, and the double-precision epilogue then runs in parallel too. */
+static int run_workers(struct ridge_work *w, const struct nf_run *run)
+{
+    int threads = run->env && run->env->threads > 1 ? run->env->threads : 1;
+    if (threads > w->n_blocks)
+        threads = (int)w->n_blocks;
+    pthread_t tids[64];
+    int started = 0, blas = nf_blas_threads();
+    pthread_mutex_init(&w->lock, NULL);
+    nf_blas_set_threads(1);
+    for (int t = 0; t < threads - 1 && t < 64; t++)
+        if (pthread_create(&tids[t], NULL, ridge_worker, w) == 0)
+            started++;
+    ridge_worker(w);
+    for (int t = 0; t < started; t++)
+        pthread_join(tids[t], NULL);
+    nf_blas_set_threads(blas);
+    pthread_mutex_destroy(&w->lock);
+    if (atomic_load(&w->failed)) {
+        *run->err = w->err;
+        return w->err.code ? w->err.code : NF_EBUG;
+    }
+    return 0;
+}
+
 static int ridge_run(struct nf_run *run)
 {
     const struct ridge_params *prm = run->params;
     const struct nf_value *xin = run->in[IN_X], *yin = run->in[IN_Y];
     struct ridge_ctx c = { 0 };
-    struct block b = { 0 };
     struct nf_value *out[6] = { 0 };
     double *alpha_score_sum = NULL;
     int rc = 0;
@@ -776,6 +925,14 @@ static int ridge_run(struct nf_run *run)
         }
     }
 
+    /* blocks depend on V only (never on the thread count), so results are the
+     * same bits whatever the threads: at most BLOCK_VOXELS, and at least 8
+     * blocks so that small problems still spread over threads */
+    c.block = (c.V + 7) / 8;
+    if (c.block > BLOCK_VOXELS)
+        c.block = BLOCK_VOXELS;
+    if (c.block < 1)
+        c.block = 1;
     /* folds first: leave-one-group-out decides their number */
     NF_TRY(rc = assign_folds(&c, run->in[IN_GROUPS], run, &c.k));
     struct nf_geom *geom = yin->u.mat.geom;
@@ -807,106 +964,34 @@ static int ridge_run(struct nf_run *run)
     NF_TRY(rc = factor(&c, 0, 0, c.center ? CENTER_GLOBAL : CENTER_NONE, c.x_mean, &c.U, &c.s, &c.Vt,
                        &c.r, &c.u_sum, run->err));
     NF_TRY(rc = setup_folds(&c, run->err));
-    NF_TRY(rc = block_alloc(&c, &b, run->err));
 
     /* shared mode needs every voxel's scores before it can choose: a first
-     * pass sums them per alpha */
+     * pass sums them per alpha (per block, then in block order, so that the
+     * choice does not depend on thread timing) */
     int64_t shared_best = -1;
+    struct ridge_work w = { .c = &c, .out = out, .shared_best = -1,
+                            .n_blocks = (c.V + c.block - 1) / c.block };
     if (c.legacy) {
-        alpha_score_sum = calloc((size_t)c.A, sizeof *alpha_score_sum);
+        alpha_score_sum = calloc((size_t)(c.A * (w.n_blocks + 1)), sizeof *alpha_score_sum);
         if (!alpha_score_sum) {
             rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
             goto fail;
         }
-        for (b.b0 = 0; b.b0 < c.V; b.b0 += BLOCK_VOXELS) {
-            b.nb = c.V - b.b0 < BLOCK_VOXELS ? c.V - b.b0 : BLOCK_VOXELS;
-            block_cv(&c, &b);
-            for (int64_t f = 0; f < c.k; f++)
-                for (int64_t a = 0; a < c.A; a++)
-                    for (int64_t v = 0; v < b.nb; v++)
-                        alpha_score_sum[a] += b.score[(f * c.A + a) * b.nb + v];
-        }
+        w.pass = 1;
+        w.block_sums = alpha_score_sum + c.A;
+        NF_TRY(rc = run_workers(&w, run));
+        for (int64_t i = 0; i < w.n_blocks; i++)
+            for (int64_t a = 0; a < c.A; a++)
+                alpha_score_sum[a] += w.block_sums[i * c.A + a];
         shared_best = 0;
         for (int64_t a = 1; a < c.A; a++)   /* ties: the first alpha */
             if (alpha_score_sum[a] > alpha_score_sum[shared_best])
                 shared_best = a;
     }
-
-    int64_t rmax = 0;
-    for (int64_t f = 0; f < c.k; f++)
-        rmax = c.folds[f].r > rmax ? c.folds[f].r : rmax;
-    float *coef = malloc((size_t)(c.r * BLOCK_VOXELS) * sizeof *coef);
-    float *full = malloc((size_t)(c.r * BLOCK_VOXELS) * sizeof *full);
-    int64_t *best = malloc((size_t)BLOCK_VOXELS * sizeof *best);
-    if (!coef || !full || !best) {
-        free(coef);
-        free(full);
-        free(best);
-        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
-        goto fail;
-    }
-    for (b.b0 = 0; b.b0 < c.V; b.b0 += BLOCK_VOXELS) {
-        b.nb = c.V - b.b0 < BLOCK_VOXELS ? c.V - b.b0 : BLOCK_VOXELS;
-        block_cv(&c, &b);
-        /* choose: mean over folds, rounded to float as nltools' float32
-         * scores are, first alpha on ties */
-        for (int64_t v = 0; v < b.nb; v++) {
-            int64_t pick = shared_best;
-            float pick_mean = 0;
-            for (int64_t a = 0; a < c.A; a++) {
-                double sum = 0;
-                for (int64_t f = 0; f < c.k; f++)
-                    sum += b.score[(f * c.A + a) * b.nb + v];
-                float mean = (float)(sum / (double)c.k);
-                if (shared_best >= 0) {
-                    if (a == shared_best)
-                        pick_mean = mean;
-                } else if (a == 0 || mean > pick_mean) {
-                    pick = a;
-                    pick_mean = mean;
-                }
-            }
-            best[v] = pick;
-            out[OUT_ALPHA]->u.mat.data[b.b0 + v] = (float)c.alphas[pick];
-            out[OUT_SCORE]->u.mat.data[b.b0 + v] = pick_mean;
-        }
-        if (out[OUT_CV_SCORES])
-            for (int64_t fa = 0; fa < c.k * c.A; fa++)
-                for (int64_t v = 0; v < b.nb; v++)
-                    out[OUT_CV_SCORES]->u.mat.data[fa * c.V + b.b0 + v] = (float)b.score[fa * b.nb + v];
-        /* cross-validated predictions at the chosen alpha */
-        if (out[OUT_PREDICTIONS])
-            for (int64_t f = 0; f < c.k; f++) {
-                const struct fold *fd = &c.folds[f];
-                const float *UtY = b.UtY + f * rmax * b.nb;
-                for (int64_t j = 0; j < fd->r; j++)
-                    for (int64_t v = 0; v < b.nb; v++) {
-                        double sj = fd->s[j];
-                        coef[j * b.nb + v] = (float)(UtY[j * b.nb + v] * (sj / (sj * sj + c.alphas[best[v]])));
-                    }
-                c.K->sgemm(false, false, fd->n_val, b.nb, fd->r, 1.0f, fd->P, fd->r, coef, b.nb, 0.0f,
-                           b.pred, b.nb);
-                const double *ym = b.y_tr_mean + f * b.nb;
-                for (int64_t i = 0; i < fd->n_val; i++) {
-                    int64_t row = c.perm ? c.perm[fd->v0 + i] : fd->v0 + i;   /* back to Y's order */
-                    float *dst = out[OUT_PREDICTIONS]->u.mat.data + row * c.V + b.b0;
-                    for (int64_t v = 0; v < b.nb; v++)
-                        dst[v] = b.pred[i * b.nb + v] + (float)ym[v];
-                }
-            }
-        /* refit on all samples: W = Vtᵀ diag(d_alpha(v)) Uᵀ (Y - mean) */
-        c.K->sgemm(true, false, c.r, b.nb, c.n, 1.0f, c.U, c.r, b.Y, b.ldy, 0.0f, full, b.nb);
-        for (int64_t j = 0; j < c.r; j++)
-            for (int64_t v = 0; v < b.nb; v++) {
-                double sj = c.s[j], uty = full[j * b.nb + v] - (c.center ? c.u_sum[j] * c.y_mean[b.b0 + v] : 0.0);
-                full[j * b.nb + v] = (float)(uty * (sj / (sj * sj + c.alphas[best[v]])));
-            }
-        c.K->sgemm(true, false, c.p, b.nb, c.r, 1.0f, c.Vt, c.p, full, b.nb, 0.0f,
-                   out[OUT_WEIGHTS]->u.mat.data + b.b0, c.V);
-    }
-    free(coef);
-    free(full);
-    free(best);
+    w.pass = 2;
+    w.shared_best = shared_best;
+    atomic_store(&w.next, 0);
+    NF_TRY(rc = run_workers(&w, run));
     /* intercept = mean(Y) - mean(X) W */
     for (int64_t v = 0; v < c.V && c.center; v++) {
         double acc = c.y_mean[v];
@@ -922,7 +1007,6 @@ fail:
     for (int o = 0; o < 6; o++)
         nf_value_unref(out[o]);
     free(alpha_score_sum);
-    block_free(&b);
     free_ctx(&c);
     return rc;
 }

@@ -27,6 +27,7 @@ static float X[N * P], Y[N * V];
 static int fold_of[N];                  /* each sample's fold in the naive reference */
 static int n_folds = K;
 static struct nf_value *groups_value;   /* the node's groups input, or NULL */
+static int test_threads = 1;
 static const double alphas[] = { 0.01, 0.3, 1, 4, 20, 150, 1000 };
 enum { A = sizeof alphas / sizeof alphas[0] };
 
@@ -95,7 +96,7 @@ static int run_ridge(struct ridge_params *prm, bool want_all, struct nf_value **
     memcpy(y->u.mat.data, Y, sizeof Y);
     struct nf_value *in[3] = { x, y, groups_value };
     bool wanted[6] = { true, true, true, want_all, true, want_all };
-    struct nf_env env = { .threads = 1 };
+    struct nf_env env = { .threads = test_threads };
     struct nf_run run = { .params = prm, .env = &env, .in = in, .out = out, .err = err, .wanted = wanted };
     int rc = nf_node_ridge.run_cpu(&run);
     nf_value_unref(x);
@@ -493,6 +494,31 @@ static void test_groups(void **state)
     n_folds = K;
 }
 
+/* Voxel blocks over threads give the same bits as one thread (both modes). */
+static void test_threads_identical(void **state)
+{
+    (void)state;
+    for (int mode = 0; mode < 2; mode++) {
+        struct ridge_params prm;
+        struct nf_value *one[6] = { 0 }, *two[6] = { 0 };
+        struct nf_error err = { 0 };
+        params(&prm);
+        prm.alpha_mode = mode ? RIDGE_SHARED : RIDGE_PER_VOXEL;
+        prm.fit_intercept = true;
+        test_threads = 1;
+        assert_int_equal(run_ridge(&prm, true, one, &err), 0);
+        test_threads = 3;
+        assert_int_equal(run_ridge(&prm, true, two, &err), 0);
+        test_threads = 1;
+        for (int o = 0; o < 6; o++)
+            assert_memory_equal(one[o]->u.mat.data, two[o]->u.mat.data,
+                                (size_t)(one[o]->u.mat.rows * one[o]->u.mat.cols) * sizeof(float));
+        for (int o = 0; o < 6; o++)
+            nf_value_unref(two[o]);
+        release(&prm, one);
+    }
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -512,6 +538,7 @@ int main(void)
         cmocka_unit_test(test_shuffled_folds),
         cmocka_unit_test(test_shuffled_shared),
         cmocka_unit_test(test_groups),
+        cmocka_unit_test(test_threads_identical),
         cmocka_unit_test(test_predictions),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_encoding_pipeline),
