@@ -16,51 +16,21 @@ whole-process peak). Prints one JSON line; when numpy or nibabel cannot be
 imported it prints {"skipped": reason} and exits 0, so the harness reports the
 peer as skipped instead of failed.
 """
-import argparse
 import glob
-import json
 import os
-import resource
-import statistics
 import sys
-import threading
-import time
 
-
-def rss_now():
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-class RssSampler(threading.Thread):
-    def __init__(self):
-        super().__init__(daemon=True)
-        self.peak = rss_now()
-        self.done = threading.Event()
-
-    def run(self):
-        while not self.done.wait(0.005):
-            self.peak = max(self.peak, rss_now())
-
-    def stop(self):
-        self.done.set()
-        self.join()
-        return max(self.peak, rss_now())
+import peerlib
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", required=True, help="folder with sub-*_bold.nii.gz and mask.nii.gz")
-    ap.add_argument("--mode", required=True, choices=["read_only", "lazy", "in_memory"])
-    ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--threads", type=int, default=0, help="unused: the NumPy steps are serial")
-    args = ap.parse_args()
+    args = peerlib.arguments(__doc__, "folder with sub-*_bold.nii.gz and mask.nii.gz",
+                             ["read_only", "lazy", "in_memory"], "unused: the NumPy steps are serial")
     try:
         import numpy as np
         import nibabel as nib
     except ImportError as e:
-        print(json.dumps({"skipped": f"{e.name or 'a module'} is not importable by {sys.executable}"}))
-        return 0
+        return peerlib.skip_import(e)
 
     files = sorted(glob.glob(os.path.join(args.data, "sub-*_bold.nii.gz")))
     if not files:
@@ -98,28 +68,9 @@ def main():
         return x.mean(axis=0, dtype=np.float64), x.std(axis=0, dtype=np.float64)
 
     run = {"read_only": read_only, "lazy": lazy, "in_memory": in_memory}[args.mode]
-    baseline = rss_now()
-    run()   # warm-up
-    sampler = RssSampler()
-    sampler.start()
-    times = []
-    for _ in range(args.reps):
-        t0 = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - t0)
-    peak = sampler.stop()
-    print(json.dumps({
-        "peer": f"nibabel {nib.__version__} + numpy {np.__version__}, Python {sys.version.split()[0]}",
-        "mode": args.mode,
-        "times_s": times,
-        "median_s": statistics.median(times),
-        "min_s": min(times),
-        "max_s": max(times),
-        "rss_baseline": baseline,
-        "rss_peak_sampled": peak,
-        "rss_peak_getrusage": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-    }))
-    return 0
+    return peerlib.measure_and_print(run, args.reps, args.mode,
+                                     f"nibabel {nib.__version__} + numpy {np.__version__}",
+                                     peerlib.rss_now())
 
 
 if __name__ == "__main__":

@@ -28,40 +28,14 @@ Timing follows nlflow bench: one warm-up, then --reps timed runs; median, min,
 max; peak RSS sampled every 5 ms during the timed runs. Prints one JSON line;
 when numpy cannot be imported it prints {"skipped": reason} and exits 0.
 """
-import argparse
-import json
 import os
-import resource
-import statistics
 import sys
-import threading
-import time
+
+import peerlib
 
 MAX_SECONDS_PER_RUN = 120.0
-PROBE_VOXELS = 20000   # smaller probes underestimate: caches flatter them
 BLOCK_BYTES = 256 << 20
 FOLDS = 5
-
-
-def rss_now():
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-class RssSampler(threading.Thread):
-    def __init__(self):
-        super().__init__(daemon=True)
-        self.peak = rss_now()
-        self.done = threading.Event()
-
-    def run(self):
-        while not self.done.wait(0.005):
-            self.peak = max(self.peak, rss_now())
-
-    def stop(self):
-        self.done.set()
-        self.join()
-        return max(self.peak, rss_now())
 
 
 def fold_bounds(n, k):
@@ -112,23 +86,15 @@ def ridge_cv(np, X, Y, alphas):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", required=True, help="folder with X.npy and Y.npy")
-    ap.add_argument("--mode", required=True, choices=["per_voxel"])
-    ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--threads", type=int, default=0, help="BLAS threads (0: NumPy's default)")
-    args = ap.parse_args()
-    if args.threads > 0:
-        for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-            os.environ[var] = str(args.threads)
+    args = peerlib.arguments(__doc__, "folder with X.npy and Y.npy", ["per_voxel"])
+    peerlib.set_blas_threads(args.threads)
     try:
         import numpy as np
     except ImportError as e:
-        print(json.dumps({"skipped": f"{e.name or 'a module'} is not importable by {sys.executable}"}))
-        return 0
+        return peerlib.skip_import(e)
 
     alphas = np.logspace(-2, 4, 20)
-    baseline = rss_now()
+    baseline = peerlib.rss_now()
 
     def load():
         return (np.load(os.path.join(args.data, "X.npy")).astype(np.float32, copy=False),
@@ -139,39 +105,14 @@ def main():
         return ridge_cv(np, X, Y, alphas)
 
     X, Y = load()
-    V = Y.shape[1]
-    estimate = None
-    if V > PROBE_VOXELS:
-        t0 = time.perf_counter()
-        ridge_cv(np, X, np.ascontiguousarray(Y[:, :PROBE_VOXELS]), alphas)
-        estimate = (time.perf_counter() - t0) * V / PROBE_VOXELS
+    estimate = peerlib.per_run_estimate(
+        lambda voxels, X=X, Y=Y: ridge_cv(np, X, np.ascontiguousarray(Y[:, :voxels]), alphas), Y.shape[1])
     del X, Y
     if estimate is not None and estimate > MAX_SECONDS_PER_RUN:
-        print(json.dumps({"skipped": f"too slow (estimated {estimate:.0f} s per run)"}))
-        return 0
-
-    run()   # warm-up
-    sampler = RssSampler()
-    sampler.start()
-    times = []
-    for _ in range(args.reps):
-        t0 = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - t0)
-    peak = sampler.stop()
-    print(json.dumps({
-        "peer": f"numpy {np.__version__} (same algorithm, float32), Python {sys.version.split()[0]}",
-        "mode": args.mode,
-        "times_s": times,
-        "median_s": statistics.median(times),
-        "min_s": min(times),
-        "max_s": max(times),
-        "estimated_s": estimate,
-        "rss_baseline": baseline,
-        "rss_peak_sampled": peak,
-        "rss_peak_getrusage": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-    }))
-    return 0
+        return peerlib.skip(f"too slow (estimated {estimate:.0f} s per run)")
+    return peerlib.measure_and_print(run, args.reps, args.mode,
+                                     f"numpy {np.__version__} (same algorithm, float32)",
+                                     baseline, estimated_s=estimate)
 
 
 if __name__ == "__main__":

@@ -26,22 +26,12 @@ max; peak RSS sampled every 5 ms during the timed runs. Prints one JSON line;
 when numpy or scikit-learn cannot be imported it prints {"skipped": reason} and
 exits 0.
 """
-import argparse
-import json
 import os
-import resource
-import statistics
 import sys
-import threading
-import time
+
+import peerlib
 
 MAX_SECONDS_PER_RUN = 120.0
-PROBE_VOXELS = 20000   # smaller probes underestimate: caches flatter them
-
-
-def rss_now():
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def available_memory():
@@ -52,42 +42,18 @@ def available_memory():
     return 0
 
 
-class RssSampler(threading.Thread):
-    def __init__(self):
-        super().__init__(daemon=True)
-        self.peak = rss_now()
-        self.done = threading.Event()
-
-    def run(self):
-        while not self.done.wait(0.005):
-            self.peak = max(self.peak, rss_now())
-
-    def stop(self):
-        self.done.set()
-        self.join()
-        return max(self.peak, rss_now())
-
-
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", required=True, help="folder with X.npy and Y.npy")
-    ap.add_argument("--mode", required=True, choices=["loo"])
-    ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--threads", type=int, default=0, help="BLAS threads (0: NumPy's default)")
-    args = ap.parse_args()
-    if args.threads > 0:
-        for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-            os.environ[var] = str(args.threads)
+    args = peerlib.arguments(__doc__, "folder with X.npy and Y.npy", ["loo"])
+    peerlib.set_blas_threads(args.threads)
     try:
         import numpy as np
         import sklearn
         from sklearn.linear_model import RidgeCV
     except ImportError as e:
-        print(json.dumps({"skipped": f"{e.name or 'a module'} is not importable by {sys.executable}"}))
-        return 0
+        return peerlib.skip_import(e)
 
     alphas = np.logspace(-2, 4, 20)
-    baseline = rss_now()
+    baseline = peerlib.rss_now()
 
     def load():
         return np.load(os.path.join(args.data, "X.npy")), np.load(os.path.join(args.data, "Y.npy"))
@@ -102,45 +68,20 @@ def main():
 
     X, Y = load()
     n, V = Y.shape
-    estimate = None
-    if V > PROBE_VOXELS:
-        t0 = time.perf_counter()
-        fit(X, np.ascontiguousarray(Y[:, :PROBE_VOXELS]))
-        estimate = (time.perf_counter() - t0) * V / PROBE_VOXELS
+    estimate = peerlib.per_run_estimate(lambda voxels, X=X, Y=Y: fit(X, np.ascontiguousarray(Y[:, :voxels])), V)
     del X, Y
     if estimate is not None and estimate > MAX_SECONDS_PER_RUN:
-        print(json.dumps({"skipped": f"too slow (estimated {estimate:.0f} s per run)"}))
-        return 0
+        return peerlib.skip(f"too slow (estimated {estimate:.0f} s per run)")
     # Measured: the peak is about 7.5 float64 copies of Y (n x V x 8 bytes).
     working_set = 8 * n * V * 8
     if working_set > available_memory() / 2:
-        print(json.dumps({"skipped": f"too much memory (about {working_set / 2**30:.1f} GiB "
-                                     f"of float64 work arrays)"}))
-        return 0
+        return peerlib.skip(f"too much memory (about {working_set / 2**30:.1f} GiB "
+                            f"of float64 work arrays)")
 
-    run()   # warm-up
-    sampler = RssSampler()
-    sampler.start()
-    times = []
-    for _ in range(args.reps):
-        t0 = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - t0)
-    peak = sampler.stop()
-    print(json.dumps({
-        "peer": f"scikit-learn {sklearn.__version__} RidgeCV(alpha_per_target=True, cv=None: "
-                f"leave-one-out, float64) + numpy {np.__version__}, Python {sys.version.split()[0]}",
-        "mode": args.mode,
-        "times_s": times,
-        "median_s": statistics.median(times),
-        "min_s": min(times),
-        "max_s": max(times),
-        "estimated_s": estimate,
-        "rss_baseline": baseline,
-        "rss_peak_sampled": peak,
-        "rss_peak_getrusage": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-    }))
-    return 0
+    return peerlib.measure_and_print(
+        run, args.reps, args.mode,
+        f"scikit-learn {sklearn.__version__} RidgeCV(alpha_per_target=True, cv=None: "
+        f"leave-one-out, float64) + numpy {np.__version__}", baseline, estimated_s=estimate)
 
 
 if __name__ == "__main__":
