@@ -309,6 +309,28 @@ int64_t nf_table_find(const struct nf_table *t, const char *name)
     return -1;
 }
 
+int nf_table_column_numeric(struct nf_value *tab, int64_t c, const char *name, struct nf_error *err)
+{
+    struct nf_column *col = &tab->u.tab.cols[c];
+    col->name = nf_strdup(name);
+    col->numeric = true;
+    col->num = nf_calloc((size_t)(tab->u.tab.n_rows ? tab->u.tab.n_rows : 1), sizeof(double));
+    if (!col->name || !col->num)
+        return NF_FAIL(err, NF_ENOMEM, "out of memory");
+    return 0;
+}
+
+int nf_table_column_string(struct nf_value *tab, int64_t c, const char *name, struct nf_error *err)
+{
+    struct nf_column *col = &tab->u.tab.cols[c];
+    col->name = nf_strdup(name);
+    col->numeric = false;
+    col->str = nf_calloc((size_t)(tab->u.tab.n_rows ? tab->u.tab.n_rows : 1), sizeof(char *));
+    if (!col->name || !col->str)
+        return NF_FAIL(err, NF_ENOMEM, "out of memory");
+    return 0;
+}
+
 struct nf_value *nf_table_to_matrix(const struct nf_value *tab, struct nf_error *err)
 {
     const struct nf_table *t = &tab->u.tab;

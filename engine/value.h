@@ -134,6 +134,10 @@ struct nf_value *nf_table_to_matrix(const struct nf_value *tab, struct nf_error 
 struct nf_value *nf_collection_stack(const struct nf_value *coll, struct nf_error *err);
 /* Find a column by name, or -1. */
 int64_t nf_table_find(const struct nf_table *t, const char *name);
+/* Name column c of a new table and allocate its n_rows zeroed values (numbers,
+ * or NULL strings that the caller fills with owned copies). 0 or NF_ENOMEM. */
+int nf_table_column_numeric(struct nf_value *tab, int64_t c, const char *name, struct nf_error *err);
+int nf_table_column_string(struct nf_value *tab, int64_t c, const char *name, struct nf_error *err);
 
 /* ---- shapes: what the planner knows before data is read ---- */
 struct nf_shape {
