@@ -24,14 +24,15 @@ static bool port_shape(const struct nf_node_inst *node, const struct nf_edge *e,
     if (src->kind == NF_KIND_NONE)
         return true;
     unsigned accepted = port->types;
+    if (src->kind == NF_KIND_COLLECTION && !(accepted & NF_PT_COLL) && (port->flags & NF_PORT_STACK) &&
+        src->item_kind == NF_KIND_MATRIX) {
+        out->kind = NF_KIND_MATRIX;   /* stacked, also for nodes that are never mapped */
+        out->dim[0] = src->dim[0] * src->n_items;
+        out->n_items = 0;
+        return true;
+    }
     if (src->kind == NF_KIND_COLLECTION && !(accepted & NF_PT_COLL) &&
         !(node->type->flags & NF_NODE_NO_MAP)) {
-        if ((port->flags & NF_PORT_STACK) && src->item_kind == NF_KIND_MATRIX) {
-            out->kind = NF_KIND_MATRIX;
-            out->dim[0] = src->dim[0] * src->n_items;
-            out->n_items = 0;
-            return true;
-        }
         /* map over items */
         if (*n_items >= 0 && *n_items != src->n_items) {
             NF_DIAG(d, NF_ESHAPE, &e->loc, node->id,

@@ -10,6 +10,7 @@ extern const struct nf_node_type nf_node_debug_fault;
 extern const struct nf_node_type nf_node_load;
 extern const struct nf_node_type nf_node_mask;
 extern const struct nf_node_type nf_node_moments;
+extern const struct nf_node_type nf_node_permute;
 extern const struct nf_node_type nf_node_ridge;
 extern const struct nf_node_type nf_node_simulate;
 extern const struct nf_node_type nf_node_summarize;
@@ -18,6 +19,7 @@ const struct nf_node_type *const nf_node_types[] = {
     &nf_node_load,
     &nf_node_mask,
     &nf_node_moments,
+    &nf_node_permute,
     &nf_node_ridge,
     &nf_node_simulate,
     &nf_node_summarize,

@@ -135,6 +135,32 @@ cmp -s "$ck/out/ckpt_stat-work.tsv" "$work/ckref/out/ckpt_stat-work.tsv" || fail
 "$NLFLOW" cache info --cache "$ck/.nlflow/cache.db" | grep -q "checkpoint chunks: 0" || fail "checkpoint chunks not dropped after the result was stored"
 echo "ok   a node killed after 15 of 40 chunks resumes from its checkpoints, identical result"
 
+# 7b. the permute node: killed after some checkpointed chunks of permutations,
+# a rerun resumes from them and gives the same p, p_fwe, q_fdr and maxima
+pk="$work/perm"; mkdir -p "$pk" "$work/permref"
+cat >"$pk/p.yaml" <<'YAML'
+nlflow: 1
+name: perm
+settings: {outputs: out, seed: 3}
+nodes:
+  sim: {type: simulate, subjects: 9, images: 2, voxel_size: 8, mask: synthetic}
+  maps: {type: mask, in: {data: sim.data, mask: sim.mask}}
+  test: {type: permute, in: {data: maps}, stat: t, n_permutations: 6000, chunk: 500, exact: never}
+  keep: {type: summarize, in: {p: test.p, p_fwe: test.p_fwe, q: test.q_fdr, nm: test.null_max}}
+YAML
+cp "$pk/p.yaml" "$work/permref/p.yaml"
+"$NLFLOW" run --quiet --no-cache "$work/permref/p.yaml" || fail "permute reference run"
+resumed=0
+for n in 37 45 52; do
+    rm -rf "$pk/.nlflow" "$pk/out"
+    { NLFLOW_KILL_AT=$n "$NLFLOW" run --quiet "$pk/p.yaml" >/dev/null 2>&1; } 2>/dev/null
+    "$NLFLOW" run "$pk/p.yaml" >/dev/null 2>"$work/perr" || { cat "$work/perr"; fail "permute: resuming run (kill at $n)"; }
+    grep -q "resumed [1-9][0-9]* of 12 chunks" "$work/perr" && resumed=$((resumed + 1))
+    same_outputs "$work/permref/out" "$pk/out" || fail "permute: resumed result differs (kill at $n)"
+done
+[ "$resumed" -ge 1 ] || fail "permute: no run resumed from checkpoints"
+echo "ok   permute killed mid-way resumes from its checkpointed chunks ($resumed of 3 kill points), identical p maps"
+
 # 8. disk full: the run goes on without caching (warning), or fails cleanly with --strict-cache
 f="$work/full"; setup "$f"
 NLFLOW_CACHE_MAX_PAGES=40 "$NLFLOW" run --quiet "$f/q.yaml" 2>"$work/ferr" || { cat "$work/ferr"; fail "disk-full run should go on"; }

@@ -39,6 +39,16 @@ for f in "$q"/*.nii.gz "$q"/*.tsv; do
 done
 echo "ok   quickstart outputs, planted ROI and determinism"
 
+# group-permutation: the largest FWE cluster is the planted sphere (peak within
+# 15 mm of its centre, 40,-20,40)
+g="$work/pipelines/results/group-permutation/group_stat-t_clusters.tsv"
+[ -s "$g" ] || fail "group-permutation wrote no cluster table"
+awk -F'\t' 'NR == 2 { d = ($4-40)^2 + ($5+20)^2 + ($6-40)^2; exit !(d <= 225 && $2 >= 20) }' "$g" ||
+    { cat "$g"; fail "group-permutation: the largest cluster is not the planted sphere"; }
+grep -q "^exact	yes" "$work/pipelines/results/group-permutation/group_stat-permutation.tsv" ||
+    fail "group-permutation: 2^12 sign flips <= 5000 should make the test exact"
+echo "ok   group-permutation finds the planted sphere at p_fwe < 0.05"
+
 # An independent reader: nibabel (Debian's python3-nibabel), when installed.
 PY=/usr/bin/python3
 if [ -x "$PY" ] && "$PY" -c 'import nibabel, numpy' 2>/dev/null; then

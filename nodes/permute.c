@@ -1,0 +1,1172 @@
+/* permute.c — the `permute` node: group-level permutation tests over maps with
+ * nltools' draws, max-statistic FWE and Benjamini-Hochberg FDR
+ * (reference/nltools-core.md §3, DESIGN.md §2).
+ *
+ * Tests: one-sample sign flip (rows of data × ±1), two-sample label
+ * permutation (data + data2, or data split by a two-valued `groups` column),
+ * correlation with a per-subject `covariate` (rows of the data permuted,
+ * Pearson or Spearman). Draws as nltools: seeds = RandomState(seed).randint(
+ * 2**31-1, N), permutation i from RandomState(seeds[i]) — choice([1,-1], n) or
+ * permutation(n) — so each permutation is reproducible on its own, whatever the
+ * chunk, thread or machine. When the full set of permutations is no larger
+ * than N it is enumerated instead (exact test, identity included).
+ *
+ * Algorithm: for a block of permutations and a tile of voxels the null
+ * statistics are one GEMM, R (perms × n) · D (n × voxels), where a row of R is
+ * a sign vector, a 0/1 group-1 indicator, or the permuted standardised
+ * covariate. The statistic (mean, t, difference, r — t needs only per-voxel
+ * sums of squares fixed under the permutation), the per-voxel exceedance count
+ * and the per-permutation maximum over voxels are computed while the tile is in
+ * cache; N × V is never stored, so memory does not depend on N. Comparisons
+ * use a monotone transform of the statistic (the statistic itself, or t·|t|
+ * without the square root; constant factors dropped), and a null value within
+ * the float round-off bound of the observed one counts as a tie (tie_bound):
+ * a sign flip's mirror image, a relabelling within groups or the identity in an
+ * exact test equal the observed value exactly in nltools' float64 code, and
+ * are counted here too.
+ *
+ * Permutations are processed in chunks committed to the cache as checkpoints
+ * (counts per voxel and the chunk's maxima), so a killed run resumes at the
+ * next chunk with the same final result. Voxel tiles and chunks are fixed by
+ * V and N only, never by the thread count: results are the same bits for any
+ * number of threads.
+ */
+#include <float.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "node.h"
+#include "pipeline.h"
+#include "rng.h"
+#include "util.h"
+
+#include "permute.h"
+
+static const char *const test_kinds[] = { "one_sample", "two_sample", "correlation", NULL };
+static const char *const stat_kinds[] = { "mean", "t", NULL };
+static const char *const tail_kinds[] = { "two", "upper", "lower", NULL };
+static const char *const methods[] = { "pearson", "spearman", NULL };
+static const char *const exact_kinds[] = { "auto", "never", NULL };
+
+static const struct nf_param permute_params_table[] = {
+    { "test", "one_sample: sign flips of each subject's map; two_sample: group labels permuted "
+      "(data vs data2, or data split by a two-valued groups column); correlation: the data's rows "
+      "permuted against a covariate",
+      NF_P_ENUM, offsetof(struct permute_params, test), { PERM_ONE_SAMPLE, 0, NULL }, 0, 0, test_kinds,
+      0, 0, 0 },
+    { "stat", "one/two-sample statistic: mean (the mean, or difference of means, as nltools) or t "
+      "(one-sample t, or Student's pooled-variance two-sample t, as FSL randomise); correlation "
+      "always uses r",
+      NF_P_ENUM, offsetof(struct permute_params, stat), { PERM_STAT_MEAN, 0, NULL }, 0, 0, stat_kinds,
+      0, 0, 0 },
+    { "tail", "two: |null| >= |observed|; upper: null >= observed; lower: null <= observed",
+      NF_P_ENUM, offsetof(struct permute_params, tail), { PERM_TAIL_TWO, 0, NULL }, 0, 0, tail_kinds,
+      0, 0, 0 },
+    { "n_permutations", "number of random permutations N; p = (count + 1) / (N + 1)",
+      NF_P_INT, offsetof(struct permute_params, n_permutations), { 5000, 0, NULL }, 1, 1e9, NULL, 0,
+      0, 0 },
+    { "seed", "RandomState seed of the per-permutation seeds, as nltools' random_state "
+      "(-1: the pipeline's settings.seed)",
+      NF_P_INT, offsetof(struct permute_params, seed), { -1, 0, NULL }, -1, 4294967295.0, NULL, 0, 0, 0 },
+    { "method", "correlation: pearson, or spearman (Pearson on average ranks)",
+      NF_P_ENUM, offsetof(struct permute_params, method), { PERM_PEARSON, 0, NULL }, 0, 0, methods, 0,
+      0, 0 },
+    { "exact", "auto: enumerate every permutation (identity included; p = count / total) when there "
+      "are no more than n_permutations of them; never: always draw N at random",
+      NF_P_ENUM, offsetof(struct permute_params, exact), { PERM_EXACT_AUTO, 0, NULL }, 0, 0,
+      exact_kinds, 0, 0, 0 },
+    { "column", "the column of the covariate or groups table to use (default: the first)",
+      NF_P_STR, offsetof(struct permute_params, column), { 0, 0, "" }, 0, 0, NULL, NF_PF_OPTIONAL, 0, 0 },
+    { "chunk", "permutations per checkpoint chunk (a killed run resumes at the next chunk)",
+      NF_P_INT, offsetof(struct permute_params, chunk), { 1000, 0, NULL }, 1, 1e9, NULL, 0, 0, 0 },
+    NF_PARAM_END
+};
+
+static const struct nf_port permute_inputs[] = {
+    { "data", "subjects x voxels (one row per subject; a collection of 1 x V maps is stacked)",
+      NF_PT_MATRIX, NF_PORT_STACK | NF_PORT_TABLE_AS_MATRIX },
+    { "data2", "two_sample: the second group's subjects x voxels", NF_PT_MATRIX,
+      NF_PORT_OPTIONAL | NF_PORT_STACK | NF_PORT_TABLE_AS_MATRIX },
+    { "covariate", "correlation: one value per subject (a table column or a 1-column matrix)",
+      NF_PT_TABLE | NF_PT_MATRIX, NF_PORT_OPTIONAL },
+    { "groups", "two_sample without data2: the group of each subject (two distinct values, numbers "
+      "or text; the first in sorted order is group 1)",
+      NF_PT_TABLE | NF_PT_MATRIX, NF_PORT_OPTIONAL },
+    NF_PORT_END
+};
+
+static const struct nf_port permute_outputs[] = {
+    { "stat", "1 x V observed statistic (mean, t, difference of means, or r); 0 where a voxel has "
+      "no variance", NF_PT_MATRIX, 0 },
+    { "p", "1 x V uncorrected p: (count + 1) / (N + 1), ties counted (count / total when exact)",
+      NF_PT_MATRIX, 0 },
+    { "p_fwe", "1 x V family-wise corrected p by the maximum statistic over voxels (single step)",
+      NF_PT_MATRIX, 0 },
+    { "q_fdr", "1 x V Benjamini-Hochberg q-values of p", NF_PT_MATRIX, 0 },
+    { "null_max", "N x 1 null distribution of the maximum statistic (column null_max), in the "
+      "statistic's units: max |stat| (two tails), max stat (upper), max -stat (lower)",
+      NF_PT_MATRIX, 0 },
+    { "info", "table of key, value: test, statistic, tail, permutations, exact, seed, subjects, "
+      "voxels, zero-variance voxels", NF_PT_TABLE, 0 },
+    NF_PORT_END
+};
+
+/* ---- shapes and checks ---- */
+
+static int permute_resolve(struct nf_resolve *r)
+{
+    const struct permute_params *p = r->params;
+    const struct nf_shape *x = &r->in[PIN_DATA];
+    const struct nf_loc *loc = nf_node_loc(r->node);
+    const char *id = nf_node_id(r->node);
+    bool has2 = r->in[PIN_DATA2].kind != NF_KIND_NONE, hasc = r->in[PIN_COVARIATE].kind != NF_KIND_NONE,
+         hasg = r->in[PIN_GROUPS].kind != NF_KIND_NONE;
+    /* which inputs each test takes: wiring mistakes are found before any data is read */
+    if (p->test == PERM_ONE_SAMPLE && (has2 || hasc || hasg))
+        return NF_FAIL_AT(r->err, NF_EUSAGE, loc, id, "test one_sample takes only 'data' (got %s)",
+                          has2 ? "data2" : hasc ? "covariate" : "groups");
+    if (p->test == PERM_TWO_SAMPLE && has2 == hasg)
+        return NF_FAIL_AT(r->err, NF_EUSAGE, loc, id,
+                          "test two_sample needs either 'data2' or a 'groups' column (%s)",
+                          has2 ? "not both" : "got neither");
+    if (p->test == PERM_TWO_SAMPLE && hasc)
+        return NF_FAIL_AT(r->err, NF_EUSAGE, loc, id, "test two_sample does not take a covariate");
+    if (p->test == PERM_CORRELATION && (!hasc || has2 || hasg))
+        return NF_FAIL_AT(r->err, NF_EUSAGE, loc, id, "test correlation needs 'covariate' (and no %s)",
+                          has2 ? "data2" : hasg ? "groups" : "other input");
+    if (x->kind == NF_KIND_NONE)
+        return 0;
+    if (has2 && r->in[PIN_DATA2].dim[1] > 0 && x->dim[1] > 0 && r->in[PIN_DATA2].dim[1] != x->dim[1])
+        return NF_FAIL_AT(r->err, NF_ESHAPE, loc, id, "data has %lld voxels but data2 has %lld",
+                          (long long)x->dim[1], (long long)r->in[PIN_DATA2].dim[1]);
+    for (int o = POUT_STAT; o <= POUT_Q_FDR; o++) {
+        r->out[o].kind = NF_KIND_MATRIX;
+        r->out[o].dim[0] = 1;
+        r->out[o].dim[1] = x->dim[1];
+        r->out[o].cols_upper_bound = x->cols_upper_bound;
+        r->out[o].has_geom = x->has_geom;
+    }
+    r->out[POUT_NULL_MAX].kind = NF_KIND_MATRIX;
+    r->out[POUT_NULL_MAX].dim[0] = p->exact == PERM_EXACT_AUTO ? 0 : p->n_permutations;   /* exact: at run time */
+    r->out[POUT_NULL_MAX].dim[1] = 1;
+    r->out[POUT_INFO].kind = NF_KIND_TABLE;
+    return 0;
+}
+
+/* Voxel tiles and permutation sub-blocks of one GEMM. */
+enum { TILE_VOXELS = 512, SUB_ROWS = 255 };
+
+/* Working memory: a copy of the data (two-sample, correlation), per-voxel
+ * arrays, one chunk's rows, and per thread one GEMM tile. */
+static uint64_t permute_estimate(const void *params, const struct nf_shape *in, const struct nf_shape *out)
+{
+    const struct permute_params *p = params;
+    (void)out;
+    uint64_t n = (uint64_t)in[PIN_DATA].dim[0] + (uint64_t)(in[PIN_DATA2].kind ? in[PIN_DATA2].dim[0] : 0);
+    uint64_t V = (uint64_t)in[PIN_DATA].dim[1], chunk = (uint64_t)p->chunk;
+    uint64_t tiles = V / TILE_VOXELS + 1;
+    uint64_t copy = p->test == PERM_ONE_SAMPLE ? 0 : n * V * 4;
+    return copy + V * 40 + (chunk + chunk / SUB_ROWS + 1) * n * 4 + tiles * chunk * 4 +
+           (uint64_t)(SUB_ROWS + 1) * TILE_VOXELS * 4 * 16;
+}
+
+/* ---- the computation ---- */
+
+struct perm_ctx {
+    const struct permute_params *prm;
+    const struct nf_kernels *K;
+    int test, tail;
+    bool t_stat;
+    int64_t n, V, n1, n2;      /* subjects; two-sample group sizes (group 1 = the first n1 rows) */
+    const float *D;            /* n x V, leading dimension V: data, pooled, or standardised */
+    float *D_own;
+    float *cov;                /* correlation: the standardised covariate (n) */
+    /* epilogue, per voxel: d = a g - shift[v]; for t, den = max(ss[v] - c d², floor[v]) */
+    double a, c, max_r;        /* max_r: the largest |R| entry */
+    float *shift, *ss, *floor_, *cap;   /* cap: +FLT_MAX, or -FLT_MAX for a zero-variance voxel */
+    bool *flat;
+    int64_t n_flat;
+    /* permutations */
+    bool exact;
+    int64_t M;                 /* permutations counted (N, or the exact total) */
+    uint32_t *seeds;           /* N per-permutation seeds (random mode) */
+    float *row0;               /* the identity permutation's row */
+    double *abs_sum;           /* V: max|R| sum_j |D_jv|, bounds every GEMM value's round-off */
+    /* results */
+    uint32_t *count;           /* V exceedances so far */
+    float *null_q;             /* M maxima over voxels, transformed statistic */
+    float *q_obs;              /* V observed transformed statistic */
+    float *lo, *hi;            /* V: q_obs minus / plus its round-off bound */
+    double *q_obs_d;           /* V: the observed transformed statistic in double */
+    double *ss_d, *shift_d;    /* V: the epilogue's constants in double */
+};
+
+/* ---- exact enumeration ---- */
+
+static double choose(int64_t n, int64_t k)
+{
+    double r = 1;
+    for (int64_t i = 1; i <= k; i++)
+        r = r * (double)(n - k + i) / (double)i;
+    return floor(r + 0.5);
+}
+
+/* The size of the full permutation set, or +inf beyond 2^62. */
+static double full_set_size(const struct perm_ctx *c)
+{
+    if (c->test == PERM_ONE_SAMPLE)
+        return c->n >= 62 ? INFINITY : ldexp(1.0, (int)c->n);
+    if (c->test == PERM_TWO_SAMPLE)
+        return choose(c->n, c->n1);
+    double f = 1;
+    for (int64_t i = 2; i <= c->n && f < 1e19; i++)
+        f *= (double)i;
+    return f;
+}
+
+/* Combination number `index` (lexicographic over n choose k, 0 = {0..k-1}):
+ * in[i] = 1 for the chosen rows. */
+static void unrank_combination(int64_t index, int64_t n, int64_t k, float *row)
+{
+    int64_t next = 0;
+    for (int64_t i = 0; i < n; i++)
+        row[i] = 0;
+    for (int64_t slot = 0; slot < k; slot++) {
+        for (int64_t i = next;; i++) {
+            int64_t with_i = (int64_t)choose(n - i - 1, k - slot - 1);
+            if (index < with_i) {
+                row[i] = 1;
+                next = i + 1;
+                break;
+            }
+            index -= with_i;
+        }
+    }
+}
+
+/* Permutation number `index` (lexicographic, Lehmer code; 0 = identity);
+ * n! <= 2^62 here. */
+static void unrank_permutation(int64_t index, int64_t n, int64_t *perm)
+{
+    int64_t pool[21], block = 1;
+    for (int64_t i = 0; i < n; i++)
+        pool[i] = i;
+    for (int64_t i = 2; i < n; i++)
+        block *= i;                      /* (n - 1)! */
+    for (int64_t i = 0; i < n; i++) {
+        int64_t left = n - i, q = index / block;
+        index %= block;
+        perm[i] = pool[q];
+        memmove(pool + q, pool + q + 1, (size_t)(left - q - 1) * sizeof *pool);
+        if (left > 1)
+            block /= left - 1;           /* (left - 2)! */
+    }
+}
+
+/* Row of R for permutation `index` (0 <= index < M). perm: scratch of n. */
+static void perm_row(const struct perm_ctx *c, int64_t index, float *row, int64_t *perm, int8_t *signs)
+{
+    const int64_t n = c->n;
+    struct nf_mt19937 mt;
+    if (!c->exact)
+        nf_mt_seed(&mt, c->seeds[index]);
+    switch (c->test) {
+    case PERM_ONE_SAMPLE:
+        if (c->exact) {
+            for (int64_t i = 0; i < n; i++)
+                row[i] = (index >> i) & 1 ? -1.0f : 1.0f;
+        } else {
+            nf_mt_signs(&mt, signs, n);
+            for (int64_t i = 0; i < n; i++)
+                row[i] = (float)signs[i];
+        }
+        break;
+    case PERM_TWO_SAMPLE:
+        if (c->exact) {
+            unrank_combination(index, n, c->n1, row);
+        } else {
+            /* group 1 = pooled[perm[:n1]] */
+            nf_mt_permutation(&mt, perm, n);
+            for (int64_t j = 0; j < n; j++)
+                row[perm[j]] = j < c->n1 ? 1.0f : 0.0f;
+        }
+        break;
+    default:
+        /* data[perm] against the covariate: sum_j x[perm[j]] c[j] */
+        if (c->exact)
+            unrank_permutation(index, n, perm);
+        else
+            nf_mt_permutation(&mt, perm, n);
+        for (int64_t j = 0; j < n; j++)
+            row[perm[j]] = c->cov[j];
+        break;
+    }
+}
+
+/* The transformed statistic of GEMM values g[0..len) of voxels v0.. (in place).
+ * Written as simple loops over float arrays so that the compiler vectorises. */
+static void transform(const struct perm_ctx *c, float *g, int64_t v0, int64_t len)
+{
+    const float a = (float)c->a, cc = (float)c->c;
+    const float *shift = c->shift + v0, *ss = c->ss + v0, *fl = c->floor_ + v0, *cap = c->cap + v0;
+    const int tail = c->tail;
+    if (c->t_stat) {
+        for (int64_t v = 0; v < len; v++) {
+            float d = a * g[v] - shift[v];
+            float den = ss[v] - cc * d * d;
+            den = den > fl[v] ? den : fl[v];
+            float ad = d < 0 ? -d : d;
+            float q = (tail == PERM_TAIL_TWO ? ad : tail == PERM_TAIL_UPPER ? d : -d) * ad / den;
+            g[v] = q < cap[v] ? q : cap[v];
+        }
+    } else {
+        for (int64_t v = 0; v < len; v++) {
+            float d = a * g[v] - shift[v];
+            float q = tail == PERM_TAIL_TWO ? (d < 0 ? -d : d) : tail == PERM_TAIL_UPPER ? d : -d;
+            g[v] = q < cap[v] ? q : cap[v];
+        }
+    }
+}
+
+/* The transformed statistic of one permutation row and voxel in double, the
+ * products summed in row order: the same arithmetic for the observed row and
+ * for every null row, so that exact ties (a mirror-image sign flip, a
+ * relabelling within groups, the identity) are equal here as in nltools'
+ * float64 code. Used only for null values within round-off of the observed. */
+static double q_double(const struct perm_ctx *c, const float *row, int64_t v)
+{
+    double g = 0;
+    for (int64_t j = 0; j < c->n; j++)
+        g += (double)row[j] * (double)c->D[j * c->V + v];
+    double d = c->a * g - c->shift_d[v], q;
+    if (c->t_stat) {
+        double den = c->ss_d[v] - c->c * d * d, fl = 1e-12 * c->ss_d[v];
+        den = den > fl ? den : fl;
+        q = (c->tail == PERM_TAIL_TWO ? fabs(d) : c->tail == PERM_TAIL_UPPER ? d : -d) * fabs(d) / den;
+    } else {
+        q = c->tail == PERM_TAIL_TWO ? fabs(d) : c->tail == PERM_TAIL_UPPER ? d : -d;
+    }
+    return c->flat[v] ? -INFINITY : q;
+}
+
+/* The threshold that counts a null value as >= the observed one: the observed
+ * transformed statistic minus a bound on the float round-off of a GEMM value
+ * and its transform. The GEMM sums in an order that depends on where a row
+ * falls in BLAS's blocking, so a tie (a mirror-image sign flip, a relabelling
+ * within groups, the identity in an exact test) can differ from the observed
+ * value in the last bits. Null values within this bound of the observed one
+ * are decided again in double (q_double). g: the observed GEMM value; the
+ * bound is 4 x a first-order error estimate (|R| |D| sums times n u), so that
+ * both values' errors are covered. */
+static double tie_bound(const struct perm_ctx *c, int64_t v, float g)
+{
+    const double u = 0x1p-24, n = (double)c->n;
+    double e_g = 2.0 * n * u * c->abs_sum[v];
+    double d = c->a * g - c->shift[v];
+    double e_d = c->a * e_g + 2.0 * u * (fabs(c->a * g) + fabs(c->shift[v]));
+    double q, e_q;
+    if (c->t_stat) {
+        double ss = c->ss[v], den = ss - c->c * d * d;
+        den = den > c->floor_[v] ? den : c->floor_[v];
+        q = (c->tail == PERM_TAIL_TWO ? fabs(d) : c->tail == PERM_TAIL_UPPER ? d : -d) * fabs(d) / den;
+        e_q = 2.0 * fabs(d) * ss / (den * den) * e_d + 4.0 * u * fabs(q) * (1.0 + ss / den);
+    } else {
+        q = c->tail == PERM_TAIL_TWO ? fabs(d) : c->tail == PERM_TAIL_UPPER ? d : -d;
+        e_q = e_d + u * fabs(q);
+    }
+    (void)q;
+    return 4.0 * e_q;
+}
+
+/* One chunk [p0, p0 + len) of permutations. */
+struct chunk_work {
+    const struct perm_ctx *c;
+    int64_t p0, len, n_sub;      /* sub-blocks of SUB_ROWS permutations */
+    const float *R;              /* len x n: the chunk's rows of R */
+    uint32_t *count;             /* V: this chunk's exceedances */
+    float *tile_max;             /* n_tiles x len */
+    int64_t n_tiles;
+    atomic_long next;
+    atomic_int failed;
+};
+
+static void *chunk_worker(void *arg)
+{
+    struct chunk_work *w = arg;
+    const struct perm_ctx *c = w->c;
+    float *C = malloc((size_t)SUB_ROWS * TILE_VOXELS * sizeof *C);
+    if (!C) {
+        atomic_store(&w->failed, 1);
+        return NULL;
+    }
+    for (int64_t t; !atomic_load(&w->failed) && (t = atomic_fetch_add(&w->next, 1)) < w->n_tiles;) {
+        int64_t v0 = t * TILE_VOXELS, nv = c->V - v0 < TILE_VOXELS ? c->V - v0 : TILE_VOXELS;
+        uint32_t *cnt = w->count + v0;
+        float *mx = w->tile_max + t * w->len;
+        const float *lo = c->lo + v0, *hi = c->hi + v0;
+        for (int64_t s = 0; s < w->n_sub; s++) {
+            int64_t r0 = s * SUB_ROWS, rows = w->len - r0 < SUB_ROWS ? w->len - r0 : SUB_ROWS;
+            c->K->sgemm(false, false, rows, nv, c->n, 1.0f, w->R + r0 * c->n, c->n, c->D + v0, c->V, 0.0f,
+                        C, nv);
+            for (int64_t i = 0; i < rows; i++) {
+                float *q = C + i * nv, m = -FLT_MAX;
+                int near = 0;
+                transform(c, q, v0, nv);
+                for (int64_t v = 0; v < nv; v++) {
+                    cnt[v] += q[v] >= hi[v];
+                    near += (q[v] > lo[v]) & (q[v] < hi[v]);
+                    m = q[v] > m ? q[v] : m;
+                }
+                mx[r0 + i] = m;
+                for (int64_t v = 0; near && v < nv; v++)   /* rare: within round-off */
+                    if (q[v] > lo[v] && q[v] < hi[v])
+                        cnt[v] += q_double(c, w->R + (r0 + i) * c->n, v0 + v) >= c->q_obs_d[v0 + v];
+            }
+        }
+    }
+    free(C);
+    return NULL;
+}
+
+/* Runs one chunk over the threads: counts into ccount (zeroed here), maxima
+ * into cmax (len). */
+static int run_chunk(const struct perm_ctx *c, int64_t p0, int64_t len, int threads, float *R,
+                     uint32_t *ccount, float *tile_max, float *cmax, struct nf_error *err)
+{
+    struct chunk_work w = { .c = c, .p0 = p0, .len = len, .R = R, .count = ccount, .tile_max = tile_max };
+    w.n_sub = (len + SUB_ROWS - 1) / SUB_ROWS;
+    w.n_tiles = (c->V + TILE_VOXELS - 1) / TILE_VOXELS;
+    int64_t *perm = malloc((size_t)c->n * sizeof *perm);
+    int8_t *signs = malloc((size_t)c->n);
+    if (!perm || !signs) {
+        free(perm);
+        free(signs);
+        return NF_FAIL(err, NF_ENOMEM, "out of memory");
+    }
+    for (int64_t i = 0; i < len; i++)
+        perm_row(c, p0 + i, R + i * c->n, perm, signs);
+    free(perm);
+    free(signs);
+    memset(ccount, 0, (size_t)c->V * sizeof *ccount);
+    if (threads > w.n_tiles)
+        threads = (int)w.n_tiles;
+    pthread_t tids[64];
+    int started = 0;
+    for (int t = 0; t < threads - 1 && t < 64; t++)
+        if (pthread_create(&tids[t], NULL, chunk_worker, &w) == 0)
+            started++;
+    chunk_worker(&w);
+    for (int t = 0; t < started; t++)
+        pthread_join(tids[t], NULL);
+    if (atomic_load(&w.failed))
+        return NF_FAIL(err, NF_ENOMEM, "out of memory for a permutation tile");
+    for (int64_t i = 0; i < len; i++) {
+        float m = -FLT_MAX;
+        for (int64_t t = 0; t < w.n_tiles; t++)
+            m = tile_max[t * len + i] > m ? tile_max[t * len + i] : m;
+        cmax[i] = m;
+    }
+    return 0;
+}
+
+/* ---- preparing the data ---- */
+
+static int check_finite(const struct nf_value *m, const char *what, const struct nf_run *run)
+{
+    const float *a = m->u.mat.data;
+    for (int64_t e = 0; e < m->u.mat.rows * m->u.mat.cols; e++)
+        if (!isfinite(a[e]))
+            return NF_FAIL_AT(run->err, NF_EDATA, nf_node_loc(run->node), nf_node_id(run->node),
+                              "%s has a non-finite value (NaN or inf) at subject %lld, voxel %lld", what,
+                              (long long)(e / m->u.mat.cols) + 1, (long long)(e % m->u.mat.cols) + 1);
+    return 0;
+}
+
+/* One column of a table or a 1-column / 1-row matrix, as doubles (numbers), or
+ * as strings (text columns: *text set, values NULL). */
+static int pick_column(const struct nf_value *v, const char *name, const char *what, int64_t n,
+                       double **values, const char *const **text, const struct nf_run *run)
+{
+    const struct nf_loc *loc = nf_node_loc(run->node);
+    const char *id = nf_node_id(run->node);
+    *values = NULL;
+    *text = NULL;
+    if (v->kind == NF_KIND_TABLE) {
+        int64_t col = 0;
+        if (name && name[0] && (col = nf_table_find(&v->u.tab, name)) < 0)
+            return NF_FAIL_AT(run->err, NF_EUSAGE, loc, id, "%s has no column '%s'", what, name);
+        if (v->u.tab.n_cols < 1)
+            return NF_FAIL_AT(run->err, NF_ESHAPE, loc, id, "%s has no columns", what);
+        if (v->u.tab.n_rows != n)
+            return NF_FAIL_AT(run->err, NF_ESHAPE, loc, id, "%s has %lld values but data has %lld subjects",
+                              what, (long long)v->u.tab.n_rows, (long long)n);
+        const struct nf_column *cl = &v->u.tab.cols[col];
+        if (!cl->numeric) {
+            *text = (const char *const *)cl->str;
+            return 0;
+        }
+        *values = malloc((size_t)(n ? n : 1) * sizeof **values);
+        if (!*values)
+            return NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+        memcpy(*values, cl->num, (size_t)n * sizeof **values);
+        return 0;
+    }
+    const struct nf_matrix *m = &v->u.mat;
+    if (m->rows != 1 && m->cols != 1)
+        return NF_FAIL_AT(run->err, NF_ESHAPE, loc, id, "%s must be one column (got a %lldx%lld matrix)",
+                          what, (long long)m->rows, (long long)m->cols);
+    if (m->rows * m->cols != n)
+        return NF_FAIL_AT(run->err, NF_ESHAPE, loc, id, "%s has %lld values but data has %lld subjects",
+                          what, (long long)(m->rows * m->cols), (long long)n);
+    *values = malloc((size_t)(n ? n : 1) * sizeof **values);
+    if (!*values)
+        return NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+    for (int64_t i = 0; i < n; i++)
+        (*values)[i] = m->data[i];
+    return 0;
+}
+
+/* Average ranks (1-based, ties share their mean rank), as scipy rankdata. */
+struct ranked { double v; int64_t i; };
+static int cmp_ranked(const void *a, const void *b)
+{
+    const struct ranked *x = a, *y = b;
+    return x->v < y->v ? -1 : x->v > y->v ? 1 : (x->i > y->i) - (x->i < y->i);
+}
+
+static void average_ranks(struct ranked *tmp, const double *x, int64_t n, double *rank)
+{
+    for (int64_t i = 0; i < n; i++) {
+        tmp[i].v = x[i];
+        tmp[i].i = i;
+    }
+    qsort(tmp, (size_t)n, sizeof *tmp, cmp_ranked);
+    for (int64_t i = 0; i < n;) {
+        int64_t j = i;
+        while (j + 1 < n && tmp[j + 1].v == tmp[i].v)
+            j++;
+        double r = (double)(i + j) / 2.0 + 1.0;
+        for (int64_t q = i; q <= j; q++)
+            rank[tmp[q].i] = r;
+        i = j + 1;
+    }
+}
+
+/* Per-voxel observed statistic in double (the `stat` output) and the epilogue's
+ * constants. Marks zero-variance voxels. */
+static int prepare(struct perm_ctx *c, const struct nf_run *run, float *stat_out)
+{
+    const int64_t n = c->n, V = c->V;
+    double *mean = NULL, *col = NULL, *rank = NULL;
+    struct ranked *tmp = NULL;
+    int rc = 0;
+    c->shift = calloc((size_t)V, sizeof *c->shift);
+    c->ss = calloc((size_t)V, sizeof *c->ss);
+    c->floor_ = calloc((size_t)V, sizeof *c->floor_);
+    c->cap = malloc((size_t)V * sizeof *c->cap);
+    c->flat = calloc((size_t)V, sizeof *c->flat);
+    c->abs_sum = calloc((size_t)V, sizeof *c->abs_sum);
+    c->ss_d = calloc((size_t)V, sizeof *c->ss_d);
+    c->shift_d = calloc((size_t)V, sizeof *c->shift_d);
+    mean = calloc((size_t)V, sizeof *mean);
+    col = malloc((size_t)n * sizeof *col);
+    if (!c->shift || !c->ss || !c->floor_ || !c->cap || !c->flat || !c->abs_sum || !c->ss_d || !c->shift_d || !mean || !col) {
+        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    if (c->test == PERM_CORRELATION && c->prm->method == PERM_SPEARMAN) {
+        rank = malloc((size_t)n * sizeof *rank);
+        tmp = malloc((size_t)n * sizeof *tmp);
+        if (!rank || !tmp) {
+            rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+            goto fail;
+        }
+    }
+    float *D = c->D_own;   /* NULL for one-sample: the input as is */
+    const float *src = c->D;
+    for (int64_t v = 0; v < V; v++) {
+        double s = 0, s1 = 0, sq = 0;
+        for (int64_t i = 0; i < n; i++)
+            col[i] = src[i * V + v];
+        if (rank) {
+            average_ranks(tmp, col, n, rank);
+            memcpy(col, rank, (size_t)n * sizeof *col);
+        }
+        for (int64_t i = 0; i < n; i++)
+            s += col[i];
+        double m = s / (double)n;
+        for (int64_t i = 0; i < n; i++) {
+            sq += (col[i] - m) * (col[i] - m);
+            if (i < c->n1)
+                s1 += col[i];
+        }
+        double st = 0;
+        /* no variance: every value the same (up to double round-off) */
+        bool flat = sq <= 1e-12 * (double)n * m * m;
+        c->cap[v] = FLT_MAX;
+        if (c->test == PERM_ONE_SAMPLE) {
+            double ss = sq + (double)n * m * m;   /* sum of squares about 0: fixed under sign flips */
+            c->ss[v] = (float)ss;
+            c->ss_d[v] = ss;
+            c->floor_[v] = (float)(1e-12 * ss);
+            st = c->t_stat ? m / sqrt(sq / (double)(n - 1) / (double)n) : m;
+        } else if (c->test == PERM_TWO_SAMPLE) {
+            /* d = S1/n1 - (T - S1)/n2 = a S1 - T/n2 */
+            double d = s1 / (double)c->n1 - (s - s1) / (double)c->n2;
+            c->shift[v] = (float)(s / (double)c->n2);
+            c->shift_d[v] = s / (double)c->n2;
+            c->ss[v] = (float)sq;
+            c->ss_d[v] = sq;
+            c->floor_[v] = (float)(1e-12 * sq);
+            if (c->t_stat) {
+                double within = sq - c->c * d * d;
+                st = flat || within <= 0 ? 0 : d / sqrt(within / (double)(n - 2) * c->a);
+            } else {
+                st = flat ? 0 : d;
+            }
+        } else {
+            /* standardised column (population std) into the copy; r = sum / n */
+            double sd = sqrt(sq / (double)n);
+            double cross = 0;
+            for (int64_t i = 0; i < n; i++) {
+                double z = flat ? 0 : (col[i] - m) / sd;
+                D[i * V + v] = (float)z;
+                cross += z * c->cov[i];
+            }
+            st = flat ? 0 : cross / (double)n;
+        }
+        /* round-off scale of any permutation's GEMM value for this voxel */
+        double asum = 0;
+        for (int64_t i = 0; i < n; i++)
+            asum += fabs(c->test == PERM_CORRELATION ? (double)D[i * V + v] : (double)src[i * V + v]);
+        c->abs_sum[v] = asum * c->max_r;
+        if (flat) {
+            st = 0;
+            c->flat[v] = true;
+            c->n_flat++;
+            c->cap[v] = -FLT_MAX;
+        }
+        stat_out[v] = (float)st;
+    }
+fail:
+    free(mean);
+    free(col);
+    free(rank);
+    free(tmp);
+    return rc;
+}
+
+/* BH q-values of the p of tested voxels (zero-variance voxels: q = 1). */
+struct pv { float p; int64_t v; };
+static int cmp_pv(const void *a, const void *b)
+{
+    const struct pv *x = a, *y = b;
+    return x->p < y->p ? -1 : x->p > y->p ? 1 : (x->v > y->v) - (x->v < y->v);
+}
+
+static int bh_qvalues(const float *p, const bool *flat, int64_t V, float *q, struct nf_error *err)
+{
+    struct pv *s = malloc((size_t)(V ? V : 1) * sizeof *s);
+    if (!s)
+        return NF_FAIL(err, NF_ENOMEM, "out of memory");
+    int64_t m = 0;
+    for (int64_t v = 0; v < V; v++) {
+        q[v] = 1.0f;
+        if (!flat[v])
+            s[m++] = (struct pv){ p[v], v };
+    }
+    qsort(s, (size_t)m, sizeof *s, cmp_pv);
+    double run_min = 1.0;
+    for (int64_t i = m - 1; i >= 0; i--) {
+        double val = (double)s[i].p * (double)m / (double)(i + 1);
+        if (val < run_min)
+            run_min = val;
+        q[s[i].v] = (float)run_min;
+    }
+    free(s);
+    return 0;
+}
+
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The maximum statistic back in the statistic's units. */
+static float null_units(const struct perm_ctx *c, float q)
+{
+    if (q == -FLT_MAX)
+        return 0;
+    if (!c->t_stat)
+        return c->test == PERM_ONE_SAMPLE || c->test == PERM_CORRELATION ? q / (float)c->n : q;
+    double k = c->test == PERM_ONE_SAMPLE ? (double)(c->n - 1) / (double)c->n
+                                          : (double)(c->n - 2) / c->a;
+    double t = sqrt(fabs((double)q) * k);
+    return (float)(q < 0 ? -t : t);
+}
+
+static int info_table(const struct perm_ctx *c, uint32_t seed, struct nf_value **out, struct nf_error *err)
+{
+    static const char *const test_names[] = { "one_sample", "two_sample", "correlation" };
+    char vals[9][64];
+    const char *keys[9] = { "test", "statistic", "tail", "permutations", "exact", "seed", "subjects",
+                            "voxels", "zero_variance_voxels" };
+    snprintf(vals[0], 64, "%s", test_names[c->test]);
+    snprintf(vals[1], 64, "%s", c->test == PERM_CORRELATION ? (c->prm->method == PERM_SPEARMAN ? "spearman r" : "pearson r")
+                                : c->t_stat ? (c->test == PERM_ONE_SAMPLE ? "t" : "t (pooled variance)")
+                                : c->test == PERM_ONE_SAMPLE ? "mean" : "difference of means");
+    snprintf(vals[2], 64, "%s", tail_kinds[c->tail]);
+    snprintf(vals[3], 64, "%lld", (long long)c->M);
+    snprintf(vals[4], 64, "%s", c->exact ? "yes (every permutation, identity included)" : "no (random draws)");
+    if (c->exact)
+        snprintf(vals[5], 64, "-");
+    else
+        snprintf(vals[5], 64, "%u", seed);
+    snprintf(vals[6], 64, "%lld", (long long)c->n);
+    snprintf(vals[7], 64, "%lld", (long long)c->V);
+    snprintf(vals[8], 64, "%lld", (long long)c->n_flat);
+    struct nf_value *t = nf_value_new_table(9, 2, err);
+    if (!t)
+        return err->code;
+    int rc = nf_table_column_string(t, 0, "key", err);
+    if (!rc)
+        rc = nf_table_column_string(t, 1, "value", err);
+    for (int i = 0; !rc && i < 9; i++) {
+        t->u.tab.cols[0].str[i] = nf_strdup(keys[i]);
+        t->u.tab.cols[1].str[i] = nf_strdup(vals[i]);
+        if (!t->u.tab.cols[0].str[i] || !t->u.tab.cols[1].str[i])
+            rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+    }
+    if (rc) {
+        nf_value_unref(t);
+        return rc;
+    }
+    *out = t;
+    return 0;
+}
+
+/* Sets up D, n1/n2 and the covariate from the inputs. */
+static int gather_inputs(struct perm_ctx *c, const struct nf_run *run)
+{
+    const struct permute_params *prm = c->prm;
+    const struct nf_value *x = run->in[PIN_DATA], *x2 = run->in[PIN_DATA2];
+    const struct nf_loc *loc = nf_node_loc(run->node);
+    const char *id = nf_node_id(run->node);
+    double *vals = NULL;
+    const char *const *text = NULL;
+    int64_t *label = NULL;
+    int rc = 0;
+
+    c->V = x->u.mat.cols;
+    c->n = x->u.mat.rows + (x2 ? x2->u.mat.rows : 0);
+    NF_TRY(rc = check_finite(x, "data", run));
+    if (x2)
+        NF_TRY(rc = check_finite(x2, "data2", run));
+    if (x2 && x2->u.mat.cols != c->V) {
+        rc = NF_FAIL_AT(run->err, NF_ESHAPE, loc, id, "data has %lld voxels but data2 has %lld",
+                        (long long)c->V, (long long)x2->u.mat.cols);
+        goto fail;
+    }
+    if (x->u.mat.rows < 2 && c->test != PERM_TWO_SAMPLE) {
+        rc = NF_FAIL_AT(run->err, NF_EDATA, loc, id, "a permutation test needs at least 2 subjects (data has %lld)",
+                        (long long)x->u.mat.rows);
+        goto fail;
+    }
+    if (c->V < 1) {
+        rc = NF_FAIL_AT(run->err, NF_EDATA, loc, id, "data has no voxels");
+        goto fail;
+    }
+    if (c->test == PERM_ONE_SAMPLE) {
+        c->D = x->u.mat.data;
+        c->a = 1;
+        c->c = 1.0 / (double)c->n;   /* den = sum x² - g²/n */
+        c->max_r = 1;
+        goto fail;   /* done: rc is 0 */
+    }
+    if (!(c->D_own = malloc((size_t)(c->n * c->V) * sizeof *c->D_own))) {
+        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory for a copy of the data (%lld x %lld)",
+                     (long long)c->n, (long long)c->V);
+        goto fail;
+    }
+    c->D = c->D_own;
+    if (c->test == PERM_CORRELATION) {
+        NF_TRY(rc = pick_column(run->in[PIN_COVARIATE], prm->column, "covariate", c->n, &vals, &text, run));
+        if (text) {
+            rc = NF_FAIL_AT(run->err, NF_EDATA, loc, id, "the covariate column is text; it must be numbers");
+            goto fail;
+        }
+        double s = 0, sq = 0;
+        for (int64_t i = 0; i < c->n; i++) {
+            if (!isfinite(vals[i])) {
+                rc = NF_FAIL_AT(run->err, NF_EDATA, loc, id, "the covariate is missing or not finite for subject %lld",
+                                (long long)i + 1);
+                goto fail;
+            }
+        }
+        if (prm->method == PERM_SPEARMAN) {
+            double *r = malloc((size_t)c->n * sizeof *r);
+            struct ranked *tmp = malloc((size_t)c->n * sizeof *tmp);
+            if (!r || !tmp) {
+                free(r);
+                free(tmp);
+                rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+                goto fail;
+            }
+            average_ranks(tmp, vals, c->n, r);
+            memcpy(vals, r, (size_t)c->n * sizeof *r);
+            free(r);
+            free(tmp);
+        }
+        for (int64_t i = 0; i < c->n; i++)
+            s += vals[i];
+        double m = s / (double)c->n;
+        for (int64_t i = 0; i < c->n; i++)
+            sq += (vals[i] - m) * (vals[i] - m);
+        if (!(sq > 0)) {
+            rc = NF_FAIL_AT(run->err, NF_EDATA, loc, id, "the covariate is constant: a correlation is undefined");
+            goto fail;
+        }
+        if (!(c->cov = malloc((size_t)c->n * sizeof *c->cov))) {
+            rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+            goto fail;
+        }
+        double sd = sqrt(sq / (double)c->n);
+        for (int64_t i = 0; i < c->n; i++) {
+            c->cov[i] = (float)((vals[i] - m) / sd);
+            c->max_r = fabs(c->cov[i]) > c->max_r ? fabs(c->cov[i]) : c->max_r;
+        }
+        memcpy(c->D_own, x->u.mat.data, (size_t)(c->n * c->V) * sizeof *c->D_own);   /* ranked/standardised in prepare */
+        c->a = 1;
+        goto fail;
+    }
+    /* two-sample: group 1 rows first */
+    if (x2) {
+        c->n1 = x->u.mat.rows;
+        c->n2 = x2->u.mat.rows;
+        memcpy(c->D_own, x->u.mat.data, (size_t)(c->n1 * c->V) * sizeof *c->D_own);
+        memcpy(c->D_own + c->n1 * c->V, x2->u.mat.data, (size_t)(c->n2 * c->V) * sizeof *c->D_own);
+    } else {
+        NF_TRY(rc = pick_column(run->in[PIN_GROUPS], prm->column, "groups", c->n, &vals, &text, run));
+        label = malloc((size_t)c->n * sizeof *label);
+        if (!label) {
+            rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+            goto fail;
+        }
+        /* two distinct values; the first in sorted order is group 1 */
+        int64_t first = -1, second = -1;
+        for (int64_t i = 0; i < c->n; i++) {
+            if (!text && !isfinite(vals[i])) {
+                rc = NF_FAIL_AT(run->err, NF_EDATA, loc, id, "groups has a missing value (subject %lld)",
+                                (long long)i + 1);
+                goto fail;
+            }
+            bool same_first = first >= 0 && (text ? strcmp(text[i] ? text[i] : "", text[first] ? text[first] : "") == 0
+                                                  : vals[i] == vals[first]);
+            bool same_second = second >= 0 && (text ? strcmp(text[i] ? text[i] : "", text[second] ? text[second] : "") == 0
+                                                    : vals[i] == vals[second]);
+            if (first < 0 || same_first) {
+                first = first < 0 ? i : first;
+                label[i] = 0;
+            } else if (second < 0 || same_second) {
+                second = second < 0 ? i : second;
+                label[i] = 1;
+            } else {
+                rc = NF_FAIL_AT(run->err, NF_EDATA, loc, id,
+                                "groups has more than two distinct values; a two-sample test needs exactly two");
+                goto fail;
+            }
+        }
+        if (second < 0) {
+            rc = NF_FAIL_AT(run->err, NF_EDATA, loc, id, "groups has a single value; a two-sample test needs two groups");
+            goto fail;
+        }
+        bool swap = text ? strcmp(text[first] ? text[first] : "", text[second] ? text[second] : "") > 0
+                         : vals[first] > vals[second];
+        int64_t at = 0;
+        for (int g = 0; g < 2; g++)
+            for (int64_t i = 0; i < c->n; i++)
+                if ((label[i] == 0) == ((g == 0) != swap)) {
+                    memcpy(c->D_own + at * c->V, x->u.mat.data + i * c->V, (size_t)c->V * sizeof *c->D_own);
+                    at++;
+                    if (g == 0)
+                        c->n1++;
+                }
+        c->n2 = c->n - c->n1;
+    }
+    if (c->n1 < 2 || c->n2 < 2) {
+        rc = NF_FAIL_AT(run->err, NF_EDATA, loc, id,
+                        "a two-sample test needs at least 2 subjects in each group (got %lld and %lld)",
+                        (long long)c->n1, (long long)c->n2);
+        goto fail;
+    }
+    c->a = 1.0 / (double)c->n1 + 1.0 / (double)c->n2;
+    c->c = (double)c->n1 * (double)c->n2 / (double)c->n;
+    c->max_r = 1;
+fail:
+    free(vals);
+    free(label);
+    return rc;
+}
+
+/* Log progress at most every 2 s (and at the end). */
+static void progress(const struct nf_run *run, int64_t done, int64_t total, double t0, double *last)
+{
+    double now = nf_now();
+    if (now - *last < 2.0 && (done < total || *last == t0))
+        return;   /* every 2 s, and at the end only for runs that reported */
+    *last = now;
+    double rate = (double)done / (now - t0 > 1e-9 ? now - t0 : 1e-9);
+    nf_log("nlflow: node '%s': %lld/%lld permutations (%.0f/s, ETA %.0f s)", nf_node_id(run->node),
+           (long long)done, (long long)total, rate, (double)(total - done) / (rate > 0 ? rate : 1));
+}
+
+static int permute_run(struct nf_run *run)
+{
+    const struct permute_params *prm = run->params;
+    const struct nf_value *x = run->in[PIN_DATA];
+    struct perm_ctx c = { 0 };
+    struct nf_value *out[6] = { 0 };
+    float *R = NULL, *tile_max = NULL, *cmax = NULL, *sorted = NULL;
+    uint32_t *ccount = NULL, seed = 0;
+    int64_t *done_idx = NULL;
+    size_t n_done = 0;
+    int rc = 0, blas = nf_blas_threads();
+    bool blas_set = false;
+    const struct nf_loc *loc = nf_node_loc(run->node);
+    const char *id = nf_node_id(run->node);
+
+    c.prm = prm;
+    c.K = nf_kernels_cpu();
+    c.test = prm->test;
+    c.tail = prm->tail;
+    c.t_stat = prm->stat == PERM_STAT_T && prm->test != PERM_CORRELATION;
+    NF_TRY(rc = gather_inputs(&c, run));
+    if (c.test == PERM_ONE_SAMPLE && c.t_stat && c.n < 2) {
+        rc = NF_FAIL_AT(run->err, NF_EDATA, loc, id, "a t statistic needs at least 2 subjects");
+        goto fail;
+    }
+    for (int o = POUT_STAT; o <= POUT_Q_FDR; o++)
+        if (!(out[o] = nf_value_new_matrix(1, c.V, x->u.mat.geom, run->err))) {
+            rc = run->err->code;
+            goto fail;
+        }
+    NF_TRY(rc = prepare(&c, run, out[POUT_STAT]->u.mat.data));
+    if (c.n_flat == c.V) {
+        rc = NF_FAIL_AT(run->err, NF_EDATA, loc, id, "every voxel has zero variance: nothing to test");
+        goto fail;
+    }
+    if (c.n_flat)
+        nf_warn(id, "%lld voxel%s with zero variance: statistic 0, p = 1, left out of the maximum and FDR",
+                (long long)c.n_flat, c.n_flat == 1 ? "" : "s");
+
+    /* the permutation set */
+    double full = full_set_size(&c);
+    c.exact = prm->exact == PERM_EXACT_AUTO && full <= (double)prm->n_permutations;
+    c.M = c.exact ? (int64_t)full : prm->n_permutations;
+    seed = (uint32_t)(prm->seed >= 0 ? (uint64_t)prm->seed : run->env ? run->env->seed : 0);
+    if (c.exact)
+        nf_log("nlflow: node '%s': exact test: all %lld permutations enumerated (no more than "
+               "n_permutations = %lld)", id, (long long)c.M, (long long)prm->n_permutations);
+    c.row0 = malloc((size_t)c.n * sizeof *c.row0);
+    c.count = calloc((size_t)c.V, sizeof *c.count);
+    c.null_q = malloc((size_t)c.M * sizeof *c.null_q);
+    c.q_obs = malloc((size_t)c.V * sizeof *c.q_obs);
+    c.lo = malloc((size_t)c.V * sizeof *c.lo);
+    c.hi = malloc((size_t)c.V * sizeof *c.hi);
+    c.q_obs_d = malloc((size_t)c.V * sizeof *c.q_obs_d);
+    if (!c.exact)
+        c.seeds = malloc((size_t)c.M * sizeof *c.seeds);
+    if (!c.row0 || !c.count || !c.null_q || !c.q_obs || !c.lo || !c.hi || !c.q_obs_d || (!c.exact && !c.seeds)) {
+        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    if (!c.exact)
+        nf_mt_seeds(seed, c.seeds, c.M);
+    for (int64_t i = 0; i < c.n; i++)
+        c.row0[i] = c.test == PERM_ONE_SAMPLE ? 1.0f : c.test == PERM_TWO_SAMPLE ? (i < c.n1 ? 1.0f : 0.0f)
+                                                                                   : c.cov[i];
+    /* the observed transformed statistic, for the FWE comparison */
+    c.K->sgemm(false, false, 1, c.V, c.n, 1.0f, c.row0, c.n, c.D, c.V, 0.0f, c.q_obs, c.V);
+    double *bound = (double *)c.q_obs_d;   /* borrowed until q_obs_d is filled */
+    for (int64_t v = 0; v < c.V; v++)
+        bound[v] = tie_bound(&c, v, c.q_obs[v]);
+    transform(&c, c.q_obs, 0, c.V);
+    for (int64_t v = 0; v < c.V; v++) {
+        /* flat voxels: never near (lo = hi = +max), never counted */
+        c.lo[v] = c.flat[v] ? FLT_MAX : (float)(c.q_obs[v] - bound[v]);
+        c.hi[v] = c.flat[v] ? FLT_MAX : (float)(c.q_obs[v] + bound[v]);
+        c.q_obs_d[v] = q_double(&c, c.row0, v);
+    }
+
+    /* chunks of permutations, resumed from checkpoints */
+    int64_t chunk = prm->chunk, n_chunks = (c.M + chunk - 1) / chunk;
+    int64_t n_tiles = (c.V + TILE_VOXELS - 1) / TILE_VOXELS;
+    int64_t cbytes = c.V * (int64_t)sizeof(uint32_t);
+    R = malloc((size_t)(chunk * c.n) * sizeof *R);
+    tile_max = malloc((size_t)(n_tiles * chunk) * sizeof *tile_max);
+    cmax = malloc((size_t)chunk * sizeof *cmax);
+    ccount = malloc((size_t)cbytes + (size_t)chunk * sizeof(float));
+    if (!R || !tile_max || !cmax || !ccount) {
+        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory for a chunk of %lld permutations", (long long)chunk);
+        goto fail;
+    }
+    bool *have = calloc((size_t)n_chunks, sizeof *have);
+    if (!have) {
+        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    int64_t resumed = 0;
+    NF_TRY(rc = nf_ckpt_list(run->ckpt, &done_idx, &n_done, run->err));
+    {
+        for (size_t i = 0; i < n_done; i++) {
+            int64_t ci = done_idx[i];
+            void *data = NULL;
+            size_t bytes = 0;
+            if (ci < 0 || ci >= n_chunks || nf_ckpt_get(run->ckpt, ci, &data, &bytes, run->err) != 1)
+                continue;
+            int64_t len = c.M - ci * chunk < chunk ? c.M - ci * chunk : chunk;
+            if (bytes == (size_t)cbytes + (size_t)len * sizeof(float)) {
+                const uint32_t *cnt = data;
+                for (int64_t v = 0; v < c.V; v++)
+                    c.count[v] += cnt[v];
+                memcpy(c.null_q + ci * chunk, (const char *)data + cbytes, (size_t)len * sizeof(float));
+                have[ci] = true;
+                resumed++;
+            }
+            free(data);
+        }
+    }
+    if (resumed)
+        nf_log("nlflow: node '%s': resumed %lld of %lld chunks from checkpoints", id, (long long)resumed,
+               (long long)n_chunks);
+    int threads = run->env && run->env->threads > 1 ? run->env->threads : 1;
+    nf_blas_set_threads(1);   /* tiles over threads, single-threaded GEMMs */
+    blas_set = true;
+    double t0 = nf_now(), last = t0;
+    int64_t done = resumed * chunk;
+    for (int64_t ci = 0; ci < n_chunks; ci++) {
+        if (have[ci])
+            continue;
+        int64_t p0 = ci * chunk, len = c.M - p0 < chunk ? c.M - p0 : chunk;
+        rc = run_chunk(&c, p0, len, threads, R, ccount, tile_max, cmax, run->err);
+        if (rc)
+            break;
+        for (int64_t v = 0; v < c.V; v++)
+            c.count[v] += ccount[v];
+        memcpy(c.null_q + p0, cmax, (size_t)len * sizeof *cmax);
+        if (ci < n_chunks - 1) {
+            memcpy((char *)ccount + cbytes, cmax, (size_t)len * sizeof *cmax);
+            nf_ckpt_put(run->ckpt, ci, ccount, (size_t)cbytes + (size_t)len * sizeof(float), run->err);
+        }
+        done = done + len > c.M ? c.M : done + len;
+        progress(run, done, c.M, t0, &last);
+    }
+    free(have);
+    if (rc)
+        goto fail;
+
+    /* p, p_fwe (sorted maxima), q_fdr */
+    sorted = malloc((size_t)c.M * sizeof *sorted);
+    if (!sorted) {
+        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    memcpy(sorted, c.null_q, (size_t)c.M * sizeof *sorted);
+    qsort(sorted, (size_t)c.M, sizeof *sorted, cmp_float);
+    double denom = c.exact ? (double)c.M : (double)c.M + 1.0, add = c.exact ? 0.0 : 1.0;
+    float *p = out[POUT_P]->u.mat.data, *pf = out[POUT_P_FWE]->u.mat.data;
+    for (int64_t v = 0; v < c.V; v++) {
+        if (c.flat[v]) {
+            p[v] = pf[v] = 1.0f;
+            continue;
+        }
+        p[v] = (float)(((double)c.count[v] + add) / denom);
+        /* #{M_i >= q_obs} (ties within round-off included): first index with sorted >= lo */
+        int64_t lo = 0, hi = c.M;
+        while (lo < hi) {
+            int64_t mid = lo + (hi - lo) / 2;
+            if (sorted[mid] >= c.lo[v])
+                hi = mid;
+            else
+                lo = mid + 1;
+        }
+        pf[v] = (float)(((double)(c.M - lo) + add) / denom);
+    }
+    NF_TRY(rc = bh_qvalues(p, c.flat, c.V, out[POUT_Q_FDR]->u.mat.data, run->err));
+    if (!(out[POUT_NULL_MAX] = nf_value_new_matrix(c.M, 1, NULL, run->err))) {
+        rc = run->err->code;
+        goto fail;
+    }
+    out[POUT_NULL_MAX]->u.mat.col_names = calloc(1, sizeof(char *));
+    if (!out[POUT_NULL_MAX]->u.mat.col_names || !(out[POUT_NULL_MAX]->u.mat.col_names[0] = nf_strdup("null_max"))) {
+        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    for (int64_t i = 0; i < c.M; i++)
+        out[POUT_NULL_MAX]->u.mat.data[i] = null_units(&c, c.null_q[i]);
+    NF_TRY(rc = info_table(&c, seed, &out[POUT_INFO], run->err));
+    for (int o = 0; o < 6; o++) {
+        run->out[o] = out[o];
+        out[o] = NULL;
+    }
+fail:
+    if (blas_set)
+        nf_blas_set_threads(blas);
+    for (int o = 0; o < 6; o++)
+        nf_value_unref(out[o]);
+    free(R);
+    free(tile_max);
+    free(cmax);
+    free(ccount);
+    free(sorted);
+    free(done_idx);
+    free(c.D_own);
+    free(c.cov);
+    free(c.shift);
+    free(c.ss);
+    free(c.floor_);
+    free(c.cap);
+    free(c.flat);
+    free(c.seeds);
+    free(c.row0);
+    free(c.count);
+    free(c.null_q);
+    free(c.q_obs);
+    free(c.lo);
+    free(c.hi);
+    free(c.q_obs_d);
+    free(c.ss_d);
+    free(c.shift_d);
+    free(c.abs_sum);
+    return rc;
+}
+
+const struct nf_node_type nf_node_permute = {
+    .name = "permute",
+    .summary = "permutation tests over maps: sign flip, two-sample, correlation; max-statistic FWE and FDR",
+    .description =
+        "Group-level inference over subjects x voxels maps with nltools' draws: per-permutation seeds "
+        "RandomState(seed).randint(2**31-1, N), then RandomState(seed_i).choice([1, -1], n) (one-sample "
+        "sign flips) or .permutation(n) (two-sample labels, correlation rows), so the same seed gives the "
+        "same permutations as nltools. p = (count + 1) / (N + 1) with ties counted, per voxel; p_fwe by "
+        "the maximum statistic over voxels (single step, per tail, as FSL randomise); q_fdr by "
+        "Benjamini-Hochberg. When every permutation fits in n_permutations they are all enumerated "
+        "(exact test). The null statistics are GEMMs over permutation blocks and voxel tiles with the "
+        "counts and maxima computed in cache; memory does not depend on N. Chunks of permutations are "
+        "checkpointed: a killed run resumes.",
+    .version = 1,
+    .params = permute_params_table,
+    .params_size = sizeof(struct permute_params),
+    .inputs = permute_inputs,
+    .outputs = permute_outputs,
+    .resolve = permute_resolve,
+    .estimate = permute_estimate,
+    .run_cpu = permute_run,
+    .flags = NF_NODE_NO_MAP,
+};
