@@ -31,6 +31,7 @@
 #include "rng.h"
 #include "util.h"
 
+#include "predict_models.h"
 #include "ridge.h"
 
 static const char *const alpha_modes[] = { "per_voxel", "shared", NULL };
@@ -641,7 +642,7 @@ static int assign_folds(struct ridge_ctx *c, const struct nf_value *groups, cons
                         int64_t *k_out)
 {
     const struct ridge_params *prm = c->prm;
-    int64_t n = c->n, k = c->k, *fold = NULL, *id = NULL, *count = NULL, *order = NULL;
+    int64_t n = c->n, k = c->k, *fold = NULL, *id = NULL;
     int rc = 0;
     c->fold_size = calloc((size_t)(n + 1), sizeof *c->fold_size);
     fold = malloc((size_t)n * sizeof *fold);
@@ -668,71 +669,19 @@ static int assign_folds(struct ridge_ctx *c, const struct nf_value *groups, cons
                             (long long)n_groups, n_groups == 1 ? "" : "s");
             goto fail;
         }
-        count = calloc((size_t)n_groups, sizeof *count);
-        order = malloc((size_t)n_groups * sizeof *order);
-        if (!count || !order) {
-            rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+        /* leave-one-group-out or sklearn's GroupKFold, numpy's tie order included
+         * (predict_models.c) */
+        if ((rc = nf_folds_groups(id, n, n_groups, &k, fold, run->err)) < 0) {
+            nf_error_on_node(run->node, run->err, rc);
             goto fail;
         }
-        for (int64_t i = 0; i < n; i++)
-            count[id[i]]++;
-        int64_t *group_fold = order;   /* reused: the fold of each group */
-        if (k >= n_groups) {
-            k = n_groups;              /* leave one group out */
-            for (int64_t g = 0; g < n_groups; g++)
-                group_fold[g] = g;
-        } else {
-            int64_t *by_size = malloc((size_t)n_groups * sizeof *by_size), *load = calloc((size_t)k, sizeof *load);
-            if (!by_size || !load) {
-                free(by_size);
-                free(load);
-                rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
-                goto fail;
-            }
-            /* largest first; equal sizes: the later label first, as sklearn's
-             * argsort(sizes)[::-1] of a stable sort */
-            for (int64_t g = 0; g < n_groups; g++)
-                by_size[g] = g;
-            for (int64_t a = 1; a < n_groups; a++)
-                for (int64_t b = a; b > 0; b--) {
-                    int64_t x = by_size[b - 1], y = by_size[b];
-                    if (count[x] < count[y] || (count[x] == count[y] && x < y)) {
-                        by_size[b - 1] = y;
-                        by_size[b] = x;
-                    } else {
-                        break;
-                    }
-                }
-            for (int64_t q = 0; q < n_groups; q++) {
-                int64_t lightest = 0;
-                for (int64_t f = 1; f < k; f++)
-                    if (load[f] < load[lightest])
-                        lightest = f;
-                load[lightest] += count[by_size[q]];
-                group_fold[by_size[q]] = lightest;
-            }
-            free(by_size);
-            free(load);
-        }
-        for (int64_t i = 0; i < n; i++)
-            fold[i] = group_fold[id[i]];
     } else {
-        /* KFold(shuffle=True, random_state=seed) */
-        int64_t *shuffled = malloc((size_t)n * sizeof *shuffled);
-        if (!shuffled) {
-            rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+        /* KFold(shuffle=True, random_state=seed): sorted chunks of a permutation */
+        uint32_t seed = (uint32_t)(prm->seed >= 0 ? (uint64_t)prm->seed : run->env->seed);
+        if ((rc = nf_folds_kfold(n, k, seed, fold, run->err)) < 0) {
+            nf_error_on_node(run->node, run->err, rc);
             goto fail;
         }
-        struct nf_mt19937 mt;
-        nf_mt_seed(&mt, (uint32_t)(prm->seed >= 0 ? (uint64_t)prm->seed : run->env->seed));
-        nf_mt_permutation(&mt, shuffled, n);
-        for (int64_t f = 0, start = 0; f < k; f++) {
-            int64_t size = n / k + (f < n % k ? 1 : 0);
-            for (int64_t i = start; i < start + size; i++)
-                fold[shuffled[i]] = f;
-            start += size;
-        }
-        free(shuffled);
     }
     for (int64_t f = 0; f < k; f++)
         c->fold_size[f] = 0;
@@ -764,8 +713,6 @@ done:
 fail:
     free(fold);
     free(id);
-    free(count);
-    free(order);
     return rc;
 }
 
