@@ -118,6 +118,8 @@ static const struct nf_port permute_outputs[] = {
 
 /* ---- shapes and checks ---- */
 
+static double choose(int64_t n, int64_t k);
+
 static int permute_resolve(struct nf_resolve *r)
 {
     const struct permute_params *p = r->params;
@@ -151,8 +153,25 @@ static int permute_resolve(struct nf_resolve *r)
         r->out[o].cols_upper_bound = x->cols_upper_bound;
         r->out[o].has_geom = x->has_geom;
     }
+    /* N rows, or the size of the full set when it is enumerated (known now
+     * unless the group sizes come from a groups column) */
+    int64_t rows = p->n_permutations, n = x->dim[0], n2 = has2 ? r->in[PIN_DATA2].dim[0] : 0;
+    if (p->exact == PERM_EXACT_AUTO && n > 0) {
+        double full = INFINITY;
+        if (p->test == PERM_ONE_SAMPLE)
+            full = n < 62 ? ldexp(1.0, (int)n) : INFINITY;
+        else if (p->test == PERM_TWO_SAMPLE && has2 && n2 > 0)
+            full = choose(n + n2, n);
+        else if (p->test == PERM_CORRELATION)
+            for (int64_t i = 2, f = 1; i <= n && f <= p->n_permutations; i++)
+                full = (double)(f *= i);
+        if (p->test == PERM_TWO_SAMPLE && !has2)
+            rows = 0;   /* known at run time */
+        else if (full <= (double)p->n_permutations)
+            rows = (int64_t)full;
+    }
     r->out[POUT_NULL_MAX].kind = NF_KIND_MATRIX;
-    r->out[POUT_NULL_MAX].dim[0] = p->exact == PERM_EXACT_AUTO ? 0 : p->n_permutations;   /* exact: at run time */
+    r->out[POUT_NULL_MAX].dim[0] = rows;
     r->out[POUT_NULL_MAX].dim[1] = 1;
     r->out[POUT_INFO].kind = NF_KIND_TABLE;
     return 0;
