@@ -15,7 +15,8 @@
 
 struct nf_mt19937 {
     uint32_t mt[624];
-    int mti;
+    int mti;    /* next word of the current generation */
+    int init;   /* words of the seeded state computed so far (lazy, see rng.c) */
 };
 
 /* RandomState(seed) for an integer seed in [0, 2^32): init_genrand. */

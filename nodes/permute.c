@@ -501,13 +501,45 @@ static double tie_bound(const struct perm_ctx *c, int64_t v, float g)
 struct chunk_work {
     const struct perm_ctx *c;
     int64_t p0, len, n_sub;      /* sub-blocks of SUB_ROWS permutations */
-    const float *R;              /* len x n: the chunk's rows of R */
+    float *R;                    /* len x n: the chunk's rows of R */
     uint32_t *count;             /* V: this chunk's exceedances */
     float *tile_max;             /* n_tiles x len */
     int64_t n_tiles;
-    atomic_long next;
+    atomic_long next, next_row;
     atomic_int failed;
 };
+
+/* The chunk's rows of R, 32 at a time: seeding one generator per permutation
+ * is a good part of the work at nltools' sizes (30 subjects), so the threads
+ * share it. */
+static void *rows_worker(void *arg)
+{
+    struct chunk_work *w = arg;
+    const struct perm_ctx *c = w->c;
+    int64_t *perm = malloc((size_t)c->n * sizeof *perm);
+    int8_t *signs = malloc((size_t)c->n);
+    if (!perm || !signs)
+        atomic_store(&w->failed, 1);
+    for (int64_t b; perm && signs && (b = atomic_fetch_add(&w->next_row, 32)) < w->len;)
+        for (int64_t i = b; i < b + 32 && i < w->len; i++)
+            perm_row(c, w->p0 + i, w->R + i * c->n, perm, signs);
+    free(perm);
+    free(signs);
+    return NULL;
+}
+
+/* fn over `threads` threads (the caller is one of them). */
+static void run_threads(void *(*fn)(void *), void *arg, int threads)
+{
+    pthread_t tids[64];
+    int started = 0;
+    for (int t = 0; t < threads - 1 && t < 64; t++)
+        if (pthread_create(&tids[t], NULL, fn, arg) == 0)
+            started++;
+    fn(arg);
+    for (int t = 0; t < started; t++)
+        pthread_join(tids[t], NULL);
+}
 
 static void *chunk_worker(void *arg)
 {
@@ -551,28 +583,11 @@ static int run_chunk(const struct perm_ctx *c, int64_t p0, int64_t len, int thre
     struct chunk_work w = { .c = c, .p0 = p0, .len = len, .R = R, .count = ccount, .tile_max = tile_max };
     w.n_sub = (len + SUB_ROWS - 1) / SUB_ROWS;
     w.n_tiles = (c->V + TILE_VOXELS - 1) / TILE_VOXELS;
-    int64_t *perm = malloc((size_t)c->n * sizeof *perm);
-    int8_t *signs = malloc((size_t)c->n);
-    if (!perm || !signs) {
-        free(perm);
-        free(signs);
+    run_threads(rows_worker, &w, threads);
+    if (atomic_load(&w.failed))
         return NF_FAIL(err, NF_ENOMEM, "out of memory");
-    }
-    for (int64_t i = 0; i < len; i++)
-        perm_row(c, p0 + i, R + i * c->n, perm, signs);
-    free(perm);
-    free(signs);
     memset(ccount, 0, (size_t)c->V * sizeof *ccount);
-    if (threads > w.n_tiles)
-        threads = (int)w.n_tiles;
-    pthread_t tids[64];
-    int started = 0;
-    for (int t = 0; t < threads - 1 && t < 64; t++)
-        if (pthread_create(&tids[t], NULL, chunk_worker, &w) == 0)
-            started++;
-    chunk_worker(&w);
-    for (int t = 0; t < started; t++)
-        pthread_join(tids[t], NULL);
+    run_threads(chunk_worker, &w, threads < w.n_tiles ? threads : (int)w.n_tiles);
     if (atomic_load(&w.failed))
         return NF_FAIL(err, NF_ENOMEM, "out of memory for a permutation tile");
     for (int64_t i = 0; i < len; i++) {
