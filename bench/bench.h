@@ -95,8 +95,12 @@ extern const struct nf_bench_condition nf_bench_collection_conditions[];
 void nf_bench_collection_notes(const struct nf_ynode *domain_result, struct nf_strbuf *md);
 extern const struct nf_bench_condition nf_bench_ridge_conditions[];
 void nf_bench_ridge_notes(const struct nf_ynode *domain_result, struct nf_strbuf *md);
+extern const struct nf_bench_condition nf_bench_inference_conditions[];
+void nf_bench_inference_notes(const struct nf_ynode *domain_result, struct nf_strbuf *md);
 extern const struct nf_bench_condition nf_bench_cache_conditions[];
 void nf_bench_cache_notes(const struct nf_ynode *domain_result, struct nf_strbuf *md);
+extern const struct nf_bench_condition nf_bench_predict_conditions[];
+void nf_bench_predict_notes(const struct nf_ynode *domain_result, struct nf_strbuf *md);
 
 /* What `nlflow run --quiet` does, in process: every phase, then execute, with
  * `threads` workers; with_cache: the pipeline's own cache (settings.cache

@@ -149,6 +149,8 @@ struct nf_resolve {
     const struct nf_shape *extra_in;
     struct nf_shape *out;         /* one per output port */
     struct nf_error *err;
+    const bool *wanted;           /* per output port: consumed by some node (NULL: unknown),
+                                     so that wiring a port a node will not make fails here */
 };
 
 struct nf_node_type {

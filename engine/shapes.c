@@ -121,10 +121,14 @@ int nf_resolve_shapes(struct nf_pipeline *p, struct nf_diags *d)
             continue;
         }
         struct nf_error err = { 0 };
+        bool wanted[64];
+        uint64_t wanted_mask = nf_outputs_wanted(p, p->order[oi]);
+        for (size_t o = 0; o < n_out && o < 64; o++)
+            wanted[o] = (wanted_mask >> o) & 1;
         struct nf_resolve r = {
             .node = node, .params = node->params, .env = &env, .in = node->in_shape,
             .n_extra = n_extra, .extra_names = extra_names, .extra_in = node->extra_shape,
-            .out = node->out_shape, .err = &err,
+            .out = node->out_shape, .err = &err, .wanted = n_out <= 64 ? wanted : NULL,
         };
         int rc = t->resolve ? t->resolve(&r) : 0;
         free(extra_names);

@@ -10,7 +10,9 @@
  * that it finds the effect where it was planted. Everything is a pure function of
  * the parameters and the seed (splitmix64 streams, one per subject, so adding a
  * subject leaves the others unchanged). With `write:` the data set is also
- * written as BIDS-like files for other tools.
+ * written as BIDS-like files for other tools, with an atlas (atlas.nii.gz) that
+ * parcellates the mask: label 1 is the planted sphere, the other voxels fall in
+ * 30 mm boxes labelled 2, 3, ... (decoding pipelines use it for ROIs).
  */
 #include <inttypes.h>
 #include <math.h>
@@ -30,6 +32,8 @@
 #define SIM_BASELINE 100.0
 #define SIM_TR 2.0                   /* seconds, recorded in the volumes and sidecar */
 #define SIM_SUBJECT_EFFECT 0.5       /* x effect_size, added inside the ROI */
+#define SIM_PARCEL_MM 30.0           /* edge of the atlas boxes outside the ROI */
+#define SIM_INTENT_LABEL 1002        /* NIFTI_INTENT_LABEL */
 
 /* The synthetic brain: an ellipsoid about the size and place of an adult brain in
  * MNI space, on a virtual 1 mm grid with ch2bet's field of view, so that `auto`
@@ -445,9 +449,61 @@ static int write_text(const char *dir, const char *name, const char *text, struc
     return rc;
 }
 
-/* write/: sub-XX/func/sub-XX_task-sim_bold.nii.gz, mask, truth, design, labels,
- * plus the two JSON files that make it a valid BIDS raw data set. */
-static int write_dataset(const char *dir, struct nf_value **out, struct nf_error *err)
+static int cmp_int64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The atlas: label 1 on the ROI's columns, then every other brain voxel by the
+ * SIM_PARCEL_MM box (in world mm) it lies in, boxes numbered 2, 3, ... in the
+ * order of their (x, y, z) box indices. */
+static int build_atlas(const struct nf_geom *geom, const int64_t *roi, int64_t n_roi, float *atlas,
+                       struct nf_error *err)
+{
+    const struct nf_grid *g = &geom->grid;
+    int64_t n = geom->n_voxels, n_keys = 0;
+    int64_t *key = nf_malloc((size_t)(n ? n : 1) * sizeof *key), *uniq = nf_malloc((size_t)(n ? n : 1) * sizeof *uniq);
+    if (!key || !uniq) {
+        free(key);
+        free(uniq);
+        return NF_FAIL(err, NF_ENOMEM, "out of memory building the atlas");
+    }
+    for (int64_t r = 0; r < n_roi; r++)
+        atlas[geom->index[roi[r]]] = 1.0f;
+    for (int64_t c = 0; c < n; c++) {
+        int64_t off = geom->index[c];
+        int64_t i = off % g->dim[0], j = (off / g->dim[0]) % g->dim[1], k = off / (g->dim[0] * g->dim[1]);
+        double xyz[3];
+        voxel_to_world(g, (double)i, (double)j, (double)k, xyz);
+        /* the three box indices in one key (|index| < 2^20 for any grid within 30 km) */
+        key[c] = 0;
+        for (int a = 0; a < 3; a++)
+            key[c] = key[c] * (INT64_C(1) << 21) + (int64_t)floor(xyz[a] / SIM_PARCEL_MM) + (INT64_C(1) << 20);
+        if (atlas[off] == 0.0f)
+            uniq[n_keys++] = key[c];
+    }
+    qsort(uniq, (size_t)n_keys, sizeof *uniq, cmp_int64);
+    int64_t n_boxes = 0;
+    for (int64_t b = 0; b < n_keys; b++)
+        if (b == 0 || uniq[b] != uniq[b - 1])
+            uniq[n_boxes++] = uniq[b];
+    for (int64_t c = 0; c < n; c++) {
+        int64_t off = geom->index[c];
+        if (atlas[off] != 0.0f)
+            continue;
+        const int64_t *at = bsearch(&key[c], uniq, (size_t)n_boxes, sizeof *uniq, cmp_int64);
+        atlas[off] = (float)(at - uniq + 2);
+    }
+    free(key);
+    free(uniq);
+    return 0;
+}
+
+/* write/: sub-XX/func/sub-XX_task-sim_bold.nii.gz, mask, truth, atlas, design,
+ * labels, plus the two JSON files that make it a valid BIDS raw data set. */
+static int write_dataset(const char *dir, struct nf_value **out, const struct nf_volume *atlas,
+                         struct nf_error *err)
 {
     const struct nf_collection *subjects = &out[SIM_OUT_DATA]->u.coll;
     const struct nf_volume *mask = &out[SIM_OUT_MASK]->u.vol;
@@ -488,6 +544,8 @@ static int write_dataset(const char *dir, struct nf_value **out, struct nf_error
                                            "nlflow simulate mask", err));
     WRITE_IN("truth.nii.gz", nf_nifti_write(path, &truth->grid, 1, truth->data, 1001,
                                             "nlflow simulate truth", err));
+    WRITE_IN("atlas.nii.gz", nf_nifti_write(path, &atlas->grid, 1, atlas->data, SIM_INTENT_LABEL,
+                                            "nlflow simulate atlas", err));
     WRITE_IN("design.tsv", nf_table_write(path, &out[SIM_OUT_X]->u.tab, err));
     WRITE_IN("labels.tsv", nf_table_write(path, &out[SIM_OUT_Y]->u.tab, err));
 #undef WRITE_IN
@@ -524,7 +582,7 @@ static int simulate_run(struct nf_run *run)
     const struct nf_node_inst *node = run->node;
     const int64_t T = p->images, F = p->features;
     const uint64_t seed = effective_seed(p, run->env);
-    struct nf_value *out[5] = {0};
+    struct nf_value *out[5] = {0}, *atlas = NULL;
     struct sim_plan plan = {0};
     struct nf_geom *geom = NULL;
     double *X = NULL, *roi_signal = NULL;
@@ -611,10 +669,17 @@ static int simulate_run(struct nf_run *run)
     }
 
     if (p->write) {
-        NF_TRY(rc = write_dataset(p->write, out, run->err));
+        atlas = nf_value_new_volume(&plan.grid, 3, 1, run->err);
+        if (!atlas) {
+            rc = err_code(run->err);
+            goto fail;
+        }
+        NF_TRY(rc = build_atlas(geom, roi, n_roi, atlas->u.vol.data, run->err));
+        NF_TRY(rc = write_dataset(p->write, out, &atlas->u.vol, run->err));
     }
     for (int o = 0; o < 5; o++)
         run->out[o] = out[o];
+    nf_value_unref(atlas);
     nf_geom_unref(geom);
     free(X);
     free(roi_signal);
@@ -626,6 +691,7 @@ fail:
     nf_error_on_node(node, run->err, rc);
     for (int o = 0; o < 5; o++)
         nf_value_unref(out[o]);
+    nf_value_unref(atlas);
     nf_geom_unref(geom);
     free(X);
     free(roi_signal);
@@ -696,7 +762,8 @@ static const struct nf_param simulate_param_table[] = {
     {"seed", "random seed; -1 uses settings.seed", NF_P_INT,
      offsetof(struct simulate_params, seed), {.i = -1}, -1, 9007199254740992.0, NULL, 0, 0, 0},
     {"write", "folder to also write the data set to as BIDS-like files (sub-XX/func/"
-     "sub-XX_task-sim_bold.nii.gz, mask, truth, design.tsv, labels.tsv)", NF_P_PATH,
+     "sub-XX_task-sim_bold.nii.gz, mask, truth, design.tsv, labels.tsv, and atlas.nii.gz: label 1 the "
+     "ROI sphere, 2, 3, ... 30 mm boxes of the other brain voxels)", NF_P_PATH,
      offsetof(struct simulate_params, write), {.s = ""}, 0, 0, NULL, NF_PF_OPTIONAL, 0, 0},
     NF_PARAM_END,
 };
@@ -727,7 +794,7 @@ const struct nf_node_type nf_node_simulate = {
         "per-feature weights inside a sphere of `roi_radius` mm around `roi_center` and 0 "
         "elsewhere. Deterministic from `seed`. Returns the data, the mask, the design X, "
         "labels y and the ground-truth map, and optionally writes them as BIDS-like files.",
-    .version = 1,
+    .version = 2,   /* 2: write: also writes atlas.nii.gz */
     .params = simulate_param_table,
     .params_size = sizeof(struct simulate_params),
     .inputs = simulate_inputs,
