@@ -124,7 +124,7 @@ static int ridge_resolve(struct nf_resolve *r)
 }
 
 /* Working memory: factors of every fold and one voxel block. */
-#define BLOCK_VOXELS 1024
+#define BLOCK_VOXELS 1000
 static uint64_t ridge_estimate(const void *params, const struct nf_shape *in, const struct nf_shape *out)
 {
     const struct ridge_params *prm = params;
@@ -388,15 +388,15 @@ static void fold_uty(const struct ridge_ctx *c, const struct fold *fd, struct bl
 /* The per-voxel sums of one alpha's validation error, over the r components:
  *   quad[v] = Σ_j u_jv t_jv,  cross[v] = Σ_j (d_j u_jv) z_jv,  psum[v] = Σ_j p_j u_jv
  * in double, j in order, so the result is the same bits on every CPU. Written
- * with vector types over 8 voxels (accumulators in registers, one pass over
+ * with 8-wide double vectors over 8 voxels (accumulators in registers, one pass over
  * the rows) and compiled for AVX2 / AVX-512 as well as the baseline, chosen at
  * load time: the scalar version of this loop cost as much as the GEMMs. */
-typedef float nf_v4f __attribute__((vector_size(16)));
-typedef double nf_v4d __attribute__((vector_size(32)));
+typedef float nf_v8f __attribute__((vector_size(32)));
+typedef double nf_v8d __attribute__((vector_size(64)));
 
-/* four floats at p (any alignment) as doubles; a macro, since a function
- * returning a 32-byte vector changes the ABI without AVX */
-#define LOAD4(p) ({ nf_v4f f_; memcpy(&f_, (p), sizeof f_); __builtin_convertvector(f_, nf_v4d); })
+/* eight floats at p (any alignment) as doubles; a macro, since a function
+ * returning a 64-byte vector changes the ABI without AVX-512 */
+#define LOAD8(p) ({ nf_v8f f_; memcpy(&f_, (p), sizeof f_); __builtin_convertvector(f_, nf_v8d); })
 
 __attribute__((target_clones("avx512f", "avx2", "default")))
 static void error_sums(int64_t r, int64_t nb, const float *restrict U, const float *restrict Z,
@@ -405,24 +405,19 @@ static void error_sums(int64_t r, int64_t nb, const float *restrict U, const flo
 {
     int64_t v = 0;
     for (; v + 8 <= nb; v += 8) {
-        nf_v4d q0 = { 0 }, q1 = { 0 }, c0 = { 0 }, c1 = { 0 }, s0 = { 0 }, s1 = { 0 };
+        nf_v8d q = { 0 }, c = { 0 }, s = { 0 };
         for (int64_t j = 0; j < r; j++) {
             const int64_t o = j * nb + v;
-            nf_v4d u0 = LOAD4(U + o), u1 = LOAD4(U + o + 4);
-            nf_v4d d = { dj[j], dj[j], dj[j], dj[j] }, p = { pj[j], pj[j], pj[j], pj[j] };
-            q0 += u0 * LOAD4(T + o);
-            q1 += u1 * LOAD4(T + o + 4);
-            c0 += d * u0 * LOAD4(Z + o);
-            c1 += d * u1 * LOAD4(Z + o + 4);
-            s0 += p * u0;
-            s1 += p * u1;
+            nf_v8d u = LOAD8(U + o);
+            nf_v8d d = { dj[j], dj[j], dj[j], dj[j], dj[j], dj[j], dj[j], dj[j] };
+            nf_v8d p = { pj[j], pj[j], pj[j], pj[j], pj[j], pj[j], pj[j], pj[j] };
+            q += u * LOAD8(T + o);
+            c += d * u * LOAD8(Z + o);
+            s += p * u;
         }
-        memcpy(quad + v, &q0, sizeof q0);
-        memcpy(quad + v + 4, &q1, sizeof q1);
-        memcpy(cross + v, &c0, sizeof c0);
-        memcpy(cross + v + 4, &c1, sizeof c1);
-        memcpy(psum + v, &s0, sizeof s0);
-        memcpy(psum + v + 4, &s1, sizeof s1);
+        memcpy(quad + v, &q, sizeof q);
+        memcpy(cross + v, &c, sizeof c);
+        memcpy(psum + v, &s, sizeof s);
     }
     for (; v < nb; v++) {
         double q = 0, cr = 0, ps = 0;
