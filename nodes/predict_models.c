@@ -9,6 +9,9 @@
  *    feature of value 1 that is penalised (liblinear's bias = 1). Coordinates
  *    are visited in a permutation drawn from a fixed seed, so fits are
  *    deterministic. Stops when the projected-gradient spread is <= tol.
+ *    With many more features than samples (p > 2n: whole brain, large ROIs)
+ *    the same iterations run on the n x n Gram matrix (one SGEMM), O(n) per
+ *    coordinate update instead of O(p), and w = Σ α_i y_i x̃_i at the end.
  *  - logistic: Newton's method with a Jacobi-preconditioned conjugate
  *    gradient (Hessian-vector products only, two passes over X each, so it
  *    works for p >> n) and an Armijo backtracking line search; the intercept
@@ -35,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/kernels.h"
 #include "rng.h"
 #include "util.h"
 
@@ -97,13 +101,14 @@ static double sigmoid(double m)
  * D_ii = 1/(2C), x̃ = [x, 1]; w = Σ α_i y_i x̃_i (p + 1 values, the last one
  * the intercept) is kept up to date. yy: ±1 per sample. */
 static int svm_dual_cd(const struct nf_model_opts *opts, const float *X, int64_t n, int64_t p,
-                       int64_t ldx, const double *yy, double *w, int64_t *iters, bool *converged,
-                       struct nf_error *err)
+                       int64_t ldx, const double *K, const double *yy, double *w, int64_t *iters,
+                       bool *converged, struct nf_error *err)
 {
     double *alpha = calloc((size_t)n, sizeof *alpha), *QD = malloc((size_t)n * sizeof *QD);
+    double *f = K ? calloc((size_t)n, sizeof *f) : NULL;   /* Gram form: f_i = w·x̃_i */
     int64_t *index = malloc((size_t)n * sizeof *index);
     int rc = 0;
-    if (!alpha || !QD || !index) {
+    if (!alpha || !QD || !index || (K && !f)) {
         rc = NF_FAIL(err, NF_ENOMEM, "out of memory for the svm solver (%lld samples)", (long long)n);
         goto fail;
     }
@@ -112,8 +117,11 @@ static int svm_dual_cd(const struct nf_model_opts *opts, const float *X, int64_t
     for (int64_t i = 0; i < n; i++) {
         const float *xi = X + i * ldx;
         double sq = 1.0;   /* the bias feature */
-        for (int64_t j = 0; j < p; j++)
-            sq += (double)xi[j] * xi[j];
+        if (K)
+            sq = K[i * n + i];
+        else
+            for (int64_t j = 0; j < p; j++)
+                sq += (double)xi[j] * xi[j];
         QD[i] = diag + sq;
         index[i] = i;
     }
@@ -134,7 +142,7 @@ static int svm_dual_cd(const struct nf_model_opts *opts, const float *X, int64_t
         for (int64_t s = 0; s < active; s++) {
             int64_t i = index[s];
             const float *xi = X + i * ldx;
-            double G = yy[i] * (dot_fd(xi, w, p) + w[p]) - 1.0 + alpha[i] * diag;
+            double G = yy[i] * (K ? f[i] : dot_fd(xi, w, p) + w[p]) - 1.0 + alpha[i] * diag;
             double pg = 0;
             if (alpha[i] == 0) {
                 if (G > pg_max_old) {   /* shrink: stays at the bound */
@@ -156,8 +164,14 @@ static int svm_dual_cd(const struct nf_model_opts *opts, const float *X, int64_t
                 double old = alpha[i];
                 alpha[i] = fmax(alpha[i] - G / QD[i], 0.0);
                 double d = (alpha[i] - old) * yy[i];
-                axpy_fd(d, xi, w, p);
-                w[p] += d;
+                if (K) {
+                    const double *Ki = K + i * n;
+                    for (int64_t q = 0; q < n; q++)
+                        f[q] += d * Ki[q];
+                } else {
+                    axpy_fd(d, xi, w, p);
+                    w[p] += d;
+                }
             }
         }
         iter++;
@@ -173,11 +187,37 @@ static int svm_dual_cd(const struct nf_model_opts *opts, const float *X, int64_t
         pg_max_old = pg_max <= 0 ? INFINITY : pg_max;
     }
     *iters = iter;
+    if (K)   /* w = Σ α_i y_i x̃_i */
+        for (int64_t i = 0; i < n; i++)
+            if (alpha[i] != 0) {
+                axpy_fd(alpha[i] * yy[i], X + i * ldx, w, p);
+                w[p] += alpha[i] * yy[i];
+            }
 fail:
     free(alpha);
     free(QD);
     free(index);
+    free(f);
     return rc;
+}
+
+/* K = X̃ X̃ᵀ with the bias feature (x̃ = [x, 1]), for the Gram form of the svm
+ * solver when features outnumber samples: one SGEMM, then double. */
+static double *svm_gram(const float *X, int64_t n, int64_t p, int64_t ldx)
+{
+    float *Kf = malloc((size_t)(n * n) * sizeof *Kf);
+    double *K = malloc((size_t)(n * n) * sizeof *K);
+    if (!Kf || !K) {
+        free(Kf);
+        free(K);
+        return NULL;
+    }
+    nf_kernels_cpu()->sgemm(false, true, n, n, p, 1.0f, X, ldx, X, ldx, 0.0f, Kf, n);
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j <= i; j++)   /* symmetric, exactly */
+            K[i * n + j] = K[j * n + i] = (double)Kf[i * n + j] + 1.0;
+    free(Kf);
+    return K;
 }
 
 /* ---- logistic: Newton-CG ---- */
@@ -547,7 +587,7 @@ fail:
 int nf_model_fit(const struct nf_model_opts *opts, const float *X, int64_t n, int64_t p, int64_t ldx,
                  const double *y, int64_t n_classes, struct nf_linear_model *m, struct nf_error *err)
 {
-    double *w = NULL, *yy = NULL, *T = NULL;
+    double *w = NULL, *yy = NULL, *T = NULL, *K = NULL;
     int rc = 0;
     memset(m, 0, sizeof *m);
     NF_TRY(rc = check_fit_input(opts, X, n, p, ldx, y, n_classes, err));
@@ -580,13 +620,21 @@ int nf_model_fit(const struct nf_model_opts *opts, const float *X, int64_t n, in
             rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
             goto fail;
         }
+        /* many more features than samples (whole brain, large ROIs): coordinate
+         * updates cost O(n) on the Gram matrix instead of O(p) on the rows;
+         * one Gram matrix serves every one-vs-rest problem */
+        if (opts->kind == NF_MODEL_SVM && (opts->gram > 0 || (opts->gram == 0 && p > 2 * n)) &&
+            !(K = svm_gram(X, n, p, ldx))) {
+            rc = NF_FAIL(err, NF_ENOMEM, "out of memory for a %lld x %lld Gram matrix", (long long)n, (long long)n);
+            goto fail;
+        }
         for (int64_t o = 0; o < m->n_out; o++) {
             int64_t iters = 0;
             bool conv = false;
             for (int64_t i = 0; i < n; i++)
                 yy[i] = class_sign(y, i, o, m->n_out);
             if (opts->kind == NF_MODEL_SVM)
-                NF_TRY(rc = svm_dual_cd(opts, X, n, p, ldx, yy, w, &iters, &conv, err));
+                NF_TRY(rc = svm_dual_cd(opts, X, n, p, ldx, K, yy, w, &iters, &conv, err));
             else
                 NF_TRY(rc = logistic_newton(opts, X, n, p, ldx, yy, w, &iters, &conv, err));
             for (int64_t j = 0; j < p; j++)
@@ -600,6 +648,7 @@ fail:
     free(w);
     free(yy);
     free(T);
+    free(K);
     if (rc < 0)
         nf_model_free(m);
     return rc;

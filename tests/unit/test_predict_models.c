@@ -238,6 +238,8 @@ static double brute_force(enum nf_model_kind kind, const struct problem *pr, int
 }
 
 /* One fitted model against brute force and the optimality conditions. */
+static int svm_gram = 0;   /* nf_model_opts.gram for the svm checks */
+
 static void check_iterative(enum nf_model_kind kind, int n, int p, int classes, double sep, double C, double tol,
                             uint64_t seed)
 {
@@ -245,6 +247,7 @@ static void check_iterative(enum nf_model_kind kind, int n, int p, int classes, 
     make_problem(&pr, n, p, classes, sep, seed);
     struct nf_model_opts o = nf_model_defaults(kind);
     o.C = C;
+    o.gram = svm_gram;
     if (tol > 0)
         o.tol = tol;
     struct nf_linear_model m;
@@ -314,6 +317,36 @@ static void test_svm_ovr(void **state)
     (void)state;
     check_iterative(NF_MODEL_SVM, 45, 3, 3, 1.5, 1.0, 0, 14);
     check_iterative(NF_MODEL_SVM, 40, 4, 4, 5.0, 1.0, 0, 15);
+}
+
+/* The Gram form of the svm solver (n x n kernel, O(n) per coordinate
+ * update; chosen by default when p > 2n) reaches the same optimum: forced on
+ * the cases above, and by default on problems with more features than
+ * samples. */
+static void test_svm_gram(void **state)
+{
+    (void)state;
+    svm_gram = 1;
+    check_iterative(NF_MODEL_SVM, 30, 3, 2, 0.5, 1.0, 0, 11);
+    check_iterative(NF_MODEL_SVM, 24, 2, 2, 1.0, 0.1, 1e-8, 13);
+    check_iterative(NF_MODEL_SVM, 45, 3, 3, 1.5, 1.0, 0, 14);
+    svm_gram = 0;
+    check_iterative(NF_MODEL_SVM, 12, 30, 2, 1.0, 1.0, 0, 16);   /* p > 2n: the Gram form by default */
+    check_iterative(NF_MODEL_SVM, 15, 36, 3, 1.0, 0.5, 0, 17);
+    /* and the primal form on the same problem agrees with it */
+    static struct problem pr;
+    make_problem(&pr, 12, 30, 2, 1.0, 16);
+    struct nf_model_opts o = nf_model_defaults(NF_MODEL_SVM);
+    struct nf_linear_model a, b;
+    struct nf_error err = { 0 };
+    o.gram = 1;
+    assert_int_equal(nf_model_fit(&o, pr.X, 12, 30, LDX, pr.y, 2, &a, &err), 0);
+    o.gram = -1;
+    assert_int_equal(nf_model_fit(&o, pr.X, 12, 30, LDX, pr.y, 2, &b, &err), 0);
+    double fa = nf_model_objective(&o, &a, 0, pr.X, 12, LDX, pr.y), fb = nf_model_objective(&o, &b, 0, pr.X, 12, LDX, pr.y);
+    expect_close(fa, fb, 1e-6, 0, "objective, Gram vs primal form", 0);
+    nf_model_free(&a);
+    nf_model_free(&b);
 }
 
 static void test_logistic_binary(void **state)
@@ -751,6 +784,7 @@ int main(void)
         cmocka_unit_test(test_ridge_dual),
         cmocka_unit_test(test_svm_binary),
         cmocka_unit_test(test_svm_ovr),
+        cmocka_unit_test(test_svm_gram),
         cmocka_unit_test(test_logistic_binary),
         cmocka_unit_test(test_logistic_ovr),
         cmocka_unit_test(test_predict_and_weights),
