@@ -101,6 +101,8 @@ extern const struct nf_bench_condition nf_bench_cache_conditions[];
 void nf_bench_cache_notes(const struct nf_ynode *domain_result, struct nf_strbuf *md);
 extern const struct nf_bench_condition nf_bench_predict_conditions[];
 void nf_bench_predict_notes(const struct nf_ynode *domain_result, struct nf_strbuf *md);
+extern const struct nf_bench_condition nf_bench_gpu_conditions[];
+void nf_bench_gpu_notes(const struct nf_ynode *domain_result, struct nf_strbuf *md);
 
 /* What `nlflow run --quiet` does, in process: every phase, then execute, with
  * `threads` workers; with_cache: the pipeline's own cache (settings.cache

@@ -24,6 +24,9 @@ const struct nf_bench_domain nf_bench_domains[] = {
       "subjects x voxels x permutations", 0, nf_bench_inference_conditions, nf_bench_inference_notes },
     { "cache", "result cache: store and read a large float32 result, a fully cached rerun",
       "float32 values x row length", 0, nf_bench_cache_conditions, nf_bench_cache_notes },
+    { "gpu", "GPU ridge and permute nodes next to the CPU nodes (CUDA builds with a GPU)",
+      "n x voxels x features (ridge) | subjects x voxels x permutations", 0, nf_bench_gpu_conditions,
+      nf_bench_gpu_notes },
     { NULL, NULL, NULL, 0, NULL, NULL },
 };
 

@@ -16,6 +16,7 @@
 
 #include "../bench/bench.h"
 #include "cache.h"
+#include "cost.h"
 #include "gen.h"
 #include "keys.h"
 #include "io.h"
@@ -51,7 +52,8 @@ static const char usage_text[] =
     "  nodes [TYPE] [--markdown]       node reference, from the parameter tables\n"
     "  schema                          print the JSON schema of pipeline files\n"
     "  simulate --out DIR [options]    write a simulated data set (NIfTI + TSV)\n"
-    "  devices                         CPU, BLAS kernel and GPU of this machine\n"
+    "  devices [--calibrate]           CPU, BLAS kernel and GPU of this machine; --calibrate\n"
+    "                                  measures their rates for device: auto (docs/gpu.md)\n"
     "  cache ls|info|verify|gc         inspect and maintain the result cache\n"
     "  bench [--quick] [options]       benchmarks next to their peers -> bench/results/,\n"
     "                                  docs/performance.md (see 'nlflow bench --help')\n"
@@ -338,9 +340,61 @@ static void cpu_model(char *buf, size_t size)
         fclose(f);
 }
 
-static int cmd_devices(void)
+/* The placement rates in use (calibrated or default), and --calibrate: measure
+ * them and store them for `device: auto` (cost.h). */
+static int devices_rates(bool calibrate)
+{
+    struct nf_rates r;
+    struct nf_error err = { 0 };
+    char *path = nf_rates_path();
+    int status = 0, loaded = nf_rates_load(path, &r, &err);
+    if (loaded < 0) {
+        nf_error_print(&err);
+        memset(&err, 0, sizeof err);
+    }
+    if (calibrate) {
+        double gflops, hbm, pcie, setup;
+        fprintf(stderr, "nlflow: measuring the CPU (SGEMM 2048^3, a 256 MiB copy) ...\n");
+        nf_calibrate_cpu(&r);
+        fprintf(stderr, "nlflow: measuring the GPU ...\n");
+        if (nf_cuda_calibrate(&gflops, &hbm, &pcie, &setup, &err) == 0) {
+            r.gpu_gflops = gflops;
+            r.gpu_gbs = hbm;
+            if (pcie > 0)
+                r.pcie_gbs = pcie;
+            if (setup > 0)
+                r.gpu_setup_s = setup;
+            r.gpu_measured = true;
+        } else {
+            printf("gpu rates: not measured (%s)\n", err.msg);
+        }
+        if (nf_rates_save(path, &r, &err) < 0) {
+            nf_error_print(&err);
+            status = 1;
+        } else {
+            printf("rates stored in %s\n", path);
+        }
+    }
+    printf("placement rates (%s): cpu %.1f GFLOP/s, %.1f GB/s; gpu %.0f GFLOP/s, %.0f GB/s, PCIe %.1f GB/s, "
+           "setup %.2f s\n",
+           r.cpu_measured && r.gpu_measured ? "calibrated" : r.cpu_measured ? "cpu calibrated, gpu defaults"
+                                                             : r.gpu_measured ? "gpu calibrated, cpu defaults"
+                                                                              : "defaults; see --calibrate",
+           r.cpu_gflops, r.cpu_gbs, r.gpu_gflops, r.gpu_gbs, r.pcie_gbs, r.gpu_setup_s);
+    free(path);
+    return status;
+}
+
+static int cmd_devices(int argc, char **argv)
 {
     char cpu[256], why[512], mem[32];
+    bool calibrate = false;
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--calibrate") == 0)
+            calibrate = true;
+        else
+            return usage_error("unknown devices option '%s'", argv[i]);
+    }
     cpu_model(cpu, sizeof cpu);
     nf_format_size(nf_physical_memory(), mem, sizeof mem);
     printf("cpu: %s, %d cores online, %s memory\n", cpu, nf_cpu_count(), mem);
@@ -355,7 +409,7 @@ static int cmd_devices(void)
     } else {
         printf("gpu: none (%s)\n", why);
     }
-    return 0;
+    return devices_rates(calibrate);
 }
 
 /* `nlflow simulate`: a one-node pipeline written to a temporary file, so that
@@ -591,7 +645,7 @@ int main(int argc, char **argv)
         return nf_gen_all(argv[2]) == 0 ? 0 : 1;
     }
     if (strcmp(cmd, "devices") == 0)
-        return cmd_devices();
+        return cmd_devices(argc - 2, argv + 2);
     if (strcmp(cmd, "cache") == 0)
         return cmd_cache(argc - 2, argv + 2);
     if (strcmp(cmd, "simulate") == 0)

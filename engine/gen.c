@@ -198,7 +198,8 @@ void nf_gen_node_markdown(const struct nf_node_type *t, FILE *out)
     char buf[512], def[128];
     fprintf(out, "<!-- GENERATED from nodes/%s.c by `nlflow nodes --markdown`; DO NOT EDIT -->\n", t->name);
     fprintf(out, "# %s\n\n%s\n\n%s\n\nImplementation version: %d.%s\n\n", t->name, t->summary,
-            t->description ? t->description : "", t->version, t->run_gpu ? " Runs on CPU and GPU." : " Runs on the CPU.");
+            t->description ? t->description : "", t->version,
+            t->run_gpu || (t->flags & NF_NODE_GPU) ? " Runs on CPU and GPU." : " Runs on the CPU.");
     fprintf(out, "## Inputs\n\n");
     if (!t->inputs || !t->inputs[0].name) {
         fprintf(out, "None.\n\n");

@@ -153,6 +153,8 @@ struct nf_resolve {
                                      so that wiring a port a node will not make fails here */
 };
 
+struct nf_cost;   /* cost.h */
+
 struct nf_node_type {
     const char *name;
     const char *summary;          /* one line */
@@ -191,6 +193,11 @@ struct nf_node_type {
     int (*input_files)(const void *params, char ***paths, size_t *n, bool *is_collection,
                        struct nf_error *err);
     unsigned flags;
+    /* Work of one run (one item when mapped) from resolved shapes, for the
+     * placement cost model (cost.h): fills *c and returns 1, or returns 0 when
+     * the shapes are not known yet. NULL: no estimate (`auto` keeps the CPU). */
+    int (*cost)(const void *params, const struct nf_shape *in, const struct nf_shape *out,
+                struct nf_cost *c);
 };
 enum {
     NF_NODE_SOURCE = 1u << 0,     /* reads files or generates data (no inputs) */
@@ -199,6 +206,8 @@ enum {
     NF_NODE_LAZY_INPUTS = 1u << 3,/* reads lazy volumes itself (volume.lazy, path set),
                                      e.g. only the voxels it needs: the engine does not
                                      materialise them first */
+    NF_NODE_GPU    = 1u << 4,     /* has a GPU implementation in CUDA builds (run_gpu is
+                                     set only there): generated docs say so in every build */
 };
 
 /* Where a node is, for messages; NULL-safe (tests run nodes without an

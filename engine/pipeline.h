@@ -48,6 +48,8 @@ struct nf_node_inst {
     bool mapped;                  /* runs once per item of a collection input */
     size_t n_items;               /* when mapped */
     enum nf_device device;        /* placement result */
+    double est_cpu_s, est_gpu_s;  /* the cost model's seconds of one run on each
+                                     device (NAN: no estimate, or no GPU path) */
     uint64_t est_work;            /* working bytes of one run (one item) */
     uint64_t est_peak;            /* inputs + outputs + work of one run (shown by plan) */
     uint64_t est_task;            /* new memory one run allocates: copied inputs,

@@ -161,6 +161,29 @@ int nf_plan_memory(struct nf_pipeline *p, struct nf_diags *d)
     return rc;
 }
 
+/* "1.23 s" / "45.6 ms" / "789 us" */
+static void format_seconds(double s, char *buf, size_t size)
+{
+    if (s >= 1.0)
+        snprintf(buf, size, "%.3g s", s);
+    else if (s >= 1e-3)
+        snprintf(buf, size, "%.3g ms", s * 1e3);
+    else
+        snprintf(buf, size, "%.3g us", s * 1e6);
+}
+
+/* The cost model's estimates of one run (place.c), for nodes that can run on
+ * either device (a CUDA build's ridge and permute). */
+static void print_estimates(const struct nf_node_inst *node, FILE *out)
+{
+    char cpu[32], gpu[32];
+    if (!(node->est_cpu_s > 0) || !(node->est_gpu_s > 0))
+        return;
+    format_seconds(node->est_cpu_s, cpu, sizeof cpu);
+    format_seconds(node->est_gpu_s, gpu, sizeof gpu);
+    fprintf(out, "  [est. per run: cpu %s, gpu %s]", cpu, gpu);
+}
+
 void nf_plan_print(const struct nf_pipeline *p, FILE *out)
 {
     char mem[32], peak[32];
@@ -197,6 +220,7 @@ void nf_plan_print(const struct nf_pipeline *p, FILE *out)
                     node->concurrency, p->nodes[node->fold_into].id);
         else if (node->mapped)
             fprintf(out, "  [per item, %zu items, %d at a time]", node->n_items, node->concurrency);
+        print_estimates(node, out);
         fputc('\n', out);
     }
     fprintf(out, "estimated peak memory: %s of %s\n", peak, mem);

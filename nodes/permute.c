@@ -44,6 +44,7 @@
 #include "pipeline.h"
 #include "rng.h"
 #include "util.h"
+#include "gpu_nodes.h"
 
 #include "permute.h"
 
@@ -1296,5 +1297,9 @@ const struct nf_node_type nf_node_permute = {
     .resolve = permute_resolve,
     .estimate = permute_estimate,
     .run_cpu = permute_run,
-    .flags = NF_NODE_NO_MAP,
+#ifdef HAVE_CUDA
+    .run_gpu = nf_permute_run_gpu,
+#endif
+    .cost = nf_permute_cost,
+    .flags = NF_NODE_NO_MAP | NF_NODE_GPU,
 };

@@ -30,6 +30,7 @@
 #include "pipeline.h"
 #include "rng.h"
 #include "util.h"
+#include "gpu_nodes.h"
 
 #include "predict_models.h"
 #include "ridge.h"
@@ -1034,4 +1035,9 @@ const struct nf_node_type nf_node_ridge = {
     .resolve = ridge_resolve,
     .estimate = ridge_estimate,
     .run_cpu = ridge_run,
+#ifdef HAVE_CUDA
+    .run_gpu = nf_ridge_run_gpu,
+#endif
+    .cost = nf_ridge_cost,
+    .flags = NF_NODE_GPU,
 };

@@ -1,0 +1,300 @@
+/* domain_gpu.c — the `gpu` benchmark domain (issue 8): the GPU ridge and
+ * permute nodes at the issue's sizes, next to the CPU nodes on the same data
+ * in the same run.
+ *
+ *   ridge[gpu,n,v,p]: nf_ridge_run_gpu on X (n x p) and Y (n x V) in memory,
+ *     20 alphas logspace(-2, 4), 5 contiguous folds, per-voxel alpha, as the
+ *     ridge domain; sizes 500 x 20000 x 50, 1000 x 20000 x 100 and the whole
+ *     brain 1000 x 230000 x 100.
+ *   permute[gpu,t,max,n,v,N]: nf_permute_run_gpu, one-sample t, two tails,
+ *     10000 random sign flips (the max-statistic FWE is always computed),
+ *     50 x 230000.
+ *
+ * The node is called directly (not through a pipeline), so a timed run is the
+ * node: the GPU context is made during the warm-up, and each run includes its
+ * arena allocation, every upload and download, and the host's share (drawing
+ * permutations, packing blocks, checking inputs). Data are generated in
+ * setup() (not timed), shaped as in the ridge and inference domains: smooth
+ * AR(1) features and planted weights; unit noise with an effect in every 20th
+ * voxel.
+ *
+ * After the timed runs, describe() runs the CPU node once on the same inputs
+ * (all cores) and records its time, the speedup, and how well the two agree
+ * (chosen alphas, largest score or p difference), plus the share of the H200's
+ * peak the GPU median reaches: FP32 (66.9 TFLOP/s) for ridge, whose GEMMs
+ * bound it, and HBM (4.8 TB/s) for permute, whose null values stream through
+ * device memory twice (written by cuBLAS, read by the epilogue).
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "cost.h"
+#include "kernels/kernels.h"
+#include "pipeline.h"
+#include "value.h"
+#include "ytree.h"
+#include "../nodes/gpu_nodes.h"
+#include "../nodes/permute.h"
+#include "../nodes/ridge.h"
+
+#define H200_FP32_FLOPS 66.9e12
+#define H200_HBM_BYTES 4.8e12
+
+enum gpu_variant { GPU_RIDGE, GPU_PERMUTE };
+enum { MAX_RUNS = 1024 };
+
+struct gpu_state {
+    int variant, threads;
+    struct nf_value *in[4];
+    void *params;
+    double times[MAX_RUNS];
+    int n_runs;
+};
+
+static int run_node(struct gpu_state *st, bool gpu, struct nf_value **out, struct nf_error *err)
+{
+    struct nf_env env = { .threads = st->threads, .seed = 1, .quiet = true };
+    bool wanted[6] = { true, true, true, false, true, false };
+    struct nf_run run = { .params = st->params, .env = &env, .in = st->in, .out = out, .err = err,
+                          .wanted = st->variant == GPU_RIDGE ? wanted : NULL };
+#ifdef HAVE_CUDA
+    if (gpu)
+        return st->variant == GPU_RIDGE ? nf_ridge_run_gpu(&run) : nf_permute_run_gpu(&run);
+#else
+    if (gpu)
+        return NF_FAIL(err, NF_EUSAGE, "this build has no CUDA support");
+#endif
+    return st->variant == GPU_RIDGE ? nf_node_ridge.run_cpu(&run) : nf_node_permute.run_cpu(&run);
+}
+
+static void gpu_teardown(void *state)
+{
+    struct gpu_state *st = state;
+    if (!st)
+        return;
+    for (int i = 0; i < 4; i++)
+        nf_value_unref(st->in[i]);
+    if (st->params)
+        nf_params_release(st->variant == GPU_RIDGE ? &nf_node_ridge : &nf_node_permute, st->params);
+    free(st->params);
+    free(st);
+}
+
+static int gpu_setup(const struct nf_bench_ctx *ctx, void **state, struct nf_error *err)
+{
+    struct gpu_state *st = calloc(1, sizeof *st);
+    uint64_t seed = 0x67707500ull + (uint64_t)ctx->size[0];
+    int rc = 0;
+    if (!st)
+        return NF_FAIL(err, NF_ENOMEM, "out of memory");
+    st->variant = ctx->cond->variant;
+    st->threads = ctx->threads;
+    if (st->variant == GPU_RIDGE) {
+        const int64_t n = ctx->size[0], V = ctx->size[1], p = ctx->size[2];
+        struct ridge_params *prm = calloc(1, sizeof *prm);
+        float *W = malloc((size_t)(p * V) * sizeof *W);
+        st->params = prm;
+        if (!prm || !W || !(st->in[IN_X] = nf_value_new_matrix(n, p, NULL, err)) ||
+            !(st->in[IN_Y] = nf_value_new_matrix(n, V, NULL, err))) {
+            free(W);
+            rc = NF_FAIL(err, NF_ENOMEM, "out of memory for the ridge data");
+            goto fail;
+        }
+        nf_params_defaults(&nf_node_ridge, prm);   /* logspace(-2, 4, 20), 5 folds, per voxel */
+        float *X = st->in[IN_X]->u.mat.data, *Y = st->in[IN_Y]->u.mat.data;
+        const double phi = 0.9, innovation = sqrt(1.0 - phi * phi);
+        for (int64_t j = 0; j < p; j++) {
+            double x = nf_rand_normal(&seed);
+            for (int64_t i = 0; i < n; i++) {
+                if (i > 0)
+                    x = phi * x + innovation * nf_rand_normal(&seed);
+                X[i * p + j] = (float)x;
+            }
+        }
+        for (int64_t v = 0; v < V; v++) {
+            double u = nf_rand_uniform(&seed), amplitude = 2.0 * u * u / sqrt((double)p);
+            for (int64_t j = 0; j < p; j++)
+                W[j * V + v] = (float)(amplitude * nf_rand_normal(&seed));
+        }
+        nf_kernels_cpu()->sgemm(false, false, n, V, p, 1.0f, X, p, W, V, 0.0f, Y, V);
+        free(W);
+        for (int64_t e = 0; e < n * V; e++)
+            Y[e] += (float)nf_rand_normal(&seed);
+    } else {
+        const int64_t n = ctx->size[0], V = ctx->size[1];
+        struct permute_params *prm = calloc(1, sizeof *prm);
+        st->params = prm;
+        if (!prm || !(st->in[PIN_DATA] = nf_value_new_matrix(n, V, NULL, err))) {
+            rc = NF_FAIL(err, NF_ENOMEM, "out of memory for the permutation data");
+            goto fail;
+        }
+        nf_params_defaults(&nf_node_permute, prm);
+        prm->stat = PERM_STAT_T;
+        prm->n_permutations = ctx->size[2];
+        prm->exact = PERM_EXACT_NEVER;
+        prm->seed = 0;
+        float *D = st->in[PIN_DATA]->u.mat.data;
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t v = 0; v < V; v++)
+                D[i * V + v] = (float)(nf_rand_normal(&seed) + (v % 20 == 0 ? 0.4 : 0.0));
+    }
+    *state = st;
+    st = NULL;
+fail:
+    gpu_teardown(st);
+    return rc;
+}
+
+static int gpu_run_once(void *state, struct nf_error *err)
+{
+    struct gpu_state *st = state;
+    struct nf_value *out[6] = { 0 };
+    double t0 = nf_now();
+    int rc = run_node(st, true, out, err);
+    if (st->n_runs < MAX_RUNS)
+        st->times[st->n_runs++] = nf_now() - t0;
+    for (int o = 0; o < 6; o++)
+        nf_value_unref(out[o]);
+    return rc;
+}
+
+static double gpu_flops(const struct nf_bench_ctx *ctx)
+{
+    struct nf_cost c = { 0 };
+    struct nf_shape in[4] = { { 0 } };
+    int ok = 0;
+    if (ctx->cond->variant == GPU_RIDGE) {
+        struct ridge_params prm;
+        nf_params_defaults(&nf_node_ridge, &prm);
+        in[IN_X].kind = in[IN_Y].kind = NF_KIND_MATRIX;
+        in[IN_X].dim[0] = in[IN_Y].dim[0] = ctx->size[0];
+        in[IN_X].dim[1] = ctx->size[2];
+        in[IN_Y].dim[1] = ctx->size[1];
+        ok = nf_ridge_cost(&prm, in, NULL, &c);
+        nf_params_release(&nf_node_ridge, &prm);
+    } else {
+        struct permute_params prm;
+        nf_params_defaults(&nf_node_permute, &prm);
+        prm.n_permutations = ctx->size[2];
+        prm.exact = PERM_EXACT_NEVER;
+        in[PIN_DATA].kind = NF_KIND_MATRIX;
+        in[PIN_DATA].dim[0] = ctx->size[0];
+        in[PIN_DATA].dim[1] = ctx->size[1];
+        ok = nf_permute_cost(&prm, in, NULL, &c);
+        nf_params_release(&nf_node_permute, &prm);
+    }
+    return ok ? c.flops : 0.0;
+}
+
+static double gpu_bytes(const struct nf_bench_ctx *ctx)
+{
+    double n = (double)ctx->size[0], V = (double)ctx->size[1];
+    return ctx->cond->variant == GPU_RIDGE ? 4.0 * n * (V + (double)ctx->size[2]) : 4.0 * n * V;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The CPU node once, the speedup, the agreement, the share of the peak. */
+static void gpu_describe(const struct nf_bench_ctx *ctx, void *state, struct nf_strbuf *json)
+{
+    struct gpu_state *st = state;
+    struct nf_value *cpu[6] = { 0 }, *gpu[6] = { 0 };
+    struct nf_error err = { 0 };
+    double sorted[MAX_RUNS];
+    /* the first run is the warm-up */
+    int n = st->n_runs > 1 ? st->n_runs - 1 : st->n_runs;
+    memcpy(sorted, st->times + (st->n_runs - n), (size_t)n * sizeof *sorted);
+    qsort(sorted, (size_t)n, sizeof *sorted, cmp_double);
+    double median = n ? sorted[n / 2] : NAN;
+    double t0 = nf_now();
+    int rc_cpu = run_node(st, false, cpu, &err);
+    double cpu_s = nf_now() - t0;
+    int rc_gpu = run_node(st, true, gpu, &err);
+    double flops = gpu_flops(ctx), V = (double)ctx->size[1];
+    nf_strbuf_addf(json, ", \"gpu_median_s\": %.6g, \"cpu_s\": %.6g, \"speedup_vs_cpu\": %.4g", median,
+                   rc_cpu ? NAN : cpu_s, rc_cpu ? NAN : cpu_s / median);
+    if (st->variant == GPU_RIDGE) {
+        nf_strbuf_addf(json, ", \"bound\": \"fp32\", \"pct_fp32_peak\": %.4g", 100.0 * flops / median / H200_FP32_FLOPS);
+    } else {
+        /* null values written by cuBLAS and read by the epilogue, float32 */
+        double bytes = 2.0 * 4.0 * (double)ctx->size[2] * V;
+        nf_strbuf_addf(json, ", \"bound\": \"hbm\", \"pct_hbm_peak\": %.4g, \"pct_fp32_peak\": %.4g",
+                       100.0 * bytes / median / H200_HBM_BYTES, 100.0 * flops / median / H200_FP32_FLOPS);
+    }
+    if (!rc_cpu && !rc_gpu) {
+        int first = st->variant == GPU_RIDGE ? OUT_ALPHA : POUT_P, second = st->variant == GPU_RIDGE ? OUT_SCORE : POUT_P_FWE;
+        int64_t same = 0, nv = cpu[first]->u.mat.cols;
+        double worst = 0;
+        for (int64_t v = 0; v < nv; v++) {
+            same += cpu[first]->u.mat.data[v] == gpu[first]->u.mat.data[v];
+            worst = fmax(worst, fabs(cpu[second]->u.mat.data[v] - gpu[second]->u.mat.data[v]));
+        }
+        nf_strbuf_addf(json, ", \"agree_fraction\": %.6g, \"agree_output\": \"%s\", \"max_diff\": %.3g, "
+                       "\"diff_output\": \"%s\"", (double)same / (double)(nv ? nv : 1),
+                       st->variant == GPU_RIDGE ? "alpha" : "p", worst, st->variant == GPU_RIDGE ? "score" : "p_fwe");
+    }
+    for (int o = 0; o < 6; o++) {
+        nf_value_unref(cpu[o]);
+        nf_value_unref(gpu[o]);
+    }
+}
+
+#define GPU_ROW(name, n, v, p, variant) \
+    { name, NF_BENCH_FULL, { n, v, p, 0 }, variant, NULL, gpu_setup, gpu_run_once, gpu_teardown, gpu_flops, \
+      gpu_bytes, NULL, gpu_describe, NULL, NULL, true }
+
+const struct nf_bench_condition nf_bench_gpu_conditions[] = {
+    GPU_ROW("ridge[gpu,n=500,v=20000,p=50]", 500, 20000, 50, GPU_RIDGE),
+    GPU_ROW("ridge[gpu,n=1000,v=20000,p=100]", 1000, 20000, 100, GPU_RIDGE),
+    GPU_ROW("ridge[gpu,n=1000,v=230000,p=100]", 1000, 230000, 100, GPU_RIDGE),
+    GPU_ROW("permute[gpu,t,max,n=50,v=230000,N=10000]", 50, 230000, 10000, GPU_PERMUTE),
+    { NULL, 0, { 0 }, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, false },
+};
+
+void nf_bench_gpu_notes(const struct nf_ynode *domain_result, struct nf_strbuf *md)
+{
+    const struct nf_ynode *conds = nf_ymap_get(domain_result, "conditions");
+    bool any = false;
+    for (size_t i = 0; conds && i < conds->n; i++) {
+        const struct nf_ynode *c = conds->items[i];
+        const char *status = nf_bench_jstr(c, "status");
+        if (!status || strcmp(status, "ok") != 0)
+            continue;
+        if (!any)
+            nf_strbuf_addf(md, "\nGPU nodes (issue 8), called directly on in-memory data; each median "
+                               "includes the node's uploads, downloads and host work. The CPU node ran once "
+                               "on the same data in the same run (all cores). Peak: the H200's FP32 "
+                               "66.9 TFLOP/s (ridge) or HBM 4.8 TB/s (permute: null values written and read "
+                               "once each). Target: at least 30 x over the CPU on the 230k-voxel cases.\n\n");
+        any = true;
+        const char *name = nf_bench_jstr(c, "name"), *bound = nf_bench_jstr(c, "measure.bound");
+        double t = nf_bench_jnum(c, "measure.gpu_median_s"), cpu = nf_bench_jnum(c, "measure.cpu_s");
+        double speedup = nf_bench_jnum(c, "measure.speedup_vs_cpu");
+        bool whole_brain = name && strstr(name, "v=230000");
+        nf_strbuf_addf(md, "- %s: GPU ", name ? name : "?");
+        nf_bench_add_seconds(md, t);
+        if (bound && strcmp(bound, "hbm") == 0)
+            nf_strbuf_addf(md, " (%.1f%% of HBM bandwidth, %.1f%% of FP32 peak)",
+                           nf_bench_jnum(c, "measure.pct_hbm_peak"), nf_bench_jnum(c, "measure.pct_fp32_peak"));
+        else
+            nf_strbuf_addf(md, " (%.1f%% of FP32 peak)", nf_bench_jnum(c, "measure.pct_fp32_peak"));
+        nf_strbuf_addf(md, ", CPU ");
+        nf_bench_add_seconds(md, cpu);
+        nf_strbuf_addf(md, ": %.1f x", speedup);
+        if (whole_brain)
+            nf_strbuf_addf(md, " (target 30 x: %s)", speedup >= 30 ? "met" : "**not met**");
+        double agree = nf_bench_jnum(c, "measure.agree_fraction");
+        const char *same = nf_bench_jstr(c, "measure.agree_output"), *diff = nf_bench_jstr(c, "measure.diff_output");
+        if (isfinite(agree) && same && diff)
+            nf_strbuf_addf(md, "; %s identical to the CPU's in %.3f%% of voxels, largest |%s difference| %.2g", same,
+                           100 * agree, diff, nf_bench_jnum(c, "measure.max_diff"));
+        nf_strbuf_addf(md, ".\n");
+    }
+}

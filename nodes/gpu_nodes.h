@@ -1,0 +1,39 @@
+/* gpu_nodes.h — the GPU implementations of the ridge and permute nodes
+ * (nodes/ridge_gpu.c, nodes/permute_gpu.c, CUDA builds only) and the work
+ * estimates the placement cost model uses for them (nodes/gpu_cost.c, every
+ * build).
+ *
+ * The run functions have the contract of node_type.run_cpu (node.h) and give
+ * the same outputs as the CPU nodes: same ports and shapes, the same messages
+ * for bad input; numbers equal to float32 round-off, chosen alphas and
+ * permutation p-values identical except at documented near ties (docs/gpu.md).
+ * When no GPU can be used after all, they warn and run the CPU node instead.
+ * Wiring, in the node descriptors:
+ *     .cost = nf_ridge_cost,                  (every build)
+ *   #ifdef HAVE_CUDA
+ *     .run_gpu = nf_ridge_run_gpu,
+ *   #endif
+ * and the same with nf_permute_cost / nf_permute_run_gpu.
+ */
+#ifndef NF_GPU_NODES_H
+#define NF_GPU_NODES_H
+
+#include "node.h"
+
+#ifdef HAVE_CUDA
+int nf_ridge_run_gpu(struct nf_run *run);
+int nf_permute_run_gpu(struct nf_run *run);
+#endif
+
+/* node_type.cost for ridge and permute: 1 and *c filled, or 0 while shapes are
+ * unknown. */
+int nf_ridge_cost(const void *params, const struct nf_shape *in, const struct nf_shape *out,
+                  struct nf_cost *c);
+int nf_permute_cost(const void *params, const struct nf_shape *in, const struct nf_shape *out,
+                    struct nf_cost *c);
+
+/* Voxels per ridge block and permutations per GEMM on the GPU, for the cost
+ * model's launch counts and the nodes' upper bounds (blocks shrink to fit). */
+enum { NF_RIDGE_GPU_BLOCK = 65536, NF_PERMUTE_GPU_ROWS = 2048 };
+
+#endif
