@@ -8,6 +8,7 @@
  * Only device 0 is considered for now.
  */
 #include "kernels/kernels.h"
+#include "kernels/cuda/gpu.h"
 
 #include <cuda_runtime_api.h>
 #include <stdio.h>
@@ -50,6 +51,12 @@ bool nf_cuda_available(char *why, size_t why_size)
     if (device_count == 0) {
         if (why && why_size > 0)
             snprintf(why, why_size, "the NVIDIA driver reports no CUDA devices");
+        return false;
+    }
+    const char *missing = nf_cuda_libs_missing();   /* loads cuBLAS/cuSOLVER now */
+    if (missing) {
+        if (why && why_size > 0)
+            snprintf(why, why_size, "%s", missing);
         return false;
     }
     return true;

@@ -34,6 +34,10 @@
 #include "error.h"
 #include "kernels/kernels.h"
 
+/* cuBLAS and cuSOLVER are loaded at their first call (cuda_libs.c): NULL when
+ * both load, else why not. */
+const char *nf_cuda_libs_missing(void);
+
 #ifdef __cplusplus
 extern "C" {
 #endif
