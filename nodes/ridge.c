@@ -126,6 +126,9 @@ static int ridge_resolve(struct nf_resolve *r)
 
 /* Working memory: factors of every fold and one voxel block. */
 #define BLOCK_VOXELS 1000
+/* the T GEMM and its epilogue: alphas x voxels per tile (see fold_scores) */
+#define ALPHA_GROUP 4
+#define SUB_VOXELS 256
 static uint64_t ridge_estimate(const void *params, const struct nf_shape *in, const struct nf_shape *out)
 {
     const struct ridge_params *prm = params;
@@ -337,7 +340,7 @@ struct block {
     float *Ybuf;       /* n x nb gathered rows (shuffled folds only) */
     float *pred;       /* n_val_max x nb: one fold's predictions */
     float *UtY;        /* k x (r x nb): each fold's Uᵀ Y_train */
-    float *T;          /* (A r) x nb */
+    float *T;          /* (ALPHA_GROUP r) x SUB_VOXELS: a tile of T = M UtY */
     float *Z;          /* r x nb */
     double *y_tr_mean; /* k x nb: training means (fold centring) */
     double *score;     /* k x A x nb */
@@ -400,19 +403,20 @@ typedef double nf_v8d __attribute__((vector_size(64)));
 #define LOAD8(p) ({ nf_v8f f_; memcpy(&f_, (p), sizeof f_); __builtin_convertvector(f_, nf_v8d); })
 
 __attribute__((target_clones("avx512f", "avx2", "default")))
-static void error_sums(int64_t r, int64_t nb, const float *restrict U, const float *restrict Z,
-                       const float *restrict T, const double *restrict dj, const double *restrict pj,
-                       double *restrict quad, double *restrict cross, double *restrict psum)
+static void error_sums(int64_t r, int64_t nb, int64_t ld, const float *restrict U, const float *restrict Z,
+                       const float *restrict T, int64_t ldt, const double *restrict dj,
+                       const double *restrict pj, double *restrict quad, double *restrict cross,
+                       double *restrict psum)
 {
     int64_t v = 0;
     for (; v + 8 <= nb; v += 8) {
         nf_v8d q = { 0 }, c = { 0 }, s = { 0 };
         for (int64_t j = 0; j < r; j++) {
-            const int64_t o = j * nb + v;
+            const int64_t o = j * ld + v;
             nf_v8d u = LOAD8(U + o);
             nf_v8d d = { dj[j], dj[j], dj[j], dj[j], dj[j], dj[j], dj[j], dj[j] };
             nf_v8d p = { pj[j], pj[j], pj[j], pj[j], pj[j], pj[j], pj[j], pj[j] };
-            q += u * LOAD8(T + o);
+            q += u * LOAD8(T + j * ldt + v);
             c += d * u * LOAD8(Z + o);
             s += p * u;
         }
@@ -423,9 +427,9 @@ static void error_sums(int64_t r, int64_t nb, const float *restrict U, const flo
     for (; v < nb; v++) {
         double q = 0, cr = 0, ps = 0;
         for (int64_t j = 0; j < r; j++) {
-            double u = U[j * nb + v];
-            q += u * T[j * nb + v];
-            cr += dj[j] * u * Z[j * nb + v];
+            double u = U[j * ld + v];
+            q += u * T[j * ldt + v];
+            cr += dj[j] * u * Z[j * ld + v];
             ps += pj[j] * u;
         }
         quad[v] = q;
@@ -442,7 +446,8 @@ static void fold_scores(const struct ridge_ctx *c, const struct fold *fd, const 
                         const float *UtY, const double *ymean, double *score /* A x nb */)
 {
     int64_t nb = b->nb, V = b->ldy, r = fd->r;
-    double *sy = b->acc, *syy = sy + nb, *quad = syy + nb, *cross = quad + nb, *psum = cross + nb;
+    double *sy = b->acc, *syy = sy + nb, *quad = syy + nb, *cross = quad + ALPHA_GROUP * nb,
+           *psum = cross + ALPHA_GROUP * nb;
     float *Z = b->Z;
     /* Z = Pᵀ (Y_val - 1 mᵀ) */
     c->K->sgemm(true, false, r, nb, fd->n_val, 1.0f, fd->P, r, b->Y + fd->v0 * V, V, 0.0f, Z, nb);
@@ -450,8 +455,6 @@ static void fold_scores(const struct ridge_ctx *c, const struct fold *fd, const 
         for (int64_t j = 0; j < r; j++)
             for (int64_t v = 0; v < nb; v++)
                 Z[j * nb + v] -= (float)(fd->p_sum[j] * ymean[v]);
-    /* T = (D_a PᵀP D_a)_a UtY, every alpha at once */
-    c->K->sgemm(false, false, c->A * r, nb, r, 1.0f, fd->M, r, UtY, nb, 0.0f, b->T, nb);
     memset(sy, 0, (size_t)(2 * nb) * sizeof *sy);
     for (int64_t i = 0; i < fd->n_val; i++) {
         const float *y = b->Y + (fd->v0 + i) * V;
@@ -463,31 +466,45 @@ static void fold_scores(const struct ridge_ctx *c, const struct fold *fd, const 
     }
     double nv = (double)fd->n_val;
     double *dj = b->dj, *pj = dj + r;
-    for (int64_t a = 0; a < c->A; a++) {
-        const float *d = fd->d + a * r, *T = b->T + a * r * nb;
-        for (int64_t j = 0; j < r; j++) {
-            dj[j] = d[j];
-            pj[j] = fd->p_sum[j] * dj[j];
-        }
-        error_sums(r, nb, UtY, Z, T, dj, pj, quad, cross, psum);
-        for (int64_t v = 0; v < nb; v++) {
-            double ss_tot = syy[v] - sy[v] * sy[v] / nv;   /* about the validation mean */
-            if (ss_tot < 0)
-                ss_tot = 0;
-            double ss_res = syy[v] - 2 * cross[v] + quad[v];
-            if (ss_res < 0)
-                ss_res = 0;
-            double val;
-            if (c->prm->score == RIDGE_PEARSON) {
-                double cov = cross[v] - sy[v] * psum[v] / nv, sp2 = quad[v] - psum[v] * psum[v] / nv;
-                val = ss_tot > 0 && sp2 > 0 ? cov / sqrt(ss_tot * sp2) : 0.0;
-            } else if (c->legacy) {
-                val = ss_tot == 0 ? 0.0 : 1.0 - ss_res / ss_tot;
-            } else {
-                val = 1.0 - ss_res / (ss_tot + 1e-10);
+    /* T = (D_a PᵀP D_a)_a UtY, a few alphas and a sub-block of voxels at a time,
+     * so that each T tile is still in L2 when error_sums reads it (all alphas
+     * of a 1000-voxel block at once were 8 MB at r = 100, written to memory and
+     * read back) */
+    for (int64_t a0 = 0; a0 < c->A; a0 += ALPHA_GROUP) {
+        int64_t ag = c->A - a0 < ALPHA_GROUP ? c->A - a0 : ALPHA_GROUP;
+        for (int64_t s0 = 0; s0 < nb; s0 += SUB_VOXELS) {
+            int64_t ns = nb - s0 < SUB_VOXELS ? nb - s0 : SUB_VOXELS;
+            c->K->sgemm(false, false, ag * r, ns, r, 1.0f, fd->M + a0 * r * r, r, UtY + s0, nb, 0.0f, b->T, ns);
+            for (int64_t a = 0; a < ag; a++) {
+                const float *d = fd->d + (a0 + a) * r;
+                for (int64_t j = 0; j < r; j++) {
+                    dj[j] = d[j];
+                    pj[j] = fd->p_sum[j] * dj[j];
+                }
+                error_sums(r, ns, nb, UtY + s0, Z + s0, b->T + a * r * ns, ns, dj, pj, quad + a * nb + s0,
+                           cross + a * nb + s0, psum + a * nb + s0);
             }
-            score[a * nb + v] = val;
         }
+        for (int64_t a = 0; a < ag; a++)
+            for (int64_t v = 0; v < nb; v++) {
+                const double qd = quad[a * nb + v], cr = cross[a * nb + v], ps = psum[a * nb + v];
+                double ss_tot = syy[v] - sy[v] * sy[v] / nv;   /* about the validation mean */
+                if (ss_tot < 0)
+                    ss_tot = 0;
+                double ss_res = syy[v] - 2 * cr + qd;
+                if (ss_res < 0)
+                    ss_res = 0;
+                double val;
+                if (c->prm->score == RIDGE_PEARSON) {
+                    double cov = cr - sy[v] * ps / nv, sp2 = qd - ps * ps / nv;
+                    val = ss_tot > 0 && sp2 > 0 ? cov / sqrt(ss_tot * sp2) : 0.0;
+                } else if (c->legacy) {
+                    val = ss_tot == 0 ? 0.0 : 1.0 - ss_res / ss_tot;
+                } else {
+                    val = 1.0 - ss_res / (ss_tot + 1e-10);
+                }
+                score[(a0 + a) * nb + v] = val;
+            }
     }
 }
 
@@ -505,11 +522,11 @@ static int block_alloc(const struct ridge_ctx *c, struct block *b, struct nf_err
     b->Ybuf = c->perm ? malloc((size_t)(c->n * nb) * sizeof *b->Ybuf) : NULL;
     if (!b->pred || (c->perm && !b->Ybuf))
         return NF_FAIL(err, NF_ENOMEM, "out of memory for a block of %lld voxels", (long long)nb);
-    b->T = malloc((size_t)(c->A * rmax * nb) * sizeof *b->T);
+    b->T = malloc((size_t)(ALPHA_GROUP * rmax * SUB_VOXELS) * sizeof *b->T);
     b->Z = malloc((size_t)(rmax * nb) * sizeof *b->Z);
     b->y_tr_mean = calloc((size_t)(c->k * nb), sizeof *b->y_tr_mean);
     b->score = malloc((size_t)(c->k * c->A * nb) * sizeof *b->score);
-    b->acc = malloc((size_t)(5 * nb) * sizeof *b->acc);
+    b->acc = malloc((size_t)((2 + 3 * ALPHA_GROUP) * nb) * sizeof *b->acc);
     b->dj = malloc((size_t)(2 * rmax + 1) * sizeof *b->dj);
     if (!b->UtY || !b->T || !b->Z || !b->y_tr_mean || !b->score || !b->acc || !b->dj)
         return NF_FAIL(err, NF_ENOMEM, "out of memory for a block of %lld voxels", (long long)nb);
