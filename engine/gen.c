@@ -80,7 +80,15 @@ static void schema_param(FILE *out, const struct nf_param *p)
             fprintf(out, ", \"minimum\": %.17g", p->min);
         if (has_range(p) && p->max < 1e300)
             fprintf(out, ", \"maximum\": %.17g", p->max);
-        fprintf(out, "}, %s]", var_ref);
+        fprintf(out, "}, %s", var_ref);
+        if (p->type == NF_P_INT && p->choices) {   /* {KEY: n} */
+            fprintf(out, ", {\"type\": \"object\", \"additionalProperties\": false, \"required\": [");
+            json_str(out, p->choices[0]);
+            fprintf(out, "], \"properties\": {");
+            json_str(out, p->choices[0]);
+            fprintf(out, ": {\"type\": \"integer\"}}}");
+        }
+        fprintf(out, "]");
         if (def[0])
             fprintf(out, ", \"default\": %s", def);
         break;

@@ -52,7 +52,8 @@ struct nf_param {
     /* default: i for INT/BOOL/ENUM (index), d for NUM, s for STR/PATH ("" = NULL) */
     struct { int64_t i; double d; const char *s; } def;
     double min, max;            /* INT, NUM, and the elements of NUM_LIST */
-    const char *const *choices; /* ENUM: NULL-terminated */
+    const char *const *choices; /* ENUM: NULL-terminated; INT: {choices[0]: n} is accepted
+                                   as well as n (a keyed integer, e.g. reduce: {pca: 10}) */
     unsigned flags;
     int len_min, len_max;       /* NUM_LIST / STR_LIST lengths; 0 = no bound */
 };

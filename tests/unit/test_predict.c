@@ -1021,7 +1021,7 @@ static void test_bad_input(void **state)
     free(prm.target);
     prm.target = NULL;
     prm.pca = 49;
-    expect_error(&prm, x, y, NULL, NULL, WB_OUT, NF_EDATA, "pca asks for 49 components but a fold trains on only 48");
+    expect_error(&prm, x, y, NULL, NULL, WB_OUT, NF_EDATA, "reduce: {pca: 49} asks for more components than a fold has training images (48)");
     prm.pca = 0;
     prm.cv = 61;
     expect_error(&prm, x, y, NULL, NULL, WB_OUT, NF_EINVAL, "60 images cannot be split into 61 folds (cv)");
@@ -1062,7 +1062,7 @@ static void test_bad_input(void **state)
     assert_int_equal(d.n, 3);
     assert_non_null(strstr(d.v[0].msg, "scoring r2 needs model: ridge"));
     assert_non_null(strstr(d.v[1].msg, "scoring auc needs a classifier"));
-    assert_non_null(strstr(d.v[2].msg, "pca is not available with mode: searchlight"));
+    assert_non_null(strstr(d.v[2].msg, "reduce (pca) is not available with mode: searchlight"));
     nf_diags_release(&d);
     struct nf_shape in[4] = { { .kind = NF_KIND_MATRIX, .dim = { 60, 1000 } },
                               { .kind = NF_KIND_TABLE, .dim = { 59, 2 } } }, out[PREDICT_N_OUT];
