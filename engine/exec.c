@@ -625,6 +625,17 @@ static int run_task(struct executor *x, size_t ni, size_t item, struct nf_error 
     int (*fn)(struct nf_run *) = node->device == NF_DEV_GPU && t->run_gpu ? t->run_gpu : t->run_cpu;
     nf_written_begin(&written);
     rc = fn ? fn(&run) : NF_FAIL(err, NF_EBUG, "node type '%s' has no implementation", t->name);
+    if (rc < 0 && fn == t->run_gpu && fn != t->run_cpu && t->run_cpu && (rc == NF_EBUG || rc == NF_ENOMEM)) {
+        /* the device failed (a CUDA error, or out of memory even at the smallest
+         * block), not the data: the seed's promise is a CPU fallback */
+        nf_warn(node->id, "the GPU run failed (%s); running on the CPU instead", err->msg);
+        for (size_t o = 0; o < n_out; o++) {
+            nf_value_unref(out[o]);
+            out[o] = NULL;
+        }
+        memset(err, 0, sizeof *err);
+        rc = t->run_cpu(&run);
+    }
     nf_written_end();
     if (rc < 0) {
         if (!err->loc.file)
