@@ -1028,125 +1028,217 @@ void nf_perm_progress(const struct nf_run *run, int64_t done, int64_t total, dou
            (long long)done, (long long)total, rate, (double)(total - done) / (rate > 0 ? rate : 1));
 }
 
-static int permute_run(struct nf_run *run)
+/* The run's setup, shared by the CPU and GPU nodes: inputs, the per-voxel
+ * constants and the observed statistic (out[POUT_STAT..Q_FDR] allocated), the
+ * permutation set (exact or nltools' seeds), the observed transformed values
+ * and their tie windows. */
+int nf_perm_begin(struct perm_ctx *c, const struct nf_run *run, struct nf_value **out, uint32_t *seed)
 {
     const struct permute_params *prm = run->params;
     const struct nf_value *x = run->in[PIN_DATA];
-    struct perm_ctx c = { 0 };
-    struct nf_value *out[6] = { 0 };
-    float *R = NULL, *tile_max = NULL, *cmax = NULL, *sorted = NULL;
-    uint32_t *ccount = NULL, seed = 0;
-    int64_t *done_idx = NULL;
-    size_t n_done = 0;
-    int rc = 0, blas = nf_blas_threads();
-    bool blas_set = false;
     const struct nf_loc *loc = nf_node_loc(run->node);
     const char *id = nf_node_id(run->node);
+    int rc = 0;
 
-    c.prm = prm;
-    c.K = nf_kernels_cpu();
-    c.test = prm->test;
-    c.tail = prm->tail;
-    c.t_stat = prm->stat == PERM_STAT_T && prm->test != PERM_CORRELATION;
-    NF_TRY(rc = nf_perm_gather_inputs(&c, run));
-    if (c.test == PERM_ONE_SAMPLE && c.t_stat && c.n < 2) {
-        rc = NF_FAIL_AT(run->err, NF_EDATA, loc, id, "a t statistic needs at least 2 subjects");
-        goto fail;
-    }
+    c->prm = prm;
+    c->K = nf_kernels_cpu();
+    c->test = prm->test;
+    c->tail = prm->tail;
+    c->t_stat = prm->stat == PERM_STAT_T && prm->test != PERM_CORRELATION;
+    if ((rc = nf_perm_gather_inputs(c, run)) < 0)
+        return rc;
+    if (c->test == PERM_ONE_SAMPLE && c->t_stat && c->n < 2)
+        return NF_FAIL_AT(run->err, NF_EDATA, loc, id, "a t statistic needs at least 2 subjects");
     for (int o = POUT_STAT; o <= POUT_Q_FDR; o++)
-        if (!(out[o] = nf_value_new_matrix(1, c.V, x->u.mat.geom, run->err))) {
-            rc = run->err->code;
-            goto fail;
-        }
-    NF_TRY(rc = nf_perm_prepare(&c, run, out[POUT_STAT]->u.mat.data));
-    if (c.n_flat == c.V) {
-        rc = NF_FAIL_AT(run->err, NF_EDATA, loc, id, "every voxel has zero variance: nothing to test");
-        goto fail;
-    }
-    if (c.n_flat)
+        if (!(out[o] = nf_value_new_matrix(1, c->V, x->u.mat.geom, run->err)))
+            return run->err->code;
+    if ((rc = nf_perm_prepare(c, run, out[POUT_STAT]->u.mat.data)) < 0)
+        return rc;
+    if (c->n_flat == c->V)
+        return NF_FAIL_AT(run->err, NF_EDATA, loc, id, "every voxel has zero variance: nothing to test");
+    if (c->n_flat)
         nf_warn(id, "%lld voxel%s with zero variance: statistic 0, p = 1, left out of the maximum and FDR",
-                (long long)c.n_flat, c.n_flat == 1 ? "" : "s");
+                (long long)c->n_flat, c->n_flat == 1 ? "" : "s");
 
     /* the permutation set */
-    double full = nf_perm_full_set_size(&c);
-    c.exact = prm->exact == PERM_EXACT_AUTO && full <= (double)prm->n_permutations;
-    c.M = c.exact ? (int64_t)full : prm->n_permutations;
-    seed = (uint32_t)(prm->seed >= 0 ? (uint64_t)prm->seed : run->env ? run->env->seed : 0);
-    if (c.exact)
+    double full = nf_perm_full_set_size(c);
+    c->exact = prm->exact == PERM_EXACT_AUTO && full <= (double)prm->n_permutations;
+    c->M = c->exact ? (int64_t)full : prm->n_permutations;
+    *seed = (uint32_t)(prm->seed >= 0 ? (uint64_t)prm->seed : run->env ? run->env->seed : 0);
+    if (c->exact)
         nf_log("nlflow: node '%s': exact test: all %lld permutations enumerated (no more than "
-               "n_permutations = %lld)", id, (long long)c.M, (long long)prm->n_permutations);
-    c.row0 = malloc((size_t)c.n * sizeof *c.row0);
-    c.count = calloc((size_t)c.V, sizeof *c.count);
-    c.null_q = malloc((size_t)c.M * sizeof *c.null_q);
-    c.q_obs = malloc((size_t)c.V * sizeof *c.q_obs);
-    c.lo = malloc((size_t)c.V * sizeof *c.lo);
-    c.hi = malloc((size_t)c.V * sizeof *c.hi);
-    c.q_obs_d = malloc((size_t)c.V * sizeof *c.q_obs_d);
-    if (!c.exact)
-        c.seeds = malloc((size_t)c.M * sizeof *c.seeds);
-    if (!c.row0 || !c.count || !c.null_q || !c.q_obs || !c.lo || !c.hi || !c.q_obs_d || (!c.exact && !c.seeds)) {
+               "n_permutations = %lld)", id, (long long)c->M, (long long)prm->n_permutations);
+    c->row0 = malloc((size_t)c->n * sizeof *c->row0);
+    c->count = calloc((size_t)c->V, sizeof *c->count);
+    c->null_q = malloc((size_t)c->M * sizeof *c->null_q);
+    c->q_obs = malloc((size_t)c->V * sizeof *c->q_obs);
+    c->lo = malloc((size_t)c->V * sizeof *c->lo);
+    c->hi = malloc((size_t)c->V * sizeof *c->hi);
+    c->q_obs_d = malloc((size_t)c->V * sizeof *c->q_obs_d);
+    if (!c->exact)
+        c->seeds = malloc((size_t)c->M * sizeof *c->seeds);
+    if (!c->row0 || !c->count || !c->null_q || !c->q_obs || !c->lo || !c->hi || !c->q_obs_d ||
+        (!c->exact && !c->seeds))
+        return NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+    if (!c->exact)
+        nf_mt_seeds(*seed, c->seeds, c->M);
+    for (int64_t i = 0; i < c->n; i++)
+        c->row0[i] = c->test == PERM_ONE_SAMPLE ? 1.0f
+                   : c->test == PERM_TWO_SAMPLE ? (i < c->n1 ? 1.0f : 0.0f) : c->cov[i];
+    /* the observed transformed statistic (for the FWE comparison) and its tie
+     * window, through the CPU's BLAS on every device, so the window is the
+     * same bits */
+    c->K->sgemm(false, false, 1, c->V, c->n, 1.0f, c->row0, c->n, c->D, c->V, 0.0f, c->q_obs, c->V);
+    double *bound = c->q_obs_d;   /* borrowed until q_obs_d is filled */
+    for (int64_t v = 0; v < c->V; v++)
+        bound[v] = nf_perm_tie_bound(c, v, c->q_obs[v]);
+    nf_perm_transform(c, c->q_obs, 0, c->V);
+    for (int64_t v = 0; v < c->V; v++) {
+        /* flat voxels: never near (lo = hi = +max), never counted */
+        c->lo[v] = c->flat[v] ? FLT_MAX : (float)(c->q_obs[v] - bound[v]);
+        c->hi[v] = c->flat[v] ? FLT_MAX : (float)(c->q_obs[v] + bound[v]);
+        c->q_obs_d[v] = nf_perm_q_double(c, c->row0, v);
+    }
+    return 0;
+}
+
+/* Adds the committed chunks (counts and maxima) of an interrupted run; have[]
+ * (n_chunks) marks them. Returns 0 or an error of the cache. */
+int nf_perm_resume(struct perm_ctx *c, const struct nf_run *run, int64_t chunk, bool *have, int64_t *resumed)
+{
+    int64_t n_chunks = (c->M + chunk - 1) / chunk, cbytes = c->V * (int64_t)sizeof(uint32_t);
+    int64_t *done_idx = NULL;
+    size_t n_done = 0;
+    int rc = 0;
+    *resumed = 0;
+    NF_TRY(rc = nf_ckpt_list(run->ckpt, &done_idx, &n_done, run->err));
+    for (size_t i = 0; i < n_done; i++) {
+        int64_t ci = done_idx[i];
+        void *data = NULL;
+        size_t bytes = 0;
+        if (ci < 0 || ci >= n_chunks || have[ci] || nf_ckpt_get(run->ckpt, ci, &data, &bytes, run->err) != 1)
+            continue;
+        int64_t len = c->M - ci * chunk < chunk ? c->M - ci * chunk : chunk;
+        if (bytes == (size_t)cbytes + (size_t)len * sizeof(float)) {
+            const uint32_t *cnt = data;
+            for (int64_t v = 0; v < c->V; v++)
+                c->count[v] += cnt[v];
+            memcpy(c->null_q + ci * chunk, (const char *)data + cbytes, (size_t)len * sizeof(float));
+            have[ci] = true;
+            (*resumed)++;
+        }
+        free(data);
+    }
+    if (*resumed)
+        nf_log("nlflow: node '%s': resumed %lld of %lld chunks from checkpoints", nf_node_id(run->node),
+               (long long)*resumed, (long long)n_chunks);
+fail:
+    free(done_idx);
+    return rc;
+}
+
+/* p, p_fwe (sorted maxima), q_fdr, null_max and info from the counts and
+ * maxima; on success the outputs move into run->out. */
+int nf_perm_finish(struct perm_ctx *c, const struct nf_run *run, uint32_t seed, struct nf_value **out)
+{
+    float *sorted = malloc((size_t)c->M * sizeof *sorted);
+    int rc = 0;
+    if (!sorted) {
         rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
         goto fail;
     }
-    if (!c.exact)
-        nf_mt_seeds(seed, c.seeds, c.M);
-    for (int64_t i = 0; i < c.n; i++)
-        c.row0[i] = c.test == PERM_ONE_SAMPLE ? 1.0f : c.test == PERM_TWO_SAMPLE ? (i < c.n1 ? 1.0f : 0.0f)
-                                                                                   : c.cov[i];
-    /* the observed transformed statistic, for the FWE comparison */
-    c.K->sgemm(false, false, 1, c.V, c.n, 1.0f, c.row0, c.n, c.D, c.V, 0.0f, c.q_obs, c.V);
-    double *bound = (double *)c.q_obs_d;   /* borrowed until q_obs_d is filled */
-    for (int64_t v = 0; v < c.V; v++)
-        bound[v] = nf_perm_tie_bound(&c, v, c.q_obs[v]);
-    nf_perm_transform(&c, c.q_obs, 0, c.V);
-    for (int64_t v = 0; v < c.V; v++) {
-        /* flat voxels: never near (lo = hi = +max), never counted */
-        c.lo[v] = c.flat[v] ? FLT_MAX : (float)(c.q_obs[v] - bound[v]);
-        c.hi[v] = c.flat[v] ? FLT_MAX : (float)(c.q_obs[v] + bound[v]);
-        c.q_obs_d[v] = nf_perm_q_double(&c, c.row0, v);
+    memcpy(sorted, c->null_q, (size_t)c->M * sizeof *sorted);
+    qsort(sorted, (size_t)c->M, sizeof *sorted, nf_perm_cmp_float);
+    double denom = c->exact ? (double)c->M : (double)c->M + 1.0, add = c->exact ? 0.0 : 1.0;
+    float *p = out[POUT_P]->u.mat.data, *pf = out[POUT_P_FWE]->u.mat.data;
+    for (int64_t v = 0; v < c->V; v++) {
+        if (c->flat[v]) {
+            p[v] = pf[v] = 1.0f;
+            continue;
+        }
+        p[v] = (float)(((double)c->count[v] + add) / denom);
+        /* #{M_i >= q_obs} (ties within round-off included): first index with sorted >= lo */
+        int64_t lo = 0, hi = c->M;
+        while (lo < hi) {
+            int64_t mid = lo + (hi - lo) / 2;
+            if (sorted[mid] >= c->lo[v])
+                hi = mid;
+            else
+                lo = mid + 1;
+        }
+        pf[v] = (float)(((double)(c->M - lo) + add) / denom);
     }
+    NF_TRY(rc = nf_perm_bh_qvalues(p, c->flat, c->V, out[POUT_Q_FDR]->u.mat.data, run->err));
+    if (!(out[POUT_NULL_MAX] = nf_value_new_matrix(c->M, 1, NULL, run->err))) {
+        rc = run->err->code;
+        goto fail;
+    }
+    out[POUT_NULL_MAX]->u.mat.col_names = calloc(1, sizeof(char *));
+    if (!out[POUT_NULL_MAX]->u.mat.col_names || !(out[POUT_NULL_MAX]->u.mat.col_names[0] = nf_strdup("null_max"))) {
+        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    for (int64_t i = 0; i < c->M; i++)
+        out[POUT_NULL_MAX]->u.mat.data[i] = nf_perm_null_units(c, c->null_q[i]);
+    NF_TRY(rc = nf_perm_info_table(c, seed, &out[POUT_INFO], run->err));
+    for (int o = 0; o < 6; o++) {
+        run->out[o] = out[o];
+        out[o] = NULL;
+    }
+fail:
+    free(sorted);
+    return rc;
+}
 
+/* Frees what the context owns (not the context). */
+void nf_perm_release(struct perm_ctx *c)
+{
+    free(c->D_own);
+    free(c->cov);
+    free(c->shift);
+    free(c->ss);
+    free(c->floor_);
+    free(c->cap);
+    free(c->flat);
+    free(c->seeds);
+    free(c->row0);
+    free(c->count);
+    free(c->null_q);
+    free(c->q_obs);
+    free(c->lo);
+    free(c->hi);
+    free(c->q_obs_d);
+    free(c->ss_d);
+    free(c->shift_d);
+    free(c->abs_sum);
+}
+
+static int permute_run(struct nf_run *run)
+{
+    const struct permute_params *prm = run->params;
+    struct perm_ctx c = { 0 };
+    struct nf_value *out[6] = { 0 };
+    float *R = NULL, *tile_max = NULL, *cmax = NULL;
+    uint32_t *ccount = NULL, seed = 0;
+    bool *have = NULL;
+    int rc = 0, blas = nf_blas_threads();
+    bool blas_set = false;
+
+    NF_TRY(rc = nf_perm_begin(&c, run, out, &seed));
     /* chunks of permutations, resumed from checkpoints */
-    int64_t chunk = prm->chunk, n_chunks = (c.M + chunk - 1) / chunk;
+    int64_t chunk = prm->chunk, n_chunks = (c.M + chunk - 1) / chunk, resumed = 0;
     int64_t n_tiles = (c.V + TILE_VOXELS - 1) / TILE_VOXELS;
     int64_t cbytes = c.V * (int64_t)sizeof(uint32_t);
     R = malloc((size_t)(chunk * c.n) * sizeof *R);
     tile_max = malloc((size_t)(n_tiles * chunk) * sizeof *tile_max);
     cmax = malloc((size_t)chunk * sizeof *cmax);
     ccount = malloc((size_t)cbytes + (size_t)chunk * sizeof(float));
-    if (!R || !tile_max || !cmax || !ccount) {
+    have = calloc((size_t)n_chunks, sizeof *have);
+    if (!R || !tile_max || !cmax || !ccount || !have) {
         rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory for a chunk of %lld permutations", (long long)chunk);
         goto fail;
     }
-    bool *have = calloc((size_t)n_chunks, sizeof *have);
-    if (!have) {
-        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
-        goto fail;
-    }
-    int64_t resumed = 0;
-    NF_TRY(rc = nf_ckpt_list(run->ckpt, &done_idx, &n_done, run->err));
-    {
-        for (size_t i = 0; i < n_done; i++) {
-            int64_t ci = done_idx[i];
-            void *data = NULL;
-            size_t bytes = 0;
-            if (ci < 0 || ci >= n_chunks || nf_ckpt_get(run->ckpt, ci, &data, &bytes, run->err) != 1)
-                continue;
-            int64_t len = c.M - ci * chunk < chunk ? c.M - ci * chunk : chunk;
-            if (bytes == (size_t)cbytes + (size_t)len * sizeof(float)) {
-                const uint32_t *cnt = data;
-                for (int64_t v = 0; v < c.V; v++)
-                    c.count[v] += cnt[v];
-                memcpy(c.null_q + ci * chunk, (const char *)data + cbytes, (size_t)len * sizeof(float));
-                have[ci] = true;
-                resumed++;
-            }
-            free(data);
-        }
-    }
-    if (resumed)
-        nf_log("nlflow: node '%s': resumed %lld of %lld chunks from checkpoints", id, (long long)resumed,
-               (long long)n_chunks);
+    NF_TRY(rc = nf_perm_resume(&c, run, chunk, have, &resumed));
     int threads = run->env && run->env->threads > 1 ? run->env->threads : 1;
     nf_blas_set_threads(1);   /* tiles over threads, single-threaded GEMMs */
     blas_set = true;
@@ -1156,9 +1248,7 @@ static int permute_run(struct nf_run *run)
         if (have[ci])
             continue;
         int64_t p0 = ci * chunk, len = c.M - p0 < chunk ? c.M - p0 : chunk;
-        rc = run_chunk(&c, p0, len, threads, R, ccount, tile_max, cmax, run->err);
-        if (rc)
-            break;
+        NF_TRY(rc = run_chunk(&c, p0, len, threads, R, ccount, tile_max, cmax, run->err));
         for (int64_t v = 0; v < c.V; v++)
             c.count[v] += ccount[v];
         memcpy(c.null_q + p0, cmax, (size_t)len * sizeof *cmax);
@@ -1169,54 +1259,7 @@ static int permute_run(struct nf_run *run)
         done = done + len > c.M ? c.M : done + len;
         nf_perm_progress(run, done, c.M, t0, &last);
     }
-    free(have);
-    if (rc)
-        goto fail;
-
-    /* p, p_fwe (sorted maxima), q_fdr */
-    sorted = malloc((size_t)c.M * sizeof *sorted);
-    if (!sorted) {
-        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
-        goto fail;
-    }
-    memcpy(sorted, c.null_q, (size_t)c.M * sizeof *sorted);
-    qsort(sorted, (size_t)c.M, sizeof *sorted, nf_perm_cmp_float);
-    double denom = c.exact ? (double)c.M : (double)c.M + 1.0, add = c.exact ? 0.0 : 1.0;
-    float *p = out[POUT_P]->u.mat.data, *pf = out[POUT_P_FWE]->u.mat.data;
-    for (int64_t v = 0; v < c.V; v++) {
-        if (c.flat[v]) {
-            p[v] = pf[v] = 1.0f;
-            continue;
-        }
-        p[v] = (float)(((double)c.count[v] + add) / denom);
-        /* #{M_i >= q_obs} (ties within round-off included): first index with sorted >= lo */
-        int64_t lo = 0, hi = c.M;
-        while (lo < hi) {
-            int64_t mid = lo + (hi - lo) / 2;
-            if (sorted[mid] >= c.lo[v])
-                hi = mid;
-            else
-                lo = mid + 1;
-        }
-        pf[v] = (float)(((double)(c.M - lo) + add) / denom);
-    }
-    NF_TRY(rc = nf_perm_bh_qvalues(p, c.flat, c.V, out[POUT_Q_FDR]->u.mat.data, run->err));
-    if (!(out[POUT_NULL_MAX] = nf_value_new_matrix(c.M, 1, NULL, run->err))) {
-        rc = run->err->code;
-        goto fail;
-    }
-    out[POUT_NULL_MAX]->u.mat.col_names = calloc(1, sizeof(char *));
-    if (!out[POUT_NULL_MAX]->u.mat.col_names || !(out[POUT_NULL_MAX]->u.mat.col_names[0] = nf_strdup("null_max"))) {
-        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
-        goto fail;
-    }
-    for (int64_t i = 0; i < c.M; i++)
-        out[POUT_NULL_MAX]->u.mat.data[i] = nf_perm_null_units(&c, c.null_q[i]);
-    NF_TRY(rc = nf_perm_info_table(&c, seed, &out[POUT_INFO], run->err));
-    for (int o = 0; o < 6; o++) {
-        run->out[o] = out[o];
-        out[o] = NULL;
-    }
+    rc = nf_perm_finish(&c, run, seed, out);
 fail:
     if (blas_set)
         nf_blas_set_threads(blas);
@@ -1226,26 +1269,8 @@ fail:
     free(tile_max);
     free(cmax);
     free(ccount);
-    free(sorted);
-    free(done_idx);
-    free(c.D_own);
-    free(c.cov);
-    free(c.shift);
-    free(c.ss);
-    free(c.floor_);
-    free(c.cap);
-    free(c.flat);
-    free(c.seeds);
-    free(c.row0);
-    free(c.count);
-    free(c.null_q);
-    free(c.q_obs);
-    free(c.lo);
-    free(c.hi);
-    free(c.q_obs_d);
-    free(c.ss_d);
-    free(c.shift_d);
-    free(c.abs_sum);
+    free(have);
+    nf_perm_release(&c);
     return rc;
 }
 

@@ -387,187 +387,36 @@ fail:
 int nf_permute_run_gpu(struct nf_run *run)
 {
     const struct permute_params *prm = run->params;
-    const struct nf_value *x = run->in[PIN_DATA];
     struct perm_ctx c = { 0 };
     struct nf_value *out[6] = { 0 };
-    float *sorted = NULL;
     uint32_t seed = 0;
-    int64_t *done_idx = NULL;
-    size_t n_done = 0;
     bool *have = NULL;
     struct nf_gpu *g = NULL;
     struct nf_error gpu_err = { 0 };
     int rc = 0;
-    const struct nf_loc *loc = nf_node_loc(run->node);
     const char *id = nf_node_id(run->node);
 
     if (!(g = nf_gpu_acquire(&gpu_err))) {
         nf_warn(id, "%s; running on the CPU", gpu_err.msg);
         return nf_node_permute.run_cpu(run);
     }
-    c.prm = prm;
-    c.K = nf_kernels_cpu();
-    c.test = prm->test;
-    c.tail = prm->tail;
-    c.t_stat = prm->stat == PERM_STAT_T && prm->test != PERM_CORRELATION;
-    NF_TRY(rc = nf_perm_gather_inputs(&c, run));
-    if (c.test == PERM_ONE_SAMPLE && c.t_stat && c.n < 2) {
-        rc = NF_FAIL_AT(run->err, NF_EDATA, loc, id, "a t statistic needs at least 2 subjects");
-        goto fail;
-    }
-    for (int o = POUT_STAT; o <= POUT_Q_FDR; o++)
-        if (!(out[o] = nf_value_new_matrix(1, c.V, x->u.mat.geom, run->err))) {
-            rc = run->err->code;
-            goto fail;
-        }
-    NF_TRY(rc = nf_perm_prepare(&c, run, out[POUT_STAT]->u.mat.data));
-    if (c.n_flat == c.V) {
-        rc = NF_FAIL_AT(run->err, NF_EDATA, loc, id, "every voxel has zero variance: nothing to test");
-        goto fail;
-    }
-    if (c.n_flat)
-        nf_warn(id, "%lld voxel%s with zero variance: statistic 0, p = 1, left out of the maximum and FDR",
-                (long long)c.n_flat, c.n_flat == 1 ? "" : "s");
-
-    /* the permutation set */
-    double full = nf_perm_full_set_size(&c);
-    c.exact = prm->exact == PERM_EXACT_AUTO && full <= (double)prm->n_permutations;
-    c.M = c.exact ? (int64_t)full : prm->n_permutations;
-    seed = (uint32_t)(prm->seed >= 0 ? (uint64_t)prm->seed : run->env ? run->env->seed : 0);
-    if (c.exact)
-        nf_log("nlflow: node '%s': exact test: all %lld permutations enumerated (no more than "
-               "n_permutations = %lld)", id, (long long)c.M, (long long)prm->n_permutations);
-    c.row0 = malloc((size_t)c.n * sizeof *c.row0);
-    c.count = calloc((size_t)c.V, sizeof *c.count);
-    c.null_q = malloc((size_t)c.M * sizeof *c.null_q);
-    c.q_obs = malloc((size_t)c.V * sizeof *c.q_obs);
-    c.lo = malloc((size_t)c.V * sizeof *c.lo);
-    c.hi = malloc((size_t)c.V * sizeof *c.hi);
-    c.q_obs_d = malloc((size_t)c.V * sizeof *c.q_obs_d);
-    if (!c.exact)
-        c.seeds = malloc((size_t)c.M * sizeof *c.seeds);
-    if (!c.row0 || !c.count || !c.null_q || !c.q_obs || !c.lo || !c.hi || !c.q_obs_d || (!c.exact && !c.seeds)) {
-        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
-        goto fail;
-    }
-    if (!c.exact)
-        nf_mt_seeds(seed, c.seeds, c.M);
-    for (int64_t i = 0; i < c.n; i++)
-        c.row0[i] = c.test == PERM_ONE_SAMPLE ? 1.0f : c.test == PERM_TWO_SAMPLE ? (i < c.n1 ? 1.0f : 0.0f)
-                                                                                   : c.cov[i];
-    /* the observed transformed statistic and its tie window: the CPU node's
-     * own computation (the same BLAS call), so the window is the same bits */
-    c.K->sgemm(false, false, 1, c.V, c.n, 1.0f, c.row0, c.n, c.D, c.V, 0.0f, c.q_obs, c.V);
-    double *bound = (double *)c.q_obs_d;   /* borrowed until q_obs_d is filled */
-    for (int64_t v = 0; v < c.V; v++)
-        bound[v] = nf_perm_tie_bound(&c, v, c.q_obs[v]);
-    nf_perm_transform(&c, c.q_obs, 0, c.V);
-    for (int64_t v = 0; v < c.V; v++) {
-        c.lo[v] = c.flat[v] ? FLT_MAX : (float)(c.q_obs[v] - bound[v]);
-        c.hi[v] = c.flat[v] ? FLT_MAX : (float)(c.q_obs[v] + bound[v]);
-        c.q_obs_d[v] = nf_perm_q_double(&c, c.row0, v);
-    }
-
+    NF_TRY(rc = nf_perm_begin(&c, run, out, &seed));
     /* chunks of permutations, resumed from the checkpoints of either device */
-    int64_t chunk = prm->chunk, n_chunks = (c.M + chunk - 1) / chunk;
-    int64_t cbytes = c.V * (int64_t)sizeof(uint32_t);
+    int64_t chunk = prm->chunk, n_chunks = (c.M + chunk - 1) / chunk, resumed = 0;
     if (!(have = calloc((size_t)n_chunks, sizeof *have))) {
         rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
         goto fail;
     }
-    int64_t resumed = 0;
-    NF_TRY(rc = nf_ckpt_list(run->ckpt, &done_idx, &n_done, run->err));
-    for (size_t i = 0; i < n_done; i++) {
-        int64_t ci = done_idx[i];
-        void *data = NULL;
-        size_t bytes = 0;
-        if (ci < 0 || ci >= n_chunks || nf_ckpt_get(run->ckpt, ci, &data, &bytes, run->err) != 1)
-            continue;
-        int64_t len = c.M - ci * chunk < chunk ? c.M - ci * chunk : chunk;
-        if (bytes == (size_t)cbytes + (size_t)len * sizeof(float)) {
-            const uint32_t *cnt = data;
-            for (int64_t v = 0; v < c.V; v++)
-                c.count[v] += cnt[v];
-            memcpy(c.null_q + ci * chunk, (const char *)data + cbytes, (size_t)len * sizeof(float));
-            have[ci] = true;
-            resumed++;
-        }
-        free(data);
-    }
-    if (resumed)
-        nf_log("nlflow: node '%s': resumed %lld of %lld chunks from checkpoints", id, (long long)resumed,
-               (long long)n_chunks);
+    NF_TRY(rc = nf_perm_resume(&c, run, chunk, have, &resumed));
     if (resumed < n_chunks)
         NF_TRY(rc = run_chunks(&c, g, run, chunk, have, resumed));
-
-    /* p, p_fwe (sorted maxima), q_fdr */
-    sorted = malloc((size_t)c.M * sizeof *sorted);
-    if (!sorted) {
-        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
-        goto fail;
-    }
-    memcpy(sorted, c.null_q, (size_t)c.M * sizeof *sorted);
-    qsort(sorted, (size_t)c.M, sizeof *sorted, nf_perm_cmp_float);
-    double denom = c.exact ? (double)c.M : (double)c.M + 1.0, add = c.exact ? 0.0 : 1.0;
-    float *p = out[POUT_P]->u.mat.data, *pf = out[POUT_P_FWE]->u.mat.data;
-    for (int64_t v = 0; v < c.V; v++) {
-        if (c.flat[v]) {
-            p[v] = pf[v] = 1.0f;
-            continue;
-        }
-        p[v] = (float)(((double)c.count[v] + add) / denom);
-        int64_t lo = 0, hi = c.M;
-        while (lo < hi) {
-            int64_t mid = lo + (hi - lo) / 2;
-            if (sorted[mid] >= c.lo[v])
-                hi = mid;
-            else
-                lo = mid + 1;
-        }
-        pf[v] = (float)(((double)(c.M - lo) + add) / denom);
-    }
-    NF_TRY(rc = nf_perm_bh_qvalues(p, c.flat, c.V, out[POUT_Q_FDR]->u.mat.data, run->err));
-    if (!(out[POUT_NULL_MAX] = nf_value_new_matrix(c.M, 1, NULL, run->err))) {
-        rc = run->err->code;
-        goto fail;
-    }
-    out[POUT_NULL_MAX]->u.mat.col_names = calloc(1, sizeof(char *));
-    if (!out[POUT_NULL_MAX]->u.mat.col_names || !(out[POUT_NULL_MAX]->u.mat.col_names[0] = nf_strdup("null_max"))) {
-        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
-        goto fail;
-    }
-    for (int64_t i = 0; i < c.M; i++)
-        out[POUT_NULL_MAX]->u.mat.data[i] = nf_perm_null_units(&c, c.null_q[i]);
-    NF_TRY(rc = nf_perm_info_table(&c, seed, &out[POUT_INFO], run->err));
-    for (int o = 0; o < 6; o++) {
-        run->out[o] = out[o];
-        out[o] = NULL;
-    }
+    rc = nf_perm_finish(&c, run, seed, out);
 fail:
     nf_gpu_release(g);
     for (int o = 0; o < 6; o++)
         nf_value_unref(out[o]);
     free(have);
-    free(sorted);
-    free(done_idx);
-    free(c.D_own);
-    free(c.cov);
-    free(c.shift);
-    free(c.ss);
-    free(c.floor_);
-    free(c.cap);
-    free(c.flat);
-    free(c.seeds);
-    free(c.row0);
-    free(c.count);
-    free(c.null_q);
-    free(c.q_obs);
-    free(c.lo);
-    free(c.hi);
-    free(c.q_obs_d);
-    free(c.ss_d);
-    free(c.shift_d);
-    free(c.abs_sum);
+    nf_perm_release(&c);
     if (rc < 0)
         nf_error_on_node(run->node, run->err, rc);
     return rc;
