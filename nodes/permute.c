@@ -183,7 +183,8 @@ static int permute_resolve(struct nf_resolve *r)
 enum { TILE_VOXELS = 512, SUB_ROWS = 255 };
 
 /* Working memory: a copy of the data (two-sample, correlation), per-voxel
- * arrays, one chunk's rows, and per thread one GEMM tile. */
+ * arrays, per-permutation scalars, one chunk's rows, and per thread one GEMM
+ * tile: independent of N but for 12 bytes per permutation. */
 static uint64_t permute_estimate(const void *params, const struct nf_shape *in, const struct nf_shape *out)
 {
     const struct permute_params *p = params;
@@ -192,8 +193,11 @@ static uint64_t permute_estimate(const void *params, const struct nf_shape *in, 
     uint64_t V = (uint64_t)in[PIN_DATA].dim[1], chunk = (uint64_t)p->chunk;
     uint64_t tiles = V / TILE_VOXELS + 1;
     uint64_t copy = p->test == PERM_ONE_SAMPLE ? 0 : n * V * 4;
-    return copy + V * 40 + (chunk + chunk / SUB_ROWS + 1) * n * 4 + tiles * chunk * 4 +
-           (uint64_t)(SUB_ROWS + 1) * TILE_VOXELS * 4 * 16;
+    /* per voxel: 7 float and 4 double constants, the flag, two counts; per
+     * permutation: its seed, its maximum and the sorted copy; one chunk's rows
+     * and tile maxima; a GEMM tile per thread (16 threads at most) */
+    return copy + V * 72 + (uint64_t)p->n_permutations * 12 + chunk * n * 4 + tiles * chunk * 4 +
+           (uint64_t)SUB_ROWS * TILE_VOXELS * 4 * 16;
 }
 
 /* ---- the computation ---- */
