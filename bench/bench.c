@@ -75,7 +75,7 @@ static const char bench_usage[] =
     "DOCS/performance.md from every result file in the result file's folder.\n"
     "\n"
     "  --quick          tiny sizes, 2 repetitions: checks the wiring, not the speed\n"
-    "  --domains LIST   comma-separated: sgemm, collection, ridge, predict, inference, cache\n"
+    "  --domains LIST   comma-separated: sgemm, collection, ridge, predict, inference, cache, gpu\n"
     "                   (default: all; sgemm is always measured, it is the yardstick)\n"
     "  --reps N         timed repetitions per condition (default 5)\n"
     "  --device D       cpu, gpu or all (default): which implementations to measure\n"
