@@ -246,6 +246,8 @@ static uint64_t predict_estimate(const void *params, const struct nf_shape *in, 
                                        0, (int)cores);
     uint64_t r = n < V ? n : V;
     uint64_t per_fit = (2 * n * V + (p->pca > 0 ? r * V + n * r : 0)) * sizeof(float) + n * 64;
+    if (p->model == NF_MODEL_RIDGE || p->model == NF_MODEL_RIDGE_CLASSIFIER)
+        per_fit += n * V * sizeof(double);   /* the centred copy of the dual form's Gram (predict_models.c) */
     return per_fit * (fits < cores ? fits : cores);
 }
 

@@ -41,6 +41,10 @@ struct nf_kernels {
      * NF_EDATA when it does not converge or A holds NaN or inf (NF_EBUG only if
      * LAPACK rejects an argument). Kept last so designated initialisers stay valid. */
     int (*svd)(const float *A, int64_t rows, int64_t cols, float *U, float *s, float *Vt);
+    /* C = A Aᵀ in double, both triangles filled: A is n x k row-major (lda), C is
+     * n x n (ldc). The Gram matrix of closed-form ridge models with more features
+     * than samples. NULL in tables without it (the caller uses the CPU's). */
+    void (*dsyrk)(int64_t n, int64_t k, const double *A, int64_t lda, double *C, int64_t ldc);
 };
 
 extern const struct nf_kernels nf_kernels_ref;

@@ -20,10 +20,12 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "util.h"
 #ifdef HAVE_CUDA
 #include "kernels/cuda/cuda_internal.h"
 #endif
@@ -576,6 +578,42 @@ static void test_tables_are_complete(void **state)
         assert_non_null(all[t]->col_moments);
         assert_non_null(all[t]->standardize);
         assert_non_null(all[t]->svd);
+        assert_non_null(all[t]->dsyrk);
+    }
+}
+
+/* dsyrk (A Aᵀ in double) against a direct sum, including n = 1, k = 0, a
+ * strided A and sizes around BLAS blocking; C is exactly symmetric. */
+static void test_dsyrk_matches_reference(void **state)
+{
+    (void)state;
+    const int sizes[][3] = { { 1, 5, 5 }, { 3, 0, 1 }, { 7, 13, 16 }, { 40, 300, 301 }, { 65, 129, 130 } };
+    const struct nf_kernels *all[] = { &nf_kernels_ref, &nf_kernels_blas, nf_kernels_cpu() };
+    uint64_t st = 99;
+    for (size_t c = 0; c < sizeof sizes / sizeof sizes[0]; c++) {
+        int n = sizes[c][0], k = sizes[c][1], lda = sizes[c][2];
+        double *A = malloc((size_t)(n * lda + 1) * sizeof *A), *C = malloc((size_t)(n * n) * sizeof *C);
+        assert_non_null(A);
+        assert_non_null(C);
+        for (int e = 0; e < n * lda; e++)
+            A[e] = nf_rand_normal(&st);
+        for (size_t t = 0; t < sizeof all / sizeof all[0]; t++) {
+            for (int e = 0; e < n * n; e++)
+                C[e] = NAN;
+            all[t]->dsyrk(n, k, A, lda, C, n);
+            for (int i = 0; i < n; i++)
+                for (int j = 0; j < n; j++) {
+                    double want = 0, scale = 0;
+                    for (int q = 0; q < k; q++) {
+                        want += A[i * lda + q] * A[j * lda + q];
+                        scale += fabs(A[i * lda + q] * A[j * lda + q]);
+                    }
+                    assert_true(fabs(C[i * n + j] - want) <= 1e-13 * (1 + scale));
+                    assert_true(C[i * n + j] == C[j * n + i]);
+                }
+        }
+        free(A);
+        free(C);
     }
 }
 
@@ -631,6 +669,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tables_are_complete),
+        cmocka_unit_test(test_dsyrk_matches_reference),
         cmocka_unit_test(test_sgemm_reference_closed_form),
         cmocka_unit_test(test_sgemm_matches_reference),
         cmocka_unit_test(test_sgemm_edges),

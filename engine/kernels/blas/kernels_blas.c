@@ -222,12 +222,30 @@ fail:
     return rc;
 }
 
+/* cblas_dsyrk fills the lower triangle; the upper is mirrored so that C is
+ * exactly symmetric. Sizes beyond 32 bits go to the reference. */
+static void blas_dsyrk(int64_t n, int64_t k, const double *A, int64_t lda, double *C, int64_t ldc)
+{
+    if (n <= 0)
+        return;
+    if (n > INT32_MAX || k > INT32_MAX || lda > INT32_MAX || ldc > INT32_MAX) {
+        nf_kernels_ref.dsyrk(n, k, A, lda, C, ldc);
+        return;
+    }
+    cblas_dsyrk(CblasRowMajor, CblasLower, CblasNoTrans, (blasint)n, (blasint)k, 1.0, A, (blasint)lda, 0.0, C,
+                (blasint)ldc);
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < i; j++)
+            C[j * ldc + i] = C[i * ldc + j];
+}
+
 const struct nf_kernels nf_kernels_blas = {
     .name = "blas",
     .sgemm = blas_sgemm,
     .col_moments = blas_col_moments,
     .standardize = blas_standardize,
     .svd = blas_svd,
+    .dsyrk = blas_dsyrk,
 };
 
 const struct nf_kernels *nf_kernels_cpu(void)

@@ -279,10 +279,22 @@ fail:
     return rc;
 }
 
+static void ref_dsyrk(int64_t n, int64_t k, const double *A, int64_t lda, double *C, int64_t ldc)
+{
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j <= i; j++) {
+            double s = 0;
+            for (int64_t q = 0; q < k; q++)
+                s += A[i * lda + q] * A[j * lda + q];
+            C[i * ldc + j] = C[j * ldc + i] = s;
+        }
+}
+
 const struct nf_kernels nf_kernels_ref = {
     .name = "ref",
     .sgemm = ref_sgemm,
     .col_moments = ref_col_moments,
     .standardize = ref_standardize,
     .svd = ref_svd,
+    .dsyrk = ref_dsyrk,
 };
