@@ -161,6 +161,31 @@ done
 [ "$resumed" -ge 1 ] || fail "permute: no run resumed from checkpoints"
 echo "ok   permute killed mid-way resumes from its checkpointed chunks ($resumed of 3 kill points), identical p maps"
 
+# 7c. a searchlight killed mid-way resumes from its checkpointed sphere blocks
+sk="$work/sl"; mkdir -p "$sk" "$work/slref"
+cat >"$sk/s.yaml" <<'YAML'
+nlflow: 1
+name: sl
+settings: {outputs: out, seed: 3}
+nodes:
+  sim: {type: simulate, subjects: 1, images: 40, voxel_size: 8, mask: synthetic}
+  maps: {type: mask, in: {data: sim.data, mask: sim.mask}, standardize: zscore}
+  dec: {type: predict, in: {X: maps, y: sim.y}, mode: searchlight, model: ridge_classifier, radius: 12, cv: 4}
+  keep: {type: summarize, in: {acc: dec.map}}
+YAML
+cp "$sk/s.yaml" "$work/slref/s.yaml"
+"$NLFLOW" run --quiet --no-cache "$work/slref/s.yaml" || fail "searchlight reference run"
+resumed=0
+for n in 12 20 30; do
+    rm -rf "$sk/.nlflow" "$sk/out"
+    { NLFLOW_KILL_AT=$n "$NLFLOW" run --quiet "$sk/s.yaml" >/dev/null 2>&1; } 2>/dev/null
+    "$NLFLOW" run "$sk/s.yaml" >/dev/null 2>"$work/slerr" || { cat "$work/slerr"; fail "searchlight: resuming run (kill at $n)"; }
+    grep -q "resumed [1-9][0-9]* of [0-9]* spheres" "$work/slerr" && resumed=$((resumed + 1))
+    same_outputs "$work/slref/out" "$sk/out" || fail "searchlight: resumed map differs (kill at $n)"
+done
+[ "$resumed" -ge 1 ] || fail "searchlight: no run resumed from checkpoints"
+echo "ok   a searchlight killed mid-way resumes from its checkpointed sphere blocks ($resumed of 3 kill points), identical map"
+
 # 8. disk full: the run goes on without caching (warning), or fails cleanly with --strict-cache
 f="$work/full"; setup "$f"
 NLFLOW_CACHE_MAX_PAGES=40 "$NLFLOW" run --quiet "$f/q.yaml" 2>"$work/ferr" || { cat "$work/ferr"; fail "disk-full run should go on"; }
