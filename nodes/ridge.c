@@ -34,6 +34,7 @@
 
 #include "predict_models.h"
 #include "ridge.h"
+#include "ridge_internal.h"
 
 static const char *const alpha_modes[] = { "per_voxel", "shared", NULL };
 static const char *const score_kinds[] = { "r2", "pearson", NULL };
@@ -187,13 +188,14 @@ static void fold_release(struct fold *f)
     free(f->x_mean);
 }
 
-/* Copy rows of X (skipping [skip0, skip1)), centred by `mean` when given. */
-static void copy_rows(const float *X, int64_t n, int64_t p, int64_t skip0, int64_t skip1,
-                      const double *mean, float *out)
+/* Rows of X outside [skip0, skip1) (or inside, when `inside`), centred by
+ * `mean` when given. */
+void nf_ridge_copy_rows(const float *X, int64_t n, int64_t p, int64_t skip0, int64_t skip1, bool inside,
+                        const double *mean, float *out)
 {
     int64_t o = 0;
     for (int64_t i = 0; i < n; i++) {
-        if (i >= skip0 && i < skip1)
+        if ((i >= skip0 && i < skip1) != inside)
             continue;
         for (int64_t j = 0; j < p; j++)
             out[o * p + j] = (float)(X[i * p + j] - (mean ? mean[j] : 0.0));
@@ -201,7 +203,7 @@ static void copy_rows(const float *X, int64_t n, int64_t p, int64_t skip0, int64
     }
 }
 
-static void column_means(const float *X, int64_t n, int64_t p, int64_t skip0, int64_t skip1,
+void nf_ridge_column_means(const float *X, int64_t n, int64_t p, int64_t skip0, int64_t skip1,
                          double *mean)
 {
     memset(mean, 0, (size_t)p * sizeof *mean);
@@ -238,10 +240,10 @@ static int factor(const struct ridge_ctx *c, int64_t skip0, int64_t skip1, enum 
         goto fail;
     }
     if (how == CENTER_TRAIN)
-        column_means(c->X, c->n, p, skip0, skip1, x_mean);
+        nf_ridge_column_means(c->X, c->n, p, skip0, skip1, x_mean);
     else if (how == CENTER_GLOBAL && x_mean != c->x_mean)
         memcpy(x_mean, c->x_mean, (size_t)p * sizeof *x_mean);
-    copy_rows(c->X, c->n, p, skip0, skip1, how == CENTER_NONE ? NULL : x_mean, Xc);
+    nf_ridge_copy_rows(c->X, c->n, p, skip0, skip1, false, how == CENTER_NONE ? NULL : x_mean, Xc);
     rc = c->K->svd(Xc, n, p, *U, *s, *Vt);
     if (rc < 0) {
         rc = NF_FAIL(err, rc == NF_ENOMEM ? NF_ENOMEM : NF_EDATA,
@@ -651,21 +653,22 @@ static int group_ids(const struct nf_value *g, int64_t n, int64_t *id, int64_t *
  *  - groups: leave-one-group-out (a fold per group, in sorted label order) when
  *    cv >= the number of groups, else sklearn's GroupKFold assignment (largest
  *    groups first, each to the fold with the fewest samples so far). */
-static int assign_folds(struct ridge_ctx *c, const struct nf_value *groups, const struct nf_run *run,
-                        int64_t *k_out)
+int nf_ridge_assign_folds(const struct ridge_params *prm, int64_t n, int64_t p, int64_t k, const float **X,
+                          int64_t **fold_size_out, int64_t **perm_out, float **X_perm_out,
+                          const struct nf_value *groups, const struct nf_run *run, int64_t *k_out)
 {
-    const struct ridge_params *prm = c->prm;
-    int64_t n = c->n, k = c->k, *fold = NULL, *id = NULL;
+    int64_t *fold = NULL, *id = NULL, *fold_size = NULL, *perm = NULL;
+    float *X_perm = NULL;
     int rc = 0;
-    c->fold_size = calloc((size_t)(n + 1), sizeof *c->fold_size);
+    fold_size = calloc((size_t)(n + 1), sizeof *fold_size);
     fold = malloc((size_t)n * sizeof *fold);
-    if (!c->fold_size || !fold) {
+    if (!fold_size || !fold) {
         rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
         goto fail;
     }
     if (!groups && !prm->shuffle) {
         for (int64_t f = 0; f < k; f++)
-            c->fold_size[f] = n / k + (f < n % k ? 1 : 0);
+            fold_size[f] = n / k + (f < n % k ? 1 : 0);
         goto done;   /* contiguous: rows are already in fold order */
     }
     if (groups) {
@@ -697,44 +700,91 @@ static int assign_folds(struct ridge_ctx *c, const struct nf_value *groups, cons
         }
     }
     for (int64_t f = 0; f < k; f++)
-        c->fold_size[f] = 0;
+        fold_size[f] = 0;
     for (int64_t i = 0; i < n; i++)
-        c->fold_size[fold[i]]++;
+        fold_size[fold[i]]++;
     for (int64_t f = 0; f < k; f++)
-        if (c->fold_size[f] == 0 || c->fold_size[f] == n) {
+        if (fold_size[f] == 0 || fold_size[f] == n) {
             rc = NF_FAIL_AT(run->err, NF_EDATA, nf_node_loc(run->node), nf_node_id(run->node),
                             "fold %lld would have %s training samples; use fewer folds (cv)",
-                            (long long)f + 1, c->fold_size[f] == 0 ? "all samples and no validation" : "no");
+                            (long long)f + 1, fold_size[f] == 0 ? "all samples and no validation" : "no");
             goto fail;
         }
     /* rows in fold order, ascending within a fold (as sklearn's test indices) */
-    c->perm = malloc((size_t)n * sizeof *c->perm);
-    c->X_perm = malloc((size_t)(n * c->p) * sizeof *c->X_perm);
-    if (!c->perm || !c->X_perm) {
+    perm = malloc((size_t)n * sizeof *perm);
+    X_perm = malloc((size_t)(n * p) * sizeof *X_perm);
+    if (!perm || !X_perm) {
         rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
         goto fail;
     }
     for (int64_t f = 0, at = 0; f < k; f++)
         for (int64_t i = 0; i < n; i++)
             if (fold[i] == f)
-                c->perm[at++] = i;
+                perm[at++] = i;
     for (int64_t i = 0; i < n; i++)
-        memcpy(c->X_perm + i * c->p, c->X + c->perm[i] * c->p, (size_t)c->p * sizeof(float));
-    c->X = c->X_perm;
+        memcpy(X_perm + i * p, *X + perm[i] * p, (size_t)p * sizeof(float));
+    *X = X_perm;
 done:
     *k_out = k;
+    *fold_size_out = fold_size;   /* owned by the caller from here */
+    *perm_out = perm;
+    *X_perm_out = X_perm;
+    fold_size = perm = NULL;
+    X_perm = NULL;
 fail:
     free(fold);
     free(id);
+    free(fold_size);
+    free(perm);
+    free(X_perm);
     return rc;
 }
 
-static int check_finite(const float *a, int64_t n, const char *what, const struct nf_run *run)
+int nf_ridge_check_finite(const float *a, int64_t n, const char *what, const struct nf_run *run)
 {
     for (int64_t i = 0; i < n; i++)
         if (!isfinite(a[i]))
             return NF_FAIL_AT(run->err, NF_EDATA, nf_node_loc(run->node), nf_node_id(run->node),
                               "%s has a non-finite value (NaN or inf) at element %lld", what, (long long)i);
+    return 0;
+}
+
+/* The input checks and warnings of the node (CPU and GPU): shapes, folds,
+ * alphas, finite values, more features than training samples, a constant
+ * column. */
+int nf_ridge_check_inputs(const struct nf_run *run, const float *X, const float *Y, int64_t n, int64_t p,
+                          int64_t V, int64_t k, int64_t A, bool center)
+{
+    const struct nf_value *xin = run->in[IN_X], *yin = run->in[IN_Y];
+    const struct nf_loc *loc = nf_node_loc(run->node);
+    const char *id = nf_node_id(run->node);
+    int rc = 0;
+    if (yin->u.mat.rows != n)
+        return NF_FAIL_AT(run->err, NF_ESHAPE, loc, id, "X has %lld samples (rows) but Y has %lld",
+                          (long long)n, (long long)yin->u.mat.rows);
+    if (n < k)
+        return NF_FAIL_AT(run->err, NF_EINVAL, loc, id, "%lld samples cannot be split into %lld folds (cv)",
+                          (long long)n, (long long)k);
+    if (A < 1)
+        return NF_FAIL_AT(run->err, NF_EINVAL, loc, id, "no alphas to choose from");
+    if ((rc = nf_ridge_check_finite(X, n * p, "X", run)) < 0 || (rc = nf_ridge_check_finite(Y, n * V, "Y", run)) < 0)
+        return rc;
+    if (p > n - (n + k - 1) / k)
+        nf_warn(id, "more features (%lld) than training samples per fold (%lld): the SVD handles it, "
+                "but the model is underdetermined without the penalty", (long long)p,
+                (long long)(n - (n + k - 1) / k));
+    for (int64_t j = 0; j < p; j++) {
+        bool constant = true;
+        for (int64_t i = 1; i < n && constant; i++)
+            constant = X[i * p + j] == X[j];
+        if (constant) {
+            nf_warn(id, "column %lld of X%s%s%s is constant%s", (long long)j + 1,
+                    xin->u.mat.col_names ? " ('" : "", xin->u.mat.col_names ? xin->u.mat.col_names[j] : "",
+                    xin->u.mat.col_names ? "')" : "",
+                    center ? " (centred to zero: it has no effect)" : " (it acts as an intercept)");
+            break;
+        }
+    }
     return 0;
 }
 
@@ -909,41 +959,8 @@ static int ridge_run(struct nf_run *run)
     c.legacy = prm->alpha_mode == RIDGE_SHARED;
     c.center = prm->fit_intercept;
     c.fold_center = prm->fit_intercept && !c.legacy;
-    const struct nf_loc *loc = nf_node_loc(run->node);
-    const char *id = nf_node_id(run->node);
 
-    if (yin->u.mat.rows != c.n) {
-        rc = NF_FAIL_AT(run->err, NF_ESHAPE, loc, id, "X has %lld samples (rows) but Y has %lld",
-                        (long long)c.n, (long long)yin->u.mat.rows);
-        goto fail;
-    }
-    if (c.n < c.k) {
-        rc = NF_FAIL_AT(run->err, NF_EINVAL, loc, id, "%lld samples cannot be split into %lld folds (cv)",
-                        (long long)c.n, (long long)c.k);
-        goto fail;
-    }
-    if (c.A < 1) {
-        rc = NF_FAIL_AT(run->err, NF_EINVAL, loc, id, "no alphas to choose from");
-        goto fail;
-    }
-    NF_TRY(rc = check_finite(c.X, c.n * c.p, "X", run));
-    NF_TRY(rc = check_finite(c.Y, c.n * c.V, "Y", run));
-    if (c.p > c.n - (c.n + c.k - 1) / c.k)
-        nf_warn(id, "more features (%lld) than training samples per fold (%lld): the SVD handles it, "
-                "but the model is underdetermined without the penalty", (long long)c.p,
-                (long long)(c.n - (c.n + c.k - 1) / c.k));
-    for (int64_t j = 0; j < c.p; j++) {
-        bool constant = true;
-        for (int64_t i = 1; i < c.n && constant; i++)
-            constant = c.X[i * c.p + j] == c.X[j];
-        if (constant) {
-            nf_warn(id, "column %lld of X%s%s%s is constant%s", (long long)j + 1,
-                    xin->u.mat.col_names ? " ('" : "", xin->u.mat.col_names ? xin->u.mat.col_names[j] : "",
-                    xin->u.mat.col_names ? "')" : "",
-                    c.center ? " (centred to zero: it has no effect)" : " (it acts as an intercept)");
-            break;
-        }
-    }
+    NF_TRY(rc = nf_ridge_check_inputs(run, c.X, c.Y, c.n, c.p, c.V, c.k, c.A, c.center));
 
     /* blocks depend on V only (never on the thread count), so results are the
      * same bits whatever the threads: at most BLOCK_VOXELS, and at least 8
@@ -954,7 +971,8 @@ static int ridge_run(struct nf_run *run)
     if (c.block < 1)
         c.block = 1;
     /* folds first: leave-one-group-out decides their number */
-    NF_TRY(rc = assign_folds(&c, run->in[IN_GROUPS], run, &c.k));
+    NF_TRY(rc = nf_ridge_assign_folds(prm, c.n, c.p, c.k, &c.X, &c.fold_size, &c.perm, &c.X_perm,
+                                      run->in[IN_GROUPS], run, &c.k));
     struct nf_geom *geom = yin->u.mat.geom;
     const int64_t rows[6] = { c.p, 1, 1, c.n, 1, c.k * c.A };
     for (int o = 0; o < 6; o++) {
@@ -974,7 +992,7 @@ static int ridge_run(struct nf_run *run)
         goto fail;
     }
     if (c.center) {
-        column_means(c.X, c.n, c.p, 0, 0, c.x_mean);
+        nf_ridge_column_means(c.X, c.n, c.p, 0, 0, c.x_mean);
         for (int64_t i = 0; i < c.n; i++)
             for (int64_t v = 0; v < c.V; v++)
                 c.y_mean[v] += c.Y[i * c.V + v];

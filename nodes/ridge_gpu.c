@@ -45,6 +45,7 @@
 #include "gpu_nodes.h"
 #include "predict_models.h"
 #include "ridge.h"
+#include "ridge_internal.h"
 
 /* Folds whose T (every alpha) is computed in one batched GEMM. */
 enum { FOLD_BATCH = 8 };
@@ -124,210 +125,6 @@ static void free_gctx(struct gctx *c)
         if (c->down_done[i])
             cudaEventDestroy(c->down_done[i]);
     }
-}
-
-static void column_means(const float *X, int64_t n, int64_t p, int64_t skip0, int64_t skip1, double *mean)
-{
-    memset(mean, 0, (size_t)p * sizeof *mean);
-    int64_t cnt = 0;
-    for (int64_t i = 0; i < n; i++) {
-        if (i >= skip0 && i < skip1)
-            continue;
-        for (int64_t j = 0; j < p; j++)
-            mean[j] += X[i * p + j];
-        cnt++;
-    }
-    for (int64_t j = 0; j < p; j++)
-        mean[j] /= (double)(cnt ? cnt : 1);
-}
-
-/* Rows of X outside [skip0, skip1) (or inside, when `inside`), minus `mean`. */
-static void copy_rows(const float *X, int64_t n, int64_t p, int64_t skip0, int64_t skip1, bool inside,
-                      const double *mean, float *out)
-{
-    int64_t o = 0;
-    for (int64_t i = 0; i < n; i++) {
-        if ((i >= skip0 && i < skip1) != inside)
-            continue;
-        for (int64_t j = 0; j < p; j++)
-            out[o * p + j] = (float)(X[i * p + j] - (mean ? mean[j] : 0.0));
-        o++;
-    }
-}
-
-static int check_finite(const float *a, int64_t n, const char *what, const struct nf_run *run)
-{
-    for (int64_t i = 0; i < n; i++)
-        if (!isfinite(a[i]))
-            return NF_FAIL_AT(run->err, NF_EDATA, nf_node_loc(run->node), nf_node_id(run->node),
-                              "%s has a non-finite value (NaN or inf) at element %lld", what, (long long)i);
-    return 0;
-}
-
-/* Group labels as 0..n_groups-1 in sorted label order (as nodes/ridge.c). */
-struct label { double num; const char *str; int64_t row; };
-static int cmp_label(const void *a, const void *b)
-{
-    const struct label *x = a, *y = b;
-    int c = x->str ? strcmp(x->str, y->str) : (x->num < y->num ? -1 : x->num > y->num);
-    return c ? c : (x->row < y->row ? -1 : x->row > y->row);
-}
-
-static int group_ids(const struct nf_value *g, int64_t n, int64_t *id, int64_t *n_groups, const struct nf_run *run)
-{
-    const struct nf_loc *loc = nf_node_loc(run->node);
-    const char *nid = nf_node_id(run->node);
-    int64_t len = g->kind == NF_KIND_TABLE ? g->u.tab.n_rows : g->u.mat.rows * g->u.mat.cols;
-    if (g->kind == NF_KIND_MATRIX && g->u.mat.rows != 1 && g->u.mat.cols != 1)
-        return NF_FAIL_AT(run->err, NF_ESHAPE, loc, nid, "groups must be one column (got a %lldx%lld matrix)",
-                          (long long)g->u.mat.rows, (long long)g->u.mat.cols);
-    if (len != n)
-        return NF_FAIL_AT(run->err, NF_ESHAPE, loc, nid, "groups has %lld values but X has %lld samples",
-                          (long long)len, (long long)n);
-    struct label *l = malloc((size_t)(n ? n : 1) * sizeof *l);
-    if (!l)
-        return NF_FAIL(run->err, NF_ENOMEM, "out of memory");
-    for (int64_t i = 0; i < n; i++) {
-        l[i].row = i;
-        l[i].str = NULL;
-        if (g->kind == NF_KIND_TABLE && !g->u.tab.cols[0].numeric)
-            l[i].str = g->u.tab.cols[0].str[i] ? g->u.tab.cols[0].str[i] : "";
-        else
-            l[i].num = g->kind == NF_KIND_TABLE ? g->u.tab.cols[0].num[i] : g->u.mat.data[i];
-        if (!l[i].str && isnan(l[i].num)) {
-            free(l);
-            return NF_FAIL_AT(run->err, NF_EDATA, loc, nid, "groups has a missing value (sample %lld)",
-                              (long long)i + 1);
-        }
-    }
-    qsort(l, (size_t)n, sizeof *l, cmp_label);
-    int64_t k = 0;
-    for (int64_t i = 0; i < n; i++) {
-        if (i > 0 && (l[i].str ? strcmp(l[i].str, l[i - 1].str) != 0 : l[i].num != l[i - 1].num))
-            k++;
-        id[l[i].row] = k;
-    }
-    *n_groups = n ? k + 1 : 0;
-    free(l);
-    return 0;
-}
-
-/* The folds and the rows in fold order, exactly as nodes/ridge.c assign_folds
- * (the same shared fold code): contiguous k-fold, sklearn's KFold(shuffle=True,
- * random_state=seed), or by groups (leave-one-group-out when cv >= the number
- * of groups, else GroupKFold's assignment). */
-static int assign_folds(struct gctx *c, const struct nf_value *groups, const struct nf_run *run,
-                        int64_t *k_out)
-{
-    const struct ridge_params *prm = c->prm;
-    int64_t n = c->n, k = c->k, *fold = NULL, *id = NULL;
-    int rc = 0;
-    c->fold_size = calloc((size_t)(n + 1), sizeof *c->fold_size);
-    fold = malloc((size_t)n * sizeof *fold);
-    if (!c->fold_size || !fold) {
-        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
-        goto fail;
-    }
-    if (!groups && !prm->shuffle) {
-        for (int64_t f = 0; f < k; f++)
-            c->fold_size[f] = n / k + (f < n % k ? 1 : 0);
-        goto done;   /* contiguous: rows are already in fold order */
-    }
-    if (groups) {
-        int64_t n_groups = 0;
-        id = malloc((size_t)n * sizeof *id);
-        if (!id) {
-            rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
-            goto fail;
-        }
-        NF_TRY(rc = group_ids(groups, n, id, &n_groups, run));
-        if (n_groups < 2) {
-            rc = NF_FAIL_AT(run->err, NF_EDATA, nf_node_loc(run->node), nf_node_id(run->node),
-                            "groups has %lld distinct value%s: cross-validation needs at least 2",
-                            (long long)n_groups, n_groups == 1 ? "" : "s");
-            goto fail;
-        }
-        /* leave-one-group-out or sklearn's GroupKFold, numpy's tie order included
-         * (predict_models.c) */
-        if ((rc = nf_folds_groups(id, n, n_groups, &k, fold, run->err)) < 0) {
-            nf_error_on_node(run->node, run->err, rc);
-            goto fail;
-        }
-    } else {
-        /* KFold(shuffle=True, random_state=seed): sorted chunks of a permutation */
-        uint32_t seed = (uint32_t)(prm->seed >= 0 ? (uint64_t)prm->seed : run->env->seed);
-        if ((rc = nf_folds_kfold(n, k, seed, fold, run->err)) < 0) {
-            nf_error_on_node(run->node, run->err, rc);
-            goto fail;
-        }
-    }
-    for (int64_t f = 0; f < k; f++)
-        c->fold_size[f] = 0;
-    for (int64_t i = 0; i < n; i++)
-        c->fold_size[fold[i]]++;
-    for (int64_t f = 0; f < k; f++)
-        if (c->fold_size[f] == 0 || c->fold_size[f] == n) {
-            rc = NF_FAIL_AT(run->err, NF_EDATA, nf_node_loc(run->node), nf_node_id(run->node),
-                            "fold %lld would have %s training samples; use fewer folds (cv)",
-                            (long long)f + 1, c->fold_size[f] == 0 ? "all samples and no validation" : "no");
-            goto fail;
-        }
-    /* rows in fold order, ascending within a fold (as sklearn's test indices) */
-    c->perm = malloc((size_t)n * sizeof *c->perm);
-    c->X_perm = malloc((size_t)(n * c->p) * sizeof *c->X_perm);
-    if (!c->perm || !c->X_perm) {
-        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
-        goto fail;
-    }
-    for (int64_t f = 0, at = 0; f < k; f++)
-        for (int64_t i = 0; i < n; i++)
-            if (fold[i] == f)
-                c->perm[at++] = i;
-    for (int64_t i = 0; i < n; i++)
-        memcpy(c->X_perm + i * c->p, c->X + c->perm[i] * c->p, (size_t)c->p * sizeof(float));
-    c->X = c->X_perm;
-done:
-    *k_out = k;
-fail:
-    free(fold);
-    free(id);
-    return rc;
-}
-
-/* The checks and warnings of nodes/ridge.c, with its messages. */
-static int check_inputs(struct gctx *c, const struct nf_run *run)
-{
-    const struct nf_value *xin = run->in[IN_X], *yin = run->in[IN_Y];
-    const struct nf_loc *loc = nf_node_loc(run->node);
-    const char *id = nf_node_id(run->node);
-    int rc = 0;
-    if (yin->u.mat.rows != c->n)
-        return NF_FAIL_AT(run->err, NF_ESHAPE, loc, id, "X has %lld samples (rows) but Y has %lld",
-                          (long long)c->n, (long long)yin->u.mat.rows);
-    if (c->n < c->k)
-        return NF_FAIL_AT(run->err, NF_EINVAL, loc, id, "%lld samples cannot be split into %lld folds (cv)",
-                          (long long)c->n, (long long)c->k);
-    if (c->A < 1)
-        return NF_FAIL_AT(run->err, NF_EINVAL, loc, id, "no alphas to choose from");
-    if ((rc = check_finite(c->X, c->n * c->p, "X", run)) < 0 || (rc = check_finite(c->Y, c->n * c->V, "Y", run)) < 0)
-        return rc;
-    if (c->p > c->n - (c->n + c->k - 1) / c->k)
-        nf_warn(id, "more features (%lld) than training samples per fold (%lld): the SVD handles it, "
-                "but the model is underdetermined without the penalty", (long long)c->p,
-                (long long)(c->n - (c->n + c->k - 1) / c->k));
-    for (int64_t j = 0; j < c->p; j++) {
-        bool constant = true;
-        for (int64_t i = 1; i < c->n && constant; i++)
-            constant = c->X[i * c->p + j] == c->X[j];
-        if (constant) {
-            nf_warn(id, "column %lld of X%s%s%s is constant%s", (long long)j + 1,
-                    xin->u.mat.col_names ? " ('" : "", xin->u.mat.col_names ? xin->u.mat.col_names[j] : "",
-                    xin->u.mat.col_names ? "')" : "",
-                    c->center ? " (centred to zero: it has no effect)" : " (it acts as an intercept)");
-            break;
-        }
-    }
-    return 0;
 }
 
 /* ---- device memory plan ---- */
@@ -473,10 +270,10 @@ static int factor(struct gctx *c, struct nf_gpu *g, int64_t skip0, int64_t skip1
         goto fail;
     }
     if (how == 1)
-        column_means(c->X, c->n, p, skip0, skip1, x_mean);
+        nf_ridge_column_means(c->X, c->n, p, skip0, skip1, x_mean);
     else if (how == 2 && x_mean != c->x_mean)
         memcpy(x_mean, c->x_mean, (size_t)p * sizeof *x_mean);
-    copy_rows(c->X, c->n, p, skip0, skip1, false, how == 0 ? NULL : x_mean, Xc);
+    nf_ridge_copy_rows(c->X, c->n, p, skip0, skip1, false, how == 0 ? NULL : x_mean, Xc);
     NF_TRY(rc = upload_sync(g, dX, Xc, (size_t)(n * p) * sizeof *Xc, err));
     rc = nf_gpu_svd(g, dX, n, p, dU, ds, dVt, err);
     if (rc == NF_EDATA) {
@@ -965,8 +762,9 @@ int nf_ridge_run_gpu(struct nf_run *run)
     c.center = prm->fit_intercept;
     c.fold_center = prm->fit_intercept && !c.legacy;
     c.threads = run->env && run->env->threads > 1 ? run->env->threads : 1;
-    NF_TRY(rc = check_inputs(&c, run));
-    NF_TRY(rc = assign_folds(&c, run->in[IN_GROUPS], run, &c.k));
+    NF_TRY(rc = nf_ridge_check_inputs(run, c.X, c.Y, c.n, c.p, c.V, c.k, c.A, c.center));
+    NF_TRY(rc = nf_ridge_assign_folds(c.prm, c.n, c.p, c.k, &c.X, &c.fold_size, &c.perm, &c.X_perm,
+                                      run->in[IN_GROUPS], run, &c.k));
     struct nf_geom *geom = yin->u.mat.geom;
     const int64_t rows[6] = { c.p, 1, 1, c.n, 1, c.k * c.A };
     for (int o = 0; o < 6; o++) {
@@ -988,7 +786,7 @@ int nf_ridge_run_gpu(struct nf_run *run)
         goto fail;
     }
     if (c.center)
-        column_means(c.X, c.n, c.p, 0, 0, c.x_mean);
+        nf_ridge_column_means(c.X, c.n, c.p, 0, 0, c.x_mean);
     for (int64_t f = 0, start = 0; f < c.k; f++) {
         struct gfold *fd = &c.folds[f];
         fd->v0 = start;
