@@ -135,56 +135,43 @@ cmp -s "$ck/out/ckpt_stat-work.tsv" "$work/ckref/out/ckpt_stat-work.tsv" || fail
 "$NLFLOW" cache info --cache "$ck/.nlflow/cache.db" | grep -q "checkpoint chunks: 0" || fail "checkpoint chunks not dropped after the result was stored"
 echo "ok   a node killed after 15 of 40 chunks resumes from its checkpoints, identical result"
 
-# 7b. the permute node: killed after some checkpointed chunks of permutations,
-# a rerun resumes from them and gives the same p, p_fwe, q_fdr and maxima
-pk="$work/perm"; mkdir -p "$pk" "$work/permref"
-cat >"$pk/p.yaml" <<'YAML'
-nlflow: 1
+# 7b/7c. long nodes killed at points inside their checkpointed chunks resume from
+# them with outputs identical to an uninterrupted run.
+# kill_resume NAME PIPELINE_TEXT "KILL POINTS" RESUMED_REGEX
+kill_resume() {
+    local name=$1 text=$2 points=$3 pattern=$4 dir="$work/kr-$1" ref="$work/kr-$1-ref" n resumed=0
+    mkdir -p "$dir" "$ref"
+    printf '%s\n' "$text" >"$dir/p.yaml"
+    cp "$dir/p.yaml" "$ref/p.yaml"
+    "$NLFLOW" run --quiet --no-cache "$ref/p.yaml" || fail "$name: reference run"
+    for n in $points; do
+        rm -rf "$dir/.nlflow" "$dir/out"
+        { NLFLOW_KILL_AT=$n "$NLFLOW" run --quiet "$dir/p.yaml" >/dev/null 2>&1; } 2>/dev/null
+        "$NLFLOW" run "$dir/p.yaml" >/dev/null 2>"$work/krerr" || { cat "$work/krerr"; fail "$name: resuming run (kill at $n)"; }
+        grep -qE "$pattern" "$work/krerr" && resumed=$((resumed + 1))
+        same_outputs "$ref/out" "$dir/out" || fail "$name: resumed result differs (kill at $n)"
+    done
+    [ "$resumed" -ge 1 ] || fail "$name: no run resumed from checkpoints"
+    echo "ok   $name killed mid-way resumes from its checkpoints ($resumed of $(echo $points | wc -w) kill points), identical outputs"
+}
+kill_resume permute 'nlflow: 1
 name: perm
 settings: {outputs: out, seed: 3}
 nodes:
   sim: {type: simulate, subjects: 9, images: 2, voxel_size: 8, mask: synthetic}
   maps: {type: mask, in: {data: sim.data, mask: sim.mask}}
   test: {type: permute, in: {data: maps}, stat: t, n_permutations: 6000, chunk: 500, exact: never}
-  keep: {type: summarize, in: {p: test.p, p_fwe: test.p_fwe, q: test.q_fdr, nm: test.null_max}}
-YAML
-cp "$pk/p.yaml" "$work/permref/p.yaml"
-"$NLFLOW" run --quiet --no-cache "$work/permref/p.yaml" || fail "permute reference run"
-resumed=0
-for n in 37 45 52; do
-    rm -rf "$pk/.nlflow" "$pk/out"
-    { NLFLOW_KILL_AT=$n "$NLFLOW" run --quiet "$pk/p.yaml" >/dev/null 2>&1; } 2>/dev/null
-    "$NLFLOW" run "$pk/p.yaml" >/dev/null 2>"$work/perr" || { cat "$work/perr"; fail "permute: resuming run (kill at $n)"; }
-    grep -q "resumed [1-9][0-9]* of 12 chunks" "$work/perr" && resumed=$((resumed + 1))
-    same_outputs "$work/permref/out" "$pk/out" || fail "permute: resumed result differs (kill at $n)"
-done
-[ "$resumed" -ge 1 ] || fail "permute: no run resumed from checkpoints"
-echo "ok   permute killed mid-way resumes from its checkpointed chunks ($resumed of 3 kill points), identical p maps"
-
-# 7c. a searchlight killed mid-way resumes from its checkpointed sphere blocks
-sk="$work/sl"; mkdir -p "$sk" "$work/slref"
-cat >"$sk/s.yaml" <<'YAML'
-nlflow: 1
+  keep: {type: summarize, in: {p: test.p, p_fwe: test.p_fwe, q: test.q_fdr, nm: test.null_max}}' \
+    "37 45 52" "resumed [1-9][0-9]* of 12 chunks"
+kill_resume searchlight 'nlflow: 1
 name: sl
 settings: {outputs: out, seed: 3}
 nodes:
   sim: {type: simulate, subjects: 1, images: 40, voxel_size: 8, mask: synthetic}
   maps: {type: mask, in: {data: sim.data, mask: sim.mask}, standardize: zscore}
   dec: {type: predict, in: {X: maps, y: sim.y}, mode: searchlight, model: ridge_classifier, radius: 12, cv: 4}
-  keep: {type: summarize, in: {acc: dec.map}}
-YAML
-cp "$sk/s.yaml" "$work/slref/s.yaml"
-"$NLFLOW" run --quiet --no-cache "$work/slref/s.yaml" || fail "searchlight reference run"
-resumed=0
-for n in 12 20 30; do
-    rm -rf "$sk/.nlflow" "$sk/out"
-    { NLFLOW_KILL_AT=$n "$NLFLOW" run --quiet "$sk/s.yaml" >/dev/null 2>&1; } 2>/dev/null
-    "$NLFLOW" run "$sk/s.yaml" >/dev/null 2>"$work/slerr" || { cat "$work/slerr"; fail "searchlight: resuming run (kill at $n)"; }
-    grep -q "resumed [1-9][0-9]* of [0-9]* spheres" "$work/slerr" && resumed=$((resumed + 1))
-    same_outputs "$work/slref/out" "$sk/out" || fail "searchlight: resumed map differs (kill at $n)"
-done
-[ "$resumed" -ge 1 ] || fail "searchlight: no run resumed from checkpoints"
-echo "ok   a searchlight killed mid-way resumes from its checkpointed sphere blocks ($resumed of 3 kill points), identical map"
+  keep: {type: summarize, in: {acc: dec.map}}' \
+    "12 20 30" "resumed [1-9][0-9]* of [0-9]* spheres"
 
 # 8. disk full: the run goes on without caching (warning), or fails cleanly with --strict-cache
 f="$work/full"; setup "$f"
