@@ -1046,6 +1046,12 @@ int nf_bench_main(int argc, char **argv)
 
 int nf_bench_run_pipeline(const char *path, int threads, bool with_cache, struct nf_error *err)
 {
+    return nf_bench_run_pipeline_node(path, threads, with_cache, NULL, NULL, err);
+}
+
+int nf_bench_run_pipeline_node(const char *path, int threads, bool with_cache, const char *node, double *node_s,
+                               struct nf_error *err)
+{
     struct nf_overrides ov = { .device = -1, .memory = -1, .threads = -1 };
     struct nf_diags d;
     struct nf_cache *cache = NULL;
@@ -1074,6 +1080,9 @@ int nf_bench_run_pipeline(const char *path, int threads, bool with_cache, struct
     }
     struct nf_exec_opts eo = { .threads = threads, .quiet = true, .cache = cache };
     rc = nf_execute(p, &eo, err);
+    for (size_t i = 0; rc == 0 && node && node_s && i < p->n_nodes; i++)
+        if (strcmp(p->nodes[i].id, node) == 0)
+            *node_s = p->nodes[i].run_s;
 fail:
     nf_cache_close(cache);
     nf_diags_release(&d);

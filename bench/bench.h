@@ -108,6 +108,10 @@ void nf_bench_gpu_notes(const struct nf_ynode *domain_result, struct nf_strbuf *
  * `threads` workers; with_cache: the pipeline's own cache (settings.cache
  * beside the file), else none. For conditions that time whole pipelines. */
 int nf_bench_run_pipeline(const char *path, int threads, bool with_cache, struct nf_error *err);
+/* The same, and *node_s = the wall seconds of node `node` (its run, as the
+ * executor timed it), when both are given and the run succeeds. */
+int nf_bench_run_pipeline_node(const char *path, int threads, bool with_cache, const char *node, double *node_s,
+                               struct nf_error *err);
 
 /* `nlflow bench ...` (argv[0] is "bench"); returns the exit status. */
 int nf_bench_main(int argc, char **argv);

@@ -365,6 +365,7 @@ static void node_finished(struct executor *x, size_t ni)
     x->nodes_done++;
     double dt = nf_now() - s->t_start;
     const char *src = node_source(s);
+    node->run_s = s->mode == MODE_SKIP ? 0 : dt;
     if (s->mode == MODE_SKIP)
         nf_log("nlflow: [%zu/%zu] %s (%s): %s", x->nodes_done, x->p->n_nodes, node->id, node->type->name,
                s->up_to_date ? "up to date (cached)" : "skipped, not needed (what uses it is cached)");

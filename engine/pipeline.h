@@ -58,6 +58,9 @@ struct nf_node_inst {
     int concurrency;              /* items allowed in flight within the budget */
     int fold_into;                /* planned: a folding consumer fed item by item
                                      (index), or -1 */
+    /* filled by the executor */
+    double run_s;                 /* wall seconds from the node's start to its end
+                                     (all items; 0 when skipped or cached) */
 };
 
 struct nf_settings {

@@ -1,5 +1,7 @@
 /* rng.c — MT19937 and numpy RandomState's bounded draws, sign flips and
  * permutations, bit-identical to numpy 1.24's legacy generator (see rng.h). */
+#include <stddef.h>
+
 #include "rng.h"
 
 /* Lazily: a permutation test seeds one generator per permutation and draws
@@ -13,6 +15,16 @@ void nf_mt_seed(struct nf_mt19937 *s, uint32_t seed)
     s->mt[0] = seed;
     s->init = 1;
     s->mti = 0;
+    s->ahead = NULL;
+    s->n_ahead = s->used = 0;
+    s->seed = seed;
+}
+
+void nf_mt_replay(struct nf_mt19937 *s, uint32_t seed, const uint32_t *ahead, int n_ahead)
+{
+    nf_mt_seed(s, seed);
+    s->ahead = ahead;
+    s->n_ahead = n_ahead;
 }
 
 static inline void init_upto(struct nf_mt19937 *s, int k)
@@ -25,6 +37,15 @@ static inline void init_upto(struct nf_mt19937 *s, int k)
 
 uint32_t nf_mt_next32(struct nf_mt19937 *s)
 {
+    if (s->ahead) {
+        if (s->used < s->n_ahead)
+            return s->ahead[s->used++];
+        /* past the replayed outputs: the real generator, advanced as far */
+        int skip = s->n_ahead;
+        nf_mt_seed(s, s->seed);
+        for (int i = 0; i < skip; i++)
+            nf_mt_next32(s);
+    }
     if (s->mti >= 624)
         s->mti = 0;
     int i = s->mti++;
@@ -38,6 +59,40 @@ uint32_t nf_mt_next32(struct nf_mt19937 *s)
     y ^= (y << 15) & 0xefc60000u;
     y ^= y >> 18;
     return y;
+}
+
+typedef uint32_t nf_v16u __attribute__((vector_size(64)));
+
+__attribute__((target_clones("avx512f", "avx2", "default")))
+void nf_mt_first_outputs(const uint32_t *seeds, int64_t lanes, int count, uint32_t *out)
+{
+    nf_v16u mt[624];
+    if (count > 624)
+        count = 624;
+    /* output i reads words i, i + 1 and i + 397 (or the new i - 227) */
+    const int need = count + 397 < 624 ? count + 397 : 624;
+    for (int64_t g = 0; g < lanes; g += 16) {
+        int L = lanes - g < 16 ? (int)(lanes - g) : 16;
+        nf_v16u v = { 0 };
+        for (int l = 0; l < L; l++)
+            v[l] = seeds[g + l];
+        mt[0] = v;
+        for (int i = 1; i < need; i++) {
+            v = 1812433253u * (v ^ (v >> 30)) + (uint32_t)i;
+            mt[i] = v;
+        }
+        for (int i = 0; i < count; i++) {
+            nf_v16u y = (mt[i] & 0x80000000u) | (mt[i + 1 < 624 ? i + 1 : 0] & 0x7fffffffu);
+            nf_v16u t = mt[i + 397 < 624 ? i + 397 : i - 227] ^ (y >> 1) ^ (-(y & 1u) & 0x9908b0dfu);
+            mt[i] = t;
+            t ^= t >> 11;
+            t ^= (t << 7) & 0x9d2c5680u;
+            t ^= (t << 15) & 0xefc60000u;
+            t ^= t >> 18;
+            for (int l = 0; l < L; l++)
+                out[(g + l) * count + i] = t[l];
+        }
+    }
 }
 
 uint32_t nf_mt_bounded(struct nf_mt19937 *s, uint32_t max)

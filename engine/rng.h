@@ -17,11 +17,26 @@ struct nf_mt19937 {
     uint32_t mt[624];
     int mti;    /* next word of the current generation */
     int init;   /* words of the seeded state computed so far (lazy, see rng.c) */
+    /* replay (nf_mt_replay): outputs computed ahead, returned first */
+    const uint32_t *ahead;
+    int n_ahead, used;
+    uint32_t seed;
 };
 
 /* RandomState(seed) for an integer seed in [0, 2^32): init_genrand. */
 void nf_mt_seed(struct nf_mt19937 *s, uint32_t seed);
 uint32_t nf_mt_next32(struct nf_mt19937 *s);
+/* The first `count` outputs (count <= 624) of the generators seeded with
+ * seeds[0..lanes): out[l * count + j] = output j of generator l, the bits of
+ * nf_mt_seed + nf_mt_next32, computed for 16 generators at a time in vector
+ * lanes (a permutation test seeds one generator per permutation and draws
+ * only a few numbers from it: the seeding dominates, and is a serial chain
+ * within one generator). */
+void nf_mt_first_outputs(const uint32_t *seeds, int64_t lanes, int count, uint32_t *out);
+/* RandomState(seed) whose first n_ahead outputs are ahead[] (from
+ * nf_mt_first_outputs, borrowed): the same generator, the seeding skipped;
+ * beyond them it seeds itself and continues. */
+void nf_mt_replay(struct nf_mt19937 *s, uint32_t seed, const uint32_t *ahead, int n_ahead);
 /* A uniform integer in [0, max] by numpy's masked rejection (max < 2^32). */
 uint32_t nf_mt_bounded(struct nf_mt19937 *s, uint32_t max);
 /* RandomState.randint(2**31 - 1, size=n): per-permutation seeds. */

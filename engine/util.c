@@ -520,3 +520,54 @@ double nf_rand_normal(uint64_t *state)
         u1 = 1e-300;
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
+
+/* Floats as unsigned keys in the same order: flip all bits of negatives, the
+ * sign bit of the rest. */
+static inline uint32_t f32_key(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u & 0x80000000u ? ~u : u | 0x80000000u;
+}
+
+int nf_argsort_f32(const float *keys, int64_t n, int64_t *order)
+{
+    uint32_t *k = malloc((size_t)(n > 0 ? n : 1) * 2 * sizeof *k);
+    int64_t *tmp = malloc((size_t)(n > 0 ? n : 1) * sizeof *tmp);
+    if (!k || !tmp) {
+        free(k);
+        free(tmp);
+        return NF_ENOMEM;
+    }
+    uint32_t *k2 = k + (n > 0 ? n : 1);
+    for (int64_t i = 0; i < n; i++) {
+        k[i] = f32_key(keys[i]);
+        order[i] = i;
+    }
+    /* four passes of 8 bits; a pass whose byte is the same for every key
+     * (the exponent's high byte of p-values, say) is skipped */
+    for (int shift = 0; shift < 32; shift += 8) {
+        int64_t count[257] = { 0 };
+        for (int64_t i = 0; i < n; i++)
+            count[((k[i] >> shift) & 0xff) + 1]++;
+        bool one_bucket = false;
+        for (int b = 1; b <= 256; b++)
+            one_bucket |= count[b] == n;
+        if (one_bucket)
+            continue;
+        for (int b = 1; b <= 256; b++)
+            count[b] += count[b - 1];
+        for (int64_t i = 0; i < n; i++) {
+            int64_t at = count[(k[i] >> shift) & 0xff]++;
+            k2[at] = k[i];
+            tmp[at] = order[i];
+        }
+        uint32_t *ks = k;
+        k = k2;
+        k2 = ks;
+        memcpy(order, tmp, (size_t)n * sizeof *order);
+    }
+    free(k < k2 ? k : k2);
+    free(tmp);
+    return 0;
+}

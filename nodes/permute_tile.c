@@ -1,0 +1,375 @@
+/* permute_tile.c — the inner loop of the permute node on the CPU: for a block
+ * of permutation rows R (rows x n) and one tile of voxels of the data D
+ * (n x V), every null value G = R D, turned into the transformed statistic q,
+ * counted where q reaches the observed value (q >= hi), with the row maxima
+ * over the tile, and the rare values inside the round-off tie window
+ * (lo < q < hi) decided again in double (nf_perm_q_double).
+ *
+ * Two implementations behind one entry point, nf_perm_tile():
+ *  - reference: BLAS SGEMM of up to SUB_ROWS rows x the tile into a scratch
+ *    tile, then an epilogue pass over each row (8-wide vectors, compiled for
+ *    AVX-512 / AVX2 / the baseline);
+ *  - fused (x86-64 with AVX2+FMA or AVX-512F): a register-blocked GEMM whose
+ *    tile of ROWS x 2 vectors never leaves the registers: the epilogue runs on
+ *    the accumulators, the exceedance counts of the voxel strip stay in
+ *    registers across all rows, and the row maxima are kept as vectors. At
+ *    the permute node's shapes (k = n subjects is 10-100) BLAS spends much of
+ *    its time packing and writing G, and the separate epilogue pass reads G
+ *    back; fused, the work is the FMAs and the few compares per value. The
+ *    strips that do not fill 2 vectors and the rows that do not fill a row
+ *    block go through the reference.
+ * Both sum each value in its own order, so null values differ between them by
+ * round-off; the counts do not: a value within round-off of the observed one
+ * is inside the tie window and decided in double, identically. So p-values
+ * are the same whatever the implementation, thread count or CPU.
+ */
+#include <float.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "permute_internal.h"
+
+/* ---- reference ---- */
+
+struct row_consts {
+    const float *shift, *ss, *fl, *cap, *lo, *hi;
+    float a, c;
+};
+
+typedef float nf_v8f __attribute__((vector_size(32)));
+typedef int32_t nf_v8i __attribute__((vector_size(32)));
+
+/* mask ? a : b for vectors (a mask is all ones or zeros per lane) */
+#define VSEL(mask, a, b) ((nf_v8f)(((nf_v8i)(a) & (mask)) | ((nf_v8i)(b) & ~(mask))))
+
+/* The epilogue of one GEMM row: transform in place (as nf_perm_transform()),
+ * count exceedances (q >= hi), count values inside the tie window (lo, hi),
+ * return the row's maximum. Specialised per statistic and tail (constant
+ * arguments of an always-inlined body). */
+static inline __attribute__((always_inline)) float row_body(const struct row_consts *k, float *g,
+                                                            uint32_t *cnt, int64_t len, int *near_out,
+                                                            const bool t_stat, const int tail)
+{
+    nf_v8f vmax = { -FLT_MAX, -FLT_MAX, -FLT_MAX, -FLT_MAX, -FLT_MAX, -FLT_MAX, -FLT_MAX, -FLT_MAX };
+    nf_v8i vnear = { 0 };
+    const nf_v8f va = { k->a, k->a, k->a, k->a, k->a, k->a, k->a, k->a };
+    const nf_v8f vc = { k->c, k->c, k->c, k->c, k->c, k->c, k->c, k->c };
+    int64_t v = 0;
+    for (; v + 8 <= len; v += 8) {
+        nf_v8f x, sh, ss, fl, cap, lo, hi, q;
+        nf_v8i cn;
+        memcpy(&x, g + v, sizeof x);
+        memcpy(&sh, k->shift + v, sizeof sh);
+        memcpy(&cap, k->cap + v, sizeof cap);
+        memcpy(&lo, k->lo + v, sizeof lo);
+        memcpy(&hi, k->hi + v, sizeof hi);
+        nf_v8f d = va * x - sh;
+        nf_v8f ad = VSEL(d < 0, -d, d);
+        nf_v8f sd = tail == PERM_TAIL_TWO ? ad : tail == PERM_TAIL_UPPER ? d : -d;
+        if (t_stat) {
+            memcpy(&ss, k->ss + v, sizeof ss);
+            memcpy(&fl, k->fl + v, sizeof fl);
+            nf_v8f den = ss - vc * d * d;
+            den = VSEL(den > fl, den, fl);
+            q = sd * ad / den;
+        } else {
+            q = sd;
+        }
+        q = VSEL(q < cap, q, cap);
+        memcpy(g + v, &q, sizeof q);
+        memcpy(&cn, cnt + v, sizeof cn);
+        cn -= (nf_v8i)(q >= hi);
+        memcpy(cnt + v, &cn, sizeof cn);
+        vnear -= (nf_v8i)(q > lo) & (nf_v8i)(q < hi);
+        vmax = VSEL(q > vmax, q, vmax);
+    }
+    float m = -FLT_MAX;
+    int near = 0;
+    for (int i = 0; i < 8; i++) {
+        m = vmax[i] > m ? vmax[i] : m;
+        near += vnear[i];
+    }
+    for (; v < len; v++) {
+        float d = k->a * g[v] - k->shift[v], ad = d < 0 ? -d : d, q;
+        float sd = tail == PERM_TAIL_TWO ? ad : tail == PERM_TAIL_UPPER ? d : -d;
+        if (t_stat) {
+            float den = k->ss[v] - k->c * d * d;
+            den = den > k->fl[v] ? den : k->fl[v];
+            q = sd * ad / den;
+        } else {
+            q = sd;
+        }
+        q = q < k->cap[v] ? q : k->cap[v];
+        g[v] = q;
+        cnt[v] += q >= k->hi[v];
+        near += (q > k->lo[v]) & (q < k->hi[v]);
+        m = q > m ? q : m;
+    }
+    *near_out = near;
+    return m;
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default")))
+static float row_epilogue(const struct row_consts *k, float *g, uint32_t *cnt, int64_t len, int *near,
+                          bool t_stat, int tail)
+{
+    if (t_stat)
+        return tail == PERM_TAIL_TWO ? row_body(k, g, cnt, len, near, true, PERM_TAIL_TWO)
+             : tail == PERM_TAIL_UPPER ? row_body(k, g, cnt, len, near, true, PERM_TAIL_UPPER)
+                                       : row_body(k, g, cnt, len, near, true, PERM_TAIL_LOWER);
+    return tail == PERM_TAIL_TWO ? row_body(k, g, cnt, len, near, false, PERM_TAIL_TWO)
+         : tail == PERM_TAIL_UPPER ? row_body(k, g, cnt, len, near, false, PERM_TAIL_UPPER)
+                                   : row_body(k, g, cnt, len, near, false, PERM_TAIL_LOWER);
+}
+
+/* Rows [0, rows) of R x voxels [v0, v0 + nv) by BLAS, SUB_ROWS rows at a time
+ * into C (NF_PERM_SUB_ROWS x NF_PERM_TILE_VOXELS floats). */
+static void tile_reference(const struct perm_ctx *c, const float *R, int64_t rows, int64_t v0, int64_t nv,
+                           uint32_t *cnt, float *rowmax, float *C)
+{
+    const float *lo = c->lo + v0, *hi = c->hi + v0;
+    const struct row_consts k = { c->shift + v0, c->ss + v0, c->floor_ + v0, c->cap + v0, lo, hi,
+                                  (float)c->a, (float)c->c };
+    for (int64_t r0 = 0; r0 < rows; r0 += NF_PERM_SUB_ROWS) {
+        int64_t nr = rows - r0 < NF_PERM_SUB_ROWS ? rows - r0 : NF_PERM_SUB_ROWS;
+        c->K->sgemm(false, false, nr, nv, c->n, 1.0f, R + r0 * c->n, c->n, c->D + v0, c->V, 0.0f, C, nv);
+        for (int64_t i = 0; i < nr; i++) {
+            float *q = C + i * nv;
+            int near = 0;
+            rowmax[r0 + i] = row_epilogue(&k, q, cnt, nv, &near, c->t_stat, c->tail);
+            for (int64_t v = 0; near && v < nv; v++)   /* rare: within round-off */
+                if (q[v] > lo[v] && q[v] < hi[v])
+                    cnt[v] += nf_perm_q_double(c, R + (r0 + i) * c->n, v0 + v) >= c->q_obs_d[v0 + v];
+        }
+    }
+}
+
+/* ---- fused ---- */
+
+/* The values inside the tie window of one register tile (rows r.. of R,
+ * voxels v.. of the strip; q: ROWS x 2W floats, row-major), decided in double. */
+static __attribute__((noinline)) void near_ties(const struct perm_ctx *c, const float *R, int64_t rows, int64_t v,
+                                                int64_t width, const float *q, uint32_t *cnt)
+{
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = 0; j < width; j++)
+            if (q[i * width + j] > c->lo[v + j] && q[i * width + j] < c->hi[v + j])
+                cnt[j] += nf_perm_q_double(c, R + i * c->n, v + j) >= c->q_obs_d[v + j];
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define NF_PERM_FUSED 1
+#include <immintrin.h>
+
+/* mask ? a : b for vectors of any width */
+#define VSELT(VF, VI, mask, a, b) ((VF)(((VI)(a) & (VI)(mask)) | ((VI)(b) & ~(VI)(mask))))
+
+/* The epilogue on one accumulator vector x of voxels with constants at k[..]
+ * (pointers to the strip's first voxel): q, the count update, the near flag. */
+#define FUSED_EPILOGUE(VF, VI, x, h, q_out)                                                                  \
+    do {                                                                                                     \
+        VF sh_, cap_, hi_, lo_;                                                                              \
+        memcpy(&sh_, shift + (h) * W, sizeof sh_);                                                           \
+        memcpy(&cap_, capv + (h) * W, sizeof cap_);                                                          \
+        memcpy(&hi_, hiv + (h) * W, sizeof hi_);                                                             \
+        memcpy(&lo_, lov + (h) * W, sizeof lo_);                                                             \
+        VF d_ = va * (x) - sh_;                                                                              \
+        VF ad_ = (VF)((VI)d_ & absmask);                                                                     \
+        VF sd_ = tail == PERM_TAIL_TWO ? ad_ : tail == PERM_TAIL_UPPER ? d_ : -d_;                           \
+        VF q_;                                                                                               \
+        if (t_stat) {                                                                                        \
+            VF ss_, fl_;                                                                                     \
+            memcpy(&ss_, ssv + (h) * W, sizeof ss_);                                                         \
+            memcpy(&fl_, flv + (h) * W, sizeof fl_);                                                         \
+            VF den_ = ss_ - vc * d_ * d_;                                                                    \
+            den_ = VSELT(VF, VI, den_ > fl_, den_, fl_);                                                     \
+            q_ = sd_ * ad_ / den_;                                                                           \
+        } else {                                                                                             \
+            q_ = sd_;                                                                                        \
+        }                                                                                                    \
+        q_ = VSELT(VF, VI, q_ < cap_, q_, cap_);                                                             \
+        cnt##h -= (VI)(q_ >= hi_);                                                                           \
+        nearv |= (VI)(q_ > lo_) & (VI)(q_ < hi_);                                                            \
+        q_out = q_;                                                                                          \
+    } while (0)
+
+/* One instantiation: W floats per vector, ROWS rows per register tile, for a
+ * target. Processes rows [0, rows - rows % ROWS) and voxels [0, nv - nv % 2W)
+ * of the tile; vmax: ROWS-rounded rows x W floats of running row maxima,
+ * initialised by the caller. */
+#define DEFINE_FUSED(NAME, TARGET, W_, ROWS_, FMA)                                                                \
+    typedef float NAME##_vf __attribute__((vector_size(4 * (W_))));                                          \
+    typedef int32_t NAME##_vi __attribute__((vector_size(4 * (W_))));                                        \
+    static inline __attribute__((always_inline, target(TARGET))) void NAME##_body(                           \
+        const struct perm_ctx *c, const float *R, int64_t rows, int64_t v0, int64_t nv, uint32_t *cnt,      \
+        float *vmax, const bool t_stat, const int tail)                                                      \
+    {                                                                                                        \
+        typedef NAME##_vf VF;                                                                                \
+        typedef NAME##_vi VI;                                                                                \
+        enum { W = W_, ROWS = ROWS_ };                                                                       \
+        const int64_t n = c->n, ldd = c->V;                                                                  \
+        const VF va = (VF){ 0 } + (float)c->a, vc = (VF){ 0 } + (float)c->c;                                \
+        const VI absmask = (VI){ 0 } + 0x7fffffff;                                                           \
+        for (int64_t v = 0; v + 2 * W <= nv; v += 2 * W) {                                                   \
+            const float *shift = c->shift + v0 + v, *capv = c->cap + v0 + v, *hiv = c->hi + v0 + v,          \
+                        *lov = c->lo + v0 + v, *ssv = c->ss + v0 + v, *flv = c->floor_ + v0 + v;             \
+            const float *Dv = c->D + v0 + v;                                                                 \
+            VI cnt0, cnt1;                                                                                   \
+            memcpy(&cnt0, cnt + v, sizeof cnt0);                                                             \
+            memcpy(&cnt1, cnt + v + W, sizeof cnt1);                                                         \
+            for (int64_t r = 0; r + ROWS <= rows; r += ROWS) {                                               \
+                VF acc0[ROWS], acc1[ROWS];                                                                   \
+                _Pragma("GCC unroll 16") for (int i = 0; i < ROWS; i++)                                      \
+                    acc0[i] = acc1[i] = (VF){ 0 };                                                           \
+                const float *Rr = R + r * n;                                                                 \
+                for (int64_t k = 0; k < n; k++) {                                                            \
+                    VF d0, d1;                                                                               \
+                    memcpy(&d0, Dv + k * ldd, sizeof d0);                                                    \
+                    memcpy(&d1, Dv + k * ldd + W, sizeof d1);                                                \
+                    _Pragma("GCC unroll 16") for (int i = 0; i < ROWS; i++) {                                \
+                        float s = Rr[i * n + k];                                                             \
+                        acc0[i] = (VF)FMA((VF){ 0 } + s, d0, acc0[i]);                                       \
+                        acc1[i] = (VF)FMA((VF){ 0 } + s, d1, acc1[i]);                                       \
+                    }                                                                                        \
+                }                                                                                            \
+                VI nearv = (VI){ 0 };                                                                        \
+                _Pragma("GCC unroll 16") for (int i = 0; i < ROWS; i++) {                                    \
+                    VF q0, q1, m, old;                                                                       \
+                    FUSED_EPILOGUE(VF, VI, acc0[i], 0, q0);                                                  \
+                    FUSED_EPILOGUE(VF, VI, acc1[i], 1, q1);                                                  \
+                    acc0[i] = q0;                                                                            \
+                    acc1[i] = q1;                                                                            \
+                    m = VSELT(VF, VI, q0 > q1, q0, q1);                                                      \
+                    memcpy(&old, vmax + (r + i) * W, sizeof old);                                            \
+                    m = VSELT(VF, VI, m > old, m, old);                                                      \
+                    memcpy(vmax + (r + i) * W, &m, sizeof m);                                                \
+                }                                                                                            \
+                bool any = false;                                                                            \
+                for (int l = 0; l < W; l++)                                                                  \
+                    any |= nearv[l] != 0;                                                                    \
+                if (__builtin_expect(any, 0)) {                                                              \
+                    float q[ROWS * 2 * W];                                                                   \
+                    for (int i = 0; i < ROWS; i++) {                                                         \
+                        memcpy(q + i * 2 * W, &acc0[i], sizeof acc0[i]);                                     \
+                        memcpy(q + i * 2 * W + W, &acc1[i], sizeof acc1[i]);                                 \
+                    }                                                                                        \
+                    /* the counts of the strip are in registers: flush, decide, reload */                   \
+                    memcpy(cnt + v, &cnt0, sizeof cnt0);                                                     \
+                    memcpy(cnt + v + W, &cnt1, sizeof cnt1);                                                 \
+                    near_ties(c, Rr, ROWS, v0 + v, 2 * W, q, cnt + v);                                       \
+                    memcpy(&cnt0, cnt + v, sizeof cnt0);                                                     \
+                    memcpy(&cnt1, cnt + v + W, sizeof cnt1);                                                 \
+                }                                                                                            \
+            }                                                                                                \
+            memcpy(cnt + v, &cnt0, sizeof cnt0);                                                             \
+            memcpy(cnt + v + W, &cnt1, sizeof cnt1);                                                         \
+        }                                                                                                    \
+    }                                                                                                        \
+    static __attribute__((target(TARGET), noinline)) void NAME(const struct perm_ctx *c, const float *R,    \
+                                                               int64_t rows, int64_t v0, int64_t nv,         \
+                                                               uint32_t *cnt, float *vmax)                   \
+    {                                                                                                        \
+        if (c->t_stat) {                                                                                     \
+            if (c->tail == PERM_TAIL_TWO)                                                                    \
+                NAME##_body(c, R, rows, v0, nv, cnt, vmax, true, PERM_TAIL_TWO);                             \
+            else if (c->tail == PERM_TAIL_UPPER)                                                             \
+                NAME##_body(c, R, rows, v0, nv, cnt, vmax, true, PERM_TAIL_UPPER);                           \
+            else                                                                                             \
+                NAME##_body(c, R, rows, v0, nv, cnt, vmax, true, PERM_TAIL_LOWER);                           \
+        } else {                                                                                             \
+            if (c->tail == PERM_TAIL_TWO)                                                                    \
+                NAME##_body(c, R, rows, v0, nv, cnt, vmax, false, PERM_TAIL_TWO);                            \
+            else if (c->tail == PERM_TAIL_UPPER)                                                             \
+                NAME##_body(c, R, rows, v0, nv, cnt, vmax, false, PERM_TAIL_UPPER);                          \
+            else                                                                                             \
+                NAME##_body(c, R, rows, v0, nv, cnt, vmax, false, PERM_TAIL_LOWER);                          \
+        }                                                                                                    \
+    }
+
+/* AVX-512: 8 rows x 2 zmm = 16 accumulators of 32; AVX2: 6 x 2 ymm = 12 of 16. */
+DEFINE_FUSED(fused_avx512, "avx512f,avx2,fma", 16, 8, _mm512_fmadd_ps)
+DEFINE_FUSED(fused_avx2, "avx2,fma", 8, 6, _mm256_fmadd_ps)
+
+static const struct {
+    int w, rows;
+    void (*fn)(const struct perm_ctx *, const float *, int64_t, int64_t, int64_t, uint32_t *, float *);
+} fused_impl[] = {
+    [NF_PERM_TILE_AVX2] = { 8, 6, fused_avx2 },
+    [NF_PERM_TILE_AVX512] = { 16, 8, fused_avx512 },
+};
+#endif
+
+enum nf_perm_tile_impl nf_perm_tile_best(void)
+{
+#ifdef NF_PERM_FUSED
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return NF_PERM_TILE_AVX512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return NF_PERM_TILE_AVX2;
+#endif
+    return NF_PERM_TILE_REFERENCE;
+}
+
+bool nf_perm_tile_available(enum nf_perm_tile_impl impl)
+{
+    if (impl == NF_PERM_TILE_REFERENCE)
+        return true;
+    enum nf_perm_tile_impl best = nf_perm_tile_best();
+    return best != NF_PERM_TILE_REFERENCE && impl <= best;
+}
+
+static _Atomic int forced_impl = -1;
+
+void nf_perm_tile_force(int impl)
+{
+    forced_impl = impl;
+}
+
+enum nf_perm_tile_impl nf_perm_tile_choose(void)
+{
+    int f = forced_impl;
+    return f >= 0 && nf_perm_tile_available((enum nf_perm_tile_impl)f) ? (enum nf_perm_tile_impl)f
+                                                                        : nf_perm_tile_best();
+}
+
+size_t nf_perm_tile_scratch(int64_t rows)
+{
+    size_t ref = (size_t)NF_PERM_SUB_ROWS * NF_PERM_TILE_VOXELS, fused = (size_t)(rows + 16) * 16 + 16;
+    return ref > fused ? ref : fused;
+}
+
+void nf_perm_tile(const struct perm_ctx *c, enum nf_perm_tile_impl impl, const float *R, int64_t rows,
+                  int64_t v0, int64_t nv, uint32_t *cnt, float *rowmax, float *scratch)
+{
+#ifdef NF_PERM_FUSED
+    if (impl != NF_PERM_TILE_REFERENCE && nv >= 2 * fused_impl[impl].w && rows >= fused_impl[impl].rows) {
+        int64_t W = fused_impl[impl].w, nr = rows - rows % fused_impl[impl].rows, nvf = nv - nv % (2 * W);
+        for (int64_t i = 0; i < nr * W; i++)
+            scratch[i] = -FLT_MAX;
+        fused_impl[impl].fn(c, R, nr, v0, nvf, cnt, scratch);
+        for (int64_t i = 0; i < nr; i++) {
+            float m = -FLT_MAX;
+            for (int64_t l = 0; l < W; l++)
+                m = scratch[i * W + l] > m ? scratch[i * W + l] : m;
+            rowmax[i] = m;
+        }
+        /* the voxels beyond the last full strip (these rows), then the rows
+         * beyond the last full block (every voxel), by the reference */
+        if (nvf < nv) {
+            float *mx = scratch;                      /* nr floats; vmax is spent */
+            float C[NF_PERM_SUB_ROWS * 32];           /* at most 2W - 1 = 31 voxels */
+            tile_reference(c, R, nr, v0 + nvf, nv - nvf, cnt + nvf, mx, C);
+            for (int64_t i = 0; i < nr; i++)
+                rowmax[i] = mx[i] > rowmax[i] ? mx[i] : rowmax[i];
+        }
+        if (nr < rows)
+            tile_reference(c, R + nr * c->n, rows - nr, v0, nv, cnt, rowmax + nr, scratch);
+        return;
+    }
+#else
+    (void)impl;
+#endif
+    tile_reference(c, R, rows, v0, nv, cnt, rowmax, scratch);
+}
