@@ -571,3 +571,29 @@ int nf_argsort_f32(const float *keys, int64_t n, int64_t *order)
     free(tmp);
     return 0;
 }
+
+/* Whether any of a[0..n) has an all-ones exponent (NaN or inf). */
+__attribute__((target_clones("avx512f", "avx2", "default")))
+static bool any_nonfinite(const float *restrict a, int64_t n)
+{
+    uint32_t bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, a + i, sizeof u);
+        bad |= (u & 0x7f800000u) == 0x7f800000u;
+    }
+    return bad != 0;
+}
+
+int64_t nf_first_nonfinite(const float *a, int64_t n)
+{
+    enum { BLOCK = 4096 };
+    for (int64_t b = 0; b < n; b += BLOCK) {
+        int64_t len = n - b < BLOCK ? n - b : BLOCK;
+        if (any_nonfinite(a + b, len))
+            for (int64_t i = b; i < b + len; i++)
+                if (!isfinite(a[i]))
+                    return i;
+    }
+    return -1;
+}

@@ -97,6 +97,10 @@ uint64_t nf_splitmix64(uint64_t *state);
 double nf_rand_uniform(uint64_t *state);
 double nf_rand_normal(uint64_t *state);
 
+/* The index of the first NaN or infinity in a[0..n), or -1 (a branch-free
+ * scan, vectorised, over blocks). */
+int64_t nf_first_nonfinite(const float *a, int64_t n);
+
 /* order[0..n) = the indices of keys sorted ascending, equal keys in index
  * order (a stable LSD radix sort on the floats' bits: O(n), no comparisons).
  * -0 sorts before +0; NaNs after +inf. 0, or NF_ENOMEM for its scratch. */

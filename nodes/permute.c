@@ -407,18 +407,27 @@ double nf_perm_q_double(const struct perm_ctx *c, const float *row, int64_t v)
     return q_of_g_double(c, g, v);
 }
 
-/* The maximum over voxels of one row's statistic in double: the same sums,
- * in the same order, as nf_perm_q_double (acc: V doubles of scratch). */
-static double row_max_double(const struct perm_ctx *c, const float *row, double *acc)
+/* acc[v] = a row's GEMM value of every voxel in double: the same sums, in
+ * the same order, as nf_perm_q_double. */
+__attribute__((target_clones("avx512f", "avx2", "default")))
+static void row_g_double(const struct perm_ctx *c, const float *row, double *restrict acc)
 {
-    for (int64_t v = 0; v < c->V; v++)
+    const int64_t V = c->V;
+    for (int64_t v = 0; v < V; v++)
         acc[v] = 0;
     for (int64_t j = 0; j < c->n; j++) {
         const double r = row[j];
-        const float *d = c->D + j * c->V;
-        for (int64_t v = 0; v < c->V; v++)
+        const float *restrict d = c->D + j * V;
+        for (int64_t v = 0; v < V; v++)
             acc[v] += r * (double)d[v];
     }
+}
+
+/* The maximum over voxels of one row's statistic in double (acc: V doubles
+ * of scratch). */
+static double row_max_double(const struct perm_ctx *c, const float *row, double *acc)
+{
+    row_g_double(c, row, acc);
     double m = -INFINITY;
     for (int64_t v = 0; v < c->V; v++) {
         double q = q_of_g_double(c, acc[v], v);
@@ -542,12 +551,11 @@ static int run_chunk(const struct perm_ctx *c, int64_t p0, int64_t len, int thre
 
 static int check_finite(const struct nf_value *m, const char *what, const struct nf_run *run)
 {
-    const float *a = m->u.mat.data;
-    for (int64_t e = 0; e < m->u.mat.rows * m->u.mat.cols; e++)
-        if (!isfinite(a[e]))
-            return NF_FAIL_AT(run->err, NF_EDATA, nf_node_loc(run->node), nf_node_id(run->node),
-                              "%s has a non-finite value (NaN or inf) at subject %lld, voxel %lld", what,
-                              (long long)(e / m->u.mat.cols) + 1, (long long)(e % m->u.mat.cols) + 1);
+    int64_t e = nf_first_nonfinite(m->u.mat.data, m->u.mat.rows * m->u.mat.cols);
+    if (e >= 0)
+        return NF_FAIL_AT(run->err, NF_EDATA, nf_node_loc(run->node), nf_node_id(run->node),
+                          "%s has a non-finite value (NaN or inf) at subject %lld, voxel %lld", what,
+                          (long long)(e / m->u.mat.cols) + 1, (long long)(e % m->u.mat.cols) + 1);
     return 0;
 }
 
@@ -626,7 +634,7 @@ static void average_ranks(struct ranked *tmp, const double *x, int64_t n, double
 int nf_perm_prepare(struct perm_ctx *c, const struct nf_run *run, float *stat_out)
 {
     const int64_t n = c->n, V = c->V;
-    double *mean = NULL, *col = NULL, *rank = NULL;
+    double *sum = NULL, *sum1 = NULL, *sq = NULL, *asum = NULL, *cross = NULL, *col = NULL, *rank = NULL;
     struct ranked *tmp = NULL;
     int rc = 0;
     c->shift = calloc((size_t)V, sizeof *c->shift);
@@ -637,81 +645,100 @@ int nf_perm_prepare(struct perm_ctx *c, const struct nf_run *run, float *stat_ou
     c->abs_sum = calloc((size_t)V, sizeof *c->abs_sum);
     c->ss_d = calloc((size_t)V, sizeof *c->ss_d);
     c->shift_d = calloc((size_t)V, sizeof *c->shift_d);
-    mean = calloc((size_t)V, sizeof *mean);
-    col = malloc((size_t)n * sizeof *col);
-    if (!c->shift || !c->ss || !c->floor_ || !c->cap || !c->flat || !c->abs_sum || !c->ss_d || !c->shift_d || !mean || !col) {
+    sum = calloc((size_t)V, sizeof *sum);
+    sum1 = calloc((size_t)V, sizeof *sum1);
+    sq = calloc((size_t)V, sizeof *sq);
+    asum = calloc((size_t)V, sizeof *asum);
+    cross = calloc((size_t)V, sizeof *cross);
+    if (!c->shift || !c->ss || !c->floor_ || !c->cap || !c->flat || !c->abs_sum || !c->ss_d || !c->shift_d ||
+        !sum || !sum1 || !sq || !asum || !cross) {
         rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
         goto fail;
     }
+    float *D = c->D_own;   /* NULL for one-sample: the input as is */
+    const float *src = c->D;
     if (c->test == PERM_CORRELATION && c->prm->method == PERM_SPEARMAN) {
+        /* each column's average ranks (1..n, ties averaged; exact in float), in place */
+        col = calloc((size_t)n, sizeof *col);
         rank = malloc((size_t)n * sizeof *rank);
         tmp = malloc((size_t)n * sizeof *tmp);
-        if (!rank || !tmp) {
+        if (!col || !rank || !tmp) {
             rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
             goto fail;
         }
-    }
-    float *D = c->D_own;   /* NULL for one-sample: the input as is */
-    const float *src = c->D;
-    for (int64_t v = 0; v < V; v++) {
-        double s = 0, s1 = 0, sq = 0;
-        for (int64_t i = 0; i < n; i++)
-            col[i] = src[i * V + v];
-        if (rank) {
+        for (int64_t v = 0; v < V; v++) {
+            for (int64_t i = 0; i < n; i++)
+                col[i] = D[i * V + v];
             average_ranks(tmp, col, n, rank);
-            memcpy(col, rank, (size_t)n * sizeof *col);
+            for (int64_t i = 0; i < n; i++)
+                D[i * V + v] = (float)rank[i];
         }
-        for (int64_t i = 0; i < n; i++)
-            s += col[i];
-        double m = s / (double)n;
-        for (int64_t i = 0; i < n; i++) {
-            sq += (col[i] - m) * (col[i] - m);
-            if (i < c->n1)
-                s1 += col[i];
+    }
+    /* Row by row over contiguous voxels (a column's values are V floats
+     * apart); every voxel's sums still run over the rows in order, in double:
+     * the sum, group 1's sum, then the squared deviations from the mean. */
+    for (int64_t i = 0; i < n; i++) {
+        const float *x = src + i * V;
+        for (int64_t v = 0; v < V; v++)
+            sum[v] += x[v];
+        if (i < c->n1)
+            for (int64_t v = 0; v < V; v++)
+                sum1[v] += x[v];
+    }
+    for (int64_t i = 0; i < n; i++) {
+        const float *x = src + i * V;
+        for (int64_t v = 0; v < V; v++) {
+            double d = x[v] - sum[v] / (double)n;
+            sq[v] += d * d;
         }
-        double st = 0;
+    }
+    /* correlation: the standardised columns (population std) into the copy;
+     * r = sum z c / n. The GEMM's round-off scale: the root sum of squares of
+     * what it multiplies. */
+    for (int64_t i = 0; i < n; i++) {
+        float *z = c->test == PERM_CORRELATION ? D + i * V : NULL;
+        const float *x = src + i * V;
+        for (int64_t v = 0; v < V; v++) {
+            double m = sum[v] / (double)n;
+            if (z) {
+                bool flat = sq[v] <= 1e-12 * (double)n * m * m;
+                double zv = flat ? 0 : (x[v] - m) / sqrt(sq[v] / (double)n);
+                z[v] = (float)zv;
+                cross[v] += zv * c->cov[i];
+                asum[v] += (double)z[v] * (double)z[v];
+            } else {
+                asum[v] += (double)x[v] * (double)x[v];
+            }
+        }
+    }
+    for (int64_t v = 0; v < V; v++) {
+        double s = sum[v], s1 = sum1[v], m = s / (double)n, st = 0;
         /* no variance: every value the same (up to double round-off) */
-        bool flat = sq <= 1e-12 * (double)n * m * m;
+        bool flat = sq[v] <= 1e-12 * (double)n * m * m;
         c->cap[v] = FLT_MAX;
         if (c->test == PERM_ONE_SAMPLE) {
-            double ss = sq + (double)n * m * m;   /* sum of squares about 0: fixed under sign flips */
+            double ss = sq[v] + (double)n * m * m;   /* sum of squares about 0: fixed under sign flips */
             c->ss[v] = (float)ss;
             c->ss_d[v] = ss;
             c->floor_[v] = (float)(1e-12 * ss);
-            st = c->t_stat ? m / sqrt(sq / (double)(n - 1) / (double)n) : m;
+            st = c->t_stat ? m / sqrt(sq[v] / (double)(n - 1) / (double)n) : m;
         } else if (c->test == PERM_TWO_SAMPLE) {
             /* d = S1/n1 - (T - S1)/n2, the GEMM value itself (shift 0);
              * pooled within-group SS = SS_total - (n1 n2 / n) d² */
             double d = s1 / (double)c->n1 - (s - s1) / (double)c->n2;
-            c->ss[v] = (float)sq;
-            c->ss_d[v] = sq;
-            c->floor_[v] = (float)(1e-12 * sq);
+            c->ss[v] = (float)sq[v];
+            c->ss_d[v] = sq[v];
+            c->floor_[v] = (float)(1e-12 * sq[v]);
             if (c->t_stat) {
-                double within = sq - c->c * d * d;
-                double h = 1.0 / (double)c->n1 + 1.0 / (double)c->n2;
+                double within = sq[v] - c->c * d * d, h = 1.0 / (double)c->n1 + 1.0 / (double)c->n2;
                 st = flat || within <= 0 ? 0 : d / sqrt(within / (double)(n - 2) * h);
             } else {
                 st = flat ? 0 : d;
             }
         } else {
-            /* standardised column (population std) into the copy; r = sum / n */
-            double sd = sqrt(sq / (double)n);
-            double cross = 0;
-            for (int64_t i = 0; i < n; i++) {
-                double z = flat ? 0 : (col[i] - m) / sd;
-                D[i * V + v] = (float)z;
-                cross += z * c->cov[i];
-            }
-            st = flat ? 0 : cross / (double)n;
+            st = flat ? 0 : cross[v] / (double)n;
         }
-        /* round-off scale of any permutation's GEMM value for this voxel */
-        double asum = 0;
-        for (int64_t i = 0; i < n; i++)
-        {
-            double x = c->test == PERM_CORRELATION ? (double)D[i * V + v] : (double)src[i * V + v];
-            asum += x * x;
-        }
-        c->abs_sum[v] = sqrt(asum) * c->max_r;
+        c->abs_sum[v] = sqrt(asum[v]) * c->max_r;
         if (flat) {
             st = 0;
             c->flat[v] = true;
@@ -721,7 +748,11 @@ int nf_perm_prepare(struct perm_ctx *c, const struct nf_run *run, float *stat_ou
         stat_out[v] = (float)st;
     }
 fail:
-    free(mean);
+    free(sum);
+    free(sum1);
+    free(sq);
+    free(asum);
+    free(cross);
     free(col);
     free(rank);
     free(tmp);
@@ -766,11 +797,6 @@ fail:
     return rc;
 }
 
-int nf_perm_cmp_float(const void *a, const void *b)
-{
-    float x = *(const float *)a, y = *(const float *)b;
-    return x < y ? -1 : x > y;
-}
 
 /* The maximum statistic back in the statistic's units. */
 float nf_perm_null_units(const struct perm_ctx *c, float q)
@@ -1069,8 +1095,10 @@ int nf_perm_begin(struct perm_ctx *c, const struct nf_run *run, struct nf_value 
         /* flat voxels: never near (lo = hi = +max), never counted */
         c->lo[v] = c->flat[v] ? FLT_MAX : (float)(c->q_obs[v] - bound[v]);
         c->hi[v] = c->flat[v] ? FLT_MAX : (float)(c->q_obs[v] + bound[v]);
-        c->q_obs_d[v] = nf_perm_q_double(c, c->row0, v);
     }
+    row_g_double(c, c->row0, c->q_obs_d);   /* as nf_perm_q_double(c, row0, v) for every v */
+    for (int64_t v = 0; v < c->V; v++)
+        c->q_obs_d[v] = q_of_g_double(c, c->q_obs_d[v], v);
     return 0;
 }
 
@@ -1111,20 +1139,6 @@ fail:
 
 /* p, p_fwe (sorted maxima), q_fdr, null_max and info from the counts and
  * maxima; on success the outputs move into run->out. */
-/* First index of sorted[0..n) (ascending by key[order[.]]) whose key is >= x. */
-static int64_t lower_bound(const float *key, const int64_t *order, int64_t n, float x)
-{
-    int64_t lo = 0, hi = n;
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo) / 2;
-        if (key[order[mid]] >= x)
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
-    return lo;
-}
-
 /* p_fwe: #{permutations whose maximum over voxels >= the observed value}.
  * A float maximum at or above hi[v] counts and one below lo[v] does not; one
  * inside a voxel's tie window [lo, hi) is within round-off of the observed
@@ -1133,64 +1147,82 @@ static int64_t lower_bound(const float *key, const int64_t *order, int64_t n, fl
  * observed value in double: exact ties (a mirror-image flip of the maximum's
  * voxel) count, near misses do not, whatever the device or summation order.
  * Such permutations are rare: their maxima must fall within round-off of
- * some voxel's observed value. */
+ * some voxel's observed value. Everything else is sweeps over sorted lists:
+ * maxima ascending against window edges ascending. */
 static int fwe_pvalues(const struct perm_ctx *c, float *pf, double denom, double add, struct nf_error *err)
 {
     const int64_t M = c->M, V = c->V;
     int64_t *by_max = malloc((size_t)(M ? M : 1) * sizeof *by_max);
-    int64_t *tested = malloc((size_t)(V ? V : 1) * sizeof *tested), *by_lo = malloc((size_t)(V ? V : 1) * sizeof *by_lo);
-    float *lo = malloc((size_t)(V ? V : 1) * sizeof *lo), *hi_max = malloc((size_t)(V ? V : 1) * sizeof *hi_max);
+    int64_t *tested = malloc((size_t)(V ? V : 1) * sizeof *tested);
+    int64_t *by_lo = malloc((size_t)(V ? V : 1) * sizeof *by_lo), *by_hi = malloc((size_t)(V ? V : 1) * sizeof *by_hi);
+    float *lo = malloc((size_t)(V ? V : 1) * sizeof *lo), *hi = malloc((size_t)(V ? V : 1) * sizeof *hi);
+    float *hi_max = malloc((size_t)(V ? V : 1) * sizeof *hi_max);
+    int64_t *below_lo = malloc((size_t)(V ? V : 1) * sizeof *below_lo);
     double *max_d = malloc((size_t)(M ? M : 1) * sizeof *max_d), *acc = malloc((size_t)(V ? V : 1) * sizeof *acc);
     float *row = malloc((size_t)c->n * sizeof *row);
     int64_t *perm = malloc((size_t)c->n * sizeof *perm);
     int8_t *signs = malloc((size_t)c->n);
     int rc = 0;
-    if (!by_max || !tested || !by_lo || !lo || !hi_max || !max_d || !acc || !row || !perm || !signs ||
-        nf_argsort_f32(c->null_q, M, by_max) < 0) {
+    if (!by_max || !tested || !by_lo || !by_hi || !lo || !hi || !hi_max || !below_lo || !max_d || !acc || !row ||
+        !perm || !signs) {
         rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
         goto fail;
     }
-    /* the tested voxels' windows by lower edge, with the running maximum of
-     * their upper edges: a maximum m is inside some window when the windows
-     * with lo <= m reach above it */
     int64_t m = 0;
     for (int64_t v = 0; v < V; v++)
         if (!c->flat[v]) {
             tested[m] = v;
-            lo[m++] = c->lo[v];
+            lo[m] = c->lo[v];
+            hi[m++] = c->hi[v];
         }
-    if (nf_argsort_f32(lo, m, by_lo) < 0) {
+    if (nf_argsort_f32(c->null_q, M, by_max) < 0 || nf_argsort_f32(lo, m, by_lo) < 0 ||
+        nf_argsort_f32(hi, m, by_hi) < 0) {
         rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
         goto fail;
     }
+    /* the windows by lower edge with the running maximum of their upper
+     * edges: a maximum x is inside some window when the windows with
+     * lo <= x reach above it */
     for (int64_t k = 0; k < m; k++) {
-        float h = c->hi[tested[by_lo[k]]];
+        float h = hi[by_lo[k]];
         hi_max[k] = k > 0 && hi_max[k - 1] > h ? hi_max[k - 1] : h;
     }
-    for (int64_t i = 0; i < M; i++) {
-        float mx = c->null_q[i];
-        int64_t below = lower_bound(lo, by_lo, m, nextafterf(mx, INFINITY));   /* windows with lo <= mx */
+    for (int64_t t = 0, k = 0; t < M; t++) {
+        int64_t i = by_max[t];
+        float x = c->null_q[i];
+        while (k < m && lo[by_lo[k]] <= x)
+            k++;
         max_d[i] = NAN;
-        if (below > 0 && hi_max[below - 1] > mx) {
+        if (k > 0 && hi_max[k - 1] > x) {
             nf_perm_row(c, i, row, perm, signs);
             max_d[i] = row_max_double(c, row, acc);
         }
     }
-    for (int64_t v = 0; v < V; v++) {
-        if (c->flat[v])
-            continue;
-        int64_t a = lower_bound(c->null_q, by_max, M, c->lo[v]), b = lower_bound(c->null_q, by_max, M, c->hi[v]);
-        int64_t count = M - b;
-        for (int64_t t = a; t < b; t++)
-            count += max_d[by_max[t]] >= c->q_obs_d[v];
+    /* per voxel: a = #maxima below lo, b = #maxima below hi; maxima in
+     * [a, b) of the sorted list are inside its window */
+    for (int64_t k = 0, t = 0; k < m; k++) {
+        while (t < M && c->null_q[by_max[t]] < lo[by_lo[k]])
+            t++;
+        below_lo[by_lo[k]] = t;
+    }
+    for (int64_t k = 0, t = 0; k < m; k++) {
+        int64_t w = by_hi[k], v = tested[w];
+        while (t < M && c->null_q[by_max[t]] < hi[w])
+            t++;
+        int64_t count = M - t;
+        for (int64_t u = below_lo[w]; u < t; u++)
+            count += max_d[by_max[u]] >= c->q_obs_d[v];
         pf[v] = (float)(((double)count + add) / denom);
     }
 fail:
     free(by_max);
     free(tested);
     free(by_lo);
+    free(by_hi);
     free(lo);
+    free(hi);
     free(hi_max);
+    free(below_lo);
     free(max_d);
     free(acc);
     free(row);

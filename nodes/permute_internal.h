@@ -83,7 +83,6 @@ int nf_perm_gather_inputs(struct perm_ctx *c, const struct nf_run *run);
 /* Per-voxel constants and the observed statistic (stat_out: V). */
 int nf_perm_prepare(struct perm_ctx *c, const struct nf_run *run, float *stat_out);
 int nf_perm_bh_qvalues(const float *p, const bool *flat, int64_t V, float *q, struct nf_error *err);
-int nf_perm_cmp_float(const void *a, const void *b);
 /* A transformed maximum back in the statistic's units. */
 float nf_perm_null_units(const struct perm_ctx *c, float q);
 int nf_perm_info_table(const struct perm_ctx *c, uint32_t seed, struct nf_value **out, struct nf_error *err);

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -361,6 +362,33 @@ static void test_argsort(void **state)
     }
 }
 
+/* nf_first_nonfinite: the first NaN or infinity, in any block and lane. */
+static void test_first_nonfinite(void **state)
+{
+    (void)state;
+    enum { N = 10000 };
+    static float a[N];
+    for (int i = 0; i < N; i++)
+        a[i] = (float)i - 5000.0f;
+    a[17] = FLT_MAX;
+    assert_int_equal(nf_first_nonfinite(a, N), -1);
+    assert_int_equal(nf_first_nonfinite(a, 0), -1);
+    const int at[] = { 0, 1, 4095, 4096, 9999 };
+    const float bad[] = { NAN, INFINITY, -INFINITY };
+    for (size_t k = 0; k < sizeof at / sizeof at[0]; k++)
+        for (size_t b = 0; b < 3; b++) {
+            float keep = a[at[k]];
+            a[at[k]] = bad[b];
+            assert_int_equal(nf_first_nonfinite(a, N), at[k]);
+            if (at[k] + 1 < N) {
+                a[N - 1] = NAN;   /* a later one does not matter */
+                assert_int_equal(nf_first_nonfinite(a, N), at[k]);
+                a[N - 1] = 4999.0f;
+            }
+            a[at[k]] = keep;
+        }
+}
+
 static void test_sizes(void **state)
 {
     (void)state;
@@ -559,6 +587,7 @@ int main(void)
         cmocka_unit_test(test_placement),
         cmocka_unit_test(test_sizes),
         cmocka_unit_test(test_argsort),
+        cmocka_unit_test(test_first_nonfinite),
         cmocka_unit_test(test_collection_stacking),
         cmocka_unit_test(test_memory_budget),
         cmocka_unit_test(test_roundtrip),
