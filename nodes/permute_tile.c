@@ -26,6 +26,7 @@
 #include <float.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "permute_internal.h"
@@ -330,6 +331,13 @@ void nf_perm_tile_force(int impl)
 enum nf_perm_tile_impl nf_perm_tile_choose(void)
 {
     int f = forced_impl;
+    /* NLFLOW_PERM_TILE=reference|avx2|avx512: for comparing them (benchmarks) */
+    const char *env = getenv("NLFLOW_PERM_TILE");
+    if (f < 0 && env)
+        f = strcmp(env, "reference") == 0 ? NF_PERM_TILE_REFERENCE
+          : strcmp(env, "avx2") == 0      ? NF_PERM_TILE_AVX2
+          : strcmp(env, "avx512") == 0    ? NF_PERM_TILE_AVX512
+                                          : -1;
     return f >= 0 && nf_perm_tile_available((enum nf_perm_tile_impl)f) ? (enum nf_perm_tile_impl)f
                                                                         : nf_perm_tile_best();
 }
