@@ -218,8 +218,10 @@ static int enqueue_chunk(struct gperm *gp, struct nf_gpu *g, int64_t p0, int64_t
         int slot = (int)(gp->n_sub++ % 2);
         /* up[slot] was last read by the upload two blocks ago */
         CK(cudaEventSynchronize(gp->up_done[slot]), "an upload");
-        for (int64_t i = 0; i < rows; i++)
-            nf_perm_row(c, p0 + r0 + i, gp->up[slot] + i * n, gp->perm, gp->signs);
+        if (nf_perm_rows(c, p0 + r0, rows, gp->up[slot]) < 0) {   /* 16 generators per vector */
+            rc = NF_FAIL(err, NF_ENOMEM, "out of memory drawing permutations");
+            goto fail;
+        }
         /* dR[slot] was last read by the GEMMs of that block */
         CK(cudaStreamWaitEvent(g->copy, gp->compute_done[slot], 0), "ordering an upload");
         CK(cudaMemcpyAsync(gp->dR[slot], gp->up[slot], (size_t)(rows * n) * sizeof(float), cudaMemcpyHostToDevice,
