@@ -9,6 +9,11 @@
  *   permute[gpu,t,max,n,v,N]: nf_permute_run_gpu, one-sample t, two tails,
  *     10000 random sign flips (the max-statistic FWE is always computed),
  *     50 x 230000.
+ *   searchlight[gpu,ridge_classifier,n,v,cv,r]: nf_predict_run_gpu, mode
+ *     searchlight, the full-brain case of the predict domain: 120 images x
+ *     50000 voxels of a brain-shaped ellipsoid on a 3 mm grid, radius 6 mm
+ *     (spheres of up to 33 voxels), stratified 5-fold, two balanced classes
+ *     that shift the voxels within 9 mm of a point.
  *
  * The node is called directly (not through a pipeline), so a timed run is the
  * node: the GPU context is made during the warm-up, and each run includes its
@@ -23,7 +28,11 @@
  * (chosen alphas, largest score or p difference), plus the share of the H200's
  * peak the GPU median reaches: FP32 (66.9 TFLOP/s) for ridge, whose GEMMs
  * bound it, and HBM (4.8 TB/s) for permute, whose null values stream through
- * device memory twice (written by cuBLAS, read by the epilogue).
+ * device memory twice (written by cuBLAS, read by the epilogue). The
+ * searchlight reports the FP32 share of its FLOPs (the Grams, solves and
+ * decisions of every sphere and fold, counted from the actual sphere sizes),
+ * and how many centres have the CPU's exact map value (the others: decision
+ * values within round-off of the class boundary, docs/gpu.md).
  */
 #include <inttypes.h>
 #include <math.h>
@@ -38,12 +47,15 @@
 #include "ytree.h"
 #include "../nodes/gpu_nodes.h"
 #include "../nodes/permute.h"
+#include "../nodes/predict.h"
+#include "../nodes/predict_models.h"
 #include "../nodes/ridge.h"
+#include "../nodes/searchlight.h"
 
 #define H200_FP32_FLOPS 66.9e12
 #define H200_HBM_BYTES 4.8e12
 
-enum gpu_variant { GPU_RIDGE, GPU_PERMUTE };
+enum gpu_variant { GPU_RIDGE, GPU_PERMUTE, GPU_SEARCHLIGHT };
 enum { MAX_RUNS = 1024 };
 
 struct gpu_state {
@@ -54,20 +66,29 @@ struct gpu_state {
     int n_runs;
 };
 
+static const struct nf_node_type *variant_node(int variant)
+{
+    return variant == GPU_RIDGE ? &nf_node_ridge : variant == GPU_PERMUTE ? &nf_node_permute : &nf_node_predict;
+}
+
 static int run_node(struct gpu_state *st, bool gpu, struct nf_value **out, struct nf_error *err)
 {
     struct nf_env env = { .threads = st->threads, .seed = 1, .quiet = true };
     bool wanted[6] = { true, true, true, false, true, false };
+    bool map_only[PREDICT_N_OUT] = { [PREDICT_OUT_MAP] = true };
     struct nf_run run = { .params = st->params, .env = &env, .in = st->in, .out = out, .err = err,
-                          .wanted = st->variant == GPU_RIDGE ? wanted : NULL };
+                          .wanted = st->variant == GPU_RIDGE ? wanted : st->variant == GPU_SEARCHLIGHT ? map_only
+                                                                                                      : NULL };
 #ifdef HAVE_CUDA
     if (gpu)
-        return st->variant == GPU_RIDGE ? nf_ridge_run_gpu(&run) : nf_permute_run_gpu(&run);
+        return st->variant == GPU_RIDGE     ? nf_ridge_run_gpu(&run)
+               : st->variant == GPU_PERMUTE ? nf_permute_run_gpu(&run)
+                                            : nf_predict_run_gpu(&run);
 #else
     if (gpu)
         return NF_FAIL(err, NF_EUSAGE, "this build has no CUDA support");
 #endif
-    return st->variant == GPU_RIDGE ? nf_node_ridge.run_cpu(&run) : nf_node_permute.run_cpu(&run);
+    return variant_node(st->variant)->run_cpu(&run);
 }
 
 static void gpu_teardown(void *state)
@@ -78,9 +99,147 @@ static void gpu_teardown(void *state)
     for (int i = 0; i < 4; i++)
         nf_value_unref(st->in[i]);
     if (st->params)
-        nf_params_release(st->variant == GPU_RIDGE ? &nf_node_ridge : &nf_node_permute, st->params);
+        nf_params_release(variant_node(st->variant), st->params);
     free(st->params);
     free(st);
+}
+
+/* ---- the searchlight's brain ---- */
+
+#define SL_VOXEL_MM 3.0
+
+struct voxel_rank {
+    double dist2;
+    int64_t index;
+};
+
+static int by_distance(const void *pa, const void *pb)
+{
+    const struct voxel_rank *a = pa, *b = pb;
+    if (a->dist2 != b->dist2)
+        return a->dist2 < b->dist2 ? -1 : 1;
+    return a->index < b->index ? -1 : a->index > b->index;
+}
+
+/* The predict domain's brain: the `voxels` voxels nearest the centre of a
+ * tight 3 mm grid in the metric of an ellipsoid with a brain's proportions,
+ * x flipped as in MNI space. */
+static struct nf_geom *brain_geom(int64_t voxels, struct nf_error *err)
+{
+    const double shape[3] = { 0.9, 1.1, 0.85 };
+    double axes[3], s = cbrt((double)voxels / (4.0 / 3.0 * M_PI * shape[0] * shape[1] * shape[2]));
+    struct nf_grid g = { 0 };
+    for (int a = 0; a < 3; a++) {
+        axes[a] = s * shape[a];
+        g.dim[a] = 2 * (int64_t)ceil(axes[a]) + 5;
+        g.pixdim[a] = SL_VOXEL_MM;
+        g.affine[a][a] = a == 0 ? -SL_VOXEL_MM : SL_VOXEL_MM;
+        g.affine[a][3] = (a == 0 ? 1 : -1) * SL_VOXEL_MM * (double)(g.dim[a] - 1) / 2.0;
+    }
+    g.affine[3][3] = 1;
+    g.sform_code = g.qform_code = 1;
+    const int64_t nx = g.dim[0], ny = g.dim[1], n = nf_grid_nvox(&g);
+    struct voxel_rank *rank = malloc((size_t)n * sizeof *rank);
+    float *mask = calloc((size_t)n, sizeof *mask);
+    struct nf_geom *geom = NULL;
+    if (rank && mask) {
+        for (int64_t idx = 0; idx < n; idx++) {
+            double d[3] = { (double)(idx % nx), (double)(idx / nx % ny), (double)(idx / nx / ny) };
+            rank[idx].dist2 = 0;
+            for (int a = 0; a < 3; a++) {
+                double c = (d[a] - (double)(g.dim[a] - 1) / 2.0) / axes[a];
+                rank[idx].dist2 += c * c;
+            }
+            rank[idx].index = idx;
+        }
+        qsort(rank, (size_t)n, sizeof *rank, by_distance);
+        for (int64_t i = 0; i < voxels && i < n; i++)
+            mask[rank[i].index] = 1.0f;
+        geom = nf_geom_from_mask(&g, mask);
+    }
+    if (!geom)
+        NF_FAIL(err, NF_ENOMEM, "out of memory for the searchlight's brain");
+    free(rank);
+    free(mask);
+    return geom;
+}
+
+/* X: unit noise with voxel offsets; y: two balanced classes in a seeded
+ * order, which shift the voxels within 9 mm of a point off the centre. */
+static int searchlight_setup(struct gpu_state *st, const struct nf_bench_ctx *ctx, uint64_t seed,
+                             struct nf_error *err)
+{
+    const int64_t n = ctx->size[0], voxels = ctx->size[1];
+    struct predict_params *prm = calloc(1, sizeof *prm);
+    struct nf_geom *geom = NULL;
+    int rc = 0;
+    st->params = prm;
+    if (!prm)
+        return NF_FAIL(err, NF_ENOMEM, "out of memory");
+    nf_params_defaults(&nf_node_predict, prm);
+    prm->mode = PREDICT_SEARCHLIGHT;
+    prm->model = NF_MODEL_RIDGE_CLASSIFIER;
+    prm->cv = ctx->size[2];
+    prm->seed = 0;
+    prm->radius = (double)ctx->size[3];
+    if (!(geom = brain_geom(voxels, err)))
+        return err->code;
+    const int64_t V = geom->n_voxels;
+    if (!(st->in[PREDICT_IN_X] = nf_value_new_matrix(n, V, geom, err)) ||
+        !(st->in[PREDICT_IN_Y] = nf_value_new_matrix(n, 1, NULL, err))) {
+        rc = err->code ? err->code : NF_FAIL(err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    float *X = st->in[PREDICT_IN_X]->u.mat.data, *y = st->in[PREDICT_IN_Y]->u.mat.data;
+    for (int64_t i = 0; i < n; i++)
+        y[i] = (float)(i % 2);
+    for (int64_t i = n - 1; i > 0; i--) {   /* Fisher-Yates */
+        int64_t j = (int64_t)(nf_rand_uniform(&seed) * (double)(i + 1));
+        float t = y[i];
+        y[i] = y[j];
+        y[j] = t;
+    }
+    const int64_t nx = geom->grid.dim[0], ny = geom->grid.dim[1];
+    const double cx = (double)nx / 3, cy = (double)ny / 2, cz = (double)geom->grid.dim[2] / 2;
+    for (int64_t v = 0; v < V; v++) {
+        int64_t idx = geom->index[v];
+        double dx = (double)(idx % nx) - cx, dy = (double)(idx / nx % ny) - cy, dz = (double)(idx / nx / ny) - cz;
+        bool planted = (dx * dx + dy * dy + dz * dz) * SL_VOXEL_MM * SL_VOXEL_MM <= 81.0;
+        double off = 5 * nf_rand_normal(&seed);
+        for (int64_t i = 0; i < n; i++)
+            X[i * V + v] = (float)(off + nf_rand_normal(&seed) + (planted && y[i] == 1.0f ? 1.0 : 0.0));
+    }
+fail:
+    nf_geom_unref(geom);
+    return rc;
+}
+
+/* FLOPs of the closed forms over the actual spheres (as the predict domain):
+ * per sphere and fold (m voxels, n_t training and n_v validation rows,
+ * s = min(m, n_t)): primal (m <= n_t) Gram 2 m² n_t and Z_tᵀ T 2 m n_t; dual
+ * Gram 2 (n_t + n_v) n_t m; Cholesky s³/3, solves 2 s², decisions 2 n_v s. */
+static double searchlight_flops(const struct nf_bench_ctx *ctx)
+{
+    struct nf_error err = { 0 };
+    struct nf_sl_spheres s = { 0 };
+    struct nf_geom *geom = brain_geom(ctx->size[1], &err);
+    const int64_t n = ctx->size[0], k = ctx->size[2];
+    double total = 0;
+    if (geom && nf_sl_spheres_build(geom, (double)ctx->size[3], &s, &err) == 0) {
+        for (int64_t c = 0; c < s.n_centres; c++) {
+            double m = (double)(s.indptr[c + 1] - s.indptr[c]);
+            if (m < 2)
+                continue;
+            for (int64_t f = 0; f < k; f++) {
+                double nv = (double)(n / k + (f < n % k)), nt = (double)n - nv, sz = m <= nt ? m : nt;
+                double gram = m <= nt ? 2 * m * m * nt + 2 * m * nt : 2 * (nt + nv) * nt * m;
+                total += gram + sz * sz * sz / 3 + 2 * sz * sz + 2 * nv * sz;
+            }
+        }
+    }
+    nf_sl_spheres_release(&s);
+    nf_geom_unref(geom);
+    return total;
 }
 
 static int gpu_setup(const struct nf_bench_ctx *ctx, void **state, struct nf_error *err)
@@ -123,6 +282,8 @@ static int gpu_setup(const struct nf_bench_ctx *ctx, void **state, struct nf_err
         free(W);
         for (int64_t e = 0; e < n * V; e++)
             Y[e] += (float)nf_rand_normal(&seed);
+    } else if (st->variant == GPU_SEARCHLIGHT) {
+        NF_TRY(rc = searchlight_setup(st, ctx, seed, err));
     } else {
         const int64_t n = ctx->size[0], V = ctx->size[1];
         struct permute_params *prm = calloc(1, sizeof *prm);
@@ -166,6 +327,8 @@ static double gpu_flops(const struct nf_bench_ctx *ctx)
     struct nf_cost c = { 0 };
     struct nf_shape in[4] = { { 0 } };
     int ok = 0;
+    if (ctx->cond->variant == GPU_SEARCHLIGHT)
+        return searchlight_flops(ctx);
     if (ctx->cond->variant == GPU_RIDGE) {
         struct ridge_params prm;
         nf_params_defaults(&nf_node_ridge, &prm);
@@ -192,6 +355,7 @@ static double gpu_flops(const struct nf_bench_ctx *ctx)
 static double gpu_bytes(const struct nf_bench_ctx *ctx)
 {
     double n = (double)ctx->size[0], V = (double)ctx->size[1];
+    /* the inputs: X and Y (ridge), the data (permute), X (searchlight) */
     return ctx->cond->variant == GPU_RIDGE ? 4.0 * n * (V + (double)ctx->size[2]) : 4.0 * n * V;
 }
 
@@ -220,7 +384,7 @@ static void gpu_describe(const struct nf_bench_ctx *ctx, void *state, struct nf_
     double flops = gpu_flops(ctx), V = (double)ctx->size[1];
     nf_strbuf_addf(json, ", \"gpu_median_s\": %.6g, \"cpu_s\": %.6g, \"speedup_vs_cpu\": %.4g", median,
                    rc_cpu ? NAN : cpu_s, rc_cpu ? NAN : cpu_s / median);
-    if (st->variant == GPU_RIDGE) {
+    if (st->variant != GPU_PERMUTE) {
         nf_strbuf_addf(json, ", \"bound\": \"fp32\", \"pct_fp32_peak\": %.4g", 100.0 * flops / median / H200_FP32_FLOPS);
     } else {
         /* null values written by cuBLAS and read by the epilogue, float32 */
@@ -228,7 +392,18 @@ static void gpu_describe(const struct nf_bench_ctx *ctx, void *state, struct nf_
         nf_strbuf_addf(json, ", \"bound\": \"hbm\", \"pct_hbm_peak\": %.4g, \"pct_fp32_peak\": %.4g",
                        100.0 * bytes / median / H200_HBM_BYTES, 100.0 * flops / median / H200_FP32_FLOPS);
     }
-    if (!rc_cpu && !rc_gpu) {
+    if (!rc_cpu && !rc_gpu && st->variant == GPU_SEARCHLIGHT) {
+        const float *a = cpu[PREDICT_OUT_MAP]->u.mat.data, *b = gpu[PREDICT_OUT_MAP]->u.mat.data;
+        int64_t same = 0, nv = cpu[PREDICT_OUT_MAP]->u.mat.cols;
+        double worst = 0;
+        for (int64_t v = 0; v < nv; v++) {
+            same += a[v] == b[v] || (isnan(a[v]) && isnan(b[v]));
+            if (!isnan(a[v]) && !isnan(b[v]))
+                worst = fmax(worst, fabs(a[v] - b[v]));
+        }
+        nf_strbuf_addf(json, ", \"agree_fraction\": %.6g, \"agree_output\": \"map\", \"max_diff\": %.3g, "
+                       "\"diff_output\": \"map\"", (double)same / (double)(nv ? nv : 1), worst);
+    } else if (!rc_cpu && !rc_gpu) {
         int first = st->variant == GPU_RIDGE ? OUT_ALPHA : POUT_P, second = st->variant == GPU_RIDGE ? OUT_SCORE : POUT_P_FWE;
         int64_t same = 0, nv = cpu[first]->u.mat.cols;
         double worst = 0;
@@ -246,8 +421,9 @@ static void gpu_describe(const struct nf_bench_ctx *ctx, void *state, struct nf_
     }
 }
 
-#define GPU_ROW(name, n, v, p, variant) \
-    { name, NF_BENCH_FULL, { n, v, p, 0 }, variant, NULL, gpu_setup, gpu_run_once, gpu_teardown, gpu_flops, \
+#define GPU_ROW(name, n, v, p, variant) GPU_ROW4(name, n, v, p, 0, variant)
+#define GPU_ROW4(name, n, v, p, extra, variant) \
+    { name, NF_BENCH_FULL, { n, v, p, extra }, variant, NULL, gpu_setup, gpu_run_once, gpu_teardown, gpu_flops, \
       gpu_bytes, NULL, gpu_describe, NULL, NULL, true }
 
 const struct nf_bench_condition nf_bench_gpu_conditions[] = {
@@ -255,6 +431,7 @@ const struct nf_bench_condition nf_bench_gpu_conditions[] = {
     GPU_ROW("ridge[gpu,n=1000,v=20000,p=100]", 1000, 20000, 100, GPU_RIDGE),
     GPU_ROW("ridge[gpu,n=1000,v=230000,p=100]", 1000, 230000, 100, GPU_RIDGE),
     GPU_ROW("permute[gpu,t,max,n=50,v=230000,N=10000]", 50, 230000, 10000, GPU_PERMUTE),
+    GPU_ROW4("searchlight[gpu,ridge_classifier,n=120,v=50000,cv=5,r=6]", 120, 50000, 5, 6, GPU_SEARCHLIGHT),
     { NULL, 0, { 0 }, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, false },
 };
 
@@ -271,8 +448,9 @@ void nf_bench_gpu_notes(const struct nf_ynode *domain_result, struct nf_strbuf *
             nf_strbuf_addf(md, "\nGPU nodes (issue 8), called directly on in-memory data; each median "
                                "includes the node's uploads, downloads and host work. The CPU node ran once "
                                "on the same data in the same run (all cores). Peak: the H200's FP32 "
-                               "66.9 TFLOP/s (ridge) or HBM 4.8 TB/s (permute: null values written and read "
-                               "once each). Target: at least 30 x over the CPU on the 230k-voxel cases.\n\n");
+                               "66.9 TFLOP/s (ridge; searchlight: its Grams, solves and decisions) or HBM "
+                               "4.8 TB/s (permute: null values written and read once each). Target: at least "
+                               "30 x over the CPU on the 230k-voxel cases.\n\n");
         any = true;
         const char *name = nf_bench_jstr(c, "name"), *bound = nf_bench_jstr(c, "measure.bound");
         double t = nf_bench_jnum(c, "measure.gpu_median_s"), cpu = nf_bench_jnum(c, "measure.cpu_s");

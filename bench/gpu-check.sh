@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
 # gpu-check.sh — everything issue 8 needs a GPU for, in one go (under 8 minutes
 # on an H200 machine): build nlflow with CUDA, run the CPU-vs-GPU agreement
-# tests (tests/unit/test_gpu) and the CUDA probe, calibrate the placement
-# rates, and run the GPU benchmarks (ridge 500x20000x50, 1000x20000x100,
-# 1000x230000x100; permute 50 x 230k x 10000, t + max) next to the CPU path
-# under `nlflow bench --device all`.
+# tests (tests/unit/test_gpu: ridge, permute, and predict's searchlight with
+# ridge / ridge_classifier — maps equal but for documented near ties, several
+# batches, a simulated out-of-memory, checkpoints resumed across devices) and
+# the CUDA probe, calibrate the placement rates, and run the GPU benchmarks
+# (ridge 500x20000x50, 1000x20000x100, 1000x230000x100; permute 50 x 230k x
+# 10000, t + max; the whole-brain searchlight, ridge_classifier 120 x 50000 at
+# 3 mm, r = 6 mm, 5 folds) next to the CPU path under `nlflow bench --device
+# all`. The summary lists, per benchmark, the GPU median, its share of the
+# H200's FP32 peak (or HBM bandwidth), the CPU time and the speedup, and for
+# the searchlight the share of centres whose map value is the CPU's.
 #
 # Usage, from the repository root:  bench/gpu-check.sh
 # Results go to $OUT when set (the device tool copies that folder back), else
@@ -103,7 +109,7 @@ timeout 240 make -j"$(nproc)" nlflow tests/unit/test_gpu tests/unit/test_gpu_emu
 summary "ok   build with CUDA ($(( $(date +%s) - t_start )) s so far)"
 
 # ---- tests ----
-step "tests/unit/test_gpu (CPU vs GPU agreement)"
+step "tests/unit/test_gpu (CPU vs GPU agreement: ridge, permute, searchlight)"
 timeout 180 ./tests/unit/test_gpu 2>&1 | tee "$out/test_gpu.log"
 rc=${PIPESTATUS[0]}
 case $rc in

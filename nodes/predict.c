@@ -23,6 +23,10 @@
  * the thread count. A port that the mode does not make fails the run before
  * any work when something consumes it.
  *
+ * On the GPU (CUDA builds, nf_predict_run_gpu): the searchlight with ridge or
+ * ridge_classifier (nodes/searchlight_gpu.c); every other mode and learner
+ * warns that it has no GPU path and runs here.
+ *
  * y is a table column (`target`, default the first) or a one-column matrix.
  * Classes are its sorted unique values (numbers ascending, text in byte order,
  * as numpy.unique) and messages name them.
@@ -34,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu_nodes.h"
 #include "kernels/kernels.h"
 #include "node.h"
 #include "pipeline.h"
@@ -1203,7 +1208,7 @@ fail:
 
 /* ---- searchlight ---- */
 
-static int run_searchlight(const struct predict_ctx *c, struct nf_run *run, struct nf_value **out)
+static int run_searchlight(const struct predict_ctx *c, struct nf_run *run, struct nf_value **out, bool gpu)
 {
     struct nf_geom *geom = run->in[PREDICT_IN_X]->u.mat.geom;
     if (!geom || geom->n_voxels != c->V)
@@ -1212,15 +1217,26 @@ static int run_searchlight(const struct predict_ctx *c, struct nf_run *run, stru
     if (!(out[PREDICT_OUT_MAP] = nf_value_new_matrix(1, c->V, geom, run->err)))
         return run->err->code;
     struct nf_sl_stats st = { 0 };
-    int rc = nf_searchlight_run(run, c->X, c->n, c->V, c->V, geom, c->y, c->n_classes, c->fold_of, c->k,
-                                &c->opts, c->prm->standardize, c->scoring, c->prm->radius, node_threads(run),
-                                out[PREDICT_OUT_MAP]->u.mat.data, &st, run->err);
+    int (*sl)(struct nf_run *, const float *, int64_t, int64_t, int64_t, const struct nf_geom *, const double *,
+              int64_t, const int64_t *, int64_t, const struct nf_model_opts *, bool, enum nf_scoring, double, int,
+              float *, struct nf_sl_stats *, struct nf_error *) = nf_searchlight_run;
+#ifdef HAVE_CUDA
+    if (gpu)
+        sl = nf_searchlight_run_gpu;
+#else
+    (void)gpu;
+#endif
+    int rc = sl(run, c->X, c->n, c->V, c->V, geom, c->y, c->n_classes, c->fold_of, c->k, &c->opts,
+                c->prm->standardize, c->scoring, c->prm->radius, node_threads(run), out[PREDICT_OUT_MAP]->u.mat.data,
+                &st, run->err);
     return rc < 0 ? nf_error_on_node(run->node, run->err, rc) : 0;
 }
 
 /* ---- the node ---- */
 
-static int predict_run(struct nf_run *run)
+/* The node on the CPU, or with the searchlight on the GPU (gpu: only for
+ * the modes and learners nf_predict_run_gpu lets through). */
+static int predict_run_on(struct nf_run *run, bool gpu)
 {
     const struct predict_params *prm = run->params;
     const struct nf_value *xin = run->in[PREDICT_IN_X];
@@ -1280,7 +1296,7 @@ static int predict_run(struct nf_run *run)
     switch (prm->mode) {
     case PREDICT_WHOLE_BRAIN: rc = run_whole_brain(&c, run, out); break;
     case PREDICT_ROI: rc = run_roi(&c, run, out); break;
-    default: rc = run_searchlight(&c, run, out); break;
+    default: rc = run_searchlight(&c, run, out, gpu); break;
     }
     if (rc < 0) {
         nf_error_on_node(run->node, run->err, rc);
@@ -1296,6 +1312,29 @@ fail:
     ctx_release(&c);
     return rc;
 }
+
+static int predict_run(struct nf_run *run)
+{
+    return predict_run_on(run, false);
+}
+
+#ifdef HAVE_CUDA
+int nf_predict_run_gpu(struct nf_run *run)
+{
+    const struct predict_params *prm = run->params;
+    if (prm->mode != PREDICT_SEARCHLIGHT || (prm->model != NF_MODEL_RIDGE && prm->model != NF_MODEL_RIDGE_CLASSIFIER)) {
+        /* only the searchlight's closed forms have a GPU path: say so once,
+         * and give the CPU node's result */
+        if (prm->mode != PREDICT_SEARCHLIGHT)
+            nf_warn(nf_node_id(run->node), "mode %s has no GPU path; running on the CPU", mode_names[prm->mode]);
+        else
+            nf_warn(nf_node_id(run->node), "mode searchlight with model %s has no GPU path; running on the CPU "
+                    "(only ridge and ridge_classifier have one)", model_names[prm->model]);
+        return predict_run(run);
+    }
+    return predict_run_on(run, true);
+}
+#endif
 
 const struct nf_node_type nf_node_predict = {
     .name = "predict",
@@ -1320,4 +1359,9 @@ const struct nf_node_type nf_node_predict = {
     .resolve = predict_resolve,
     .estimate = predict_estimate,
     .run_cpu = predict_run,
+#ifdef HAVE_CUDA
+    .run_gpu = nf_predict_run_gpu,
+#endif
+    .cost = nf_predict_cost,
+    .flags = NF_NODE_GPU,
 };

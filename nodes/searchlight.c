@@ -29,6 +29,12 @@
  * depend on the thread count. Each finished block is committed as a checkpoint
  * chunk (its map values and counters), so a killed run resumes with the same
  * result. Progress is logged every 10% once a run has taken a few seconds.
+ *
+ * The GPU path (searchlight_gpu.c) shares all of this but the per-sphere
+ * algebra through searchlight_internal.h: the context and folds, sphere
+ * lists, the blocks and their checkpoint chunks, and the scoring of a centre
+ * from its closed-form decision values (nf_sl_closed_centre), so that both
+ * devices score, count, warn and checkpoint with the same code.
  */
 #include <float.h>
 #include <math.h>
@@ -43,6 +49,7 @@
 #include "util.h"
 
 #include "searchlight.h"
+#include "searchlight_internal.h"
 
 /* Set by SIGINT in engine/exec.c: checked between blocks so that an
  * interrupted searchlight stops with its finished blocks checkpointed. */
@@ -57,13 +64,6 @@ extern volatile sig_atomic_t nf_interrupted;
 #define NODE_ID(run) ((run) ? nf_node_id((run)->node) : NULL)
 
 /* ---- spheres ---- */
-
-/* The grid offsets within the radius, in C order (di, then dj, then dk). */
-struct offsets {
-    int64_t n;
-    int32_t *d;          /* n x 3 */
-    double min_spacing;  /* smallest voxel spacing (mm), for the warning */
-};
 
 /* Inverse of a 3x3 matrix; false when it is singular. */
 static bool invert3(const double a[4][4], double inv[3][3])
@@ -90,7 +90,7 @@ static bool invert3(const double a[4][4], double inv[3][3])
     return true;
 }
 
-static int offsets_build(const struct nf_grid *g, double radius, struct offsets *o, struct nf_error *err)
+static int offsets_build(const struct nf_grid *g, double radius, struct sl_offsets *o, struct nf_error *err)
 {
     double inv[3][3];
     int64_t bound[3];
@@ -159,7 +159,7 @@ static int32_t *column_lookup(const struct nf_geom *geom, struct nf_error *err)
 }
 
 /* Sphere of column c into out (ascending); returns its size. */
-static int64_t sphere_of(const struct nf_geom *geom, const struct offsets *o, const int32_t *lut, int64_t c,
+static int64_t sphere_of(const struct nf_geom *geom, const struct sl_offsets *o, const int32_t *lut, int64_t c,
                          int32_t *out)
 {
     int64_t nx = geom->grid.dim[0], ny = geom->grid.dim[1], nz = geom->grid.dim[2];
@@ -189,7 +189,7 @@ static int check_geom(const struct nf_geom *geom, struct nf_error *err)
 int nf_sl_spheres_build(const struct nf_geom *geom, double radius_mm, struct nf_sl_spheres *s,
                         struct nf_error *err)
 {
-    struct offsets o = { 0 };
+    struct sl_offsets o = { 0 };
     int32_t *lut = NULL;
     int rc;
     memset(s, 0, sizeof *s);
@@ -247,33 +247,6 @@ void nf_sl_spheres_release(struct nf_sl_spheres *s)
 }
 
 /* ---- folds, shared by every sphere ---- */
-
-struct sl_fold {
-    int64_t n_tr, n_val;
-    int64_t *rows;       /* n: training rows then validation rows, ascending within each */
-    double *mean;        /* V: training mean per voxel */
-    double *sd;          /* V: population std (std 0 -> 1; 1 without standardize) */
-    double *inv_sd;      /* V: 1 / sd */
-    double *y_tr, *y_val;/* targets of the training and validation rows */
-    double *t_c;         /* closed forms: n_tr x n_out centred targets */
-    double *t_mean;      /* n_out: their training means (the intercept) */
-};
-
-struct sl_ctx {
-    const float *X;
-    int64_t n, V, ldx, k, n_classes, n_out;
-    const struct nf_geom *geom;
-    const struct nf_model_opts *model;
-    bool closed_form;    /* ridge, ridge_classifier */
-    bool classifier;
-    enum nf_scoring scoring;
-    struct offsets off;
-    int32_t *lut;
-    struct sl_fold *folds;
-    int64_t max_sphere, max_tr, max_val;
-    int64_t block, n_blocks;
-    const struct nf_kernels *K;
-};
 
 static void folds_free(struct sl_ctx *c)
 {
@@ -379,12 +352,18 @@ static int folds_build(struct sl_ctx *c, const int64_t *fold_of, const double *y
                     fd->t_c[t * c->n_out + o] = target(c, fd->y_tr[t], o) - fd->t_mean[o];
         }
         c->max_tr = fd->n_tr > c->max_tr ? fd->n_tr : c->max_tr;
+        c->min_tr = f == 0 || fd->n_tr < c->min_tr ? fd->n_tr : c->min_tr;
         c->max_val = fd->n_val > c->max_val ? fd->n_val : c->max_val;
     }
     return 0;
 }
 
 /* ---- one sphere ---- */
+
+int64_t nf_sl_sphere(const struct sl_ctx *c, int64_t centre, int32_t *out)
+{
+    return sphere_of(c->geom, &c->off, c->lut, centre, out);
+}
 
 /* Per-thread scratch. */
 struct sl_scratch {
@@ -393,7 +372,8 @@ struct sl_scratch {
     float *G;            /* n x max_tr: Gram matrix */
     double *L;           /* max_tr x max_tr: its Cholesky factor */
     double *B;           /* max(max_sphere, max_tr) x n_out: right-hand sides / solution */
-    float *dec;          /* max_val x n_out: decision values */
+    float *dec;          /* k x max_val x n_out: decision values, fold by fold */
+    bool *solved;        /* k: the fold's system could be solved */
     double *pred;        /* max_val */
     double *tmp;         /* max(max_sphere, max_tr) */
     double *mu, *inv;    /* max_sphere: the sphere's scaler */
@@ -407,6 +387,7 @@ static void scratch_free(struct sl_scratch *s)
     free(s->L);
     free(s->B);
     free(s->dec);
+    free(s->solved);
     free(s->pred);
     free(s->tmp);
     free(s->mu);
@@ -421,12 +402,14 @@ static int scratch_alloc(const struct sl_ctx *c, struct sl_scratch *s)
     s->G = malloc((size_t)(c->n * c->max_tr) * sizeof *s->G);
     s->L = malloc((size_t)(c->max_tr * c->max_tr) * sizeof *s->L);
     s->B = malloc((size_t)(big * c->n_out) * sizeof *s->B);
-    s->dec = malloc((size_t)(c->max_val * c->n_out) * sizeof *s->dec);
+    s->dec = malloc((size_t)(c->k * c->max_val * c->n_out) * sizeof *s->dec);
+    s->solved = malloc((size_t)c->k * sizeof *s->solved);
     s->pred = malloc((size_t)c->max_val * sizeof *s->pred);
     s->tmp = malloc((size_t)big * sizeof *s->tmp);
     s->mu = malloc((size_t)m * sizeof *s->mu);
     s->inv = malloc((size_t)m * sizeof *s->inv);
-    return s->idx && s->Z && s->G && s->L && s->B && s->dec && s->pred && s->tmp && s->mu && s->inv ? 0 : NF_ENOMEM;
+    return s->idx && s->Z && s->G && s->L && s->B && s->dec && s->solved && s->pred && s->tmp && s->mu && s->inv
+               ? 0 : NF_ENOMEM;
 }
 
 /* Z (n x m, row r = fold row r) = (X[rows, idx] - mean) / sd. The closed
@@ -511,9 +494,11 @@ static bool chol_solve(const float *A, int64_t lda, int64_t s, double alpha, dou
     return true;
 }
 
-/* Decision values of the validation rows for the closed forms, into s->dec;
- * false when the system is singular (alpha 0 on collinear voxels). */
-static bool closed_form_fold(const struct sl_ctx *c, const struct sl_fold *fd, int64_t m, struct sl_scratch *s)
+/* Decision values of the validation rows for the closed forms, into dec
+ * (n_val x n_out); false when the system is singular (alpha 0 on collinear
+ * voxels). The GPU (nf_gpu_sl_solve) repeats this operation by operation. */
+static bool closed_form_fold(const struct sl_ctx *c, const struct sl_fold *fd, int64_t m, struct sl_scratch *s,
+                             float *dec)
 {
     int64_t nt = fd->n_tr, nv = fd->n_val, q = c->n_out;
     const float *Zt = s->Z, *Zv = s->Z + nt * m;
@@ -540,7 +525,7 @@ static bool closed_form_fold(const struct sl_ctx *c, const struct sl_fold *fd, i
                 double acc = fd->t_mean[o];
                 for (int64_t j = 0; j < m; j++)
                     acc += (double)Zv[i * m + j] * s->B[j * q + o];
-                s->dec[i * q + o] = (float)acc;
+                dec[i * q + o] = (float)acc;
             }
     } else {
         /* dual: [K_tt; K_vt] = Z Z_tᵀ, (K_tt + αI) a = T_c, decision = K_vt a + t_mean */
@@ -554,28 +539,80 @@ static bool closed_form_fold(const struct sl_ctx *c, const struct sl_fold *fd, i
                 const float *kv = s->G + (nt + i) * nt;
                 for (int64_t t = 0; t < nt; t++)
                     acc += (double)kv[t] * s->B[t * q + o];
-                s->dec[i * q + o] = (float)acc;
+                dec[i * q + o] = (float)acc;
             }
     }
-    /* predictions: the value, class 1 when the one score is > 0, or the first
-     * class with the largest score (numpy argmax) */
+    return true;
+}
+
+/* Predictions from decision values: the value, class 1 when the one score is
+ * > 0, or the first class with the largest score (numpy argmax); false when a
+ * decision is not finite. */
+static bool closed_form_predict(const struct sl_ctx *c, const float *dec, int64_t nv, double *pred)
+{
+    int64_t q = c->n_out;
     for (int64_t i = 0; i < nv; i++) {
-        const float *d = s->dec + i * q;
+        const float *d = dec + i * q;
         if (!c->classifier) {
-            s->pred[i] = d[0];
+            pred[i] = d[0];
         } else if (q == 1) {
-            s->pred[i] = d[0] > 0 ? 1.0 : 0.0;
+            pred[i] = d[0] > 0 ? 1.0 : 0.0;
         } else {
             int64_t best = 0;
             for (int64_t o = 1; o < q; o++)
                 if (d[o] > d[best])
                     best = o;
-            s->pred[i] = (double)best;
+            pred[i] = (double)best;
         }
         if (!isfinite(d[0]))
             return false;
     }
     return true;
+}
+
+bool nf_sl_centre_small(int64_t m, struct sl_counts *bc, float *out)
+{
+    bc->size_sum += m;
+    bc->size_max = m > bc->size_max ? m : bc->size_max;
+    if (m >= 2)
+        return false;
+    bc->n_small++;
+    *out = NAN;
+    return true;
+}
+
+/* Fold f's score is not usable: counted (the centre is NaN), why filled
+ * (a failing fold fails the centre: nltools' cross_val_score has no partial
+ * mean). */
+static bool fold_failed(const struct sl_ctx *c, int64_t f, double score, bool ok, struct sl_counts *bc, char *why,
+                        size_t why_size)
+{
+    const struct sl_fold *fd = &c->folds[f];
+    if (ok && !isfinite(score))
+        snprintf(why, why_size, "the score of fold %lld is not defined (%lld validation sample%s)", (long long)f + 1,
+                 (long long)fd->n_val, fd->n_val == 1 ? "" : "s");
+    if (isfinite(score))
+        return false;
+    bc->n_failed++;
+    return true;
+}
+
+float nf_sl_closed_centre(const struct sl_ctx *c, const float *dec, int64_t fold_stride, const bool *solved,
+                          double *pred, struct sl_counts *bc, char *why, size_t why_size)
+{
+    double sum = 0;
+    for (int64_t f = 0; f < c->k; f++) {
+        const struct sl_fold *fd = &c->folds[f];
+        const float *d = dec + f * fold_stride;
+        bool ok = (!solved || solved[f]) && closed_form_predict(c, d, fd->n_val, pred);
+        if (!ok)
+            snprintf(why, why_size, "the ridge system is singular or not finite (alpha %g)", c->model->alpha);
+        double score = ok ? nf_score(c->scoring, fd->y_val, pred, d, fd->n_val, c->n_out, c->n_classes) : NAN;
+        if (fold_failed(c, f, score, ok, bc, why, why_size))
+            return NAN;
+        sum += score;
+    }
+    return (float)(sum / (double)c->k);
 }
 
 /* An iterative learner on one fold: fit on the training rows of Z, decide on
@@ -605,45 +642,34 @@ static int iterative_fold(const struct sl_ctx *c, const struct sl_fold *fd, int6
     return 1;
 }
 
-struct block_counts {
-    int64_t n_small, n_failed, n_unconverged, size_sum, size_max;
-};
-
 /* Score one centre: the mean fold score, or NaN (why says why it failed).
  * <0 only for out of memory. */
 static int score_centre(const struct sl_ctx *c, int64_t centre, struct sl_scratch *s, float *out,
-                        struct block_counts *bc, char *why, size_t why_size, struct nf_error *err)
+                        struct sl_counts *bc, char *why, size_t why_size, struct nf_error *err)
 {
-    int64_t m = sphere_of(c->geom, &c->off, c->lut, centre, s->idx);
-    bc->size_sum += m;
-    bc->size_max = m > bc->size_max ? m : bc->size_max;
-    if (m < 2) {
-        bc->n_small++;
-        *out = NAN;
+    int64_t m = nf_sl_sphere(c, centre, s->idx);
+    if (nf_sl_centre_small(m, bc, out))
+        return 0;
+    if (c->closed_form) {
+        int64_t stride = c->max_val * c->n_out;
+        for (int64_t f = 0; f < c->k; f++) {
+            gather(c, &c->folds[f], s->idx, m, s->Z, s->mu, s->inv);
+            s->solved[f] = closed_form_fold(c, &c->folds[f], m, s, s->dec + f * stride);
+        }
+        *out = nf_sl_closed_centre(c, s->dec, stride, s->solved, s->pred, bc, why, why_size);
         return 0;
     }
     double sum = 0;
     for (int64_t f = 0; f < c->k; f++) {
         const struct sl_fold *fd = &c->folds[f];
         gather(c, fd, s->idx, m, s->Z, s->mu, s->inv);
-        bool ok;
-        if (c->closed_form) {
-            ok = closed_form_fold(c, fd, m, s);
-            if (!ok)
-                snprintf(why, why_size, "the ridge system is singular or not finite (alpha %g)", c->model->alpha);
-        } else {
-            int rc = iterative_fold(c, fd, m, s, &bc->n_unconverged, why, why_size, err);
-            if (rc < 0)
-                return rc;
-            ok = rc == 1;
-        }
+        int rc = iterative_fold(c, fd, m, s, &bc->n_unconverged, why, why_size, err);
+        if (rc < 0)
+            return rc;
+        bool ok = rc == 1;
         double score = ok ? nf_score(c->scoring, fd->y_val, s->pred, s->dec, fd->n_val, c->n_out, c->n_classes)
                           : NAN;
-        if (ok && !isfinite(score))
-            snprintf(why, why_size, "the score of fold %lld is not defined (%lld validation sample%s)",
-                     (long long)f + 1, (long long)fd->n_val, fd->n_val == 1 ? "" : "s");
-        if (!isfinite(score)) {
-            bc->n_failed++;
+        if (fold_failed(c, f, score, ok, bc, why, why_size)) {
             *out = NAN;
             return 0;
         }
@@ -653,28 +679,13 @@ static int score_centre(const struct sl_ctx *c, int64_t centre, struct sl_scratc
     return 0;
 }
 
-/* ---- blocks over threads, with checkpoints ---- */
+/* ---- blocks, with checkpoints ---- */
 
-/* A checkpoint chunk: the block's counters, then its map values. */
-struct chunk_head {
-    int64_t n_small, n_failed, n_unconverged, size_sum, size_max, n_values;
-};
-
-struct sl_work {
-    const struct sl_ctx *c;
-    struct nf_run *run;
-    float *map;
-    bool *done;                  /* n_blocks: resumed from a checkpoint */
-    struct block_counts *counts; /* n_blocks */
-    atomic_llong next;
-    atomic_int failed;
-    pthread_mutex_t lock;        /* err, checkpoints, progress */
-    struct nf_error err;
-    int64_t fail_centre;         /* the first centre (in column order) that failed, */
-    char fail_why[256];          /* and why: deterministic whatever the threads */
-    int64_t blocks_finished, next_report;
-    double t0;
-};
+int64_t nf_sl_block_len(const struct sl_ctx *c, int64_t b)
+{
+    int64_t c0 = b * c->block;
+    return c->V - c0 < c->block ? c->V - c0 : c->block;
+}
 
 static void work_fail(struct sl_work *w, const struct nf_error *e)
 {
@@ -684,16 +695,27 @@ static void work_fail(struct sl_work *w, const struct nf_error *e)
     pthread_mutex_unlock(&w->lock);
 }
 
-static void block_finished(struct sl_work *w, int64_t b, int64_t c0, int64_t nb)
+void nf_sl_note_failure(struct sl_work *w, int64_t centre, const char *why)
+{
+    pthread_mutex_lock(&w->lock);
+    if (centre < w->fail_centre) {
+        w->fail_centre = centre;
+        snprintf(w->fail_why, sizeof w->fail_why, "%s", why);
+    }
+    pthread_mutex_unlock(&w->lock);
+}
+
+void nf_sl_block_finished(struct sl_work *w, int64_t b)
 {
     const struct sl_ctx *c = w->c;
+    int64_t c0 = b * c->block, nb = nf_sl_block_len(c, b);
     pthread_mutex_lock(&w->lock);
     if (w->run && w->run->ckpt) {
-        size_t bytes = sizeof(struct chunk_head) + (size_t)nb * sizeof(float);
+        size_t bytes = sizeof(struct sl_chunk_head) + (size_t)nb * sizeof(float);
         unsigned char *buf = malloc(bytes);
         if (buf) {   /* no memory for a checkpoint: the block is just not saved */
-            const struct block_counts *bc = &w->counts[b];
-            struct chunk_head h = { bc->n_small, bc->n_failed, bc->n_unconverged, bc->size_sum, bc->size_max, nb };
+            const struct sl_counts *bc = &w->counts[b];
+            struct sl_chunk_head h = { bc->n_small, bc->n_failed, bc->n_unconverged, bc->size_sum, bc->size_max, nb };
             memcpy(buf, &h, sizeof h);
             memcpy(buf + sizeof h, w->map + c0, (size_t)nb * sizeof(float));
             struct nf_error e = { 0 };
@@ -732,34 +754,29 @@ static void *sl_worker(void *arg)
             work_fail(w, &e);
             break;
         }
-        int64_t c0 = b * c->block, nb = c->V - c0 < c->block ? c->V - c0 : c->block;
-        struct block_counts bc = { 0 };
+        int64_t c0 = b * c->block, nb = nf_sl_block_len(c, b);
+        struct sl_counts bc = { 0 };
         int rc = 0;
         for (int64_t i = 0; i < nb && rc == 0; i++) {
             char why[256] = "";
             int64_t failed = bc.n_failed;
             rc = score_centre(c, c0 + i, &s, &w->map[c0 + i], &bc, why, sizeof why, &e);
-            if (bc.n_failed > failed) {
-                pthread_mutex_lock(&w->lock);
-                if (c0 + i < w->fail_centre) {
-                    w->fail_centre = c0 + i;
-                    snprintf(w->fail_why, sizeof w->fail_why, "%s", why);
-                }
-                pthread_mutex_unlock(&w->lock);
-            }
+            if (bc.n_failed > failed)
+                nf_sl_note_failure(w, c0 + i, why);
         }
         if (rc < 0) {
             work_fail(w, &e);
             break;
         }
         w->counts[b] = bc;
-        block_finished(w, b, c0, nb);
+        nf_sl_block_finished(w, b);
     }
     scratch_free(&s);
     return NULL;
 }
 
-/* Blocks already committed by an earlier, killed run of the same node. */
+/* Blocks already committed by an earlier, killed run of the same node (on
+ * either device). */
 static int resume(struct sl_work *w, struct nf_error *err)
 {
     const struct sl_ctx *c = w->c;
@@ -777,16 +794,15 @@ static int resume(struct sl_work *w, struct nf_error *err)
         size_t bytes = 0;
         if (b < 0 || b >= c->n_blocks)
             continue;
-        int64_t c0 = b * c->block, nb = c->V - c0 < c->block ? c->V - c0 : c->block;
+        int64_t c0 = b * c->block, nb = nf_sl_block_len(c, b);
         struct nf_error e = { 0 };
         if (nf_ckpt_get(w->run->ckpt, b, &data, &bytes, &e) == 1 &&
-            bytes == sizeof(struct chunk_head) + (size_t)nb * sizeof(float)) {
-            struct chunk_head h;
+            bytes == sizeof(struct sl_chunk_head) + (size_t)nb * sizeof(float)) {
+            struct sl_chunk_head h;
             memcpy(&h, data, sizeof h);
             if (h.n_values == nb) {
                 memcpy(w->map + c0, (unsigned char *)data + sizeof h, (size_t)nb * sizeof(float));
-                w->counts[b] = (struct block_counts){ h.n_small, h.n_failed, h.n_unconverged, h.size_sum,
-                                                       h.size_max };
+                w->counts[b] = (struct sl_counts){ h.n_small, h.n_failed, h.n_unconverged, h.size_sum, h.size_max };
                 w->done[b] = true;
                 resumed += nb;
                 w->blocks_finished++;
@@ -801,8 +817,75 @@ static int resume(struct sl_work *w, struct nf_error *err)
     return (int)resumed;
 }
 
-/* Blocks depend on V only (never on the thread count): at most 512 centres,
- * and about 64 blocks so that small maps still spread over threads. */
+int nf_sl_work_init(struct sl_work *w, const struct sl_ctx *c, struct nf_run *run, float *map, struct nf_error *err)
+{
+    memset(w, 0, sizeof *w);
+    w->c = c;
+    w->run = run;
+    w->fail_centre = INT64_MAX;
+    w->map = map;
+    w->done = calloc((size_t)c->n_blocks, sizeof *w->done);
+    w->counts = calloc((size_t)c->n_blocks, sizeof *w->counts);
+    if (!w->done || !w->counts)
+        return NF_FAIL_AT(err, NF_ENOMEM, LOC(run), NODE_ID(run), "out of memory");
+    pthread_mutex_init(&w->lock, NULL);
+    w->lock_made = true;
+    int rc = resume(w, err);
+    if (rc < 0)
+        return rc;
+    w->t0 = nf_now();
+    w->next_report = w->blocks_finished * 10 / c->n_blocks + 1;
+    return 0;
+}
+
+void nf_sl_work_release(struct sl_work *w)
+{
+    if (w->lock_made)
+        pthread_mutex_destroy(&w->lock);
+    free(w->done);
+    free(w->counts);
+    memset(w, 0, sizeof *w);
+}
+
+void nf_sl_finish(struct sl_work *w, struct nf_sl_stats *stats)
+{
+    const struct sl_ctx *c = w->c;
+    const char *id = NODE_ID(w->run);
+    int64_t V = c->V;
+    struct sl_counts tot = { 0 };
+    for (int64_t b = 0; b < c->n_blocks; b++) {
+        tot.n_small += w->counts[b].n_small;
+        tot.n_failed += w->counts[b].n_failed;
+        tot.n_unconverged += w->counts[b].n_unconverged;
+        tot.size_sum += w->counts[b].size_sum;
+        tot.size_max = w->counts[b].size_max > tot.size_max ? w->counts[b].size_max : tot.size_max;
+    }
+    if (tot.n_small && !c->sub_voxel)
+        nf_warn(id, "%lld of %lld searchlight spheres have fewer than 2 voxels: NaN at their centres",
+                (long long)tot.n_small, (long long)V);
+    if (tot.n_failed && w->fail_centre < V)
+        nf_warn(id, "the model could not be fitted or scored on %lld of %lld searchlight spheres: NaN at "
+                "their centres (the first, voxel %lld: %s)", (long long)tot.n_failed, (long long)V,
+                (long long)w->fail_centre + 1, w->fail_why);
+    else if (tot.n_failed)   /* all of them resumed from checkpoints: the reason was not kept */
+        nf_warn(id, "the model could not be fitted or scored on %lld of %lld searchlight spheres: NaN at "
+                "their centres", (long long)tot.n_failed, (long long)V);
+    if (tot.n_unconverged)
+        nf_warn(id, "%lld searchlight fits reached max_iter without converging", (long long)tot.n_unconverged);
+    if (stats) {
+        int64_t resumed = 0;
+        for (int64_t b = 0; b < c->n_blocks; b++)
+            if (w->done[b])
+                resumed += nf_sl_block_len(c, b);
+        *stats = (struct nf_sl_stats){ .n_small = tot.n_small, .n_failed = tot.n_failed,
+                                       .n_unconverged = tot.n_unconverged, .n_resumed = resumed,
+                                       .max_sphere = tot.size_max, .mean_sphere = (double)tot.size_sum / (double)V };
+    }
+}
+
+/* Blocks depend on V only (never on the thread count or the device): at most
+ * 512 centres, and about 64 blocks so that small maps still spread over
+ * threads. */
 static int64_t block_size(int64_t V)
 {
     int64_t b = (V + 63) / 64;
@@ -860,6 +943,55 @@ static int check_inputs(struct nf_run *run, const float *X, int64_t n, int64_t V
     return rc;
 }
 
+int nf_sl_begin(struct sl_ctx *c, struct nf_run *run, const float *X, int64_t n, int64_t V, int64_t ldx,
+                const struct nf_geom *geom, const double *y, int64_t n_classes, const int64_t *fold_of, int64_t k,
+                const struct nf_model_opts *model, bool standardize, enum nf_scoring scoring, double radius_mm,
+                struct nf_error *err)
+{
+    int rc = 0;
+    memset(c, 0, sizeof *c);
+    NF_TRY(rc = check_inputs(run, X, n, V, ldx, geom, y, n_classes, fold_of, k, model, err));
+    c->X = X;
+    c->n = n;
+    c->V = V;
+    c->ldx = ldx;
+    c->k = k;
+    c->geom = geom;
+    c->model = model;
+    c->K = nf_kernels_cpu();
+    c->classifier = nf_model_is_classifier(model->kind);
+    c->closed_form = model->kind == NF_MODEL_RIDGE || model->kind == NF_MODEL_RIDGE_CLASSIFIER;
+    c->n_classes = c->classifier ? n_classes : 0;
+    c->n_out = c->classifier && n_classes > 2 ? n_classes : 1;
+    c->scoring = scoring != NF_SCORE_AUTO ? scoring : c->classifier ? NF_SCORE_ACCURACY : NF_SCORE_R2;
+    if ((rc = offsets_build(&geom->grid, radius_mm, &c->off, err)) < 0 || !(c->lut = column_lookup(geom, err))) {
+        rc = nf_error_on_node(run ? run->node : NULL, err, rc < 0 ? rc : err->code);
+        goto fail;
+    }
+    c->sub_voxel = radius_mm < c->off.min_spacing;
+    if (c->sub_voxel)
+        nf_warn(NODE_ID(run), "the searchlight radius (%g mm) is smaller than the voxel size (%g mm): every sphere "
+                "is its centre alone, which scores NaN", radius_mm, c->off.min_spacing);
+    /* the largest sphere sizes the scratch: the full offset set bounds it */
+    c->max_sphere = c->off.n < V ? c->off.n : V;
+    if ((rc = folds_build(c, fold_of, y, standardize, err)) < 0) {
+        rc = nf_error_on_node(run ? run->node : NULL, err, rc);
+        goto fail;
+    }
+    c->block = block_size(V);
+    c->n_blocks = (V + c->block - 1) / c->block;
+fail:
+    return rc < 0 ? rc : 0;
+}
+
+void nf_sl_ctx_release(struct sl_ctx *c)
+{
+    folds_free(c);
+    free(c->off.d);
+    free(c->lut);
+    memset(c, 0, sizeof *c);
+}
+
 int nf_searchlight_run(struct nf_run *run, const float *X, int64_t n, int64_t V, int64_t ldx,
                        const struct nf_geom *geom, const double *y, int64_t n_classes,
                        const int64_t *fold_of, int64_t k, const struct nf_model_opts *model,
@@ -868,55 +1000,11 @@ int nf_searchlight_run(struct nf_run *run, const float *X, int64_t n, int64_t V,
 {
     struct sl_ctx c = { 0 };
     struct sl_work w = { 0 };
-    bool lock_made = false;
     int rc = 0, blas = -1;
-    const char *id = NODE_ID(run);
 
-    NF_TRY(rc = check_inputs(run, X, n, V, ldx, geom, y, n_classes, fold_of, k, model, err));
-    c.X = X;
-    c.n = n;
-    c.V = V;
-    c.ldx = ldx;
-    c.k = k;
-    c.geom = geom;
-    c.model = model;
-    c.K = nf_kernels_cpu();
-    c.classifier = nf_model_is_classifier(model->kind);
-    c.closed_form = model->kind == NF_MODEL_RIDGE || model->kind == NF_MODEL_RIDGE_CLASSIFIER;
-    c.n_classes = c.classifier ? n_classes : 0;
-    c.n_out = c.classifier && n_classes > 2 ? n_classes : 1;
-    c.scoring = scoring != NF_SCORE_AUTO ? scoring : c.classifier ? NF_SCORE_ACCURACY : NF_SCORE_R2;
-    if ((rc = offsets_build(&geom->grid, radius_mm, &c.off, err)) < 0 || !(c.lut = column_lookup(geom, err))) {
-        rc = nf_error_on_node(run ? run->node : NULL, err, rc < 0 ? rc : err->code);
-        goto fail;
-    }
-    if (radius_mm < c.off.min_spacing)
-        nf_warn(id, "the searchlight radius (%g mm) is smaller than the voxel size (%g mm): every sphere is "
-                "its centre alone, which scores NaN", radius_mm, c.off.min_spacing);
-    /* the largest sphere sizes the scratch: the full offset set bounds it */
-    c.max_sphere = c.off.n < V ? c.off.n : V;
-    if ((rc = folds_build(&c, fold_of, y, standardize, err)) < 0) {
-        rc = nf_error_on_node(run ? run->node : NULL, err, rc);
-        goto fail;
-    }
-    c.block = block_size(V);
-    c.n_blocks = (V + c.block - 1) / c.block;
-
-    w.c = &c;
-    w.run = run;
-    w.fail_centre = INT64_MAX;
-    w.map = map;
-    w.done = calloc((size_t)c.n_blocks, sizeof *w.done);
-    w.counts = calloc((size_t)c.n_blocks, sizeof *w.counts);
-    if (!w.done || !w.counts) {
-        rc = NF_FAIL_AT(err, NF_ENOMEM, LOC(run), id, "out of memory");
-        goto fail;
-    }
-    pthread_mutex_init(&w.lock, NULL);
-    lock_made = true;
-    NF_TRY(rc = resume(&w, err));
-    w.t0 = nf_now();
-    w.next_report = w.blocks_finished * 10 / c.n_blocks + 1;
+    NF_TRY(rc = nf_sl_begin(&c, run, X, n, V, ldx, geom, y, n_classes, fold_of, k, model, standardize, scoring,
+                            radius_mm, err));
+    NF_TRY(rc = nf_sl_work_init(&w, &c, run, map, err));
 
     /* threads take whole blocks with single-threaded BLAS: the per-sphere
      * GEMMs are far too small to split */
@@ -941,46 +1029,12 @@ int nf_searchlight_run(struct nf_run *run, const float *X, int64_t n, int64_t V,
         rc = nf_error_on_node(run ? run->node : NULL, err, w.err.code ? w.err.code : NF_EBUG);
         goto fail;
     }
-
-    struct block_counts tot = { 0 };
-    for (int64_t b = 0; b < c.n_blocks; b++) {
-        tot.n_small += w.counts[b].n_small;
-        tot.n_failed += w.counts[b].n_failed;
-        tot.n_unconverged += w.counts[b].n_unconverged;
-        tot.size_sum += w.counts[b].size_sum;
-        tot.size_max = w.counts[b].size_max > tot.size_max ? w.counts[b].size_max : tot.size_max;
-    }
-    if (tot.n_small && radius_mm >= c.off.min_spacing)
-        nf_warn(id, "%lld of %lld searchlight spheres have fewer than 2 voxels: NaN at their centres",
-                (long long)tot.n_small, (long long)V);
-    if (tot.n_failed && w.fail_centre < V)
-        nf_warn(id, "the model could not be fitted or scored on %lld of %lld searchlight spheres: NaN at "
-                "their centres (the first, voxel %lld: %s)", (long long)tot.n_failed, (long long)V,
-                (long long)w.fail_centre + 1, w.fail_why);
-    else if (tot.n_failed)   /* all of them resumed from checkpoints: the reason was not kept */
-        nf_warn(id, "the model could not be fitted or scored on %lld of %lld searchlight spheres: NaN at "
-                "their centres", (long long)tot.n_failed, (long long)V);
-    if (tot.n_unconverged)
-        nf_warn(id, "%lld searchlight fits reached max_iter without converging", (long long)tot.n_unconverged);
-    if (stats) {
-        int64_t resumed = 0;
-        for (int64_t b = 0; b < c.n_blocks; b++)
-            if (w.done[b])
-                resumed += V - b * c.block < c.block ? V - b * c.block : c.block;
-        *stats = (struct nf_sl_stats){ .n_small = tot.n_small, .n_failed = tot.n_failed,
-                                       .n_unconverged = tot.n_unconverged, .n_resumed = resumed,
-                                       .max_sphere = tot.size_max, .mean_sphere = (double)tot.size_sum / (double)V };
-    }
+    nf_sl_finish(&w, stats);
 fail:
     if (blas >= 0)
         nf_blas_set_threads(blas);
-    if (lock_made)
-        pthread_mutex_destroy(&w.lock);
-    free(w.done);
-    free(w.counts);
-    folds_free(&c);
-    free(c.off.d);
-    free(c.lut);
+    nf_sl_work_release(&w);
+    nf_sl_ctx_release(&c);
     return rc < 0 ? rc : 0;
 }
 

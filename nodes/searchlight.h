@@ -95,6 +95,23 @@ int nf_searchlight_run(struct nf_run *run, const float *X, int64_t n, int64_t V,
                        bool standardize, enum nf_scoring scoring, double radius_mm, int threads,
                        float *map, struct nf_sl_stats *stats, struct nf_error *err);
 
+#ifdef HAVE_CUDA
+/* The same map on the GPU (nodes/searchlight_gpu.c, CUDA builds), with the
+ * same arguments, checks, messages, warnings and checkpoints: the closed forms
+ * (ridge, ridge_classifier) run their Grams and solves on the device; svm and
+ * logistic, or no usable GPU, warn and run nf_searchlight_run. The map equals
+ * the CPU's except at centres where a decision value lies within float
+ * round-off of a class boundary (docs/gpu.md); `threads` score on the host
+ * (results do not depend on it). Device
+ * failures return NF_EBUG or NF_ENOMEM (the engine then reruns the node on the
+ * CPU). */
+int nf_searchlight_run_gpu(struct nf_run *run, const float *X, int64_t n, int64_t V, int64_t ldx,
+                           const struct nf_geom *geom, const double *y, int64_t n_classes,
+                           const int64_t *fold_of, int64_t k, const struct nf_model_opts *model,
+                           bool standardize, enum nf_scoring scoring, double radius_mm, int threads,
+                           float *map, struct nf_sl_stats *stats, struct nf_error *err);
+#endif
+
 /* Working bytes nf_searchlight_run needs beyond its inputs and the map, for the
  * node's estimate: an upper bound from the shapes alone (the sphere lists are
  * counted at the full-sphere size that radius_mm gives on a grid of spacing

@@ -478,6 +478,26 @@ int nf_gpu_add_rows(cudaStream_t stream, float *X, int64_t rows, int64_t nb, con
     return 0;
 }
 
+int nf_gpu_sl_gather(cudaStream_t stream, const float *X, int64_t ldx, const int64_t *rows, const double *mean,
+                     const double *inv_sd, const int32_t *idx, int64_t nb, int64_t n, int64_t mb, float *Z)
+{
+    (void)stream;
+    for (int64_t e = 0; e < nb * n * mb; e++)
+        nf_body_sl_gather(e, X, ldx, rows, mean, inv_sd, idx, n, mb, Z);
+    return 0;
+}
+
+int nf_gpu_sl_solve(cudaStream_t stream, int64_t nb, const int32_t *size, int64_t n_tr, int64_t n_val, int64_t q,
+                    int64_t mb, int64_t ldp, int64_t S, const float *Z, const float *G, int64_t g_stride, double alpha,
+                    const double *t_c, const double *t_mean, double *L, double *T, float *dec, int64_t dec_ld)
+{
+    (void)stream;
+    for (int64_t b = 0; b < nb; b++)
+        nf_body_sl_solve(b, nb, size, n_tr, n_val, q, mb, ldp, S, Z, G, g_stride, alpha, t_c, t_mean, L, T, dec,
+                         dec_ld);
+    return 0;
+}
+
 int nf_gpu_perm_epilogue(cudaStream_t stream, const float *C, int64_t rows, int64_t nv, int64_t v0, int64_t row0,
                          const struct nf_gpu_perm_consts *k, uint32_t *count, int *rowmax, int2 *near,
                          int64_t near_cap, unsigned long long *n_near)

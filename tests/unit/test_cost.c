@@ -8,8 +8,10 @@
  * missing GPU are obeyed, estimates are kept for `plan`, which prints them
  * for nodes that can run on either device);
  * the rates file (round trip, defaults when absent, errors when malformed,
- * CPU rates of another CPU ignored); and the ridge / permute work estimates
- * (known FLOP counts on a small case, unknown shapes, growth with the size).
+ * CPU rates of another CPU ignored); the ridge / permute work estimates
+ * (known FLOP counts on a small case, unknown shapes, growth with the size);
+ * and the searchlight's (a small one stays on the CPU, the whole-brain one
+ * goes to the GPU, learners and modes without a GPU path give no estimate).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -28,6 +30,8 @@
 #include "util.h"
 #include "../../nodes/gpu_nodes.h"
 #include "../../nodes/permute.h"
+#include "../../nodes/predict.h"
+#include "../../nodes/predict_models.h"
 #include "../../nodes/ridge.h"
 
 /* An H200-like machine next to this project's 2-core VM. */
@@ -151,6 +155,54 @@ static void test_work_estimates(void **state)
     none[1] = matrix(10, 0);
     assert_int_equal(nf_ridge_cost(&rp, none, NULL, &a), 0);
     nf_params_release(&nf_node_ridge, &rp);
+}
+
+/* predict's cost: 1 and *c for the searchlight's closed forms, 0 otherwise. */
+static int predict_case(int mode, int model, int64_t n, int64_t V, int64_t cv, double radius, struct nf_cost *c)
+{
+    struct predict_params prm;
+    nf_params_defaults(&nf_node_predict, &prm);
+    prm.mode = mode;
+    prm.model = model;
+    prm.cv = cv;
+    prm.radius = radius;
+    struct nf_shape in[4] = { matrix(n, V), matrix(n, 1), { 0 }, { 0 } };
+    in[0].has_geom = true;
+    int rc = nf_predict_cost(&prm, in, NULL, c);
+    nf_params_release(&nf_node_predict, &prm);
+    return rc;
+}
+
+/* A small searchlight stays on the CPU, the whole-brain one (the bench's
+ * 120 x 50000, r = 6 mm at 3 mm, 5 folds) goes to an H200-like GPU; learners
+ * and modes without a GPU path report no cost, so `auto` keeps them on the
+ * CPU. */
+static void test_searchlight_cost(void **state)
+{
+    (void)state;
+    struct nf_rates fast = h200(), def;
+    struct nf_cost a, b;
+    nf_rates_default(&def);
+    assert_int_equal(predict_case(PREDICT_SEARCHLIGHT, NF_MODEL_RIDGE_CLASSIFIER, 24, 500, 3, 6, &a), 1);
+    assert_false(nf_cost_prefers_gpu(&a, &fast));
+    assert_int_equal(predict_case(PREDICT_SEARCHLIGHT, NF_MODEL_RIDGE_CLASSIFIER, 120, 50000, 5, 6, &a), 1);
+    assert_true(nf_cost_prefers_gpu(&a, &fast));
+    assert_true(nf_cost_prefers_gpu(&a, &def));
+    double cpu, gpu;
+    nf_cost_times(&a, &fast, &cpu, &gpu);
+    assert_true(cpu > 0.5 && cpu < 5);   /* the VM took 1.6 s */
+    assert_true(gpu < cpu / 2);
+    /* 5 folds of a sphere of ~33.5 voxels (primal: 33.5 < 96 training rows) per centre */
+    double m = 4.0 / 3.0 * M_PI * 8, nt = 96, nv = 24;
+    double per = 2 * m * m * nt + 2 * m * nt + m * m * m / 3 + 2 * m * m + 2 * nv * m;
+    assert_true(fabs(a.flops - 50000.0 * 5 * per) < 1e-6 * a.flops);
+    assert_int_equal(predict_case(PREDICT_SEARCHLIGHT, NF_MODEL_RIDGE, 120, 100000, 5, 6, &b), 1);
+    assert_true(b.flops > 1.99 * a.flops && b.flops < 2.01 * a.flops);
+    /* no GPU path: no estimate */
+    assert_int_equal(predict_case(PREDICT_SEARCHLIGHT, NF_MODEL_SVM, 120, 50000, 5, 6, &b), 0);
+    assert_int_equal(predict_case(PREDICT_SEARCHLIGHT, NF_MODEL_LOGISTIC, 120, 50000, 5, 6, &b), 0);
+    assert_int_equal(predict_case(PREDICT_WHOLE_BRAIN, NF_MODEL_RIDGE_CLASSIFIER, 120, 50000, 5, 6, &b), 0);
+    assert_int_equal(predict_case(PREDICT_ROI, NF_MODEL_RIDGE, 120, 50000, 5, 6, &b), 0);
 }
 
 /* ---- nf_place with a node type that reports its cost ---- */
@@ -358,6 +410,7 @@ int main(void)
         cmocka_unit_test(test_times),
         cmocka_unit_test(test_decisions),
         cmocka_unit_test(test_work_estimates),
+        cmocka_unit_test(test_searchlight_cost),
         cmocka_unit_test(test_place),
         cmocka_unit_test(test_plan_prints_estimates),
         cmocka_unit_test(test_rates_file),

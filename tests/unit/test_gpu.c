@@ -14,7 +14,16 @@
  * blocks, the double-buffered pipeline), with simulated out-of-memory (blocks
  * shrink and the results do not change), and with discrete data whose many
  * near ties overflow the device's tie list. Bad input gives the CPU node's
- * messages.
+ * messages. predict's searchlight (ridge_classifier with 2 and 3 classes,
+ * ridge; standardize on and off; spheres on both sides of the training-row
+ * count, so primal and dual solves on both devices): accuracy maps identical
+ * at >= 99% of the centres and every other centre a near tie when its decision
+ * values are recomputed here in double, R² maps within float tolerance, the
+ * same NaN centres and counts — in one batch, in batches smaller than a
+ * checkpoint block, and after simulated out-of-memory; checkpoints of a killed
+ * CPU run resumed on the GPU and a GPU run's resumed on the CPU; and `device:
+ * gpu` for an svm searchlight or a whole_brain fit warns once and gives the
+ * CPU node's outputs.
  *
  * Without a GPU in a CUDA build, the GPU nodes must fall back to the CPU nodes
  * (bit-identical outputs); those checks run, then the program reports SKIP
@@ -32,19 +41,26 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #ifdef HAVE_CUDA
+#include "cache.h"
+#include "exec_cache.h"
 #include "kernels/cuda/gpu.h"
 #include "kernels/kernels.h"
 #include "pipeline.h"
 #include "util.h"
 #include "../../nodes/gpu_nodes.h"
 #include "../../nodes/permute.h"
+#include "../../nodes/predict.h"
+#include "../../nodes/predict_models.h"
 #include "../../nodes/ridge.h"
+#include "../../nodes/searchlight.h"
 
 static bool have_gpu;
 
@@ -656,6 +672,460 @@ static void test_permute_many_ties(void **state)
     free(D);
 }
 
+/* ---- searchlight (predict's mode searchlight, closed forms) ---- */
+
+struct sldata {
+    struct nf_geom *geom;
+    int64_t n, V, k, n_classes;
+    float *X;
+    double *y;
+    int64_t *fold_of;
+};
+
+/* A 3 mm grid (origin elsewhere than 0) whose mask keeps each voxel with
+ * probability keep: the edges and holes give spheres of every size. */
+static struct nf_geom *sl_geom(int64_t nx, int64_t ny, int64_t nz, double keep, uint64_t seed)
+{
+    struct nf_grid g = { .dim = { nx, ny, nz } };
+    for (int a = 0; a < 3; a++) {
+        g.affine[a][a] = 3.0;
+        g.affine[a][3] = -10.0 * (a + 1);
+        g.pixdim[a] = 3.0;
+    }
+    g.affine[3][3] = 1;
+    g.sform_code = 1;
+    int64_t nv = nx * ny * nz;
+    float *mask = malloc((size_t)nv * sizeof *mask);
+    uint64_t st = seed;
+    for (int64_t v = 0; v < nv; v++)
+        mask[v] = keep >= 1 || nf_rand_uniform(&st) < keep ? 1.0f : 0.0f;
+    struct nf_geom *geom = nf_geom_from_mask(&g, mask);
+    free(mask);
+    assert_non_null(geom);
+    return geom;
+}
+
+/* Noise with voxel offsets and scales (standardisation matters), classes
+ * i mod n_classes (a continuous target when 0), a weak signal on every third
+ * voxel, folds that hold every class. */
+static void sl_make(struct sldata *d, struct nf_geom *g, int64_t n, int64_t k, int64_t n_classes, uint64_t seed)
+{
+    uint64_t st = seed;
+    d->geom = g;
+    d->n = n;
+    d->V = g->n_voxels;
+    d->k = k;
+    d->n_classes = n_classes;
+    d->X = malloc((size_t)(n * d->V) * sizeof *d->X);
+    d->y = malloc((size_t)n * sizeof *d->y);
+    d->fold_of = malloc((size_t)n * sizeof *d->fold_of);
+    double *latent = malloc((size_t)n * sizeof *latent);
+    for (int64_t i = 0; i < n; i++) {
+        latent[i] = nf_rand_normal(&st);
+        d->y[i] = n_classes ? (double)(i % n_classes) : 2.0 * latent[i] + 1.0;
+        d->fold_of[i] = (i / (n_classes ? n_classes : 1)) % k;
+    }
+    for (int64_t v = 0; v < d->V; v++) {
+        double off = 10 * nf_rand_normal(&st), sc = 0.5 + 3 * nf_rand_uniform(&st);
+        for (int64_t i = 0; i < n; i++) {
+            double sig = v % 3 ? 0 : n_classes ? 0.7 * (d->y[i] - (n_classes - 1) / 2.0) : 0.6 * latent[i];
+            d->X[i * d->V + v] = (float)(off + sc * (nf_rand_normal(&st) + sig));
+        }
+    }
+    free(latent);
+}
+
+static void sl_free(struct sldata *d)
+{
+    nf_geom_unref(d->geom);
+    free(d->X);
+    free(d->y);
+    free(d->fold_of);
+}
+
+static int run_sl(bool gpu, const struct sldata *d, const struct nf_model_opts *opts, bool standardize, double radius,
+                  struct nf_run *run, float *map, struct nf_sl_stats *st)
+{
+    struct nf_error err = { 0 };
+    int rc = (gpu ? nf_searchlight_run_gpu : nf_searchlight_run)(run, d->X, d->n, d->V, d->V, d->geom, d->y,
+                                                                 d->n_classes, d->fold_of, d->k, opts, standardize,
+                                                                 NF_SCORE_AUTO, radius, 2, map, st, &err);
+    if (rc < 0)
+        fprintf(stderr, "%s searchlight failed: %s\n", gpu ? "GPU" : "CPU", err.msg);
+    return rc;
+}
+
+/* Gauss-Jordan with partial pivoting: A x = B (A s x s, B s x q), in place. */
+static void gauss(double *A, double *B, int64_t s, int64_t q)
+{
+    for (int64_t c = 0; c < s; c++) {
+        int64_t p = c;
+        for (int64_t r = c + 1; r < s; r++)
+            if (fabs(A[r * s + c]) > fabs(A[p * s + c]))
+                p = r;
+        for (int64_t j = 0; j < s; j++) {
+            double t = A[c * s + j];
+            A[c * s + j] = A[p * s + j];
+            A[p * s + j] = t;
+        }
+        for (int64_t o = 0; o < q; o++) {
+            double t = B[c * q + o];
+            B[c * q + o] = B[p * q + o];
+            B[p * q + o] = t;
+        }
+        for (int64_t r = 0; r < s; r++) {
+            if (r == c)
+                continue;
+            double f = A[r * s + c] / A[c * s + c];
+            for (int64_t j = 0; j < s; j++)
+                A[r * s + j] -= f * A[c * s + j];
+            for (int64_t o = 0; o < q; o++)
+                B[r * q + o] -= f * B[c * q + o];
+        }
+    }
+    for (int64_t c = 0; c < s; c++)
+        for (int64_t o = 0; o < q; o++)
+            B[c * q + o] /= A[c * s + c];
+}
+
+/* Is some validation decision of the centre within `tol` (relative to the
+ * fold's largest decision) of a class boundary? Recomputed here in double,
+ * independently of both devices: the scaler of the training rows, the dual
+ * ridge solve, the decisions. */
+static bool near_tie(const struct sldata *d, const struct nf_sl_spheres *s, int64_t centre, double alpha,
+                     bool standardize, double tol)
+{
+    const int64_t m = s->indptr[centre + 1] - s->indptr[centre], n = d->n;
+    const int32_t *cols = s->indices + s->indptr[centre];
+    const int64_t q = d->n_classes > 2 ? d->n_classes : 1;
+    double *Z = malloc((size_t)(n * m) * sizeof *Z), *K = malloc((size_t)(n * n) * sizeof *K);
+    double *T = malloc((size_t)(n * q) * sizeof *T), *dec = malloc((size_t)(n * q) * sizeof *dec);
+    int64_t *tr = malloc((size_t)n * sizeof *tr), *va = malloc((size_t)n * sizeof *va);
+    bool tie = false;
+    for (int64_t f = 0; f < d->k && !tie; f++) {
+        int64_t nt = 0, nv = 0;
+        for (int64_t i = 0; i < n; i++) {
+            if (d->fold_of[i] == f)
+                va[nv++] = i;
+            else
+                tr[nt++] = i;
+        }
+        for (int64_t j = 0; j < m; j++) {
+            double mu = 0, ss = 0;
+            for (int64_t t = 0; t < nt; t++)
+                mu += d->X[tr[t] * d->V + cols[j]];
+            mu /= (double)nt;
+            for (int64_t t = 0; t < nt; t++)
+                ss += pow(d->X[tr[t] * d->V + cols[j]] - mu, 2);
+            double sd = standardize && ss > 0 ? sqrt(ss / (double)nt) : 1.0;
+            for (int64_t i = 0; i < n; i++)
+                Z[i * m + j] = (d->X[i * d->V + cols[j]] - mu) / sd;
+        }
+        /* targets: the value, or ±1 per class (one column for two classes) */
+        double tm[8] = { 0 };
+        for (int64_t t = 0; t < nt; t++)
+            for (int64_t o = 0; o < q; o++) {
+                double yv = d->y[tr[t]];
+                T[t * q + o] = !d->n_classes ? yv : q == 1 ? (yv == 1 ? 1.0 : -1.0) : (yv == (double)o ? 1.0 : -1.0);
+                tm[o] += T[t * q + o] / (double)nt;
+            }
+        for (int64_t t = 0; t < nt; t++)
+            for (int64_t o = 0; o < q; o++)
+                T[t * q + o] -= tm[o];
+        /* (Z_t Z_tᵀ + αI) a = T_c; decisions Z_v Z_tᵀ a + t_mean */
+        for (int64_t a = 0; a < nt; a++)
+            for (int64_t b = 0; b < nt; b++) {
+                double acc = a == b ? alpha : 0.0;
+                for (int64_t j = 0; j < m; j++)
+                    acc += Z[tr[a] * m + j] * Z[tr[b] * m + j];
+                K[a * nt + b] = acc;
+            }
+        gauss(K, T, nt, q);
+        double scale = 0;
+        for (int64_t i = 0; i < nv; i++)
+            for (int64_t o = 0; o < q; o++) {
+                double acc = tm[o];
+                for (int64_t t = 0; t < nt; t++) {
+                    double kv = 0;
+                    for (int64_t j = 0; j < m; j++)
+                        kv += Z[va[i] * m + j] * Z[tr[t] * m + j];
+                    acc += kv * T[t * q + o];
+                }
+                dec[i * q + o] = acc;
+                scale = fmax(scale, fabs(acc));
+            }
+        for (int64_t i = 0; i < nv && !tie; i++) {
+            double margin;
+            if (q == 1) {
+                margin = fabs(dec[i]);
+            } else {
+                double best = -INFINITY, second = -INFINITY;
+                for (int64_t o = 0; o < q; o++) {
+                    double v = dec[i * q + o];
+                    if (v > best) {
+                        second = best;
+                        best = v;
+                    } else if (v > second) {
+                        second = v;
+                    }
+                }
+                margin = best - second;
+            }
+            tie = margin <= tol * scale + 1e-9;
+        }
+    }
+    free(Z);
+    free(K);
+    free(T);
+    free(dec);
+    free(tr);
+    free(va);
+    return tie;
+}
+
+/* The GPU map against the CPU's: accuracy maps identical at >= 99% of the
+ * centres, and every differing centre a near tie (recomputed in double);
+ * ridge R² within float tolerance; NaN at the same centres. Returns the
+ * number of differing (near-tie) centres. */
+static int64_t compare_maps(const struct sldata *d, const struct nf_sl_spheres *s, double alpha, bool standardize,
+                            const float *cpu, const float *gpu)
+{
+    int64_t differ = 0;
+    for (int64_t v = 0; v < d->V; v++) {
+        assert_int_equal(isnan(cpu[v]), isnan(gpu[v]));
+        if (isnan(cpu[v]))
+            continue;
+        if (!d->n_classes) {
+            assert_true(fabs(cpu[v] - gpu[v]) <= 1e-4 * (1 + fabs(cpu[v])));
+        } else if (cpu[v] != gpu[v]) {
+            if (!near_tie(d, s, v, alpha, standardize, 1e-3))
+                fprintf(stderr, "centre %lld: CPU %g, GPU %g and no near tie\n", (long long)v, cpu[v], gpu[v]);
+            assert_true(near_tie(d, s, v, alpha, standardize, 1e-3));
+            differ++;
+        }
+    }
+    assert_true(differ * 100 <= d->V);
+    return differ;
+}
+
+static void check_sl_case(enum nf_model_kind kind, int64_t n_classes, bool standardize, double radius, uint64_t seed)
+{
+    struct sldata d;
+    struct nf_sl_spheres s = { 0 };
+    struct nf_error err = { 0 };
+    struct nf_sl_stats sc, sg;
+    sl_make(&d, sl_geom(8, 7, 6, 0.8, seed), 24, 3, n_classes, 1000 + seed);
+    struct nf_model_opts opts = nf_model_defaults(kind);
+    assert_int_equal(nf_sl_spheres_build(d.geom, radius, &s, &err), 0);
+    /* n_tr = 16: spheres on both sides of it, so the CPU and the GPU use both
+     * the primal and the dual forms */
+    int64_t primal = 0, dual = 0;
+    for (int64_t v = 0; v < d.V; v++) {
+        int64_t m = s.indptr[v + 1] - s.indptr[v];
+        primal += m >= 2 && m <= 16;
+        dual += m > 16;
+    }
+    assert_true(primal > 0 && dual > 0);
+    float *cpu = malloc((size_t)d.V * sizeof *cpu), *gpu = malloc((size_t)d.V * sizeof *gpu);
+    assert_int_equal(run_sl(false, &d, &opts, standardize, radius, NULL, cpu, &sc), 0);
+    /* one batch; several (a cap below the 16-centre checkpoint block); and an
+     * arena that fails twice (the batch halves) */
+    for (int variant = 0; variant < 3; variant++) {
+        nf_gpu_debug_max_block(variant == 1 ? 7 : 0);
+        nf_gpu_debug_fail_arena(variant == 2 ? 2 : 0);
+        memset(gpu, 0, (size_t)d.V * sizeof *gpu);
+        assert_int_equal(run_sl(true, &d, &opts, standardize, radius, NULL, gpu, &sg), 0);
+        compare_maps(&d, &s, opts.alpha, standardize, cpu, gpu);
+        assert_int_equal(sg.n_small, sc.n_small);
+        assert_int_equal(sg.n_failed, sc.n_failed);
+        assert_int_equal(sg.max_sphere, sc.max_sphere);
+        assert_true(sg.mean_sphere == sc.mean_sphere);
+    }
+    nf_gpu_debug_max_block(0);
+    nf_gpu_debug_fail_arena(0);
+    free(cpu);
+    free(gpu);
+    nf_sl_spheres_release(&s);
+    sl_free(&d);
+}
+
+static void test_searchlight_agreement(void **state)
+{
+    (void)state;
+    if (!have_gpu)
+        skip();
+    check_sl_case(NF_MODEL_RIDGE_CLASSIFIER, 2, true, 6.0, 1);
+    check_sl_case(NF_MODEL_RIDGE_CLASSIFIER, 3, false, 6.0, 2);
+    check_sl_case(NF_MODEL_RIDGE_CLASSIFIER, 3, true, 4.5, 3);
+    check_sl_case(NF_MODEL_RIDGE, 0, true, 6.0, 4);
+    check_sl_case(NF_MODEL_RIDGE, 0, false, 4.5, 5);
+}
+
+static char sl_tmpdir[256];
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+/* Checkpoints are one format on both devices: a GPU run resumes the CPU's
+ * chunks of a killed run (and the resumed blocks keep their stored values),
+ * and the CPU resumes all of a GPU run's. */
+static void test_searchlight_resume(void **state)
+{
+    (void)state;
+    if (!have_gpu)
+        skip();
+    struct sldata d;
+    struct nf_sl_spheres s = { 0 };
+    struct nf_error err = { 0 };
+    struct nf_sl_stats st;
+    sl_make(&d, sl_geom(9, 9, 8, 0.9, 41), 24, 3, 2, 500);
+    struct nf_model_opts opts = nf_model_defaults(NF_MODEL_RIDGE_CLASSIFIER);
+    assert_int_equal(nf_sl_spheres_build(d.geom, 6.0, &s, &err), 0);
+    snprintf(sl_tmpdir, sizeof sl_tmpdir, "/tmp/nlflow-test-gpu-XXXXXX");
+    assert_non_null(mkdtemp(sl_tmpdir));
+    char *path = nf_asprintf("%s/cache.db", sl_tmpdir);
+    struct nf_cache *cache = NULL;
+    assert_int_equal(nf_cache_open(path, NULL, &cache, &err), 0);
+    struct nf_checkpoint ck1 = { cache, { 1, 1 }, false }, ck2 = { cache, { 1, 2 }, false },
+                         ck3 = { cache, { 1, 3 }, false };
+    struct nf_run run1 = { .ckpt = &ck1 }, run2 = { .ckpt = &ck2 }, run3 = { .ckpt = &ck3 };
+    float *ref = malloc((size_t)d.V * sizeof *ref), *map = malloc((size_t)d.V * sizeof *map);
+    float *gmap = malloc((size_t)d.V * sizeof *gmap);
+
+    assert_int_equal(run_sl(false, &d, &opts, true, 6.0, &run1, ref, NULL), 0);
+    int64_t *idx = NULL;
+    size_t n_chunks = 0;
+    assert_int_equal(nf_ckpt_list(&ck1, &idx, &n_chunks, &err), 0);
+    assert_true(n_chunks >= 4);
+    /* a killed CPU run: every other block committed, the first with changed
+     * values (the resumed run must take them as they are) */
+    int64_t resumed_expected = 0;
+    for (size_t t = 0; t < n_chunks; t += 2) {
+        void *data = NULL;
+        size_t bytes = 0;
+        assert_int_equal(nf_ckpt_get(&ck1, idx[t], &data, &bytes, &err), 1);
+        if (t == 0) {
+            float marker = 0.125f;
+            for (size_t b = 48; b < bytes; b += sizeof marker)
+                memcpy((char *)data + b, &marker, sizeof marker);
+        }
+        nf_ckpt_put(&ck2, idx[t], data, bytes, &err);
+        resumed_expected += (int64_t)((bytes - 48) / sizeof(float));
+        free(data);
+    }
+    nf_gpu_debug_max_block(5);   /* batches that straddle blocks */
+    assert_int_equal(run_sl(true, &d, &opts, true, 6.0, &run2, map, &st), 0);
+    assert_int_equal(st.n_resumed, resumed_expected);
+    int64_t first_len = 0;
+    for (int64_t v = 0; v < d.V && map[v] == 0.125f; v++)
+        first_len++;
+    assert_true(first_len > 0);
+    memcpy(gmap, ref, (size_t)d.V * sizeof *gmap);
+    for (int64_t v = 0; v < first_len; v++)
+        gmap[v] = 0.125f;
+    for (int64_t v = 0; v < d.V; v++)
+        if (map[v] != gmap[v] && !(isnan(map[v]) && isnan(gmap[v])))
+            assert_true(near_tie(&d, &s, v, opts.alpha, true, 1e-3));
+    /* the killed run's blocks are now all committed: a rerun resumes everything */
+    assert_int_equal(run_sl(true, &d, &opts, true, 6.0, &run2, gmap, &st), 0);
+    assert_int_equal(st.n_resumed, d.V);
+    assert_memory_equal(gmap, map, (size_t)d.V * sizeof *map);
+    /* a whole GPU run, resumed whole by the CPU */
+    assert_int_equal(run_sl(true, &d, &opts, true, 6.0, &run3, gmap, NULL), 0);
+    nf_gpu_debug_max_block(0);
+    assert_int_equal(run_sl(false, &d, &opts, true, 6.0, &run3, map, &st), 0);
+    assert_int_equal(st.n_resumed, d.V);
+    assert_memory_equal(map, gmap, (size_t)d.V * sizeof *map);
+    compare_maps(&d, &s, opts.alpha, true, ref, gmap);
+    free(idx);
+    free(ref);
+    free(map);
+    free(gmap);
+    free(path);
+    nf_cache_close(cache);
+    nftw(sl_tmpdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    nf_sl_spheres_release(&s);
+    sl_free(&d);
+}
+
+/* stderr of what runs between begin and end. */
+static FILE *cap_file;
+static int cap_fd;
+
+static void capture_begin(void)
+{
+    fflush(stderr);
+    cap_file = tmpfile();
+    assert_non_null(cap_file);
+    cap_fd = dup(2);
+    assert_true(dup2(fileno(cap_file), 2) >= 0);
+}
+
+static char *capture_end(void)
+{
+    fflush(stderr);
+    dup2(cap_fd, 2);
+    close(cap_fd);
+    long size = fseek(cap_file, 0, SEEK_END) == 0 ? ftell(cap_file) : 0;
+    char *text = calloc((size_t)size + 1, 1);
+    rewind(cap_file);
+    assert_int_equal(fread(text, 1, (size_t)size, cap_file), (size_t)size);
+    fclose(cap_file);
+    return text;
+}
+
+/* The predict node with device gpu where there is no GPU path (svm
+ * searchlight, whole_brain): one warning, and the CPU node's outputs. */
+static void test_searchlight_no_gpu_path(void **state)
+{
+    (void)state;
+    struct sldata d;
+    sl_make(&d, sl_geom(5, 4, 4, 1.0, 7), 18, 3, 2, 900);
+    struct nf_error err = { 0 };
+    struct nf_value *x = nf_value_new_matrix(d.n, d.V, d.geom, &err), *y = nf_value_new_matrix(d.n, 1, NULL, &err);
+    assert_non_null(x);
+    assert_non_null(y);
+    memcpy(x->u.mat.data, d.X, (size_t)(d.n * d.V) * sizeof(float));
+    for (int64_t i = 0; i < d.n; i++)
+        y->u.mat.data[i] = (float)d.y[i];
+    for (int mode = 0; mode < 2; mode++) {
+        struct predict_params prm;
+        nf_params_defaults(&nf_node_predict, &prm);
+        prm.mode = mode == 0 ? PREDICT_SEARCHLIGHT : PREDICT_WHOLE_BRAIN;
+        prm.model = NF_MODEL_SVM;
+        prm.cv = 3;
+        prm.seed = 4;
+        prm.radius = 4.0;
+        struct nf_value *in[4] = { x, y, NULL, NULL }, *cpu[PREDICT_N_OUT] = { 0 }, *gpu[PREDICT_N_OUT] = { 0 };
+        struct nf_env env = { .threads = 2, .seed = 1 };
+        struct nf_run rc_run = { .params = &prm, .env = &env, .in = in, .out = cpu, .err = &err };
+        struct nf_run rg_run = { .params = &prm, .env = &env, .in = in, .out = gpu, .err = &err };
+        assert_int_equal(nf_node_predict.run_cpu(&rc_run), 0);
+        capture_begin();
+        int rc = nf_predict_run_gpu(&rg_run);
+        char *warnings = capture_end();
+        assert_int_equal(rc, 0);
+        assert_non_null(strstr(warnings, "has no GPU path; running on the CPU"));
+        assert_null(strstr(strstr(warnings, "has no GPU path") + 1, "has no GPU path"));   /* once */
+        free(warnings);
+        for (int o = 0; o < PREDICT_N_OUT; o++) {
+            assert_int_equal(cpu[o] != NULL, gpu[o] != NULL);
+            if (cpu[o] && cpu[o]->kind == NF_KIND_MATRIX)
+                assert_memory_equal(cpu[o]->u.mat.data, gpu[o]->u.mat.data,
+                                    (size_t)(cpu[o]->u.mat.rows * cpu[o]->u.mat.cols) * sizeof(float));
+            nf_value_unref(cpu[o]);
+            nf_value_unref(gpu[o]);
+        }
+        nf_params_release(&nf_node_predict, &prm);
+    }
+    nf_value_unref(x);
+    nf_value_unref(y);
+    sl_free(&d);
+}
+
 /* ---- without a GPU: the fallback to the CPU nodes ---- */
 
 static void test_fallback(void **state)
@@ -689,6 +1159,17 @@ static void test_fallback(void **state)
     unref_all(cpu, 6);
     unref_all(gpu, 6);
     nf_params_release(&nf_node_permute, &pp);
+    /* the searchlight too */
+    struct sldata d;
+    sl_make(&d, sl_geom(5, 5, 4, 0.9, 3), 18, 3, 2, 31);
+    struct nf_model_opts opts = nf_model_defaults(NF_MODEL_RIDGE_CLASSIFIER);
+    float *mc = malloc((size_t)d.V * sizeof *mc), *mg = malloc((size_t)d.V * sizeof *mg);
+    assert_int_equal(run_sl(false, &d, &opts, true, 6.0, NULL, mc, NULL), 0);
+    assert_int_equal(run_sl(true, &d, &opts, true, 6.0, NULL, mg, NULL), 0);
+    assert_memory_equal(mc, mg, (size_t)d.V * sizeof *mc);
+    free(mc);
+    free(mg);
+    sl_free(&d);
     /* the dispatch table falls back too */
     float A[6] = { 1, 2, 3, 4, 5, 6 }, B[6] = { 1, 0, 0, 1, 1, 1 }, C[4] = { 0 };
     nf_kernels_cuda.sgemm(false, false, 2, 2, 3, 1.0f, A, 3, B, 2, 0.0f, C, 2);
@@ -709,6 +1190,9 @@ int main(void)
         cmocka_unit_test(test_ridge_bad_input),
         cmocka_unit_test(test_permute_agreement),
         cmocka_unit_test(test_permute_many_ties),
+        cmocka_unit_test(test_searchlight_agreement),
+        cmocka_unit_test(test_searchlight_resume),
+        cmocka_unit_test(test_searchlight_no_gpu_path),
     };
 #ifdef NF_GPU_EMULATED
     printf("note: the device is tests/unit/gpu_emu.c's CPU emulation: this checks the host side of the GPU "

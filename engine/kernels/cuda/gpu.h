@@ -180,6 +180,30 @@ int nf_gpu_ridge_shrink(cudaStream_t stream, const float *in, float *out, int64_
 /* X[i*nb+v] += (float)centre[v] for i < rows. */
 int nf_gpu_add_rows(cudaStream_t stream, float *X, int64_t rows, int64_t nb, const double *centre);
 
+/* Searchlight (the algebra is in nodes/searchlight.c, the batches in
+ * nodes/searchlight_gpu.c), for a batch of nb spheres whose column lists are
+ * padded to mb entries (idx: nb x mb, -1 = padding), on one fold whose rows
+ * (n: training rows then validation rows) index the resident X (ld ldx):
+ *   Z[(b n + r) mb + j] = (float)(((double)X[rows[r] ldx + col] - mean[col]) *
+ *   inv_sd[col]) with col = idx[b mb + j], 0.0f for padding — the CPU's
+ *   gather for the closed forms, so each sphere's (n x mb) Z is the CPU's with
+ *   zero columns appended. */
+int nf_gpu_sl_gather(cudaStream_t stream, const float *X, int64_t ldx, const int64_t *rows, const double *mean,
+                     const double *inv_sd, const int32_t *idx, int64_t nb, int64_t n, int64_t mb, float *Z);
+/* One thread per sphere b < nb of size[b] voxels: the CPU's closed form
+ * (searchlight.c closed_form_fold, operation by operation, in double) from
+ * the Gram matrix at G + b g_stride — primal (size <= n_tr: Z_tᵀ Z_t, ld ldp)
+ * or dual (size > n_tr: [K_tt; K_vt] = Z Z_tᵀ, ld n_tr) — and the sphere's Z
+ * (n x mb at Z + b n mb); t_c: n_tr x q centred targets, t_mean: q. Writes the
+ * n_val x q decision values at dec + b dec_ld (NaN when (K + alpha I) is not
+ * positive definite). L (S x S) and T (S) are per-sphere scratch in double,
+ * interleaved across spheres (element e of sphere b at [e nb + b], so that a
+ * warp's accesses coalesce); S >= every system's size. */
+int nf_gpu_sl_solve(cudaStream_t stream, int64_t nb, const int32_t *size, int64_t n_tr, int64_t n_val, int64_t q,
+                    int64_t mb, int64_t ldp, int64_t S, const float *Z, const float *G, int64_t g_stride,
+                    double alpha, const double *t_c, const double *t_mean, double *L, double *T, float *dec,
+                    int64_t dec_ld);
+
 /* Permute: per-voxel constants of the transform (see nodes/permute.c), device arrays. */
 struct nf_gpu_perm_consts {
     float a, c;

@@ -1,13 +1,15 @@
-/* gpu_kernel_bodies.h — what one GPU thread of each epilogue kernel computes.
+/* gpu_kernel_bodies.h — what one GPU thread of each epilogue kernel (and of
+ * the searchlight's gather and solve) computes.
  *
- * The kernels in gpu_kernels.cu are thin: they find their voxel (and row) from
- * the thread and block indices and call these bodies. The same bodies compile
+ * The kernels in gpu_kernels.cu are thin: they find their voxel (row, element
+ * or sphere) from the thread and block indices and call these bodies. The same bodies compile
  * as plain C for tests/unit/gpu_emu.c, which runs the GPU nodes on the CPU
  * through an emulated CUDA runtime, so the arithmetic the device runs is the
  * arithmetic those tests check against the CPU nodes.
  *
  * Every body mirrors the CPU nodes operation by operation (nodes/ridge.c
- * fold_uty / fold_scores / finish_block, nodes/permute.c transform): the same
+ * fold_uty / fold_scores / finish_block, nodes/permute.c transform,
+ * nodes/searchlight.c gather / dot / chol_solve / closed_form_fold): the same
  * float or double operations in the same order; nvcc compiles them with
  * --fmad=false and C does not contract either, so equal inputs give the CPU's
  * bits.
@@ -151,6 +153,102 @@ NF_BODY void nf_body_ridge_shrink(int64_t j, int64_t v, const float *in, float *
 NF_BODY void nf_body_add_rows(int64_t i, int64_t v, float *X, int64_t nb, const double *centre)
 {
     X[i * nb + v] = X[i * nb + v] + (float)centre[v];
+}
+
+/* ---- searchlight (see nf_gpu_sl_* in gpu.h for the layouts) ---- */
+
+NF_BODY void nf_body_sl_gather(int64_t e, const float *X, int64_t ldx, const int64_t *rows, const double *mean,
+                               const double *inv_sd, const int32_t *idx, int64_t n, int64_t mb, float *Z)
+{
+    const int64_t j = e % mb, r = (e / mb) % n, b = e / (mb * n);
+    const int32_t col = idx[b * mb + j];
+    Z[e] = col < 0 ? 0.0f : (float)(((double)X[rows[r] * ldx + col] - mean[col]) * inv_sd[col]);
+}
+
+/* nodes/searchlight.c dot(): four partial sums, combined as (s0 + s1) + (s2 +
+ * s3), here over elements `st` apart (the interleaved scratch). */
+NF_BODY double nf_body_sl_dot(const double *a, const double *b, int64_t n, int64_t st)
+{
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    int64_t t = 0;
+    for (; t + 4 <= n; t += 4) {
+        s0 += a[t * st] * b[t * st];
+        s1 += a[(t + 1) * st] * b[(t + 1) * st];
+        s2 += a[(t + 2) * st] * b[(t + 2) * st];
+        s3 += a[(t + 3) * st] * b[(t + 3) * st];
+    }
+    for (; t < n; t++)
+        s0 += a[t * st] * b[t * st];
+    return (s0 + s1) + (s2 + s3);
+}
+
+/* nodes/searchlight.c closed_form_fold() and chol_solve() for sphere b. */
+NF_BODY void nf_body_sl_solve(int64_t b, int64_t nb, const int32_t *size, int64_t n_tr, int64_t n_val, int64_t q,
+                              int64_t mb, int64_t ldp, int64_t S, const float *Z, const float *G, int64_t g_stride,
+                              double alpha, const double *t_c, const double *t_mean, double *L, double *T, float *dec,
+                              int64_t dec_ld)
+{
+    const int64_t m = size[b];
+    const bool dual = m > n_tr;
+    const int64_t s = dual ? n_tr : m, lda = dual ? n_tr : ldp;
+    const float *A = G + b * g_stride, *Zb = Z + b * (n_tr + n_val) * mb;
+    double *Lb = L + b, *Tb = T + b;
+    float *db = dec + b * dec_ld;
+    /* row i of L starts at Lb + i S nb; its elements are nb apart */
+    for (int64_t i = 0; i < s; i++)
+        for (int64_t j = 0; j <= i; j++)
+            Lb[(i * S + j) * nb] = (double)A[i * lda + j] + (i == j ? alpha : 0.0);
+    for (int64_t j = 0; j < s; j++) {
+        double *lj = Lb + j * S * nb;
+        double d = lj[j * nb] - nf_body_sl_dot(lj, lj, j, nb);
+        if (!(d > 0) || !isfinite(d)) {
+            for (int64_t e = 0; e < n_val * q; e++)
+                db[e] = NAN;
+            return;
+        }
+        d = sqrt(d);
+        lj[j * nb] = d;
+        for (int64_t i = j + 1; i < s; i++) {
+            double *li = Lb + i * S * nb;
+            li[j * nb] = (li[j * nb] - nf_body_sl_dot(li, lj, j, nb)) / d;
+        }
+    }
+    for (int64_t o = 0; o < q; o++) {
+        /* the right-hand side: T_c (dual) or Z_tᵀ T_c (primal, summed over rows in order) */
+        for (int64_t i = 0; i < s; i++) {
+            double acc = 0;
+            if (dual)
+                acc = t_c[i * q + o];
+            else
+                for (int64_t t = 0; t < n_tr; t++)
+                    acc += (double)Zb[t * mb + i] * t_c[t * q + o];
+            Tb[i * nb] = acc;
+        }
+        for (int64_t i = 0; i < s; i++)   /* L z = b */
+            Tb[i * nb] = (Tb[i * nb] - nf_body_sl_dot(Lb + i * S * nb, Tb, i, nb)) / Lb[(i * S + i) * nb];
+        for (int64_t i = s - 1; i >= 0; i--) {   /* Lᵀ x = z */
+            const double *li = Lb + i * S * nb;
+            double xi = Tb[i * nb] / li[i * nb];
+            Tb[i * nb] = xi;
+            for (int64_t t = 0; t < i; t++)
+                Tb[t * nb] -= li[t * nb] * xi;
+        }
+        /* decision values of the validation rows for output o (the CPU
+         * computes them after every solve: the same values) */
+        for (int64_t i = 0; i < n_val; i++) {
+            double acc = t_mean[o];
+            if (dual) {
+                const float *kv = A + (n_tr + i) * n_tr;
+                for (int64_t t = 0; t < n_tr; t++)
+                    acc += (double)kv[t] * Tb[t * nb];
+            } else {
+                const float *zv = Zb + (n_tr + i) * mb;
+                for (int64_t j = 0; j < m; j++)
+                    acc += (double)zv[j] * Tb[j * nb];
+            }
+            db[i * q + o] = (float)acc;
+        }
+    }
 }
 
 /* ---- permute ---- */

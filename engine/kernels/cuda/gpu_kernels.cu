@@ -1,4 +1,5 @@
-/* gpu_kernels.cu — the fused epilogue kernels of the GPU ridge and permute nodes.
+/* gpu_kernels.cu — the fused epilogue kernels of the GPU ridge and permute
+ * nodes, and the searchlight's gather and per-sphere solve.
  *
  * The GEMM-shaped work goes to cuBLAS (gpu_context.c); what follows a GEMM and
  * would otherwise cost a pass over its output through host memory is fused
@@ -92,6 +93,35 @@ __global__ void add_rows_kernel(float *X, int64_t rows, int64_t nb, const double
     int64_t v = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, i = blockIdx.y;
     if (v < nb && i < rows)
         nf_body_add_rows(i, v, X, nb, centre);
+}
+
+/* ---- searchlight ---- */
+
+/* One thread per element of the gathered batch (consecutive threads write
+ * consecutive floats; the reads follow a sphere's columns, which are close in
+ * the grid and so mostly in the same cache lines). */
+__global__ void sl_gather_kernel(const float *X, int64_t ldx, const int64_t *rows, const double *mean,
+                                 const double *inv_sd, const int32_t *idx, int64_t total, int64_t n, int64_t mb,
+                                 float *Z)
+{
+    int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e < total)
+        nf_body_sl_gather(e, X, ldx, rows, mean, inv_sd, idx, n, mb, Z);
+}
+
+/* One thread per sphere: the solves are small (a sphere's voxels or the
+ * training rows), and a thread doing the CPU's sequential Cholesky gives the
+ * CPU's double arithmetic exactly; the scratch is interleaved across spheres so
+ * that the threads of a warp read and write consecutive doubles. */
+__global__ void sl_solve_kernel(int64_t nb, const int32_t *size, int64_t n_tr, int64_t n_val, int64_t q, int64_t mb,
+                                int64_t ldp, int64_t S, const float *Z, const float *G, int64_t g_stride,
+                                double alpha, const double *t_c, const double *t_mean, double *L, double *T,
+                                float *dec, int64_t dec_ld)
+{
+    int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (b < nb)
+        nf_body_sl_solve(b, nb, size, n_tr, n_val, q, mb, ldp, S, Z, G, g_stride, alpha, t_c, t_mean, L, T, dec,
+                         dec_ld);
 }
 
 /* ---- permute ---- */
@@ -246,6 +276,33 @@ extern "C" int nf_gpu_add_rows(cudaStream_t stream, float *X, int64_t rows, int6
             return rc;
     }
     return 0;
+}
+
+extern "C" int nf_gpu_sl_gather(cudaStream_t stream, const float *X, int64_t ldx, const int64_t *rows,
+                                const double *mean, const double *inv_sd, const int32_t *idx, int64_t nb, int64_t n,
+                                int64_t mb, float *Z)
+{
+    const int64_t total = nb * n * mb;
+    if (total <= 0)
+        return 0;
+    if ((total + THREADS - 1) / THREADS > 0x7fffffff)
+        return -(int)cudaErrorInvalidValue;   /* the caller's batches are far smaller */
+    sl_gather_kernel<<<blocks_for(total), THREADS, 0, stream>>>(X, ldx, rows, mean, inv_sd, idx, total, n, mb, Z);
+    return launch_status();
+}
+
+extern "C" int nf_gpu_sl_solve(cudaStream_t stream, int64_t nb, const int32_t *size, int64_t n_tr, int64_t n_val,
+                               int64_t q, int64_t mb, int64_t ldp, int64_t S, const float *Z, const float *G,
+                               int64_t g_stride, double alpha, const double *t_c, const double *t_mean, double *L,
+                               double *T, float *dec, int64_t dec_ld)
+{
+    if (nb <= 0)
+        return 0;
+    /* 64 threads a block: a batch of a few thousand spheres still spreads
+     * over every SM */
+    sl_solve_kernel<<<(unsigned)((nb + 63) / 64), 64, 0, stream>>>(nb, size, n_tr, n_val, q, mb, ldp, S, Z, G,
+                                                                   g_stride, alpha, t_c, t_mean, L, T, dec, dec_ld);
+    return launch_status();
 }
 
 extern "C" int nf_gpu_perm_epilogue(cudaStream_t stream, const float *C, int64_t rows, int64_t nv, int64_t v0,
