@@ -26,6 +26,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -626,7 +627,7 @@ static bool run_child(struct bench_run *run, const struct nf_bench_domain *dom,
 /* Why a child failed, for the result file and the terminal. */
 static void add_child_error(struct nf_strbuf *sb, const struct child_result *r)
 {
-    const char *msg = r->tree ? nf_bench_jstr(r->tree, "error") : NULL;
+    const char *msg = r->tree ? nf_ypath_str(r->tree, "error") : NULL;
     char fallback[64];
     if (!msg) {
         snprintf(fallback, sizeof fallback, "the measuring process exited with status %d", r->status);
@@ -650,7 +651,7 @@ static double matched_rate(struct bench_run *run, const int64_t mnk[3])
     struct child_result r = { 0 };
     double gflops = NAN;
     if (c->name && run_child(run, dom, c, size, false, &r))
-        gflops = nf_bench_jnum(r.tree, "flops") / nf_bench_jnum(r.tree, "median_s") * 1e-9;
+        gflops = nf_ypath_num(r.tree, "flops") / nf_ypath_num(r.tree, "median_s") * 1e-9;
     child_result_release(&r);
     struct matched_rate *grown = realloc(run->rates, (run->n_rates + 1) * sizeof *grown);
     if (grown) {
@@ -693,16 +694,16 @@ static double run_peer(struct bench_run *run, const struct nf_bench_domain *dom,
         else
             r.tree = parse_last_line(r.text, &r.line);
     }
-    if (skipped || (r.tree && nf_bench_jstr(r.tree, "skipped"))) {
-        const char *why = skipped ? skipped : nf_bench_jstr(r.tree, "skipped");
+    if (skipped || (r.tree && nf_ypath_str(r.tree, "skipped"))) {
+        const char *why = skipped ? skipped : nf_ypath_str(r.tree, "skipped");
         nf_strbuf_addf(sb, ", \"status\": \"skipped\", \"reason\": ");
         nf_strbuf_add_json_str(sb, why);
         fprintf(stderr, "nlflow bench:   peer skipped: %s\n", why);
-    } else if (!r.tree || r.status != 0 || !isfinite(nf_bench_jnum(r.tree, "median_s"))) {
+    } else if (!r.tree || r.status != 0 || !isfinite(nf_ypath_num(r.tree, "median_s"))) {
         nf_strbuf_addf(sb, ", \"status\": \"failed\", \"reason\": \"exited with status %d\"", r.status);
         fprintf(stderr, "nlflow bench:   peer failed (exit status %d)\n", r.status);
     } else {
-        seconds = nf_bench_jnum(r.tree, "median_s");
+        seconds = nf_ypath_num(r.tree, "median_s");
         nf_strbuf_addf(sb, ", \"status\": \"ok\", \"result\": %s", r.line);
     }
     nf_strbuf_addf(sb, "}");
@@ -749,21 +750,21 @@ static void run_condition(struct bench_run *run, const struct nf_bench_domain *d
     if (!run_child(run, dom, cond, cond->size, false, &res))
         goto failed;
 
-    double t = nf_bench_jnum(res.tree, "median_s"), flops = nf_bench_jnum(res.tree, "flops");
+    double t = nf_ypath_num(res.tree, "median_s"), flops = nf_ypath_num(res.tree, "flops");
     double gflops = flops > 0 ? flops / t * 1e-9 : NAN;
     if (strcmp(dom->name, "sgemm") == 0 && isnan(run->sgemm_2048))
         run->sgemm_2048 = gflops;   /* the first sgemm row is the 2048³ yardstick */
     nf_strbuf_addf(sb, ", \"status\": \"ok\"");
     add_ratio(sb, "gflops", gflops);
-    add_ratio(sb, "gbytes_per_s", nf_bench_jnum(res.tree, "bytes") / t * 1e-9);
+    add_ratio(sb, "gbytes_per_s", nf_ypath_num(res.tree, "bytes") / t * 1e-9);
     add_ratio(sb, "sgemm_2048_ratio", gflops / run->sgemm_2048);
     fprintf(stderr, "nlflow bench:   median %.4g s (%.4g-%.4g)", t,
-            nf_bench_jnum(res.tree, "min_s"), nf_bench_jnum(res.tree, "max_s"));
+            nf_ypath_num(res.tree, "min_s"), nf_ypath_num(res.tree, "max_s"));
     if (isfinite(gflops))
         fprintf(stderr, ", %.3g GFLOP/s", gflops);
     fprintf(stderr, ", peak RSS %.1f MiB over a %.1f MiB baseline\n",
-            (nf_bench_jnum(res.tree, "rss_peak_sampled") - nf_bench_jnum(res.tree, "rss_baseline")) / 1048576.0,
-            nf_bench_jnum(res.tree, "rss_baseline") / 1048576.0);
+            (nf_ypath_num(res.tree, "rss_peak_sampled") - nf_ypath_num(res.tree, "rss_baseline")) / 1048576.0,
+            nf_ypath_num(res.tree, "rss_baseline") / 1048576.0);
     if (cond->matched_sgemm) {
         int64_t mnk[3];
         cond->matched_sgemm(&ctx, mnk);
@@ -838,24 +839,6 @@ static void run_domain(struct bench_run *run, const struct nf_bench_domain *dom,
     nf_strbuf_addf(sb, "]}");
 }
 
-static void cpu_model(char *buf, size_t size)
-{
-    char line[512];
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    snprintf(buf, size, "unknown");
-    while (f && fgets(line, sizeof line, f)) {
-        char *colon = strchr(line, ':');
-        if (strncmp(line, "model name", 10) == 0 && colon) {
-            colon += strspn(colon + 1, " \t") + 1;
-            colon[strcspn(colon, "\n")] = '\0';
-            snprintf(buf, size, "%s", colon);
-            break;
-        }
-    }
-    if (f)
-        fclose(f);
-}
-
 static void add_key_str(struct nf_strbuf *sb, const char *key, const char *value)
 {
     nf_strbuf_addf(sb, "\"%s\": ", key);
@@ -883,7 +866,7 @@ static void add_machine(struct nf_strbuf *sb, const char *host, int argc, char *
     struct tm tm;
     gmtime_r(&now, &tm);
     strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    cpu_model(cpu, sizeof cpu);
+    nf_cpu_model(cpu, sizeof cpu);
     if (nf_cuda_available(why, sizeof why))
         nf_cuda_describe(gpu, sizeof gpu);
     else
@@ -1088,4 +1071,86 @@ fail:
     nf_diags_release(&d);
     nf_pipeline_free(p);
     return rc;
+}
+
+/* ---- conditions that time a pipeline file ---- */
+
+static int write_pipeline_v(const struct nf_bench_ctx *ctx, const char *name, char **path, struct nf_error *err,
+                            const char *nodes_fmt, va_list ap)
+{
+    struct nf_strbuf y;
+    char *nodes = NULL;
+    int rc = 0;
+    nf_strbuf_init(&y);
+    *path = nf_path_join(ctx->work_dir, "pipeline.yaml");
+    if (vasprintf(&nodes, nodes_fmt, ap) < 0)
+        nodes = NULL;
+    nf_strbuf_addf(&y,
+                   "nlflow: 1\n"
+                   "name: %s\n"
+                   "settings: {memory: %" PRIu64 ", threads: %d, outputs: out}\n"
+                   "nodes:\n"
+                   "%s",
+                   name, nf_physical_memory() / 2, ctx->threads, nodes ? nodes : "");
+    if (!*path || !nodes || y.oom)
+        rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+    else
+        rc = nf_write_file_atomic(*path, y.buf, y.len, err);
+    if (rc < 0) {
+        free(*path);
+        *path = NULL;
+    }
+    free(nodes);
+    nf_strbuf_release(&y);
+    return rc;
+}
+
+int nf_bench_write_pipeline(const struct nf_bench_ctx *ctx, const char *name, char **path, struct nf_error *err,
+                            const char *nodes_fmt, ...)
+{
+    va_list ap;
+    va_start(ap, nodes_fmt);
+    int rc = write_pipeline_v(ctx, name, path, err, nodes_fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+struct pipeline_state {
+    char *pipeline;
+    int threads;
+};
+
+int nf_bench_pipeline_setup(const struct nf_bench_ctx *ctx, const char *name, void **state, struct nf_error *err,
+                            const char *nodes_fmt, ...)
+{
+    struct pipeline_state *st = calloc(1, sizeof *st);
+    va_list ap;
+    int rc;
+    if (!st)
+        return NF_FAIL(err, NF_ENOMEM, "out of memory");
+    st->threads = ctx->threads;
+    va_start(ap, nodes_fmt);
+    rc = write_pipeline_v(ctx, name, &st->pipeline, err, nodes_fmt, ap);
+    va_end(ap);
+    if (rc < 0) {
+        nf_bench_pipeline_teardown(st);
+        return rc;
+    }
+    *state = st;
+    return 0;
+}
+
+int nf_bench_pipeline_run_once(void *state, struct nf_error *err)
+{
+    struct pipeline_state *st = state;
+    return nf_bench_run_pipeline(st->pipeline, st->threads, false, err);
+}
+
+void nf_bench_pipeline_teardown(void *state)
+{
+    struct pipeline_state *st = state;
+    if (!st)
+        return;
+    free(st->pipeline);
+    free(st);
 }

@@ -24,6 +24,7 @@
 #include "error.h"
 #include "util.h"
 
+struct nf_grid;
 struct nf_ynode;
 
 /* Which runs a condition belongs to (bit set). */
@@ -113,6 +114,40 @@ int nf_bench_run_pipeline(const char *path, int threads, bool with_cache, struct
 int nf_bench_run_pipeline_node(const char *path, int threads, bool with_cache, const char *node, double *node_s,
                                struct nf_error *err);
 
+/* Write ctx->work_dir/pipeline.yaml for a condition that times a pipeline:
+ * the header every benchmark pipeline shares,
+ *   nlflow: 1 / name: NAME / settings: {memory: half the physical memory,
+ *   threads: ctx->threads, outputs: out} / nodes:
+ * then the nodes, from the printf format nodes_fmt. The memory budget is
+ * generous on purpose: what a node needs is measured, not what it is allowed.
+ * *path: the file's path (the caller frees it; NULL on failure). */
+int nf_bench_write_pipeline(const struct nf_bench_ctx *ctx, const char *name, char **path, struct nf_error *err,
+                            const char *nodes_fmt, ...) __attribute__((format(printf, 5, 6)));
+/* The same as a condition's setup(): *state is the pipeline file and
+ * ctx->threads, for nf_bench_pipeline_run_once (nf_bench_run_pipeline, no
+ * cache) and nf_bench_pipeline_teardown. */
+int nf_bench_pipeline_setup(const struct nf_bench_ctx *ctx, const char *name, void **state, struct nf_error *err,
+                            const char *nodes_fmt, ...) __attribute__((format(printf, 5, 6)));
+int nf_bench_pipeline_run_once(void *state, struct nf_error *err);
+void nf_bench_pipeline_teardown(void *state);
+
+/* ---- input data shared by domains (bench/bench_data.c) ---- */
+
+/* 1 for the `voxels` voxels of g nearest its centre, 0 elsewhere; distances in
+ * voxels, along axis a divided by axes[a] (axes NULL: 1); ties in storage
+ * order. nf_alloc_floats memory (nf_free_aligned); NULL: out of memory, in err. */
+float *nf_bench_centre_mask(const struct nf_grid *g, int64_t voxels, const double axes[3], struct nf_error *err);
+/* The brain of the predict and gpu domains: a tight 3 mm grid around an
+ * ellipsoid with a brain's proportions, x flipped as in MNI space, the world
+ * origin at the grid's centre; its mask, the `voxels` voxels nearest the
+ * centre in the ellipsoid's metric (as nf_bench_centre_mask). */
+#define NF_BENCH_BRAIN_MM 3.0
+struct nf_grid nf_bench_brain_grid(int64_t voxels);
+float *nf_bench_brain_mask(const struct nf_grid *g, int64_t voxels, struct nf_error *err);
+/* FLOPs of the predict domain's searchlight closed form for one sphere and
+ * fold: m voxels, n_t training and n_v validation rows (bench/domain_predict.c). */
+double nf_bench_sphere_fold_flops(double m, double nt, double nv);
+
 /* `nlflow bench ...` (argv[0] is "bench"); returns the exit status. */
 int nf_bench_main(int argc, char **argv);
 
@@ -122,11 +157,17 @@ int nf_bench_main(int argc, char **argv);
  * docs_dir/performance-speedup.svg. */
 int nf_bench_report(const char *results_dir, const char *docs_dir, struct nf_error *err);
 
-/* Result files are JSON, read back with the YAML parser (JSON is YAML). These
- * follow a dotted path of object keys ("measure.median_s"): the number there
- * (NAN when absent or not a number) or the string (NULL when absent). */
-double nf_bench_jnum(const struct nf_ynode *obj, const char *path);
-const char *nf_bench_jstr(const struct nf_ynode *obj, const char *path);
+/* Result files are JSON, read back with the YAML parser (JSON is YAML), and
+ * their figures with nf_ypath_num and nf_ypath_str (ytree.h). */
+/* For a domain's notes: its measured conditions (status "ok"), one a call,
+ * from *i = 0 on; NULL after the last. */
+const struct nf_ynode *nf_bench_next_ok(const struct nf_ynode *domain_result, size_t *i);
+/* For a domain's notes: "speedup over SCRIPT 1.23 x: met" (target: faster than
+ * the peer), or why the peer has no time, for one condition's result. */
+void nf_bench_add_peer_speedup(struct nf_strbuf *md, const struct nf_ynode *condition_result);
+/* "Peer: `bench/peers/SCRIPT` (what it reported itself as)." when a condition
+ * ran that peer: the table names only a domain's first peer. */
+void nf_bench_name_peer(struct nf_strbuf *md, const struct nf_ynode *domain_result, const char *script);
 /* Append seconds as "1.23 s" / "45.6 ms" and bytes as "12.3 MiB" ("—" for NAN). */
 void nf_bench_add_seconds(struct nf_strbuf *sb, double s);
 void nf_bench_add_bytes(struct nf_strbuf *sb, double bytes);

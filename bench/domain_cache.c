@@ -219,10 +219,10 @@ void nf_bench_cache_notes(const struct nf_ynode *domain_result, struct nf_strbuf
     const struct nf_ynode *conds = nf_ymap_get(domain_result, "conditions");
     bool any = false;
     for (size_t i = 0; conds && i < conds->n; i++) {
-        const char *name = nf_bench_jstr(conds->items[i], "name");
-        double median = nf_bench_jnum(conds->items[i], "measure.median_s");
-        double bytes = nf_bench_jnum(conds->items[i], "measure.bytes");
-        double ratio = nf_bench_jnum(conds->items[i], "measure.compression_ratio");
+        const char *name = nf_ypath_str(conds->items[i], "name");
+        double median = nf_ypath_num(conds->items[i], "measure.median_s");
+        double bytes = nf_ypath_num(conds->items[i], "measure.bytes");
+        double ratio = nf_ypath_num(conds->items[i], "measure.compression_ratio");
         if (!name || !(median > 0))
             continue;
         if (!any)

@@ -69,44 +69,6 @@ static void bench_grid(int64_t voxels, struct nf_grid *g)
     g->qform_code = 1;
 }
 
-struct voxel_rank { double dist2; int64_t index; };
-
-static int by_distance(const void *pa, const void *pb)
-{
-    const struct voxel_rank *a = pa, *b = pb;
-    if (a->dist2 != b->dist2)
-        return a->dist2 < b->dist2 ? -1 : 1;
-    return a->index < b->index ? -1 : a->index > b->index;   /* ties: storage order */
-}
-
-/* 1 for the `voxels` voxels nearest the grid centre, 0 elsewhere. */
-static float *make_mask(const struct nf_grid *g, int64_t voxels, struct nf_error *err)
-{
-    const int64_t nx = g->dim[0], ny = g->dim[1], n = nf_grid_nvox(g);
-    struct voxel_rank *rank = malloc((size_t)n * sizeof *rank);
-    float *mask = nf_alloc_floats((size_t)n);
-    if (!rank || !mask) {
-        free(rank);
-        nf_free_aligned(mask);
-        NF_FAIL(err, NF_ENOMEM, "out of memory");
-        return NULL;
-    }
-    for (int64_t idx = 0; idx < n; idx++) {
-        double d[3] = { (double)(idx % nx), (double)(idx / nx % ny), (double)(idx / nx / ny) };
-        rank[idx].dist2 = 0;
-        for (int a = 0; a < 3; a++) {
-            double c = d[a] - (double)(g->dim[a] - 1) / 2.0;
-            rank[idx].dist2 += c * c;
-        }
-        rank[idx].index = idx;
-    }
-    qsort(rank, (size_t)n, sizeof *rank, by_distance);
-    for (int64_t i = 0; i < voxels && i < n; i++)
-        mask[rank[i].index] = 1.0f;
-    free(rank);
-    return mask;
-}
-
 /* One subject: standard normal in the mask, zeros outside, seeded by subject. */
 static int write_subject(const char *path, const struct nf_grid *g, const float *mask,
                          int64_t images, int subject, struct nf_error *err)
@@ -149,7 +111,7 @@ static int collection_prepare(const struct nf_bench_ctx *ctx, struct nf_error *e
     }
     NF_TRY(rc = nf_mkdirs(pool, err));
     bench_grid(voxels, &g);
-    if (!(mask = make_mask(&g, voxels, err))) {
+    if (!(mask = nf_bench_centre_mask(&g, voxels, NULL, err))) {
         rc = err->code;
         goto fail;
     }
@@ -199,7 +161,7 @@ static void collection_teardown(void *state)
 static int collection_setup(const struct nf_bench_ctx *ctx, void **state, struct nf_error *err)
 {
     struct collection_state *st = calloc(1, sizeof *st);
-    char *pattern = NULL, *yaml = NULL;
+    char *pattern = NULL;
     int rc = 0;
     if (!st)
         return NF_FAIL(err, NF_ENOMEM, "out of memory");
@@ -216,31 +178,18 @@ static int collection_setup(const struct nf_bench_ctx *ctx, void **state, struct
         }
         st->have_files = true;
     } else {
-        /* The budget is generous on purpose: `lazy` alone decides how subjects are
-         * read, not a shortage of memory. */
-        yaml = nf_asprintf(
-            "nlflow: 1\n"
-            "name: bench-collection\n"
-            "settings: {memory: %" PRIu64 ", threads: %d, outputs: out}\n"
-            "nodes:\n"
+        /* with the generous budget, `lazy` alone decides how subjects are read */
+        NF_TRY(rc = nf_bench_write_pipeline(ctx, "bench-collection", &st->pipeline, err,
             "  bold: {type: load, path: '%s', lazy: %s}\n"
             "  brain: {type: load, path: '%s/mask.nii.gz'}\n"
             "  voxels: {type: mask, in: {data: bold, mask: brain}}\n"
             "  stats: {type: moments, in: {data: voxels}}\n",
-            nf_physical_memory() / 2, ctx->threads, pattern,
-            st->mode == COLL_LAZY ? "true" : "false", ctx->data_dir);
-        st->pipeline = nf_path_join(ctx->work_dir, "pipeline.yaml");
-        if (!yaml || !st->pipeline) {
-            rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
-            goto fail;
-        }
-        NF_TRY(rc = nf_write_file_atomic(st->pipeline, yaml, strlen(yaml), err));
+            pattern, st->mode == COLL_LAZY ? "true" : "false", ctx->data_dir));
     }
     *state = st;
     st = NULL;
 fail:
     collection_teardown(st);
-    free(yaml);
     free(pattern);
     return rc;
 }
@@ -374,8 +323,8 @@ static const struct nf_ynode *find_condition(const struct nf_ynode *conds, const
                                              double subjects)
 {
     for (size_t i = 0; conds && i < conds->n; i++) {
-        const char *m = nf_bench_jstr(conds->items[i], "measure.mode");
-        if (m && strcmp(m, mode) == 0 && nf_bench_jnum(conds->items[i], "size.0") == subjects)
+        const char *m = nf_ypath_str(conds->items[i], "measure.mode");
+        if (m && strcmp(m, mode) == 0 && nf_ypath_num(conds->items[i], "size.0") == subjects)
             return conds->items[i];
     }
     return NULL;
@@ -387,16 +336,16 @@ void nf_bench_collection_notes(const struct nf_ynode *domain_result, struct nf_s
     bool any = false;
     for (size_t i = 0; conds && i < conds->n; i++) {
         const struct nf_ynode *lazy = conds->items[i];
-        const char *m = nf_bench_jstr(lazy, "measure.mode");
+        const char *m = nf_ypath_str(lazy, "measure.mode");
         if (!m || strcmp(m, "lazy") != 0)
             continue;
-        double n = nf_bench_jnum(lazy, "size.0");
+        double n = nf_ypath_num(lazy, "size.0");
         const struct nf_ynode *floor = find_condition(conds, "read_only", n);
         const struct nf_ynode *mem = find_condition(conds, "in_memory", n);
-        double subject = nf_bench_jnum(lazy, "measure.subject_bytes");
-        double peak = nf_bench_jnum(lazy, "measure.rss_peak_sampled") -
-                      nf_bench_jnum(lazy, "measure.rss_baseline");
-        double t = nf_bench_jnum(lazy, "measure.median_s");
+        double subject = nf_ypath_num(lazy, "measure.subject_bytes");
+        double peak = nf_ypath_num(lazy, "measure.rss_peak_sampled") -
+                      nf_ypath_num(lazy, "measure.rss_baseline");
+        double t = nf_ypath_num(lazy, "measure.median_s");
         if (!any)
             nf_strbuf_addf(md, "\nTargets (issue 7): lazy peak RSS below 2 x one subject's "
                                "data (images x voxels x 4 bytes); lazy time within 1.2 x "
@@ -409,14 +358,14 @@ void nf_bench_collection_notes(const struct nf_ynode *domain_result, struct nf_s
         nf_strbuf_addf(md, "): %s", peak < 2 * subject ? "met" : "**not met**");
         if (mem) {
             nf_strbuf_addf(md, "; in memory ");
-            nf_bench_add_bytes(md, nf_bench_jnum(mem, "measure.rss_peak_sampled") -
-                                   nf_bench_jnum(mem, "measure.rss_baseline"));
+            nf_bench_add_bytes(md, nf_ypath_num(mem, "measure.rss_peak_sampled") -
+                                   nf_ypath_num(mem, "measure.rss_baseline"));
         }
         if (floor) {
-            double ratio = t / nf_bench_jnum(floor, "measure.median_s");
+            double ratio = t / nf_ypath_num(floor, "measure.median_s");
             nf_strbuf_addf(md, "; reading the files alone ");
-            nf_bench_add_bytes(md, nf_bench_jnum(floor, "measure.rss_peak_sampled") -
-                                   nf_bench_jnum(floor, "measure.rss_baseline"));
+            nf_bench_add_bytes(md, nf_ypath_num(floor, "measure.rss_peak_sampled") -
+                                   nf_ypath_num(floor, "measure.rss_baseline"));
             nf_strbuf_addf(md, ". Lazy time %.2f x the read-only floor: %s", ratio,
                            ratio <= 1.2 ? "met" : "**not met**");
         }

@@ -106,61 +106,17 @@ static void gpu_teardown(void *state)
 
 /* ---- the searchlight's brain ---- */
 
-#define SL_VOXEL_MM 3.0
-
-struct voxel_rank {
-    double dist2;
-    int64_t index;
-};
-
-static int by_distance(const void *pa, const void *pb)
-{
-    const struct voxel_rank *a = pa, *b = pb;
-    if (a->dist2 != b->dist2)
-        return a->dist2 < b->dist2 ? -1 : 1;
-    return a->index < b->index ? -1 : a->index > b->index;
-}
-
-/* The predict domain's brain: the `voxels` voxels nearest the centre of a
- * tight 3 mm grid in the metric of an ellipsoid with a brain's proportions,
- * x flipped as in MNI space. */
+/* The predict domain's brain (bench.h): the `voxels` voxels nearest the
+ * centre of a tight 3 mm grid in the metric of an ellipsoid with a brain's
+ * proportions, x flipped as in MNI space. */
 static struct nf_geom *brain_geom(int64_t voxels, struct nf_error *err)
 {
-    const double shape[3] = { 0.9, 1.1, 0.85 };
-    double axes[3], s = cbrt((double)voxels / (4.0 / 3.0 * M_PI * shape[0] * shape[1] * shape[2]));
-    struct nf_grid g = { 0 };
-    for (int a = 0; a < 3; a++) {
-        axes[a] = s * shape[a];
-        g.dim[a] = 2 * (int64_t)ceil(axes[a]) + 5;
-        g.pixdim[a] = SL_VOXEL_MM;
-        g.affine[a][a] = a == 0 ? -SL_VOXEL_MM : SL_VOXEL_MM;
-        g.affine[a][3] = (a == 0 ? 1 : -1) * SL_VOXEL_MM * (double)(g.dim[a] - 1) / 2.0;
-    }
-    g.affine[3][3] = 1;
-    g.sform_code = g.qform_code = 1;
-    const int64_t nx = g.dim[0], ny = g.dim[1], n = nf_grid_nvox(&g);
-    struct voxel_rank *rank = malloc((size_t)n * sizeof *rank);
-    float *mask = calloc((size_t)n, sizeof *mask);
-    struct nf_geom *geom = NULL;
-    if (rank && mask) {
-        for (int64_t idx = 0; idx < n; idx++) {
-            double d[3] = { (double)(idx % nx), (double)(idx / nx % ny), (double)(idx / nx / ny) };
-            rank[idx].dist2 = 0;
-            for (int a = 0; a < 3; a++) {
-                double c = (d[a] - (double)(g.dim[a] - 1) / 2.0) / axes[a];
-                rank[idx].dist2 += c * c;
-            }
-            rank[idx].index = idx;
-        }
-        qsort(rank, (size_t)n, sizeof *rank, by_distance);
-        for (int64_t i = 0; i < voxels && i < n; i++)
-            mask[rank[i].index] = 1.0f;
-        geom = nf_geom_from_mask(&g, mask);
-    }
-    if (!geom)
+    struct nf_grid g = nf_bench_brain_grid(voxels);
+    float *mask = nf_bench_brain_mask(&g, voxels, err);
+    struct nf_geom *geom = mask ? nf_geom_from_mask(&g, mask) : NULL;
+    if (mask && !geom)
         NF_FAIL(err, NF_ENOMEM, "out of memory for the searchlight's brain");
-    free(rank);
-    free(mask);
+    nf_free_aligned(mask);
     return geom;
 }
 
@@ -204,7 +160,7 @@ static int searchlight_setup(struct gpu_state *st, const struct nf_bench_ctx *ct
     for (int64_t v = 0; v < V; v++) {
         int64_t idx = geom->index[v];
         double dx = (double)(idx % nx) - cx, dy = (double)(idx / nx % ny) - cy, dz = (double)(idx / nx / ny) - cz;
-        bool planted = (dx * dx + dy * dy + dz * dz) * SL_VOXEL_MM * SL_VOXEL_MM <= 81.0;
+        bool planted = (dx * dx + dy * dy + dz * dz) * NF_BENCH_BRAIN_MM * NF_BENCH_BRAIN_MM <= 81.0;
         double off = 5 * nf_rand_normal(&seed);
         for (int64_t i = 0; i < n; i++)
             X[i * V + v] = (float)(off + nf_rand_normal(&seed) + (planted && y[i] == 1.0f ? 1.0 : 0.0));
@@ -214,10 +170,9 @@ fail:
     return rc;
 }
 
-/* FLOPs of the closed forms over the actual spheres (as the predict domain):
- * per sphere and fold (m voxels, n_t training and n_v validation rows,
- * s = min(m, n_t)): primal (m <= n_t) Gram 2 m² n_t and Z_tᵀ T 2 m n_t; dual
- * Gram 2 (n_t + n_v) n_t m; Cholesky s³/3, solves 2 s², decisions 2 n_v s. */
+/* FLOPs of the closed forms over the actual spheres, per sphere and fold as
+ * the predict domain counts them (nf_bench_sphere_fold_flops), with folds of
+ * n / k rows (the first n mod k one more). */
 static double searchlight_flops(const struct nf_bench_ctx *ctx)
 {
     struct nf_error err = { 0 };
@@ -231,9 +186,8 @@ static double searchlight_flops(const struct nf_bench_ctx *ctx)
             if (m < 2)
                 continue;
             for (int64_t f = 0; f < k; f++) {
-                double nv = (double)(n / k + (f < n % k)), nt = (double)n - nv, sz = m <= nt ? m : nt;
-                double gram = m <= nt ? 2 * m * m * nt + 2 * m * nt : 2 * (nt + nv) * nt * m;
-                total += gram + sz * sz * sz / 3 + 2 * sz * sz + 2 * nv * sz;
+                double nv = (double)(n / k + (f < n % k));
+                total += nf_bench_sphere_fold_flops(m, (double)n - nv, nv);
             }
         }
     }
@@ -437,13 +391,9 @@ const struct nf_bench_condition nf_bench_gpu_conditions[] = {
 
 void nf_bench_gpu_notes(const struct nf_ynode *domain_result, struct nf_strbuf *md)
 {
-    const struct nf_ynode *conds = nf_ymap_get(domain_result, "conditions");
+    const struct nf_ynode *c;
     bool any = false;
-    for (size_t i = 0; conds && i < conds->n; i++) {
-        const struct nf_ynode *c = conds->items[i];
-        const char *status = nf_bench_jstr(c, "status");
-        if (!status || strcmp(status, "ok") != 0)
-            continue;
+    for (size_t i = 0; (c = nf_bench_next_ok(domain_result, &i));) {
         if (!any)
             nf_strbuf_addf(md, "\nGPU nodes (issue 8), called directly on in-memory data; each median "
                                "includes the node's uploads, downloads and host work. The CPU node ran once "
@@ -452,27 +402,27 @@ void nf_bench_gpu_notes(const struct nf_ynode *domain_result, struct nf_strbuf *
                                "4.8 TB/s (permute: null values written and read once each). Target: at least "
                                "30 x over the CPU on the 230k-voxel cases.\n\n");
         any = true;
-        const char *name = nf_bench_jstr(c, "name"), *bound = nf_bench_jstr(c, "measure.bound");
-        double t = nf_bench_jnum(c, "measure.gpu_median_s"), cpu = nf_bench_jnum(c, "measure.cpu_s");
-        double speedup = nf_bench_jnum(c, "measure.speedup_vs_cpu");
+        const char *name = nf_ypath_str(c, "name"), *bound = nf_ypath_str(c, "measure.bound");
+        double t = nf_ypath_num(c, "measure.gpu_median_s"), cpu = nf_ypath_num(c, "measure.cpu_s");
+        double speedup = nf_ypath_num(c, "measure.speedup_vs_cpu");
         bool whole_brain = name && strstr(name, "v=230000");
         nf_strbuf_addf(md, "- %s: GPU ", name ? name : "?");
         nf_bench_add_seconds(md, t);
         if (bound && strcmp(bound, "hbm") == 0)
             nf_strbuf_addf(md, " (%.1f%% of HBM bandwidth, %.1f%% of FP32 peak)",
-                           nf_bench_jnum(c, "measure.pct_hbm_peak"), nf_bench_jnum(c, "measure.pct_fp32_peak"));
+                           nf_ypath_num(c, "measure.pct_hbm_peak"), nf_ypath_num(c, "measure.pct_fp32_peak"));
         else
-            nf_strbuf_addf(md, " (%.1f%% of FP32 peak)", nf_bench_jnum(c, "measure.pct_fp32_peak"));
+            nf_strbuf_addf(md, " (%.1f%% of FP32 peak)", nf_ypath_num(c, "measure.pct_fp32_peak"));
         nf_strbuf_addf(md, ", CPU ");
         nf_bench_add_seconds(md, cpu);
         nf_strbuf_addf(md, ": %.1f x", speedup);
         if (whole_brain)
             nf_strbuf_addf(md, " (target 30 x: %s)", speedup >= 30 ? "met" : "**not met**");
-        double agree = nf_bench_jnum(c, "measure.agree_fraction");
-        const char *same = nf_bench_jstr(c, "measure.agree_output"), *diff = nf_bench_jstr(c, "measure.diff_output");
+        double agree = nf_ypath_num(c, "measure.agree_fraction");
+        const char *same = nf_ypath_str(c, "measure.agree_output"), *diff = nf_ypath_str(c, "measure.diff_output");
         if (isfinite(agree) && same && diff)
             nf_strbuf_addf(md, "; %s identical to the CPU's in %.3f%% of voxels, largest |%s difference| %.2g", same,
-                           100 * agree, diff, nf_bench_jnum(c, "measure.max_diff"));
+                           100 * agree, diff, nf_ypath_num(c, "measure.max_diff"));
         nf_strbuf_addf(md, ".\n");
     }
 }

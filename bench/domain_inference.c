@@ -202,7 +202,7 @@ static int inference_setup(const struct nf_bench_ctx *ctx, void **state, struct 
     const int variant = ctx->cond->variant;
     const char *input = variants[variant].input;
     struct inference_state *st = calloc(1, sizeof *st);
-    char *extra_node = NULL, *extra_port = NULL, *yaml = NULL;
+    char *extra_node = NULL, *extra_port = NULL;
     int rc = 0;
     if (!st)
         return NF_FAIL(err, NF_ENOMEM, "out of memory");
@@ -211,33 +211,26 @@ static int inference_setup(const struct nf_bench_ctx *ctx, void **state, struct 
     extra_node = input ? nf_asprintf("  %s: {type: load, path: '%s/%s.npy'}\n", input, ctx->data_dir, input)
                        : nf_strdup("");
     extra_port = input ? nf_asprintf(", %s: %s", input, input) : nf_strdup("");
+    if (!extra_node || !extra_port) {
+        rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
     /* stat is the one/two-sample statistic; correlation takes method instead */
-    yaml = extra_node && extra_port ? nf_asprintf(
-        "nlflow: 1\n"
-        "name: bench-inference\n"
-        "settings: {memory: %" PRIu64 ", threads: %d, outputs: out}\n"
-        "nodes:\n"
+    NF_TRY(rc = nf_bench_write_pipeline(ctx, "bench-inference", &st->pipeline, err,
         "  maps: {type: load, path: '%s/data.npy'}\n"
         "%s"
         "  perm: {type: permute, in: {data: maps%s}, test: %s, %s: %s, tail: two,"
         " n_permutations: %" PRId64 ", seed: %d, exact: never, chunk: %d}\n"
         "  keep: {type: summarize, in: {p: perm.p, p_fwe: perm.p_fwe}}\n",
-        nf_physical_memory() / 2, ctx->threads, ctx->data_dir, extra_node, extra_port, variants[variant].test,
+        ctx->data_dir, extra_node, extra_port, variants[variant].test,
         variant == CORR_PEARSON ? "method" : "stat", variants[variant].stat,
-        ctx->size[2], INF_SEED, INF_CHUNK) : NULL;
-    st->pipeline = nf_path_join(ctx->work_dir, "pipeline.yaml");
-    if (!yaml || !st->pipeline) {
-        rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
-        goto fail;
-    }
-    NF_TRY(rc = nf_write_file_atomic(st->pipeline, yaml, strlen(yaml), err));
+        ctx->size[2], INF_SEED, INF_CHUNK));
     *state = st;
     st = NULL;
 fail:
     inference_teardown(st);
     free(extra_node);
     free(extra_port);
-    free(yaml);
     return rc;
 }
 
@@ -320,13 +313,9 @@ const struct nf_bench_condition nf_bench_inference_conditions[] = {
 
 void nf_bench_inference_notes(const struct nf_ynode *domain_result, struct nf_strbuf *md)
 {
-    const struct nf_ynode *conds = nf_ymap_get(domain_result, "conditions");
+    const struct nf_ynode *c;
     bool any = false;
-    for (size_t i = 0; conds && i < conds->n; i++) {
-        const struct nf_ynode *c = conds->items[i];
-        const char *status = nf_bench_jstr(c, "status");
-        if (!status || strcmp(status, "ok") != 0)
-            continue;
+    for (size_t i = 0; (c = nf_bench_next_ok(domain_result, &i));) {
         if (!any)
             nf_strbuf_addf(md, "\nTargets (issue 5). The permute node's time within 1.5 x the GEMM-bound "
                                "floor, where floor = the FLOPs of the null GEMMs, 2 N n V (the epilogue, "
@@ -351,15 +340,14 @@ void nf_bench_inference_notes(const struct nf_ynode *domain_result, struct nf_st
                                "correlation permutation test, so those have the NumPy peer alone. "
                                "Both run with as many BLAS threads as nlflow.\n\n");
         any = true;
-        double t = nf_bench_jnum(c, "measure.median_s");
-        double flops = nf_bench_jnum(c, "measure.flops");
-        double rate = nf_bench_jnum(c, "matched_sgemm.gflops");
+        double t = nf_ypath_num(c, "measure.median_s");
+        double flops = nf_ypath_num(c, "measure.flops");
+        double rate = nf_ypath_num(c, "matched_sgemm.gflops");
         double floor_s = flops / (rate * 1e9);
-        double data_bytes = nf_bench_jnum(c, "measure.data_bytes");
-        double peak = nf_bench_jnum(c, "measure.rss_peak_sampled") - nf_bench_jnum(c, "measure.rss_baseline");
-        double speedup = nf_bench_jnum(c, "speedup");
-        double node = nf_bench_jnum(c, "measure.node_median_s");
-        nf_strbuf_addf(md, "- %s: node ", nf_bench_jstr(c, "name"));
+        double data_bytes = nf_ypath_num(c, "measure.data_bytes");
+        double peak = nf_ypath_num(c, "measure.rss_peak_sampled") - nf_ypath_num(c, "measure.rss_baseline");
+        double node = nf_ypath_num(c, "measure.node_median_s");
+        nf_strbuf_addf(md, "- %s: node ", nf_ypath_str(c, "name"));
         if (isfinite(node)) {
             nf_bench_add_seconds(md, node);
             nf_strbuf_addf(md, " = %.2f x the floor of ", node / floor_s);
@@ -371,27 +359,12 @@ void nf_bench_inference_notes(const struct nf_ynode *domain_result, struct nf_st
                        !isfinite(node) ? "—" : node <= 1.5 * floor_s ? "met" : "**not met**");
         nf_bench_add_seconds(md, t);
         nf_strbuf_addf(md, " (%.2f x); ", t / floor_s);
-        const char *peer_status = nf_bench_jstr(c, "peer.status");
-        const char *script = nf_bench_jstr(c, "peer.script");
-        if (isfinite(speedup))
-            nf_strbuf_addf(md, "speedup over %s %.2f x: %s", script ? script : "the peer", speedup,
-                           speedup > 1.0 ? "met" : "**not met**");
-        else
-            nf_strbuf_addf(md, "%s %s (%s)", script ? script : "peer", peer_status ? peer_status : "not run",
-                           nf_bench_jstr(c, "peer.reason") ? nf_bench_jstr(c, "peer.reason") : "—");
+        nf_bench_add_peer_speedup(md, c);
         nf_strbuf_addf(md, "; peak RSS ");
         nf_bench_add_bytes(md, peak);
         nf_strbuf_addf(md, " for ");
         nf_bench_add_bytes(md, data_bytes);
         nf_strbuf_addf(md, " of data.\n");
     }
-    /* The table names only the first peer; name MNE too. */
-    const char *mne = NULL;
-    for (size_t i = 0; conds && i < conds->n && !mne; i++) {
-        const char *script = nf_bench_jstr(conds->items[i], "peer.script");
-        if (script && strcmp(script, "permute_mne.py") == 0)
-            mne = nf_bench_jstr(conds->items[i], "peer.result.peer");
-    }
-    if (mne)
-        nf_strbuf_addf(md, "\nPeer: `bench/peers/permute_mne.py` (%s).\n", mne);
+    nf_bench_name_peer(md, domain_result, "permute_mne.py");   /* the table names only the first */
 }

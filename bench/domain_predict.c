@@ -49,7 +49,6 @@
 #include "value.h"
 #include "ytree.h"
 
-#define VOXEL_MM 3.0
 #define FOLD_SEED 0
 
 enum predict_variant { WB_SVM, ROI_SVM, SL_SVM, SL_RIDGE, SL_RIDGE_FULL };
@@ -73,79 +72,6 @@ static bool file_exists(const char *path)
 {
     struct stat st;
     return stat(path, &st) == 0;
-}
-
-/* ---- the brain ---- */
-
-/* Semi-axes of the ellipsoid in voxels for `voxels` voxels, in the proportions
- * of a brain (left-right, anterior-posterior, inferior-superior). */
-static void ellipsoid_axes(int64_t voxels, double axes[3])
-{
-    const double shape[3] = { 0.9, 1.1, 0.85 };
-    double s = cbrt((double)voxels / (4.0 / 3.0 * M_PI * shape[0] * shape[1] * shape[2]));
-    for (int a = 0; a < 3; a++)
-        axes[a] = s * shape[a];
-}
-
-/* A tight grid around the ellipsoid at 3 mm, x flipped as in MNI space, the
- * world origin at the grid's centre. */
-static struct nf_grid bench_grid(int64_t voxels)
-{
-    double axes[3];
-    struct nf_grid g = { 0 };
-    ellipsoid_axes(voxels, axes);
-    for (int a = 0; a < 3; a++) {
-        g.dim[a] = 2 * (int64_t)ceil(axes[a]) + 5;
-        g.pixdim[a] = VOXEL_MM;
-        g.affine[a][a] = a == 0 ? -VOXEL_MM : VOXEL_MM;
-        g.affine[a][3] = (a == 0 ? 1 : -1) * VOXEL_MM * (double)(g.dim[a] - 1) / 2.0;
-    }
-    g.affine[3][3] = 1;
-    g.sform_code = g.qform_code = 1;
-    return g;
-}
-
-struct voxel_rank {
-    double dist2;
-    int64_t index;
-};
-
-static int by_distance(const void *pa, const void *pb)
-{
-    const struct voxel_rank *a = pa, *b = pb;
-    if (a->dist2 != b->dist2)
-        return a->dist2 < b->dist2 ? -1 : 1;
-    return a->index < b->index ? -1 : a->index > b->index;   /* ties: storage order */
-}
-
-/* 1 for the `voxels` voxels nearest the centre in the ellipsoid's metric. */
-static float *make_mask(const struct nf_grid *g, int64_t voxels, struct nf_error *err)
-{
-    const int64_t nx = g->dim[0], ny = g->dim[1], n = nf_grid_nvox(g);
-    double axes[3];
-    struct voxel_rank *rank = malloc((size_t)n * sizeof *rank);
-    float *mask = nf_alloc_floats((size_t)n);
-    if (!rank || !mask) {
-        free(rank);
-        nf_free_aligned(mask);
-        NF_FAIL(err, NF_ENOMEM, "out of memory");
-        return NULL;
-    }
-    ellipsoid_axes(voxels, axes);
-    for (int64_t idx = 0; idx < n; idx++) {
-        double d[3] = { (double)(idx % nx), (double)(idx / nx % ny), (double)(idx / nx / ny) };
-        rank[idx].dist2 = 0;
-        for (int a = 0; a < 3; a++) {
-            double c = (d[a] - (double)(g->dim[a] - 1) / 2.0) / axes[a];
-            rank[idx].dist2 += c * c;
-        }
-        rank[idx].index = idx;
-    }
-    qsort(rank, (size_t)n, sizeof *rank, by_distance);
-    for (int64_t i = 0; i < voxels && i < n; i++)
-        mask[rank[i].index] = 1.0f;
-    free(rank);
-    return mask;
 }
 
 /* ---- input files ---- */
@@ -173,8 +99,8 @@ static int bench_data_make(const int64_t size[4], struct bench_data *b, struct n
     const int64_t n = size[0], voxels = size[1], k = size[2];
     uint64_t seed = 0x707265646963ull + (uint64_t)(n * 7919 + voxels);
     memset(b, 0, sizeof *b);
-    b->grid = bench_grid(voxels);
-    if (!(b->mask = make_mask(&b->grid, voxels, err)))
+    b->grid = nf_bench_brain_grid(voxels);
+    if (!(b->mask = nf_bench_brain_mask(&b->grid, voxels, err)))
         return err->code;
     b->geom = nf_geom_from_mask(&b->grid, b->mask);
     b->cls = malloc((size_t)n * sizeof *b->cls);
@@ -301,7 +227,7 @@ fail:
  *   Cholesky s³/3, solves 2 s², decisions 2 n_v s.
  * The gathers and standardisation (n m) are memory work, not counted. svm is
  * iterative: no FLOP count (0). */
-static double sphere_fold_flops(double m, double nt, double nv)
+double nf_bench_sphere_fold_flops(double m, double nt, double nv)
 {
     double s = m <= nt ? m : nt;
     double gram = m <= nt ? 2 * m * m * nt + 2 * m * nt : 2 * (nt + nv) * nt * m;
@@ -329,7 +255,7 @@ static int searchlight_shape(const struct nf_bench_ctx *ctx, struct sl_shape *ou
         for (int64_t c = 0; c < s.n_centres; c++) {
             int64_t m = s.indptr[c + 1] - s.indptr[c];
             if (m >= 2)
-                out->flops += sphere_fold_flops((double)m, (double)(n - nv), (double)nv);
+                out->flops += nf_bench_sphere_fold_flops((double)m, (double)(n - nv), (double)nv);
         }
     }
     out->mean_sphere = (double)s.indptr[s.n_centres] / (double)s.n_centres;
@@ -352,7 +278,7 @@ static double predict_flops(const struct nf_bench_ctx *ctx)
 /* Bytes read: the whole 4D image (in and out of the mask). */
 static double predict_bytes(const struct nf_bench_ctx *ctx)
 {
-    struct nf_grid g = bench_grid(ctx->size[1]);
+    struct nf_grid g = nf_bench_brain_grid(ctx->size[1]);
     return 4.0 * (double)ctx->size[0] * (double)nf_grid_nvox(&g);
 }
 
@@ -377,80 +303,42 @@ static void predict_matched(const struct nf_bench_ctx *ctx, int64_t mnk[3])
 
 /* ---- the measured run ---- */
 
-struct predict_state {
-    char *pipeline;
-    int threads;
-};
-
-static void predict_teardown(void *state)
-{
-    struct predict_state *st = state;
-    if (!st)
-        return;
-    free(st->pipeline);
-    free(st);
-}
-
 static int predict_setup(const struct nf_bench_ctx *ctx, void **state, struct nf_error *err)
 {
     const int variant = ctx->cond->variant;
-    struct predict_state *st = calloc(1, sizeof *st);
-    struct nf_strbuf y;
-    int rc = 0;
-    if (!st)
-        return NF_FAIL(err, NF_ENOMEM, "out of memory");
-    st->threads = ctx->threads;
-    nf_strbuf_init(&y);
     const char *D = ctx->data_dir;
-    nf_strbuf_addf(&y,
-                   "nlflow: 1\n"
-                   "name: bench-predict\n"
-                   "settings: {memory: %" PRIu64 ", threads: %d, outputs: out}\n"
-                   "nodes:\n"
-                   "  bold: {type: load, path: '%s/data.nii'}\n"
-                   "  brain: {type: load, path: '%s/mask.nii'}\n"
-                   "  y: {type: load, path: '%s/labels.tsv'}\n",
-                   nf_physical_memory() / 2, ctx->threads, D, D, D);
+    char *decode;   /* the variant's nodes */
+    int rc;
     if (variant == ROI_SVM)
-        nf_strbuf_addf(&y,
-                       "  atlas: {type: load, path: '%s/atlas.nii'}\n"
-                       "  voxels: {type: mask, in: {data: bold, mask: brain, atlas: atlas}}\n"
-                       "  decode: {type: predict, in: {X: voxels, y: y, labels: voxels.labels}, mode: roi,"
-                       " model: svm, cv: %" PRId64 ", seed: %d}\n"
-                       "  keep: {type: summarize, in: {accuracy: decode.map, table: decode.table}}\n",
-                       D, ctx->size[2], FOLD_SEED);
+        decode = nf_asprintf("  atlas: {type: load, path: '%s/atlas.nii'}\n"
+                             "  voxels: {type: mask, in: {data: bold, mask: brain, atlas: atlas}}\n"
+                             "  decode: {type: predict, in: {X: voxels, y: y, labels: voxels.labels}, mode: roi,"
+                             " model: svm, cv: %" PRId64 ", seed: %d}\n"
+                             "  keep: {type: summarize, in: {accuracy: decode.map, table: decode.table}}\n",
+                             D, ctx->size[2], FOLD_SEED);
     else if (variant == WB_SVM)
-        nf_strbuf_addf(&y,
-                       "  voxels: {type: mask, in: {data: bold, mask: brain}}\n"
-                       "  decode: {type: predict, in: {X: voxels, y: y}, mode: whole_brain, model: svm,"
-                       " cv: %" PRId64 ", seed: %d}\n"
-                       "  keep: {type: summarize, in: {weights: decode.weights, predictions: decode.predictions}}\n",
-                       ctx->size[2], FOLD_SEED);
+        decode = nf_asprintf("  voxels: {type: mask, in: {data: bold, mask: brain}}\n"
+                             "  decode: {type: predict, in: {X: voxels, y: y}, mode: whole_brain, model: svm,"
+                             " cv: %" PRId64 ", seed: %d}\n"
+                             "  keep: {type: summarize, in: {weights: decode.weights, predictions: "
+                             "decode.predictions}}\n",
+                             ctx->size[2], FOLD_SEED);
     else
-        nf_strbuf_addf(&y,
-                       "  voxels: {type: mask, in: {data: bold, mask: brain}}\n"
-                       "  decode: {type: predict, in: {X: voxels, y: y}, mode: searchlight, model: %s,"
-                       " radius: %" PRId64 ", cv: %" PRId64 ", seed: %d}\n"
-                       "  keep: {type: summarize, in: {accuracy: decode.map}}\n",
-                       variants[variant].model, ctx->size[3], ctx->size[2], FOLD_SEED);
-    st->pipeline = nf_path_join(ctx->work_dir, "pipeline.yaml");
-    if (y.oom || !st->pipeline) {
-        rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
-        goto fail;
-    }
-    NF_TRY(rc = nf_write_file_atomic(st->pipeline, y.buf, y.len, err));
-    *state = st;
-    st = NULL;
-fail:
-    predict_teardown(st);
-    nf_strbuf_release(&y);
+        decode = nf_asprintf("  voxels: {type: mask, in: {data: bold, mask: brain}}\n"
+                             "  decode: {type: predict, in: {X: voxels, y: y}, mode: searchlight, model: %s,"
+                             " radius: %" PRId64 ", cv: %" PRId64 ", seed: %d}\n"
+                             "  keep: {type: summarize, in: {accuracy: decode.map}}\n",
+                             variants[variant].model, ctx->size[3], ctx->size[2], FOLD_SEED);
+    if (!decode)
+        return NF_FAIL(err, NF_ENOMEM, "out of memory");
+    rc = nf_bench_pipeline_setup(ctx, "bench-predict", state, err,
+                                 "  bold: {type: load, path: '%s/data.nii'}\n"
+                                 "  brain: {type: load, path: '%s/mask.nii'}\n"
+                                 "  y: {type: load, path: '%s/labels.tsv'}\n"
+                                 "%s",
+                                 D, D, D, decode);
+    free(decode);
     return rc;
-}
-
-static int predict_run_once(void *state, struct nf_error *err)
-{
-    struct predict_state *st = state;
-    return nf_bench_run_pipeline(st->pipeline, st->threads, false, err);
 }
 
 /* The mode, model and folds; the spheres of a searchlight. */
@@ -472,9 +360,9 @@ static void predict_describe(const struct nf_bench_ctx *ctx, void *state, struct
 }
 
 #define PREDICT_ROW(name, runs, n, v, k, extra, variant, mode, with_flops)                             \
-    { name, runs, { n, v, k, extra }, variant, predict_prepare, predict_setup, predict_run_once,         \
-      predict_teardown, predict_flops, predict_bytes, with_flops ? predict_matched : NULL,              \
-      predict_describe, "predict_sklearn.py", mode, false }
+    { name, runs, { n, v, k, extra }, variant, predict_prepare, predict_setup,                         \
+      nf_bench_pipeline_run_once, nf_bench_pipeline_teardown, predict_flops, predict_bytes,             \
+      with_flops ? predict_matched : NULL, predict_describe, "predict_sklearn.py", mode, false }
 
 /* Sizes in names as key=value, so the report's plot draws one line per kind. */
 const struct nf_bench_condition nf_bench_predict_conditions[] = {
@@ -499,12 +387,11 @@ const struct nf_bench_condition nf_bench_predict_conditions[] = {
 
 void nf_bench_predict_notes(const struct nf_ynode *domain_result, struct nf_strbuf *md)
 {
-    const struct nf_ynode *conds = nf_ymap_get(domain_result, "conditions");
+    const struct nf_ynode *c;
     bool any = false;
-    for (size_t i = 0; conds && i < conds->n; i++) {
-        const struct nf_ynode *c = conds->items[i];
-        const char *status = nf_bench_jstr(c, "status"), *name = nf_bench_jstr(c, "name");
-        if (!status || strcmp(status, "ok") != 0 || !name)
+    for (size_t i = 0; (c = nf_bench_next_ok(domain_result, &i));) {
+        const char *name = nf_ypath_str(c, "name");
+        if (!name)
             continue;
         if (!any)
             nf_strbuf_addf(md, "\nTargets (issue 6). At least 10 x faster than scikit-learn on the searchlight "
@@ -518,24 +405,24 @@ void nf_bench_predict_notes(const struct nf_ynode *domain_result, struct nf_strb
                                "joblib processes, one per thread). Times include reading the data.\n\n");
         any = true;
         bool ridge_sl = strncmp(name, "searchlight[ridge_classifier", 28) == 0;
-        double t = nf_bench_jnum(c, "measure.median_s"), speedup = nf_bench_jnum(c, "speedup");
+        double t = nf_ypath_num(c, "measure.median_s"), speedup = nf_ypath_num(c, "speedup");
         double want = ridge_sl ? 10.0 : 1.0;
         nf_strbuf_addf(md, "- %s: ", name);
         nf_bench_add_seconds(md, t);
         if (isfinite(speedup)) {
             nf_strbuf_addf(md, ", %.1f x scikit-learn (", speedup);
-            nf_bench_add_seconds(md, nf_bench_jnum(c, "peer.result.median_s"));
-            double sampled = nf_bench_jnum(c, "peer.result.sampled_spheres");
+            nf_bench_add_seconds(md, nf_ypath_num(c, "peer.result.median_s"));
+            double sampled = nf_ypath_num(c, "peer.result.sampled_spheres");
             if (isfinite(sampled))
                 nf_strbuf_addf(md, ", scaled from %.0f of %.0f spheres", sampled,
-                               nf_bench_jnum(c, "peer.result.spheres"));
-            const char *match = nf_bench_jstr(c, "peer.result.folds_match_sklearn");
+                               nf_ypath_num(c, "peer.result.spheres"));
+            const char *match = nf_ypath_str(c, "peer.result.folds_match_sklearn");
             nf_strbuf_addf(md, "%s): target %s %.0f x: %s", match && strcmp(match, "true") != 0 ?
                            "; folds differ from sklearn's" : "", ridge_sl ? ">=" : ">", want,
                            (ridge_sl ? speedup >= want : speedup > want) ? "met" : "**not met**");
         } else {
-            const char *reason = nf_bench_jstr(c, "peer.reason");
-            nf_strbuf_addf(md, ", peer %s (%s)", nf_bench_jstr(c, "peer.status") ? nf_bench_jstr(c, "peer.status")
+            const char *reason = nf_ypath_str(c, "peer.reason");
+            nf_strbuf_addf(md, ", peer %s (%s)", nf_ypath_str(c, "peer.status") ? nf_ypath_str(c, "peer.status")
                                                                                   : "not run",
                            reason ? reason : "—");
         }

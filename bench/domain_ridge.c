@@ -188,60 +188,15 @@ fail:
 
 /* ---- the measured run ---- */
 
-struct ridge_state {
-    char *pipeline;
-    int threads;
-};
-
-static void ridge_teardown(void *state)
-{
-    struct ridge_state *st = state;
-    if (!st)
-        return;
-    free(st->pipeline);
-    free(st);
-}
-
 static int ridge_setup(const struct nf_bench_ctx *ctx, void **state, struct nf_error *err)
 {
-    struct ridge_state *st = calloc(1, sizeof *st);
-    char *yaml = NULL;
-    int rc = 0;
-    if (!st)
-        return NF_FAIL(err, NF_ENOMEM, "out of memory");
-    st->threads = ctx->threads;
-    /* A generous budget, as in the collection domain: the RSS target is about
-     * what the node needs, not about what it is allowed. */
-    yaml = nf_asprintf(
-        "nlflow: 1\n"
-        "name: bench-ridge\n"
-        "settings: {memory: %" PRIu64 ", threads: %d, outputs: out}\n"
-        "nodes:\n"
+    return nf_bench_pipeline_setup(ctx, "bench-ridge", state, err,
         "  design: {type: load, path: '%s/X.npy'}\n"
         "  brain: {type: load, path: '%s/Y.npy'}\n"
         "  fit: {type: ridge, in: {X: design, Y: brain}, alphas: " RIDGE_ALPHA_GRID ", cv: %d,"
         " alpha_mode: per_voxel}\n"
         "  keep: {type: summarize, in: {alpha: fit.alpha, score: fit.score}}\n",
-        nf_physical_memory() / 2, ctx->threads, ctx->data_dir, ctx->data_dir, RIDGE_FOLDS);
-    st->pipeline = nf_path_join(ctx->work_dir, "pipeline.yaml");
-    if (!yaml || !st->pipeline) {
-        rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
-        goto fail;
-    }
-    NF_TRY(rc = nf_write_file_atomic(st->pipeline, yaml, strlen(yaml), err));
-    *state = st;
-    st = NULL;
-fail:
-    ridge_teardown(st);
-    free(yaml);
-    return rc;
-}
-
-
-static int ridge_run_once(void *state, struct nf_error *err)
-{
-    struct ridge_state *st = state;
-    return nf_bench_run_pipeline(st->pipeline, st->threads, false, err);
+        ctx->data_dir, ctx->data_dir, RIDGE_FOLDS);
 }
 
 /* Y's size (for the RSS target) and the CV grid, in the result file. */
@@ -257,9 +212,9 @@ static void ridge_describe(const struct nf_bench_ctx *ctx, void *state, struct n
  * three of them: the variant, the peer script and its --mode. */
 #define RIDGE_ROW(...) RIDGE_ROW_(__VA_ARGS__)
 #define RIDGE_ROW_(name, runs, n, v, p, variant, script, mode)                           \
-    { name, runs, { n, v, p, 0 }, variant, ridge_prepare, ridge_setup, ridge_run_once,  \
-      ridge_teardown, ridge_flops, ridge_bytes, ridge_matched, ridge_describe, script,  \
-      mode, false }
+    { name, runs, { n, v, p, 0 }, variant, ridge_prepare, ridge_setup,                   \
+      nf_bench_pipeline_run_once, nf_bench_pipeline_teardown, ridge_flops, ridge_bytes, \
+      ridge_matched, ridge_describe, script, mode, false }
 #define NUMPY VS_NUMPY, "ridge_numpy.py", "per_voxel"
 #define SKLEARN VS_SKLEARN, "ridge_sklearn.py", "loo"
 
@@ -279,13 +234,9 @@ const struct nf_bench_condition nf_bench_ridge_conditions[] = {
 
 void nf_bench_ridge_notes(const struct nf_ynode *domain_result, struct nf_strbuf *md)
 {
-    const struct nf_ynode *conds = nf_ymap_get(domain_result, "conditions");
+    const struct nf_ynode *c;
     bool any = false;
-    for (size_t i = 0; conds && i < conds->n; i++) {
-        const struct nf_ynode *c = conds->items[i];
-        const char *status = nf_bench_jstr(c, "status");
-        if (!status || strcmp(status, "ok") != 0)
-            continue;
+    for (size_t i = 0; (c = nf_bench_next_ok(domain_result, &i));) {
         if (!any)
             nf_strbuf_addf(md, "\nTargets (issue 4). Time within 1.5 x the GEMM-bound floor, where "
                                "floor = the FLOP count of the algorithm (see bench/domain_ridge.c) / "
@@ -301,15 +252,14 @@ void nf_bench_ridge_notes(const struct nf_ynode *domain_result, struct nf_strbuf
                                "differ and only its time compares. Both run with as many BLAS "
                                "threads as nlflow.\n\n");
         any = true;
-        double t = nf_bench_jnum(c, "measure.median_s");
-        double flops = nf_bench_jnum(c, "measure.flops");
-        double rate = nf_bench_jnum(c, "matched_sgemm.gflops");
+        double t = nf_ypath_num(c, "measure.median_s");
+        double flops = nf_ypath_num(c, "measure.flops");
+        double rate = nf_ypath_num(c, "matched_sgemm.gflops");
         double floor_s = flops / (rate * 1e9);
-        double y_bytes = nf_bench_jnum(c, "measure.y_bytes");
-        double peak = nf_bench_jnum(c, "measure.rss_peak_sampled") -
-                      nf_bench_jnum(c, "measure.rss_baseline");
-        double speedup = nf_bench_jnum(c, "speedup");
-        nf_strbuf_addf(md, "- %s: ", nf_bench_jstr(c, "name"));
+        double y_bytes = nf_ypath_num(c, "measure.y_bytes");
+        double peak = nf_ypath_num(c, "measure.rss_peak_sampled") -
+                      nf_ypath_num(c, "measure.rss_baseline");
+        nf_strbuf_addf(md, "- %s: ", nf_ypath_str(c, "name"));
         nf_bench_add_seconds(md, t);
         nf_strbuf_addf(md, " = %.2f x the floor of ", t / floor_s);
         nf_bench_add_seconds(md, floor_s);
@@ -319,24 +269,8 @@ void nf_bench_ridge_notes(const struct nf_ynode *domain_result, struct nf_strbuf
         nf_strbuf_addf(md, " = %.2f x Y (", peak / y_bytes);
         nf_bench_add_bytes(md, y_bytes);
         nf_strbuf_addf(md, "): %s; ", peak < 2 * y_bytes ? "met" : "**not met**");
-        const char *peer_status = nf_bench_jstr(c, "peer.status");
-        const char *script = nf_bench_jstr(c, "peer.script");
-        if (isfinite(speedup))
-            nf_strbuf_addf(md, "speedup over %s %.2f x: %s", script ? script : "the peer",
-                           speedup, speedup > 1.0 ? "met" : "**not met**");
-        else
-            nf_strbuf_addf(md, "%s %s (%s)", script ? script : "peer",
-                           peer_status ? peer_status : "not run",
-                           nf_bench_jstr(c, "peer.reason") ? nf_bench_jstr(c, "peer.reason") : "—");
+        nf_bench_add_peer_speedup(md, c);
         nf_strbuf_addf(md, ".\n");
     }
-    /* The table names only the first peer; name both. */
-    const char *sklearn = NULL;
-    for (size_t i = 0; conds && i < conds->n && !sklearn; i++) {
-        const char *script = nf_bench_jstr(conds->items[i], "peer.script");
-        if (script && strcmp(script, "ridge_sklearn.py") == 0)
-            sklearn = nf_bench_jstr(conds->items[i], "peer.result.peer");
-    }
-    if (sklearn)
-        nf_strbuf_addf(md, "\nPeer: `bench/peers/ridge_sklearn.py` (%s).\n", sklearn);
+    nf_bench_name_peer(md, domain_result, "ridge_sklearn.py");   /* the table names only the first */
 }

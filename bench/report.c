@@ -20,46 +20,48 @@
 
 /* ---- reading results ---- */
 
-static const struct nf_ynode *jget(const struct nf_ynode *obj, const char *path)
+const struct nf_ynode *nf_bench_next_ok(const struct nf_ynode *domain_result, size_t *i)
 {
-    char key[128];
-    while (obj && *path) {
-        size_t len = strcspn(path, ".");
-        snprintf(key, sizeof key, "%.*s", (int)len, path);
-        path += len + (path[len] == '.');
-        if (obj->type == NF_Y_MAP) {
-            obj = nf_ymap_get(obj, key);
-        } else if (obj->type == NF_Y_SEQ) {
-            char *end;
-            unsigned long i = strtoul(key, &end, 10);
-            obj = *end == '\0' && i < obj->n ? obj->items[i] : NULL;
-        } else {
-            obj = NULL;
-        }
+    const struct nf_ynode *conds = nf_ymap_get(domain_result, "conditions");
+    while (conds && *i < conds->n) {
+        const struct nf_ynode *c = conds->items[(*i)++];
+        const char *status = nf_ypath_str(c, "status");
+        if (status && strcmp(status, "ok") == 0)
+            return c;
     }
-    return obj;
+    return NULL;
 }
 
-double nf_bench_jnum(const struct nf_ynode *obj, const char *path)
+void nf_bench_add_peer_speedup(struct nf_strbuf *md, const struct nf_ynode *c)
 {
-    const struct nf_ynode *n = jget(obj, path);
-    char *end;
-    if (!n || n->type != NF_Y_SCALAR || n->quoted || !n->value || !n->value[0])
-        return NAN;
-    double x = strtod(n->value, &end);
-    return *end == '\0' ? x : NAN;
+    double speedup = nf_ypath_num(c, "speedup");
+    const char *peer_status = nf_ypath_str(c, "peer.status"), *script = nf_ypath_str(c, "peer.script");
+    const char *reason = nf_ypath_str(c, "peer.reason");
+    if (isfinite(speedup))
+        nf_strbuf_addf(md, "speedup over %s %.2f x: %s", script ? script : "the peer", speedup,
+                       speedup > 1.0 ? "met" : "**not met**");
+    else
+        nf_strbuf_addf(md, "%s %s (%s)", script ? script : "peer", peer_status ? peer_status : "not run",
+                       reason ? reason : "—");
 }
 
-const char *nf_bench_jstr(const struct nf_ynode *obj, const char *path)
+void nf_bench_name_peer(struct nf_strbuf *md, const struct nf_ynode *domain_result, const char *script)
 {
-    const struct nf_ynode *n = jget(obj, path);
-    return n && n->type == NF_Y_SCALAR && n->quoted ? n->value : NULL;
+    const struct nf_ynode *conds = nf_ymap_get(domain_result, "conditions");
+    const char *peer = NULL;
+    for (size_t i = 0; conds && i < conds->n && !peer; i++) {
+        const char *s = nf_ypath_str(conds->items[i], "peer.script");
+        if (s && strcmp(s, script) == 0)
+            peer = nf_ypath_str(conds->items[i], "peer.result.peer");
+    }
+    if (peer)
+        nf_strbuf_addf(md, "\nPeer: `bench/peers/%s` (%s).\n", script, peer);
 }
 
 /* A string for the page: "?" when the result file lacks it. */
 static const char *js(const struct nf_ynode *obj, const char *path)
 {
-    const char *s = nf_bench_jstr(obj, path);
+    const char *s = nf_ypath_str(obj, path);
     return s ? s : "?";
 }
 
@@ -94,11 +96,11 @@ void nf_bench_add_bytes(struct nf_strbuf *sb, double bytes)
 /* Times of a result object: "1.23 s (1.20–1.31)". */
 static void add_time_range(struct nf_strbuf *sb, const struct nf_ynode *m)
 {
-    nf_bench_add_seconds(sb, nf_bench_jnum(m, "median_s"));
+    nf_bench_add_seconds(sb, nf_ypath_num(m, "median_s"));
     nf_strbuf_addf(sb, " (");
-    nf_bench_add_seconds(sb, nf_bench_jnum(m, "min_s"));
+    nf_bench_add_seconds(sb, nf_ypath_num(m, "min_s"));
     nf_strbuf_addf(sb, "–");
-    nf_bench_add_seconds(sb, nf_bench_jnum(m, "max_s"));
+    nf_bench_add_seconds(sb, nf_ypath_num(m, "max_s"));
     nf_strbuf_addf(sb, ")");
 }
 
@@ -121,72 +123,72 @@ static void add_machine(struct nf_strbuf *md, const struct nf_ynode *r)
                    "repetition%s · %.0f threads\n\n| machine | |\n|---|---|\n",
                    js(r, "host.name"), js(r, "date"),
                    js(r, "command"), js(r, "nlflow.version"),
-                   js(r, "nlflow.commit"), nf_bench_jnum(r, "options.reps"),
-                   nf_bench_jnum(r, "options.reps") == 1 ? "" : "s",
-                   nf_bench_jnum(r, "options.threads"));
+                   js(r, "nlflow.commit"), nf_ypath_num(r, "options.reps"),
+                   nf_ypath_num(r, "options.reps") == 1 ? "" : "s",
+                   nf_ypath_num(r, "options.threads"));
     nf_strbuf_addf(md, "| CPU | %s, %.0f cores, ", js(r, "host.cpu"),
-                   nf_bench_jnum(r, "host.cores"));
-    nf_bench_add_bytes(md, nf_bench_jnum(r, "host.memory_bytes"));
+                   nf_ypath_num(r, "host.cores"));
+    nf_bench_add_bytes(md, nf_ypath_num(r, "host.memory_bytes"));
     nf_strbuf_addf(md, " memory |\n| BLAS | %s, core type %s, %.0f threads |\n| environment | ",
                    js(r, "host.blas"), js(r, "host.blas_core"),
-                   nf_bench_jnum(r, "host.blas_threads"));
+                   nf_ypath_num(r, "host.blas_threads"));
     for (size_t i = 0; i < sizeof env / sizeof env[0]; i++) {
         snprintf(key, sizeof key, "host.env.%s", env[i]);
-        const char *v = nf_bench_jstr(r, key);
+        const char *v = nf_ypath_str(r, key);
         nf_strbuf_addf(md, "%s%s=%s", i ? ", " : "", env[i], v ? v : "(unset)");
     }
     nf_strbuf_addf(md, " |\n| compiler | %s |\n| GPU | %s |\n| SGEMM 2048³ | ",
                    js(r, "host.compiler"), js(r, "host.gpu"));
-    add_fixed(md, "%.1f GFLOP/s", nf_bench_jnum(r, "sgemm_2048_gflops"));
+    add_fixed(md, "%.1f GFLOP/s", nf_ypath_num(r, "sgemm_2048_gflops"));
     nf_strbuf_addf(md, " |\n| load average (1 min), start / end | ");
-    add_fixed(md, "%.2f", nf_bench_jnum(r, "load_average_start"));
+    add_fixed(md, "%.2f", nf_ypath_num(r, "load_average_start"));
     nf_strbuf_addf(md, " / ");
-    add_fixed(md, "%.2f", nf_bench_jnum(r, "load_average_end"));
+    add_fixed(md, "%.2f", nf_ypath_num(r, "load_average_end"));
     nf_strbuf_addf(md, " (other work on a shared machine slows every figure) |\n");
 }
 
 static void add_condition_row(struct nf_strbuf *md, const struct nf_ynode *c)
 {
-    const char *status = nf_bench_jstr(c, "status");
+    const char *status = nf_ypath_str(c, "status");
     nf_strbuf_addf(md, "| %s | ", js(c, "name"));
     if (!status || strcmp(status, "ok") != 0) {
-        const char *why = nf_bench_jstr(c, "error");
+        const char *why = nf_ypath_str(c, "error");
         nf_strbuf_addf(md, "%s: %s | | | | | | | |\n", status ? status : "?",
                        why ? why : js(c, "reason"));
         return;
     }
-    const struct nf_ynode *m = jget(c, "measure");
+    const struct nf_ynode *m = nf_ypath(c, "measure");
     add_time_range(md, m);
     nf_strbuf_addf(md, " | ");
-    add_fixed(md, "%.3g", nf_bench_jnum(c, "gflops"));
+    add_fixed(md, "%.3g", nf_ypath_num(c, "gflops"));
     nf_strbuf_addf(md, " | ");
-    add_fixed(md, "%.3g", nf_bench_jnum(c, "gbytes_per_s"));
+    add_fixed(md, "%.3g", nf_ypath_num(c, "gbytes_per_s"));
     nf_strbuf_addf(md, " | ");
-    add_fixed(md, "%.3g%%", 100 * nf_bench_jnum(c, "sgemm_2048_ratio"));
+    add_fixed(md, "%.3g%%", 100 * nf_ypath_num(c, "sgemm_2048_ratio"));
     nf_strbuf_addf(md, " | ");
-    add_fixed(md, "%.3g%%", 100 * nf_bench_jnum(c, "matched_sgemm_ratio"));
-    if (jget(c, "matched_sgemm")) {
-        nf_strbuf_addf(md, " of %.3g (%.0f×%.0f×%.0f)", nf_bench_jnum(c, "matched_sgemm.gflops"),
-                       nf_bench_jnum(c, "matched_sgemm.m"), nf_bench_jnum(c, "matched_sgemm.n"),
-                       nf_bench_jnum(c, "matched_sgemm.k"));
+    add_fixed(md, "%.3g%%", 100 * nf_ypath_num(c, "matched_sgemm_ratio"));
+    if (nf_ypath(c, "matched_sgemm")) {
+        nf_strbuf_addf(md, " of %.3g (%.0f×%.0f×%.0f)", nf_ypath_num(c, "matched_sgemm.gflops"),
+                       nf_ypath_num(c, "matched_sgemm.m"), nf_ypath_num(c, "matched_sgemm.n"),
+                       nf_ypath_num(c, "matched_sgemm.k"));
     }
     nf_strbuf_addf(md, " | ");
-    nf_bench_add_bytes(md, nf_bench_jnum(m, "rss_peak_sampled") - nf_bench_jnum(m, "rss_baseline"));
+    nf_bench_add_bytes(md, nf_ypath_num(m, "rss_peak_sampled") - nf_ypath_num(m, "rss_baseline"));
     nf_strbuf_addf(md, " (");
-    nf_bench_add_bytes(md, nf_bench_jnum(m, "rss_peak_getrusage"));
+    nf_bench_add_bytes(md, nf_ypath_num(m, "rss_peak_getrusage"));
     nf_strbuf_addf(md, ") | ");
-    const char *peer = nf_bench_jstr(c, "peer.status");
+    const char *peer = nf_ypath_str(c, "peer.status");
     if (!peer) {
         nf_strbuf_addf(md, "— | — |\n");
     } else if (strcmp(peer, "ok") != 0) {
         nf_strbuf_addf(md, "%s: %s | — |\n", peer, js(c, "peer.reason"));
     } else {
-        const struct nf_ynode *p = jget(c, "peer.result");
+        const struct nf_ynode *p = nf_ypath(c, "peer.result");
         add_time_range(md, p);
         nf_strbuf_addf(md, ", ");
-        nf_bench_add_bytes(md, nf_bench_jnum(p, "rss_peak_sampled") - nf_bench_jnum(p, "rss_baseline"));
+        nf_bench_add_bytes(md, nf_ypath_num(p, "rss_peak_sampled") - nf_ypath_num(p, "rss_baseline"));
         nf_strbuf_addf(md, " | ");
-        add_fixed(md, "**%.2f×**", nf_bench_jnum(c, "speedup"));
+        add_fixed(md, "**%.2f×**", nf_ypath_num(c, "speedup"));
         nf_strbuf_addf(md, " |\n");
     }
 }
@@ -194,8 +196,8 @@ static void add_condition_row(struct nf_strbuf *md, const struct nf_ynode *c)
 static void add_domain(struct nf_strbuf *md, const struct nf_ynode *d)
 {
     const struct nf_bench_domain *reg = nf_bench_domain_find(js(d, "name"));
-    const struct nf_ynode *conds = jget(d, "conditions");
-    const char *label = nf_bench_jstr(d, "size_label");
+    const struct nf_ynode *conds = nf_ypath(d, "conditions");
+    const char *label = nf_ypath_str(d, "size_label");
     nf_strbuf_addf(md, "\n### %s\n\n%s%s%s.\n\n", js(d, "name"),
                    js(d, "summary"), label ? "; size: " : "", label ? label : "");
     nf_strbuf_addf(md, "| condition | median (min–max) | GFLOP/s | GB/s | %% of SGEMM 2048³ | "
@@ -205,7 +207,7 @@ static void add_domain(struct nf_strbuf *md, const struct nf_ynode *d)
     for (size_t i = 0; conds && i < conds->n; i++)
         add_condition_row(md, conds->items[i]);
     for (size_t i = 0; conds && i < conds->n; i++) {
-        const char *peer = nf_bench_jstr(conds->items[i], "peer.result.peer");
+        const char *peer = nf_ypath_str(conds->items[i], "peer.result.peer");
         if (peer) {
             nf_strbuf_addf(md, "\nPeer: `bench/peers/%s` (%s).\n",
                            js(conds->items[i], "peer.script"), peer);
@@ -218,17 +220,17 @@ static void add_domain(struct nf_strbuf *md, const struct nf_ynode *d)
 
 static void add_result(struct nf_strbuf *md, const struct nf_ynode *r)
 {
-    const struct nf_ynode *domains = jget(r, "domains");
+    const struct nf_ynode *domains = nf_ypath(r, "domains");
     bool any_skipped = false;
     add_machine(md, r);
     for (size_t i = 0; domains && i < domains->n; i++) {
-        const char *status = nf_bench_jstr(domains->items[i], "status");
+        const char *status = nf_ypath_str(domains->items[i], "status");
         if (status && strcmp(status, "measured") == 0)
             add_domain(md, domains->items[i]);
     }
     for (size_t i = 0; domains && i < domains->n; i++) {
         const struct nf_ynode *d = domains->items[i];
-        const char *status = nf_bench_jstr(d, "status");
+        const char *status = nf_ypath_str(d, "status");
         if (status && strcmp(status, "skipped") == 0) {
             nf_strbuf_addf(md, "%s%s: %s", any_skipped ? "; " : "\nNot measured: ",
                            js(d, "name"), js(d, "reason"));
@@ -427,13 +429,13 @@ static void add_plot(struct nf_strbuf *svg, const struct point *pts, size_t n,
 /* Points of one result file: every condition with a speedup and a size. */
 static int collect_points(const struct nf_ynode *r, int host, struct point **pts, size_t *n)
 {
-    const struct nf_ynode *domains = jget(r, "domains");
+    const struct nf_ynode *domains = nf_ypath(r, "domains");
     for (size_t d = 0; domains && d < domains->n; d++) {
-        const struct nf_ynode *conds = jget(domains->items[d], "conditions");
+        const struct nf_ynode *conds = nf_ypath(domains->items[d], "conditions");
         for (size_t i = 0; conds && i < conds->n; i++) {
             const struct nf_ynode *c = conds->items[i];
-            double x = nf_bench_jnum(c, "measure.bytes"), y = nf_bench_jnum(c, "speedup");
-            const char *name = nf_bench_jstr(c, "name");
+            double x = nf_ypath_num(c, "measure.bytes"), y = nf_ypath_num(c, "speedup");
+            const char *name = nf_ypath_str(c, "name");
             if (!(x > 0) || !(y > 0) || !name)
                 continue;
             struct point *grown = realloc(*pts, (*n + 1) * sizeof *grown);
@@ -487,7 +489,7 @@ int nf_bench_report(const char *results_dir, const char *docs_dir, struct nf_err
         size_t len;
         char *text = nf_read_file(files.gl_pathv[i], &len, &perr);
         struct nf_ynode *root = text ? nf_yaml_parse(text, len, files.gl_pathv[i], &perr) : NULL;
-        if (root && root->type == NF_Y_MAP && isfinite(nf_bench_jnum(root, "nlflow_bench"))) {
+        if (root && root->type == NF_Y_MAP && isfinite(nf_ypath_num(root, "nlflow_bench"))) {
             add_result(&md, root);
             snprintf(hosts[n_hosts], sizeof hosts[0], "%s", js(root, "host.name"));
             if (collect_points(root, (int)n_hosts++, &pts, &n_pts) < 0)

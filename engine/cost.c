@@ -6,11 +6,11 @@
  *    "cpu_sgemm_gflops": 53.0, "cpu_copy_gbs": 9.8, "gpu_name": "...",
  *    "gpu_sgemm_gflops": 51000, "gpu_hbm_gbs": 4300, "gpu_pcie_gbs": 50,
  *    "gpu_setup_s": 0.4}
- * It is read with a small scanner (key, colon, number or string) rather than a
- * JSON library: the file is ours and flat. A missing key keeps its default, so
- * a calibration without a GPU leaves the GPU defaults in place. CPU rates
- * measured on another CPU model or core count (a home folder shared between
- * machines) are ignored.
+ * It is read with the YAML parser (JSON is YAML), as the benchmark's result
+ * files are, and its keys with nf_ypath_num / nf_ypath_str. A missing key
+ * keeps its default, so a calibration without a GPU leaves the GPU defaults in
+ * place. CPU rates measured on another CPU model or core count (a home folder
+ * shared between machines) are ignored.
  */
 #include "cost.h"
 
@@ -23,6 +23,7 @@
 
 #include "kernels/kernels.h"
 #include "util.h"
+#include "ytree.h"
 
 void nf_rates_default(struct nf_rates *r)
 {
@@ -48,70 +49,6 @@ char *nf_rates_path(void)
     return NULL;
 }
 
-/* The CPU's model name from /proc/cpuinfo ("unknown" when absent). */
-static void cpu_model(char *buf, size_t size)
-{
-    char line[512];
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    snprintf(buf, size, "unknown");
-    while (f && fgets(line, sizeof line, f)) {
-        char *colon = strchr(line, ':');
-        if (strncmp(line, "model name", 10) == 0 && colon) {
-            colon += strspn(colon + 1, " \t") + 1;
-            colon[strcspn(colon, "\n")] = '\0';
-            snprintf(buf, size, "%s", colon);
-            break;
-        }
-    }
-    if (f)
-        fclose(f);
-}
-
-/* The value after "key": in text, as a number (1) or not there (0). */
-static int json_number(const char *text, const char *key, double *out)
-{
-    char pattern[64];
-    snprintf(pattern, sizeof pattern, "\"%s\"", key);
-    const char *p = strstr(text, pattern);
-    if (!p)
-        return 0;
-    p += strlen(pattern);
-    p += strspn(p, " \t\r\n");
-    if (*p != ':')
-        return -1;
-    p++;
-    char *end = NULL;
-    errno = 0;
-    double v = strtod(p, &end);
-    if (end == p || errno)
-        return -1;
-    *out = v;
-    return 1;
-}
-
-/* The string after "key": (without escapes; ours never have any). */
-static int json_string(const char *text, const char *key, char *out, size_t size)
-{
-    char pattern[64];
-    snprintf(pattern, sizeof pattern, "\"%s\"", key);
-    const char *p = strstr(text, pattern);
-    if (!p)
-        return 0;
-    p += strlen(pattern);
-    p += strspn(p, " \t\r\n");
-    if (*p != ':')
-        return -1;
-    p++;
-    p += strspn(p, " \t\r\n");
-    if (*p != '"')
-        return -1;
-    const char *end = strchr(++p, '"');
-    if (!end)
-        return -1;
-    snprintf(out, size, "%.*s", (int)(end - p), p);
-    return 1;
-}
-
 int nf_rates_load(const char *path, struct nf_rates *r, struct nf_error *err)
 {
     static const struct { const char *key; size_t offset; bool gpu; } keys[] = {
@@ -133,26 +70,27 @@ int nf_rates_load(const char *path, struct nf_rates *r, struct nf_error *err)
     char *text = nf_read_file(path, &len, err);
     if (!text)
         return err->code;
+    struct nf_error syntax = { 0 };
+    struct nf_ynode *root = nf_yaml_parse(text, len, path, &syntax);
     int rc = 1;
-    double version = 0, cores = 0;
-    char model[256] = "", here[256];
-    if (json_number(text, "nlflow_devices", &version) != 1 || version != 1) {
+    char here[256];
+    if (!root || root->type != NF_Y_MAP || nf_ypath_num(root, "nlflow_devices") != 1) {
         rc = NF_FAIL(err, NF_EDATA, "'%s' is not an nlflow devices file (version 1); run 'nlflow devices "
                      "--calibrate' to rewrite it", path);
         goto fail;
     }
-    cpu_model(here, sizeof here);
-    bool same_cpu = json_string(text, "cpu_model", model, sizeof model) == 1 && strcmp(model, here) == 0 &&
-                    json_number(text, "cpu_cores", &cores) == 1 && cores == nf_cpu_count();
+    nf_cpu_model(here, sizeof here);
+    const char *model = nf_ypath_str(root, "cpu_model");
+    bool same_cpu = model && strcmp(model, here) == 0 && nf_ypath_num(root, "cpu_cores") == nf_cpu_count();
     struct nf_rates got = *r;
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-        double v;
-        int found = json_number(text, keys[i].key, &v);
-        if (found < 0 || (found == 1 && !(v > 0 && isfinite(v)))) {
+        bool found = nf_ymap_get(root, keys[i].key) != NULL;
+        double v = nf_ypath_num(root, keys[i].key);
+        if (found && !(v > 0 && isfinite(v))) {
             rc = NF_FAIL(err, NF_EDATA, "'%s': \"%s\" is not a positive number", path, keys[i].key);
             goto fail;
         }
-        if (found == 1 && (keys[i].gpu || same_cpu)) {
+        if (found && (keys[i].gpu || same_cpu)) {
             *(double *)((char *)&got + keys[i].offset) = v;
             if (keys[i].gpu)
                 got.gpu_measured = true;
@@ -162,6 +100,7 @@ int nf_rates_load(const char *path, struct nf_rates *r, struct nf_error *err)
     }
     *r = got;
 fail:
+    nf_ynode_free(root);
     free(text);
     return rc;
 }
@@ -173,7 +112,7 @@ int nf_rates_save(const char *path, const struct nf_rates *r, struct nf_error *e
     int rc = 0;
     if (!path)
         return NF_FAIL(err, NF_EIO, "no folder for the devices file (HOME is not set)");
-    cpu_model(model, sizeof model);
+    nf_cpu_model(model, sizeof model);
     nf_strbuf_init(&sb);
     nf_strbuf_addf(&sb, "{\"nlflow_devices\": 1, \"cpu_model\": ");
     nf_strbuf_add_json_str(&sb, model);

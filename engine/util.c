@@ -445,6 +445,24 @@ uint64_t nf_physical_memory(void)
     return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
 }
 
+void nf_cpu_model(char *buf, size_t size)
+{
+    char line[512];
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    snprintf(buf, size, "unknown");
+    while (f && fgets(line, sizeof line, f)) {
+        char *colon = strchr(line, ':');
+        if (strncmp(line, "model name", 10) == 0 && colon) {
+            colon += strspn(colon + 1, " \t") + 1;
+            colon[strcspn(colon, "\n")] = '\0';
+            snprintf(buf, size, "%s", colon);
+            break;
+        }
+    }
+    if (f)
+        fclose(f);
+}
+
 /* ---- log ---- */
 bool nf_log_quiet;
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;

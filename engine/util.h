@@ -78,6 +78,8 @@ double nf_now(void);
 int nf_cpu_count(void);
 /* Physical memory in bytes (0 if unknown). */
 uint64_t nf_physical_memory(void);
+/* The CPU's model name from /proc/cpuinfo ("unknown" when absent). */
+void nf_cpu_model(char *buf, size_t size);
 
 /* Log to stderr; thread-safe. Level: 0 info, 1 warning. nf_log_quiet silences info. */
 extern bool nf_log_quiet;

@@ -1,4 +1,6 @@
 /* ytree.c — libyaml events to a marked tree (see ytree.h). */
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <yaml.h>
@@ -210,6 +212,42 @@ struct nf_ynode *nf_ymap_get(const struct nf_ynode *map, const char *key)
         if (strcmp(map->keys[i]->value, key) == 0)
             return map->items[i];
     return NULL;
+}
+
+const struct nf_ynode *nf_ypath(const struct nf_ynode *n, const char *path)
+{
+    char key[128];
+    while (n && *path) {
+        size_t len = strcspn(path, ".");
+        snprintf(key, sizeof key, "%.*s", (int)len, path);
+        path += len + (path[len] == '.');
+        if (n->type == NF_Y_MAP) {
+            n = nf_ymap_get(n, key);
+        } else if (n->type == NF_Y_SEQ) {
+            char *end;
+            unsigned long i = strtoul(key, &end, 10);
+            n = *end == '\0' && i < n->n ? n->items[i] : NULL;
+        } else {
+            n = NULL;
+        }
+    }
+    return n;
+}
+
+double nf_ypath_num(const struct nf_ynode *n, const char *path)
+{
+    const struct nf_ynode *v = nf_ypath(n, path);
+    char *end;
+    if (!v || v->type != NF_Y_SCALAR || v->quoted || !v->value || !v->value[0])
+        return NAN;
+    double x = strtod(v->value, &end);
+    return *end == '\0' ? x : NAN;
+}
+
+const char *nf_ypath_str(const struct nf_ynode *n, const char *path)
+{
+    const struct nf_ynode *v = nf_ypath(n, path);
+    return v && v->type == NF_Y_SCALAR && v->quoted ? v->value : NULL;
 }
 
 void nf_ynode_describe(const struct nf_ynode *n, char *buf, size_t size)

@@ -33,6 +33,14 @@ struct nf_ynode *nf_yaml_parse(const char *text, size_t len, const char *file,
 void nf_ynode_free(struct nf_ynode *n);
 /* Value for key in a mapping (first occurrence), or NULL. */
 struct nf_ynode *nf_ymap_get(const struct nf_ynode *map, const char *key);
+/* The node at a dotted path of mapping keys and list indices
+ * ("measure.median_s", "conditions.0.name"), or NULL. For JSON files read
+ * with nf_yaml_parse (JSON is YAML). */
+const struct nf_ynode *nf_ypath(const struct nf_ynode *n, const char *path);
+/* The number there (an unquoted scalar that is all number), else NAN. */
+double nf_ypath_num(const struct nf_ynode *n, const char *path);
+/* The string there (a quoted scalar), else NULL. */
+const char *nf_ypath_str(const struct nf_ynode *n, const char *path);
 /* "a mapping", "a list", "'text'" for messages. */
 void nf_ynode_describe(const struct nf_ynode *n, char *buf, size_t size);
 

@@ -28,6 +28,8 @@
 #include "rng.h"
 #include "util.h"
 #include "../../nodes/predict.h"
+#include "example_pipeline.h"
+#include "ref_solve.h"
 
 #define ALL_OUT ((1u << PREDICT_N_OUT) - 1)
 #define WB_OUT ((1u << PREDICT_OUT_PREDICTIONS) | (1u << PREDICT_OUT_SCORES) | (1u << PREDICT_OUT_WEIGHTS) | \
@@ -144,32 +146,13 @@ static char *capture_end(void)
 /* Solve (A + alpha I) x = b, A d x d, by Gauss-Jordan with partial pivoting. */
 static void solve(int d, double A[PMAX][PMAX], double alpha, const double *b, double *x)
 {
-    double M[PMAX][PMAX + 1];
+    double M[PMAX * PMAX];
     for (int a = 0; a < d; a++) {
         for (int c = 0; c < d; c++)
-            M[a][c] = A[a][c] + (a == c ? alpha : 0);
-        M[a][d] = b[a];
+            M[a * d + c] = A[a][c] + (a == c ? alpha : 0);
+        x[a] = b[a];
     }
-    for (int c = 0; c < d; c++) {
-        int piv = c;
-        for (int r = c + 1; r < d; r++)
-            if (fabs(M[r][c]) > fabs(M[piv][c]))
-                piv = r;
-        for (int k = 0; k <= d; k++) {
-            double t = M[c][k];
-            M[c][k] = M[piv][k];
-            M[piv][k] = t;
-        }
-        for (int r = 0; r < d; r++) {
-            if (r == c)
-                continue;
-            double f = M[r][c] / M[c][c];
-            for (int k = c; k <= d; k++)
-                M[r][k] -= f * M[c][k];
-        }
-    }
-    for (int a = 0; a < d; a++)
-        x[a] = M[a][d] / M[a][a];
+    gauss(M, x, d, 1);
 }
 
 /* Eigenvectors of a symmetric d x d matrix by cyclic Jacobi rotations; the
@@ -1106,22 +1089,10 @@ static void test_bad_input(void **state)
 /* Copy pipelines/NAME into a scratch folder and run it; returns the folder. */
 static char *run_pipeline(const char *name)
 {
-    const char *src = getenv("srcdir");
-    char tmpl[] = "/tmp/nlflow-test-decoding-XXXXXX";
     struct nf_error err = { 0 };
     struct nf_diags d;
-    char *dir = strdup(mkdtemp(tmpl));
-    char *from = nf_asprintf("%s/pipelines/%s", src ? src : ".", name), *to = nf_asprintf("%s/%s", dir, name);
-    size_t len = 0;
-    char *text = nf_read_file(from, &len, &err);
-    assert_non_null(text);
-    assert_int_equal(nf_write_file_atomic(to, text, len, &err), 0);
-    nf_diags_init(&d);
-    struct nf_pipeline *p = nf_pipeline_load(to, NULL, &d);
-    assert_non_null(p);
-    assert_int_equal(nf_resolve_shapes(p, &d), 0);
-    assert_int_equal(nf_place(p, false, &d), 0);
-    assert_int_equal(nf_plan_memory(p, &d), 0);
+    char *dir;
+    struct nf_pipeline *p = load_example(name, &dir, &d);
     struct nf_exec_opts o = { .threads = 2, .quiet = true };
     capture_begin();   /* the atlas's edge boxes of one voxel warn */
     int rc = nf_execute(p, &o, &err);
@@ -1131,18 +1102,7 @@ static char *run_pipeline(const char *name)
     assert_int_equal(rc, 0);
     nf_pipeline_free(p);
     nf_diags_release(&d);
-    free(text);
-    free(from);
-    free(to);
     return dir;
-}
-
-static void remove_dir(char *dir)
-{
-    char *cmd = nf_asprintf("rm -rf '%s'", dir);
-    assert_int_equal(system(cmd), 0);
-    free(cmd);
-    free(dir);
 }
 
 /* decoding-roi.yaml: the atlas region holding the planted sphere (label 1)
@@ -1200,7 +1160,7 @@ static void test_decoding_roi_pipeline(void **state)
     free(atlas_path);
     free(truth_path);
     free(mask_path);
-    remove_dir(dir);
+    remove_example(dir);
 }
 
 /* decoding-searchlight.yaml: the spheres at the planted voxels score above
@@ -1238,7 +1198,7 @@ static void test_decoding_searchlight_pipeline(void **state)
     nf_value_unref(truth);
     free(map_path);
     free(truth_path);
-    remove_dir(dir);
+    remove_example(dir);
 }
 
 static int setup(void **state)

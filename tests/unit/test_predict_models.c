@@ -1,7 +1,7 @@
 /* test_predict_models.c — the learners, folds and scores of the `predict`
  * node (nodes/predict_models.c) against independent computations:
  *  - ridge and ridge_classifier against the normal equations on centred data,
- *    solved in double by Gauss-Jordan here (both the primal n > p and the
+ *    solved in double by ref_solve.h's Gauss-Jordan (both the primal n > p and the
  *    dual n < p path of the library);
  *  - svm and logistic against a slow brute-force optimum (plain gradient
  *    descent in double on the primal, many small steps, on 3-feature
@@ -26,6 +26,7 @@
 
 #include "util.h"
 #include "../../nodes/predict_models.h"
+#include "ref_solve.h"
 
 /* ---- data ---- */
 
@@ -77,44 +78,27 @@ static void ridge_reference(const struct problem *pr, const double *t, double al
 {
     int n = pr->n, p = pr->p;
     double xm[MAXP] = { 0 }, tm = 0;
-    static double M[MAXP][MAXP + 1];
+    static double M[MAXP * MAXP];
     for (int i = 0; i < n; i++) {
         for (int j = 0; j < p; j++)
             xm[j] += pr->X[i * LDX + j] / (double)n;
         tm += t[i] / n;
     }
     memset(M, 0, sizeof M);
+    memset(w, 0, (size_t)p * sizeof *w);
     for (int i = 0; i < n; i++)
         for (int a = 0; a < p; a++) {
             double xa = pr->X[i * LDX + a] - xm[a];
             for (int c = 0; c < p; c++)
-                M[a][c] += xa * (pr->X[i * LDX + c] - xm[c]);
-            M[a][p] += xa * (t[i] - tm);
+                M[a * p + c] += xa * (pr->X[i * LDX + c] - xm[c]);
+            w[a] += xa * (t[i] - tm);
         }
     for (int a = 0; a < p; a++)
-        M[a][a] += alpha;
-    for (int c = 0; c < p; c++) {
-        int piv = c;
-        for (int r = c + 1; r < p; r++)
-            if (fabs(M[r][c]) > fabs(M[piv][c]))
-                piv = r;
-        for (int k = 0; k <= p; k++) {
-            double tmp = M[c][k];
-            M[c][k] = M[piv][k];
-            M[piv][k] = tmp;
-        }
-        for (int r = 0; r < p; r++)
-            if (r != c) {
-                double f = M[r][c] / M[c][c];
-                for (int k = c; k <= p; k++)
-                    M[r][k] -= f * M[c][k];
-            }
-    }
+        M[a * p + a] += alpha;
+    gauss(M, w, p, 1);
     *b = tm;
-    for (int j = 0; j < p; j++) {
-        w[j] = M[j][p] / M[j][j];
+    for (int j = 0; j < p; j++)
         *b -= xm[j] * w[j];
-    }
 }
 
 static void check_ridge(enum nf_model_kind kind, int n, int p, int classes, uint64_t seed)

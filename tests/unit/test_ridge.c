@@ -21,6 +21,8 @@
 #include "rng.h"
 #include "util.h"
 #include "../../nodes/ridge.h"
+#include "example_pipeline.h"
+#include "ref_solve.h"
 
 enum { N = 47, P = 6, V = 11, K = 5 };
 static float X[N * P], Y[N * V];
@@ -53,39 +55,20 @@ static void make_data(uint64_t seed)
 static void solve(const int *rows, int nr, double alpha, const double *xm, const double *ym, int v,
                   double *w)
 {
-    double M[P][P + 1];
-    memset(M, 0, sizeof M);
+    double M[P * P] = { 0 }, b[P] = { 0 };
     for (int r = 0; r < nr; r++) {
         int i = rows[r];
         for (int a = 0; a < P; a++) {
             double xa = X[i * P + a] - xm[a];
-            for (int b = 0; b < P; b++)
-                M[a][b] += xa * (X[i * P + b] - xm[b]);
-            M[a][P] += xa * (Y[i * V + v] - ym[v]);
+            for (int c = 0; c < P; c++)
+                M[a * P + c] += xa * (X[i * P + c] - xm[c]);
+            b[a] += xa * (Y[i * V + v] - ym[v]);
         }
     }
     for (int a = 0; a < P; a++)
-        M[a][a] += alpha;
-    for (int c = 0; c < P; c++) {            /* Gauss-Jordan with partial pivoting */
-        int piv = c;
-        for (int r = c + 1; r < P; r++)
-            if (fabs(M[r][c]) > fabs(M[piv][c]))
-                piv = r;
-        for (int k = 0; k <= P; k++) {
-            double t = M[c][k];
-            M[c][k] = M[piv][k];
-            M[piv][k] = t;
-        }
-        for (int r = 0; r < P; r++) {
-            if (r == c)
-                continue;
-            double f = M[r][c] / M[c][c];
-            for (int k = c; k <= P; k++)
-                M[r][k] -= f * M[c][k];
-        }
-    }
-    for (int a = 0; a < P; a++)
-        w[a] = M[a][P] / M[a][a];
+        M[a * P + a] += alpha;
+    gauss(M, b, P, 1);
+    memcpy(w, b, sizeof b);
 }
 
 /* Run the node on X, Y with the given params; outputs into out[6]. */
@@ -388,23 +371,10 @@ static void test_bad_input(void **state)
 static void test_encoding_pipeline(void **state)
 {
     (void)state;
-    const char *src = getenv("srcdir");
-    char dir[] = "/tmp/nlflow-test-encoding-XXXXXX";
     struct nf_error err = { 0 };
     struct nf_diags d;
-    assert_non_null(mkdtemp(dir));
-    char *from = nf_asprintf("%s/pipelines/encoding.yaml", src ? src : ".");
-    char *to = nf_asprintf("%s/encoding.yaml", dir);
-    size_t len = 0;
-    char *text = nf_read_file(from, &len, &err);
-    assert_non_null(text);
-    assert_int_equal(nf_write_file_atomic(to, text, len, &err), 0);
-    nf_diags_init(&d);
-    struct nf_pipeline *p = nf_pipeline_load(to, NULL, &d);
-    assert_non_null(p);
-    assert_int_equal(nf_resolve_shapes(p, &d), 0);
-    assert_int_equal(nf_place(p, false, &d), 0);
-    assert_int_equal(nf_plan_memory(p, &d), 0);
+    char *dir;
+    struct nf_pipeline *p = load_example("encoding.yaml", &dir, &d);
     struct nf_exec_opts o = { .threads = 2, .quiet = true };
     assert_int_equal(nf_execute(p, &o, &err), 0);
     char *score_path = nf_asprintf("%s/results/encoding/sub-01_encoding_stat-score_statmap.nii.gz", dir);
@@ -431,14 +401,9 @@ static void test_encoding_pipeline(void **state)
     nf_value_unref(truth);
     nf_pipeline_free(p);
     nf_diags_release(&d);
-    char *cmd = nf_asprintf("rm -rf '%s'", dir);
-    assert_int_equal(system(cmd), 0);
-    free(cmd);
+    remove_example(dir);
     free(score_path);
     free(truth_path);
-    free(text);
-    free(from);
-    free(to);
 }
 
 /* groups: leave-one-group-out when cv >= the number of groups (a fold per

@@ -26,6 +26,8 @@
 #include "util.h"
 #include "../../nodes/predict_models.h"
 #include "../../nodes/searchlight.h"
+#include "ref_solve.h"
+#include "searchlight_testdata.h"
 
 static char tmpdir[256];
 
@@ -49,30 +51,6 @@ static int teardown(void **state)
 }
 
 /* ---- geometry ---- */
-
-/* A grid with the affine M (3x4: linear part and translation) and a mask that
- * keeps each voxel with probability keep (all when keep >= 1). */
-static struct nf_geom *make_geom(int64_t nx, int64_t ny, int64_t nz, const double M[3][4], double keep,
-                                 uint64_t seed)
-{
-    struct nf_grid g = { .dim = { nx, ny, nz } };
-    for (int a = 0; a < 3; a++) {
-        for (int b = 0; b < 4; b++)
-            g.affine[a][b] = M[a][b];
-        g.pixdim[a] = sqrt(M[0][a] * M[0][a] + M[1][a] * M[1][a] + M[2][a] * M[2][a]);
-    }
-    g.affine[3][3] = 1;
-    g.sform_code = 1;
-    int64_t nv = nx * ny * nz;
-    float *mask = malloc((size_t)nv * sizeof *mask);
-    uint64_t st = seed;
-    for (int64_t v = 0; v < nv; v++)
-        mask[v] = keep >= 1 || nf_rand_uniform(&st) < keep ? 1.0f : 0.0f;
-    struct nf_geom *geom = nf_geom_from_mask(&g, mask);
-    free(mask);
-    assert_non_null(geom);
-    return geom;
-}
 
 static void world(const struct nf_geom *g, int64_t c, double w[3])
 {
@@ -133,14 +111,14 @@ static void test_spheres_brute_force(void **state)
             M[a][b] = R[a][b] * scale[b];
         M[a][3] = (a - 1) * 17.3;
     }
-    struct nf_geom *g = make_geom(8, 7, 6, M, 0.6, 1);
+    struct nf_geom *g = sl_geom_affine(8, 7, 6, M, 0.6, 1);
     for (double r = 1.5; r < 9; r += 1.7)
         check_spheres(g, r);
     nf_geom_unref(g);
 
     /* a shear, and a whole box */
     double S[3][4] = { { 2, 0.7, 0, -30 }, { 0, 2, 0.4, 12 }, { 0.3, 0, 2.5, 5 } };
-    g = make_geom(6, 6, 5, S, 1.0, 2);
+    g = sl_geom_affine(6, 6, 5, S, 1.0, 2);
     check_spheres(g, 3.9);
     check_spheres(g, 6.2);
     nf_geom_unref(g);
@@ -148,7 +126,7 @@ static void test_spheres_brute_force(void **state)
     /* MNI-like flipped x, 3 mm, r = 6 mm: the boundary (2 voxels along an
      * axis, exactly 6 mm) is included; a full interior sphere has 33 voxels */
     double F[3][4] = { { -3, 0, 0, 90 }, { 0, 3, 0, -126 }, { 0, 0, 3, -72 } };
-    g = make_geom(9, 9, 9, F, 1.0, 3);
+    g = sl_geom_affine(9, 9, 9, F, 1.0, 3);
     check_spheres(g, 6.0);
     struct nf_sl_spheres s;
     struct nf_error err = { 0 };
@@ -167,101 +145,19 @@ static void test_spheres_brute_force(void **state)
     assert_non_null(strstr(err.msg, "radius"));
     nf_geom_unref(g);
     double Z[3][4] = { { 2, 0, 0, 0 }, { 0, 2, 0, 0 }, { 2, 0, 0, 0 } };
-    g = make_geom(4, 4, 4, Z, 1.0, 4);
+    g = sl_geom_affine(4, 4, 4, Z, 1.0, 4);
     memset(&err, 0, sizeof err);
     assert_int_equal(nf_sl_spheres_build(g, 3, &s, &err), NF_EDATA);
     assert_non_null(strstr(err.msg, "singular"));
     nf_geom_unref(g);
 }
 
-/* ---- data ---- */
-
-struct data {
-    struct nf_geom *geom;
-    int64_t n, V, k, n_classes;
-    float *X;
-    double *y;
-    int64_t *fold_of;
-};
-
-static void data_free(struct data *d)
-{
-    nf_geom_unref(d->geom);
-    free(d->X);
-    free(d->y);
-    free(d->fold_of);
-}
-
-/* Noise with voxel-specific offsets and scales (so that standardisation
- * matters), classes i mod n_classes (or a continuous target when
- * n_classes == 0), and a weak class signal on every third voxel. */
-static void make_data(struct data *d, struct nf_geom *g, int64_t n, int64_t k, int64_t n_classes, uint64_t seed)
-{
-    uint64_t st = seed;
-    d->geom = g;
-    d->n = n;
-    d->V = g->n_voxels;
-    d->k = k;
-    d->n_classes = n_classes;
-    d->X = malloc((size_t)(n * d->V) * sizeof *d->X);
-    d->y = malloc((size_t)n * sizeof *d->y);
-    d->fold_of = malloc((size_t)n * sizeof *d->fold_of);
-    double *latent = malloc((size_t)n * sizeof *latent);
-    for (int64_t i = 0; i < n; i++) {
-        latent[i] = nf_rand_normal(&st);
-        d->y[i] = n_classes ? (double)(i % n_classes) : 2.0 * latent[i] + 1.0;
-        /* each fold holds every class */
-        d->fold_of[i] = (i / (n_classes ? n_classes : 1)) % k;
-    }
-    for (int64_t v = 0; v < d->V; v++) {
-        double off = 10 * nf_rand_normal(&st), sc = 0.5 + 3 * nf_rand_uniform(&st);
-        for (int64_t i = 0; i < n; i++) {
-            double sig = v % 3 ? 0 : n_classes ? 0.7 * (d->y[i] - (n_classes - 1) / 2.0) : 0.6 * latent[i];
-            d->X[i * d->V + v] = (float)(off + sc * (nf_rand_normal(&st) + sig));
-        }
-    }
-    free(latent);
-}
-
 /* ---- independent reference: one sphere at a time, in double ---- */
-
-/* Solve (A) x = b by Gauss-Jordan with partial pivoting (A m x m, B m x q). */
-static void gauss_solve(double *A, double *B, int64_t m, int64_t q)
-{
-    for (int64_t c = 0; c < m; c++) {
-        int64_t piv = c;
-        for (int64_t r = c + 1; r < m; r++)
-            if (fabs(A[r * m + c]) > fabs(A[piv * m + c]))
-                piv = r;
-        for (int64_t t = 0; t < m; t++) {
-            double x = A[c * m + t];
-            A[c * m + t] = A[piv * m + t];
-            A[piv * m + t] = x;
-        }
-        for (int64_t t = 0; t < q; t++) {
-            double x = B[c * q + t];
-            B[c * q + t] = B[piv * q + t];
-            B[piv * q + t] = x;
-        }
-        for (int64_t r = 0; r < m; r++) {
-            if (r == c)
-                continue;
-            double f = A[r * m + c] / A[c * m + c];
-            for (int64_t t = c; t < m; t++)
-                A[r * m + t] -= f * A[c * m + t];
-            for (int64_t t = 0; t < q; t++)
-                B[r * q + t] -= f * B[c * q + t];
-        }
-    }
-    for (int64_t r = 0; r < m; r++)
-        for (int64_t t = 0; t < q; t++)
-            B[r * q + t] /= A[r * m + r];
-}
 
 /* Mean fold score of the ridge / ridge_classifier closed form on the voxels
  * `idx` (primal normal equations in double), and the smallest decision
  * margin met (how close a prediction was to flipping). */
-static double reference_closed_form(const struct data *d, const int32_t *idx, int64_t m, double alpha,
+static double reference_closed_form(const struct sldata *d, const int32_t *idx, int64_t m, double alpha,
                                     bool standardize, double *margin)
 {
     int64_t q = d->n_classes > 2 ? d->n_classes : 1;
@@ -307,7 +203,7 @@ static double reference_closed_form(const struct data *d, const int32_t *idx, in
         }
         for (int64_t a = 0; a < m; a++)
             A[a * m + a] += alpha;
-        gauss_solve(A, B, m, q);
+        gauss(A, B, m, q);
         /* score the validation rows */
         double hits = 0, ss_res = 0, ss_tot = 0, ym = 0;
         int64_t nv = 0;
@@ -355,7 +251,7 @@ static double reference_closed_form(const struct data *d, const int32_t *idx, in
 
 /* The same sphere through predict_models one fold at a time, as the predict
  * node's whole-brain path would do it: scaler, fit, predict, score. */
-static double reference_models(const struct data *d, const int32_t *idx, int64_t m,
+static double reference_models(const struct sldata *d, const int32_t *idx, int64_t m,
                                const struct nf_model_opts *opts, bool standardize)
 {
     float *Xs = malloc((size_t)(d->n * m) * sizeof *Xs), *Zt = malloc((size_t)(d->n * m) * sizeof *Zt);
@@ -404,7 +300,7 @@ static double reference_models(const struct data *d, const int32_t *idx, int64_t
     return total / (double)d->k;
 }
 
-static void run_map(const struct data *d, struct nf_run *run, const struct nf_model_opts *opts, bool standardize,
+static void run_map(const struct sldata *d, struct nf_run *run, const struct nf_model_opts *opts, bool standardize,
                     double radius, int threads, float *map, struct nf_sl_stats *stats)
 {
     struct nf_error err = { 0 };
@@ -421,8 +317,8 @@ static void run_map(const struct data *d, struct nf_run *run, const struct nf_mo
 static void check_closed_form(enum nf_model_kind kind, int64_t n_classes, double radius, bool standardize)
 {
     double M[3][4] = { { 2, 0, 0, -4 }, { 0, 2, 0, -4 }, { 0, 0, 2.5, 0 } };
-    struct data d;
-    make_data(&d, make_geom(5, 5, 4, M, 0.9, 11), 24, 3, n_classes, 100 + (uint64_t)n_classes);
+    struct sldata d;
+    sl_make(&d, sl_geom_affine(5, 5, 4, M, 0.9, 11), 24, 3, n_classes, 100 + (uint64_t)n_classes);
     struct nf_model_opts opts = nf_model_defaults(kind);
     opts.alpha = 2.0;
     float *map = malloc((size_t)d.V * sizeof *map);
@@ -459,7 +355,7 @@ static void check_closed_form(enum nf_model_kind kind, int64_t n_classes, double
     assert_int_equal(st.n_failed, 0);
     nf_sl_spheres_release(&s);
     free(map);
-    data_free(&d);
+    sl_free(&d);
 }
 
 static void test_ridge_classifier_closed_form(void **state)
@@ -489,8 +385,8 @@ static void test_iterative_models(void **state)
     enum nf_model_kind kinds[] = { NF_MODEL_SVM, NF_MODEL_LOGISTIC };
     for (int t = 0; t < 2; t++)
         for (int64_t n_classes = 2; n_classes <= 3; n_classes++) {
-            struct data d;
-            make_data(&d, make_geom(4, 4, 3, M, 1.0, 21), 30, 3, n_classes, 200 + (uint64_t)n_classes);
+            struct sldata d;
+            sl_make(&d, sl_geom_affine(4, 4, 3, M, 1.0, 21), 30, 3, n_classes, 200 + (uint64_t)n_classes);
             struct nf_model_opts opts = nf_model_defaults(kinds[t]);
             float *map = malloc((size_t)d.V * sizeof *map);
             struct nf_sl_stats st;
@@ -504,7 +400,7 @@ static void test_iterative_models(void **state)
             }
             nf_sl_spheres_release(&s);
             free(map);
-            data_free(&d);
+            sl_free(&d);
         }
 }
 
@@ -517,8 +413,8 @@ static void test_iterative_models(void **state)
 static void check_planted(enum nf_model_kind kind)
 {
     double M[3][4] = { { 3, 0, 0, 0 }, { 0, 3, 0, 0 }, { 0, 0, 3, 0 } };
-    struct data d = { 0 };
-    d.geom = make_geom(9, 9, 7, M, 1.0, 0);
+    struct sldata d = { 0 };
+    d.geom = sl_geom_affine(9, 9, 7, M, 1.0, 0);
     d.n = 60;
     d.V = d.geom->n_voxels;
     d.k = 3;
@@ -578,7 +474,7 @@ static void check_planted(enum nf_model_kind kind)
     free(planted);
     free(dist);
     free(map);
-    data_free(&d);
+    sl_free(&d);
 }
 
 static void test_planted_ridge_classifier(void **state)
@@ -601,8 +497,8 @@ static void test_threads_identical(void **state)
     double M[3][4] = { { 2.5, 0, 0, 0 }, { 0, 2.5, 0, 0 }, { 0, 0, 2.5, 0 } };
     enum nf_model_kind kinds[] = { NF_MODEL_RIDGE_CLASSIFIER, NF_MODEL_SVM };
     for (int t = 0; t < 2; t++) {
-        struct data d;
-        make_data(&d, make_geom(8, 7, 6, M, 0.8, 31), 24, 3, 2, 300);
+        struct sldata d;
+        sl_make(&d, sl_geom_affine(8, 7, 6, M, 0.8, 31), 24, 3, 2, 300);
         struct nf_model_opts opts = nf_model_defaults(kinds[t]);
         float *ref = malloc((size_t)d.V * sizeof *ref), *map = malloc((size_t)d.V * sizeof *map);
         struct nf_sl_stats st;
@@ -614,7 +510,7 @@ static void test_threads_identical(void **state)
         }
         free(ref);
         free(map);
-        data_free(&d);
+        sl_free(&d);
     }
 }
 
@@ -630,8 +526,8 @@ static void test_small_spheres_nan(void **state)
         int x = i % 6, y = (i / 6) % 6, z = i / 36;
         mask[i] = (x < 4 && y < 4 && z < 4) || (x == 5 && y == 5 && z == 5);
     }
-    struct data d;
-    make_data(&d, nf_geom_from_mask(&g, mask), 18, 3, 2, 400);
+    struct sldata d;
+    sl_make(&d, nf_geom_from_mask(&g, mask), 18, 3, 2, 400);
     struct nf_model_opts opts = nf_model_defaults(NF_MODEL_RIDGE_CLASSIFIER);
     float *map = malloc((size_t)d.V * sizeof *map);
     struct nf_sl_stats st;
@@ -646,7 +542,7 @@ static void test_small_spheres_nan(void **state)
     for (int64_t v = 0; v < d.V; v++)
         assert_true(isnan(map[v]));
     free(map);
-    data_free(&d);
+    sl_free(&d);
 }
 
 /* Fits that fail or cannot be scored give NaN and are counted, never fail
@@ -656,8 +552,8 @@ static void test_failed_fits(void **state)
 {
     (void)state;
     double M[3][4] = { { 2, 0, 0, 0 }, { 0, 2, 0, 0 }, { 0, 0, 2, 0 } };
-    struct data d;
-    make_data(&d, make_geom(4, 4, 3, M, 1.0, 61), 12, 12, 0, 700);
+    struct sldata d;
+    sl_make(&d, sl_geom_affine(4, 4, 3, M, 1.0, 61), 12, 12, 0, 700);
     for (int64_t i = 0; i < d.n; i++)
         d.fold_of[i] = i;
     struct nf_model_opts opts = nf_model_defaults(NF_MODEL_RIDGE);
@@ -669,9 +565,9 @@ static void test_failed_fits(void **state)
     for (int64_t v = 0; v < d.V; v++)
         assert_true(isnan(map[v]));
     free(map);
-    data_free(&d);
+    sl_free(&d);
 
-    make_data(&d, make_geom(4, 4, 3, M, 1.0, 62), 12, 3, 2, 800);
+    sl_make(&d, sl_geom_affine(4, 4, 3, M, 1.0, 62), 12, 3, 2, 800);
     for (int64_t i = 0; i < d.n; i++)   /* fold 1 holds every sample of class 1 */
         d.fold_of[i] = d.y[i] == 1 ? 1 : i % 4 < 2 ? 0 : 2;
     opts = nf_model_defaults(NF_MODEL_SVM);
@@ -681,15 +577,15 @@ static void test_failed_fits(void **state)
     for (int64_t v = 0; v < d.V; v++)
         assert_true(isnan(map[v]));
     free(map);
-    data_free(&d);
+    sl_free(&d);
 }
 
 static void test_checkpoints_resume(void **state)
 {
     (void)state;
     double M[3][4] = { { 3, 0, 0, 0 }, { 0, 3, 0, 0 }, { 0, 0, 3, 0 } };
-    struct data d;
-    make_data(&d, make_geom(9, 9, 8, M, 0.9, 41), 24, 3, 2, 500);
+    struct sldata d;
+    sl_make(&d, sl_geom_affine(9, 9, 8, M, 0.9, 41), 24, 3, 2, 500);
     struct nf_model_opts opts = nf_model_defaults(NF_MODEL_RIDGE_CLASSIFIER);
     char *path = nf_asprintf("%s/.nlflow/cache.db", tmpdir);
     struct nf_cache *cache = NULL;
@@ -748,15 +644,15 @@ static void test_checkpoints_resume(void **state)
     free(map);
     free(path);
     nf_cache_close(cache);
-    data_free(&d);
+    sl_free(&d);
 }
 
 static void test_bad_input(void **state)
 {
     (void)state;
     double M[3][4] = { { 2, 0, 0, 0 }, { 0, 2, 0, 0 }, { 0, 0, 2, 0 } };
-    struct data d;
-    make_data(&d, make_geom(4, 4, 4, M, 1.0, 51), 12, 3, 2, 600);
+    struct sldata d;
+    sl_make(&d, sl_geom_affine(4, 4, 4, M, 1.0, 51), 12, 3, 2, 600);
     struct nf_model_opts opts = nf_model_defaults(NF_MODEL_RIDGE_CLASSIFIER);
     float *map = malloc((size_t)d.V * sizeof *map);
     struct nf_error err = { 0 };
@@ -785,7 +681,7 @@ static void test_bad_input(void **state)
     assert_non_null(strstr(err.msg, "non-finite"));
 #undef RUN
     free(map);
-    data_free(&d);
+    sl_free(&d);
 }
 
 static void test_estimate(void **state)
