@@ -111,7 +111,9 @@ static struct nf_value *value_alloc(enum nf_kind kind, struct nf_error *err)
         NF_FAIL(err, NF_ENOMEM, "out of memory");
         return NULL;
     }
+    static _Atomic uint64_t next_serial = 1;
     v->refcount = 1;
+    v->serial = atomic_fetch_add_explicit(&next_serial, 1, memory_order_relaxed);
     v->kind = kind;
     return v;
 }
@@ -231,12 +233,16 @@ static void table_release(struct nf_table *t)
     free(t->cols);
 }
 
+void (*nf_value_free_hook)(uint64_t serial);
+
 void nf_value_unref(struct nf_value *v)
 {
     if (!v)
         return;
     if (atomic_fetch_sub_explicit((_Atomic int *)&v->refcount, 1, memory_order_acq_rel) != 1)
         return;
+    if (nf_value_free_hook)
+        nf_value_free_hook(v->serial);
     switch (v->kind) {
     case NF_KIND_VOLUME:
         nf_free_aligned(v->u.vol.data);

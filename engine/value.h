@@ -96,6 +96,8 @@ struct nf_key { uint64_t hi, lo; };
 
 struct nf_value {
     int refcount;             /* atomic */
+    uint64_t serial;          /* unique within the process (never reused): names the
+                                 value for copies kept elsewhere, e.g. on a GPU */
     struct nf_key key;        /* set by the engine when known (has_key) */
     bool has_key;
     enum nf_kind kind;
@@ -120,6 +122,10 @@ struct nf_value *nf_value_new_collection(size_t n, struct nf_error *err);
 
 struct nf_value *nf_value_ref(struct nf_value *v);
 void nf_value_unref(struct nf_value *v);     /* NULL-safe */
+/* Called with a value's serial when its last reference goes (NULL: none).
+ * Set once, before values are shared between threads (the CUDA backend drops
+ * the value's device copies). */
+extern void (*nf_value_free_hook)(uint64_t serial);
 void nf_value_set_label(struct nf_value *v, const char *label);
 void nf_value_set_path(struct nf_value *v, const char *path);
 

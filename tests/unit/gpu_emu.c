@@ -152,33 +152,63 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
     return cudaSuccess;
 }
 
+/* Device memory: a budget (4 GiB, or nf_emu_set_device_memory's) that
+ * cudaMalloc draws from and cudaMemGetInfo reports, so that out-of-memory
+ * paths and evictions happen here as on a device; and a count of the bytes
+ * copied host to device, so that tests see what a node uploaded. */
+static size_t emu_total = (size_t)4 << 30, emu_used;
+static size_t emu_h2d;
+enum { EMU_HEADER = 64 };   /* keeps allocations 64-byte aligned */
+
+void nf_emu_set_device_memory(size_t total)
+{
+    emu_total = total ? total : (size_t)4 << 30;
+}
+
+size_t nf_emu_h2d_bytes(void)
+{
+    return emu_h2d;
+}
+
 cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total)
 {
-    *free_bytes = (size_t)2 << 30;
-    *total = (size_t)4 << 30;
+    *free_bytes = emu_total > emu_used ? emu_total - emu_used : 0;
+    *total = emu_total;
     return cudaSuccess;
 }
 
 cudaError_t cudaMalloc(void **ptr, size_t size)
 {
-    /* a pattern that is not zero, so that reading memory never written shows */
-    *ptr = malloc(size ? size : 1);
-    if (!*ptr)
+    if (size > emu_total - (emu_used < emu_total ? emu_used : emu_total))
         return cudaErrorMemoryAllocation;
+    char *p = malloc(size + EMU_HEADER);
+    if (!p)
+        return cudaErrorMemoryAllocation;
+    memcpy(p, &size, sizeof size);
+    emu_used += size;
+    *ptr = p + EMU_HEADER;
+    /* a pattern that is not zero, so that reading memory never written shows */
     memset(*ptr, 0xff, size);
     return cudaSuccess;
 }
 
 cudaError_t cudaFree(void *ptr)
 {
-    free(ptr);
+    if (!ptr)
+        return cudaSuccess;
+    char *p = (char *)ptr - EMU_HEADER;
+    size_t size;
+    memcpy(&size, p, sizeof size);
+    emu_used -= size;
+    free(p);
     return cudaSuccess;
 }
 
 cudaError_t cudaHostAlloc(void **ptr, size_t size, unsigned int flags)
 {
     (void)flags;
-    return cudaMalloc(ptr, size);
+    *ptr = malloc(size ? size : 1);
+    return *ptr ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 
 cudaError_t cudaFreeHost(void *ptr)
@@ -189,7 +219,8 @@ cudaError_t cudaFreeHost(void *ptr)
 
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)
 {
-    (void)kind;
+    if (kind == cudaMemcpyHostToDevice)
+        emu_h2d += count;
     if (count)
         memmove(dst, src, count);
     return cudaSuccess;
@@ -204,10 +235,11 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaM
 cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
                               enum cudaMemcpyKind kind, cudaStream_t stream)
 {
-    (void)kind;
     (void)stream;
     if (width > dpitch || width > spitch)
         return cudaErrorInvalidPitchValue;
+    if (kind == cudaMemcpyHostToDevice)
+        emu_h2d += width * height;
     for (size_t i = 0; i < height; i++)
         memmove((char *)dst + i * dpitch, (const char *)src + i * spitch, width);
     return cudaSuccess;
@@ -466,6 +498,16 @@ int nf_gpu_ridge_shrink(cudaStream_t stream, const float *in, float *out, int64_
     for (int64_t j = 0; j < r; j++)
         for (int64_t v = 0; v < nb; v++)
             nf_body_ridge_shrink(j, v, in, out, nb, s, alphas, best, colsum, y_mean);
+    return 0;
+}
+
+int nf_gpu_gather_rows(cudaStream_t stream, float *dst, int64_t ld_dst, const float *src, int64_t ld_src,
+                       const int64_t *rows, int64_t n_rows, int64_t cols)
+{
+    (void)stream;
+    for (int64_t i = 0; i < n_rows; i++)
+        for (int64_t v = 0; v < cols; v++)
+            nf_body_gather_rows(i, v, dst, ld_dst, src, ld_src, rows);
     return 0;
 }
 

@@ -674,74 +674,8 @@ static void test_permute_many_ties(void **state)
 
 /* ---- searchlight (predict's mode searchlight, closed forms) ---- */
 
-struct sldata {
-    struct nf_geom *geom;
-    int64_t n, V, k, n_classes;
-    float *X;
-    double *y;
-    int64_t *fold_of;
-};
-
-/* A 3 mm grid (origin elsewhere than 0) whose mask keeps each voxel with
- * probability keep: the edges and holes give spheres of every size. */
-static struct nf_geom *sl_geom(int64_t nx, int64_t ny, int64_t nz, double keep, uint64_t seed)
-{
-    struct nf_grid g = { .dim = { nx, ny, nz } };
-    for (int a = 0; a < 3; a++) {
-        g.affine[a][a] = 3.0;
-        g.affine[a][3] = -10.0 * (a + 1);
-        g.pixdim[a] = 3.0;
-    }
-    g.affine[3][3] = 1;
-    g.sform_code = 1;
-    int64_t nv = nx * ny * nz;
-    float *mask = malloc((size_t)nv * sizeof *mask);
-    uint64_t st = seed;
-    for (int64_t v = 0; v < nv; v++)
-        mask[v] = keep >= 1 || nf_rand_uniform(&st) < keep ? 1.0f : 0.0f;
-    struct nf_geom *geom = nf_geom_from_mask(&g, mask);
-    free(mask);
-    assert_non_null(geom);
-    return geom;
-}
-
-/* Noise with voxel offsets and scales (standardisation matters), classes
- * i mod n_classes (a continuous target when 0), a weak signal on every third
- * voxel, folds that hold every class. */
-static void sl_make(struct sldata *d, struct nf_geom *g, int64_t n, int64_t k, int64_t n_classes, uint64_t seed)
-{
-    uint64_t st = seed;
-    d->geom = g;
-    d->n = n;
-    d->V = g->n_voxels;
-    d->k = k;
-    d->n_classes = n_classes;
-    d->X = malloc((size_t)(n * d->V) * sizeof *d->X);
-    d->y = malloc((size_t)n * sizeof *d->y);
-    d->fold_of = malloc((size_t)n * sizeof *d->fold_of);
-    double *latent = malloc((size_t)n * sizeof *latent);
-    for (int64_t i = 0; i < n; i++) {
-        latent[i] = nf_rand_normal(&st);
-        d->y[i] = n_classes ? (double)(i % n_classes) : 2.0 * latent[i] + 1.0;
-        d->fold_of[i] = (i / (n_classes ? n_classes : 1)) % k;
-    }
-    for (int64_t v = 0; v < d->V; v++) {
-        double off = 10 * nf_rand_normal(&st), sc = 0.5 + 3 * nf_rand_uniform(&st);
-        for (int64_t i = 0; i < n; i++) {
-            double sig = v % 3 ? 0 : n_classes ? 0.7 * (d->y[i] - (n_classes - 1) / 2.0) : 0.6 * latent[i];
-            d->X[i * d->V + v] = (float)(off + sc * (nf_rand_normal(&st) + sig));
-        }
-    }
-    free(latent);
-}
-
-static void sl_free(struct sldata *d)
-{
-    nf_geom_unref(d->geom);
-    free(d->X);
-    free(d->y);
-    free(d->fold_of);
-}
+#include "ref_solve.h"
+#include "searchlight_testdata.h"
 
 static int run_sl(bool gpu, const struct sldata *d, const struct nf_model_opts *opts, bool standardize, double radius,
                   struct nf_run *run, float *map, struct nf_sl_stats *st)
@@ -753,39 +687,6 @@ static int run_sl(bool gpu, const struct sldata *d, const struct nf_model_opts *
     if (rc < 0)
         fprintf(stderr, "%s searchlight failed: %s\n", gpu ? "GPU" : "CPU", err.msg);
     return rc;
-}
-
-/* Gauss-Jordan with partial pivoting: A x = B (A s x s, B s x q), in place. */
-static void gauss(double *A, double *B, int64_t s, int64_t q)
-{
-    for (int64_t c = 0; c < s; c++) {
-        int64_t p = c;
-        for (int64_t r = c + 1; r < s; r++)
-            if (fabs(A[r * s + c]) > fabs(A[p * s + c]))
-                p = r;
-        for (int64_t j = 0; j < s; j++) {
-            double t = A[c * s + j];
-            A[c * s + j] = A[p * s + j];
-            A[p * s + j] = t;
-        }
-        for (int64_t o = 0; o < q; o++) {
-            double t = B[c * q + o];
-            B[c * q + o] = B[p * q + o];
-            B[p * q + o] = t;
-        }
-        for (int64_t r = 0; r < s; r++) {
-            if (r == c)
-                continue;
-            double f = A[r * s + c] / A[c * s + c];
-            for (int64_t j = 0; j < s; j++)
-                A[r * s + j] -= f * A[c * s + j];
-            for (int64_t o = 0; o < q; o++)
-                B[r * q + o] -= f * B[c * q + o];
-        }
-    }
-    for (int64_t c = 0; c < s; c++)
-        for (int64_t o = 0; o < q; o++)
-            B[c * q + o] /= A[c * s + c];
 }
 
 /* Is some validation decision of the centre within `tol` (relative to the
@@ -1176,6 +1077,173 @@ static void test_fallback(void **state)
     assert_true(C[0] == 4 && C[1] == 5 && C[2] == 10 && C[3] == 11);
 }
 
+/* ---- inputs resident between GPU nodes ---- */
+
+#ifdef NF_GPU_EMULATED
+void nf_emu_set_device_memory(size_t total);
+size_t nf_emu_h2d_bytes(void);
+#endif
+
+static int run_ridge_on(struct ridge_params *prm, struct nf_value *x, struct nf_value *y, struct nf_value **out,
+                        struct nf_error *err)
+{
+    struct nf_value *in[3] = { x, y, NULL };
+    struct nf_env env = { .threads = 2, .seed = 5 };
+    struct nf_run run = { .params = prm, .env = &env, .in = in, .out = out, .err = err };
+    return nf_ridge_run_gpu(&run);
+}
+
+static int run_permute_on(struct permute_params *prm, struct nf_value *data, struct nf_value **out,
+                          struct nf_error *err)
+{
+    struct nf_value *in[4] = { data, NULL, NULL, NULL };
+    struct nf_env env = { .threads = 2, .seed = 11 };
+    struct nf_run run = { .params = prm, .env = &env, .in = in, .out = out, .err = err };
+    return nf_permute_run_gpu(&run);
+}
+
+static void assert_same_outputs(struct nf_value **a, struct nf_value **b, int n)
+{
+    for (int o = 0; o < n; o++) {
+        assert_true((a[o] == NULL) == (b[o] == NULL));
+        if (a[o] && a[o]->kind == NF_KIND_MATRIX)
+            assert_memory_equal(a[o]->u.mat.data, b[o]->u.mat.data,
+                                (size_t)(a[o]->u.mat.rows * a[o]->u.mat.cols) * sizeof(float));
+    }
+}
+
+/* Two ridge nodes on the same Y: the second finds Y on the device (one
+ * upload, then a hit, and fewer bytes go up), and each gives exactly what it
+ * gives with residency off (blocks gathered on the device are the blocks the
+ * host packs). Two permutes on the same maps: the same. A freed value's copy
+ * goes at the next acquire; when device memory runs short, the least recently
+ * used copy not in use goes. */
+static void test_resident_inputs(void **state)
+{
+    (void)state;
+    if (!have_gpu)
+        skip();
+    struct ridge_params prm;
+    struct permute_params pp;
+    struct nf_error err = { 0 };
+    struct nf_value *ref[4][6] = { { 0 } }, *got[4][6] = { { 0 } };
+    struct nf_gpu_resident_stats s0, s1, s2, s3;
+    ridge_data();
+    ridge_params(&prm);
+    nf_gpu_debug_max_block(64);
+    struct nf_value *x1 = nf_value_new_matrix(RN, RP, NULL, &err), *x2 = nf_value_new_matrix(RN, RP, NULL, &err);
+    struct nf_value *y = nf_value_new_matrix(RN, RV, NULL, &err);
+    assert_non_null(x1);
+    assert_non_null(x2);
+    assert_non_null(y);
+    memcpy(x1->u.mat.data, RX, sizeof RX);
+    for (int e = 0; e < RN * RP; e++)   /* another design: the columns in reverse */
+        x2->u.mat.data[e] = RX[(e / RP) * RP + (RP - 1 - e % RP)] * (e % 3 ? 1.0f : -0.5f);
+    memcpy(y->u.mat.data, RY, sizeof RY);
+    const size_t y_bytes = sizeof RY;
+
+    nf_gpu_debug_residency(0);
+    assert_int_equal(run_ridge_on(&prm, x1, y, ref[0], &err), 0);
+    assert_int_equal(run_ridge_on(&prm, x2, y, ref[1], &err), 0);
+    nf_gpu_debug_residency(1);
+    nf_gpu_resident_stats(&s0);
+#ifdef NF_GPU_EMULATED
+    size_t h0 = nf_emu_h2d_bytes();
+#endif
+    assert_int_equal(run_ridge_on(&prm, x1, y, got[0], &err), 0);
+    nf_gpu_resident_stats(&s1);
+#ifdef NF_GPU_EMULATED
+    size_t h1 = nf_emu_h2d_bytes();
+#endif
+    assert_int_equal(run_ridge_on(&prm, x2, y, got[1], &err), 0);
+    nf_gpu_resident_stats(&s2);
+#ifdef NF_GPU_EMULATED
+    size_t h2 = nf_emu_h2d_bytes();
+    /* the second node sent up what the first did (X, factors), but Y */
+    assert_true(h1 - h0 >= y_bytes);
+    assert_int_equal(h2 - h1, h1 - h0 - y_bytes);
+#endif
+    assert_int_equal(s1.uploads, s0.uploads + 1);
+    assert_true(s1.uploaded_bytes - s0.uploaded_bytes == y_bytes);
+    assert_int_equal(s2.uploads, s1.uploads);
+    assert_int_equal(s2.hits, s1.hits + 1);
+    assert_same_outputs(ref[0], got[0], 6);
+    assert_same_outputs(ref[1], got[1], 6);
+
+    /* permute: one-sample t on Y's first 40 rows as maps, then the other tail */
+    struct nf_value *maps = nf_value_new_matrix(40, RV, NULL, &err);
+    assert_non_null(maps);
+    for (int e = 0; e < 40 * RV; e++)
+        maps->u.mat.data[e] = RY[e] - 3.0f - 0.01f * (float)(e % RV);
+    for (int pass = 0; pass < 2; pass++) {
+        nf_gpu_debug_residency(pass);
+        for (int t = 0; t < 2; t++) {
+            nf_params_defaults(&nf_node_permute, &pp);
+            pp.test = PERM_ONE_SAMPLE;
+            pp.stat = PERM_STAT_T;
+            pp.tail = t ? PERM_TAIL_UPPER : PERM_TAIL_TWO;
+            pp.n_permutations = 300;
+            pp.seed = 3;
+            assert_int_equal(run_permute_on(&pp, maps, pass ? got[2 + t] : ref[2 + t], &err), 0);
+            nf_params_release(&nf_node_permute, &pp);
+        }
+    }
+    nf_gpu_resident_stats(&s3);
+    assert_int_equal(s3.uploads, s2.uploads + 1);
+    assert_int_equal(s3.hits, s2.hits + 1);
+    assert_same_outputs(ref[2], got[2], 5);
+    assert_same_outputs(ref[3], got[3], 5);
+
+    /* freed values: their copies go at the next acquire */
+    assert_true(s3.copies >= 2);
+    nf_value_unref(y);
+    nf_value_unref(maps);
+    struct nf_gpu *g = nf_gpu_acquire(&err);
+    assert_non_null(g);
+    nf_gpu_release(g);
+    nf_gpu_resident_stats(&s3);
+    assert_int_equal(s3.copies, 0);
+    assert_int_equal(s3.bytes, 0);
+
+#ifdef NF_GPU_EMULATED
+    /* eviction: a device with room for two 4 MiB copies, not three */
+    nf_emu_set_device_memory((size_t)10 << 20);
+    const size_t mb4 = (size_t)4 << 20;
+    char *host = calloc(1, mb4);
+    void *da = NULL, *db = NULL, *dc = NULL;
+    assert_non_null(host);
+    g = nf_gpu_acquire(&err);
+    assert_int_equal(nf_gpu_resident(g, 1u << 30, NF_GPU_AS_IS, host, mb4, &da, NULL, &err), 0);
+    nf_gpu_release(g);   /* a not in use any more */
+    g = nf_gpu_acquire(&err);
+    assert_int_equal(nf_gpu_resident(g, (1u << 30) + 1, NF_GPU_AS_IS, host, mb4, &db, NULL, &err), 0);
+    nf_gpu_resident_stats(&s0);
+    assert_int_equal(nf_gpu_resident(g, (1u << 30) + 2, NF_GPU_AS_IS, host, mb4, &dc, NULL, &err), 0);
+    nf_gpu_resident_stats(&s1);
+    assert_int_equal(s1.evictions, s0.evictions + 1);   /* a went, b (in use) stayed */
+    void *d = NULL;
+    bool up = false;
+    assert_int_equal(nf_gpu_resident(g, (1u << 30) + 1, NF_GPU_AS_IS, host, mb4, &d, &up, &err), 0);
+    assert_true(d == db && !up);
+    /* three in use at once do not fit: out of memory, nothing evicted */
+    assert_int_equal(nf_gpu_resident(g, (1u << 30) + 3, NF_GPU_AS_IS, host, mb4, &d, NULL, &err), NF_ENOMEM);
+    memset(&err, 0, sizeof err);
+    nf_gpu_release(g);
+    nf_gpu_shutdown();   /* drops every copy; the next acquire makes a new context */
+    nf_gpu_resident_stats(&s2);
+    assert_int_equal(s2.copies, 0);
+    nf_emu_set_device_memory(0);
+    free(host);
+#endif
+    nf_gpu_debug_residency(-1);
+    nf_gpu_debug_max_block(0);
+    for (int i = 0; i < 4; i++)
+        unref_all(ref[i], 6), unref_all(got[i], 6);
+    nf_value_unref(x1);
+    nf_value_unref(x2);
+    nf_params_release(&nf_node_ridge, &prm);
+}
+
 int main(void)
 {
     char why[512];
@@ -1193,6 +1261,7 @@ int main(void)
         cmocka_unit_test(test_searchlight_agreement),
         cmocka_unit_test(test_searchlight_resume),
         cmocka_unit_test(test_searchlight_no_gpu_path),
+        cmocka_unit_test(test_resident_inputs),
     };
 #ifdef NF_GPU_EMULATED
     printf("note: the device is tests/unit/gpu_emu.c's CPU emulation: this checks the host side of the GPU "

@@ -42,8 +42,11 @@ const char *nf_cuda_libs_missing(void);
 extern "C" {
 #endif
 
-/* Pinned staging buffers: two for uploads, two for downloads (double buffering). */
-enum { NF_GPU_PIN_UP0, NF_GPU_PIN_UP1, NF_GPU_PIN_DOWN0, NF_GPU_PIN_DOWN1, NF_GPU_PIN_SLOTS };
+/* Pinned staging buffers: two for uploads, two for downloads (double
+ * buffering), two for the uploads of resident copies (nf_gpu_resident). */
+enum { NF_GPU_PIN_UP0, NF_GPU_PIN_UP1, NF_GPU_PIN_DOWN0, NF_GPU_PIN_DOWN1, NF_GPU_PIN_RES0, NF_GPU_PIN_RES1,
+       NF_GPU_PIN_SLOTS };
+struct nf_gpu_copy;
 
 struct nf_gpu {
     int device;
@@ -59,6 +62,10 @@ struct nf_gpu {
     /* pinned host staging, grown on demand, kept until nf_gpu_shutdown */
     void *pinned[NF_GPU_PIN_SLOTS];
     size_t pinned_size[NF_GPU_PIN_SLOTS];
+    /* device-resident copies of node inputs (nf_gpu_resident) */
+    struct nf_gpu_copy *copies;
+    size_t n_copies, cap_copies;
+    uint64_t use_clock;                /* orders the copies' last use */
 };
 
 /* Bytes kept free on the device beyond what the arena takes: for the CUDA
@@ -73,8 +80,9 @@ struct nf_gpu {
 struct nf_gpu *nf_gpu_acquire(struct nf_error *err);
 /* Close the arena and give the context back. NULL-safe. */
 void nf_gpu_release(struct nf_gpu *g);
-/* Destroy the context (handles, streams, pinned buffers); for tests and tools
- * that want a clean exit. Must not be called while a node holds it. */
+/* Destroy the context (handles, streams, pinned buffers, resident copies);
+ * for tests and tools that want a clean exit. Does nothing while a node
+ * holds it. */
 void nf_gpu_shutdown(void);
 
 /* ---- device memory ---- */
@@ -93,6 +101,41 @@ void nf_gpu_arena_close(struct nf_gpu *g);
 /* A pinned host buffer of at least `bytes` for slot (grown as needed); NULL
  * when pinning fails (callers report NF_ENOMEM). */
 void *nf_gpu_pinned(struct nf_gpu *g, int slot, size_t bytes);
+
+/* ---- device-resident inputs, kept between node runs ----
+ * A GPU node that needs a whole input matrix on the device takes it with
+ * nf_gpu_resident(): the first node to ask uploads it; a later GPU node that
+ * asks for the same value (a second ridge on the same Y, a permute after
+ * another on the same maps) finds it there and skips the upload. A copy is
+ * named by the value's serial (value.h: unique in the process, never reused)
+ * and a layout tag (NF_GPU_AS_IS: the matrix's own bytes; a node may keep a
+ * derived form of one value under a tag of its own). Copies are cudaMalloc'd
+ * outside the arena. They go when their value is freed (nf_value_free_hook
+ * marks them; freed at the next acquire or release), least recently used
+ * first when an arena or another copy needs the memory, and at
+ * nf_gpu_shutdown; the copies a node took are kept until its nf_gpu_release.
+ * nf_gpu_free_bytes counts the memory of copies that could go. */
+enum { NF_GPU_AS_IS = 0 };
+/* *dev = the device copy of `bytes` bytes at `host` (serial, layout), made
+ * and uploaded now unless it is there (*uploaded says which; may be NULL).
+ * 0; NF_ENOMEM when it does not fit even with every other copy gone (the
+ * node streams instead); another NF_E* code on a CUDA error. serial 0 (a
+ * value not from value.c) is never kept: every call uploads into a new copy,
+ * freed at release. */
+int nf_gpu_resident(struct nf_gpu *g, uint64_t serial, int layout, const void *host, size_t bytes, void **dev,
+                    bool *uploaded, struct nf_error *err);
+/* Whether nodes keep inputs resident: yes unless NLFLOW_GPU_RESIDENT=0 or a
+ * test said no (nf_gpu_debug_residency). */
+bool nf_gpu_residency_enabled(void);
+void nf_gpu_debug_residency(int on);   /* 1, 0, or -1: back to the environment */
+/* What the copies did since the context was made (tests, benchmarks). */
+struct nf_gpu_resident_stats {
+    size_t bytes;              /* held now */
+    int64_t copies;            /* held now */
+    int64_t uploads, hits, evictions;
+    size_t uploaded_bytes;
+};
+void nf_gpu_resident_stats(struct nf_gpu_resident_stats *out);
 
 /* Testing hooks: make the next `n` arena opens fail as out of memory (to test
  * the shrink-and-retry paths), and cap the voxel / permutation blocks of the
@@ -177,6 +220,11 @@ int nf_gpu_ridge_choose(cudaStream_t stream, int64_t A, int64_t nb, int k, const
 int nf_gpu_ridge_shrink(cudaStream_t stream, const float *in, float *out, int64_t r, int64_t nb,
                         const float *s, const double *alphas, const int *best,
                         const double *colsum, const double *y_mean);
+/* dst[i*ld_dst+v] = src[rows[i]*ld_src+v] (src[i*ld_src+v] when rows is
+ * NULL) for i < n_rows, v < cols: rows of a resident matrix in another order
+ * (rows: a device array). */
+int nf_gpu_gather_rows(cudaStream_t stream, float *dst, int64_t ld_dst, const float *src, int64_t ld_src,
+                       const int64_t *rows, int64_t n_rows, int64_t cols);
 /* X[i*nb+v] += (float)centre[v] for i < rows. */
 int nf_gpu_add_rows(cudaStream_t stream, float *X, int64_t rows, int64_t nb, const double *centre);
 

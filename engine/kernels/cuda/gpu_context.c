@@ -7,7 +7,9 @@
  * node run is one arena (a single cudaMalloc, so a node learns at once whether
  * its blocks fit, and an out-of-memory is a clean NF_ENOMEM the node answers by
  * shrinking its blocks); the cuBLAS workspace is carved from it so that cuBLAS
- * never allocates behind our back. Pinned host buffers are kept between nodes.
+ * never allocates behind our back. Pinned host buffers are kept between nodes,
+ * and so are device copies of node inputs (nf_gpu_resident), so that GPU
+ * nodes in a row do not upload the same matrix again.
  *
  * The thin SVD uses cuSOLVER's gesvdj (one-sided Jacobi) rather than syevd on
  * XᵀX: forming XᵀX squares the condition number, so singular values below
@@ -29,6 +31,7 @@
 #include <string.h>
 
 #include "util.h"
+#include "value.h"
 
 static pthread_mutex_t gpu_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct nf_gpu *the_gpu;          /* made on first acquire */
@@ -81,12 +84,120 @@ static int solver_check(cusolverStatus_t status, const char *what, struct nf_err
 
 /* ---- the context ---- */
 
+/* ---- resident copies (the bookkeeping; nf_gpu_resident below) ---- */
+
+struct nf_gpu_copy {
+    uint64_t serial;
+    int layout;
+    void *dev;
+    size_t bytes;
+    uint64_t last_use;
+    bool held;     /* taken by the node that holds the context */
+    bool dead;     /* its value is gone (set from any thread) */
+};
+
+/* Guards g->copies and the stats: the free hook runs on whatever thread drops
+ * a value's last reference, while the node holding the context may be
+ * looking the copies up. CUDA calls are made outside it, by that node. */
+static pthread_mutex_t copies_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct nf_gpu_resident_stats copy_stats;
+
+static void value_freed(uint64_t serial)
+{
+    pthread_mutex_lock(&copies_lock);
+    for (size_t i = 0; the_gpu && i < the_gpu->n_copies; i++)
+        if (the_gpu->copies[i].serial == serial)
+            the_gpu->copies[i].dead = true;
+    pthread_mutex_unlock(&copies_lock);
+}
+
+/* Remove copy i (the caller holds the context, not copies_lock) and free its memory. */
+static void drop_copy(struct nf_gpu *g, size_t i, bool eviction)
+{
+    pthread_mutex_lock(&copies_lock);
+    void *dev = g->copies[i].dev;
+    copy_stats.bytes -= g->copies[i].bytes;
+    copy_stats.copies--;
+    copy_stats.evictions += eviction;
+    g->copies[i] = g->copies[--g->n_copies];
+    pthread_mutex_unlock(&copies_lock);
+    /* nothing may still read it */
+    (void)cudaStreamSynchronize(g->copy);
+    (void)cudaStreamSynchronize(g->compute);
+    (void)cudaFree(dev);
+    (void)cudaGetLastError();
+}
+
+/* Free the copies whose values are gone (or, with all, every copy not held). */
+static void reap_copies(struct nf_gpu *g, bool all)
+{
+    for (size_t i = g->n_copies; i-- > 0;) {
+        pthread_mutex_lock(&copies_lock);
+        bool go = !g->copies[i].held && (all || g->copies[i].dead || g->copies[i].serial == 0);
+        pthread_mutex_unlock(&copies_lock);
+        if (go)
+            drop_copy(g, i, false);
+    }
+}
+
+/* Free the least recently used copy not held: false when there is none. */
+static bool evict_one(struct nf_gpu *g)
+{
+    size_t best = SIZE_MAX;
+    pthread_mutex_lock(&copies_lock);
+    for (size_t i = 0; i < g->n_copies; i++)
+        if (!g->copies[i].held && (best == SIZE_MAX || g->copies[i].last_use < g->copies[best].last_use))
+            best = i;
+    pthread_mutex_unlock(&copies_lock);
+    if (best == SIZE_MAX)
+        return false;
+    drop_copy(g, best, true);
+    return true;
+}
+
+/* Bytes of the copies that could go (not held). */
+static size_t reclaimable_bytes(struct nf_gpu *g)
+{
+    size_t b = 0;
+    pthread_mutex_lock(&copies_lock);
+    for (size_t i = 0; i < g->n_copies; i++)
+        b += g->copies[i].held ? 0 : g->copies[i].bytes;
+    pthread_mutex_unlock(&copies_lock);
+    return b;
+}
+
+static int debug_residency = -1;
+
+void nf_gpu_debug_residency(int on)
+{
+    debug_residency = on;
+}
+
+bool nf_gpu_residency_enabled(void)
+{
+    if (debug_residency >= 0)
+        return debug_residency == 1;
+    const char *env = getenv("NLFLOW_GPU_RESIDENT");
+    return !env || strcmp(env, "0") != 0;
+}
+
+void nf_gpu_resident_stats(struct nf_gpu_resident_stats *out)
+{
+    pthread_mutex_lock(&copies_lock);
+    *out = copy_stats;
+    pthread_mutex_unlock(&copies_lock);
+}
+
 static void destroy(struct nf_gpu *g)
 {
     if (!g)
         return;
     if (g->arena)
         nf_gpu_arena_close(g);
+    for (size_t i = 0; i < g->n_copies; i++)
+        g->copies[i].held = false;
+    reap_copies(g, true);
+    free(g->copies);
     for (int i = 0; i < NF_GPU_PIN_SLOTS; i++)
         if (g->pinned[i])
             cudaFreeHost(g->pinned[i]);
@@ -128,6 +239,7 @@ static int create(struct nf_gpu **out, struct nf_error *err)
     NF_TRY(rc = blas_check(cublasSetMathMode(g->blas, CUBLAS_DEFAULT_MATH), "cublasSetMathMode", err));
     NF_TRY(rc = solver_check(cusolverDnCreate(&g->solver), "cusolverDnCreate", err));
     NF_TRY(rc = solver_check(cusolverDnSetStream(g->solver, g->compute), "cusolverDnSetStream", err));
+    nf_value_free_hook = value_freed;
     *out = g;
     g = NULL;
 fail:
@@ -147,6 +259,7 @@ struct nf_gpu *nf_gpu_acquire(struct nf_error *err)
         NF_FAIL(err, NF_EBUG, "cudaSetDevice failed");
         return NULL;
     }
+    reap_copies(the_gpu, false);
     return the_gpu;
 }
 
@@ -155,14 +268,25 @@ void nf_gpu_release(struct nf_gpu *g)
     if (!g)
         return;
     nf_gpu_arena_close(g);
+    pthread_mutex_lock(&copies_lock);
+    for (size_t i = 0; i < g->n_copies; i++)
+        g->copies[i].held = false;
+    pthread_mutex_unlock(&copies_lock);
+    reap_copies(g, false);
     pthread_mutex_unlock(&gpu_lock);
 }
 
 void nf_gpu_shutdown(void)
 {
-    pthread_mutex_lock(&gpu_lock);
-    destroy(the_gpu);
+    /* a node still holding the context (a failed test, say) keeps it: better
+     * a leak at exit than waiting for ever */
+    if (pthread_mutex_trylock(&gpu_lock) != 0)
+        return;
+    struct nf_gpu *g = the_gpu;
+    pthread_mutex_lock(&copies_lock);   /* the free hook no longer sees it */
     the_gpu = NULL;
+    pthread_mutex_unlock(&copies_lock);
+    destroy(g);
     pthread_mutex_unlock(&gpu_lock);
 }
 
@@ -171,12 +295,26 @@ void nf_gpu_shutdown(void)
 size_t nf_gpu_free_bytes(struct nf_gpu *g)
 {
     size_t free_b = 0, total_b = 0;
-    (void)g;
     if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
         (void)cudaGetLastError();
         return 0;
     }
+    free_b += reclaimable_bytes(g);   /* copies that an allocation may evict */
     return free_b > NF_GPU_MARGIN_BYTES ? free_b - NF_GPU_MARGIN_BYTES : 0;
+}
+
+/* cudaMalloc, evicting copies not held (least recently used first) while it
+ * is out of memory. */
+static cudaError_t malloc_evicting(struct nf_gpu *g, void **p, size_t bytes)
+{
+    for (;;) {
+        cudaError_t st = cudaMalloc(p, bytes);
+        if (st != cudaErrorMemoryAllocation)
+            return st;
+        (void)cudaGetLastError();
+        if (!evict_one(g))
+            return st;
+    }
 }
 
 size_t nf_gpu_alloc_size(size_t bytes)
@@ -193,7 +331,7 @@ int nf_gpu_arena_open(struct nf_gpu *g, size_t bytes, struct nf_error *err)
         debug_fail_arena--;
         return NF_FAIL(err, NF_ENOMEM, "out of GPU memory (arena of %zu bytes; simulated)", bytes);
     }
-    int rc = nf_gpu_check(cudaMalloc(&p, bytes + NF_GPU_BLAS_WORKSPACE), "allocating the GPU arena", err);
+    int rc = nf_gpu_check(malloc_evicting(g, &p, bytes + NF_GPU_BLAS_WORKSPACE), "allocating the GPU arena", err);
     if (rc < 0)
         return rc;
     g->arena = p;
@@ -252,6 +390,89 @@ void *nf_gpu_pinned(struct nf_gpu *g, int slot, size_t bytes)
     }
     g->pinned_size[slot] = want;
     return g->pinned[slot];
+}
+
+/* ---- resident copies ---- */
+
+/* host -> dev through two pinned buffers on the copy stream (a pageable
+ * cudaMemcpy of a large matrix runs at about half the bus's speed). */
+static int upload_staged(struct nf_gpu *g, char *dev, const char *host, size_t bytes, struct nf_error *err)
+{
+    const size_t chunk = (size_t)32 << 20, slot_bytes = bytes < chunk ? bytes : chunk;
+    cudaEvent_t done[2] = { 0 };
+    int rc = 0;
+    for (int i = 0; i < 2 && rc == 0; i++)
+        rc = nf_gpu_check(cudaEventCreateWithFlags(&done[i], cudaEventDisableTiming), "cudaEventCreate", err);
+    for (size_t off = 0, i = 0; rc == 0 && off < bytes; off += chunk, i++) {
+        size_t len = bytes - off < chunk ? bytes - off : chunk;
+        int slot = (int)(i % 2);
+        char *pin = nf_gpu_pinned(g, NF_GPU_PIN_RES0 + slot, slot_bytes);
+        if (!pin) {   /* no pinned memory: the slow way */
+            rc = nf_gpu_check(cudaMemcpy(dev + off, host + off, len, cudaMemcpyHostToDevice), "an upload", err);
+            continue;
+        }
+        if (i >= 2 && (rc = nf_gpu_check(cudaEventSynchronize(done[slot]), "an upload", err)) < 0)
+            break;
+        memcpy(pin, host + off, len);
+        rc = nf_gpu_check(cudaMemcpyAsync(dev + off, pin, len, cudaMemcpyHostToDevice, g->copy), "an upload", err);
+        if (rc == 0)
+            rc = nf_gpu_check(cudaEventRecord(done[slot], g->copy), "cudaEventRecord", err);
+    }
+    if (rc == 0)
+        rc = nf_gpu_check(cudaStreamSynchronize(g->copy), "an upload", err);
+    for (int i = 0; i < 2; i++)
+        if (done[i])
+            (void)cudaEventDestroy(done[i]);
+    return rc;
+}
+
+int nf_gpu_resident(struct nf_gpu *g, uint64_t serial, int layout, const void *host, size_t bytes, void **dev,
+                    bool *uploaded, struct nf_error *err)
+{
+    void *p = NULL;
+    int rc = 0;
+    if (uploaded)
+        *uploaded = false;
+    pthread_mutex_lock(&copies_lock);
+    for (size_t i = 0; serial && i < g->n_copies; i++) {
+        struct nf_gpu_copy *cp = &g->copies[i];
+        if (cp->serial == serial && cp->layout == layout && cp->bytes == bytes && !cp->dead) {
+            cp->held = true;
+            cp->last_use = ++g->use_clock;
+            copy_stats.hits++;
+            *dev = cp->dev;
+            pthread_mutex_unlock(&copies_lock);
+            return 0;
+        }
+    }
+    pthread_mutex_unlock(&copies_lock);
+    if (g->n_copies == g->cap_copies) {
+        size_t cap = g->cap_copies ? 2 * g->cap_copies : 8;
+        struct nf_gpu_copy *grown = realloc(g->copies, cap * sizeof *grown);
+        if (!grown)
+            return NF_FAIL(err, NF_ENOMEM, "out of memory");
+        pthread_mutex_lock(&copies_lock);
+        g->copies = grown;
+        g->cap_copies = cap;
+        pthread_mutex_unlock(&copies_lock);
+    }
+    NF_TRY(rc = nf_gpu_check(malloc_evicting(g, &p, bytes ? bytes : 1), "allocating a resident copy", err));
+    if ((rc = upload_staged(g, p, host, bytes, err)) < 0) {
+        (void)cudaFree(p);
+        goto fail;
+    }
+    pthread_mutex_lock(&copies_lock);
+    g->copies[g->n_copies++] = (struct nf_gpu_copy){ serial, layout, p, bytes, ++g->use_clock, true, false };
+    copy_stats.bytes += bytes;
+    copy_stats.copies++;
+    copy_stats.uploads++;
+    copy_stats.uploaded_bytes += bytes;
+    pthread_mutex_unlock(&copies_lock);
+    *dev = p;
+    if (uploaded)
+        *uploaded = true;
+fail:
+    return rc;
 }
 
 /* ---- cuBLAS ---- */

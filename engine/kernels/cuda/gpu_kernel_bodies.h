@@ -155,6 +155,12 @@ NF_BODY void nf_body_add_rows(int64_t i, int64_t v, float *X, int64_t nb, const 
     X[i * nb + v] = X[i * nb + v] + (float)centre[v];
 }
 
+NF_BODY void nf_body_gather_rows(int64_t i, int64_t v, float *dst, int64_t ld_dst, const float *src, int64_t ld_src,
+                                 const int64_t *rows)
+{
+    dst[i * ld_dst + v] = src[(rows ? rows[i] : i) * ld_src + v];
+}
+
 /* ---- searchlight (see nf_gpu_sl_* in gpu.h for the layouts) ---- */
 
 NF_BODY void nf_body_sl_gather(int64_t e, const float *X, int64_t ldx, const int64_t *rows, const double *mean,

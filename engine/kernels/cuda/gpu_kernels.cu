@@ -95,6 +95,14 @@ __global__ void add_rows_kernel(float *X, int64_t rows, int64_t nb, const double
         nf_body_add_rows(i, v, X, nb, centre);
 }
 
+__global__ void gather_rows_kernel(float *dst, int64_t ld_dst, const float *src, int64_t ld_src,
+                                   const int64_t *rows, int64_t n_rows, int64_t cols)
+{
+    int64_t v = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, i = blockIdx.y;
+    if (v < cols && i < n_rows)
+        nf_body_gather_rows(i, v, dst, ld_dst, src, ld_src, rows);
+}
+
 /* ---- searchlight ---- */
 
 /* One thread per element of the gathered batch (consecutive threads write
@@ -255,6 +263,22 @@ extern "C" int nf_gpu_ridge_shrink(cudaStream_t stream, const float *in, float *
         int64_t len = r - j0 < 65535 ? r - j0 : 65535;
         ridge_shrink_kernel<<<dim3(blocks_for(nb), (unsigned)len), THREADS, 0, stream>>>(
             in + j0 * nb, out + j0 * nb, len, nb, s + j0, alphas, best, colsum ? colsum + j0 : NULL, y_mean);
+        int rc = launch_status();
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+extern "C" int nf_gpu_gather_rows(cudaStream_t stream, float *dst, int64_t ld_dst, const float *src, int64_t ld_src,
+                                  const int64_t *rows, int64_t n_rows, int64_t cols)
+{
+    if (cols <= 0 || n_rows <= 0)
+        return 0;
+    for (int64_t i0 = 0; i0 < n_rows; i0 += 65535) {   /* the grid's y limit */
+        int64_t len = n_rows - i0 < 65535 ? n_rows - i0 : 65535;
+        gather_rows_kernel<<<dim3(blocks_for(cols), (unsigned)len), THREADS, 0, stream>>>(
+            dst + i0 * ld_dst, ld_dst, rows ? src : src + i0 * ld_src, ld_src, rows ? rows + i0 : NULL, len, cols);
         int rc = launch_status();
         if (rc)
             return rc;
