@@ -78,7 +78,8 @@ static const char bench_usage[] =
     "  --quick          tiny sizes, 2 repetitions: checks the wiring, not the speed\n"
     "  --domains LIST   comma-separated: sgemm, collection, ridge, predict, inference, cache, gpu\n"
     "                   (default: all; sgemm is always measured, it is the yardstick)\n"
-    "  --reps N         timed repetitions per condition (default 5)\n"
+    "  --reps N         timed repetitions per condition (default 5; a condition whose\n"
+    "                   runs are short gets more, up to 50, to cover about 0.3 s)\n"
     "  --device D       cpu, gpu or all (default): which implementations to measure\n"
     "  --threads N      worker threads of the engine (default: all cores)\n"
     "  --out FILE       result file (default bench/results/HOST.json)\n"
@@ -370,12 +371,17 @@ static void add_num(struct nf_strbuf *sb, double x)
         nf_strbuf_addf(sb, "null");
 }
 
+/* Timed runs of one condition: at most MAX_REPS; short ones get more than
+ * --reps (see child_measure). */
+#define MAX_REPS 50
+#define SHORT_COVER_S 0.3
+
 static int child_measure(const struct nf_bench_ctx *ctx, int reps, struct nf_strbuf *out,
                          struct nf_error *err)
 {
     const struct nf_bench_condition *c = ctx->cond;
     uint64_t baseline = rss_now(), after_setup, peak;
-    double *times = calloc((size_t)reps, sizeof *times);
+    double *times = calloc((size_t)(reps > MAX_REPS ? reps : MAX_REPS), sizeof *times);
     void *state = NULL;
     struct rss_sampler sampler;
     struct rusage ru;
@@ -385,7 +391,16 @@ static int child_measure(const struct nf_bench_ctx *ctx, int reps, struct nf_str
         return NF_FAIL(err, NF_ENOMEM, "out of memory");
     NF_TRY(rc = c->setup(ctx, &state, err));
     after_setup = rss_now();
+    double t_warm = nf_now();
     NF_TRY(rc = c->run_once(state, err));   /* warm-up: caches, page cache, lazy init */
+    t_warm = nf_now() - t_warm;
+    /* a median of a few runs of a few ms is mostly the machine's noise: short
+     * conditions run until the timed runs cover about SHORT_COVER_S (not in
+     * --quick, whose 2 runs check the wiring) */
+    if (reps >= 5 && reps < MAX_REPS && t_warm > 0 && t_warm * reps < SHORT_COVER_S) {
+        double want = ceil(SHORT_COVER_S / t_warm);
+        reps = want > MAX_REPS ? MAX_REPS : (int)want;
+    }
     if (rss_sampler_start(&sampler) < 0) {
         rc = NF_FAIL(err, NF_EIO, "cannot start the RSS sampling thread");
         goto fail;

@@ -624,6 +624,101 @@ static void average_ranks(struct ranked *tmp, const double *x, int64_t n, double
 
 /* Per-voxel observed statistic in double (the `stat` output) and the epilogue's
  * constants. Marks zero-variance voxels. */
+/* Row passes of the preparation, as explicit 8-wide vectors (-O2 leaves
+ * these loops scalar): the same IEEE operations per element as the scalar
+ * tails, so the same bits. */
+typedef double nf_v8d __attribute__((vector_size(64)));
+typedef float nf_v8f_p __attribute__((vector_size(32)));
+
+/* acc[v] += x[v] */
+__attribute__((target_clones("avx512f", "avx2", "default")))
+static void add_row(double *restrict acc, const float *restrict x, int64_t V)
+{
+    int64_t v = 0;
+    for (; v + 8 <= V; v += 8) {
+        nf_v8d a;
+        nf_v8f_p f;
+        memcpy(&a, acc + v, sizeof a);
+        memcpy(&f, x + v, sizeof f);
+        a += __builtin_convertvector(f, nf_v8d);
+        memcpy(acc + v, &a, sizeof a);
+    }
+    for (; v < V; v++)
+        acc[v] += x[v];
+}
+
+/* sq[v] += (x[v] - sum[v] / n)² */
+__attribute__((target_clones("avx512f", "avx2", "default")))
+static void add_sq_dev(double *restrict sq, const double *restrict sum, const float *restrict x, double n, int64_t V)
+{
+    int64_t v = 0;
+    for (; v + 8 <= V; v += 8) {
+        nf_v8d q, m;
+        nf_v8f_p f;
+        memcpy(&q, sq + v, sizeof q);
+        memcpy(&m, sum + v, sizeof m);
+        memcpy(&f, x + v, sizeof f);
+        nf_v8d d = __builtin_convertvector(f, nf_v8d) - m / n;
+        q += d * d;
+        memcpy(sq + v, &q, sizeof q);
+    }
+    for (; v < V; v++) {
+        double d = x[v] - sum[v] / n;
+        sq[v] += d * d;
+    }
+}
+
+/* acc[v] += x[v]² */
+__attribute__((target_clones("avx512f", "avx2", "default")))
+static void add_sq(double *restrict acc, const float *restrict x, int64_t V)
+{
+    int64_t v = 0;
+    for (; v + 8 <= V; v += 8) {
+        nf_v8d a;
+        nf_v8f_p f;
+        memcpy(&a, acc + v, sizeof a);
+        memcpy(&f, x + v, sizeof f);
+        nf_v8d d = __builtin_convertvector(f, nf_v8d);
+        a += d * d;
+        memcpy(acc + v, &a, sizeof a);
+    }
+    for (; v < V; v++)
+        acc[v] += (double)x[v] * (double)x[v];
+}
+
+/* One row of the correlation's standardised copy: z[v] = (x[v] - m[v]) /
+ * sd[v], or 0 where keep[v] is 0 (a flat voxel); cross[v] += z[v] cov. z
+ * may be x (in place). */
+typedef int64_t nf_v8l __attribute__((vector_size(64)));
+
+__attribute__((target_clones("avx512f", "avx2", "default")))
+static void standardize_row(float *z, double *restrict cross, const float *x,
+                            const double *restrict m, const double *restrict sd, const int64_t *restrict keep,
+                            double cov, int64_t V)
+{
+    int64_t v = 0;
+    for (; v + 8 <= V; v += 8) {
+        nf_v8d mv, sv, cr;
+        nf_v8l kv;
+        nf_v8f_p f;
+        memcpy(&mv, m + v, sizeof mv);
+        memcpy(&sv, sd + v, sizeof sv);
+        memcpy(&kv, keep + v, sizeof kv);
+        memcpy(&f, x + v, sizeof f);
+        memcpy(&cr, cross + v, sizeof cr);
+        nf_v8d zv = (nf_v8d)((nf_v8l)((__builtin_convertvector(f, nf_v8d) - mv) / sv) & kv);
+        nf_v8f_p zf = __builtin_convertvector(zv, nf_v8f_p);
+        cr += zv * cov;
+        memcpy(z + v, &zf, sizeof zf);
+        memcpy(cross + v, &cr, sizeof cr);
+    }
+    for (; v < V; v++) {
+        double zv = keep[v] ? (x[v] - m[v]) / sd[v] : 0;
+        z[v] = (float)zv;
+        cross[v] += zv * cov;
+    }
+}
+
 int nf_perm_prepare(struct perm_ctx *c, const struct nf_run *run, float *stat_out)
 {
     const int64_t n = c->n, V = c->V;
@@ -671,39 +766,39 @@ int nf_perm_prepare(struct perm_ctx *c, const struct nf_run *run, float *stat_ou
      * apart); every voxel's sums still run over the rows in order, in double:
      * the sum, group 1's sum, then the squared deviations from the mean. */
     for (int64_t i = 0; i < n; i++) {
-        const float *x = src + i * V;
-        for (int64_t v = 0; v < V; v++)
-            sum[v] += x[v];
+        add_row(sum, src + i * V, V);
         if (i < c->n1)
-            for (int64_t v = 0; v < V; v++)
-                sum1[v] += x[v];
+            add_row(sum1, src + i * V, V);
     }
-    for (int64_t i = 0; i < n; i++) {
-        const float *x = src + i * V;
-        for (int64_t v = 0; v < V; v++) {
-            double d = x[v] - sum[v] / (double)n;
-            sq[v] += d * d;
-        }
-    }
+    for (int64_t i = 0; i < n; i++)
+        add_sq_dev(sq, sum, src + i * V, (double)n, V);
     /* correlation: the standardised columns (population std) into the copy;
      * r = sum z c / n. The GEMM's round-off scale: the root sum of squares of
      * what it multiplies. */
-    for (int64_t i = 0; i < n; i++) {
-        float *z = c->test == PERM_CORRELATION ? D + i * V : NULL;
-        const float *x = src + i * V;
-        for (int64_t v = 0; v < V; v++) {
-            double m = sum[v] / (double)n;
-            if (z) {
-                bool flat = sq[v] <= 1e-12 * (double)n * m * m;
-                double zv = flat ? 0 : (x[v] - m) / sqrt(sq[v] / (double)n);
-                z[v] = (float)zv;
-                cross[v] += zv * c->cov[i];
-                asum[v] += (double)z[v] * (double)z[v];
-            } else {
-                asum[v] += (double)x[v] * (double)x[v];
-            }
+    if (c->test == PERM_CORRELATION) {
+        /* per voxel once: the mean, the population std, and whether it is kept */
+        double *m = malloc((size_t)V * sizeof *m), *sd = malloc((size_t)V * sizeof *sd);
+        int64_t *keep = malloc((size_t)V * sizeof *keep);
+        if (!m || !sd || !keep) {
+            free(m);
+            free(sd);
+            free(keep);
+            rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+            goto fail;
         }
+        for (int64_t v = 0; v < V; v++) {
+            m[v] = sum[v] / (double)n;
+            sd[v] = sqrt(sq[v] / (double)n);
+            keep[v] = sq[v] <= 1e-12 * (double)n * m[v] * m[v] ? 0 : -1;
+        }
+        for (int64_t i = 0; i < n; i++)
+            standardize_row(D + i * V, cross, src + i * V, m, sd, keep, c->cov[i], V);
+        free(m);
+        free(sd);
+        free(keep);
     }
+    for (int64_t i = 0; i < n; i++)
+        add_sq(asum, src + i * V, V);
     for (int64_t v = 0; v < V; v++) {
         double s = sum[v], s1 = sum1[v], m = s / (double)n, st = 0;
         /* no variance: every value the same (up to double round-off) */
@@ -1132,8 +1227,6 @@ fail:
 
 /* p, p_fwe (sorted maxima), q_fdr, null_max and info from the counts and
  * maxima; on success the outputs move into run->out. */
-typedef double nf_v8d __attribute__((vector_size(64)));
-
 /* The largest statistic in double over voxels [v0, v1) of each of na rows
  * (R: na x n) into mx[] (max with what is there): the sums of
  * nf_perm_q_double, in its order, for 16 rows at a time over blocks of voxels
