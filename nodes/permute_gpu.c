@@ -107,18 +107,6 @@ static bool shrink(int64_t *S, int64_t *tile)
     return false;
 }
 
-/* An arena allocation; running out means the plan above is wrong (a bug). */
-#define ALLOC(ptr, count)                                                                      \
-    do {                                                                                       \
-        if (!((ptr) = nf_gpu_alloc(g, (size_t)(count) * sizeof *(ptr)))) {                    \
-            rc = NF_FAIL(err, NF_EBUG, "the GPU arena is smaller than its plan (%s)", #ptr);   \
-            goto fail;                                                                         \
-        }                                                                                      \
-    } while (0)
-#define CK(expr, what) \
-    do { cudaError_t st_ = (expr); if (st_ != cudaSuccess) { rc = nf_gpu_check(st_, what, err); goto fail; } } while (0)
-#define KL(expr, what) \
-    do { int kr_ = (expr); if (kr_) { rc = nf_gpu_check((cudaError_t)-kr_, what, err); goto fail; } } while (0)
 
 /* Layouts of the data's resident copies besides the input as is: the
  * correlation test's standardised (or ranked and standardised) columns, which
@@ -196,21 +184,21 @@ static int setup_device(struct gperm *gp, struct nf_gpu *g, const struct nf_run 
     gp->tile = tile;
     float *dshift, *dss, *dfloor, *dcap, *dlo, *dhi;
     if (!gp->d_resident)
-        ALLOC(gp->dD, n * V);
-    ALLOC(dshift, V);
-    ALLOC(dss, V);
-    ALLOC(dfloor, V);
-    ALLOC(dcap, V);
-    ALLOC(dlo, V);
-    ALLOC(dhi, V);
+        NF_GPU_ALLOC(gp->dD, n * V);
+    NF_GPU_ALLOC(dshift, V);
+    NF_GPU_ALLOC(dss, V);
+    NF_GPU_ALLOC(dfloor, V);
+    NF_GPU_ALLOC(dcap, V);
+    NF_GPU_ALLOC(dlo, V);
+    NF_GPU_ALLOC(dhi, V);
     for (int i = 0; i < 2; i++) {
-        ALLOC(gp->dcount[i], V);
-        ALLOC(gp->drowmax[i], gp->chunk);
-        ALLOC(gp->dnnear[i], 1);
-        ALLOC(gp->dnear[i], gp->cap);
-        ALLOC(gp->dR[i], S * n);
+        NF_GPU_ALLOC(gp->dcount[i], V);
+        NF_GPU_ALLOC(gp->drowmax[i], gp->chunk);
+        NF_GPU_ALLOC(gp->dnnear[i], 1);
+        NF_GPU_ALLOC(gp->dnear[i], gp->cap);
+        NF_GPU_ALLOC(gp->dR[i], S * n);
     }
-    ALLOC(gp->dC, S * tile);
+    NF_GPU_ALLOC(gp->dC, S * tile);
     gp->off_rowmax = (size_t)V * sizeof(uint32_t);
     gp->off_nnear = (gp->off_rowmax + (size_t)gp->chunk * sizeof(int) + 7) & ~(size_t)7;
     gp->off_near = gp->off_nnear + 8;
@@ -223,19 +211,19 @@ static int setup_device(struct gperm *gp, struct nf_gpu *g, const struct nf_run 
                          (size_t)(S * n) * sizeof(float) + gp->down_bytes);
             goto fail;
         }
-        CK(cudaEventCreateWithFlags(&gp->up_done[i], cudaEventDisableTiming), "cudaEventCreate");
-        CK(cudaEventCreateWithFlags(&gp->compute_done[i], cudaEventDisableTiming), "cudaEventCreate");
-        CK(cudaEventCreateWithFlags(&gp->chunk_done[i], cudaEventDisableTiming), "cudaEventCreate");
+        NF_GPU_CK(cudaEventCreateWithFlags(&gp->up_done[i], cudaEventDisableTiming), "cudaEventCreate");
+        NF_GPU_CK(cudaEventCreateWithFlags(&gp->compute_done[i], cudaEventDisableTiming), "cudaEventCreate");
+        NF_GPU_CK(cudaEventCreateWithFlags(&gp->chunk_done[i], cudaEventDisableTiming), "cudaEventCreate");
     }
     const struct { float *dst; const float *src; } up[] = {
         { gp->dD, c->D }, { dshift, c->shift }, { dss, c->ss }, { dfloor, c->floor_ }, { dcap, c->cap },
         { dlo, c->lo }, { dhi, c->hi },
     };
     for (size_t i = gp->d_resident ? 1 : 0; i < sizeof up / sizeof up[0]; i++)
-        CK(cudaMemcpyAsync(up[i].dst, up[i].src, (size_t)(i == 0 ? n * V : V) * sizeof(float),
-                           cudaMemcpyHostToDevice, g->compute),
-           "uploading the data");
-    CK(cudaStreamSynchronize(g->compute), "uploading the data");
+        NF_GPU_CK(cudaMemcpyAsync(up[i].dst, up[i].src, (size_t)(i == 0 ? n * V : V) * sizeof(float),
+                                  cudaMemcpyHostToDevice, g->compute),
+                  "uploading the data");
+    NF_GPU_CK(cudaStreamSynchronize(g->compute), "uploading the data");
     gp->k = (struct nf_gpu_perm_consts){ (float)c->a, (float)c->c, c->tail, c->t_stat, dshift, dss, dfloor,
                                          dcap, dlo, dhi };
 fail:
@@ -252,47 +240,47 @@ static int enqueue_chunk(struct gperm *gp, struct nf_gpu *g, int64_t p0, int64_t
     struct perm_ctx *c = gp->c;
     const int64_t n = c->n, V = c->V;
     int rc = 0;
-    CK(cudaMemsetAsync(gp->dcount[q], 0, (size_t)V * sizeof(uint32_t), g->compute), "clearing counts");
-    CK(cudaMemsetAsync(gp->dnnear[q], 0, sizeof(unsigned long long), g->compute), "clearing counts");
-    KL(nf_gpu_fill_key_min(g->compute, gp->drowmax[q], len), "the fill kernel");
+    NF_GPU_CK(cudaMemsetAsync(gp->dcount[q], 0, (size_t)V * sizeof(uint32_t), g->compute), "clearing counts");
+    NF_GPU_CK(cudaMemsetAsync(gp->dnnear[q], 0, sizeof(unsigned long long), g->compute), "clearing counts");
+    NF_GPU_KL(nf_gpu_fill_key_min(g->compute, gp->drowmax[q], len), "the fill kernel");
     for (int64_t r0 = 0; r0 < len; r0 += gp->S) {
         int64_t rows = len - r0 < gp->S ? len - r0 : gp->S;
         int slot = (int)(gp->n_sub++ % 2);
         /* up[slot] was last read by the upload two blocks ago */
-        CK(cudaEventSynchronize(gp->up_done[slot]), "an upload");
+        NF_GPU_CK(cudaEventSynchronize(gp->up_done[slot]), "an upload");
         if (nf_perm_rows(c, p0 + r0, rows, gp->up[slot]) < 0) {   /* 16 generators per vector */
             rc = NF_FAIL(err, NF_ENOMEM, "out of memory drawing permutations");
             goto fail;
         }
         /* dR[slot] was last read by the GEMMs of that block */
-        CK(cudaStreamWaitEvent(g->copy, gp->compute_done[slot], 0), "ordering an upload");
-        CK(cudaMemcpyAsync(gp->dR[slot], gp->up[slot], (size_t)(rows * n) * sizeof(float), cudaMemcpyHostToDevice,
-                           g->copy),
-           "uploading permutations");
-        CK(cudaEventRecord(gp->up_done[slot], g->copy), "cudaEventRecord");
-        CK(cudaStreamWaitEvent(g->compute, gp->up_done[slot], 0), "ordering a block");
+        NF_GPU_CK(cudaStreamWaitEvent(g->copy, gp->compute_done[slot], 0), "ordering an upload");
+        NF_GPU_CK(cudaMemcpyAsync(gp->dR[slot], gp->up[slot], (size_t)(rows * n) * sizeof(float),
+                                  cudaMemcpyHostToDevice, g->copy),
+                  "uploading permutations");
+        NF_GPU_CK(cudaEventRecord(gp->up_done[slot], g->copy), "cudaEventRecord");
+        NF_GPU_CK(cudaStreamWaitEvent(g->compute, gp->up_done[slot], 0), "ordering a block");
         for (int64_t v0 = 0; v0 < V; v0 += gp->tile) {
             int64_t nv = V - v0 < gp->tile ? V - v0 : gp->tile;
             NF_TRY(rc = nf_gpu_sgemm(g, false, false, rows, nv, n, 1.0f, gp->dR[slot], n, gp->dD + v0, V, 0.0f,
                                      gp->dC, nv, err));
-            KL(nf_gpu_perm_epilogue(g->compute, gp->dC, rows, nv, v0, r0, &gp->k, gp->dcount[q], gp->drowmax[q],
-                                    near, near_cap, gp->dnnear[q]),
-               "the permutation epilogue");
+            NF_GPU_KL(nf_gpu_perm_epilogue(g->compute, gp->dC, rows, nv, v0, r0, &gp->k, gp->dcount[q], gp->drowmax[q],
+                                           near, near_cap, gp->dnnear[q]),
+                      "the permutation epilogue");
         }
-        CK(cudaEventRecord(gp->compute_done[slot], g->compute), "cudaEventRecord");
+        NF_GPU_CK(cudaEventRecord(gp->compute_done[slot], g->compute), "cudaEventRecord");
     }
     char *down = gp->down[q];
-    CK(cudaMemcpyAsync(down, gp->dcount[q], (size_t)V * sizeof(uint32_t), cudaMemcpyDeviceToHost, g->compute),
-       "downloading counts");
-    CK(cudaMemcpyAsync(down + gp->off_rowmax, gp->drowmax[q], (size_t)len * sizeof(int), cudaMemcpyDeviceToHost,
-                       g->compute),
-       "downloading maxima");
-    CK(cudaMemcpyAsync(down + gp->off_nnear, gp->dnnear[q], sizeof(unsigned long long), cudaMemcpyDeviceToHost,
-                       g->compute),
-       "downloading near ties");
-    CK(cudaMemcpyAsync(near_host, near, (size_t)near_cap * sizeof(int2), cudaMemcpyDeviceToHost, g->compute),
-       "downloading near ties");
-    CK(cudaEventRecord(gp->chunk_done[q], g->compute), "cudaEventRecord");
+    NF_GPU_CK(cudaMemcpyAsync(down, gp->dcount[q], (size_t)V * sizeof(uint32_t), cudaMemcpyDeviceToHost, g->compute),
+              "downloading counts");
+    NF_GPU_CK(cudaMemcpyAsync(down + gp->off_rowmax, gp->drowmax[q], (size_t)len * sizeof(int), cudaMemcpyDeviceToHost,
+                              g->compute),
+              "downloading maxima");
+    NF_GPU_CK(cudaMemcpyAsync(down + gp->off_nnear, gp->dnnear[q], sizeof(unsigned long long), cudaMemcpyDeviceToHost,
+                              g->compute),
+              "downloading near ties");
+    NF_GPU_CK(cudaMemcpyAsync(near_host, near, (size_t)near_cap * sizeof(int2), cudaMemcpyDeviceToHost, g->compute),
+              "downloading near ties");
+    NF_GPU_CK(cudaEventRecord(gp->chunk_done[q], g->compute), "cudaEventRecord");
 fail:
     return rc;
 }
@@ -313,7 +301,7 @@ static int finish_chunk(struct gperm *gp, struct nf_gpu *g, const struct nf_run 
     const int64_t V = c->V;
     int2 *big = NULL, *host_near = NULL;
     int rc = 0;
-    CK(cudaEventSynchronize(gp->chunk_done[q]), "a permutation chunk");
+    NF_GPU_CK(cudaEventSynchronize(gp->chunk_done[q]), "a permutation chunk");
     char *down = gp->down[q];
     unsigned long long n_near;
     memcpy(&n_near, down + gp->off_nnear, sizeof n_near);
@@ -321,13 +309,13 @@ static int finish_chunk(struct gperm *gp, struct nf_gpu *g, const struct nf_run 
     if (n_near > (unsigned long long)gp->cap) {
         /* more near ties than room (discrete data): the chunk again, with room for all */
         int64_t want = (int64_t)n_near;
-        CK(cudaMalloc((void **)&big, (size_t)want * sizeof *big), "room for the near ties of a chunk");
+        NF_GPU_CK(cudaMalloc((void **)&big, (size_t)want * sizeof *big), "room for the near ties of a chunk");
         if (!(host_near = malloc((size_t)want * sizeof *host_near))) {
             rc = NF_FAIL(err, NF_ENOMEM, "out of memory for %lld near ties", (long long)want);
             goto fail;
         }
         NF_TRY(rc = enqueue_chunk(gp, g, p0, len, q, big, want, host_near, err));
-        CK(cudaEventSynchronize(gp->chunk_done[q]), "a permutation chunk");
+        NF_GPU_CK(cudaEventSynchronize(gp->chunk_done[q]), "a permutation chunk");
         memcpy(&n_near, down + gp->off_nnear, sizeof n_near);
         if (n_near > (unsigned long long)want) {
             rc = NF_FAIL(err, NF_EBUG, "the near ties of a chunk changed between two runs");

@@ -252,14 +252,6 @@ static int download_sync(struct nf_gpu *g, void *dst, const void *src, size_t by
     return rc < 0 ? rc : nf_gpu_check(cudaStreamSynchronize(g->compute), "a download", err);
 }
 
-/* An arena allocation; running out means the plan above is wrong (a bug). */
-#define ALLOC(ptr, count)                                                                      \
-    do {                                                                                       \
-        if (!((ptr) = nf_gpu_alloc(g, (size_t)(count) * sizeof *(ptr)))) {                    \
-            rc = NF_FAIL(err, NF_EBUG, "the GPU arena is smaller than its plan (%s)", #ptr);   \
-            goto fail;                                                                         \
-        }                                                                                      \
-    } while (0)
 
 /* Factor the rows of X outside [skip0, skip1) on the device: centred as asked,
  * U (n_tr x r) into dU, s and u_sum on the host; Vt into dVt. */
@@ -330,31 +322,31 @@ static int setup_device(struct gctx *c, struct nf_gpu *g, struct nf_error *err)
     /* persistent first, transient (design copies, a fold's Vt) after: reset later */
     for (int64_t f = 0; f < k; f++) {
         struct gfold *fd = &c->folds[f];
-        ALLOC(fd->dU, fd->n_tr * fd->r);
-        ALLOC(fd->dP, fd->n_val * fd->r);
+        NF_GPU_ALLOC(fd->dU, fd->n_tr * fd->r);
+        NF_GPU_ALLOC(fd->dP, fd->n_val * fd->r);
     }
-    ALLOC(c->dM, k * A * rm * rm);
-    ALLOC(c->ddj, k * A * rm);
-    ALLOC(c->dpj, k * A * rm);
-    ALLOC(c->dusum_f, k * rm);
-    ALLOC(c->dpsum_f, k * rm);
-    ALLOC(c->dsf, k * rm);
-    ALLOC(c->dr, k);
-    ALLOC(c->dnval, k);
-    ALLOC(c->dv0, k);
-    ALLOC(c->dv1, k);
-    ALLOC(c->dalphas, A);
-    ALLOC(c->dperm, c->n);
-    ALLOC(c->dU, c->n * c->r);
-    ALLOC(c->dVt, c->r * p);
-    ALLOC(c->ds, c->r);
-    ALLOC(c->du_sum, c->r);
+    NF_GPU_ALLOC(c->dM, k * A * rm * rm);
+    NF_GPU_ALLOC(c->ddj, k * A * rm);
+    NF_GPU_ALLOC(c->dpj, k * A * rm);
+    NF_GPU_ALLOC(c->dusum_f, k * rm);
+    NF_GPU_ALLOC(c->dpsum_f, k * rm);
+    NF_GPU_ALLOC(c->dsf, k * rm);
+    NF_GPU_ALLOC(c->dr, k);
+    NF_GPU_ALLOC(c->dnval, k);
+    NF_GPU_ALLOC(c->dv0, k);
+    NF_GPU_ALLOC(c->dv1, k);
+    NF_GPU_ALLOC(c->dalphas, A);
+    NF_GPU_ALLOC(c->dperm, c->n);
+    NF_GPU_ALLOC(c->dU, c->n * c->r);
+    NF_GPU_ALLOC(c->dVt, c->r * p);
+    NF_GPU_ALLOC(c->ds, c->r);
+    NF_GPU_ALLOC(c->du_sum, c->r);
     size_t mark = g->arena_used;
     float *dX, *dVtf, *dsf1;
-    ALLOC(dX, c->n * p);
-    ALLOC(dXval, c->nvmax * p);
-    ALLOC(dVtf, c->r * p);
-    ALLOC(dsf1, c->r);
+    NF_GPU_ALLOC(dX, c->n * p);
+    NF_GPU_ALLOC(dXval, c->nvmax * p);
+    NF_GPU_ALLOC(dVtf, c->r * p);
+    NF_GPU_ALLOC(dsf1, c->r);
 
     /* the full fit: global centring (also legacy mode's only centring) */
     NF_TRY(rc = factor(c, g, 0, 0, c->center ? 2 : 0, c->x_mean, dX, c->dU, c->ds, c->dVt, c->s, c->u_sum, err));
@@ -457,38 +449,34 @@ static int alloc_block(struct gctx *c, struct nf_gpu *g, int64_t nb, bool want_c
     int64_t k = c->k, A = c->A, rm = c->rmax, kb = k < FOLD_BATCH ? k : FOLD_BATCH;
     int rc = 0;
     c->nb = nb;
-    ALLOC(c->dY[0], c->n * nb);
-    ALLOC(c->dY[1], c->n * nb);
-    ALLOC(c->dUtY, k * rm * nb);
-    ALLOC(c->dZ, kb * rm * nb);
-    ALLOC(c->dT, kb * A * rm * nb);
+    NF_GPU_ALLOC(c->dY[0], c->n * nb);
+    NF_GPU_ALLOC(c->dY[1], c->n * nb);
+    NF_GPU_ALLOC(c->dUtY, k * rm * nb);
+    NF_GPU_ALLOC(c->dZ, kb * rm * nb);
+    NF_GPU_ALLOC(c->dT, kb * A * rm * nb);
     c->dcv = NULL;
     c->dpred = NULL;
     if (want_cv)
-        ALLOC(c->dcv, k * A * nb);
+        NF_GPU_ALLOC(c->dcv, k * A * nb);
     if (want_pred)
-        ALLOC(c->dpred, c->n * nb);
-    ALLOC(c->dcoef, rm * nb);
-    ALLOC(c->dfull, c->r * nb);
-    ALLOC(c->dW, c->p * nb);
-    ALLOC(c->dalpha, nb);
-    ALLOC(c->dscore, nb);
-    ALLOC(c->dym_all, nb);
-    ALLOC(c->dymean, k * nb);
-    ALLOC(c->dsy, k * nb);
-    ALLOC(c->dsyy, k * nb);
-    ALLOC(c->dacc, A * nb);
-    ALLOC(c->dbest, nb);
+        NF_GPU_ALLOC(c->dpred, c->n * nb);
+    NF_GPU_ALLOC(c->dcoef, rm * nb);
+    NF_GPU_ALLOC(c->dfull, c->r * nb);
+    NF_GPU_ALLOC(c->dW, c->p * nb);
+    NF_GPU_ALLOC(c->dalpha, nb);
+    NF_GPU_ALLOC(c->dscore, nb);
+    NF_GPU_ALLOC(c->dym_all, nb);
+    NF_GPU_ALLOC(c->dymean, k * nb);
+    NF_GPU_ALLOC(c->dsy, k * nb);
+    NF_GPU_ALLOC(c->dsyy, k * nb);
+    NF_GPU_ALLOC(c->dacc, A * nb);
+    NF_GPU_ALLOC(c->dbest, nb);
 fail:
     return rc;
 }
 
 /* ---- one block ---- */
 
-#define CK(expr, what) \
-    do { cudaError_t st_ = (expr); if (st_ != cudaSuccess) { rc = nf_gpu_check(st_, what, err); goto fail; } } while (0)
-#define KL(expr, what) \
-    do { int kr_ = (expr); if (kr_) { rc = nf_gpu_check((cudaError_t)-kr_, what, err); goto fail; } } while (0)
 
 /* Pass 2 of a block after its scores: the choice, predictions, the refit,
  * and the downloads into down (offsets off). */
@@ -497,44 +485,45 @@ static int finish_on_device(struct gctx *c, struct nf_gpu *g, const float *Y, ch
 {
     const int64_t k = c->k, A = c->A, rm = c->rmax, n = c->n;
     int rc = 0;
-    KL(nf_gpu_ridge_choose(g->compute, A, nb, (int)k, c->dacc, c->dalphas, shared_best, c->dbest, c->dalpha,
-                           c->dscore),
-       "the choice kernel");
+    NF_GPU_KL(nf_gpu_ridge_choose(g->compute, A, nb, (int)k, c->dacc, c->dalphas, shared_best, c->dbest, c->dalpha,
+                                  c->dscore),
+              "the choice kernel");
     if (want_pred)
         for (int64_t f = 0; f < k; f++) {
             const struct gfold *fd = &c->folds[f];
-            KL(nf_gpu_ridge_shrink(g->compute, c->dUtY + f * rm * nb, c->dcoef, fd->r, nb, c->dsf + f * rm,
-                                   c->dalphas, c->dbest, NULL, NULL),
-               "the shrink kernel");
+            NF_GPU_KL(nf_gpu_ridge_shrink(g->compute, c->dUtY + f * rm * nb, c->dcoef, fd->r, nb, c->dsf + f * rm,
+                                          c->dalphas, c->dbest, NULL, NULL),
+                      "the shrink kernel");
             float *pred = c->dpred + fd->v0 * nb;
             NF_TRY(rc = nf_gpu_sgemm(g, false, false, fd->n_val, nb, fd->r, 1.0f, fd->dP, fd->r, c->dcoef, nb, 0.0f,
                                      pred, nb, err));
-            KL(nf_gpu_add_rows(g->compute, pred, fd->n_val, nb, c->dymean + f * nb), "the centring kernel");
+            NF_GPU_KL(nf_gpu_add_rows(g->compute, pred, fd->n_val, nb, c->dymean + f * nb), "the centring kernel");
         }
     /* refit on all samples: W = Vtᵀ diag(d_alpha(v)) Uᵀ (Y - mean) */
     NF_TRY(rc = nf_gpu_sgemm(g, true, false, c->r, nb, n, 1.0f, c->dU, c->r, Y, nb, 0.0f, c->dfull, nb, err));
-    KL(nf_gpu_ridge_shrink(g->compute, c->dfull, c->dfull, c->r, nb, c->ds, c->dalphas, c->dbest,
-                           c->center ? c->du_sum : NULL, c->dym_all),
-       "the shrink kernel");
+    NF_GPU_KL(nf_gpu_ridge_shrink(g->compute, c->dfull, c->dfull, c->r, nb, c->ds, c->dalphas, c->dbest,
+                                  c->center ? c->du_sum : NULL, c->dym_all),
+              "the shrink kernel");
     NF_TRY(rc = nf_gpu_sgemm(g, true, false, c->p, nb, c->r, 1.0f, c->dVt, c->p, c->dfull, nb, 0.0f, c->dW, nb, err));
-    CK(cudaMemcpyAsync(down + off[0], c->dW, (size_t)(c->p * nb) * sizeof(float), cudaMemcpyDeviceToHost, g->compute),
-       "downloading weights");
-    CK(cudaMemcpyAsync(down + off[1], c->dalpha, (size_t)nb * sizeof(float), cudaMemcpyDeviceToHost, g->compute),
-       "downloading alphas");
-    CK(cudaMemcpyAsync(down + off[2], c->dscore, (size_t)nb * sizeof(float), cudaMemcpyDeviceToHost, g->compute),
-       "downloading scores");
+    NF_GPU_CK(cudaMemcpyAsync(down + off[0], c->dW, (size_t)(c->p * nb) * sizeof(float), cudaMemcpyDeviceToHost,
+                              g->compute),
+              "downloading weights");
+    NF_GPU_CK(cudaMemcpyAsync(down + off[1], c->dalpha, (size_t)nb * sizeof(float), cudaMemcpyDeviceToHost, g->compute),
+              "downloading alphas");
+    NF_GPU_CK(cudaMemcpyAsync(down + off[2], c->dscore, (size_t)nb * sizeof(float), cudaMemcpyDeviceToHost, g->compute),
+              "downloading scores");
     if (c->center)
-        CK(cudaMemcpyAsync(down + off[3], c->dym_all, (size_t)nb * sizeof(double), cudaMemcpyDeviceToHost,
-                           g->compute),
-           "downloading means");
+        NF_GPU_CK(cudaMemcpyAsync(down + off[3], c->dym_all, (size_t)nb * sizeof(double), cudaMemcpyDeviceToHost,
+                                  g->compute),
+                  "downloading means");
     if (want_cv)
-        CK(cudaMemcpyAsync(down + off[4], c->dcv, (size_t)(k * A * nb) * sizeof(float), cudaMemcpyDeviceToHost,
-                           g->compute),
-           "downloading CV scores");
+        NF_GPU_CK(cudaMemcpyAsync(down + off[4], c->dcv, (size_t)(k * A * nb) * sizeof(float), cudaMemcpyDeviceToHost,
+                                  g->compute),
+                  "downloading CV scores");
     if (want_pred)
-        CK(cudaMemcpyAsync(down + off[5], c->dpred, (size_t)(n * nb) * sizeof(float), cudaMemcpyDeviceToHost,
-                           g->compute),
-           "downloading predictions");
+        NF_GPU_CK(cudaMemcpyAsync(down + off[5], c->dpred, (size_t)(n * nb) * sizeof(float), cudaMemcpyDeviceToHost,
+                                  g->compute),
+                  "downloading predictions");
 fail:
     return rc;
 }
@@ -554,20 +543,20 @@ static int enqueue_block(struct gctx *c, struct nf_gpu *g, int slot, int64_t b0,
     if (c->dYall) {
         /* Y is on the device: the block's columns, rows in fold order (the
          * compute stream orders it after the block that last used dY[slot]) */
-        KL(nf_gpu_gather_rows(g->compute, Y, nb, c->dYall + b0, c->V, c->dperm, n, nb), "the gather kernel");
+        NF_GPU_KL(nf_gpu_gather_rows(g->compute, Y, nb, c->dYall + b0, c->V, c->dperm, n, nb), "the gather kernel");
     } else {
         /* the upload may not overwrite dY[slot] before the block that used it is done */
-        CK(cudaStreamWaitEvent(g->copy, c->compute_done[slot], 0), "ordering an upload");
-        CK(cudaMemcpyAsync(Y, c->up[slot], (size_t)(n * nb) * sizeof(float), cudaMemcpyHostToDevice, g->copy),
-           "uploading Y");
-        CK(cudaEventRecord(c->up_done[slot], g->copy), "cudaEventRecord");
-        CK(cudaStreamWaitEvent(g->compute, c->up_done[slot], 0), "ordering the block");
+        NF_GPU_CK(cudaStreamWaitEvent(g->copy, c->compute_done[slot], 0), "ordering an upload");
+        NF_GPU_CK(cudaMemcpyAsync(Y, c->up[slot], (size_t)(n * nb) * sizeof(float), cudaMemcpyHostToDevice, g->copy),
+                  "uploading Y");
+        NF_GPU_CK(cudaEventRecord(c->up_done[slot], g->copy), "cudaEventRecord");
+        NF_GPU_CK(cudaStreamWaitEvent(g->compute, c->up_done[slot], 0), "ordering the block");
     }
 
-    KL(nf_gpu_ridge_stats(g->compute, Y, n, nb, (int)k, c->dv0, c->dv1, c->center, c->fold_center, c->dym_all,
-                          c->dymean, c->dsy, c->dsyy),
-       "the fold statistics kernel");
-    CK(cudaMemsetAsync(c->dacc, 0, (size_t)(A * nb) * sizeof(double), g->compute), "clearing the scores");
+    NF_GPU_KL(nf_gpu_ridge_stats(g->compute, Y, n, nb, (int)k, c->dv0, c->dv1, c->center, c->fold_center, c->dym_all,
+                                 c->dymean, c->dsy, c->dsyy),
+              "the fold statistics kernel");
+    NF_GPU_CK(cudaMemsetAsync(c->dacc, 0, (size_t)(A * nb) * sizeof(double), g->compute), "clearing the scores");
     for (int64_t f0 = 0; f0 < k; f0 += FOLD_BATCH) {
         int64_t kb = k - f0 < FOLD_BATCH ? k - f0 : FOLD_BATCH;
         for (int64_t f = f0; f < f0 + kb; f++) {
@@ -580,35 +569,35 @@ static int enqueue_block(struct gctx *c, struct nf_gpu *g, int slot, int64_t b0,
             if (fd->v1 < n)
                 NF_TRY(rc = nf_gpu_sgemm(g, true, false, fd->r, nb, n - fd->v1, 1.0f, fd->dU + fd->v0 * fd->r, fd->r,
                                          Y + fd->v1 * nb, nb, fd->v0 > 0 ? 1.0f : 0.0f, UtY, nb, err));
-            KL(nf_gpu_ridge_center(g->compute, UtY, fd->r, rm, nb, c->dusum_f + f * rm, c->dymean + f * nb,
-                                   c->center),
-               "the centring kernel");
+            NF_GPU_KL(nf_gpu_ridge_center(g->compute, UtY, fd->r, rm, nb, c->dusum_f + f * rm, c->dymean + f * nb,
+                                          c->center),
+                      "the centring kernel");
             /* Z = Pᵀ (Y_val - centre) */
             NF_TRY(rc = nf_gpu_sgemm(g, true, false, fd->r, nb, fd->n_val, 1.0f, fd->dP, fd->r, Y + fd->v0 * nb, nb,
                                      0.0f, Z, nb, err));
-            KL(nf_gpu_ridge_center(g->compute, Z, fd->r, rm, nb, c->dpsum_f + f * rm, c->dymean + f * nb,
-                                   c->center),
-               "the centring kernel");
+            NF_GPU_KL(nf_gpu_ridge_center(g->compute, Z, fd->r, rm, nb, c->dpsum_f + f * rm, c->dymean + f * nb,
+                                          c->center),
+                      "the centring kernel");
         }
         /* T_f = M_f UtY_f for the group's folds, every alpha at once */
         NF_TRY(rc = nf_gpu_sgemm_batched(g, false, false, A * rm, nb, rm, 1.0f, c->dM + f0 * A * rm * rm, rm,
                                          A * rm * rm, c->dUtY + f0 * rm * nb, nb, rm * nb, 0.0f, c->dT, nb,
                                          A * rm * nb, kb, err));
-        KL(nf_gpu_ridge_scores(g->compute, (int)f0, (int)kb, A, rm, nb, c->dr, c->dnval, c->dUtY, c->dZ, c->dT,
-                               c->ddj, c->dpj, c->dsy, c->dsyy, c->prm->score, c->legacy, c->dacc,
-                               pass == 2 ? c->dcv : NULL),
-           "the score kernel");
+        NF_GPU_KL(nf_gpu_ridge_scores(g->compute, (int)f0, (int)kb, A, rm, nb, c->dr, c->dnval, c->dUtY, c->dZ, c->dT,
+                                      c->ddj, c->dpj, c->dsy, c->dsyy, c->prm->score, c->legacy, c->dacc,
+                                      pass == 2 ? c->dcv : NULL),
+                  "the score kernel");
     }
     if (pass == 1) {
         /* shared mode's first pass: only the score sums come back */
-        CK(cudaMemcpyAsync(down + off[6], c->dacc, (size_t)(A * nb) * sizeof(double), cudaMemcpyDeviceToHost,
-                           g->compute),
-           "downloading scores");
+        NF_GPU_CK(cudaMemcpyAsync(down + off[6], c->dacc, (size_t)(A * nb) * sizeof(double), cudaMemcpyDeviceToHost,
+                                  g->compute),
+                  "downloading scores");
     } else {
         NF_TRY(rc = finish_on_device(c, g, Y, down, off, nb, shared_best, want_cv, want_pred, err));
     }
-    CK(cudaEventRecord(c->compute_done[slot], g->compute), "cudaEventRecord");
-    CK(cudaEventRecord(c->down_done[slot], g->compute), "cudaEventRecord");
+    NF_GPU_CK(cudaEventRecord(c->compute_done[slot], g->compute), "cudaEventRecord");
+    NF_GPU_CK(cudaEventRecord(c->down_done[slot], g->compute), "cudaEventRecord");
 fail:
     return rc;
 }

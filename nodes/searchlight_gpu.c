@@ -100,25 +100,14 @@ static size_t arena_bytes(const struct gsl *gs, int64_t B)
     const struct sl_ctx *c = gs->c;
     size_t n = (size_t)c->n, V = (size_t)c->V, k = (size_t)c->k, q = (size_t)c->n_out, m = (size_t)c->max_sphere;
     size_t b = (size_t)B, S = (size_t)gs->S;
-    size_t fixed = (gs->x_resident ? 0 : al(n * V * 4)) + al(k * n * 8) + 2 * al(k * V * 8) + al(k * (size_t)c->max_tr * q * 8) +
+    size_t fixed = (gs->x_resident ? 0 : al(n * V * 4)) + al(k * n * 8) + 2 * al(k * V * 8) +
+                   al(k * (size_t)c->max_tr * q * 8) +
                    al(k * q * 8);
     size_t batch = 2 * al((b + b * m) * 4) + al(b * n * m * 4) + al(b * (size_t)gs->g_stride * 4) +
                    al(b * S * S * 8) + al(b * S * 8) + 2 * al(k * b * (size_t)gs->dec_ld * 4);
     return fixed + batch + 16 * 256;
 }
 
-/* An arena allocation; running out means the plan above is wrong (a bug). */
-#define ALLOC(ptr, count)                                                                      \
-    do {                                                                                       \
-        if (!((ptr) = nf_gpu_alloc(g, (size_t)(count) * sizeof *(ptr)))) {                    \
-            rc = NF_FAIL(err, NF_EBUG, "the GPU arena is smaller than its plan (%s)", #ptr);   \
-            goto fail;                                                                         \
-        }                                                                                      \
-    } while (0)
-#define CK(expr, what) \
-    do { cudaError_t st_ = (expr); if (st_ != cudaSuccess) { rc = nf_gpu_check(st_, what, err); goto fail; } } while (0)
-#define KL(expr, what) \
-    do { int kr_ = (expr); if (kr_) { rc = nf_gpu_check((cudaError_t)-kr_, what, err); goto fail; } } while (0)
 
 /* Fold constants, packed host-side and uploaded (synchronously: once). */
 static int upload_folds(struct gsl *gs, struct nf_gpu *g, struct nf_error *err)
@@ -142,21 +131,21 @@ static int upload_folds(struct gsl *gs, struct nf_gpu *g, struct nf_error *err)
         memcpy(tm + f * q, fd->t_mean, (size_t)q * sizeof *tm);
     }
     if (!gs->x_resident)
-        CK(cudaMemcpy2DAsync(gs->dX, (size_t)V * sizeof(float), c->X, (size_t)c->ldx * sizeof(float),
-                             (size_t)V * sizeof(float), (size_t)n, cudaMemcpyHostToDevice, g->compute),
-           "uploading the data");
-    CK(cudaMemcpyAsync(gs->dRows, rows, (size_t)(k * n) * sizeof *rows, cudaMemcpyHostToDevice, g->compute),
-       "uploading the folds");
-    CK(cudaMemcpyAsync(gs->dMean, mean, (size_t)(k * V) * sizeof *mean, cudaMemcpyHostToDevice, g->compute),
-       "uploading the folds");
-    CK(cudaMemcpyAsync(gs->dInv, inv, (size_t)(k * V) * sizeof *inv, cudaMemcpyHostToDevice, g->compute),
-       "uploading the folds");
-    CK(cudaMemcpyAsync(gs->dTc, tc, (size_t)(k * mt * q) * sizeof *tc, cudaMemcpyHostToDevice, g->compute),
-       "uploading the folds");
-    CK(cudaMemcpyAsync(gs->dTmean, tm, (size_t)(k * q) * sizeof *tm, cudaMemcpyHostToDevice, g->compute),
-       "uploading the folds");
+        NF_GPU_CK(cudaMemcpy2DAsync(gs->dX, (size_t)V * sizeof(float), c->X, (size_t)c->ldx * sizeof(float),
+                                    (size_t)V * sizeof(float), (size_t)n, cudaMemcpyHostToDevice, g->compute),
+                  "uploading the data");
+    NF_GPU_CK(cudaMemcpyAsync(gs->dRows, rows, (size_t)(k * n) * sizeof *rows, cudaMemcpyHostToDevice, g->compute),
+              "uploading the folds");
+    NF_GPU_CK(cudaMemcpyAsync(gs->dMean, mean, (size_t)(k * V) * sizeof *mean, cudaMemcpyHostToDevice, g->compute),
+              "uploading the folds");
+    NF_GPU_CK(cudaMemcpyAsync(gs->dInv, inv, (size_t)(k * V) * sizeof *inv, cudaMemcpyHostToDevice, g->compute),
+              "uploading the folds");
+    NF_GPU_CK(cudaMemcpyAsync(gs->dTc, tc, (size_t)(k * mt * q) * sizeof *tc, cudaMemcpyHostToDevice, g->compute),
+              "uploading the folds");
+    NF_GPU_CK(cudaMemcpyAsync(gs->dTmean, tm, (size_t)(k * q) * sizeof *tm, cudaMemcpyHostToDevice, g->compute),
+              "uploading the folds");
     /* the host buffers are freed below: wait for the copies */
-    CK(cudaStreamSynchronize(g->compute), "uploading the folds");
+    NF_GPU_CK(cudaStreamSynchronize(g->compute), "uploading the folds");
 fail:
     free(rows);
     free(mean);
@@ -215,20 +204,20 @@ static int setup_device(struct gsl *gs, struct nf_gpu *g, int64_t todo, const st
     }
     gs->B = B;
     if (!gs->x_resident)
-        ALLOC(gs->dX, n * V);
-    ALLOC(gs->dRows, k * n);
-    ALLOC(gs->dMean, k * V);
-    ALLOC(gs->dInv, k * V);
-    ALLOC(gs->dTc, k * c->max_tr * q);
-    ALLOC(gs->dTmean, k * q);
+        NF_GPU_ALLOC(gs->dX, n * V);
+    NF_GPU_ALLOC(gs->dRows, k * n);
+    NF_GPU_ALLOC(gs->dMean, k * V);
+    NF_GPU_ALLOC(gs->dInv, k * V);
+    NF_GPU_ALLOC(gs->dTc, k * c->max_tr * q);
+    NF_GPU_ALLOC(gs->dTmean, k * q);
     for (int i = 0; i < 2; i++) {
-        ALLOC(gs->dList[i], B + B * m);
-        ALLOC(gs->dDec[i], k * B * gs->dec_ld);
+        NF_GPU_ALLOC(gs->dList[i], B + B * m);
+        NF_GPU_ALLOC(gs->dDec[i], k * B * gs->dec_ld);
     }
-    ALLOC(gs->dZ, B * n * m);
-    ALLOC(gs->dG, B * gs->g_stride);
-    ALLOC(gs->dL, B * gs->S * gs->S);
-    ALLOC(gs->dT, B * gs->S);
+    NF_GPU_ALLOC(gs->dZ, B * n * m);
+    NF_GPU_ALLOC(gs->dG, B * gs->g_stride);
+    NF_GPU_ALLOC(gs->dL, B * gs->S * gs->S);
+    NF_GPU_ALLOC(gs->dT, B * gs->S);
     for (int i = 0; i < 2; i++) {
         gs->up[i] = nf_gpu_pinned(g, NF_GPU_PIN_UP0 + i, (size_t)(B + B * m) * sizeof(int32_t));
         gs->down[i] = nf_gpu_pinned(g, NF_GPU_PIN_DOWN0 + i, (size_t)(k * B * gs->dec_ld) * sizeof(float));
@@ -274,7 +263,7 @@ static int enqueue_batch(struct gsl *gs, struct nf_gpu *g, int slot, int64_t nb,
     qsort(gs->cands, (size_t)nb, sizeof *gs->cands, cmp_cand);
     const int64_t mb = gs->cands[0].m;
     /* up[slot] was last read by the upload two batches ago */
-    CK(cudaEventSynchronize(gs->up_done[slot]), "an upload");
+    NF_GPU_CK(cudaEventSynchronize(gs->up_done[slot]), "an upload");
     int32_t *sizes = gs->up[slot], *lists = gs->up[slot] + nb;
     for (int64_t b = 0; b < nb; b++) {
         const struct cand *cd = &gs->cands[b];
@@ -286,12 +275,12 @@ static int enqueue_batch(struct gsl *gs, struct nf_gpu *g, int slot, int64_t nb,
     }
     gs->nb[slot] = nb;
     /* dList[slot] was last read by that batch's gathers and solves */
-    CK(cudaStreamWaitEvent(g->copy, gs->done[slot], 0), "ordering an upload");
-    CK(cudaMemcpyAsync(gs->dList[slot], gs->up[slot], (size_t)(nb + nb * mb) * sizeof(int32_t),
-                       cudaMemcpyHostToDevice, g->copy),
-       "uploading sphere lists");
-    CK(cudaEventRecord(gs->up_done[slot], g->copy), "cudaEventRecord");
-    CK(cudaStreamWaitEvent(g->compute, gs->up_done[slot], 0), "ordering a batch");
+    NF_GPU_CK(cudaStreamWaitEvent(g->copy, gs->done[slot], 0), "ordering an upload");
+    NF_GPU_CK(cudaMemcpyAsync(gs->dList[slot], gs->up[slot], (size_t)(nb + nb * mb) * sizeof(int32_t),
+                              cudaMemcpyHostToDevice, g->copy),
+              "uploading sphere lists");
+    NF_GPU_CK(cudaEventRecord(gs->up_done[slot], g->copy), "cudaEventRecord");
+    NF_GPU_CK(cudaStreamWaitEvent(g->compute, gs->up_done[slot], 0), "ordering a batch");
     const int32_t *dsize = gs->dList[slot], *dlist = gs->dList[slot] + nb;
     for (int64_t f = 0; f < k; f++) {
         const struct sl_fold *fd = &c->folds[f];
@@ -299,26 +288,26 @@ static int enqueue_batch(struct gsl *gs, struct nf_gpu *g, int slot, int64_t nb,
         int64_t d = 0;   /* the dual spheres: a prefix, since the batch is sorted */
         while (d < nb && gs->cands[d].m > nt)
             d++;
-        KL(nf_gpu_sl_gather(g->compute, gs->dX, c->V, gs->dRows + f * n, gs->dMean + f * c->V,
-                            gs->dInv + f * c->V, dlist, nb, n, mb, gs->dZ),
-           "the searchlight gather");
+        NF_GPU_KL(nf_gpu_sl_gather(g->compute, gs->dX, c->V, gs->dRows + f * n, gs->dMean + f * c->V,
+                                   gs->dInv + f * c->V, dlist, nb, n, mb, gs->dZ),
+                  "the searchlight gather");
         NF_TRY(rc = nf_gpu_sgemm_batched(g, false, true, n, nt, mb, 1.0f, gs->dZ, mb, n * mb, gs->dZ, mb, n * mb,
                                          0.0f, gs->dG, nt, gs->g_stride, d, err));
         const int64_t mp = d < nb ? gs->cands[d].m : 1;
         NF_TRY(rc = nf_gpu_sgemm_batched(g, true, false, mp, mp, nt, 1.0f, gs->dZ + d * n * mb, mb, n * mb,
                                          gs->dZ + d * n * mb, mb, n * mb, 0.0f, gs->dG + d * gs->g_stride, mp,
                                          gs->g_stride, nb - d, err));
-        KL(nf_gpu_sl_solve(g->compute, nb, dsize, nt, fd->n_val, q, mb, mp, gs->S, gs->dZ, gs->dG, gs->g_stride,
-                           c->model->alpha, gs->dTc + f * c->max_tr * q, gs->dTmean + f * q, gs->dL, gs->dT,
-                           gs->dDec[slot] + f * B * gs->dec_ld, gs->dec_ld),
-           "the searchlight solve");
+        NF_GPU_KL(nf_gpu_sl_solve(g->compute, nb, dsize, nt, fd->n_val, q, mb, mp, gs->S, gs->dZ, gs->dG, gs->g_stride,
+                                  c->model->alpha, gs->dTc + f * c->max_tr * q, gs->dTmean + f * q, gs->dL, gs->dT,
+                                  gs->dDec[slot] + f * B * gs->dec_ld, gs->dec_ld),
+                  "the searchlight solve");
     }
     /* the decisions of all folds, k rows of nb x dec_ld floats */
-    CK(cudaMemcpy2DAsync(gs->down[slot], (size_t)(nb * gs->dec_ld) * sizeof(float), gs->dDec[slot],
-                         (size_t)(B * gs->dec_ld) * sizeof(float), (size_t)(nb * gs->dec_ld) * sizeof(float),
-                         (size_t)k, cudaMemcpyDeviceToHost, g->compute),
-       "downloading decisions");
-    CK(cudaEventRecord(gs->done[slot], g->compute), "cudaEventRecord");
+    NF_GPU_CK(cudaMemcpy2DAsync(gs->down[slot], (size_t)(nb * gs->dec_ld) * sizeof(float), gs->dDec[slot],
+                                (size_t)(B * gs->dec_ld) * sizeof(float), (size_t)(nb * gs->dec_ld) * sizeof(float),
+                                (size_t)k, cudaMemcpyDeviceToHost, g->compute),
+              "downloading decisions");
+    NF_GPU_CK(cudaEventRecord(gs->done[slot], g->compute), "cudaEventRecord");
 fail:
     return rc;
 }
@@ -377,7 +366,7 @@ static int finish_batch(struct gsl *gs, int slot, struct nf_error *err)
 {
     const struct sl_ctx *c = gs->c;
     int rc = 0;
-    CK(cudaEventSynchronize(gs->done[slot]), "a searchlight batch");
+    NF_GPU_CK(cudaEventSynchronize(gs->done[slot]), "a searchlight batch");
     const int64_t nb = gs->nb[slot];
     /* a thread per 256 centres at least: starting one costs more than that */
     int threads = (int)(nb / 256 + 1 < gs->threads ? nb / 256 + 1 : gs->threads);
@@ -447,8 +436,8 @@ static int run_batches(const struct sl_ctx *c, struct sl_work *w, struct nf_gpu 
         goto fail;
     }
     for (int i = 0; i < 2; i++) {
-        CK(cudaEventCreateWithFlags(&gs.up_done[i], cudaEventDisableTiming), "cudaEventCreate");
-        CK(cudaEventCreateWithFlags(&gs.done[i], cudaEventDisableTiming), "cudaEventCreate");
+        NF_GPU_CK(cudaEventCreateWithFlags(&gs.up_done[i], cudaEventDisableTiming), "cudaEventCreate");
+        NF_GPU_CK(cudaEventCreateWithFlags(&gs.done[i], cudaEventDisableTiming), "cudaEventCreate");
     }
     NF_TRY(rc = setup_device(&gs, g, todo, w->run, err));
     int64_t committed = 0, n_batches = 0, nc = 0;

@@ -148,6 +148,36 @@ int64_t nf_gpu_debug_block_cap(void);
  * for cudaErrorMemoryAllocation and NF_EBUG otherwise, err saying `what`. */
 int nf_gpu_check(cudaError_t status, const char *what, struct nf_error *err);
 
+/* Error plumbing for GPU node code that has `int rc`, `struct nf_error *err`
+ * and `struct nf_gpu *g` in scope and one `fail:` label:
+ *   NF_GPU_ALLOC(ptr, count)  count elements of *ptr from the arena; running
+ *                             out means the node's plan is wrong (NF_EBUG);
+ *   NF_GPU_CK(expr, what)     a CUDA runtime call (cudaError_t);
+ *   NF_GPU_KL(expr, what)     a kernel launcher of this header (0 or -cudaError_t). */
+#define NF_GPU_ALLOC(ptr, count)                                                               \
+    do {                                                                                       \
+        if (!((ptr) = nf_gpu_alloc(g, (size_t)(count) * sizeof *(ptr)))) {                    \
+            rc = NF_FAIL(err, NF_EBUG, "the GPU arena is smaller than its plan (%s)", #ptr);   \
+            goto fail;                                                                         \
+        }                                                                                      \
+    } while (0)
+#define NF_GPU_CK(expr, what)                                                                  \
+    do {                                                                                       \
+        cudaError_t st_ = (expr);                                                              \
+        if (st_ != cudaSuccess) {                                                              \
+            rc = nf_gpu_check(st_, what, err);                                                 \
+            goto fail;                                                                         \
+        }                                                                                      \
+    } while (0)
+#define NF_GPU_KL(expr, what)                                                                  \
+    do {                                                                                       \
+        int kr_ = (expr);                                                                      \
+        if (kr_) {                                                                             \
+            rc = nf_gpu_check((cudaError_t)-kr_, what, err);                                   \
+            goto fail;                                                                         \
+        }                                                                                      \
+    } while (0)
+
 /* ---- cuBLAS / cuSOLVER on the compute stream, device pointers, row-major ---- */
 /* C = alpha op(A) op(B) + beta C, as nf_kernels.sgemm. */
 int nf_gpu_sgemm(struct nf_gpu *g, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
