@@ -29,6 +29,12 @@ struct nf_cost {
     double transfer_bytes;  /* host <-> device copies */
     double launches;        /* kernel launches and synchronisations */
     double host_s;          /* seconds of host work on both paths (at 1 core) */
+    /* the input a GPU run keeps on the device for later GPU nodes
+     * (nf_gpu_resident): its port (-1: none) and its bytes, part of
+     * transfer_bytes; a GPU node placed after another GPU node that keeps
+     * the same value is not charged its upload */
+    int resident_port;
+    double resident_bytes;
 };
 
 /* Rates of this machine. */

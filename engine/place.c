@@ -9,7 +9,9 @@
  * setup and launches included — is lower than on the CPU, with the rates
  * measured by `nlflow devices --calibrate` (or the documented defaults). Both
  * estimates are kept on the node for `nlflow plan`. Without a cost, `auto`
- * means the CPU.
+ * means the CPU. Nodes are placed in execution order, so that a GPU node that
+ * reads a value an earlier GPU node keeps on the device (its cost's
+ * resident_port) is not charged that value's upload.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -40,22 +42,41 @@ static void load_rates(struct nf_rates *rates, struct nf_diags *d)
     free(path);
 }
 
+/* The edge that feeds input `port` of node n, or NULL. */
+static const struct nf_edge *edge_of_port(const struct nf_node_inst *n, int port)
+{
+    for (size_t e = 0; port >= 0 && e < n->n_edges; e++)
+        if (n->edges[e].port == port)
+            return &n->edges[e];
+    return NULL;
+}
+
 int nf_place(struct nf_pipeline *p, bool gpu_available, struct nf_diags *d)
 {
     struct nf_rates rates;
     bool have_rates = false;
-    for (size_t i = 0; i < p->n_nodes; i++) {
-        struct nf_node_inst *n = &p->nodes[i];
+    /* the (source node, port) values kept on the device by GPU nodes placed so far */
+    struct { int src, port; } *kept = calloc(p->n_nodes ? p->n_nodes : 1, sizeof *kept);
+    size_t n_kept = 0;
+    for (size_t k = 0; k < p->n_nodes; k++) {
+        struct nf_node_inst *n = &p->nodes[p->order ? (size_t)p->order[k] : k];
         bool has_gpu = n->type->run_gpu != NULL;
         enum nf_device want = n->device_req != NF_DEV_AUTO ? n->device_req : p->settings.device;
-        struct nf_cost cost = { 0 };
+        struct nf_cost cost = { .resident_port = -1 };
         bool costed = n->type->cost && n->in_shape && n->out_shape &&
                       n->type->cost(n->params, n->in_shape, n->out_shape, &cost) == 1;
         double cpu_s = NAN, gpu_s = NAN;
+        const struct nf_edge *resident = costed && cost.resident_bytes > 0 ? edge_of_port(n, cost.resident_port)
+                                                                          : NULL;
         if (costed) {
             if (!have_rates)
                 load_rates(&rates, d);
             have_rates = true;
+            for (size_t j = 0; resident && j < n_kept; j++)
+                if (kept[j].src == resident->src && kept[j].port == resident->src_port) {
+                    cost.transfer_bytes = fmax(0.0, cost.transfer_bytes - cost.resident_bytes);
+                    break;
+                }
             nf_cost_times(&cost, &rates, &cpu_s, &gpu_s);
         }
         n->est_cpu_s = cpu_s;
@@ -70,6 +91,11 @@ int nf_place(struct nf_pipeline *p, bool gpu_available, struct nf_diags *d)
                        !has_gpu ? "this node type has no GPU implementation" : "no usable GPU was found");
             nf_diags_warn(d, &w);
         }
+        if (n->device == NF_DEV_GPU && resident && kept) {
+            kept[n_kept].src = resident->src;
+            kept[n_kept++].port = resident->src_port;
+        }
     }
+    free(kept);
     return 0;
 }

@@ -45,6 +45,8 @@ int nf_ridge_cost(const void *params, const struct nf_shape *in, const struct nf
     c->gpu_bytes = 4 * V * ((k + 3) * n + 2 * k * A * r + 4 * k * r + 2 * p) + 8 * V * (A + 3 * k);
     /* Y up; weights, alpha, score, intercept down */
     c->transfer_bytes = 4 * V * (n + p + 3);
+    c->resident_port = IN_Y;   /* Y stays on the device (ridge_gpu.c) */
+    c->resident_bytes = 4 * V * n;
     double blocks = ceil(V / NF_RIDGE_GPU_BLOCK);
     /* each fold's SVD is a gesvdj of many sweeps (about 500 launches' worth) */
     c->launches = (k + 1) * 500 + blocks * (4 * k + 12);
@@ -76,6 +78,10 @@ int nf_permute_cost(const void *params, const struct nf_shape *in, const struct 
     c->gpu_bytes = 8 * N * V + 4 * n * V * sub;
     /* D up once; R up; counts down per chunk */
     c->transfer_bytes = 4 * n * V + 4 * N * n + 4 * V * chunks + 4 * V * 4;
+    if (prm->test != PERM_TWO_SAMPLE) {   /* the data stays on the device (permute_gpu.c) */
+        c->resident_port = PIN_DATA;
+        c->resident_bytes = 4 * n * V;
+    }
     c->launches = chunks * 6 + sub * 3;
     /* MT19937: seeding (624 words) and n draws per permutation, on the host
      * in both implementations; and the per-voxel preparation in double */
@@ -127,6 +133,8 @@ int nf_predict_cost(const void *params, const struct nf_shape *in, const struct 
     c->gpu_bytes = V * k * (4 * n * m * 2 + 8 * (m <= n_tr ? m * m : n * n_tr) + 8 * s * s * (s / 3 + 2));
     /* X up once; sphere lists up; decision values down */
     c->transfer_bytes = 4 * n * V + 4 * V * m + 4 * V * k * n_val * q;
+    c->resident_port = PREDICT_IN_X;   /* X stays on the device (searchlight_gpu.c) */
+    c->resident_bytes = 4 * n * V;
     double batches = ceil(V / NF_SEARCHLIGHT_GPU_BLOCK);
     c->launches = 20 + batches * (4 * k + 4);
     /* on the host either way: sphere lists, and predictions and scores per

@@ -217,6 +217,8 @@ static int fake_cost(const void *params, const struct nf_shape *in, const struct
     c->flops = fake_flops;
     c->cpu_bytes = c->gpu_bytes = c->transfer_bytes = fake_flops / 1000;
     c->launches = 10;
+    c->resident_port = 0;   /* its one input stays on the device, and is most of the transfer */
+    c->resident_bytes = 0.9 * c->transfer_bytes;
     return 1;
 }
 
@@ -330,6 +332,55 @@ static void test_place(void **state)
     nf_diags_release(&d);
 }
 
+/* Three GPU nodes in execution order: b and c read what a made, d reads
+ * something else. The first GPU node to read a value pays its upload; a
+ * later one reading the same value (kept on the device) does not. */
+static void test_place_resident_inputs(void **state)
+{
+    (void)state;
+    static struct nf_shape shapes[8];
+    static int order[4] = { 0, 2, 1, 3 };   /* a, c, b, d */
+    struct nf_node_inst nodes[4] = { { 0 } };
+    struct nf_edge edges[3] = { { .port = 0, .src = 0, .src_port = 0 }, { .port = 0, .src = 0, .src_port = 0 },
+                                { .port = 0, .src = 0, .src_port = 1 } };
+    struct nf_pipeline p = { .nodes = nodes, .n_nodes = 4, .order = order };
+    struct nf_diags d;
+    struct nf_rates r = h200();
+    r.pcie_gbs = 0.5;   /* transfers dominate */
+    write_rates(&r);
+    fake_flops = 1e12;
+    const char *ids[4] = { "a", "b", "c", "d" };
+    for (int i = 0; i < 4; i++) {
+        nodes[i].id = (char *)ids[i];
+        nodes[i].type = &fake_gpu_type;
+        nodes[i].device_req = NF_DEV_AUTO;
+        nodes[i].in_shape = &shapes[2 * i];
+        nodes[i].out_shape = &shapes[2 * i + 1];
+        shapes[2 * i + 1] = matrix(4, 4);
+        if (i > 0) {
+            nodes[i].edges = &edges[i - 1];
+            nodes[i].n_edges = 1;
+        }
+    }
+    p.settings.device = NF_DEV_GPU;   /* all on the GPU, whatever the estimates */
+    nf_diags_init(&d);
+    assert_int_equal(nf_place(&p, true, &d), 0);
+    nf_diags_release(&d);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(nodes[i].device, NF_DEV_GPU);
+    /* c runs before b: c pays for a's output, b does not; d reads another output */
+    assert_true(nodes[1].est_gpu_s < nodes[2].est_gpu_s);
+    assert_true(fabs(nodes[2].est_gpu_s - nodes[3].est_gpu_s) < 1e-9 * nodes[2].est_gpu_s);
+    double saved = 0.9 * (fake_flops / 1000) / (r.pcie_gbs * 1e9);
+    assert_true(fabs((nodes[2].est_gpu_s - nodes[1].est_gpu_s) - saved) < 1e-6 * saved);
+    /* on the CPU, nothing is kept */
+    p.settings.device = NF_DEV_CPU;
+    nf_diags_init(&d);
+    assert_int_equal(nf_place(&p, true, &d), 0);
+    nf_diags_release(&d);
+    assert_true(fabs(nodes[1].est_gpu_s - nodes[2].est_gpu_s) < 1e-9 * nodes[2].est_gpu_s);
+}
+
 static void test_plan_prints_estimates(void **state)
 {
     (void)state;
@@ -412,6 +463,7 @@ int main(void)
         cmocka_unit_test(test_work_estimates),
         cmocka_unit_test(test_searchlight_cost),
         cmocka_unit_test(test_place),
+        cmocka_unit_test(test_place_resident_inputs),
         cmocka_unit_test(test_plan_prints_estimates),
         cmocka_unit_test(test_rates_file),
     };
