@@ -99,6 +99,15 @@ uint64_t nf_splitmix64(uint64_t *state);
 double nf_rand_uniform(uint64_t *state);
 double nf_rand_normal(uint64_t *state);
 
+/* printf("%.9g", (double)f) into buf (at least 32 bytes), the same text,
+ * without printf for the usual range (exact integer arithmetic, round half to
+ * even as glibc); returns the length. 9 significant digits bring every float
+ * back exactly. */
+int nf_format_float_g9(float f, char *buf);
+/* Decimal digits of a non-negative integer into buf (at least 21 bytes);
+ * returns the length. */
+int nf_format_uint(uint64_t x, char *buf);
+
 /* The index of the first NaN or infinity in a[0..n), or -1 (a branch-free
  * scan, vectorised, over blocks). */
 int64_t nf_first_nonfinite(const float *a, int64_t n);

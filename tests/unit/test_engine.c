@@ -389,6 +389,55 @@ static void test_first_nonfinite(void **state)
         }
 }
 
+/* nf_format_float_g9 gives printf("%.9g")'s text: random bit patterns over
+ * every exponent, powers of ten and their neighbours (the exponent estimate's
+ * edge), values that round up to a power of ten, halfway cases, denormals,
+ * zeros, infinities. */
+static void check_g9(float f)
+{
+    char want[64], got[64];
+    snprintf(want, sizeof want, "%.9g", (double)f);
+    int n = nf_format_float_g9(f, got);
+    if (strcmp(want, got) != 0 || n != (int)strlen(want))
+        fprintf(stderr, "nf_format_float_g9(%a): '%s', printf: '%s'\n", (double)f, got, want);
+    assert_string_equal(got, want);
+    assert_int_equal(n, (int)strlen(want));
+}
+
+static void test_format_float(void **state)
+{
+    (void)state;
+    uint64_t st = 77;
+    for (int i = 0; i < 300000; i++) {
+        uint32_t u = (uint32_t)nf_splitmix64(&st);
+        float f;
+        memcpy(&f, &u, sizeof f);
+        if (!isnan(f))
+            check_g9(f);
+    }
+    for (int x = -45; x <= 38; x++) {
+        float p = (float)pow(10.0, x);
+        check_g9(p);
+        check_g9(-p);
+        check_g9(nextafterf(p, 0));
+        check_g9(nextafterf(p, INFINITY));
+        check_g9((float)(9.9999999995 * pow(10.0, x)));
+    }
+    const float special[] = { 0.0f, -0.0f, INFINITY, -INFINITY, FLT_MAX, -FLT_MAX, FLT_MIN, 1e-45f,
+                              0.5f, 1.0f / 3.0f, 123456789.0f, 1234567890.0f, 0.00012345678f, 0.0001f, 1e-5f,
+                              16777216.0f, 0.000999999999f, 1.0f / 10001.0f, 5000.0f / 10001.0f };
+    for (size_t k = 0; k < sizeof special / sizeof special[0]; k++)
+        check_g9(special[k]);
+    /* p-values (count + 1) / (N + 1) of every count */
+    for (int c = 0; c <= 10000; c++)
+        check_g9((float)((c + 1.0) / 10001.0));
+    char buf[32];
+    assert_int_equal(nf_format_uint(0, buf), 1);
+    assert_string_equal(buf, "0");
+    assert_int_equal(nf_format_uint(18446744073709551615ull, buf), 20);
+    assert_string_equal(buf, "18446744073709551615");
+}
+
 static void test_sizes(void **state)
 {
     (void)state;
@@ -588,6 +637,7 @@ int main(void)
         cmocka_unit_test(test_sizes),
         cmocka_unit_test(test_argsort),
         cmocka_unit_test(test_first_nonfinite),
+        cmocka_unit_test(test_format_float),
         cmocka_unit_test(test_collection_stacking),
         cmocka_unit_test(test_memory_budget),
         cmocka_unit_test(test_roundtrip),
