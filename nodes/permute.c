@@ -34,6 +34,7 @@
 #include <float.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -469,22 +470,9 @@ struct chunk_work {
     float *tile_max;             /* n_tiles x len */
     int64_t n_tiles;
     enum nf_perm_tile_impl impl;
-    atomic_long next, next_row;
+    atomic_long next, next_row, rows_done;
     atomic_int failed;
 };
-
-/* The chunk's rows of R, 64 at a time: seeding one generator per permutation
- * is a good part of the work at nltools' sizes (30 subjects), so the threads
- * share it. */
-static void *rows_worker(void *arg)
-{
-    struct chunk_work *w = arg;
-    const struct perm_ctx *c = w->c;
-    for (int64_t b; (b = atomic_fetch_add(&w->next_row, 64)) < w->len;)
-        if (nf_perm_rows(c, w->p0 + b, w->len - b < 64 ? w->len - b : 64, w->R + b * c->n) < 0)
-            atomic_store(&w->failed, 1);
-    return NULL;
-}
 
 /* fn over `threads` threads (the caller is one of them). */
 static void run_threads(void *(*fn)(void *), void *arg, int threads)
@@ -499,11 +487,25 @@ static void run_threads(void *(*fn)(void *), void *arg, int threads)
         pthread_join(tids[t], NULL);
 }
 
-static void *chunk_worker(void *arg)
+/* One chunk on one thread of the team: first the chunk's rows of R, 64 at a
+ * time (seeding a generator per permutation is a good part of the work at
+ * nltools' sizes, 30 subjects, so the threads share it), then voxel tiles.
+ * One team for both phases: a second set of threads would cost a create and
+ * a join per chunk, which show at a few ms per node. */
+static void *chunk_team(void *arg)
 {
     struct chunk_work *w = arg;
     const struct perm_ctx *c = w->c;
-    float *scratch = malloc(nf_perm_tile_scratch(w->len) * sizeof *scratch);
+    for (int64_t b; (b = atomic_fetch_add(&w->next_row, 64)) < w->len;) {
+        int64_t len = w->len - b < 64 ? w->len - b : 64;
+        if (nf_perm_rows(c, w->p0 + b, len, w->R + b * c->n) < 0)
+            atomic_store(&w->failed, 1);
+        atomic_fetch_add(&w->rows_done, len);   /* counted even when it failed: nobody waits for ever */
+    }
+    /* the tiles need every row: wait for the blocks other threads are still drawing */
+    while (atomic_load(&w->rows_done) < w->len)
+        sched_yield();
+    float *scratch = atomic_load(&w->failed) ? NULL : malloc(nf_perm_tile_scratch(w->len) * sizeof *scratch);
     if (!scratch) {
         atomic_store(&w->failed, 1);
         return NULL;
@@ -524,13 +526,10 @@ static int run_chunk(const struct perm_ctx *c, int64_t p0, int64_t len, int thre
     struct chunk_work w = { .c = c, .p0 = p0, .len = len, .R = R, .count = ccount, .tile_max = tile_max };
     w.impl = c->tile_impl;
     w.n_tiles = (c->V + TILE_VOXELS - 1) / TILE_VOXELS;
-    run_threads(rows_worker, &w, threads);
-    if (atomic_load(&w.failed))
-        return NF_FAIL(err, NF_ENOMEM, "out of memory");
     memset(ccount, 0, (size_t)c->V * sizeof *ccount);
-    run_threads(chunk_worker, &w, threads < w.n_tiles ? threads : (int)w.n_tiles);
+    run_threads(chunk_team, &w, threads);
     if (atomic_load(&w.failed))
-        return NF_FAIL(err, NF_ENOMEM, "out of memory for a permutation tile");
+        return NF_FAIL(err, NF_ENOMEM, "out of memory for a chunk of permutations");
     for (int64_t i = 0; i < len; i++) {
         float m = -FLT_MAX;
         for (int64_t t = 0; t < w.n_tiles; t++)
