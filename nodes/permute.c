@@ -621,17 +621,15 @@ static void average_ranks(struct ranked *tmp, const double *x, int64_t n, double
     }
 }
 
-/* Per-voxel observed statistic in double (the `stat` output) and the epilogue's
- * constants. Marks zero-variance voxels. */
 /* Row passes of the preparation, as explicit 8-wide vectors (-O2 leaves
  * these loops scalar): the same IEEE operations per element as the scalar
  * tails, so the same bits. */
 typedef double nf_v8d __attribute__((vector_size(64)));
 typedef float nf_v8f_p __attribute__((vector_size(32)));
 
-/* acc[v] += x[v] */
+/* acc[v] += x[v], or x[v]² when squared */
 __attribute__((target_clones("avx512f", "avx2", "default")))
-static void add_row(double *restrict acc, const float *restrict x, int64_t V)
+static void add_row(double *restrict acc, const float *restrict x, int64_t V, bool squared)
 {
     int64_t v = 0;
     for (; v + 8 <= V; v += 8) {
@@ -639,11 +637,12 @@ static void add_row(double *restrict acc, const float *restrict x, int64_t V)
         nf_v8f_p f;
         memcpy(&a, acc + v, sizeof a);
         memcpy(&f, x + v, sizeof f);
-        a += __builtin_convertvector(f, nf_v8d);
+        nf_v8d d = __builtin_convertvector(f, nf_v8d);
+        a += squared ? d * d : d;
         memcpy(acc + v, &a, sizeof a);
     }
     for (; v < V; v++)
-        acc[v] += x[v];
+        acc[v] += squared ? (double)x[v] * (double)x[v] : (double)x[v];
 }
 
 /* sq[v] += (x[v] - sum[v] / n)² */
@@ -665,24 +664,6 @@ static void add_sq_dev(double *restrict sq, const double *restrict sum, const fl
         double d = x[v] - sum[v] / n;
         sq[v] += d * d;
     }
-}
-
-/* acc[v] += x[v]² */
-__attribute__((target_clones("avx512f", "avx2", "default")))
-static void add_sq(double *restrict acc, const float *restrict x, int64_t V)
-{
-    int64_t v = 0;
-    for (; v + 8 <= V; v += 8) {
-        nf_v8d a;
-        nf_v8f_p f;
-        memcpy(&a, acc + v, sizeof a);
-        memcpy(&f, x + v, sizeof f);
-        nf_v8d d = __builtin_convertvector(f, nf_v8d);
-        a += d * d;
-        memcpy(acc + v, &a, sizeof a);
-    }
-    for (; v < V; v++)
-        acc[v] += (double)x[v] * (double)x[v];
 }
 
 /* One row of the correlation's standardised copy: z[v] = (x[v] - m[v]) /
@@ -718,6 +699,8 @@ static void standardize_row(float *z, double *restrict cross, const float *x,
     }
 }
 
+/* Per-voxel observed statistic in double (the `stat` output) and the epilogue's
+ * constants. Marks zero-variance voxels. */
 int nf_perm_prepare(struct perm_ctx *c, const struct nf_run *run, float *stat_out)
 {
     const int64_t n = c->n, V = c->V;
@@ -765,9 +748,9 @@ int nf_perm_prepare(struct perm_ctx *c, const struct nf_run *run, float *stat_ou
      * apart); every voxel's sums still run over the rows in order, in double:
      * the sum, group 1's sum, then the squared deviations from the mean. */
     for (int64_t i = 0; i < n; i++) {
-        add_row(sum, src + i * V, V);
+        add_row(sum, src + i * V, V, false);
         if (i < c->n1)
-            add_row(sum1, src + i * V, V);
+            add_row(sum1, src + i * V, V, false);
     }
     for (int64_t i = 0; i < n; i++)
         add_sq_dev(sq, sum, src + i * V, (double)n, V);
@@ -797,7 +780,7 @@ int nf_perm_prepare(struct perm_ctx *c, const struct nf_run *run, float *stat_ou
         free(keep);
     }
     for (int64_t i = 0; i < n; i++)
-        add_sq(asum, src + i * V, V);
+        add_row(asum, src + i * V, V, true);
     for (int64_t v = 0; v < V; v++) {
         double s = sum[v], s1 = sum1[v], m = s / (double)n, st = 0;
         /* no variance: every value the same (up to double round-off) */
