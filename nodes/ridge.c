@@ -203,6 +203,34 @@ void nf_ridge_copy_rows(const float *X, int64_t n, int64_t p, int64_t skip0, int
     }
 }
 
+int nf_ridge_new_outputs(const struct nf_run *run, int64_t n, int64_t p, int64_t k, int64_t A, int64_t V,
+                         struct nf_geom *geom, struct nf_value **out)
+{
+    const int64_t rows[6] = { p, 1, 1, n, 1, k * A };
+    for (int o = 0; o < 6; o++) {
+        if ((o == OUT_PREDICTIONS || o == OUT_CV_SCORES) && !nf_run_wants(run, o))
+            continue;
+        if (!(out[o] = nf_value_new_matrix(rows[o], V, geom, run->err)))
+            return run->err->code;
+    }
+    return 0;
+}
+
+void nf_ridge_finish_outputs(struct nf_run *run, struct nf_value **out, bool center, const double *x_mean,
+                             const double *y_mean, int64_t p, int64_t V)
+{
+    for (int64_t v = 0; v < V && center; v++) {
+        double acc = y_mean[v];
+        for (int64_t j = 0; j < p; j++)
+            acc -= x_mean[j] * out[OUT_WEIGHTS]->u.mat.data[j * V + v];
+        out[OUT_INTERCEPT]->u.mat.data[v] = (float)acc;
+    }
+    for (int o = 0; o < 6; o++) {
+        run->out[o] = out[o];
+        out[o] = NULL;
+    }
+}
+
 void nf_ridge_column_means(const float *X, int64_t n, int64_t p, int64_t skip0, int64_t skip1,
                          double *mean)
 {
@@ -974,15 +1002,7 @@ static int ridge_run(struct nf_run *run)
     NF_TRY(rc = nf_ridge_assign_folds(prm, c.n, c.p, c.k, &c.X, &c.fold_size, &c.perm, &c.X_perm,
                                       run->in[IN_GROUPS], run, &c.k));
     struct nf_geom *geom = yin->u.mat.geom;
-    const int64_t rows[6] = { c.p, 1, 1, c.n, 1, c.k * c.A };
-    for (int o = 0; o < 6; o++) {
-        if ((o == OUT_PREDICTIONS || o == OUT_CV_SCORES) && !nf_run_wants(run, o))
-            continue;
-        if (!(out[o] = nf_value_new_matrix(rows[o], c.V, geom, run->err))) {
-            rc = run->err->code;
-            goto fail;
-        }
-    }
+    NF_TRY(rc = nf_ridge_new_outputs(run, c.n, c.p, c.k, c.A, c.V, geom, out));
 
     /* global centring (the refit, and legacy mode's only centring) */
     c.x_mean = calloc((size_t)c.p, sizeof *c.x_mean);
@@ -1030,17 +1050,7 @@ static int ridge_run(struct nf_run *run)
     w.shared_best = shared_best;
     atomic_store(&w.next, 0);
     NF_TRY(rc = run_workers(&w, run));
-    /* intercept = mean(Y) - mean(X) W */
-    for (int64_t v = 0; v < c.V && c.center; v++) {
-        double acc = c.y_mean[v];
-        for (int64_t j = 0; j < c.p; j++)
-            acc -= c.x_mean[j] * out[OUT_WEIGHTS]->u.mat.data[j * c.V + v];
-        out[OUT_INTERCEPT]->u.mat.data[v] = (float)acc;
-    }
-    for (int o = 0; o < 6; o++) {
-        run->out[o] = out[o];
-        out[o] = NULL;
-    }
+    nf_ridge_finish_outputs(run, out, c.center, c.x_mean, c.y_mean, c.p, c.V);
 fail:
     nf_blas_set_threads(blas);
     for (int o = 0; o < 6; o++)

@@ -788,15 +788,7 @@ int nf_ridge_run_gpu(struct nf_run *run)
     NF_TRY(rc = nf_ridge_assign_folds(c.prm, c.n, c.p, c.k, &c.X, &c.fold_size, &c.perm, &c.X_perm,
                                       run->in[IN_GROUPS], run, &c.k));
     struct nf_geom *geom = yin->u.mat.geom;
-    const int64_t rows[6] = { c.p, 1, 1, c.n, 1, c.k * c.A };
-    for (int o = 0; o < 6; o++) {
-        if ((o == OUT_PREDICTIONS || o == OUT_CV_SCORES) && !nf_run_wants(run, o))
-            continue;
-        if (!(out[o] = nf_value_new_matrix(rows[o], c.V, geom, run->err))) {
-            rc = run->err->code;
-            goto fail;
-        }
-    }
+    NF_TRY(rc = nf_ridge_new_outputs(run, c.n, c.p, c.k, c.A, c.V, geom, out));
     c.r = c.n < c.p ? c.n : c.p;
     c.folds = calloc((size_t)c.k, sizeof *c.folds);
     c.x_mean = calloc((size_t)c.p, sizeof *c.x_mean);
@@ -830,17 +822,7 @@ int nf_ridge_run_gpu(struct nf_run *run)
         }
     }
     NF_TRY(rc = run_on_gpu(&c, g, run, out));
-    /* intercept = mean(Y) - mean(X) W */
-    for (int64_t v = 0; v < c.V && c.center; v++) {
-        double acc = c.y_mean[v];
-        for (int64_t j = 0; j < c.p; j++)
-            acc -= c.x_mean[j] * out[OUT_WEIGHTS]->u.mat.data[j * c.V + v];
-        out[OUT_INTERCEPT]->u.mat.data[v] = (float)acc;
-    }
-    for (int o = 0; o < 6; o++) {
-        run->out[o] = out[o];
-        out[o] = NULL;
-    }
+    nf_ridge_finish_outputs(run, out, c.center, c.x_mean, c.y_mean, c.p, c.V);
 fail:
     nf_gpu_release(g);
     for (int o = 0; o < 6; o++)

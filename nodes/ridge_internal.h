@@ -1,6 +1,7 @@
 /* ridge_internal.h — what the CPU and GPU ridge nodes share (nodes/ridge.c,
- * nodes/ridge_gpu.c): input checks, the fold plan and the rows of X around a
- * validation fold. Defined in ridge.c. */
+ * nodes/ridge_gpu.c): input checks, the fold plan, the rows of X around a
+ * validation fold, and the outputs (allocation, intercept, hand-over).
+ * Defined in ridge.c. */
 #ifndef NF_NODE_RIDGE_INTERNAL_H
 #define NF_NODE_RIDGE_INTERNAL_H
 
@@ -27,5 +28,14 @@ void nf_ridge_column_means(const float *X, int64_t n, int64_t p, int64_t skip0, 
 /* Rows of X outside [skip0, skip1) (inside, when `inside`), minus `mean` when given. */
 void nf_ridge_copy_rows(const float *X, int64_t n, int64_t p, int64_t skip0, int64_t skip1, bool inside,
                         const double *mean, float *out);
+/* The node's output matrices (p, 1, 1, n, 1 and k A rows of V voxels, with Y's
+ * geometry), predictions and cv_scores only when wanted; out[6] the
+ * caller's. 0, or the error code with run->err set. */
+int nf_ridge_new_outputs(const struct nf_run *run, int64_t n, int64_t p, int64_t k, int64_t A, int64_t V,
+                         struct nf_geom *geom, struct nf_value **out);
+/* intercept = mean(Y) - mean(X) W (when center), then the outputs move to
+ * run->out (out[] left NULL). */
+void nf_ridge_finish_outputs(struct nf_run *run, struct nf_value **out, bool center, const double *x_mean,
+                             const double *y_mean, int64_t p, int64_t V);
 
 #endif
