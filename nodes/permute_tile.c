@@ -199,7 +199,7 @@ static __attribute__((noinline)) void near_ties(const struct perm_ctx *c, const 
  * target. Processes rows [0, rows - rows % ROWS) and voxels [0, nv - nv % 2W)
  * of the tile; vmax: ROWS-rounded rows x W floats of running row maxima,
  * initialised by the caller. */
-#define DEFINE_FUSED(NAME, TARGET, W_, ROWS_, FMA)                                                                \
+#define DEFINE_FUSED(NAME, TARGET, W_, ROWS_, FMA, SET1)                                                     \
     typedef float NAME##_vf __attribute__((vector_size(4 * (W_))));                                          \
     typedef int32_t NAME##_vi __attribute__((vector_size(4 * (W_))));                                        \
     static inline __attribute__((always_inline, target(TARGET))) void NAME##_body(                           \
@@ -230,8 +230,9 @@ static __attribute__((noinline)) void near_ties(const struct perm_ctx *c, const 
                     memcpy(&d1, Dv + k * ldd + W, sizeof d1);                                                \
                     _Pragma("GCC unroll 16") for (int i = 0; i < ROWS; i++) {                                \
                         float s = Rr[i * n + k];                                                             \
-                        acc0[i] = (VF)FMA((VF){ 0 } + s, d0, acc0[i]);                                       \
-                        acc1[i] = (VF)FMA((VF){ 0 } + s, d1, acc1[i]);                                       \
+                        VF sv = (VF)SET1(s); /* not 0 + s: that is an addition (-0) */                       \
+                        acc0[i] = (VF)FMA(sv, d0, acc0[i]);                                                  \
+                        acc1[i] = (VF)FMA(sv, d1, acc1[i]);                                                  \
                     }                                                                                        \
                 }                                                                                            \
                 VI nearv = (VI){ 0 };                                                                        \
@@ -289,8 +290,8 @@ static __attribute__((noinline)) void near_ties(const struct perm_ctx *c, const 
     }
 
 /* AVX-512: 8 rows x 2 zmm = 16 accumulators of 32; AVX2: 6 x 2 ymm = 12 of 16. */
-DEFINE_FUSED(fused_avx512, "avx512f,avx2,fma", 16, 8, _mm512_fmadd_ps)
-DEFINE_FUSED(fused_avx2, "avx2,fma", 8, 6, _mm256_fmadd_ps)
+DEFINE_FUSED(fused_avx512, "avx512f,avx2,fma", 16, 8, _mm512_fmadd_ps, _mm512_set1_ps)
+DEFINE_FUSED(fused_avx2, "avx2,fma", 8, 6, _mm256_fmadd_ps, _mm256_set1_ps)
 
 static const struct {
     int w, rows;
