@@ -233,7 +233,12 @@ static void table_release(struct nf_table *t)
     free(t->cols);
 }
 
-void (*nf_value_free_hook)(uint64_t serial);
+static void (*free_hook)(uint64_t serial);   /* atomic access only */
+
+void nf_value_set_free_hook(void (*hook)(uint64_t serial))
+{
+    __atomic_store_n(&free_hook, hook, __ATOMIC_RELEASE);
+}
 
 void nf_value_unref(struct nf_value *v)
 {
@@ -241,8 +246,9 @@ void nf_value_unref(struct nf_value *v)
         return;
     if (atomic_fetch_sub_explicit((_Atomic int *)&v->refcount, 1, memory_order_acq_rel) != 1)
         return;
-    if (nf_value_free_hook)
-        nf_value_free_hook(v->serial);
+    void (*hook)(uint64_t) = __atomic_load_n(&free_hook, __ATOMIC_ACQUIRE);
+    if (hook)
+        hook(v->serial);
     switch (v->kind) {
     case NF_KIND_VOLUME:
         nf_free_aligned(v->u.vol.data);

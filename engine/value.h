@@ -122,10 +122,10 @@ struct nf_value *nf_value_new_collection(size_t n, struct nf_error *err);
 
 struct nf_value *nf_value_ref(struct nf_value *v);
 void nf_value_unref(struct nf_value *v);     /* NULL-safe */
-/* Called with a value's serial when its last reference goes (NULL: none).
- * Set once, before values are shared between threads (the CUDA backend drops
- * the value's device copies). */
-extern void (*nf_value_free_hook)(uint64_t serial);
+/* Have `hook` called with a value's serial when its last reference goes
+ * (NULL: none), on whatever thread drops it (the CUDA backend drops the
+ * value's device copies). Safe while other threads use values. */
+void nf_value_set_free_hook(void (*hook)(uint64_t serial));
 void nf_value_set_label(struct nf_value *v, const char *label);
 void nf_value_set_path(struct nf_value *v, const char *path);
 

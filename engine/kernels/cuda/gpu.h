@@ -110,7 +110,7 @@ void *nf_gpu_pinned(struct nf_gpu *g, int slot, size_t bytes);
  * named by the value's serial (value.h: unique in the process, never reused)
  * and a layout tag (NF_GPU_AS_IS: the matrix's own bytes; a node may keep a
  * derived form of one value under a tag of its own). Copies are cudaMalloc'd
- * outside the arena. They go when their value is freed (nf_value_free_hook
+ * outside the arena. They go when their value is freed (nf_value_set_free_hook
  * marks them; freed at the next acquire or release), least recently used
  * first when an arena or another copy needs the memory, and at
  * nf_gpu_shutdown; the copies a node took are kept until its nf_gpu_release.

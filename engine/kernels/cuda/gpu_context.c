@@ -239,7 +239,7 @@ static int create(struct nf_gpu **out, struct nf_error *err)
     NF_TRY(rc = blas_check(cublasSetMathMode(g->blas, CUBLAS_DEFAULT_MATH), "cublasSetMathMode", err));
     NF_TRY(rc = solver_check(cusolverDnCreate(&g->solver), "cusolverDnCreate", err));
     NF_TRY(rc = solver_check(cusolverDnSetStream(g->solver, g->compute), "cusolverDnSetStream", err));
-    nf_value_free_hook = value_freed;
+    nf_value_set_free_hook(value_freed);
     *out = g;
     g = NULL;
 fail:
@@ -250,9 +250,15 @@ fail:
 struct nf_gpu *nf_gpu_acquire(struct nf_error *err)
 {
     pthread_mutex_lock(&gpu_lock);
-    if (!the_gpu && create(&the_gpu, err) < 0) {
-        pthread_mutex_unlock(&gpu_lock);
-        return NULL;
+    if (!the_gpu) {
+        struct nf_gpu *g = NULL;
+        if (create(&g, err) < 0) {
+            pthread_mutex_unlock(&gpu_lock);
+            return NULL;
+        }
+        pthread_mutex_lock(&copies_lock);   /* the free hook reads the_gpu */
+        the_gpu = g;
+        pthread_mutex_unlock(&copies_lock);
     }
     if (cudaSetDevice(the_gpu->device) != cudaSuccess) {   /* this thread's current device */
         pthread_mutex_unlock(&gpu_lock);
