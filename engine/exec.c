@@ -377,6 +377,8 @@ static void node_finished(struct executor *x, size_t ni)
         nf_log("nlflow: [%zu/%zu] %s (%s): %s in %.2f s", x->nodes_done, x->p->n_nodes,
                node->id, node->type->name, strcmp(src, "cache") == 0 ? "from the cache" : "done", dt);
     json_event(x, "node_done", node, dt);
+    if (x->o->on_outputs && s->mode != MODE_SKIP)
+        x->o->on_outputs(x->o->on_outputs_arg, ni, s->out, nf_port_count(node->type->outputs));
     /* its runs are in the cache now (nodes after it check that) */
     if (x->cache && !x->cache_off && x->keys[ni].known && s->mode != MODE_SKIP)
         x->keys[ni].n_cached = x->keys[ni].n_runs;
@@ -431,7 +433,8 @@ static int cache_store(struct executor *x, size_t ni, size_t r, size_t n_out,
     if (!cacheable(x, ni) || x->cache_off || r >= x->keys[ni].n_runs)
         return 0;
     struct nf_error e = { 0 };
-    int rc = nf_run_store(x->cache, x->keys[ni].runs[r], &x->p->nodes[ni], x->p->hash, n_out, out, w, &e);
+    int rc = nf_run_store(x->cache, x->keys[ni].runs[r], &x->p->nodes[ni], x->p->hash,
+                          x->p->outputs_dir, n_out, out, w, &e);
     if (rc < 0) {
         if (x->o->cache_strict) {
             *err = e;
@@ -455,7 +458,7 @@ static int cache_lookup(struct executor *x, size_t ni, size_t r, size_t n_out, s
     struct nf_key key = x->keys[ni].runs[r];
     for (;;) {
         struct nf_error e = { 0 };
-        int rc = nf_run_fetch(x->cache, key, n_out, out, &e);
+        int rc = nf_run_fetch(x->cache, key, x->p->outputs_dir, n_out, out, &e);
         if (rc == 1)
             return 1;
         if (x->cache_off)
@@ -495,7 +498,7 @@ static int fetch_node(struct executor *x, size_t ni, struct nf_error *err)
                 goto fail;
             }
     for (size_t r = 0; r < k->n_runs; r++) {
-        rc = nf_run_fetch(x->cache, k->runs[r], n_out, k->mapped ? one : out, err);
+        rc = nf_run_fetch(x->cache, k->runs[r], x->p->outputs_dir, n_out, k->mapped ? one : out, err);
         if (rc < 0)
             goto fail;
         if (rc == 0) {
@@ -813,7 +816,7 @@ static int plan_cache(struct executor *x, struct nf_error *err)
         bool all = cacheable(x, ni) && k->n_cached == k->n_runs;
         for (size_t r = 0; all && r < k->n_runs; r++) {
             struct nf_error e = { 0 };
-            all = nf_run_valid(x->cache, k->runs[r], &e) == 1;   /* written files intact? */
+            all = nf_run_valid(x->cache, k->runs[r], p->outputs_dir, NULL, &e) == 1;   /* written files intact? */
         }
         cached_all[ni] = all;
         bool terminal = true, needed = false;

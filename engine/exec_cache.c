@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "exec_cache.h"
+#include "util.h"
 
 enum { REC_WHAT, REC_PORT, REC_INDEX, REC_TEXT, REC_HASH, REC_COLS };
 static const char *const rec_names[REC_COLS] = { "what", "port", "index", "text", "hash" };
@@ -55,46 +56,89 @@ static bool record_ok(const struct nf_value *rec)
     return true;
 }
 
-/* Files the run wrote still there with the same content? */
-static int files_match(struct nf_cache *c, const struct nf_table *t, struct nf_error *err)
+/* Written files are recorded relative to the outputs folder when they are in
+ * it ("@outputs/sub-01_x.nii.gz"), so that they are checked where the current
+ * outputs folder is, and by absolute path otherwise. */
+#define OUTPUTS_MARK "@outputs/"
+
+static char *recorded_path(const char *path, const char *outputs_dir)
+{
+    char *real = realpath(path, NULL);
+    char *out_real = outputs_dir ? realpath(outputs_dir, NULL) : NULL;
+    char *rec = NULL;
+    size_t n = out_real ? strlen(out_real) : 0;
+    if (real && out_real && strncmp(real, out_real, n) == 0 && real[n] == '/')
+        rec = nf_asprintf(OUTPUTS_MARK "%s", real + n + 1);
+    else
+        rec = strdup(real ? real : path);
+    free(real);
+    free(out_real);
+    return rec;
+}
+
+static char *resolved_path(const char *recorded, const char *outputs_dir)
+{
+    size_t n = strlen(OUTPUTS_MARK);
+    if (strncmp(recorded, OUTPUTS_MARK, n) == 0)
+        return outputs_dir ? nf_path_join(outputs_dir, recorded + n) : NULL;
+    return strdup(recorded);
+}
+
+/* Files the run wrote still there (in the current outputs folder) with the
+ * same content? When not, *stale (if given) names the first one that is not. */
+static int files_match(struct nf_cache *c, const struct nf_table *t, const char *outputs_dir,
+                       char **stale)
 {
     for (int64_t r = 0; r < t->n_rows; r++) {
         if (strcmp(t->cols[REC_WHAT].str[r], "file") != 0)
             continue;
         struct nf_key want, got;
         struct nf_error ferr = { 0 };
-        if (nf_key_parse(t->cols[REC_HASH].str[r], &want) < 0)
+        char *path = resolved_path(t->cols[REC_TEXT].str[r], outputs_dir);
+        bool same = path && nf_key_parse(t->cols[REC_HASH].str[r], &want) == 0 &&
+                    nf_cache_file_hash(c, path, &got, &ferr) == 0 && nf_key_equal(want, got);
+        if (!same) {   /* gone, unreadable or edited: write it again */
+            if (stale)
+                *stale = path ? path : strdup(t->cols[REC_TEXT].str[r]);
+            else
+                free(path);
             return 0;
-        if (nf_cache_file_hash(c, t->cols[REC_TEXT].str[r], &got, &ferr) < 0)
-            return 0;   /* gone or unreadable: run again */
-        if (!nf_key_equal(want, got))
-            return 0;
+        }
+        free(path);
     }
-    (void)err;
     return 1;
 }
 
-int nf_run_valid(struct nf_cache *c, struct nf_key run, struct nf_error *err)
+int nf_run_valid(struct nf_cache *c, struct nf_key run, const char *outputs_dir, char **stale,
+                 struct nf_error *err)
 {
     struct nf_value *rec = NULL;
+    if (stale)
+        *stale = NULL;
     int rc = nf_cache_get(c, run, &rec, err);
     if (rc != 1)
         return rc;
-    rc = record_ok(rec) ? files_match(c, &rec->u.tab, err) : 0;
+    rc = record_ok(rec) ? files_match(c, &rec->u.tab, outputs_dir, stale) : 0;
     nf_value_unref(rec);
     return rc;
 }
 
-int nf_run_fetch(struct nf_cache *c, struct nf_key run, size_t n_out, struct nf_value **out,
-                 struct nf_error *err)
+int nf_run_fetch(struct nf_cache *c, struct nf_key run, const char *outputs_dir, size_t n_out,
+                 struct nf_value **out, struct nf_error *err)
 {
     struct nf_value *rec = NULL;
     int rc = nf_cache_get(c, run, &rec, err);
     if (rc != 1)
         return rc;
-    if (!record_ok(rec) || files_match(c, &rec->u.tab, err) != 1) {
+    if (!record_ok(rec)) {
         rc = 0;
         goto miss;
+    }
+    if (files_match(c, &rec->u.tab, outputs_dir, NULL) != 1) {
+        /* its files must be written again: a miss, but the record stays (the
+         * rerun replaces it) and --explain can say why */
+        nf_value_unref(rec);
+        return 0;
     }
     const struct nf_table *t = &rec->u.tab;
     for (int64_t r = 0; r < t->n_rows; r++) {
@@ -154,19 +198,24 @@ miss:
 }
 
 int nf_run_store(struct nf_cache *c, struct nf_key run, const struct nf_node_inst *node,
-                 const char *pipeline_hash, size_t n_out, struct nf_value *const *out,
-                 const struct nf_written *written, struct nf_error *err)
+                 const char *pipeline_hash, const char *outputs_dir, size_t n_out,
+                 struct nf_value *const *out, const struct nf_written *written,
+                 struct nf_error *err)
 {
     size_t cap = n_out + (written ? written->n : 0) + 1;
     for (size_t o = 0; o < n_out; o++)
         if (out[o] && out[o]->kind == NF_KIND_COLLECTION)
             cap += out[o]->u.coll.n;
     struct record_row *rows = calloc(cap, sizeof *rows);
+    char **owned = calloc(cap, sizeof *owned);   /* recorded file paths */
     struct nf_value *rec = NULL;
-    size_t n = 0;
+    size_t n = 0, n_owned = 0;
     int rc = 0;
-    if (!rows)
+    if (!rows || !owned) {
+        free(rows);
+        free(owned);
         return NF_FAIL(err, NF_ENOMEM, "out of memory");
+    }
     for (size_t o = 0; o < n_out; o++) {
         struct nf_value *v = out[o];
         if (!v)
@@ -196,7 +245,12 @@ int nf_run_store(struct nf_cache *c, struct nf_key run, const struct nf_node_ins
     for (size_t f = 0; written && f < written->n; f++) {
         struct nf_key h;
         NF_TRY(rc = nf_cache_file_hash(c, written->paths[f], &h, err));
-        rows[n] = (struct record_row){ "file", -1, (int64_t)f, written->paths[f], "" };
+        rows[n] = (struct record_row){ "file", -1, (int64_t)f, NULL, "" };
+        rows[n].text = owned[n_owned++] = recorded_path(written->paths[f], outputs_dir);
+        if (!rows[n].text) {
+            rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+            goto fail;
+        }
         nf_key_hex(h, rows[n].hash);
         n++;
     }
@@ -211,6 +265,9 @@ int nf_run_store(struct nf_cache *c, struct nf_key run, const struct nf_node_ins
     nf_fault_point("run record stored");
 fail:
     nf_value_unref(rec);
+    for (size_t i = 0; i < n_owned; i++)
+        free(owned[i]);
+    free(owned);
     free(rows);
     return rc < 0 ? rc : 0;
 }

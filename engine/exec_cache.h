@@ -16,15 +16,22 @@
 #include "pipeline.h"
 #include "util.h"
 
-/* Outputs of one run from the cache: 1 hit (out[] filled, owned), 0 miss, <0 error. */
-int nf_run_fetch(struct nf_cache *c, struct nf_key run, size_t n_out, struct nf_value **out,
-                 struct nf_error *err);
-/* Store outputs and written files of one run, then its record. */
+/* Outputs of one run from the cache: 1 hit (out[] filled, owned), 0 miss, <0
+ * error. A run whose written files are not in `outputs_dir` (the current
+ * outputs folder) as they were written is a miss. */
+int nf_run_fetch(struct nf_cache *c, struct nf_key run, const char *outputs_dir, size_t n_out,
+                 struct nf_value **out, struct nf_error *err);
+/* Store outputs and written files of one run, then its record. Files inside
+ * `outputs_dir` are recorded relative to it. */
 int nf_run_store(struct nf_cache *c, struct nf_key run, const struct nf_node_inst *node,
-                 const char *pipeline_hash, size_t n_out, struct nf_value *const *out,
-                 const struct nf_written *written, struct nf_error *err);
-/* Does the run's record exist and do its written files still match? */
-int nf_run_valid(struct nf_cache *c, struct nf_key run, struct nf_error *err);
+                 const char *pipeline_hash, const char *outputs_dir, size_t n_out,
+                 struct nf_value *const *out, const struct nf_written *written,
+                 struct nf_error *err);
+/* Does the run's record exist and are its written files in `outputs_dir` as
+ * written? 1 yes, 0 no (then *stale, if given, is the first file that is
+ * missing or changed, owned, or NULL when the record itself is missing). */
+int nf_run_valid(struct nf_cache *c, struct nf_key run, const char *outputs_dir, char **stale,
+                 struct nf_error *err);
 
 /* A checkpoint handle for one run (stack-allocated by the executor). */
 struct nf_checkpoint {

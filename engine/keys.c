@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <xxhash.h>
 
 #include "exec_cache.h"
@@ -136,11 +137,12 @@ struct nf_key nf_key_output(struct nf_key run, int port)
     return digest(st);
 }
 
-struct nf_key nf_key_file_value(struct nf_key load_base, struct nf_key content)
+struct nf_key nf_key_file_value(struct nf_key load_base, struct nf_key content, const char *label)
 {
     XXH3_state_t *st = start("file");
     feed_key(st, load_base);
     feed_key(st, content);
+    feed_str(st, label);
     return digest(st);
 }
 
@@ -250,6 +252,70 @@ static int named_cmp(const void *a, const void *b)
     return strcmp(((const struct named *)a)->name, ((const struct named *)b)->name);
 }
 
+/* What a node's bits depend on beyond its parameters and inputs, folded into
+ * its base key (and listed in its components for --explain):
+ * - the device, when it is the GPU (float results differ from the CPU's in
+ *   their last bits; CPU keys stay as they were);
+ * - the content of files it reads on its own (key_files: simulate's mask);
+ * - for nodes that write files (sinks): the pipeline's name (file names) and
+ *   hash (provenance written into summary.json / dataset_description.json, so
+ *   that they always describe the current pipeline) and nlflow's version.
+ * Settings that cannot change bits (threads, memory, cache, the outputs
+ * folder: files are checked where they are now, see nf_run_valid) stay out.
+ * Seeds that default to settings.seed are parameters by now (NF_PF_SEED).
+ * Returns 1, 0 when a file cannot be hashed (keys unknown), <0 on OOM. */
+static int key_environment(const struct nf_pipeline *p, const struct nf_node_inst *node,
+                           struct nf_key *base, struct nf_strbuf *comp, struct nf_cache *cache,
+                           struct nf_error *err)
+{
+    const struct nf_node_type *t = node->type;
+    XXH3_state_t *st = start("environment");
+    int rc = 1;
+    feed_key(st, *base);
+    if (node->device == NF_DEV_GPU && t->run_gpu) {
+        feed_str(st, "device gpu");
+        nf_strbuf_addf(comp, "device gpu\n");
+    }
+    if (t->flags & NF_NODE_SINK) {
+        feed_str(st, p->name);
+        feed_str(st, p->hash);
+        feed_str(st, PACKAGE_VERSION);
+        nf_strbuf_addf(comp, "pipeline name=%s\npipeline hash=%s\nnlflow version=%s\n", p->name,
+                       p->hash, PACKAGE_VERSION);
+    }
+    if (t->key_files) {
+        struct nf_env env;
+        char **paths = NULL;
+        size_t n = 0;
+        nf_pipeline_env(p, &env);
+        rc = t->key_files(node->params, &env, &paths, &n, err);
+        if (rc < 0) {
+            XXH3_freeState(st);
+            return rc;
+        }
+        rc = 1;
+        for (size_t i = 0; i < n; i++) {
+            struct nf_key content;
+            char hex[33];
+            struct nf_error ferr = { 0 };
+            if ((cache ? nf_cache_file_hash(cache, paths[i], &content, &ferr)
+                       : nf_file_hash(paths[i], &content, &ferr)) < 0) {
+                rc = 0;
+                break;
+            }
+            feed_key(st, content);
+            nf_key_hex(content, hex);
+            nf_strbuf_addf(comp, "file %s=%s\n", paths[i], hex);
+        }
+        feed_u64(st, n);
+        for (size_t i = 0; i < n; i++)
+            free(paths[i]);
+        free(paths);
+    }
+    *base = digest(st);
+    return rc;
+}
+
 int nf_node_keys_compute(const struct nf_pipeline *p, size_t ni, struct nf_node_keys *keys,
                          struct nf_cache *cache, struct nf_value *const *value_outs,
                          struct nf_error *err)
@@ -260,7 +326,7 @@ int nf_node_keys_compute(const struct nf_pipeline *p, size_t ni, struct nf_node_
     size_t n_out = nf_port_count(t->outputs);
     struct nf_strbuf comp;
     struct named *in = NULL;
-    char **paths = NULL;
+    char **paths = NULL, **labels = NULL;
     size_t n_paths = 0;
     int rc = 0;
     char hex[33];
@@ -296,6 +362,12 @@ int nf_node_keys_compute(const struct nf_pipeline *p, size_t ni, struct nf_node_
         param_value_json(node, prm, &comp);
         nf_strbuf_addf(&comp, "\n");
     }
+    rc = key_environment(p, node, &base, &comp, cache, err);
+    if (rc < 0)
+        goto fail;
+    if (rc == 0)
+        goto unknown;   /* a file it reads is missing: the plan reports it */
+    rc = 0;
 
     /* After a node that writes files: they are what it writes only when its
      * cached run is intact (its written files verified); otherwise the files
@@ -307,16 +379,17 @@ int nf_node_keys_compute(const struct nf_pipeline *p, size_t ni, struct nf_node_
         if (!cache || !sk->known || sk->reads_files || sk->n_cached != sk->n_runs || sk->n_runs == 0)
             goto unknown;
         for (size_t r = 0; r < sk->n_runs; r++)
-            if (nf_run_valid(cache, sk->runs[r], err) != 1)
+            if (nf_run_valid(cache, sk->runs[r], p->outputs_dir, NULL, err) != 1)
                 goto unknown;
     }
 
     if (t->input_files) {
-        /* a file reader: keyed by the files' content, never cached itself */
+        /* a file reader: keyed by the files' content and the items' labels
+         * (which name per-subject results), never cached itself */
         bool is_coll;
         k->reads_files = true;
         struct nf_error ferr = { 0 };
-        if (t->input_files(node->params, &paths, &n_paths, &is_coll, &ferr) < 0)
+        if (t->input_files(node->params, &paths, &labels, &n_paths, &is_coll, &ferr) < 0)
             goto unknown;   /* files not there yet (after: [...]) */
         for (size_t o = 0; o < n_out; o++) {
             struct nf_keyset *ks = &k->outs[o];
@@ -335,10 +408,12 @@ int nf_node_keys_compute(const struct nf_pipeline *p, size_t ni, struct nf_node_
                     rc = 0;
                     goto unknown;
                 }
-                ks->items[i] = nf_key_file_value(base, content);
+                const char *label = is_coll && labels ? labels[i] : NULL;
+                ks->items[i] = nf_key_file_value(base, content, label);
                 if (o == 0) {
                     nf_key_hex(content, hex);
-                    nf_strbuf_addf(&comp, "file %s=%s\n", paths[i], hex);
+                    nf_strbuf_addf(&comp, "file %s=%s%s%s\n", paths[i], hex, label ? " label " : "",
+                                   label ? label : "");
                 }
             }
             if (is_coll)
@@ -445,9 +520,13 @@ done:
     k->components = nf_strbuf_detach(&comp);
 fail:
     nf_strbuf_release(&comp);
-    for (size_t i = 0; i < n_paths; i++)
+    for (size_t i = 0; i < n_paths; i++) {
         free(paths[i]);
+        if (labels)
+            free(labels[i]);
+    }
     free(paths);
+    free(labels);
     free(in);
     return rc;
 }
@@ -526,6 +605,33 @@ static void explain_reason(const struct nf_pipeline *p, const struct nf_node_ins
         nf_strbuf_addf(why, "its result is no longer in the cache");
 }
 
+/* A cached node whose written files are missing or changed: says so in why
+ * (the node runs again from its cached inputs and writes them). */
+static bool stale_files(const struct nf_pipeline *p, struct nf_cache *cache,
+                        const struct nf_node_keys *k, struct nf_strbuf *why)
+{
+    for (size_t r = 0; cache && r < k->n_runs; r++) {
+        struct nf_error err = { 0 };
+        char *stale = NULL;
+        if (nf_run_valid(cache, k->runs[r], p->outputs_dir, &stale, &err) != 0 || !stale) {
+            free(stale);
+            continue;
+        }
+        bool missing = access(stale, F_OK) != 0;
+        char *dir = nf_path_dirname(stale);
+        const char *base = strrchr(stale, '/') ? strrchr(stale, '/') + 1 : stale;
+        if (missing)
+            nf_strbuf_addf(why, "files missing in %s/ (%s...): will write them again from cached inputs",
+                           dir ? dir : ".", base);
+        else
+            nf_strbuf_addf(why, "file %s changed on disk: will write it again from cached inputs", stale);
+        free(dir);
+        free(stale);
+        return true;
+    }
+    return false;
+}
+
 void nf_explain_print(const struct nf_pipeline *p, struct nf_cache *cache,
                       const struct nf_node_keys *keys, FILE *out)
 {
@@ -556,6 +662,8 @@ void nf_explain_print(const struct nf_pipeline *p, struct nf_cache *cache,
                     nf_strbuf_addf(&why, ": %s", changes.buf ? changes.buf : "");
                 nf_strbuf_release(&changes);
             }
+        } else if (k->n_cached == k->n_runs && stale_files(p, cache, k, &why)) {
+            /* cached, but what it wrote is not in the outputs folder as written */
         } else if (k->n_cached == k->n_runs) {
             if (k->mapped)
                 nf_strbuf_addf(&why, "cached (%zu of %zu items)", k->n_cached, k->n_runs);

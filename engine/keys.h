@@ -38,8 +38,8 @@ struct nf_key nf_key_node_base(const struct nf_node_inst *node);
 /* Run key from the base and the inputs' keys (in edge order), and output keys. */
 struct nf_key nf_key_combine(struct nf_key base, const struct nf_key *inputs, size_t n);
 struct nf_key nf_key_output(struct nf_key run, int port);
-/* Value key of a loaded file. */
-struct nf_key nf_key_file_value(struct nf_key load_base, struct nf_key content);
+/* Value key of a loaded file (label: the item's label in a collection, or NULL). */
+struct nf_key nf_key_file_value(struct nf_key load_base, struct nf_key content, const char *label);
 
 /* The node's parameters as a JSON object {"name": value, ...} (for --explain
  * records); owned string, NULL on OOM. */

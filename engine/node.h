@@ -42,6 +42,9 @@ enum {
     NF_PF_OPTIONAL = 1u << 1,   /* may be absent (NULL / empty list) */
     NF_PF_NOT_KEYED = 1u << 2,  /* not part of cache keys (load's path: the file's
                                    content is hashed instead) */
+    NF_PF_SEED = 1u << 3,       /* an INT seed whose default -1 means settings.seed:
+                                   the validator fills the setting in, so the key, the
+                                   plan and the node all see the seed actually used */
 };
 
 struct nf_param {
@@ -188,11 +191,18 @@ struct nf_node_type {
     int (*fold_item)(struct nf_run *run, void *state, const struct nf_value *item, size_t index);
     int (*fold_end)(struct nf_run *run, void *state, bool ok);
     /* Nodes that read files (load): the files the output will be read from,
-     * in output order (*is_collection: one item per file). Their output keys
-     * come from the files' content, not from a cached result: such nodes are
-     * never cached themselves. *paths is owned by the caller (free each). */
-    int (*input_files)(const void *params, char ***paths, size_t *n, bool *is_collection,
-                       struct nf_error *err);
+     * in output order (*is_collection: one item per file), and the label each
+     * item will carry (*labels may stay NULL: no labels). Their output keys
+     * come from the files' content and labels, not from a cached result: such
+     * nodes are never cached themselves. *paths and *labels are owned by the
+     * caller (free each entry; both have n entries, *labels' may be NULL). */
+    int (*input_files)(const void *params, char ***paths, char ***labels, size_t *n,
+                       bool *is_collection, struct nf_error *err);
+    /* Files a node reads on its own (not through an input port, e.g. simulate's
+     * mask), whose content is part of its cache key: fills *paths (owned by the
+     * caller; *n may be 0). NULL: none. */
+    int (*key_files)(const void *params, const struct nf_env *env, char ***paths, size_t *n,
+                     struct nf_error *err);
     unsigned flags;
     /* Work of one run (one item when mapped) from resolved shapes, for the
      * placement cost model (cost.h): fills *c and returns 1, or returns 0 when

@@ -131,6 +131,10 @@ struct nf_exec_opts {
     bool quiet;
     struct nf_cache *cache; /* NULL: no caching */
     bool cache_strict;      /* a cache write failure fails the run */
+    /* tests: each node that ran or was fetched hands its outputs (borrowed,
+     * one per output port, NULL where not produced) here when it finishes */
+    void (*on_outputs)(void *arg, size_t node, struct nf_value *const *out, size_t n_out);
+    void *on_outputs_arg;
 };
 /* Execute; returns 0 or a negative code with err set. */
 int nf_execute(struct nf_pipeline *p, const struct nf_exec_opts *o, struct nf_error *err);

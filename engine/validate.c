@@ -684,6 +684,24 @@ fail:
 
 static const char *const top_keys[] = { "nlflow", "name", "settings", "params", "nodes", NULL };
 
+/* Parameters whose default stands for a pipeline setting (NF_PF_SEED: -1 is
+ * settings.seed) get the setting's value now, so that everything after this
+ * phase (cache keys, `plan --explain`, the node) sees the value actually used:
+ * a changed setting is a changed parameter. */
+static void fill_setting_defaults(struct nf_pipeline *p)
+{
+    for (size_t i = 0; i < p->n_nodes; i++) {
+        const struct nf_node_type *t = p->nodes[i].type;
+        if (!t || !p->nodes[i].params)
+            continue;
+        for (const struct nf_param *prm = t->params; prm && prm->name; prm++) {
+            int64_t *seed = (int64_t *)((char *)p->nodes[i].params + prm->offset);
+            if ((prm->flags & NF_PF_SEED) && prm->type == NF_P_INT && *seed < 0)
+                *seed = (int64_t)p->settings.seed;
+        }
+    }
+}
+
 struct nf_pipeline *nf_pipeline_load(const char *path, const struct nf_overrides *ov,
                                      struct nf_diags *d)
 {
@@ -766,6 +784,7 @@ struct nf_pipeline *nf_pipeline_load(const char *path, const struct nf_overrides
             parse_node(p, i, nodes->keys[i], nodes->items[i], &vs, d);
         }
         resolve_edges(p, &vs, d);
+        fill_setting_defaults(p);
     }
     for (size_t i = 0; i < p->n_vars; i++)
         if (!p->vars[i].used) {

@@ -219,31 +219,33 @@ static bool labels_unique(char *const *labels, size_t n)
     return true;
 }
 
-/* Label every item by subject; when two files share a subject (several runs or
- * sessions) subjects would not tell items apart, so every item gets its stem. */
+/* Every item's label: its subject; when two files share a subject (several
+ * runs or sessions) subjects would not tell items apart, so every item gets
+ * its stem. NULL on OOM (entries NULL where a string could not be made). */
+static char **item_labels(char *const *paths, size_t n)
+{
+    char **labels = nf_calloc(n ? n : 1, sizeof *labels);
+    if (!labels)
+        return NULL;
+    for (size_t i = 0; i < n; i++)
+        labels[i] = subject_entity(paths[i]);
+    if (!labels_unique(labels, n))
+        for (size_t i = 0; i < n; i++) {
+            free(labels[i]);
+            labels[i] = NULL;
+        }
+    for (size_t i = 0; i < n; i++)
+        if (!labels[i])
+            labels[i] = nf_path_stem(paths[i]);
+    return labels;
+}
+
 static void label_items(struct nf_value *coll, char *const *paths)
 {
     size_t n = coll->u.coll.n;
-    char **labels = nf_calloc(n ? n : 1, sizeof *labels);
-    if (labels) {
-        for (size_t i = 0; i < n; i++)
-            labels[i] = subject_entity(paths[i]);
-        if (!labels_unique(labels, n)) {
-            for (size_t i = 0; i < n; i++) {
-                free(labels[i]);
-                labels[i] = NULL;
-            }
-        }
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (labels && labels[i]) {
-            nf_value_set_label(coll->u.coll.items[i], labels[i]);
-        } else {
-            char *stem = nf_path_stem(paths[i]);
-            nf_value_set_label(coll->u.coll.items[i], stem ? stem : paths[i]);
-            free(stem);
-        }
-    }
+    char **labels = item_labels(paths, n);
+    for (size_t i = 0; i < n; i++)
+        nf_value_set_label(coll->u.coll.items[i], labels && labels[i] ? labels[i] : paths[i]);
     if (labels)
         for (size_t i = 0; i < n; i++)
             free(labels[i]);
@@ -454,12 +456,14 @@ fail:
     return rc < 0 ? rc : NF_EBUG;
 }
 
-/* The files the output is read from, for cache keys (node.h input_files). */
-static int load_input_files(const void *params, char ***paths, size_t *n, bool *is_collection,
-                            struct nf_error *err)
+/* The files the output is read from, and the labels its items get, for cache
+ * keys (node.h input_files). */
+static int load_input_files(const void *params, char ***paths, char ***labels, size_t *n,
+                            bool *is_collection, struct nf_error *err)
 {
     const struct load_params *p = params;
     *paths = NULL;
+    *labels = NULL;
     *n = 0;
     *is_collection = path_has_glob(p->path);
     if (!*is_collection) {
@@ -474,15 +478,17 @@ static int load_input_files(const void *params, char ***paths, size_t *n, bool *
     if (rc < 0)
         return rc;
     *paths = calloc(matches.gl_pathc + 1, sizeof **paths);
-    if (!*paths) {
+    *labels = item_labels(matches.gl_pathv, matches.gl_pathc);
+    if (!*paths || !*labels) {
         globfree(&matches);
         return NF_FAIL(err, NF_ENOMEM, "out of memory");
     }
-    for (size_t i = 0; i < matches.gl_pathc; i++)
+    size_t found = matches.gl_pathc;
+    for (size_t i = 0; i < found; i++)
         if (((*paths)[i] = strdup(matches.gl_pathv[i])))
             (*n)++;
     globfree(&matches);
-    return 0;
+    return *n == found ? 0 : NF_FAIL(err, NF_ENOMEM, "out of memory");
 }
 
 const struct nf_node_type nf_node_load = {

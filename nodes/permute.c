@@ -75,7 +75,7 @@ static const struct nf_param permute_params_table[] = {
       0, 0 },
     { "seed", "RandomState seed of the per-permutation seeds, as nltools' random_state "
       "(-1: the pipeline's settings.seed)",
-      NF_P_INT, offsetof(struct permute_params, seed), { -1, 0, NULL }, -1, 4294967295.0, NULL, 0, 0, 0 },
+      NF_P_INT, offsetof(struct permute_params, seed), { -1, 0, NULL }, -1, 4294967295.0, NULL, NF_PF_SEED, 0, 0 },
     { "method", "correlation: pearson, or spearman (Pearson on average ranks)",
       NF_P_ENUM, offsetof(struct permute_params, method), { PERM_PEARSON, 0, NULL }, 0, 0, methods, 0,
       0, 0 },
@@ -85,8 +85,10 @@ static const struct nf_param permute_params_table[] = {
       exact_kinds, 0, 0, 0 },
     { "column", "the column of the covariate or groups table to use (default: the first)",
       NF_P_STR, offsetof(struct permute_params, column), { 0, 0, "" }, 0, 0, NULL, NF_PF_OPTIONAL, 0, 0 },
-    { "chunk", "permutations per checkpoint chunk (a killed run resumes at the next chunk)",
-      NF_P_INT, offsetof(struct permute_params, chunk), { 1000, 0, NULL }, 1, 1e9, NULL, 0, 0, 0 },
+    { "chunk", "permutations per checkpoint chunk (a killed run resumes at the next chunk); "
+      "not part of the cache key: results do not depend on it",
+      NF_P_INT, offsetof(struct permute_params, chunk), { 1000, 0, NULL }, 1, 1e9, NULL,
+      NF_PF_NOT_KEYED, 0, 0 },
     NF_PARAM_END
 };
 
@@ -1183,10 +1185,11 @@ int nf_perm_resume(struct perm_ctx *c, const struct nf_run *run, int64_t chunk, 
     *resumed = 0;
     NF_TRY(rc = nf_ckpt_list(run->ckpt, &done_idx, &n_done, run->err));
     for (size_t i = 0; i < n_done; i++) {
-        int64_t ci = done_idx[i];
+        int64_t ci = done_idx[i] - nf_perm_ckpt_index(chunk, 0);
         void *data = NULL;
         size_t bytes = 0;
-        if (ci < 0 || ci >= n_chunks || have[ci] || nf_ckpt_get(run->ckpt, ci, &data, &bytes, run->err) != 1)
+        if (ci < 0 || ci >= n_chunks || have[ci] ||
+            nf_ckpt_get(run->ckpt, done_idx[i], &data, &bytes, run->err) != 1)
             continue;
         int64_t len = c->M - ci * chunk < chunk ? c->M - ci * chunk : chunk;
         if (bytes == (size_t)cbytes + (size_t)len * sizeof(float)) {
@@ -1494,7 +1497,8 @@ static int permute_run(struct nf_run *run)
         memcpy(c.null_q + p0, cmax, (size_t)len * sizeof *cmax);
         if (ci < n_chunks - 1) {
             memcpy((char *)ccount + cbytes, cmax, (size_t)len * sizeof *cmax);
-            nf_ckpt_put(run->ckpt, ci, ccount, (size_t)cbytes + (size_t)len * sizeof(float), run->err);
+            nf_ckpt_put(run->ckpt, nf_perm_ckpt_index(chunk, ci), ccount,
+                        (size_t)cbytes + (size_t)len * sizeof(float), run->err);
         }
         done = done + len > c.M ? c.M : done + len;
         nf_perm_progress(run, done, c.M, t0, &last);

@@ -341,7 +341,8 @@ static int finish_chunk(struct gperm *gp, struct nf_gpu *g, const struct nf_run 
     memcpy(c->null_q + p0, cmax, (size_t)len * sizeof *cmax);
     if (ci < n_chunks - 1) {   /* the CPU node's checkpoint layout: counts, then maxima */
         memcpy(ckpt_buf, cnt, (size_t)V * sizeof *cnt);
-        nf_ckpt_put(run->ckpt, ci, ckpt_buf, (size_t)V * sizeof(uint32_t) + (size_t)len * sizeof(float), run->err);
+        nf_ckpt_put(run->ckpt, nf_perm_ckpt_index(gp->chunk, ci), ckpt_buf,
+                    (size_t)V * sizeof(uint32_t) + (size_t)len * sizeof(float), run->err);
     }
 fail:
     if (big)

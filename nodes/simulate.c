@@ -737,6 +737,36 @@ static uint64_t simulate_estimate(const void *params, const struct nf_shape *in,
     return bytes;
 }
 
+/* The mask file the simulated brain comes from (node.h key_files): its
+ * content, not its name, is part of the key, and `auto` keys differently with
+ * and without mricron-data installed. */
+static int simulate_key_files(const void *params, const struct nf_env *env, char ***paths,
+                              size_t *n, struct nf_error *err)
+{
+    const struct simulate_params *p = params;
+    const char *mask = p->mask ? p->mask : "auto";
+    bool is_auto = strcmp(mask, "auto") == 0;
+    char *path = NULL;
+    *paths = NULL;
+    *n = 0;
+    if (strcmp(mask, "synthetic") == 0 || (is_auto && access(NF_SIMULATE_TEMPLATE, R_OK) != 0))
+        return 0;
+    if (is_auto)
+        path = nf_strdup(NF_SIMULATE_TEMPLATE);
+    else
+        path = env && env->pipeline_dir ? nf_path_join(env->pipeline_dir, mask) : nf_strdup(mask);
+    *paths = nf_calloc(1, sizeof **paths);
+    if (!path || !*paths) {
+        free(path);
+        free(*paths);
+        *paths = NULL;
+        return NF_FAIL(err, NF_ENOMEM, "out of memory");
+    }
+    (*paths)[0] = path;
+    *n = 1;
+    return 0;
+}
+
 static const struct nf_param simulate_param_table[] = {
     {"subjects", "number of simulated subjects", NF_P_INT,
      offsetof(struct simulate_params, subjects), {.i = 1}, 1, 10000, NULL, 0, 0, 0},
@@ -760,7 +790,7 @@ static const struct nf_param simulate_param_table[] = {
     {"roi_radius", "radius of the ROI sphere in mm", NF_P_NUM,
      offsetof(struct simulate_params, roi_radius), {.d = 10.0}, 0, 1000, NULL, 0, 0, 0},
     {"seed", "random seed; -1 uses settings.seed", NF_P_INT,
-     offsetof(struct simulate_params, seed), {.i = -1}, -1, 9007199254740992.0, NULL, 0, 0, 0},
+     offsetof(struct simulate_params, seed), {.i = -1}, -1, 9007199254740992.0, NULL, NF_PF_SEED, 0, 0},
     {"write", "folder to also write the data set to as BIDS-like files (sub-XX/func/"
      "sub-XX_task-sim_bold.nii.gz, mask, truth, design.tsv, labels.tsv, and atlas.nii.gz: label 1 the "
      "ROI sphere, 2, 3, ... 30 mm boxes of the other brain voxels)", NF_P_PATH,
@@ -802,5 +832,6 @@ const struct nf_node_type nf_node_simulate = {
     .resolve = simulate_resolve,
     .estimate = simulate_estimate,
     .run_cpu = simulate_run,
+    .key_files = simulate_key_files,
     .flags = NF_NODE_SOURCE,
 };

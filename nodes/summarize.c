@@ -924,7 +924,9 @@ static struct nf_value *files_table(const struct summarize_ctx *ctx, struct nf_e
     }
     for (size_t f = 0; f < ctx->n_files; f++) {
         tab->u.tab.cols[0].str[f] = nf_strdup(ctx->files[f].key);
-        tab->u.tab.cols[1].str[f] = nf_strdup(ctx->files[f].path);
+        /* relative to the outputs folder: the value does not depend on where
+         * the files went (a moved outputs folder keeps the cached result) */
+        tab->u.tab.cols[1].str[f] = nf_strdup(ctx->files[f].name);
         if (!tab->u.tab.cols[0].str[f] || !tab->u.tab.cols[1].str[f])
             goto oom;
     }
@@ -1108,7 +1110,8 @@ static const struct nf_port summarize_inputs[] = {
 static const struct nf_port summarize_outputs[] = {
     {"table", "clusters of the thresholded map (cluster, size, peak_value, peak_x, peak_y, "
      "peak_z, label); empty without thresholding", NF_PT_TABLE, 0},
-    {"files", "every file written: columns key and path", NF_PT_TABLE, 0},
+    {"files", "every file written: columns key and path (relative to settings.outputs)",
+     NF_PT_TABLE, 0},
     NF_PORT_END,
 };
 

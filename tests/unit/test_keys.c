@@ -1,0 +1,523 @@
+/* test_keys.c — cache keys are complete: a key changes exactly when what the
+ * node produces changes.
+ *
+ * The property test walks every parameter of every node type in the registry.
+ * For each there is a decision below: a small pipeline in which the parameter
+ * has a base and another valid value, and whether the node's results must
+ * change. Both versions are planned (keys, no cache) and run; the node's key
+ * (its output keys) and a digest of what it produced (every output value's
+ * bytes, labels and geometry, and every file the run wrote, by path relative
+ * to the pipeline folder and content) are compared: the key must change if and
+ * only if the results do, and the results must change as decided. A parameter
+ * without a decision fails the test, so a new parameter must be decided.
+ * Settings a node reads (seed) and settings that must not change results
+ * (threads, memory, outputs for in-memory results, cache) are decided the same
+ * way, and files a node reads by content (simulate's mask, load's labels) have
+ * tests of their own.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "io.h"
+#include "keys.h"
+#include "pipeline.h"
+#include "util.h"
+
+static char *tmpdir;
+
+/* ---- pipelines of the decisions ---- */
+
+/* The node under test is `t`; @P is replaced by its parameters. The data
+ * folder (made once, by simulate) holds sub-0[1-3]/func/sub-0N_task-sim_bold.nii.gz,
+ * mask.nii.gz, truth.nii.gz, atlas.nii.gz, design.tsv (f1 f2), labels.tsv
+ * (trial_type target), and copy/design.tsv (the same bytes as design.tsv). */
+#define IMAGES "  bold: {type: load, path: data/sub-01/func/sub-01_task-sim_bold.nii.gz}\n" \
+               "  brain: {type: load, path: data/mask.nii.gz}\n" \
+               "  voxels: {type: mask, in: {data: bold, mask: brain}, standardize: zscore}\n"
+#define CTX_SIM "  t: {type: simulate, @P}\n"
+#define CTX_LOAD "  t: {type: load, @P}\n"
+#define CTX_MASK IMAGES "  t: {type: mask, in: {data: bold, mask: brain}, @P}\n"
+#define CTX_RIDGE IMAGES "  x: {type: load, path: data/design.tsv}\n" \
+                         "  t: {type: ridge, in: {X: x, Y: voxels}, @P}\n"
+#define CTX_PERMUTE IMAGES "  x: {type: load, path: data/design.tsv}\n" \
+                           "  t: {type: permute, in: {data: voxels}, @P}\n"
+#define CTX_PERMUTE_COV IMAGES "  x: {type: load, path: data/design.tsv}\n" \
+                               "  t: {type: permute, in: {data: voxels, covariate: x}, @P}\n"
+#define CTX_PERMUTE_GROUPS IMAGES "  x: {type: load, path: data/design.tsv}\n" \
+                              "  t: {type: permute, in: {data: voxels, groups: x}, @P}\n"
+#define CTX_PREDICT IMAGES "  y: {type: load, path: data/labels.tsv}\n" \
+                           "  t: {type: predict, in: {X: voxels, y: y}, @P}\n"
+#define CTX_PREDICT_NUM IMAGES "  y: {type: load, path: data/design.tsv}\n" \
+                               "  t: {type: predict, in: {X: voxels, y: y}, @P}\n"
+#define CTX_SUMMARIZE "  brain: {type: load, path: data/mask.nii.gz}\n" \
+                      "  truth: {type: load, path: data/truth.nii.gz}\n" \
+                      "  atlas: {type: load, path: data/atlas.nii.gz}\n" \
+                      "  m: {type: mask, in: {data: truth, mask: brain}}\n" \
+                      "  a: {type: mask, in: {data: atlas, mask: brain}}\n" \
+                      "  t: {type: summarize, in: {m: m, a: a, p: a}, @P}\n"
+#define CTX_FAULT "  t: {type: debug_fault, @P}\n"
+#define CTX_MOMENTS IMAGES "  t: {type: moments, in: {data: voxels}@P}\n"
+
+#define SIM "images: 12, voxel_size: 10, mask: synthetic"
+#define PERM "n_permutations: 200"
+#define SEED "seed: 7"
+
+struct decision {
+    const char *type, *param;     /* a parameter, or a setting ("settings.seed") */
+    const char *ctx;
+    const char *common;           /* parameters of both versions ("" none) */
+    const char *base, *alt;       /* the parameter's two values (or settings) */
+    bool changes;                 /* must the results (and the key) change? */
+    const char *alt_ctx;          /* the other version's pipeline when the value
+                                     needs other wiring (NULL: ctx) */
+};
+
+/* Settings of both versions unless the decision is about a setting. */
+#define SETTINGS "seed: 7, outputs: out, cache: off"
+
+static const struct decision decisions[] = {
+    /* load: the path is not keyed (content is); the other files' bytes are */
+    { "load", "path", CTX_LOAD, "", "path: data/design.tsv", "path: data/copy/design.tsv", false, NULL },
+    { "load", "columns", CTX_LOAD, "path: data/design.tsv", "columns: [f1, f2]", "columns: [f2]", true, NULL },
+    { "load", "lazy", CTX_LOAD, "path: data/sub-*/func/*_bold.nii.gz", "lazy: true", "lazy: false", false, NULL },
+    { "mask", "standardize", CTX_MASK, "", "standardize: none", "standardize: zscore", true, NULL },
+    { "ridge", "alphas", CTX_RIDGE, "cv: 2", "alphas: [0.1, 1, 10]", "alphas: [1000, 10000]", true, NULL },
+    { "ridge", "alpha", CTX_RIDGE, "cv: 2", "alpha: 1", "alpha: 50", true, NULL },
+    { "ridge", "cv", CTX_RIDGE, "alpha: 1", "cv: 2", "cv: 3", true, NULL },
+    { "ridge", "alpha_mode", CTX_RIDGE, "cv: 2, alphas: [0.01, 1, 100, 10000]", "alpha_mode: per_voxel",
+      "alpha_mode: shared", true, NULL },
+    { "ridge", "fit_intercept", CTX_RIDGE, "cv: 2, alpha: 1", "fit_intercept: false", "fit_intercept: true", true, NULL },
+    { "ridge", "score", CTX_RIDGE, "cv: 2, alpha: 1", "score: r2", "score: pearson", true, NULL },
+    { "ridge", "shuffle", CTX_RIDGE, "cv: 2, alpha: 1", "shuffle: false", "shuffle: true", true, NULL },
+    { "ridge", "seed", CTX_RIDGE, "cv: 2, alpha: 1, shuffle: true", "seed: 1", "seed: 2", true, NULL },
+    { "permute", "test", CTX_PERMUTE_COV, PERM ", column: f1", "test: correlation", "test: two_sample", true,
+      CTX_PERMUTE_GROUPS },
+    { "permute", "stat", CTX_PERMUTE, PERM, "stat: mean", "stat: t", true, NULL },
+    { "permute", "tail", CTX_PERMUTE, PERM, "tail: two", "tail: upper", true, NULL },
+    { "permute", "n_permutations", CTX_PERMUTE, "", "n_permutations: 200", "n_permutations: 300", true, NULL },
+    { "permute", "seed", CTX_PERMUTE, PERM, "seed: 1", "seed: 2", true, NULL },
+    { "permute", "method", CTX_PERMUTE_COV, PERM ", test: correlation", "method: pearson", "method: spearman", true, NULL },
+    { "permute", "exact", CTX_PERMUTE, "n_permutations: 70000, stat: t", "exact: auto", "exact: never", true, NULL },
+    { "permute", "column", CTX_PERMUTE_COV, PERM ", test: correlation", "column: f1", "column: f2", true, NULL },
+    { "permute", "chunk", CTX_PERMUTE, PERM, "chunk: 50", "chunk: 70", false, NULL },
+    { "predict", "mode", CTX_PREDICT, "cv: 2", "mode: whole_brain", "mode: searchlight", true, NULL },
+    { "predict", "model", CTX_PREDICT, "cv: 2", "model: svm", "model: logistic", true, NULL },
+    { "predict", "cv", CTX_PREDICT, "", "cv: 2", "cv: 4", true, NULL },
+    { "predict", "seed", CTX_PREDICT, "cv: 2", "seed: 1", "seed: 2", true, NULL },
+    { "predict", "scoring", CTX_PREDICT, "cv: 2", "scoring: accuracy", "scoring: auc", true, NULL },
+    { "predict", "standardize", CTX_PREDICT, "cv: 2", "standardize: true", "standardize: false", true, NULL },
+    { "predict", "reduce", CTX_PREDICT, "cv: 2", "reduce: 0", "reduce: {pca: 3}", true, NULL },
+    { "predict", "radius", CTX_PREDICT, "cv: 2, mode: searchlight", "radius: 10", "radius: 25", true, NULL },
+    { "predict", "C", CTX_PREDICT, "cv: 2", "C: 1", "C: 0.001", true, NULL },
+    { "predict", "alpha", CTX_PREDICT, "cv: 2, model: ridge_classifier", "alpha: 1", "alpha: 1000", true, NULL },
+    { "predict", "target", CTX_PREDICT_NUM, "cv: 2, model: ridge", "target: f1", "target: f2", true, NULL },
+    { "simulate", "subjects", CTX_SIM, SIM, "subjects: 2", "subjects: 3", true, NULL },
+    { "simulate", "images", CTX_SIM, "voxel_size: 10, mask: synthetic", "images: 12", "images: 14", true, NULL },
+    { "simulate", "features", CTX_SIM, SIM, "features: 1", "features: 2", true, NULL },
+    { "simulate", "mask", CTX_SIM, "images: 12, voxel_size: 10", "mask: synthetic", "mask: data/truth.nii.gz", true, NULL },
+    { "simulate", "voxel_size", CTX_SIM, "images: 12, mask: synthetic", "voxel_size: 10", "voxel_size: 8", true, NULL },
+    { "simulate", "effect_size", CTX_SIM, SIM, "effect_size: 1", "effect_size: 2", true, NULL },
+    { "simulate", "noise", CTX_SIM, SIM, "noise: 1", "noise: 0.5", true, NULL },
+    { "simulate", "roi_center", CTX_SIM, SIM, "roi_center: [40, -20, 40]", "roi_center: [0, 0, 0]", true, NULL },
+    { "simulate", "roi_radius", CTX_SIM, SIM, "roi_radius: 10", "roi_radius: 30", true, NULL },
+    { "simulate", "seed", CTX_SIM, SIM, "seed: 1", "seed: 2", true, NULL },
+    { "simulate", "write", CTX_SIM, SIM, "write: w1", "write: w2", true, NULL },   /* files elsewhere */
+    /* summarize writes files: every change of the pipeline changes its
+     * provenance (dataset_description.json), so it always reruns */
+    { "summarize", "threshold", CTX_SUMMARIZE, "threshold_key: m", "threshold: 0.5", "threshold: 1.5", true, NULL },
+    { "summarize", "threshold_key", CTX_SUMMARIZE, "threshold: 0.5", "threshold_key: m", "threshold_key: a", true, NULL },
+    { "summarize", "tail", CTX_SUMMARIZE, "threshold: 0.5, threshold_key: m", "tail: two", "tail: lower", true, NULL },
+    { "summarize", "p_below", CTX_SUMMARIZE, "threshold_key: m", "p_below: 0.5", "p_below: 0.01", true, NULL },
+    { "summarize", "p_key", CTX_SUMMARIZE, "threshold_key: m, p_below: 0.5", "p_key: p", "p_key: m", true, NULL },
+    { "summarize", "min_cluster_size", CTX_SUMMARIZE, "threshold: 0.5, threshold_key: m", "min_cluster_size: 1",
+      "min_cluster_size: 1000", true, NULL },
+    { "summarize", "name", CTX_SUMMARIZE, "", "name: one", "name: two", true, NULL },
+    { "debug_fault", "chunks", CTX_FAULT, "", "chunks: 3", "chunks: 4", true, NULL },
+    { "debug_fault", "chunk_size", CTX_FAULT, "", "chunk_size: 10", "chunk_size: 20", true, NULL },
+    { "debug_fault", "seed", CTX_FAULT, "", "seed: 1", "seed: 2", true, NULL },
+    { "debug_fault", "fail_after", CTX_FAULT, "", "fail_after: -1", "fail_after: 100", false, NULL },
+    { "debug_fault", "kill_after", CTX_FAULT, "", "kill_after: -1", "kill_after: 100", false, NULL },
+    /* settings: the seed is read by every node that draws (NF_PF_SEED) */
+    { "simulate", "settings.seed", CTX_SIM, SIM, "seed: 1, outputs: out, cache: off",
+      "seed: 2, outputs: out, cache: off", true, NULL },
+    { "ridge", "settings.seed", CTX_RIDGE, "cv: 2, alpha: 1, shuffle: true", "seed: 1, outputs: out",
+      "seed: 2, outputs: out", true, NULL },
+    { "permute", "settings.seed", CTX_PERMUTE, PERM, "seed: 1, outputs: out", "seed: 2, outputs: out", true, NULL },
+    { "predict", "settings.seed", CTX_PREDICT, "cv: 2", "seed: 1, outputs: out", "seed: 2, outputs: out", true, NULL },
+    /* settings that must not change results */
+    { "permute", "settings.threads", CTX_PERMUTE, PERM ", stat: t", SEED ", threads: 1", SEED ", threads: 2", false, NULL },
+    { "ridge", "settings.threads", CTX_RIDGE, "cv: 2", SEED ", threads: 1", SEED ", threads: 2", false, NULL },
+    { "predict", "settings.threads", CTX_PREDICT, "cv: 2, mode: searchlight", SEED ", threads: 1",
+      SEED ", threads: 2", false, NULL },
+    { "permute", "settings.memory", CTX_PERMUTE, PERM, SEED ", memory: 4GiB", SEED ", memory: 96MiB", false, NULL },
+    { "ridge", "settings.memory", CTX_RIDGE, "cv: 2", SEED ", memory: 4GiB", SEED ", memory: 96MiB", false, NULL },
+    { "ridge", "settings.outputs", CTX_RIDGE, "cv: 2", SEED ", outputs: out", SEED ", outputs: out2", false, NULL },
+    { "ridge", "settings.cache", CTX_RIDGE, "cv: 2", SEED ", cache: off", SEED ", cache: c/cache.db", false, NULL },
+    { "ridge", "settings.device", CTX_RIDGE, "cv: 2", SEED ", device: cpu", SEED ", device: auto", false, NULL },
+    { "moments", "(none)", CTX_MOMENTS, "", "", "", false, NULL },
+};
+
+/* ---- digests ---- */
+
+static void feed(XXH3_state_t *st, const void *p, size_t n) { XXH3_128bits_update(st, p, n); }
+static void feed_str(XXH3_state_t *st, const char *s) { feed(st, s ? s : "(null)", s ? strlen(s) + 1 : 7); }
+
+static void feed_grid(XXH3_state_t *st, const struct nf_grid *g)
+{
+    feed(st, g->dim, sizeof g->dim);
+    feed(st, g->affine, sizeof g->affine);
+}
+
+/* Everything a consumer of the value can see. */
+static void feed_value(XXH3_state_t *st, struct nf_value *v)
+{
+    if (!v) {
+        feed_str(st, "absent");
+        return;
+    }
+    feed(st, &v->kind, sizeof v->kind);
+    feed_str(st, v->label);
+    switch (v->kind) {
+    case NF_KIND_VOLUME: {
+        struct nf_error err = { 0 };
+        struct nf_value *m = v->u.vol.lazy ? nf_value_materialize(v, &err) : nf_value_ref(v);
+        assert_non_null(m);
+        feed_grid(st, &m->u.vol.grid);
+        feed(st, &m->u.vol.nt, sizeof m->u.vol.nt);
+        feed(st, m->u.vol.data, (size_t)(nf_grid_nvox(&m->u.vol.grid) * m->u.vol.nt) * sizeof(float));
+        nf_value_unref(m);
+        break;
+    }
+    case NF_KIND_MATRIX:
+        feed(st, &v->u.mat.rows, sizeof v->u.mat.rows);
+        feed(st, &v->u.mat.cols, sizeof v->u.mat.cols);
+        feed(st, v->u.mat.data, (size_t)(v->u.mat.rows * v->u.mat.cols) * sizeof(float));
+        if (v->u.mat.geom) {
+            feed_grid(st, &v->u.mat.geom->grid);
+            feed(st, v->u.mat.geom->index, (size_t)v->u.mat.geom->n_voxels * sizeof(int64_t));
+        }
+        for (int64_t c = 0; v->u.mat.col_names && c < v->u.mat.cols; c++)
+            feed_str(st, v->u.mat.col_names[c]);
+        break;
+    case NF_KIND_TABLE:
+        for (int64_t c = 0; c < v->u.tab.n_cols; c++) {
+            const struct nf_column *col = &v->u.tab.cols[c];
+            feed_str(st, col->name);
+            for (int64_t r = 0; r < v->u.tab.n_rows; r++) {
+                if (col->numeric)
+                    feed(st, &col->num[r], sizeof col->num[r]);
+                else
+                    feed_str(st, col->str[r]);
+            }
+        }
+        break;
+    case NF_KIND_COLLECTION:
+        for (size_t i = 0; i < v->u.coll.n; i++)
+            feed_value(st, v->u.coll.items[i]);
+        break;
+    default:
+        break;
+    }
+}
+
+struct capture {
+    size_t node;
+    XXH3_state_t *st;
+    bool seen;
+};
+
+static void on_outputs(void *arg, size_t node, struct nf_value *const *out, size_t n_out)
+{
+    struct capture *c = arg;
+    if (node != c->node)
+        return;
+    c->seen = true;
+    for (size_t o = 0; o < n_out; o++)
+        feed_value(c->st, out[o]);
+}
+
+/* Every file under the pipeline folder but the inputs and the file itself,
+ * in sorted order, by relative path and content. */
+static char **files;
+static size_t n_files;
+
+static int collect(const char *path, const struct stat *sb, int type, struct FTW *ftw)
+{
+    (void)sb;
+    (void)ftw;
+    const char *rel = path + strlen(tmpdir) + 1;
+    if (type != FTW_F || strncmp(rel, "data/", 5) == 0 || strcmp(rel, "p.yaml") == 0)
+        return 0;
+    files = realloc(files, (n_files + 1) * sizeof *files);
+    files[n_files++] = strdup(rel);
+    return 0;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static void feed_files(XXH3_state_t *st)
+{
+    n_files = 0;
+    assert_int_equal(nftw(tmpdir, collect, 16, FTW_PHYS), 0);
+    qsort(files, n_files, sizeof *files, cmp_str);
+    for (size_t i = 0; i < n_files; i++) {
+        struct nf_error err = { 0 };
+        char *path = nf_path_join(tmpdir, files[i]);
+        size_t len = 0;
+        char *text = nf_read_file(path, &len, &err);
+        assert_non_null(text);
+        feed_str(st, files[i]);
+        feed(st, &len, sizeof len);
+        feed(st, text, len);
+        free(text);
+        free(path);
+        free(files[i]);
+    }
+    free(files);
+    files = NULL;
+}
+
+/* ---- one version of a decision: its key and what it produced ---- */
+
+struct outcome { struct nf_key key, results; };
+
+static void clean_outputs(void)
+{
+    char *cmd = nf_asprintf("cd '%s' && rm -rf out out2 w1 w2 c p.yaml", tmpdir);
+    assert_int_equal(system(cmd), 0);
+    free(cmd);
+}
+
+static char *pipeline_text(const struct decision *d, bool alt)
+{
+    const char *value = alt ? d->alt : d->base;
+    bool is_setting = strncmp(d->param, "settings.", 9) == 0;
+    const char *params = is_setting ? d->common : NULL;
+    char *joined = NULL;
+    if (!is_setting)
+        params = joined = nf_asprintf("%s%s%s", d->common, d->common[0] && value[0] ? ", " : "", value);
+    const char *ctx = alt && d->alt_ctx ? d->alt_ctx : d->ctx;
+    const char *at = strstr(ctx, "@P");
+    assert_non_null(at);
+    char *text = nf_asprintf("nlflow: 1\nname: keys\nsettings: {%s}\nnodes:\n%.*s%s%s",
+                             is_setting ? value : SETTINGS, (int)(at - ctx), ctx, params, at + 2);
+    free(joined);
+    return text;
+}
+
+static struct outcome run_version(const struct decision *d, bool alt)
+{
+    struct outcome r;
+    struct nf_error err = { 0 };
+    struct nf_diags diags;
+    clean_outputs();
+    char *text = pipeline_text(d, alt);
+    char *path = nf_asprintf("%s/p.yaml", tmpdir);
+    assert_int_equal(nf_write_file_atomic(path, text, strlen(text), &err), 0);
+
+    nf_diags_init(&diags);
+    struct nf_pipeline *p = nf_pipeline_load(path, NULL, &diags);
+    if (!p || nf_resolve_shapes(p, &diags) < 0 || nf_place(p, false, &diags) < 0 ||
+        nf_plan_memory(p, &diags) < 0) {
+        nf_diags_print(&diags);
+        fail_msg("%s.%s: the %s version is not a valid pipeline:\n%s", d->type, d->param,
+                 alt ? "other" : "base", text);
+    }
+    nf_diags_release(&diags);
+    int ti = nf_node_index(p, "t");
+    assert_true(ti >= 0);
+
+    struct nf_node_keys *keys = calloc(p->n_nodes, sizeof *keys);
+    assert_int_equal(nf_keys_plan(p, NULL, keys, &err), 0);
+    assert_true(keys[ti].known);
+    XXH3_state_t *st = XXH3_createState();
+    XXH3_128bits_reset(st);
+    for (size_t o = 0; o < keys[ti].n_outs; o++)
+        feed(st, &keys[ti].outs[o].whole, sizeof keys[ti].outs[o].whole);
+    XXH128_hash_t h = XXH3_128bits_digest(st);
+    r.key = (struct nf_key){ h.high64, h.low64 };
+
+    struct capture cap = { (size_t)ti, st, false };
+    XXH3_128bits_reset(st);
+    struct nf_exec_opts o = { .threads = p->settings.threads > 0 ? p->settings.threads : 2, .quiet = true,
+                              .on_outputs = on_outputs, .on_outputs_arg = &cap };
+    if (nf_execute(p, &o, &err) < 0)
+        fail_msg("%s.%s (%s version): %s", d->type, d->param, alt ? "other" : "base", err.msg);
+    assert_true(cap.seen);
+    feed_files(st);
+    h = XXH3_128bits_digest(st);
+    r.results = (struct nf_key){ h.high64, h.low64 };
+
+    XXH3_freeState(st);
+    for (size_t i = 0; i < p->n_nodes; i++)
+        nf_node_keys_release(&keys[i]);
+    free(keys);
+    nf_pipeline_free(p);
+    free(path);
+    free(text);
+    return r;
+}
+
+/* ---- the property ---- */
+
+static const struct decision *find_decision(const char *type, const char *param)
+{
+    for (size_t i = 0; i < sizeof decisions / sizeof *decisions; i++)
+        if (strcmp(decisions[i].type, type) == 0 && strcmp(decisions[i].param, param) == 0)
+            return &decisions[i];
+    return NULL;
+}
+
+/* Every parameter of every node type has a decision. */
+static void test_every_parameter_decided(void **state)
+{
+    (void)state;
+    size_t missing = 0;
+    for (size_t t = 0; nf_node_types[t]; t++) {
+        const struct nf_node_type *type = nf_node_types[t];
+        if (!type->params || !type->params[0].name) {
+            if (!find_decision(type->name, "(none)")) {
+                fprintf(stderr, "node type '%s' (no parameters) has no decision in test_keys.c\n", type->name);
+                missing++;
+            }
+            continue;
+        }
+        for (const struct nf_param *prm = type->params; prm->name; prm++)
+            if (!find_decision(type->name, prm->name)) {
+                fprintf(stderr, "parameter '%s' of node type '%s' has no key decision in test_keys.c: "
+                        "add one (does it change results? then it must change the key)\n",
+                        prm->name, type->name);
+                missing++;
+            }
+    }
+    assert_int_equal(missing, 0);
+}
+
+static void test_key_changes_exactly_when_results_do(void **state)
+{
+    (void)state;
+    size_t bad = 0;
+    for (size_t i = 0; i < sizeof decisions / sizeof *decisions; i++) {
+        const struct decision *d = &decisions[i];
+        struct outcome a = run_version(d, false), b = run_version(d, true);
+        bool key_changed = !nf_key_equal(a.key, b.key), results_changed = !nf_key_equal(a.results, b.results);
+        if (key_changed != results_changed || results_changed != d->changes) {
+            fprintf(stderr, "%s.%s (%s -> %s): key %s, results %s; decided: results %s\n", d->type, d->param,
+                    d->base, d->alt, key_changed ? "changed" : "unchanged",
+                    results_changed ? "changed" : "unchanged", d->changes ? "change" : "do not change");
+            bad++;
+        }
+    }
+    clean_outputs();
+    assert_int_equal(bad, 0);
+}
+
+/* simulate's mask is read by content: other bytes under the same name change
+ * the key and the data. */
+static void test_simulate_mask_content_keyed(void **state)
+{
+    (void)state;
+    const struct decision d = { "simulate", "mask", CTX_SIM, "images: 12, voxel_size: 10", "mask: m.nii.gz", "mask: m.nii.gz",
+                                true, NULL };
+    char *cmd = nf_asprintf("cd '%s' && cp data/mask.nii.gz m.nii.gz", tmpdir);
+    assert_int_equal(system(cmd), 0);
+    free(cmd);
+    struct outcome a = run_version(&d, false);
+    cmd = nf_asprintf("cd '%s' && cp data/truth.nii.gz m.nii.gz", tmpdir);   /* a different brain */
+    assert_int_equal(system(cmd), 0);
+    free(cmd);
+    struct outcome b = run_version(&d, true);
+    assert_false(nf_key_equal(a.key, b.key));
+    assert_false(nf_key_equal(a.results, b.results));
+    cmd = nf_asprintf("rm -f '%s/m.nii.gz'", tmpdir);
+    assert_int_equal(system(cmd), 0);
+    free(cmd);
+}
+
+/* Items of a glob are labelled by subject; the label names per-subject
+ * results, so renaming a subject's file (same bytes) changes its key. */
+static void test_load_labels_keyed(void **state)
+{
+    (void)state;
+    const struct decision d = { "load", "path", CTX_LOAD, "", "path: g/*.nii.gz", "path: g/*.nii.gz", true,
+                                NULL };
+    char *cmd = nf_asprintf("cd '%s' && mkdir -p g && cp data/sub-01/func/sub-01_task-sim_bold.nii.gz g/sub-01_bold.nii.gz"
+                            " && cp data/sub-02/func/sub-02_task-sim_bold.nii.gz g/sub-02_bold.nii.gz", tmpdir);
+    assert_int_equal(system(cmd), 0);
+    free(cmd);
+    struct outcome a = run_version(&d, false);
+    cmd = nf_asprintf("cd '%s' && mv g/sub-02_bold.nii.gz g/sub-05_bold.nii.gz", tmpdir);
+    assert_int_equal(system(cmd), 0);
+    free(cmd);
+    struct outcome b = run_version(&d, true);
+    assert_false(nf_key_equal(a.key, b.key));
+    assert_false(nf_key_equal(a.results, b.results));
+    cmd = nf_asprintf("rm -rf '%s/g'", tmpdir);
+    assert_int_equal(system(cmd), 0);
+    free(cmd);
+}
+
+/* ---- fixtures ---- */
+
+static int setup(void **state)
+{
+    (void)state;
+    char tmpl[] = "/tmp/nlflow-test-keys-XXXXXX";
+    if (!mkdtemp(tmpl))
+        return -1;
+    tmpdir = strdup(tmpl);
+    nf_log_quiet = true;
+    struct nf_error err = { 0 };
+    const char *yaml = "nlflow: 1\nsettings: {seed: 3, cache: off}\nnodes:\n"
+                       "  sim: {type: simulate, subjects: 3, images: 16, voxel_size: 10, mask: synthetic, "
+                       "write: data}\n";
+    char *path = nf_asprintf("%s/make-data.yaml", tmpdir);
+    if (nf_write_file_atomic(path, yaml, strlen(yaml), &err) < 0)
+        return -1;
+    struct nf_diags d;
+    nf_diags_init(&d);
+    struct nf_pipeline *p = nf_pipeline_load(path, NULL, &d);
+    if (!p || nf_resolve_shapes(p, &d) < 0 || nf_place(p, false, &d) < 0 || nf_plan_memory(p, &d) < 0)
+        return -1;
+    struct nf_exec_opts o = { .threads = 2, .quiet = true };
+    if (nf_execute(p, &o, &err) < 0)
+        return -1;
+    nf_pipeline_free(p);
+    nf_diags_release(&d);
+    char *cmd = nf_asprintf("cd '%s' && rm -f make-data.yaml && mkdir -p data/copy && cp data/design.tsv data/copy/",
+                            tmpdir);
+    int rc = system(cmd);
+    free(cmd);
+    free(path);
+    return rc == 0 ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char *cmd = nf_asprintf("rm -rf '%s'", tmpdir);
+    int rc = system(cmd);
+    free(cmd);
+    free(tmpdir);
+    return rc == 0 ? 0 : -1;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_every_parameter_decided),
+        cmocka_unit_test(test_key_changes_exactly_when_results_do),
+        cmocka_unit_test(test_simulate_mask_content_keyed),
+        cmocka_unit_test(test_load_labels_keyed),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
