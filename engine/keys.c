@@ -82,6 +82,14 @@ void nf_keyset_seal(struct nf_keyset *k)
     k->whole = digest(st);
 }
 
+/* Is parameter p part of the node's key? */
+static bool keyed(const struct nf_node_inst *node, const struct nf_param *p)
+{
+    if (p->flags & NF_PF_NOT_KEYED)
+        return false;
+    return !node->type->param_matters || node->type->param_matters(node->params, p);
+}
+
 struct nf_key nf_key_node_base(const struct nf_node_inst *node)
 {
     const struct nf_node_type *t = node->type;
@@ -89,7 +97,7 @@ struct nf_key nf_key_node_base(const struct nf_node_inst *node)
     feed_str(st, t->name);
     feed_u64(st, (uint64_t)t->version);
     for (const struct nf_param *p = t->params; p && p->name; p++) {
-        if (p->flags & NF_PF_NOT_KEYED)
+        if (!keyed(node, p))
             continue;
         const char *field = (const char *)node->params + p->offset;
         feed_str(st, p->name);
@@ -200,7 +208,7 @@ char *nf_params_json(const struct nf_node_inst *node)
     nf_strbuf_addf(&sb, "{");
     bool first = true;
     for (const struct nf_param *p = node->type->params; p && p->name; p++) {
-        if (p->flags & NF_PF_NOT_KEYED)
+        if (!keyed(node, p))
             continue;
         nf_strbuf_addf(&sb, "%s", first ? "" : ", ");
         first = false;
@@ -356,7 +364,7 @@ int nf_node_keys_compute(const struct nf_pipeline *p, size_t ni, struct nf_node_
                                asked & (1ull << o) ? "computed" : "not needed");
     }
     for (const struct nf_param *prm = t->params; prm && prm->name; prm++) {
-        if (prm->flags & NF_PF_NOT_KEYED)
+        if (!keyed(node, prm))
             continue;
         nf_strbuf_addf(&comp, "param %s=", prm->name);
         param_value_json(node, prm, &comp);

@@ -198,6 +198,11 @@ struct nf_node_type {
      * caller (free each entry; both have n entries, *labels' may be NULL). */
     int (*input_files)(const void *params, char ***paths, char ***labels, size_t *n,
                        bool *is_collection, struct nf_error *err);
+    /* Whether a keyed parameter can matter given the others (ridge's seed
+     * without shuffle cannot): parameters that cannot are left out of the
+     * cache key, so that changing them (or settings.seed) reruns nothing.
+     * NULL: every keyed parameter matters. */
+    bool (*param_matters)(const void *params, const struct nf_param *p);
     /* Files a node reads on its own (not through an input port, e.g. simulate's
      * mask), whose content is part of its cache key: fills *paths (owned by the
      * caller; *n may be 0). NULL: none. */

@@ -65,6 +65,13 @@ static const struct nf_param ridge_params_table[] = {
     NF_PARAM_END
 };
 
+/* The seed only shuffles the samples (node.h param_matters). */
+static bool ridge_param_matters(const void *params, const struct nf_param *p)
+{
+    const struct ridge_params *prm = params;
+    return strcmp(p->name, "seed") != 0 || prm->shuffle;
+}
+
 static const struct nf_port ridge_inputs[] = {
     { "X", "design: samples x features (a numeric table or matrix)", NF_PT_MATRIX, NF_PORT_TABLE_AS_MATRIX },
     { "Y", "data: samples x voxels (e.g. from mask)", NF_PT_MATRIX, 0 },
@@ -1080,6 +1087,7 @@ const struct nf_node_type nf_node_ridge = {
     .resolve = ridge_resolve,
     .estimate = ridge_estimate,
     .run_cpu = ridge_run,
+    .param_matters = ridge_param_matters,
 #ifdef HAVE_CUDA
     .run_gpu = nf_ridge_run_gpu,
 #endif

@@ -99,6 +99,8 @@ static const struct decision decisions[] = {
     { "ridge", "score", CTX_RIDGE, "cv: 2, alpha: 1", "score: r2", "score: pearson", true, NULL },
     { "ridge", "shuffle", CTX_RIDGE, "cv: 2, alpha: 1", "shuffle: false", "shuffle: true", true, NULL },
     { "ridge", "seed", CTX_RIDGE, "cv: 2, alpha: 1, shuffle: true", "seed: 1", "seed: 2", true, NULL },
+    /* without shuffling the seed is not used: not keyed (param_matters) */
+    { "ridge", "seed (no shuffle)", CTX_RIDGE, "cv: 2, alpha: 1", "seed: 1", "seed: 2", false, NULL },
     { "permute", "test", CTX_PERMUTE_COV, PERM ", column: f1", "test: correlation", "test: two_sample", true,
       CTX_PERMUTE_GROUPS },
     { "permute", "stat", CTX_PERMUTE, PERM, "stat: mean", "stat: t", true, NULL },
@@ -151,6 +153,8 @@ static const struct decision decisions[] = {
       "seed: 2, outputs: out, cache: off", true, NULL },
     { "ridge", "settings.seed", CTX_RIDGE, "cv: 2, alpha: 1, shuffle: true", "seed: 1, outputs: out",
       "seed: 2, outputs: out", true, NULL },
+    { "ridge", "settings.seed (no shuffle)", CTX_RIDGE, "cv: 2, alpha: 1", "seed: 1, outputs: out",
+      "seed: 2, outputs: out", false, NULL },
     { "permute", "settings.seed", CTX_PERMUTE, PERM, "seed: 1, outputs: out", "seed: 2, outputs: out", true, NULL },
     { "predict", "settings.seed", CTX_PREDICT, "cv: 2", "seed: 1, outputs: out", "seed: 2, outputs: out", true, NULL },
     /* settings that must not change results */
