@@ -540,7 +540,7 @@ static int run_task(struct executor *x, size_t ni, size_t item, struct nf_error 
     if (s->mode == MODE_FETCH)
         return fetch_node(x, ni, err);
     size_t run_index = s->mapped ? item : 0;
-    bool leased = false, hit = false;
+    bool leased = false, hit = false, fell_back = false;
     struct nf_written written = { 0 };
     size_t n_extra = 0;
     for (size_t e = 0; e < node->n_edges; e++)
@@ -639,6 +639,7 @@ static int run_task(struct executor *x, size_t ni, size_t item, struct nf_error 
         }
         memset(err, 0, sizeof *err);
         rc = t->run_cpu(&run);
+        fell_back = true;
     }
     nf_written_end();
     if (rc < 0) {
@@ -651,7 +652,8 @@ static int run_task(struct executor *x, size_t ni, size_t item, struct nf_error 
     for (size_t o = 0; s->mapped && o < n_out; o++)
         if (out[o] && item_label && !out[o]->label)
             nf_value_set_label(out[o], item_label);
-    rc = cache_store(x, ni, run_index, n_out, out, &written, err);
+    /* a GPU node's key names the GPU: CPU results are not stored under it */
+    rc = fell_back ? 0 : cache_store(x, ni, run_index, n_out, out, &written, err);
     if (rc < 0)
         goto fail;
     if (with_ckpt && !x->cache_off) {   /* the result is stored: partial chunks are done */
