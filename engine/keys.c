@@ -455,7 +455,8 @@ int nf_node_keys_compute(const struct nf_pipeline *p, size_t ni, struct nf_node_
         if (node->edges[e].port == NF_EDGE_VARIADIC)
             in[n_in++] = (struct named){ node->edges[e].name,
                                          &keys[node->edges[e].src].outs[node->edges[e].src_port], false };
-    qsort(in + first_variadic, n_in - first_variadic, sizeof *in, named_cmp);
+    if (n_in > first_variadic + 1)
+        qsort(in + first_variadic, n_in - first_variadic, sizeof *in, named_cmp);
     size_t n_items = 0;
     for (size_t i = 0; i < n_in; i++) {
         if (!in[i].ks->known)

@@ -770,7 +770,8 @@ static int summarize_threshold(struct summarize_ctx *ctx, struct nf_value **tabl
             thr[c] = mv.values[c];
             n_pass++;
         }
-    qsort(cl, n_kept, sizeof *cl, cluster_order);
+    if (n_kept > 1)     /* cl is NULL when nothing passed the threshold */
+        qsort(cl, n_kept, sizeof *cl, cluster_order);
 
     name = file_name(ctx, NULL, bids, "_desc-thresholded_statmap.nii.gz");
     path = name ? nf_path_join(ctx->outdir, name) : NULL;

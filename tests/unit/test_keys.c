@@ -272,7 +272,8 @@ static void feed_files(XXH3_state_t *st)
 {
     n_files = 0;
     assert_int_equal(nftw(tmpdir, collect, 16, FTW_PHYS), 0);
-    qsort(files, n_files, sizeof *files, cmp_str);
+    if (n_files > 1)
+        qsort(files, n_files, sizeof *files, cmp_str);
     for (size_t i = 0; i < n_files; i++) {
         struct nf_error err = { 0 };
         char *path = nf_path_join(tmpdir, files[i]);
