@@ -311,8 +311,13 @@ static int cmd_nodes(int argc, char **argv)
     }
     if (name) {
         const struct nf_node_type *t = nf_node_type_find(name);
-        if (!t)
-            return usage_error("unknown node type '%s' (see 'nlflow nodes')", name);
+        if (!t) {
+            char hint[160];
+            nf_node_type_suggest(name, hint, sizeof hint);
+            fprintf(stderr, "nlflow: unknown node type '%s' (%ssee 'nlflow nodes')\n(see 'nlflow --help')\n", name,
+                    hint);
+            return 2;
+        }
         if (markdown)
             nf_gen_node_markdown(t, stdout);
         else
