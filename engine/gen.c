@@ -103,6 +103,10 @@ static void schema_param(FILE *out, const struct nf_param *p)
         for (int i = 0; p->choices[i]; i++) {
             fprintf(out, "%s", i ? ", " : "");
             json_str(out, p->choices[i]);
+            /* an unquoted true/false choice (load's lazy) is a boolean to a
+             * YAML reader; nlflow compares the text, so both are accepted */
+            if (strcmp(p->choices[i], "true") == 0 || strcmp(p->choices[i], "false") == 0)
+                fprintf(out, ", %s", p->choices[i]);
         }
         fprintf(out, "]}, %s], \"default\": ", var_ref);
         json_str(out, def);
