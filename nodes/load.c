@@ -522,8 +522,9 @@ const struct nf_node_type nf_node_load = {
         "labelled by its BIDS subject (sub-01) or, when files do not name distinct "
         "subjects, by its file stem; downstream nodes then run once per item. Images "
         "in a collection are read when a node needs them, so memory holds one subject "
-        "at a time. A missing file or a glob that matches nothing is reported by "
-        "`nlflow validate`.",
+        "at a time. A missing file, a glob that matches nothing, an unreadable header "
+        "and a `columns` name the table does not have are reported by `nlflow "
+        "validate` (headers only: no voxel data is read).",
     .version = 1,
     .params = load_params_table,
     .params_size = sizeof(struct load_params),
