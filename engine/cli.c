@@ -48,7 +48,7 @@ static const char usage_text[] =
     "commands:\n"
     "  run PIPELINE.yaml [options]     validate, plan and run a pipeline\n"
     "  plan PIPELINE.yaml [options]    dry run: shapes, memory and device of every node\n"
-    "  validate PIPELINE.yaml          check a pipeline file and report every problem\n"
+    "  validate PIPELINE.yaml          check a pipeline and its input files (headers only)\n"
     "  nodes [TYPE] [--markdown]       node reference, from the parameter tables\n"
     "  schema                          print the JSON schema of pipeline files\n"
     "  simulate --out DIR [options]    write a simulated data set (NIfTI + TSV)\n"
@@ -240,6 +240,11 @@ static int run_pipeline(struct cli_opts *o, enum stop_after stop)
     struct nf_pipeline *p = nf_pipeline_load(o->pipeline, &o->ov, &d);
     if (!p)
         goto invalid;
+    /* Shapes come from file headers only: validate runs them too, so that every
+     * check that needs no voxel data (files, globs, grids, columns, row counts,
+     * references between parameters and inputs) is part of `validate`. */
+    if (nf_resolve_shapes(p, &d) < 0)
+        goto invalid;
     if (stop == STOP_VALIDATE) {
         nf_diags_print(&d);
         printf("%s: valid (%zu node%s)\n", o->pipeline, p->n_nodes, p->n_nodes == 1 ? "" : "s");
@@ -247,7 +252,7 @@ static int run_pipeline(struct cli_opts *o, enum stop_after stop)
     }
     char why[256];
     bool gpu = nf_cuda_available(why, sizeof why);
-    if (nf_resolve_shapes(p, &d) < 0 || nf_place(p, gpu, &d) < 0 || nf_plan_memory(p, &d) < 0)
+    if (nf_place(p, gpu, &d) < 0 || nf_plan_memory(p, &d) < 0)
         goto invalid;
     nf_diags_print(&d);   /* warnings */
     nf_diags_release(&d);
@@ -306,8 +311,13 @@ static int cmd_nodes(int argc, char **argv)
     }
     if (name) {
         const struct nf_node_type *t = nf_node_type_find(name);
-        if (!t)
-            return usage_error("unknown node type '%s' (see 'nlflow nodes')", name);
+        if (!t) {
+            char hint[160];
+            nf_node_type_suggest(name, hint, sizeof hint);
+            fprintf(stderr, "nlflow: unknown node type '%s' (%ssee 'nlflow nodes')\n(see 'nlflow --help')\n", name,
+                    hint);
+            return 2;
+        }
         if (markdown)
             nf_gen_node_markdown(t, stdout);
         else

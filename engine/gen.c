@@ -61,8 +61,11 @@ static void kinds(unsigned types, char *buf, size_t size)
             snprintf(buf + strlen(buf), size - strlen(buf), "%s%s", buf[0] ? ", " : "", k[i].name);
 }
 
-/* A string that is a ${var} reference is accepted where a number is expected. */
-static const char *const var_ref = "{\"type\": \"string\", \"pattern\": \"\\\\$\\\\{[A-Za-z_][A-Za-z0-9_]*\\\\}\"}";
+/* A string made only of ${var} references is accepted wherever nlflow takes
+ * one: numbers, booleans and choices included (validate.c types such a value
+ * by the text it resolves to, quoted or not). */
+static const char *const var_ref =
+    "{\"type\": \"string\", \"pattern\": \"^(\\\\$\\\\{[A-Za-z_][A-Za-z0-9_]*\\\\})+$\"}";
 
 static void schema_param(FILE *out, const struct nf_param *p)
 {
@@ -86,7 +89,7 @@ static void schema_param(FILE *out, const struct nf_param *p)
             json_str(out, p->choices[0]);
             fprintf(out, "], \"properties\": {");
             json_str(out, p->choices[0]);
-            fprintf(out, ": {\"type\": \"integer\"}}}");
+            fprintf(out, ": {\"anyOf\": [{\"type\": \"integer\"}, %s]}}}", var_ref);
         }
         fprintf(out, "]");
         if (def[0])
@@ -96,12 +99,16 @@ static void schema_param(FILE *out, const struct nf_param *p)
         fprintf(out, ", \"anyOf\": [{\"type\": \"boolean\"}, %s], \"default\": %s", var_ref, def);
         break;
     case NF_P_ENUM:
-        fprintf(out, ", \"enum\": [");
+        fprintf(out, ", \"anyOf\": [{\"enum\": [");
         for (int i = 0; p->choices[i]; i++) {
             fprintf(out, "%s", i ? ", " : "");
             json_str(out, p->choices[i]);
+            /* an unquoted true/false choice (load's lazy) is a boolean to a
+             * YAML reader; nlflow compares the text, so both are accepted */
+            if (strcmp(p->choices[i], "true") == 0 || strcmp(p->choices[i], "false") == 0)
+                fprintf(out, ", %s", p->choices[i]);
         }
-        fprintf(out, "], \"default\": ");
+        fprintf(out, "]}, %s], \"default\": ", var_ref);
         json_str(out, def);
         break;
     case NF_P_STR:
@@ -114,7 +121,9 @@ static void schema_param(FILE *out, const struct nf_param *p)
         break;
     case NF_P_NUM_LIST:
     case NF_P_STR_LIST: {
-        const char *item = p->type == NF_P_NUM_LIST ? "{\"type\": \"number\"}" : "{\"type\": \"string\"}";
+        char number[256];
+        snprintf(number, sizeof number, "{\"anyOf\": [{\"type\": \"number\"}, %s]}", var_ref);
+        const char *item = p->type == NF_P_NUM_LIST ? number : "{\"type\": \"string\"}";
         fprintf(out, ", \"anyOf\": [%s, {\"type\": \"array\", \"items\": %s", item, item);
         if (p->len_min)
             fprintf(out, ", \"minItems\": %d", p->len_min);
@@ -124,8 +133,9 @@ static void schema_param(FILE *out, const struct nf_param *p)
         if (p->type == NF_P_NUM_LIST)   /* {logspace: [lo, hi, n]} or {linspace: ...} */
             fprintf(out, ", {\"type\": \"object\", \"minProperties\": 1, \"maxProperties\": 1, "
                          "\"additionalProperties\": false, \"properties\": {"
-                         "\"logspace\": {\"type\": \"array\", \"items\": {\"type\": \"number\"}, \"minItems\": 3, \"maxItems\": 3}, "
-                         "\"linspace\": {\"type\": \"array\", \"items\": {\"type\": \"number\"}, \"minItems\": 3, \"maxItems\": 3}}}");
+                         "\"logspace\": {\"type\": \"array\", \"items\": %s, \"minItems\": 3, \"maxItems\": 3}, "
+                         "\"linspace\": {\"type\": \"array\", \"items\": %s, \"minItems\": 3, \"maxItems\": 3}}}",
+                    number, number);
         fprintf(out, "]");
         if (p->type == NF_P_NUM_LIST && p->def.s && p->def.s[0]) {
             if (strncmp(p->def.s, "logspace:", 9) == 0 || strncmp(p->def.s, "linspace:", 9) == 0)
@@ -150,11 +160,14 @@ void nf_gen_schema(FILE *out)
     fprintf(out, "    \"nlflow\": {\"const\": 1, \"description\": \"pipeline format version\"},\n");
     fprintf(out, "    \"name\": {\"type\": \"string\", \"description\": \"pipeline name; default: the file's stem\"},\n");
     fprintf(out, "    \"settings\": {\"type\": \"object\", \"additionalProperties\": false, \"properties\": {\n");
-    fprintf(out, "      \"device\": {\"enum\": [\"auto\", \"cpu\", \"gpu\"], \"default\": \"auto\"},\n");
+    fprintf(out, "      \"device\": {\"anyOf\": [{\"enum\": [\"auto\", \"cpu\", \"gpu\"]}, %s], \"default\": \"auto\"},\n", var_ref);
     fprintf(out, "      \"memory\": {\"type\": \"string\", \"description\": \"host memory budget, e.g. 8GiB; default 75%% of RAM\"},\n");
-    fprintf(out, "      \"threads\": {\"type\": \"integer\", \"minimum\": 0, \"default\": 0, \"description\": \"0 = all cores\"},\n");
-    fprintf(out, "      \"seed\": {\"type\": \"integer\", \"minimum\": 0, \"default\": 0},\n");
-    fprintf(out, "      \"cache\": {\"type\": \"string\", \"default\": \".nlflow/cache.db\"},\n");
+    fprintf(out, "      \"threads\": {\"anyOf\": [{\"type\": \"integer\", \"minimum\": 0, \"maximum\": 4096}, %s], \"default\": 0, "
+                 "\"description\": \"0 = all cores\"},\n", var_ref);
+    fprintf(out, "      \"seed\": {\"anyOf\": [{\"type\": \"integer\", \"minimum\": 0, \"maximum\": 4294967295}, %s], \"default\": 0},\n",
+            var_ref);
+    fprintf(out, "      \"cache\": {\"type\": [\"string\", \"boolean\"], \"default\": \".nlflow/cache.db\", "
+                 "\"description\": \"the cache file, relative to the pipeline file; off or false: no cache\"},\n");
     fprintf(out, "      \"outputs\": {\"type\": \"string\", \"default\": \"results\"}}},\n");
     fprintf(out, "    \"params\": {\"type\": \"object\", \"propertyNames\": {\"pattern\": \"^[A-Za-z_][A-Za-z0-9_]*$\"},\n");
     fprintf(out, "               \"additionalProperties\": {\"type\": [\"string\", \"number\", \"boolean\"]}},\n");
@@ -174,7 +187,7 @@ void nf_gen_schema(FILE *out)
                 fprintf(out, ", \"%s\"", p->name);
         fprintf(out, "],\n      \"properties\": {\n");
         fprintf(out, "          \"type\": {\"const\": \"%s\"},\n", t->name);
-        fprintf(out, "          \"device\": {\"enum\": [\"auto\", \"cpu\", \"gpu\"]},\n");
+        fprintf(out, "          \"device\": {\"anyOf\": [{\"enum\": [\"auto\", \"cpu\", \"gpu\"]}, %s]},\n", var_ref);
         fprintf(out, "          \"after\": {\"anyOf\": [{\"type\": \"string\"}, {\"type\": \"array\", \"items\": {\"type\": \"string\"}}], "
                      "\"description\": \"run after these nodes (ordering only)\"},\n");
         fprintf(out, "          \"in\": {\"type\": \"object\", \"additionalProperties\": ");

@@ -67,6 +67,10 @@ struct nf_value *nf_table_read(const char *path, const char *const *columns,
 /* Shape only: rows (excluding header) and selected column count. */
 int nf_table_read_info(const char *path, const char *const *columns, size_t n_columns,
                        int64_t *rows, int64_t *cols, struct nf_error *err);
+/* The same, and the selected column names, each followed by '\n', in *names
+ * (owned; NULL allowed for not wanted). */
+int nf_table_read_header(const char *path, const char *const *columns, size_t n_columns,
+                         int64_t *rows, int64_t *cols, char **names, struct nf_error *err);
 int nf_table_write(const char *path, const struct nf_table *t, struct nf_error *err);
 /* Write a matrix as TSV with column names (or c0, c1, ...). */
 int nf_matrix_write_tsv(const char *path, const struct nf_matrix *m, struct nf_error *err);

@@ -237,6 +237,8 @@ int nf_error_on_node(const struct nf_node_inst *node, struct nf_error *err, int 
 /* Registry (nodes/node_list.c). NULL-terminated. */
 extern const struct nf_node_type *const nf_node_types[];
 const struct nf_node_type *nf_node_type_find(const char *name);
+/* "did you mean 'load'? " for a mistyped node type name, or "" (suggest.h). */
+void nf_node_type_suggest(const char *name, char *hint, size_t size);
 int nf_port_index(const struct nf_port *ports, const char *name);
 size_t nf_port_count(const struct nf_port *ports);
 

@@ -13,6 +13,7 @@
 #include <strings.h>
 
 #include "params.h"
+#include "suggest.h"
 #include "util.h"
 
 const char *nf_ptype_name(enum nf_ptype t)
@@ -244,6 +245,16 @@ static int bad(struct nf_diags *d, const struct nf_ynode *v, const char *node,
     return NF_EINVAL;
 }
 
+/* A quoted "5" is a string in YAML; saying only "got '5'" would puzzle. */
+static int bad_quoted(struct nf_diags *d, const struct nf_ynode *v, const char *node,
+                      const struct nf_param *p, const char *expected)
+{
+    NF_DIAG(d, NF_EINVAL, &v->loc, node,
+            "parameter '%s' must be %s (got the quoted string '%.200s': write it without quotes)",
+            p->name, expected, v->value);
+    return NF_EINVAL;
+}
+
 static int parse_number(const struct nf_param *p, const struct nf_ynode *v, const char *node,
                         struct nf_diags *d, double *out)
 {
@@ -252,6 +263,9 @@ static int parse_number(const struct nf_param *p, const struct nf_ynode *v, cons
     bool is_int = p->type == NF_P_INT;
     snprintf(expect, sizeof expect, "%s%s%s", is_int ? "an integer" : "a number",
              range[0] ? " " : "", range);
+    double unused;
+    if (v->type == NF_Y_SCALAR && v->quoted && nf_parse_double(v->value, &unused))
+        return bad_quoted(d, v, node, p, expect);
     if (v->type != NF_Y_SCALAR || v->quoted)
         return bad(d, v, node, p, expect);
     if (is_int) {
@@ -355,6 +369,8 @@ int nf_param_set(const struct nf_param *p, void *params, const struct nf_ynode *
         return 0;
     case NF_P_BOOL: {
         bool b;
+        if (v->type == NF_Y_SCALAR && v->quoted && nf_parse_bool(v->value, &b))
+            return bad_quoted(d, v, node, p, "true or false");
         if (v->type != NF_Y_SCALAR || v->quoted || !nf_parse_bool(v->value, &b))
             return bad(d, v, node, p, "true or false");
         *(bool *)field = b;
@@ -372,7 +388,15 @@ int nf_param_set(const struct nf_param *p, void *params, const struct nf_ynode *
         nf_strbuf_addf(&sb, "one of ");
         for (int i = 0; p->choices[i]; i++)
             nf_strbuf_addf(&sb, "%s%s", i ? ", " : "", p->choices[i]);
-        bad(d, v, node, p, sb.buf ? sb.buf : "one of the allowed values");
+        const char *best = v->type == NF_Y_SCALAR ? nf_suggest_from(v->value, p->choices) : NULL;
+        if (best) {   /* bad() appends "(got 'x')": the hint goes before it */
+            char got[256];
+            nf_ynode_describe(v, got, sizeof got);
+            NF_DIAG(d, NF_EINVAL, &v->loc, node, "parameter '%s' must be %s (got %s; did you mean '%s'?)",
+                    p->name, sb.buf ? sb.buf : "one of the allowed values", got, best);
+        } else {
+            bad(d, v, node, p, sb.buf ? sb.buf : "one of the allowed values");
+        }
         nf_strbuf_release(&sb);
         return NF_EINVAL;
     }

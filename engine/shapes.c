@@ -153,3 +153,27 @@ int nf_resolve_shapes(struct nf_pipeline *p, struct nf_diags *d)
     }
     return d->n ? d->v[0].code : 0;
 }
+
+bool nf_shape_has_column(const struct nf_shape *s, const char *name)
+{
+    if (!s->col_names || !name)
+        return true;
+    size_t len = strlen(name);
+    for (const char *c = s->col_names; *c; c = strchr(c, '\n') + 1)
+        if (strncmp(c, name, len) == 0 && c[len] == '\n')
+            return true;
+    return false;
+}
+
+void nf_shape_columns_text(const struct nf_shape *s, char *buf, size_t size)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (const char *c = s->col_names; c && *c && used + 1 < size; c = strchr(c, '\n') + 1) {
+        int n = snprintf(buf + used, size - used, "%s%.*s", used ? ", " : "",
+                         (int)strcspn(c, "\n"), c);
+        if (n < 0)
+            break;
+        used += (size_t)n;
+    }
+}

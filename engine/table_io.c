@@ -264,15 +264,33 @@ static bool parse_number(const char *s, double *out)
 int nf_table_read_info(const char *path, const char *const *columns, size_t n_columns,
                        int64_t *rows, int64_t *cols, struct nf_error *err)
 {
+    return nf_table_read_header(path, columns, n_columns, rows, cols, NULL, err);
+}
+
+int nf_table_read_header(const char *path, const char *const *columns, size_t n_columns,
+                         int64_t *rows, int64_t *cols, char **names, struct nf_error *err)
+{
     struct cells t;
     size_t *sel = NULL, n_sel = 0;
     int rc;
 
+    if (names)
+        *names = NULL;
     NF_TRY(rc = load_cells(path, &t, err));
     rc = select_columns(path, &t, columns, n_columns, &sel, &n_sel, err);
     if (rc == 0) {
         *rows = (int64_t)t.n_records - 1;
         *cols = (int64_t)n_sel;
+    }
+    if (rc == 0 && names) {
+        struct nf_strbuf sb;
+        nf_strbuf_init(&sb);
+        for (size_t i = 0; i < n_sel; i++)
+            nf_strbuf_addf(&sb, "%s\n", t.cell[sel[i]]);
+        *names = sb.oom ? NULL : nf_strbuf_detach(&sb);
+        nf_strbuf_release(&sb);
+        if (!*names)
+            rc = NF_FAIL(err, NF_ENOMEM, "cannot read '%s': out of memory", path);
     }
     free(sel);
     cells_release(&t);

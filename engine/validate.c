@@ -15,6 +15,7 @@
 
 #include "params.h"
 #include "pipeline.h"
+#include "suggest.h"
 #include "util.h"
 #include "ytree.h"
 
@@ -28,6 +29,18 @@ const char *nf_device_name(enum nf_device d)
 }
 
 static const char *const device_choices[] = { "auto", "cpu", "gpu", NULL };
+
+/* "; did you mean 'cpu'?" after a bad choice, or "" (a static buffer: one
+ * message at a time, validation is single-threaded). */
+static const char *choice_hint(const struct nf_ynode *v, const char *const *choices)
+{
+    static char hint[160];
+    const char *best = v->type == NF_Y_SCALAR ? nf_suggest_from(v->value, choices) : NULL;
+    hint[0] = '\0';
+    if (best)
+        snprintf(hint, sizeof hint, "; did you mean '%s'?", best);
+    return hint;
+}
 
 int nf_node_index(const struct nf_pipeline *p, const char *id)
 {
@@ -43,6 +56,15 @@ const struct nf_node_type *nf_node_type_find(const char *name)
         if (strcmp(nf_node_types[i]->name, name) == 0)
             return nf_node_types[i];
     return NULL;
+}
+
+void nf_node_type_suggest(const char *name, char *hint, size_t size)
+{
+    struct nf_suggest sg;
+    nf_suggest_init(&sg, name);
+    for (size_t i = 0; nf_node_types[i]; i++)
+        nf_suggest_add(&sg, nf_node_types[i]->name);
+    nf_suggest_hint(&sg, hint, size);
 }
 
 const struct nf_loc *nf_node_loc(const struct nf_node_inst *node)
@@ -93,6 +115,18 @@ static void port_names(const struct nf_port *ports, bool skip_variadic, char *bu
     nf_strbuf_release(&sb);
 }
 
+/* The port a mistyped name probably means (NULL: none), and its hint. */
+static const char *port_suggest(const struct nf_port *ports, const char *name, char *hint, size_t size)
+{
+    struct nf_suggest sg;
+    nf_suggest_init(&sg, name);
+    for (int i = 0; ports && ports[i].name; i++)
+        if (!(ports[i].flags & NF_PORT_VARIADIC))
+            nf_suggest_add(&sg, ports[i].name);
+    nf_suggest_hint(&sg, hint, size);
+    return sg.best;
+}
+
 static const struct nf_port *variadic_port(const struct nf_port *ports)
 {
     for (int i = 0; ports && ports[i].name; i++)
@@ -134,6 +168,18 @@ static struct nf_var *find_var(struct nf_pipeline *p, const char *name, size_t l
     return NULL;
 }
 
+/* The closest variable name to name[0..len), for "did you mean". */
+static void var_suggest(const struct nf_pipeline *p, const char *name, size_t len, char *hint, size_t size)
+{
+    char word[128];
+    struct nf_suggest sg;
+    snprintf(word, sizeof word, "%.*s", (int)len, name);
+    nf_suggest_init(&sg, word);
+    for (size_t i = 0; i < p->n_vars; i++)
+        nf_suggest_add(&sg, p->vars[i].name);
+    nf_suggest_hint(&sg, hint, size);
+}
+
 static void var_list(const struct nf_pipeline *p, char *buf, size_t size)
 {
     struct nf_strbuf sb;
@@ -144,7 +190,11 @@ static void var_list(const struct nf_pipeline *p, char *buf, size_t size)
     nf_strbuf_release(&sb);
 }
 
-/* Replace ${name} in every scalar below n (keys excluded). */
+/* Replace ${name} in every scalar below n (keys excluded). A scalar made only
+ * of references ("${n}", "${a}${b}") is typed by the text it resolves to,
+ * quoted or not: in a flow mapping ({cv: ${n}}) a reference must be quoted for
+ * YAML's sake, and that quoting should not make it a string. A quoted literal
+ * ("5") stays a string. */
 static void substitute(struct nf_pipeline *p, struct nf_ynode *n, const char *node, struct nf_diags *d)
 {
     if (n->type != NF_Y_SCALAR) {
@@ -157,14 +207,16 @@ static void substitute(struct nf_pipeline *p, struct nf_ynode *n, const char *no
     struct nf_strbuf sb;
     nf_strbuf_init(&sb);
     const char *s = n->value;
-    bool ok = true;
+    bool ok = true, literal_text = false;
     while (*s) {
         const char *open = strstr(s, "${");
         if (!open) {
             nf_strbuf_add(&sb, s, strlen(s));
+            literal_text = true;
             break;
         }
         nf_strbuf_add(&sb, s, (size_t)(open - s));
+        literal_text |= open > s;
         const char *close = strchr(open + 2, '}');
         if (!close) {
             NF_DIAG(d, NF_EINVAL, &n->loc, node, "unterminated '${' in '%s'", n->value);
@@ -173,10 +225,11 @@ static void substitute(struct nf_pipeline *p, struct nf_ynode *n, const char *no
         }
         struct nf_var *v = find_var(p, open + 2, (size_t)(close - open - 2));
         if (!v) {
-            char names[512];
+            char names[512], hint[160];
             var_list(p, names, sizeof names);
-            NF_DIAG(d, NF_EINVAL, &n->loc, node, "undefined variable '${%.*s}' (defined in params: %s)",
-                    (int)(close - open - 2), open + 2, names);
+            var_suggest(p, open + 2, (size_t)(close - open - 2), hint, sizeof hint);
+            NF_DIAG(d, NF_EINVAL, &n->loc, node, "undefined variable '${%.*s}' (%sdefined in params: %s)",
+                    (int)(close - open - 2), open + 2, hint, names);
             ok = false;
             s = close + 1;
             continue;
@@ -188,6 +241,8 @@ static void substitute(struct nf_pipeline *p, struct nf_ynode *n, const char *no
     if (ok && !sb.oom) {
         free(n->value);
         n->value = nf_strbuf_detach(&sb);
+        if (!literal_text)
+            n->quoted = false;
     }
     nf_strbuf_release(&sb);
 }
@@ -231,10 +286,11 @@ static void parse_vars(struct nf_pipeline *p, const struct nf_ynode *params,
         }
         struct nf_var *var = find_var(p, ov->set[i], (size_t)(eq - ov->set[i]));
         if (!var) {
-            char names[512];
+            char names[512], hint[160];
             var_list(p, names, sizeof names);
-            NF_DIAG(d, NF_EUSAGE, NULL, NULL, "--set %.*s: the pipeline has no such variable (params: %s)",
-                    (int)(eq - ov->set[i]), ov->set[i], names);
+            var_suggest(p, ov->set[i], (size_t)(eq - ov->set[i]), hint, sizeof hint);
+            NF_DIAG(d, NF_EUSAGE, NULL, NULL, "--set %.*s: the pipeline has no such variable (%sparams: %s)",
+                    (int)(eq - ov->set[i]), ov->set[i], hint, names);
             continue;
         }
         free(var->value);
@@ -263,6 +319,7 @@ static void parse_settings(struct nf_pipeline *p, const struct nf_ynode *s, stru
         const char *k = s->keys[i]->value;
         const struct nf_ynode *v = s->items[i];
         char got[256];
+        bool flag;
         nf_ynode_describe(v, got, sizeof got);
         if (strcmp(k, "device") == 0) {
             int found = -1;
@@ -270,7 +327,8 @@ static void parse_settings(struct nf_pipeline *p, const struct nf_ynode *s, stru
                 if (strcmp(v->value, device_choices[c]) == 0)
                     found = c;
             if (found < 0)
-                NF_DIAG(d, NF_EINVAL, &v->loc, NULL, "setting 'device' must be one of auto, cpu, gpu (got %s)", got);
+                NF_DIAG(d, NF_EINVAL, &v->loc, NULL, "setting 'device' must be one of auto, cpu, gpu (got %s%s)", got,
+                        choice_hint(v, device_choices));
             else
                 st->device = (enum nf_device)found;
         } else if (strcmp(k, "memory") == 0) {
@@ -291,6 +349,13 @@ static void parse_settings(struct nf_pipeline *p, const struct nf_ynode *s, stru
                 NF_DIAG(d, NF_EINVAL, &v->loc, NULL, "setting 'seed' must be an integer between 0 and 4294967295 (got %s)", got);
             else
                 st->seed = (uint64_t)t;
+        } else if (strcmp(k, "cache") == 0 && v->type == NF_Y_SCALAR && !v->quoted &&
+                   nf_parse_bool(v->value, &flag)) {
+            /* YAML's booleans: `cache: false` (and YAML 1.1's `off`, which a
+             * YAML 1.2 reader sees as the string "off") turn the cache off;
+             * `true` keeps the default file */
+            free(st->cache);
+            st->cache = strdup(flag ? ".nlflow/cache.db" : "off");
         } else if (strcmp(k, "cache") == 0 || strcmp(k, "outputs") == 0) {
             if (v->type != NF_Y_SCALAR || !v->value[0]) {
                 NF_DIAG(d, NF_EINVAL, &v->loc, NULL, "setting '%s' must be a path (got %s)", k, got);
@@ -300,8 +365,13 @@ static void parse_settings(struct nf_pipeline *p, const struct nf_ynode *s, stru
             free(*dst);
             *dst = strdup(v->value);
         } else {
+            static const char *const known[] = { "device", "memory", "threads", "seed", "cache", "outputs", NULL };
+            const char *best = nf_suggest_from(k, known);
+            char hint[160] = "";
+            if (best)
+                snprintf(hint, sizeof hint, "did you mean '%s'? ", best);
             NF_DIAG(d, NF_EINVAL, &s->keys[i]->loc, NULL,
-                    "unknown setting '%s' (settings: device, memory, threads, seed, cache, outputs)", k);
+                    "unknown setting '%s' (%ssettings: device, memory, threads, seed, cache, outputs)", k, hint);
         }
     }
 }
@@ -338,21 +408,25 @@ static void param_list(const struct nf_node_type *t, char *buf, size_t size)
 }
 
 /* Edge text "id" or "id.port" saved for phase-2 resolution. */
-struct pending_edge { size_t node; char *name; char *src; char *src_port; struct nf_loc loc; int port; };
+struct pending_edge {
+    size_t node; char *name; char *src; char *src_port; struct nf_loc loc; int port;
+    bool reported;   /* an unknown port already reported, kept only so that the port it
+                        probably meant is not reported missing as well */
+};
 
 struct vstate {
     struct pending_edge *pe;
     size_t n_pe, cap_pe;
 };
 
-static void add_pending(struct vstate *vs, size_t node, const char *name, const char *ref,
+static bool add_pending(struct vstate *vs, size_t node, const char *name, const char *ref,
                         const struct nf_loc *loc, int port)
 {
     if (vs->n_pe == vs->cap_pe) {
         size_t cap = vs->cap_pe ? vs->cap_pe * 2 : 16;
         struct pending_edge *n = realloc(vs->pe, cap * sizeof *n);
         if (!n)
-            return;
+            return false;
         vs->pe = n;
         vs->cap_pe = cap;
     }
@@ -365,6 +439,7 @@ static void add_pending(struct vstate *vs, size_t node, const char *name, const 
     e->src_port = strdup(dot ? dot + 1 : "");
     e->loc = *loc;
     e->port = port;
+    return true;
 }
 
 static void parse_node(struct nf_pipeline *p, size_t idx, const struct nf_ynode *key,
@@ -396,10 +471,12 @@ static void parse_node(struct nf_pipeline *p, size_t idx, const struct nf_ynode 
     }
     node->type_loc = type->loc;
     if (type->type != NF_Y_SCALAR || !(node->type = nf_node_type_find(type->value))) {
-        char types[512], got[256];
+        char types[512], got[256], hint[160] = "";
         type_list(types, sizeof types);
         nf_ynode_describe(type, got, sizeof got);
-        NF_DIAG(d, NF_EINVAL, &type->loc, id, "unknown node type %s (known types: %s)", got, types);
+        if (type->type == NF_Y_SCALAR)
+            nf_node_type_suggest(type->value, hint, sizeof hint);
+        NF_DIAG(d, NF_EINVAL, &type->loc, id, "unknown node type %s (%sknown types: %s)", got, hint, types);
         return;
     }
     const struct nf_node_type *t = node->type;
@@ -430,7 +507,8 @@ static void parse_node(struct nf_pipeline *p, size_t idx, const struct nf_ynode 
             if (found < 0) {
                 char got[256];
                 nf_ynode_describe(v, got, sizeof got);
-                NF_DIAG(d, NF_EINVAL, &v->loc, id, "'device' must be one of auto, cpu, gpu (got %s)", got);
+                NF_DIAG(d, NF_EINVAL, &v->loc, id, "'device' must be one of auto, cpu, gpu (got %s%s)", got,
+                        choice_hint(v, device_choices));
             } else {
                 node->device_req = (enum nf_device)found;
             }
@@ -451,10 +529,13 @@ static void parse_node(struct nf_pipeline *p, size_t idx, const struct nf_ynode 
                 int pi = nf_port_index(t->inputs, port);
                 if (pi < 0 || (t->inputs[pi].flags & NF_PORT_VARIADIC)) {
                     if (!variadic_port(t->inputs)) {
-                        char names[256];
+                        char names[256], hint[160];
                         port_names(t->inputs, true, names, sizeof names);
-                        NF_DIAG(d, NF_EINVAL, &v->keys[e]->loc, id, "unknown input port '%s' (%s inputs: %s)",
-                                port, t->name, names);
+                        const char *meant = port_suggest(t->inputs, port, hint, sizeof hint);
+                        NF_DIAG(d, NF_EINVAL, &v->keys[e]->loc, id, "unknown input port '%s' (%s%s inputs: %s)",
+                                port, hint, t->name, names);
+                        if (meant && add_pending(vs, idx, port, ref->value, &ref->loc, nf_port_index(t->inputs, meant)))
+                            vs->pe[vs->n_pe - 1].reported = true;
                         continue;
                     }
                     pi = NF_EDGE_VARIADIC;
@@ -481,10 +562,18 @@ static void parse_node(struct nf_pipeline *p, size_t idx, const struct nf_ynode 
         }
         const struct nf_param *prm = nf_param_find(t->params, k);
         if (!prm) {
-            char names[512];
+            char names[512], hint[160];
+            struct nf_suggest sg;
             param_list(t, names, sizeof names);
+            nf_suggest_init(&sg, k);
+            for (const struct nf_param *q = t->params; q && q->name; q++)
+                nf_suggest_add(&sg, q->name);
+            static const char *const node_keys[] = { "type", "in", "after", "device" };
+            for (size_t q = 0; q < sizeof node_keys / sizeof *node_keys; q++)
+                nf_suggest_add(&sg, node_keys[q]);
+            nf_suggest_hint(&sg, hint, sizeof hint);
             NF_DIAG(d, NF_EINVAL, &body->keys[i]->loc, id,
-                    "unknown parameter '%s' for node type '%s' (parameters: %s)", k, t->name, names);
+                    "unknown parameter '%s' for node type '%s' (%sparameters: %s)", k, t->name, hint, names);
             continue;
         }
         seen_param[(prm - t->params) & 255] = true;
@@ -505,12 +594,23 @@ static void resolve_edges(struct nf_pipeline *p, struct vstate *vs, struct nf_di
     for (size_t i = 0; i < vs->n_pe; i++) {
         struct pending_edge *pe = &vs->pe[i];
         struct nf_node_inst *node = &p->nodes[pe->node];
-        if (!node->type || !node->id)
+        if (!node->type || !node->id || pe->reported)
             continue;
         int src = nf_node_index(p, pe->src);
         if (src < 0) {
-            NF_DIAG(d, NF_EINVAL, &pe->loc, node->id, "%s '%s' refers to unknown node '%s'",
-                    pe->port == NF_EDGE_AFTER ? "'after'" : "input", pe->name, pe->src);
+            struct nf_suggest sg;
+            char hint[160] = "";
+            nf_suggest_init(&sg, pe->src);
+            for (size_t k = 0; k < p->n_nodes; k++)
+                if (k != pe->node)
+                    nf_suggest_add(&sg, p->nodes[k].id);
+            if (sg.best)
+                snprintf(hint, sizeof hint, " (did you mean '%s'?)", sg.best);
+            if (pe->port == NF_EDGE_AFTER)
+                NF_DIAG(d, NF_EINVAL, &pe->loc, node->id, "'after' refers to unknown node '%s'%s", pe->src, hint);
+            else
+                NF_DIAG(d, NF_EINVAL, &pe->loc, node->id, "input '%s' refers to unknown node '%s'%s", pe->name,
+                        pe->src, hint);
             continue;
         }
         if ((size_t)src == pe->node) {
@@ -531,10 +631,11 @@ static void resolve_edges(struct nf_pipeline *p, struct vstate *vs, struct nf_di
                 continue;
             }
             if (sport < 0) {
-                char names[256];
+                char names[256], hint[160];
                 port_names(sn->type->outputs, false, names, sizeof names);
-                NF_DIAG(d, NF_EINVAL, &pe->loc, node->id, "node '%s' (%s) has no output '%s' (outputs: %s)",
-                        sn->id, sn->type->name, want, names);
+                port_suggest(sn->type->outputs, want, hint, sizeof hint);
+                NF_DIAG(d, NF_EINVAL, &pe->loc, node->id, "node '%s' (%s) has no output '%s' (%soutputs: %s)",
+                        sn->id, sn->type->name, want, hint, names);
                 continue;
             }
             /* port types: statically compatible unless nothing can match */
@@ -734,10 +835,15 @@ struct nf_pipeline *nf_pipeline_load(const char *path, const struct nf_overrides
         bool known = false;
         for (int k = 0; top_keys[k]; k++)
             known |= strcmp(root->keys[i]->value, top_keys[k]) == 0;
-        if (!known)
+        if (!known) {
+            const char *best = nf_suggest_from(root->keys[i]->value, top_keys);
+            char hint[160] = "";
+            if (best)
+                snprintf(hint, sizeof hint, "did you mean '%s'? ", best);
             NF_DIAG(d, NF_EINVAL, &root->keys[i]->loc, NULL,
-                    "unknown top-level key '%s' (expected nlflow, name, settings, params, nodes)",
-                    root->keys[i]->value);
+                    "unknown top-level key '%s' (%sexpected nlflow, name, settings, params, nodes)",
+                    root->keys[i]->value, hint);
+        }
     }
     const struct nf_ynode *ver = nf_ymap_get(root, "nlflow");
     if (!ver)

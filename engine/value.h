@@ -156,11 +156,24 @@ struct nf_shape {
     bool cols_upper_bound;    /* matrix cols is an upper bound (mask not read yet) */
     bool has_geom;            /* matrix columns are voxels */
     bool lazy;                /* collection items are read from disk on demand */
+    /* From file headers, so that `validate` finds what needs no voxel data: */
+    bool has_grid;            /* volume: `grid` is its grid (for a collection: the
+                                 grid every item shares) */
+    struct nf_grid grid;
+    const char *path;         /* the file it comes from (nf_intern'ed), or NULL */
+    const char *col_names;    /* table (or a matrix read from one): its column names
+                                 in order, each followed by '\n' (nf_intern'ed), or
+                                 NULL when unknown */
 };
 /* "4×91×109×91", "20×≤902629", "3 × (40×1000)" ... */
 void nf_shape_describe(const struct nf_shape *s, char *buf, size_t size);
 /* Bytes of float32 data one item of this shape holds. */
 uint64_t nf_shape_item_bytes(const struct nf_shape *s);
 uint64_t nf_shape_bytes(const struct nf_shape *s);
+/* Whether a table shape has a column `name`: true also when its columns are
+ * not known (the check is then left to run time). shapes.c */
+bool nf_shape_has_column(const struct nf_shape *s, const char *name);
+/* Its column names as "a, b, c" for messages. */
+void nf_shape_columns_text(const struct nf_shape *s, char *buf, size_t size);
 
 #endif

@@ -58,15 +58,35 @@ static int ynode_append(struct nf_ynode *parent, struct nf_ynode *key, struct nf
 static struct nf_ynode *parse_node(yaml_parser_t *p, yaml_event_t *ev, const char *file,
                                    int depth, struct nf_error *err);
 
+/* Whether 0-based line `line` of the parser's input holds a "${". */
+static bool line_has_variable(const yaml_parser_t *p, size_t line)
+{
+    const char *c = (const char *)p->input.string.start, *end = (const char *)p->input.string.end;
+    for (size_t l = 0; c < end && l < line; c++)
+        l += *c == '\n';
+    for (; c + 1 < end && *c != '\n'; c++)
+        if (c[0] == '$' && c[1] == '{')
+            return true;
+    return false;
+}
+
 static int next_event(yaml_parser_t *p, yaml_event_t *ev, const char *file, struct nf_error *err)
 {
     if (yaml_parser_parse(p, ev))
         return 0;
     struct nf_loc loc = { file, (int)p->problem_mark.line + 1, (int)p->problem_mark.column + 1 };
+    /* In a flow collection ({...} or [...]) an unquoted ${var} ends the
+     * collection at its '}': libyaml then reports a missing ',' or '}', which
+     * does not tell a user what to change. */
+    const char *hint = "";
+    bool in_flow = (p->context && strstr(p->context, "flow")) || (p->problem && strstr(p->problem, "flow"));
+    if (in_flow && (line_has_variable(p, p->problem_mark.line) || line_has_variable(p, p->context_mark.line)))
+        hint = "; inside { } or [ ], quote a value that uses ${...}, e.g. {path: \"${data}/bold.nii.gz\"}";
     if (p->context)
-        NF_FAIL_AT(err, NF_ESYNTAX, &loc, NULL, "invalid YAML: %s %s", p->problem ? p->problem : "error", p->context);
+        NF_FAIL_AT(err, NF_ESYNTAX, &loc, NULL, "invalid YAML: %s %s%s", p->problem ? p->problem : "error",
+                   p->context, hint);
     else
-        NF_FAIL_AT(err, NF_ESYNTAX, &loc, NULL, "invalid YAML: %s", p->problem ? p->problem : "error");
+        NF_FAIL_AT(err, NF_ESYNTAX, &loc, NULL, "invalid YAML: %s%s", p->problem ? p->problem : "error", hint);
     return NF_ESYNTAX;
 }
 

@@ -275,20 +275,31 @@ static int file_shape(const char *path, enum nf_file_format fmt, const struct lo
         s->dim[1] = info.grid.dim[1];
         s->dim[2] = info.grid.dim[2];
         s->dim[3] = info.nt;
+        s->has_grid = true;   /* the mask node compares grids before any voxel is read */
+        s->grid = info.grid;
+        s->path = nf_intern(path);
         return 0;
     }
-    case NF_FMT_TABLE:
-        rc = nf_table_read_info(path, selected_columns(p), p->columns.n,
-                                &s->dim[0], &s->dim[1], &cause);
+    case NF_FMT_TABLE: {
+        char *names = NULL;
+        rc = nf_table_read_header(path, selected_columns(p), p->columns.n,
+                                  &s->dim[0], &s->dim[1], &names, &cause);
         if (rc < 0)
             goto fail;
         s->kind = NF_KIND_TABLE;
+        s->path = nf_intern(path);
+        /* column names let nodes check the columns they are told to use
+         * (predict's target, permute's column) at validate time */
+        s->col_names = nf_intern(names);
+        free(names);
         return 0;
+    }
     case NF_FMT_NPY:
         rc = nf_npy_read_info(path, &s->dim[0], &s->dim[1], &cause);
         if (rc < 0)
             goto fail;
         s->kind = NF_KIND_MATRIX;
+        s->path = nf_intern(path);
         return 0;
     default:
         return NF_FAIL_AT(err, NF_EBUG, nf_node_loc(node), nf_node_id(node),
@@ -333,13 +344,26 @@ static int load_resolve(struct nf_resolve *r)
     /* The collection's shape carries its largest item, so that the planner's
      * per-item memory estimate is an upper bound. */
     struct nf_shape largest = { 0 };
+    bool same_grid = true, same_columns = true;
+    const char *first_columns = NULL;
+    struct nf_grid first_grid = { 0 };
     for (size_t i = 0; i < matches.gl_pathc; i++) {
         struct nf_shape item;
         NF_TRY(rc = file_shape(matches.gl_pathv[i], fmt, p, node, &item, r->err));
+        if (i == 0) {
+            first_grid = item.grid;
+            first_columns = item.col_names;
+        }
+        same_grid &= item.has_grid && nf_grid_same(&first_grid, &item.grid);
+        same_columns &= item.col_names == first_columns;   /* interned: equal text, same pointer */
         if (i == 0 || shape_elements(&item) > shape_elements(&largest))
             largest = item;
     }
     r->out[0] = largest;
+    /* what the items share is known now; what differs is checked per item at run time */
+    r->out[0].has_grid = same_grid;
+    r->out[0].col_names = same_columns ? first_columns : NULL;
+    r->out[0].path = nf_intern(p->path);   /* the pattern names the collection */
     r->out[0].kind = NF_KIND_COLLECTION;
     r->out[0].item_kind = largest.kind;
     r->out[0].n_items = (int64_t)matches.gl_pathc;
@@ -504,8 +528,9 @@ const struct nf_node_type nf_node_load = {
         "labelled by its BIDS subject (sub-01) or, when files do not name distinct "
         "subjects, by its file stem; downstream nodes then run once per item. Images "
         "in a collection are read when a node needs them, so memory holds one subject "
-        "at a time. A missing file or a glob that matches nothing is reported by "
-        "`nlflow validate`.",
+        "at a time. A missing file, a glob that matches nothing, an unreadable header "
+        "and a `columns` name the table does not have are reported by `nlflow "
+        "validate` (headers only: no voxel data is read).",
     .version = 1,
     .params = load_params_table,
     .params_size = sizeof(struct load_params),

@@ -344,6 +344,24 @@ static int fail_dims(struct nf_resolve *r, const char *a_port, const struct nf_s
                       (long long)b->dim[1], (long long)b->dim[2]);
 }
 
+/* Grids from headers, compared as at run time (check_same_grid), so that a
+ * mask on another grid is reported by `validate` with the same message. */
+static int fail_grids(struct nf_resolve *r, const char *a_port, const struct nf_shape *a,
+                      const char *b_port, const struct nf_shape *b)
+{
+    char a_grid[400], b_grid[400], a_name[300] = "", b_name[300] = "";
+    nf_grid_describe(&a->grid, a_grid, sizeof a_grid);
+    nf_grid_describe(&b->grid, b_grid, sizeof b_grid);
+    if (a->path)
+        snprintf(a_name, sizeof a_name, " '%s'", a->path);
+    if (b->path)
+        snprintf(b_name, sizeof b_name, " '%s'", b->path);
+    return NF_FAIL_AT(r->err, NF_ESHAPE, nf_node_loc(r->node), nf_node_id(r->node),
+                      "%s%s and %s%s are on different grids: %s is %s; %s is %s "
+                      "(resample one onto the other first)",
+                      a_port, a_name, b_port, b_name, a_port, a_grid, b_port, b_grid);
+}
+
 /* Headers only: the number of in-mask voxels is unknown until the mask is
  * read, so columns are the grid size, an upper bound. */
 static int mask_resolve(struct nf_resolve *r)
@@ -358,6 +376,12 @@ static int mask_resolve(struct nf_resolve *r)
     r->out[MASK_OUT_MATRIX] = (struct nf_shape){ 0 };
     r->out[MASK_OUT_LABELS] = (struct nf_shape){ 0 };
 
+    if (data_known && mask_known && data->has_grid && mask->has_grid &&
+        !nf_grid_same(&data->grid, &mask->grid))
+        return fail_grids(r, "data", data, "mask", mask);
+    if (atlas_known && mask_known && atlas->has_grid && mask->has_grid &&
+        !nf_grid_same(&atlas->grid, &mask->grid))
+        return fail_grids(r, "atlas", atlas, "mask", mask);
     if (data_known && mask_known && !same_spatial_dims(data, mask))
         return fail_dims(r, "data", data, "mask", mask);
     if (atlas_known && mask_known && !same_spatial_dims(atlas, mask))

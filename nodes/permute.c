@@ -146,6 +146,25 @@ static int permute_resolve(struct nf_resolve *r)
     if (p->test == PERM_CORRELATION && (!hasc || has2 || hasg))
         return NF_FAIL_AT(r->err, NF_EUSAGE, loc, id, "test correlation needs 'covariate' (and no %s)",
                           has2 ? "data2" : hasg ? "groups" : "other input");
+    /* the covariate or groups table: the column named by `column` exists and
+     * holds a value per subject (headers are enough; run time checks again) */
+    static const struct { int port; const char *name; } per_subject[] = {
+        { PIN_COVARIATE, "covariate" }, { PIN_GROUPS, "groups" } };
+    for (size_t i = 0; i < 2; i++) {
+        const struct nf_shape *c = &r->in[per_subject[i].port];
+        if (c->kind == NF_KIND_TABLE && p->column && p->column[0] && !nf_shape_has_column(c, p->column)) {
+            char cols[512];
+            nf_shape_columns_text(c, cols, sizeof cols);
+            return NF_FAIL_AT(r->err, NF_EUSAGE, loc, id, "%s has no column '%s' (columns: %s)",
+                              per_subject[i].name, p->column, cols);
+        }
+        int64_t values = c->kind == NF_KIND_TABLE ? c->dim[0]
+                         : c->kind == NF_KIND_MATRIX && !c->cols_upper_bound && (c->dim[0] == 1 || c->dim[1] == 1)
+                             ? c->dim[0] * c->dim[1] : 0;
+        if (x->kind == NF_KIND_MATRIX && x->dim[0] > 0 && values > 0 && values != x->dim[0])
+            return NF_FAIL_AT(r->err, NF_ESHAPE, loc, id, "%s has %lld values but data has %lld subjects",
+                              per_subject[i].name, (long long)values, (long long)x->dim[0]);
+    }
     if (x->kind == NF_KIND_NONE)
         return 0;
     if (has2 && r->in[PIN_DATA2].dim[1] > 0 && x->dim[1] > 0 && r->in[PIN_DATA2].dim[1] != x->dim[1])

@@ -205,12 +205,21 @@ static int predict_resolve(struct nf_resolve *r)
     if (p->mode != PREDICT_ROI && labels)
         return NF_FAIL_AT(r->err, NF_EINVAL, loc, id, "input 'labels' is used only by mode roi (mode is %s)",
                           mode_names[p->mode]);
+    const struct nf_shape *y = &r->in[PREDICT_IN_Y];
+    if (y->kind == NF_KIND_TABLE && p->target && !nf_shape_has_column(y, p->target)) {
+        char cols[512];
+        nf_shape_columns_text(y, cols, sizeof cols);
+        return NF_FAIL_AT(r->err, NF_EDATA, loc, id, "y has no column '%s' (columns: %s)", p->target, cols);
+    }
     if (x->kind != NF_KIND_MATRIX)
         return 0;
-    int64_t n = x->dim[0], V = x->dim[1], ny = y_length(&r->in[PREDICT_IN_Y]);
+    int64_t n = x->dim[0], V = x->dim[1], ny = y_length(y), ng = y_length(&r->in[PREDICT_IN_GROUPS]);
     if (n > 0 && ny > 0 && n != ny)
         return NF_FAIL_AT(r->err, NF_ESHAPE, loc, id, "X has %lld images (rows) but y has %lld values",
                           (long long)n, (long long)ny);
+    if (n > 0 && ng > 0 && n != ng)
+        return NF_FAIL_AT(r->err, NF_ESHAPE, loc, id, "groups has %lld values but X has %lld images",
+                          (long long)ng, (long long)n);
     if (!groups && n > 0 && n < p->cv)
         return NF_FAIL_AT(r->err, NF_EINVAL, loc, id, "%lld images cannot be split into %lld folds (cv)",
                           (long long)n, (long long)p->cv);

@@ -715,6 +715,13 @@ static int simulate_resolve(struct nf_resolve *r)
     r->out[SIM_OUT_X] = (struct nf_shape){.kind = NF_KIND_TABLE, .dim = {p->images, p->features}};
     r->out[SIM_OUT_Y] = (struct nf_shape){.kind = NF_KIND_TABLE, .dim = {p->images, 2}};
     r->out[SIM_OUT_TRUTH] = r->out[SIM_OUT_MASK];
+    /* every image is on the mask's grid: a mask node pairing them with a
+     * loaded image compares grids before anything runs */
+    static const int images[] = { SIM_OUT_DATA, SIM_OUT_MASK, SIM_OUT_TRUTH };
+    for (size_t i = 0; i < sizeof images / sizeof images[0]; i++) {
+        r->out[images[i]].has_grid = true;
+        r->out[images[i]].grid = plan.grid;
+    }
     sim_plan_release(&plan);
     return 0;
 }

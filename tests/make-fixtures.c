@@ -1,6 +1,7 @@
 /* make-fixtures.c — writes the small data files the golden failure tests read
  * (tests/fail/): a 3D and a 4D volume, matching / shifted / empty masks, a
- * truncated .nii.gz and a design table, all on a 6x5x4 grid. Usage:
+ * truncated .nii.gz and a design table, all on a 6x5x4 grid, and a mask on a
+ * 9x8x6 grid of 2 mm voxels (another grid). Usage:
  *     make-fixtures DIR
  */
 #include <stdio.h>
@@ -54,9 +55,13 @@ int main(int argc, char **argv)
     memcpy(g.affine, A, sizeof A);
     struct nf_grid shifted = g;
     shifted.affine[0][3] += 6;   /* same dims, moved by two voxels */
+    struct nf_grid finer = { .dim = { 9, 8, 6 }, .pixdim = { 2, 2, 2 }, .sform_code = 4, .qform_code = 4 };
+    double F[4][4] = { { -2, 0, 0, 8 }, { 0, 2, 0, -7 }, { 0, 0, 2, -5 }, { 0, 0, 0, 1 } };
+    memcpy(finer.affine, F, sizeof F);   /* the same brain at 2 mm: another grid */
     if (write_vol(dir, "bold.nii.gz", &g, 8, ramp) < 0 || write_vol(dir, "anat.nii.gz", &g, 1, ramp) < 0 ||
         write_vol(dir, "mask.nii.gz", &g, 1, inside) < 0 ||
         write_vol(dir, "mask_shifted.nii.gz", &shifted, 1, inside) < 0 ||
+        write_vol(dir, "mask_2mm.nii.gz", &finer, 1, inside) < 0 ||
         write_vol(dir, "mask_empty.nii.gz", &g, 1, nothing) < 0 ||
         write_vol(dir, "mask_4d.nii.gz", &g, 3, inside) < 0 ||
         write_vol(dir, "truncated.nii.gz", &g, 8, ramp) < 0 ||

@@ -176,7 +176,9 @@ static void test_param_parsing(void **state)
     assert_string_equal(d.v[0].msg, "parameter 'i' must be an integer between 1 and 10 (got '11')");
     assert_int_equal(d.v[0].loc.line, 1);
     assert_int_equal(d.v[0].loc.col, 4);
-    assert_string_equal(d.v[1].msg, "parameter 'd' must be a number between 0 and 1 (got '0.3')");
+    /* a quoted number is a string; the message says what to change */
+    assert_string_equal(d.v[1].msg, "parameter 'd' must be a number between 0 and 1 "
+                                    "(got the quoted string '0.3': write it without quotes)");
     assert_string_equal(d.v[2].msg, "parameter 'b' must be true or false (got 'maybe')");
     assert_string_equal(d.v[3].msg, "parameter 'e' must be one of a, b (got 'c')");
     assert_string_equal(d.v[4].msg, "parameter 'l' must have 3 values (got 2)");
