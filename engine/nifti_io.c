@@ -24,6 +24,7 @@
 #include <nifti2_io.h>
 #include <zlib.h>
 
+#include "events.h"
 #include "io.h"
 #include "util.h"
 
@@ -367,6 +368,8 @@ fail:
 static int reader_read(struct voxel_reader *r, int64_t nvox, float *out, struct nf_error *err)
 {
     for (int64_t done = 0; done < nvox;) {
+        if (nf_interrupt_pending())   /* a big .nii.gz takes seconds; a chunk, milliseconds */
+            return NF_FAIL(err, NF_EINTR, "interrupted while reading '%s'", r->path);
         size_t n = (size_t)(nvox - done) < CHUNK_VOXELS ? (size_t)(nvox - done) : CHUNK_VOXELS;
         size_t want = n * (size_t)r->size, have = 0;
         while (have < want) {
