@@ -266,6 +266,7 @@ static int run_pipeline(struct cli_opts *o, enum stop_after stop)
     int status = 0;
     const char *phase = "validate";
     bool wrote = false;
+    size_t warned = 0;   /* warnings already sent as events */
     double t0 = nf_now();
     /* with --json, stdout holds only events: the text of validate/plan goes to stderr */
     FILE *text = o->json ? stderr : stdout;
@@ -276,9 +277,10 @@ static int run_pipeline(struct cli_opts *o, enum stop_after stop)
     run_start_event(o, p, stop);
     if (!p)
         goto invalid;
+    nf_event_diags(&d, 0, phase);   /* its warnings (printed on stderr below) */
+    warned = d.n_warnings;
     if (stop == STOP_VALIDATE) {
         nf_diags_print(&d);
-        nf_event_diags(&d, phase);
         fprintf(text, "%s: valid (%zu node%s)\n", o->pipeline, p->n_nodes, p->n_nodes == 1 ? "" : "s");
         goto done;
     }
@@ -288,7 +290,7 @@ static int run_pipeline(struct cli_opts *o, enum stop_after stop)
     if (nf_resolve_shapes(p, &d) < 0 || nf_place(p, gpu, &d) < 0 || nf_plan_memory(p, &d) < 0)
         goto invalid;
     nf_diags_print(&d);   /* warnings */
-    nf_event_diags(&d, phase);
+    nf_event_diags(&d, warned, phase);
     nf_diags_release(&d);
     nf_diags_init(&d);
     if (stop == STOP_PLAN) {
@@ -332,7 +334,7 @@ static int run_pipeline(struct cli_opts *o, enum stop_after stop)
     goto done;
 invalid:
     nf_diags_print(&d);
-    nf_event_diags(&d, phase);
+    nf_event_diags(&d, warned, phase);
     /* Everything found before execution is a problem of the pipeline as
      * written (or of its settings): exit 2, nothing was computed. */
     status = 2;

@@ -170,11 +170,11 @@ void nf_event_error(const struct nf_error *e, const char *phase)
     error_event(e, "error", phase);
 }
 
-void nf_event_diags(const struct nf_diags *d, const char *phase)
+void nf_event_diags(const struct nf_diags *d, size_t first_warning, const char *phase)
 {
     if (!nf_events_json)
         return;
-    for (size_t i = 0; i < d->n_warnings; i++)
+    for (size_t i = first_warning; i < d->n_warnings; i++)
         error_event(&d->warnings[i], "warning", phase);
     for (size_t i = 0; i < d->n; i++)
         error_event(&d->v[i], "error", phase);

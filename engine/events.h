@@ -45,8 +45,8 @@ void nf_event_end(struct nf_strbuf *sb);
 void nf_event_add_loc(struct nf_strbuf *sb, const struct nf_loc *loc);
 /* An error event: phase is validate, plan or run. */
 void nf_event_error(const struct nf_error *e, const char *phase);
-/* Every warning and error of d, in file order. */
-void nf_event_diags(const struct nf_diags *d, const char *phase);
+/* The warnings of d from index first_warning on, then every error of d. */
+void nf_event_diags(const struct nf_diags *d, size_t first_warning, const char *phase);
 
 /* ---- progress ---- */
 struct nf_progress {

@@ -10,10 +10,12 @@
 #   3. SIGTERM stops a run the same way;
 #   4. a second SIGINT exits at once, saying so, even while a node that never
 #      polls the flag (debug_fault) is running.
+# The interrupted runs' --json events validate against schemas/events.schema.json.
 # Sizes: each long node runs several seconds here; a sanitizer build
 # (NLFLOW_SAN, from Makefile.am) runs smaller cases.
 set -u
-: "${NLFLOW:?path to the nlflow binary}"
+: "${NLFLOW:?path to the nlflow binary}" "${srcdir:?source folder}"
+CHECK=${CHECK_EVENTS:-$(dirname "$NLFLOW")/tests/check-events}
 work=$(mktemp -d /tmp/nlflow-intr-XXXXXX)
 watchdog=
 trap '[ -n "$watchdog" ] && kill "$watchdog" 2>/dev/null; rm -rf "$work"' EXIT
@@ -85,6 +87,8 @@ interrupt_case() {
     grep -q "interrupted: node '$node' ($type): " "$d/err" || { cat "$d/err"; fail "$name: no 'interrupted: node' line"; }
     grep -q '"event":"node_interrupted".*"node":"'"$node"'"' "$d/ev" || fail "$name: no node_interrupted event"
     grep -q '"event":"run_end".*"status":130' "$d/ev" || fail "$name: no run_end event with status 130"
+    "$CHECK" "$srcdir/schemas/events.schema.json" "$d/ev" --require interrupt --require node_interrupted >/dev/null \
+        || fail "$name: the interrupted run's events do not validate"
     grep -q '"event":"node_done".*"node":"'"$node"'"' "$d/ev" && fail "$name: '$node' reported done after the interrupt"
     [ -e "$d/out" ] && fail "$name: the interrupted run wrote outputs"
 
