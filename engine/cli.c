@@ -186,7 +186,7 @@ static int open_cache(const struct nf_pipeline *p, const struct cli_opts *o, str
 }
 
 /* plan --explain: per node, cached / will run / stale and why. */
-static int explain(const struct nf_pipeline *p, const struct cli_opts *o)
+static int explain(const struct nf_pipeline *p, const struct cli_opts *o, FILE *out)
 {
     struct nf_error err = { 0 };
     struct nf_cache *cache = NULL;
@@ -210,8 +210,8 @@ static int explain(const struct nf_pipeline *p, const struct cli_opts *o)
         status = 1;
         goto done;
     }
-    printf("\ncache: %s\n", cache ? nf_cache_path(cache) : path ? "(none yet: every node will run)" : "(disabled)");
-    nf_explain_print(p, cache, keys, stdout);
+    fprintf(out, "\ncache: %s\n", cache ? nf_cache_path(cache) : path ? "(none yet: every node will run)" : "(disabled)");
+    nf_explain_print(p, cache, keys, out);
 done:
     for (size_t i = 0; i < p->n_nodes; i++)
         nf_node_keys_release(&keys[i]);
@@ -296,7 +296,7 @@ static int run_pipeline(struct cli_opts *o, enum stop_after stop)
     if (stop == STOP_PLAN) {
         nf_plan_print(p, text);
         if (o->explain)
-            status = explain(p, o);
+            status = explain(p, o, text);
         goto done;
     }
     phase = "run";
