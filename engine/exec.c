@@ -542,7 +542,7 @@ static void interrupted_run(struct executor *x, size_t ni, struct nf_checkpoint 
     pthread_mutex_lock(&x->lock);
     struct nstate *s = &x->st[ni];
     s->interrupted = true;
-    if (total >= 0 && !s->mapped) {
+    if (total >= 0 && (!s->mapped || s->items_total == 1)) {   /* chunks of one run */
         s->ckpt_saved = saved;
         s->ckpt_total = total;
     }
