@@ -66,7 +66,6 @@ struct nstate {
     struct nf_progress progress;
     uint64_t rss_start;       /* the process's peak RSS when the node started */
     bool started;             /* node_start (or node_cached) said */
-    bool interrupted;         /* a run of it returned NF_EINTR */
     int64_t ckpt_saved, ckpt_total;   /* its checkpoint chunks then (-1: none) */
 };
 
@@ -541,7 +540,6 @@ static void interrupted_run(struct executor *x, size_t ni, struct nf_checkpoint 
     }
     pthread_mutex_lock(&x->lock);
     struct nstate *s = &x->st[ni];
-    s->interrupted = true;
     if (total >= 0 && (!s->mapped || s->items_total == 1)) {   /* chunks of one run */
         s->ckpt_saved = saved;
         s->ckpt_total = total;
