@@ -17,6 +17,7 @@
 #include "../bench/bench.h"
 #include "cache.h"
 #include "cost.h"
+#include "events.h"
 #include "gen.h"
 #include "keys.h"
 #include "io.h"
@@ -31,16 +32,6 @@
 #ifndef NF_GIT_COMMIT
 #define NF_GIT_COMMIT "unknown"
 #endif
-
-extern volatile sig_atomic_t nf_interrupted;
-
-static void on_sigint(int sig)
-{
-    (void)sig;
-    if (nf_interrupted)   /* second Ctrl-C: leave now */
-        _exit(130);
-    nf_interrupted = 1;
-}
 
 static const char usage_text[] =
     "usage: nlflow <command> [options]\n"
@@ -61,7 +52,8 @@ static const char usage_text[] =
     "run/plan options:\n"
     "  --set NAME=VALUE   override a variable from the pipeline's params (repeatable)\n"
     "  --device cpu|gpu|auto   --memory SIZE (e.g. 8GiB)   --threads N (0 = all cores)\n"
-    "  --json             machine-readable events on stdout (run)\n"
+    "  --json             machine-readable events on stdout, one JSON object a line\n"
+    "                     (docs/events.md); validate/plan then print their text on stderr\n"
     "  --quiet            no progress lines on stderr\n"
     "  --cache PATH       result cache (default: settings.cache, .nlflow/cache.db beside the pipeline)\n"
     "  --no-cache         compute everything, store nothing\n"
@@ -194,7 +186,7 @@ static int open_cache(const struct nf_pipeline *p, const struct cli_opts *o, str
 }
 
 /* plan --explain: per node, cached / will run / stale and why. */
-static int explain(const struct nf_pipeline *p, const struct cli_opts *o)
+static int explain(const struct nf_pipeline *p, const struct cli_opts *o, FILE *out)
 {
     struct nf_error err = { 0 };
     struct nf_cache *cache = NULL;
@@ -218,8 +210,8 @@ static int explain(const struct nf_pipeline *p, const struct cli_opts *o)
         status = 1;
         goto done;
     }
-    printf("\ncache: %s\n", cache ? nf_cache_path(cache) : path ? "(none yet: every node will run)" : "(disabled)");
-    nf_explain_print(p, cache, keys, stdout);
+    fprintf(out, "\ncache: %s\n", cache ? nf_cache_path(cache) : path ? "(none yet: every node will run)" : "(disabled)");
+    nf_explain_print(p, cache, keys, out);
 done:
     for (size_t i = 0; i < p->n_nodes; i++)
         nf_node_keys_release(&keys[i]);
@@ -229,15 +221,60 @@ done:
     return status;
 }
 
+/* --json: the first event of a command. */
+static void run_start_event(const struct cli_opts *o, const struct nf_pipeline *p, enum stop_after stop)
+{
+    struct nf_strbuf sb;
+    nf_event_begin(&sb, "run_start");
+    if (!nf_events_json)
+        return;
+    nf_strbuf_addf(&sb, ",\"command\":\"%s\",\"pipeline\":",
+                   stop == STOP_RUN ? "run" : stop == STOP_PLAN ? "plan" : "validate");
+    nf_strbuf_add_json_str(&sb, o->pipeline);
+    if (p) {
+        nf_strbuf_addf(&sb, ",\"name\":");
+        nf_strbuf_add_json_str(&sb, p->name);
+        nf_strbuf_addf(&sb, ",\"pipeline_hash\":\"%s\",\"nodes\":%zu", p->hash, p->n_nodes);
+    } else {
+        nf_strbuf_addf(&sb, ",\"name\":null,\"pipeline_hash\":null,\"nodes\":null");
+    }
+    nf_strbuf_addf(&sb, ",\"nlflow_version\":\"%s\",\"nlflow_commit\":\"%s\"", NF_VERSION, NF_GIT_COMMIT);
+    nf_event_end(&sb);
+}
+
+/* --json: the last event of a command. */
+static void run_end_event(int status, double seconds, const struct nf_pipeline *p, bool wrote)
+{
+    struct nf_strbuf sb;
+    nf_event_begin(&sb, "run_end");
+    if (!nf_events_json)
+        return;
+    nf_strbuf_addf(&sb, ",\"status\":%d,\"seconds\":%.6f,\"interrupted\":%s,\"outputs\":", status, seconds,
+                   status == 130 ? "true" : "false");
+    if (p && wrote)
+        nf_strbuf_add_json_str(&sb, p->outputs_dir);
+    else
+        nf_strbuf_addf(&sb, "null");
+    nf_event_end(&sb);
+}
+
 static int run_pipeline(struct cli_opts *o, enum stop_after stop)
 {
     struct nf_diags d;
     struct nf_error err = { 0 };
     struct nf_cache *cache = NULL;
     int status = 0;
+    const char *phase = "validate";
+    bool wrote = false;
+    size_t warned = 0;   /* warnings already sent as events */
+    double t0 = nf_now();
+    /* with --json, stdout holds only events: the text of validate/plan goes to stderr */
+    FILE *text = o->json ? stderr : stdout;
     nf_diags_init(&d);
     nf_log_quiet = o->quiet;
+    nf_events_start(o->json);
     struct nf_pipeline *p = nf_pipeline_load(o->pipeline, &o->ov, &d);
+    run_start_event(o, p, stop);
     if (!p)
         goto invalid;
     /* Shapes come from file headers only: validate runs them too, so that every
@@ -245,41 +282,56 @@ static int run_pipeline(struct cli_opts *o, enum stop_after stop)
      * references between parameters and inputs) is part of `validate`. */
     if (nf_resolve_shapes(p, &d) < 0)
         goto invalid;
+    nf_event_diags(&d, 0, phase);   /* its warnings (printed on stderr below) */
+    warned = d.n_warnings;
     if (stop == STOP_VALIDATE) {
         nf_diags_print(&d);
-        printf("%s: valid (%zu node%s)\n", o->pipeline, p->n_nodes, p->n_nodes == 1 ? "" : "s");
+        fprintf(text, "%s: valid (%zu node%s)\n", o->pipeline, p->n_nodes, p->n_nodes == 1 ? "" : "s");
         goto done;
     }
+    phase = "plan";
     char why[256];
     bool gpu = nf_cuda_available(why, sizeof why);
     if (nf_place(p, gpu, &d) < 0 || nf_plan_memory(p, &d) < 0)
         goto invalid;
     nf_diags_print(&d);   /* warnings */
+    nf_event_diags(&d, warned, phase);
     nf_diags_release(&d);
     nf_diags_init(&d);
     if (stop == STOP_PLAN) {
-        nf_plan_print(p, stdout);
+        nf_plan_print(p, text);
         if (o->explain)
-            status = explain(p, o);
+            status = explain(p, o, text);
         goto done;
     }
+    phase = "run";
     if (open_cache(p, o, &cache, &status) < 0)
         goto done;
     int threads = p->settings.threads > 0 ? p->settings.threads : nf_cpu_count();
     struct nf_exec_opts eo = { .threads = threads, .json = o->json, .quiet = o->quiet,
                                .cache = cache, .cache_strict = o->strict_cache };
-    double t0 = nf_now();
-    signal(SIGINT, on_sigint);
-    int rc = nf_execute(p, &eo, &err);
-    signal(SIGINT, SIG_DFL);
-    if (rc < 0) {
-        nf_error_print(&err);
-        status = nf_err_exit_status(rc);
-        goto done;
-    }
-    bool wrote = false;
     for (size_t i = 0; i < p->n_nodes; i++)
         wrote |= (p->nodes[i].type->flags & NF_NODE_SINK) != 0;
+    t0 = nf_now();
+    /* caught until the process ends, so that a second Ctrl-C while the cache
+     * closes still says what it does */
+    nf_interrupt_install();
+    int rc = nf_execute(p, &eo, &err);
+    if (rc == NF_EINTR) {
+        fprintf(stderr, "nlflow: interrupted (%s) after %.2f s; nothing partial was stored as a result; "
+                "rerun to resume\n", nf_interrupt_signal_name(), nf_now() - t0);
+        nf_event_error(&err, phase);
+        status = nf_err_exit_status(rc);
+        wrote = false;
+        goto done;
+    }
+    if (rc < 0) {
+        nf_error_print(&err);
+        nf_event_error(&err, phase);
+        status = nf_err_exit_status(rc);
+        wrote = false;
+        goto done;
+    }
     if (wrote)
         nf_log("nlflow: done in %.2f s; results are in %s/", nf_now() - t0, p->outputs_dir);
     else
@@ -287,11 +339,13 @@ static int run_pipeline(struct cli_opts *o, enum stop_after stop)
     goto done;
 invalid:
     nf_diags_print(&d);
+    nf_event_diags(&d, warned, phase);
     /* Everything found before execution is a problem of the pipeline as
      * written (or of its settings): exit 2, nothing was computed. */
     status = 2;
 done:
     nf_cache_close(cache);
+    run_end_event(status, nf_now() - t0, p, wrote && status == 0);
     nf_diags_release(&d);
     nf_pipeline_free(p);
     return status;

@@ -10,24 +10,26 @@
  * right after, so memory stays O(items in flight).
  *
  * The first failure stops scheduling; running tasks finish, nothing else
- * starts, and the error is returned. SIGINT sets nf_interrupted, which stops
- * the run the same way with NF_EINTR (exit 130).
+ * starts, and the error is returned. SIGINT/SIGTERM set nf_interrupted
+ * (events.c): workers stop taking tasks and items, long nodes stop at their
+ * next block with their finished checkpoint chunks committed, and the run ends
+ * with NF_EINTR (exit 130) after saying, per interrupted node, what was saved.
+ * Nothing of an interrupted run is stored as a result.
  */
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-
+#include <sys/resource.h>
 #include <time.h>
 
+#include "events.h"
 #include "exec_cache.h"
 #include "io.h"
 #include "keys.h"
 #include "pipeline.h"
 #include "util.h"
-
-volatile sig_atomic_t nf_interrupted;
 
 /* Internal: a cached result needed by the plan vanished; plan and run again. */
 #define EXEC_REPLAN (-100)
@@ -60,6 +62,11 @@ struct nstate {
     void *fold_state;
     struct nf_run fold_run;
     struct nf_env fold_env;
+    /* events */
+    struct nf_progress progress;
+    uint64_t rss_start;       /* the process's peak RSS when the node started */
+    bool started;             /* node_start (or node_cached) said */
+    int64_t ckpt_saved, ckpt_total;   /* its checkpoint chunks then (-1: none) */
 };
 
 struct executor {
@@ -80,6 +87,7 @@ struct executor {
     bool cache_off;           /* a write failed: stop writing, keep running */
     char *pipeline_abs;       /* for explain records */
     bool finished;            /* workers are done: the heartbeat thread stops */
+    bool interrupt_said;      /* the interrupt event is out */
 };
 
 /* Keeps this process's cache leases fresh (other hosts judge them by age)
@@ -127,28 +135,65 @@ static const char *node_source(const struct nstate *s)
     return s->runs_fetched > 0 ? "partly cached" : "run";
 }
 
+/* The process's peak resident set so far, bytes (Linux: ru_maxrss in KiB). */
+static uint64_t peak_rss(void)
+{
+    struct rusage ru;
+    return getrusage(RUSAGE_SELF, &ru) == 0 ? (uint64_t)ru.ru_maxrss * 1024u : 0;
+}
+
+/* A node's event (docs/events.md): node_start, node_cached, node_done,
+ * node_failed, node_interrupted. seconds < 0: not over yet. */
 static void json_event(struct executor *x, const char *event, const struct nf_node_inst *node,
-                       double seconds)
+                       double seconds, const struct nf_error *e)
 {
     if (!x->o->json)
         return;
-    const struct nstate *s = &x->st[node - x->p->nodes];
+    size_t ni = (size_t)(node - x->p->nodes);
+    const struct nstate *s = &x->st[ni];
     struct nf_strbuf sb;
-    nf_strbuf_init(&sb);
-    nf_strbuf_addf(&sb, "{\"event\":\"%s\",\"node\":", event);
+    nf_event_begin(&sb, event);
+    nf_strbuf_addf(&sb, ",\"node\":");
     nf_strbuf_add_json_str(&sb, node->id);
     nf_strbuf_addf(&sb, ",\"type\":\"%s\",\"device\":\"%s\"", node->type->name, nf_device_name(node->device));
+    if (x->keys && x->keys[ni].known && x->keys[ni].n_runs == 1 && !x->keys[ni].mapped) {
+        char hex[33];
+        nf_key_hex(x->keys[ni].runs[0], hex);
+        nf_strbuf_addf(&sb, ",\"key\":\"%s\"", hex);
+    }
     if (s->mapped)
         nf_strbuf_addf(&sb, ",\"items\":%zu", s->items_total);
-    if (seconds >= 0)
+    if (seconds >= 0) {
+        uint64_t peak = peak_rss();
         nf_strbuf_addf(&sb, ",\"seconds\":%.6f,\"source\":\"%s\",\"computed\":%zu,\"cached\":%zu",
                        seconds, node_source(s), s->runs_computed, s->runs_fetched);
-    nf_strbuf_addf(&sb, "}\n");
-    if (sb.buf) {
-        fputs(sb.buf, stdout);
-        fflush(stdout);
+        nf_strbuf_addf(&sb, ",\"rss_peak_bytes\":%" PRIu64 ",\"rss_growth_bytes\":%" PRIu64
+                       ",\"est_peak_bytes\":%" PRIu64, peak, peak > s->rss_start ? peak - s->rss_start : 0,
+                       node->est_peak);
     }
-    nf_strbuf_release(&sb);
+    if (strcmp(event, "node_interrupted") == 0) {
+        nf_strbuf_addf(&sb, ",\"items_done\":%zu", s->items_done);
+        if (s->ckpt_total >= 0)
+            nf_strbuf_addf(&sb, ",\"chunks_saved\":%" PRId64 ",\"chunks_total\":%" PRId64, s->ckpt_saved,
+                           s->ckpt_total);
+    }
+    if (e) {
+        nf_strbuf_addf(&sb, ",\"code\":\"%s\",\"message\":", nf_err_name(e->code));
+        nf_strbuf_add_json_str(&sb, e->msg);
+        nf_event_add_loc(&sb, &e->loc);
+    }
+    nf_event_end(&sb);
+}
+
+/* Under the lock: the node begins (computing, or served from the cache). */
+static void node_begins(struct executor *x, size_t ni, const char *event)
+{
+    struct nstate *s = &x->st[ni];
+    if (s->started)
+        return;
+    s->started = true;
+    s->rss_start = peak_rss();
+    json_event(x, event, &x->p->nodes[ni], -1, NULL);
 }
 
 static void fail_locked(struct executor *x, const struct nf_error *e)
@@ -235,7 +280,7 @@ static int fold_start(struct executor *x, size_t ni, size_t r, struct nf_error *
     if (rc < 0)
         return nf_error_on_node(rn, err, rc);
     c->fold_begun = true;
-    json_event(x, "node_start", rn, -1);
+    node_begins(x, r, "node_start");
     return 0;
 }
 
@@ -376,7 +421,10 @@ static void node_finished(struct executor *x, size_t ni)
     else
         nf_log("nlflow: [%zu/%zu] %s (%s): %s in %.2f s", x->nodes_done, x->p->n_nodes,
                node->id, node->type->name, strcmp(src, "cache") == 0 ? "from the cache" : "done", dt);
-    json_event(x, "node_done", node, dt);
+    nf_progress_finish(&s->progress);
+    if (s->mode == MODE_SKIP && s->up_to_date)
+        node_begins(x, ni, "node_cached");
+    json_event(x, "node_done", node, dt, NULL);
     if (x->o->on_outputs && s->mode != MODE_SKIP)
         x->o->on_outputs(x->o->on_outputs_arg, ni, s->out, nf_port_count(node->type->outputs));
     /* its runs are in the cache now (nodes after it check that) */
@@ -470,7 +518,7 @@ static int cache_lookup(struct executor *x, size_t ni, size_t r, size_t n_out, s
         }
         if (rc < 0)
             return 0;   /* leases unavailable (read-only cache): just compute */
-        if (nf_interrupted)
+        if (nf_interrupt_pending())
             return NF_FAIL(err, NF_EINTR, "interrupted");
         /* another live process computes this result: wait for it */
         struct timespec ts = { 0, 100 * 1000 * 1000 };
@@ -478,7 +526,30 @@ static int cache_lookup(struct executor *x, size_t ni, size_t r, size_t n_out, s
     }
 }
 
-/* Run one task (node ni, item). Called without the lock. */
+/* A run of node ni stopped for an interrupt: what of it is saved. Its
+ * partial results are not stored (the caller returns before cache_store). */
+static void interrupted_run(struct executor *x, size_t ni, struct nf_checkpoint *ck)
+{
+    int64_t saved = -1, total = -1;
+    if (ck && ck->total > 0 && !x->cache_off) {
+        int64_t *idx = NULL;
+        size_t n = 0;
+        struct nf_error e = { 0 };
+        if (nf_cache_ckpt_list(x->cache, ck->key, &idx, &n, &e) == 0) {
+            saved = (int64_t)n;
+            total = ck->total;
+        }
+        free(idx);
+    }
+    pthread_mutex_lock(&x->lock);
+    struct nstate *s = &x->st[ni];
+    if (total >= 0 && (!s->mapped || s->items_total == 1)) {   /* chunks of one run */
+        s->ckpt_saved = saved;
+        s->ckpt_total = total;
+    }
+    pthread_mutex_unlock(&x->lock);
+}
+
 /* MODE_FETCH: every run of the node comes from the cache. */
 static int fetch_node(struct executor *x, size_t ni, struct nf_error *err)
 {
@@ -618,13 +689,15 @@ static int run_task(struct executor *x, size_t ni, size_t item, struct nf_error 
     struct nf_checkpoint ckpt = { 0 };
     bool with_ckpt = cacheable(x, ni) && !x->cache_off && run_index < x->keys[ni].n_runs;
     if (with_ckpt)
-        ckpt = (struct nf_checkpoint){ x->cache, x->keys[ni].runs[run_index], false };
+        ckpt = (struct nf_checkpoint){ x->cache, x->keys[ni].runs[run_index], false, 0 };
     struct nf_run run = {
         .node = node, .params = node->params, .env = &env, .in = in,
         .n_extra = n_extra, .extra_names = extra_names, .extra_in = extra,
         .out = out, .err = err, .item = item, .n_items = s->mapped ? s->items_total : 0,
         .ckpt = with_ckpt ? &ckpt : NULL,
         .wanted = n_out <= 64 ? wanted : NULL,
+        /* items of a mapped node: the engine counts items instead */
+        .progress = s->mapped && s->items_total > 1 ? NULL : &s->progress,
     };
     int (*fn)(struct nf_run *) = node->device == NF_DEV_GPU && t->run_gpu ? t->run_gpu : t->run_cpu;
     nf_written_begin(&written);
@@ -642,6 +715,8 @@ static int run_task(struct executor *x, size_t ni, size_t item, struct nf_error 
         fell_back = true;
     }
     nf_written_end();
+    if (rc == NF_EINTR)
+        interrupted_run(x, ni, with_ckpt ? &ckpt : NULL);
     if (rc < 0) {
         if (!err->loc.file)
             err->loc = node->loc;
@@ -726,7 +801,7 @@ static bool pick_task(struct executor *x, size_t *ni_out, size_t *item_out)
                 fail_locked(x, &e);
                 return false;
             }
-            json_event(x, "node_start", node, -1);
+            node_begins(x, ni, s->mode == MODE_FETCH ? "node_cached" : "node_start");
             if (s->items_total == 0) {   /* empty collection: nothing to do */
                 if (s->fold_into >= 0)
                     fold_pending(x, ni);
@@ -759,7 +834,14 @@ static void *worker(void *arg)
     struct executor *x = arg;
     pthread_mutex_lock(&x->lock);
     for (;;) {
-        if (nf_interrupted && !x->abort) {
+        if (nf_interrupt_pending() && !x->interrupt_said) {
+            x->interrupt_said = true;
+            struct nf_strbuf sb;
+            nf_event_begin(&sb, "interrupt");
+            nf_strbuf_addf(&sb, ",\"signal\":\"%s\"", nf_interrupt_signal_name());
+            nf_event_end(&sb);
+        }
+        if (nf_interrupt_pending() && !x->abort) {
             struct nf_error e = { 0 };
             NF_FAIL(&e, NF_EINTR, "interrupted");
             fail_locked(x, &e);
@@ -779,13 +861,20 @@ static void *worker(void *arg)
         pthread_mutex_lock(&x->lock);
         x->running--;
         x->mem_used -= x->p->nodes[ni].est_task;
+        struct nstate *s = &x->st[ni];
         if (rc < 0) {
+            if (rc != NF_EINTR)
+                json_event(x, "node_failed", &x->p->nodes[ni], nf_now() - s->t_start, &e);
             fail_locked(x, &e);
-        } else if (x->st[ni].fold_into >= 0) {
-            x->st[ni].items_done++;
+        } else if (s->fold_into >= 0) {
+            s->items_done++;
             fold_pending(x, ni);
-        } else if (++x->st[ni].items_done == x->st[ni].items_total) {
+        } else if (++s->items_done == s->items_total) {
             node_finished(x, ni);
+        }
+        if (rc >= 0 && s->mapped && s->items_total > 1 && !s->done) {
+            struct nf_run r = { .progress = &s->progress };
+            nf_progress(&r, (int64_t)s->items_done, (int64_t)s->items_total, "items");
         }
         pthread_cond_broadcast(&x->cond);
     }
@@ -842,6 +931,31 @@ fail:
 
 static int execute_once(struct nf_pipeline *p, const struct nf_exec_opts *o, struct nf_error *err);
 
+/* After an interrupt: per node that had begun and not finished, what is kept
+ * for the rerun (stderr, even with --quiet, and node_interrupted events). */
+static void say_interrupted(struct executor *x)
+{
+    for (size_t oi = 0; oi < x->p->n_nodes; oi++) {
+        size_t ni = (size_t)x->p->order[oi];
+        struct nf_node_inst *node = &x->p->nodes[ni];
+        struct nstate *s = &x->st[ni];
+        if (!s->started || s->done)
+            continue;
+        nf_progress_finish(&s->progress);
+        char what[160];
+        if (s->ckpt_total >= 0)
+            snprintf(what, sizeof what, "%" PRId64 " of %" PRId64 " chunks saved; rerun to resume",
+                     s->ckpt_saved, s->ckpt_total);
+        else if (s->mapped && s->items_total > 1 && x->cache && !x->cache_off)
+            snprintf(what, sizeof what, "%zu of %zu items saved; rerun to resume", s->items_done,
+                     s->items_total);
+        else
+            snprintf(what, sizeof what, "nothing of it saved; rerun to start it again");
+        fprintf(stderr, "nlflow: interrupted: node '%s' (%s): %s\n", node->id, node->type->name, what);
+        json_event(x, "node_interrupted", node, nf_now() - s->t_start, NULL);
+    }
+}
+
 int nf_execute(struct nf_pipeline *p, const struct nf_exec_opts *o, struct nf_error *err)
 {
     for (int attempt = 0;; attempt++) {
@@ -877,6 +991,8 @@ static int execute_once(struct nf_pipeline *p, const struct nf_exec_opts *o, str
         struct nf_node_inst *node = &p->nodes[i];
         x.st[i].deps_left = (int)node->n_edges;
         x.st[i].fold_into = -1;
+        x.st[i].ckpt_total = -1;
+        nf_progress_init(&x.st[i].progress, node->id, node->type->name);
         x.st[i].out = calloc(nf_port_count(node->type->outputs) + 1, sizeof(struct nf_value *));
         x.st[i].prepared = calloc(nf_port_count(node->type->inputs) + 1, sizeof(struct nf_value *));
         if (!x.st[i].out || !x.st[i].prepared) {
@@ -913,6 +1029,8 @@ static int execute_once(struct nf_pipeline *p, const struct nf_exec_opts *o, str
     if (x.abort) {
         *err = x.err;
         rc = x.err.code ? x.err.code : NF_EBUG;
+        if (rc == NF_EINTR)
+            say_interrupted(&x);
     }
 fail:
     for (size_t i = 0; i < p->n_nodes; i++)   /* folds cut short by a failure */
@@ -930,6 +1048,7 @@ fail:
             nf_value_unref(x.st[i].prepared[k]);
         free(x.st[i].out);
         free(x.st[i].prepared);
+        nf_progress_destroy(&x.st[i].progress);
     }
     for (size_t i = 0; x.keys && i < p->n_nodes; i++)
         nf_node_keys_release(&x.keys[i]);

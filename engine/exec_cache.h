@@ -38,6 +38,7 @@ struct nf_checkpoint {
     struct nf_cache *cache;
     struct nf_key key;
     bool warned;
+    int64_t total;     /* chunks in all, from nf_ckpt_total (0: not said) */
 };
 
 #endif

@@ -24,6 +24,7 @@
 #include <nifti2_io.h>
 #include <zlib.h>
 
+#include "events.h"
 #include "io.h"
 #include "util.h"
 
@@ -367,6 +368,8 @@ fail:
 static int reader_read(struct voxel_reader *r, int64_t nvox, float *out, struct nf_error *err)
 {
     for (int64_t done = 0; done < nvox;) {
+        if (nf_interrupt_pending())   /* a big .nii.gz takes seconds; a chunk, milliseconds */
+            return NF_FAIL(err, NF_EINTR, "interrupted while reading '%s'", r->path);
         size_t n = (size_t)(nvox - done) < CHUNK_VOXELS ? (size_t)(nvox - done) : CHUNK_VOXELS;
         size_t want = n * (size_t)r->size, have = 0;
         while (have < want) {
@@ -649,11 +652,15 @@ static void fill_header(nifti_1_header *h, const struct nf_grid *grid, int64_t n
     memcpy(h->magic, "n+1", 4);
 }
 
+/* 0, -1 on a write error, 1 when interrupted (SIGINT/SIGTERM): compressing
+ * a big image takes seconds, an 8 MiB piece a fraction of one. */
 static int gz_write_all(gzFile fp, const void *buf, size_t n)
 {
     const unsigned char *p = buf;
     while (n > 0) {
-        unsigned piece = n > (1u << 30) ? (1u << 30) : (unsigned)n;
+        if (nf_interrupt_pending())
+            return 1;
+        unsigned piece = n > (8u << 20) ? (8u << 20) : (unsigned)n;
         int w = gzwrite(fp, p, piece);
         if (w <= 0)
             return -1;
@@ -708,9 +715,16 @@ int nf_nifti_write(const char *path, const struct nf_grid *grid, int64_t nt,
                      errno ? strerror(errno) : "cannot open temporary file");
         goto fail;
     }
-    if (gz_write_all(fp, &hdr, sizeof hdr) < 0 ||
-        gz_write_all(fp, no_extension, sizeof no_extension) < 0 ||
-        gz_write_all(fp, data, (size_t)nvox * sizeof(float)) < 0)
+    int wr = gz_write_all(fp, &hdr, sizeof hdr);
+    if (wr == 0)
+        wr = gz_write_all(fp, no_extension, sizeof no_extension);
+    if (wr == 0)
+        wr = gz_write_all(fp, data, (size_t)nvox * sizeof(float));
+    if (wr > 0) {   /* the temporary is removed below: no half-written file */
+        rc = NF_FAIL(err, NF_EINTR, "interrupted while writing '%s'", display_name(path));
+        goto fail;
+    }
+    if (wr < 0)
         goto write_error;
     {
         int zrc = gzclose(fp);

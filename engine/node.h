@@ -117,6 +117,15 @@ int nf_ckpt_get(struct nf_checkpoint *ck, int64_t index, void **data, size_t *by
  * for the node: the chunk is just not saved (and a warning said once). */
 int nf_ckpt_put(struct nf_checkpoint *ck, int64_t index, const void *data, size_t bytes,
                 struct nf_error *err);
+/* How many chunks the run has in all, so that an interrupted run can say
+ * "N of M chunks saved". NULL-safe. */
+void nf_ckpt_total(struct nf_checkpoint *ck, int64_t total);
+
+/* Progress of one run, as the engine reports it (progress.c): a redrawn line
+ * on a terminal, plain lines at most every 5 s otherwise, JSON events at most
+ * twice a second. NULL in tests and for the items of a mapped node (the
+ * engine counts items instead). */
+struct nf_progress;
 
 struct nf_run {
     const struct nf_node_inst *node;  /* id, loc, params */
@@ -133,12 +142,25 @@ struct nf_run {
     struct nf_checkpoint *ckpt;  /* NULL without a cache */
     const bool *wanted;          /* per output port: consumed by some node (NULL: all);
                                     NF_PORT_ON_DEMAND outputs are produced only if set */
+    struct nf_progress *progress;/* NULL: not reported */
 };
 /* Is output port o of this run consumed downstream? */
 static inline bool nf_run_wants(const struct nf_run *run, int o)
 {
     return !run->wanted || run->wanted[o];
 }
+
+/* Interrupts. SIGINT/SIGTERM set a flag; a long run polls it between blocks
+ * of work (well under a second apart: permutation tiles, sphere blocks, voxel
+ * blocks), keeps the checkpoint chunks it finished, and returns
+ * NF_FAIL(err, NF_EINTR, "interrupted") without outputs. Cheap (one load of
+ * a sig_atomic_t); any thread; run may be NULL. */
+bool nf_run_interrupted(const struct nf_run *run);
+
+/* Report that `done` of `total` units (permutations, spheres, voxels) of the
+ * run are finished. Any thread, any rate: the engine throttles. done may
+ * start above 0 (resumed from checkpoints); `unit` is a plural noun. */
+void nf_progress(const struct nf_run *run, int64_t done, int64_t total, const char *unit);
 
 /* Shape resolution: given resolved input shapes (NF_KIND_NONE when unknown or not
  * connected) fill out[] for every output port. May read file headers, never

@@ -85,6 +85,12 @@ void nf_cpu_model(char *buf, size_t size);
 extern bool nf_log_quiet;
 void nf_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void nf_warn(const char *node, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Also called with every warning (node may be NULL), outside the log's lock:
+ * --json turns warnings into events (events.c). */
+extern void (*nf_warn_hook)(const char *node, const char *msg);
+/* A status line on a terminal (progress): drawn in place ("\r", erase line),
+ * cleared by the next log line or by NULL. */
+void nf_log_status(const char *line);
 
 /* Fault injection for crash tests: when the environment has
  * NLFLOW_KILL_AT=N, the N-th call of nf_fault_point in the process (counted

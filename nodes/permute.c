@@ -491,8 +491,9 @@ struct chunk_work {
     float *tile_max;             /* n_tiles x len */
     int64_t n_tiles;
     enum nf_perm_tile_impl impl;
+    const struct nf_run *run;    /* polled for interrupts between tiles */
     atomic_long next, next_row, rows_done;
-    atomic_int failed;
+    atomic_int failed, interrupted;
 };
 
 /* fn over `threads` threads (the caller is one of them). */
@@ -532,6 +533,11 @@ static void *chunk_team(void *arg)
         return NULL;
     }
     for (int64_t t; !atomic_load(&w->failed) && (t = atomic_fetch_add(&w->next, 1)) < w->n_tiles;) {
+        if (nf_run_interrupted(w->run)) {   /* a tile is ~1 ms: the chunk is dropped, not committed */
+            atomic_store(&w->interrupted, 1);
+            atomic_store(&w->failed, 1);
+            break;
+        }
         int64_t v0 = t * TILE_VOXELS, nv = c->V - v0 < TILE_VOXELS ? c->V - v0 : TILE_VOXELS;
         nf_perm_tile(c, w->impl, w->R, w->len, v0, nv, w->count + v0, w->tile_max + t * w->len, scratch);
     }
@@ -541,14 +547,17 @@ static void *chunk_team(void *arg)
 
 /* Runs one chunk over the threads: counts into ccount (zeroed here), maxima
  * into cmax (len). */
-static int run_chunk(const struct perm_ctx *c, int64_t p0, int64_t len, int threads, float *R,
-                     uint32_t *ccount, float *tile_max, float *cmax, struct nf_error *err)
+static int run_chunk(const struct perm_ctx *c, const struct nf_run *run, int64_t p0, int64_t len, int threads,
+                     float *R, uint32_t *ccount, float *tile_max, float *cmax, struct nf_error *err)
 {
-    struct chunk_work w = { .c = c, .p0 = p0, .len = len, .R = R, .count = ccount, .tile_max = tile_max };
+    struct chunk_work w = { .c = c, .p0 = p0, .len = len, .R = R, .count = ccount, .tile_max = tile_max,
+                            .run = run };
     w.impl = c->tile_impl;
     w.n_tiles = (c->V + TILE_VOXELS - 1) / TILE_VOXELS;
     memset(ccount, 0, (size_t)c->V * sizeof *ccount);
     run_threads(chunk_team, &w, threads);
+    if (atomic_load(&w.interrupted))
+        return NF_FAIL(err, NF_EINTR, "interrupted");
     if (atomic_load(&w.failed))
         return NF_FAIL(err, NF_ENOMEM, "out of memory for a chunk of permutations");
     for (int64_t i = 0; i < len; i++) {
@@ -1105,18 +1114,6 @@ fail:
     return rc;
 }
 
-/* Log progress at most every 2 s (and at the end). */
-void nf_perm_progress(const struct nf_run *run, int64_t done, int64_t total, double t0, double *last)
-{
-    double now = nf_now();
-    if (now - *last < 2.0 && (done < total || *last == t0))
-        return;   /* every 2 s, and at the end only for runs that reported */
-    *last = now;
-    double rate = (double)done / (now - t0 > 1e-9 ? now - t0 : 1e-9);
-    nf_log("nlflow: node '%s': %lld/%lld permutations (%.0f/s, ETA %.0f s)", nf_node_id(run->node),
-           (long long)done, (long long)total, rate, (double)(total - done) / (rate > 0 ? rate : 1));
-}
-
 /* The run's setup, shared by the CPU and GPU nodes: inputs, the per-voxel
  * constants and the observed statistic (out[POUT_STAT..Q_FDR] allocated), the
  * permutation set (exact or nltools' seeds), the observed transformed values
@@ -1202,6 +1199,7 @@ int nf_perm_resume(struct perm_ctx *c, const struct nf_run *run, int64_t chunk, 
     size_t n_done = 0;
     int rc = 0;
     *resumed = 0;
+    nf_ckpt_total(run->ckpt, n_chunks);
     NF_TRY(rc = nf_ckpt_list(run->ckpt, &done_idx, &n_done, run->err));
     for (size_t i = 0; i < n_done; i++) {
         int64_t ci = done_idx[i] - nf_perm_ckpt_index(chunk, 0);
@@ -1504,13 +1502,12 @@ static int permute_run(struct nf_run *run)
     int threads = run->env && run->env->threads > 1 ? run->env->threads : 1;
     nf_blas_set_threads(1);   /* tiles over threads, single-threaded GEMMs */
     blas_set = true;
-    double t0 = nf_now(), last = t0;
     int64_t done = resumed * chunk;
     for (int64_t ci = 0; ci < n_chunks; ci++) {
         if (have[ci])
             continue;
         int64_t p0 = ci * chunk, len = c.M - p0 < chunk ? c.M - p0 : chunk;
-        NF_TRY(rc = run_chunk(&c, p0, len, threads, R, ccount, tile_max, cmax, run->err));
+        NF_TRY(rc = run_chunk(&c, run, p0, len, threads, R, ccount, tile_max, cmax, run->err));
         for (int64_t v = 0; v < c.V; v++)
             c.count[v] += ccount[v];
         memcpy(c.null_q + p0, cmax, (size_t)len * sizeof *cmax);
@@ -1520,7 +1517,7 @@ static int permute_run(struct nf_run *run)
                         (size_t)cbytes + (size_t)len * sizeof(float), run->err);
         }
         done = done + len > c.M ? c.M : done + len;
-        nf_perm_progress(run, done, c.M, t0, &last);
+        nf_progress(run, done, c.M, "permutations");
     }
     rc = nf_perm_finish(&c, run, seed, out);
 fail:

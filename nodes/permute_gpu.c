@@ -383,12 +383,19 @@ static int run_chunks(struct perm_ctx *c, struct nf_gpu *g, const struct nf_run 
         goto fail;
     }
     NF_TRY(rc = setup_device(&gp, g, run));
-    double t0 = nf_now(), last = t0;
     int64_t done = resumed * chunk, prev = -1, enqueued = 0;
     int prev_q = 0;
     for (int64_t ci = 0; ci < n_chunks && rc == 0; ci++) {
         if (have[ci])
             continue;
+        if (nf_run_interrupted(run)) {   /* the chunk in flight is committed first */
+            if (prev >= 0) {
+                int64_t pp0 = prev * chunk, plen = c->M - pp0 < chunk ? c->M - pp0 : chunk;
+                NF_TRY(rc = finish_chunk(&gp, g, run, prev, n_chunks, pp0, plen, prev_q, ckpt_buf));
+            }
+            rc = NF_FAIL(run->err, NF_EINTR, "interrupted");
+            goto fail;
+        }
         int64_t p0 = ci * chunk, len = c->M - p0 < chunk ? c->M - p0 : chunk;
         int q = (int)(enqueued++ % 2);
         NF_TRY(rc = enqueue_chunk(&gp, g, p0, len, q, gp.dnear[q], gp.cap, gp.down[q] + gp.off_near, run->err));
@@ -396,7 +403,7 @@ static int run_chunks(struct perm_ctx *c, struct nf_gpu *g, const struct nf_run 
             int64_t pp0 = prev * chunk, plen = c->M - pp0 < chunk ? c->M - pp0 : chunk;
             NF_TRY(rc = finish_chunk(&gp, g, run, prev, n_chunks, pp0, plen, prev_q, ckpt_buf));
             done = done + plen > c->M ? c->M : done + plen;
-            nf_perm_progress(run, done, c->M, t0, &last);
+            nf_progress(run, done, c->M, "permutations");
         }
         prev = ci;
         prev_q = q;
@@ -405,7 +412,7 @@ static int run_chunks(struct perm_ctx *c, struct nf_gpu *g, const struct nf_run 
         int64_t pp0 = prev * chunk, plen = c->M - pp0 < chunk ? c->M - pp0 : chunk;
         NF_TRY(rc = finish_chunk(&gp, g, run, prev, n_chunks, pp0, plen, prev_q, ckpt_buf));
         done = done + plen > c->M ? c->M : done + plen;
-        nf_perm_progress(run, done, c->M, t0, &last);
+        nf_progress(run, done, c->M, "permutations");
     }
 fail:
     if (rc < 0) {

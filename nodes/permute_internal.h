@@ -2,7 +2,7 @@
  * (nodes/permute.c, nodes/permute_gpu.c): the run's context and the host-side
  * steps around the null-statistic GEMMs — inputs, per-voxel preparation, the
  * rows of R, the statistic's transform, round-off tie decisions, p-values,
- * FDR, the info table and progress. Defined in permute.c. */
+ * FDR and the info table. Defined in permute.c. */
 #ifndef NF_NODE_PERMUTE_INTERNAL_H
 #define NF_NODE_PERMUTE_INTERNAL_H
 
@@ -86,7 +86,6 @@ int nf_perm_bh_qvalues(const float *p, const bool *flat, int64_t V, float *q, st
 /* A transformed maximum back in the statistic's units. */
 float nf_perm_null_units(const struct perm_ctx *c, float q);
 int nf_perm_info_table(const struct perm_ctx *c, uint32_t seed, struct nf_value **out, struct nf_error *err);
-void nf_perm_progress(const struct nf_run *run, int64_t done, int64_t total, double t0, double *last);
 
 /* The run around the device-specific chunk loop (the same on CPU and GPU):
  * setup (out[POUT_STAT..Q_FDR] allocated, *seed set), checkpoint resume

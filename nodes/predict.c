@@ -730,7 +730,9 @@ static void *pool_worker(void *arg)
     struct pool *pl = arg;
     for (long t; !atomic_load(&pl->failed) && (t = atomic_fetch_add(&pl->next, 1)) < pl->n_tasks;) {
         struct nf_error e = { 0 };
-        if (pl->task(pl->c, pl->arg, t, &e) < 0) {
+        /* between fits (folds, ROIs): an interrupt stops the pool like a failure */
+        if ((nf_run_interrupted(NULL) && NF_FAIL(&e, NF_EINTR, "interrupted") < 0) ||
+            pl->task(pl->c, pl->arg, t, &e) < 0) {
             if (!e.code)
                 NF_FAIL(&e, NF_EBUG, "a fit failed without saying why");
             pthread_mutex_lock(&pl->lock);

@@ -832,7 +832,9 @@ struct ridge_work {
     int64_t shared_best;      /* pass 2, shared mode: the chosen alpha, else -1 */
     double *block_sums;       /* pass 1: n_blocks x A */
     int64_t n_blocks;
-    atomic_long next;
+    const struct nf_run *run; /* interrupts and progress */
+    int64_t passes;           /* voxels are reported once per pass */
+    atomic_long next, voxels_done;
     atomic_int failed;
     pthread_mutex_t lock;
     struct nf_error err;      /* the first failure */
@@ -916,6 +918,10 @@ static void *ridge_worker(void *arg)
     else
         block_alloc(c, &b, &err);
     for (int64_t i; !err.code && !atomic_load(&w->failed) && (i = atomic_fetch_add(&w->next, 1)) < w->n_blocks;) {
+        if (nf_run_interrupted(w->run)) {   /* between voxel blocks (tens of ms each) */
+            NF_FAIL(&err, NF_EINTR, "interrupted");
+            break;
+        }
         b.b0 = i * c->block;
         b.nb = c->V - b.b0 < c->block ? c->V - b.b0 : c->block;
         block_cv(c, &b);
@@ -928,6 +934,7 @@ static void *ridge_worker(void *arg)
         } else {
             finish_block(c, &b, w->out, w->shared_best, coef, full, best);
         }
+        nf_progress(w->run, atomic_fetch_add(&w->voxels_done, b.nb) + b.nb, w->passes * c->V, "voxels");
     }
     if (err.code && atomic_exchange(&w->failed, 1) == 0) {
         pthread_mutex_lock(&w->lock);
@@ -1035,7 +1042,7 @@ static int ridge_run(struct nf_run *run)
      * choice does not depend on thread timing) */
     int64_t shared_best = -1;
     struct ridge_work w = { .c = &c, .out = out, .shared_best = -1,
-                            .n_blocks = (c.V + c.block - 1) / c.block };
+                            .n_blocks = (c.V + c.block - 1) / c.block, .run = run, .passes = c.legacy ? 2 : 1 };
     if (c.legacy) {
         alpha_score_sum = calloc((size_t)(c.A * (w.n_blocks + 1)), sizeof *alpha_score_sum);
         if (!alpha_score_sum) {

@@ -642,6 +642,10 @@ static int run_blocks(struct gctx *c, struct nf_gpu *g, int pass, int64_t shared
     int64_t n_blocks = (c->V + c->nb - 1) / c->nb;
     int rc = 0;
     for (int64_t bi = 0; bi <= n_blocks && rc == 0; bi++) {
+        if (bi < n_blocks && nf_run_interrupted(NULL)) {   /* between voxel blocks */
+            rc = NF_FAIL(err, NF_EINTR, "interrupted");
+            break;
+        }
         if (bi < n_blocks) {
             int slot = (int)(bi % 2);
             int64_t b0 = bi * c->nb, nb = c->V - b0 < c->nb ? c->V - b0 : c->nb;

@@ -51,9 +51,6 @@
 #include "searchlight.h"
 #include "searchlight_internal.h"
 
-/* Set by SIGINT in engine/exec.c: checked between blocks so that an
- * interrupted searchlight stops with its finished blocks checkpointed. */
-extern volatile sig_atomic_t nf_interrupted;
 
 /* Boundary voxels within this relative margin of the radius are kept: an
  * offset exactly on the sphere (r = 6 mm, 3 mm voxels) must not be lost to
@@ -724,14 +721,8 @@ void nf_sl_block_finished(struct sl_work *w, int64_t b)
         }
     }
     w->blocks_finished++;
-    if (w->blocks_finished * 10 >= w->next_report * c->n_blocks) {
-        double dt = nf_now() - w->t0;
-        if (dt > 3.0 && w->blocks_finished < c->n_blocks)
-            nf_log("nlflow: node '%s': searchlight %lld%% (%lld of %lld blocks, %.0f s)",
-                   NODE_ID(w->run) ? NODE_ID(w->run) : "?", (long long)(w->blocks_finished * 100 / c->n_blocks),
-                   (long long)w->blocks_finished, (long long)c->n_blocks, dt);
-        w->next_report = w->blocks_finished * 10 / c->n_blocks + 1;
-    }
+    w->spheres_finished += nb;
+    nf_progress(w->run, w->spheres_finished, c->V, "spheres");
     pthread_mutex_unlock(&w->lock);
 }
 
@@ -749,7 +740,7 @@ static void *sl_worker(void *arg)
     for (long long b; !atomic_load(&w->failed) && (b = atomic_fetch_add(&w->next, 1)) < c->n_blocks;) {
         if (w->done[b])
             continue;
-        if (nf_interrupted) {
+        if (nf_run_interrupted(w->run)) {   /* between blocks: finished ones are checkpointed */
             NF_FAIL(&e, NF_EINTR, "interrupted");
             work_fail(w, &e);
             break;
@@ -806,6 +797,7 @@ static int resume(struct sl_work *w, struct nf_error *err)
                 w->done[b] = true;
                 resumed += nb;
                 w->blocks_finished++;
+                w->spheres_finished += nb;
             }
         }
         free(data);
@@ -833,8 +825,7 @@ int nf_sl_work_init(struct sl_work *w, const struct sl_ctx *c, struct nf_run *ru
     int rc = resume(w, err);
     if (rc < 0)
         return rc;
-    w->t0 = nf_now();
-    w->next_report = w->blocks_finished * 10 / c->n_blocks + 1;
+    nf_ckpt_total(run ? run->ckpt : NULL, c->n_blocks);
     return 0;
 }
 

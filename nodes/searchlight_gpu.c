@@ -51,8 +51,6 @@
 #include "searchlight.h"
 #include "searchlight_internal.h"
 
-/* Set by SIGINT in engine/exec.c: checked between batches. */
-extern volatile sig_atomic_t nf_interrupted;
 
 /* One sphere of a batch, for the sort. */
 struct cand {
@@ -460,7 +458,7 @@ static int run_batches(const struct sl_ctx *c, struct sl_work *w, struct nf_gpu 
             nc++;
         }
         if (nc == gs.B || (last && nc > 0)) {
-            if (nf_interrupted) {
+            if (nf_run_interrupted(w->run)) {   /* between batches */
                 rc = NF_FAIL(err, NF_EINTR, "interrupted");
                 goto fail;
             }

@@ -83,8 +83,7 @@ struct sl_work {
     struct nf_error err;
     int64_t fail_centre;         /* the first centre (in column order) that failed, */
     char fail_why[256];          /* and why: deterministic whatever the threads or device */
-    int64_t blocks_finished, next_report;
-    double t0;
+    int64_t blocks_finished, spheres_finished;
 };
 
 /* Checks (errors naming the node), offsets, lookup, the radius warning, the

@@ -515,6 +515,10 @@ static int write_dataset(const char *dir, struct nf_value **out, const struct nf
     for (size_t s = 0; s < subjects->n; s++) {
         struct nf_value *item = subjects->items[s];
         const char *label = item->label;
+        if (nf_run_interrupted(NULL)) {   /* between subjects (nf_nifti_write polls within one) */
+            rc = NF_FAIL(err, NF_EINTR, "interrupted");
+            goto fail;
+        }
         func = nf_asprintf("%s/%s/func", dir, label);
         path = func ? nf_asprintf("%s/%s_task-sim_bold.nii.gz", func, label) : NULL;
         if (!path) {
@@ -653,6 +657,11 @@ static int simulate_run(struct nf_run *run)
         goto fail;
     }
     for (int64_t s = 0; s < p->subjects; s++) {
+        if (nf_run_interrupted(run)) {   /* between subjects */
+            rc = NF_FAIL(run->err, NF_EINTR, "interrupted");
+            goto fail;
+        }
+        nf_progress(run, s, p->subjects, "subjects");
         struct nf_value *vol = simulate_subject(p, geom, roi, n_roi, roi_signal, seed, s,
                                                 run->err);
         char *label = subject_label(s, p->subjects);
