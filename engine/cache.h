@@ -31,7 +31,8 @@
 
 /* Bump when the stored layout or the key recipe changes: old entries become
  * unreachable (and are collected by gc). */
-#define NF_CACHE_FORMAT 1
+#define NF_CACHE_FORMAT 2   /* 2: values carry what they hold (statistic, row names);
+                               results name their port and pipeline file */
 
 /* struct nf_key (a 128-bit content key) is defined in value.h.
  * 32 hex digits + NUL: */
@@ -71,6 +72,8 @@ int nf_cache_has(struct nf_cache *c, struct nf_key key, struct nf_error *err);
  * whether that is fatal). */
 struct nf_cache_meta {
     const char *node_type, *node_id, *label, *pipeline;
+    const char *port;            /* output port name; NULL for run records */
+    const char *pipeline_path;   /* absolute path of the pipeline file, or NULL */
 };
 int nf_cache_put(struct nf_cache *c, struct nf_key key, const struct nf_value *v,
                  const struct nf_cache_meta *meta, struct nf_error *err);
@@ -132,6 +135,11 @@ struct nf_cache_entry {
     char shape[64];
     uint64_t bytes, stored;  /* uncompressed, compressed */
     int64_t created, used;   /* unix seconds */
+    char port[64];           /* output port; "" when not recorded (run records, older entries) */
+    char pipeline[33];       /* hash of the pipeline text that stored it, or "" */
+    const char *pipeline_path;   /* absolute path of that pipeline file, or NULL when not
+                                    recorded; valid during the callback only */
+    bool run_record;         /* a run's record (which outputs and files it made), not an output */
 };
 /* Call fn for every result, most recently used first. */
 int nf_cache_list(struct nf_cache *c, int (*fn)(const struct nf_cache_entry *e, void *arg),

@@ -19,9 +19,11 @@
 /* Outputs of one run from the cache: 1 hit (out[] filled, owned), 0 miss, <0 error. */
 int nf_run_fetch(struct nf_cache *c, struct nf_key run, size_t n_out, struct nf_value **out,
                  struct nf_error *err);
-/* Store outputs and written files of one run, then its record. */
+/* Store outputs and written files of one run, then its record. pipeline_path
+ * (absolute, may be NULL) is recorded with each entry for `cache ls`. */
 int nf_run_store(struct nf_cache *c, struct nf_key run, const struct nf_node_inst *node,
-                 const char *pipeline_hash, size_t n_out, struct nf_value *const *out,
+                 const char *pipeline_hash, const char *pipeline_path, size_t n_out,
+                 struct nf_value *const *out,
                  const struct nf_written *written, struct nf_error *err);
 /* Does the run's record exist and do its written files still match? */
 int nf_run_valid(struct nf_cache *c, struct nf_key run, struct nf_error *err);
