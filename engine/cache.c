@@ -2473,9 +2473,27 @@ fail:
     return rc;
 }
 
+static int gc_run(struct nf_cache *c, uint64_t max_bytes, double older_than_days,
+                  const char *keep_pipeline, bool dry_run, uint64_t *n_deleted,
+                  uint64_t *bytes_freed, struct nf_error *err);
+
 int nf_cache_gc(struct nf_cache *c, uint64_t max_bytes, double older_than_days,
                 const char *keep_pipeline, uint64_t *n_deleted, uint64_t *bytes_freed,
                 struct nf_error *err)
+{
+    return gc_run(c, max_bytes, older_than_days, keep_pipeline, false, n_deleted, bytes_freed, err);
+}
+
+int nf_cache_gc_preview(struct nf_cache *c, uint64_t max_bytes, double older_than_days,
+                        uint64_t *n_deleted, uint64_t *bytes_freed, struct nf_error *err)
+{
+    return gc_run(c, max_bytes, older_than_days, NULL, true, n_deleted, bytes_freed, err);
+}
+
+/* The LRU selection of nf_cache_gc; with dry_run it only counts. */
+static int gc_run(struct nf_cache *c, uint64_t max_bytes, double older_than_days,
+                  const char *keep_pipeline, bool dry_run, uint64_t *n_deleted,
+                  uint64_t *bytes_freed, struct nf_error *err)
 {
     struct key_list live = { 0 };
     struct gc_candidate *cand = NULL, **doomed = NULL;
@@ -2488,14 +2506,16 @@ int nf_cache_gc(struct nf_cache *c, uint64_t max_bytes, double older_than_days,
     if (bytes_freed)
         *bytes_freed = 0;
     lock(c);
-    NF_TRY(rc = tx_begin(c, err));
-    rc = live_leases(c, &live, err);
-    if (rc == 0)
-        rc = tx_commit(c, err);
-    else
-        tx_rollback(c);
-    if (rc < 0)
-        goto fail;
+    if (!dry_run) {   /* a preview deletes nothing, dead leases included */
+        NF_TRY(rc = tx_begin(c, err));
+        rc = live_leases(c, &live, err);
+        if (rc == 0)
+            rc = tx_commit(c, err);
+        else
+            tx_rollback(c);
+        if (rc < 0)
+            goto fail;
+    }
 
     /* least recently used first */
     NF_TRY(rc = db_prepare(c, "SELECT key, stored, used, pipeline FROM results "
@@ -2540,6 +2560,14 @@ int nf_cache_gc(struct nf_cache *c, uint64_t max_bytes, double older_than_days,
         doomed[n_doomed++] = k;
         total -= k->stored;
         freed += k->stored;
+    }
+    if (dry_run) {
+        if (n_deleted)
+            *n_deleted = n_doomed;
+        if (bytes_freed)
+            *bytes_freed = freed;
+        rc = 0;
+        goto fail;
     }
     NF_TRY(rc = gc_delete(c, doomed, n_doomed, err));
 

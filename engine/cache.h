@@ -25,6 +25,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "error.h"
 #include "value.h"
@@ -162,6 +163,24 @@ int nf_cache_verify(struct nf_cache *c, void (*fn)(const char *key_hex, const ch
 int nf_cache_gc(struct nf_cache *c, uint64_t max_bytes, double older_than_days,
                 const char *keep_pipeline, uint64_t *n_deleted, uint64_t *bytes_freed,
                 struct nf_error *err);
+/* What nf_cache_gc with these limits would delete (results and stored
+ * bytes), deleting nothing. Results under a lease count as kept. */
+int nf_cache_gc_preview(struct nf_cache *c, uint64_t max_bytes, double older_than_days,
+                        uint64_t *n_deleted, uint64_t *bytes_freed, struct nf_error *err);
+
+/* `nlflow cache ls` (cache_ls.c): results grouped by pipeline file, node and
+ * output port, with counts (items of collections), sizes stored and raw, and
+ * last use. pipeline_path (absolute): only that pipeline's results; all: run
+ * records too (hidden otherwise, and counted in the last line). */
+struct nf_cache_ls_opts {
+    const char *pipeline_path;
+    bool all;
+};
+int nf_cache_ls_print(struct nf_cache *c, const struct nf_cache_ls_opts *o, FILE *out,
+                      struct nf_error *err);
+/* `nlflow cache gc` without limits: what it would remove under the usual
+ * limits (unused for 30 days; each of several size caps), removing nothing. */
+int nf_cache_gc_explain(struct nf_cache *c, FILE *out, struct nf_error *err);
 
 /* ---- for tests and diagnostics ---- */
 /* The name of a network file system ("NFS", "CIFS", "Lustre", ...) for a
