@@ -959,6 +959,48 @@ static void test_read_only(void **state)
     free(path);
 }
 
+static int count_entry(const struct nf_cache_entry *e, void *arg)
+{
+    struct nf_cache_entry *last = arg;
+    *last = *e;
+    last->pipeline_path = NULL;   /* valid during the callback only */
+    return 0;
+}
+
+/* A format-1 cache (results without port and pipeline_path columns, headers
+ * without tagged sections) is migrated when opened: its entries stay readable
+ * and listable, new entries record their port and pipeline file. */
+static void test_format1_migration(void **state)
+{
+    (void)state;
+    char *path = new_cache_path();
+    struct nf_cache *c = open_cache(path);
+    struct nf_value *old = make_matrix(3, 4, 1);
+    assert_int_equal(put(c, key_of(70), old, "old-pipeline"), 0);
+    nf_cache_close(c);
+    raw_exec(path, "ALTER TABLE results DROP COLUMN port; ALTER TABLE results DROP COLUMN pipeline_path; "
+                   "UPDATE meta SET value = '1' WHERE name = 'format'");
+    c = open_cache(path);
+    struct nf_cache_info info;
+    struct nf_error err = { 0 };
+    assert_int_equal(nf_cache_info(c, &info, &err), 0);
+    assert_int_equal(info.format, NF_CACHE_FORMAT);
+    struct nf_value *back = get(c, key_of(70), 1);
+    assert_memory_equal(back->u.mat.data, old->u.mat.data, 12 * sizeof(float));
+    assert_int_equal(back->stat.kind, NF_STAT_NONE);
+    nf_value_unref(back);
+    struct nf_cache_entry e;
+    assert_int_equal(nf_cache_list(c, count_entry, &e, &err), 0);
+    assert_string_equal(e.port, "");   /* not recorded then */
+    struct nf_cache_meta meta = { "test", "node1", NULL, "new-pipeline", "weights", "/abs/p.yaml" };
+    assert_int_equal(nf_cache_put(c, key_of(71), old, &meta, &err), 0);
+    nf_cache_close(c);
+    assert_int_equal(raw_count(path, "SELECT COUNT(*) FROM results WHERE port = 'weights' AND "
+                                     "pipeline_path = '/abs/p.yaml'"), 1);
+    nf_value_unref(old);
+    free(path);
+}
+
 static void test_newer_format(void **state)
 {
     (void)state;
@@ -1087,6 +1129,7 @@ int main(void)
         cmocka_unit_test_setup(test_network_fs, clean_env),
         cmocka_unit_test_setup(test_disk_full, clean_env),
         cmocka_unit_test_setup(test_read_only, clean_env),
+        cmocka_unit_test_setup(test_format1_migration, clean_env),
         cmocka_unit_test_setup(test_newer_format, clean_env),
         cmocka_unit_test_setup(test_two_processes, clean_env),
     };
