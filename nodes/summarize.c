@@ -1354,9 +1354,13 @@ const struct nf_node_type nf_node_summarize = {
         "Writes each input `key: node.port` under settings.outputs: maps as "
         "<prefix>_stat-<key>_statmap.nii.gz (1xV -> 3D, kxV -> 4D), tables and plain "
         "matrices as <prefix>_stat-<key>.tsv, collections as one file per item prefixed by "
-        "its label. With `threshold` and/or `p_below`, one map is thresholded and its "
-        "26-connected clusters are listed with size, peak (world mm) and atlas label. "
-        "summary.json and dataset_description.json are written last.",
+        "its label. Each map gets a JSON sidecar (<...>_statmap.json) naming the statistic its "
+        "producer computed, degrees of freedom, NIfTI intent, source node and port, and the "
+        "name of each volume of a 4D map; t maps carry intent t-test with their degrees of "
+        "freedom, correlation maps intent correl, z maps z-score, p/p_fwe/q maps intent pval "
+        "and 1 (not 0) outside the mask. With `threshold` and/or `p_below`, one map is "
+        "thresholded and its 26-connected clusters are listed with size, peak (world mm) and "
+        "atlas label. summary.json and dataset_description.json are written last.",
     .version = 1,
     .params = summarize_param_table,
     .params_size = sizeof(struct summarize_params),
