@@ -132,7 +132,7 @@ static int cache_setup(const struct nf_bench_ctx *ctx, void **state, struct nf_e
     }
     st->raw = nf_value_bytes(st->value);
     st->key = (struct nf_key){ 0x6e6c666c6f770000ull, 1 };
-    struct nf_cache_meta meta = { "bench", "cache", NULL, NULL };
+    struct nf_cache_meta meta = { "bench", "cache", NULL, NULL, NULL, NULL };
     NF_TRY(rc = nf_cache_put(st->cache, st->key, st->value, &meta, err));
     struct nf_cache_info info;
     NF_TRY(rc = nf_cache_info(st->cache, &info, err));
@@ -160,7 +160,7 @@ static int cache_run_once(void *state, struct nf_error *err)
         /* replace the previous copy, so the file does not grow rep by rep */
         NF_TRY(rc = nf_cache_forget(st->cache, st->key, err));
         st->key.lo = ++st->rep + 1;
-        struct nf_cache_meta meta = { "bench", "cache", NULL, NULL };
+        struct nf_cache_meta meta = { "bench", "cache", NULL, NULL, NULL, NULL };
         rc = nf_cache_put(st->cache, st->key, st->value, &meta, err);
         break;
     }

@@ -104,6 +104,7 @@ struct nf_cache {
     int busy_timeout_ms;
     bool strict;
     int format;
+    bool has_origin;       /* results has the port and pipeline_path columns */
     char host[256];
     ZSTD_CCtx *cctx;
     ZSTD_DCtx *dctx;
@@ -429,7 +430,8 @@ static const char SCHEMA[] =
     "CREATE TABLE IF NOT EXISTS meta(name TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;"
     "CREATE TABLE IF NOT EXISTS results(key TEXT PRIMARY KEY, kind TEXT NOT NULL, shape TEXT NOT NULL,"
     " bytes INTEGER NOT NULL, stored INTEGER NOT NULL, node_type TEXT, node_id TEXT, label TEXT,"
-    " pipeline TEXT, created INTEGER NOT NULL, used INTEGER NOT NULL, header BLOB NOT NULL);"
+    " pipeline TEXT, created INTEGER NOT NULL, used INTEGER NOT NULL, header BLOB NOT NULL,"
+    " port TEXT, pipeline_path TEXT);"
     "CREATE INDEX IF NOT EXISTS results_used ON results(used);"
     "CREATE TABLE IF NOT EXISTS chunks(key TEXT NOT NULL, idx INTEGER NOT NULL, data BLOB NOT NULL,"
     " raw_size INTEGER NOT NULL, checksum INTEGER NOT NULL, PRIMARY KEY(key, idx));"
@@ -498,6 +500,30 @@ static int create_schema(struct nf_cache *c, struct nf_error *err)
     return 0;
 fail:
     return rc;
+}
+
+/* Format 1 -> 2: results gain the output port and the pipeline file that
+ * stored them (for `cache ls`). Failures are left to has_column (a read-only
+ * cache lists without them); a concurrent migration's duplicate column too. */
+static void migrate_tables(struct nf_cache *c, int from)
+{
+    if (from < 2) {
+        sqlite3_exec(c->db, "ALTER TABLE results ADD COLUMN port TEXT", NULL, NULL, NULL);
+        sqlite3_exec(c->db, "ALTER TABLE results ADD COLUMN pipeline_path TEXT", NULL, NULL, NULL);
+    }
+}
+
+static bool has_column(struct nf_cache *c, const char *table, const char *column)
+{
+    sqlite3_stmt *st = NULL;
+    bool found = false;
+    char *sql = nf_asprintf("PRAGMA table_info(%s)", table);
+    if (sql && sqlite3_prepare_v2(c->db, sql, -1, &st, NULL) == SQLITE_OK)
+        while (!found && sqlite3_step(st) == SQLITE_ROW)
+            found = strcmp(column_text(st, 1), column) == 0;
+    sqlite3_finalize(st);
+    free(sql);
+    return found;
 }
 
 /* Apply the testing aids read from the environment (see the top of the file). */
@@ -593,12 +619,14 @@ int nf_cache_open(const char *path, const struct nf_cache_opts *o, struct nf_cac
     if (format < NF_CACHE_FORMAT) {
         /* Older entries are unreachable (the format is part of every key) and
          * age out through gc. A format that changes the tables migrates here. */
+        migrate_tables(c, format);
         char *sql = nf_asprintf("UPDATE meta SET value = '%d' WHERE name = 'format'", NF_CACHE_FORMAT);
         if (sql)
             sqlite3_exec(c->db, sql, NULL, NULL, NULL);
         free(sql);
     }
     c->format = NF_CACHE_FORMAT;
+    c->has_origin = has_column(c, "results", "pipeline_path") && has_column(c, "results", "port");
     NF_TRY(rc = db_exec(c, "PRAGMA synchronous = NORMAL", "configuring", err));
     sqlite3_exec(c->db, "PRAGMA journal_size_limit = " WAL_SIZE_LIMIT, NULL, NULL, NULL);
     if (c->strict) {
@@ -867,6 +895,72 @@ static int add_segment(struct layout *L, uint32_t elem, uint64_t bytes, const vo
     return 0;
 }
 
+/* Tagged sections after a header's kind-specific body (format 2): what the
+ * value holds, and a matrix's row names. Absent when the value has none, so
+ * such a header is byte for byte a format-1 header, and format-1 headers
+ * (which end at the body) still decode. */
+enum { EXTRA_STAT = 1, EXTRA_ROW_NAMES = 2 };
+
+static void put_extras(struct bytes *b, const struct nf_value *v)
+{
+    if (v->stat.kind != NF_STAT_NONE || v->stat.description) {
+        put_u8(b, EXTRA_STAT);
+        put_u32(b, (uint32_t)v->stat.kind);
+        put_f64(b, v->stat.dof);
+        put_str(b, v->stat.description);
+    }
+    if (v->kind == NF_KIND_MATRIX && v->u.mat.row_names) {
+        put_u8(b, EXTRA_ROW_NAMES);
+        put_i64(b, v->u.mat.rows);
+        for (int64_t r = 0; r < v->u.mat.rows; r++)
+            put_str(b, v->u.mat.row_names[r]);
+    }
+}
+
+/* Read the tagged sections up to the end of the header; with L->v (build),
+ * apply them. 0, 1 when undecodable, NF_ENOMEM. */
+static int get_extras(struct reader *r, struct layout *L, int64_t matrix_rows)
+{
+    while (!r->bad && r->pos < r->len) {
+        uint8_t tag = get_u8(r);
+        if (tag == EXTRA_STAT) {
+            uint32_t kind = get_u32(r);
+            double dof = get_f64(r);
+            char *description = get_str(r);
+            if (r->oom)
+                return NF_ENOMEM;
+            if (!r->bad && kind < NF_STAT_N_KINDS && L->v) {
+                nf_value_set_stat(L->v, (enum nf_stat)kind, dof, NULL);
+                L->v->stat.description = description;
+                description = NULL;
+            }
+            free(description);
+            /* a kind this nlflow does not know: an unknown statistic, not an error */
+        } else if (tag == EXTRA_ROW_NAMES) {
+            int64_t n = get_i64(r);
+            if (r->bad || L->kind != NF_KIND_MATRIX || n != matrix_rows || (uint64_t)n > r->len / 4)
+                return 1;
+            char **names = calloc((size_t)(n ? n : 1), sizeof *names);
+            if (!names)
+                return NF_ENOMEM;
+            for (int64_t k = 0; k < n; k++)
+                names[k] = get_str(r);
+            if (r->oom || r->bad || !L->v) {
+                for (int64_t k = 0; k < n; k++)
+                    free(names[k]);
+                free(names);
+                if (r->oom)
+                    return NF_ENOMEM;
+                continue;
+            }
+            L->v->u.mat.row_names = names;
+        } else {
+            return 1;
+        }
+    }
+    return r->bad ? 1 : 0;
+}
+
 /* Take v apart for put: fill `hdr` and the segments (pointing into v). */
 static int value_to_layout(const struct nf_value *v, struct bytes *hdr, struct layout *L,
                            struct nf_error *err)
@@ -952,6 +1046,7 @@ static int value_to_layout(const struct nf_value *v, struct bytes *hdr, struct l
                      nf_kind_name(v->kind));
         goto fail;
     }
+    put_extras(&body, v);
     put_raw(hdr, HEADER_MAGIC, 4);
     put_u32(hdr, (uint32_t)v->kind);
     put_u32(hdr, L->chunk_bytes);
@@ -999,6 +1094,7 @@ static int layout_from_header(const uint8_t *hdr, size_t len, bool build, struct
     bool *numeric = NULL;
     struct nf_geom *geom = NULL;
     size_t next = 0;
+    int64_t matrix_rows = -1;
 
     if (len < 12 || memcmp(hdr, HEADER_MAGIC, 4) != 0)
         goto undecodable;
@@ -1049,6 +1145,7 @@ static int layout_from_header(const uint8_t *hdr, size_t len, bool build, struct
     }
     case NF_KIND_MATRIX: {
         int64_t rows = get_i64(&r), cols = get_i64(&r);
+        matrix_rows = rows;
         bool has_geom = get_u8(&r);
         struct nf_grid g = { 0 };
         int64_t n_voxels = 0;
@@ -1153,7 +1250,12 @@ static int layout_from_header(const uint8_t *hdr, size_t len, bool build, struct
     default:
         goto undecodable;
     }
-    if (next != L->n_segs || r.pos != r.len)
+    if (next != L->n_segs)
+        goto undecodable;
+    rc = get_extras(&r, L, matrix_rows);
+    if (rc == NF_ENOMEM)
+        goto oom;
+    if (rc != 0 || r.pos != r.len)
         goto undecodable;
     rc = 0;
     goto fail;
@@ -1441,9 +1543,13 @@ int nf_cache_put(struct nf_cache *c, struct nf_key key, const struct nf_value *v
             stored += packed_len;
         }
     }
-    NF_TRY(rc = db_prepare(c, "INSERT INTO results(key, kind, shape, bytes, stored, node_type, "
-                              "node_id, label, pipeline, created, used, header) "
-                              "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?11)",
+    NF_TRY(rc = db_prepare(c, c->has_origin
+                                  ? "INSERT INTO results(key, kind, shape, bytes, stored, node_type, "
+                                    "node_id, label, pipeline, created, used, header, port, pipeline_path) "
+                                    "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?11, ?12, ?13)"
+                                  : "INSERT INTO results(key, kind, shape, bytes, stored, node_type, "
+                                    "node_id, label, pipeline, created, used, header) "
+                                    "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?11)",
                            &result, err));
     int64_t now = now_s();
     bind_text(result, 1, hex);
@@ -1457,6 +1563,10 @@ int nf_cache_put(struct nf_cache *c, struct nf_key key, const struct nf_value *v
     bind_text(result, 9, meta->pipeline);
     sqlite3_bind_int64(result, 10, now);
     sqlite3_bind_blob(result, 11, hdr.p, (int)hdr.len, SQLITE_STATIC);
+    if (c->has_origin) {
+        bind_text(result, 12, meta->port);
+        bind_text(result, 13, meta->pipeline_path);
+    }
     NF_TRY(rc = db_step_done(c, result, "storing a result", err));
     rc = tx_commit(c, err);
 fail:
@@ -1992,8 +2102,13 @@ int nf_cache_list(struct nf_cache *c, int (*fn)(const struct nf_cache_entry *e, 
     int rc;
     /* collected first, so that fn may call the cache */
     lock(c);
-    NF_TRY(rc = db_prepare(c, "SELECT key, node_type, node_id, label, kind, shape, bytes, stored, "
-                              "created, used FROM results ORDER BY used DESC, created DESC, key",
+    NF_TRY(rc = db_prepare(c, c->has_origin
+                                  ? "SELECT key, node_type, node_id, label, kind, shape, bytes, stored, "
+                                    "created, used, pipeline, port, pipeline_path FROM results "
+                                    "ORDER BY used DESC, created DESC, key"
+                                  : "SELECT key, node_type, node_id, label, kind, shape, bytes, stored, "
+                                    "created, used, pipeline, NULL, NULL FROM results "
+                                    "ORDER BY used DESC, created DESC, key",
                            &st, err));
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         if (n == cap) {
@@ -2007,6 +2122,13 @@ int nf_cache_list(struct nf_cache *c, int (*fn)(const struct nf_cache_entry *e, 
         }
         struct nf_cache_entry *e = &v[n++];
         memset(e, 0, sizeof *e);
+        snprintf(e->pipeline, sizeof e->pipeline, "%s", column_text(st, 10));
+        snprintf(e->port, sizeof e->port, "%s", column_text(st, 11));
+        if (sqlite3_column_type(st, 12) != SQLITE_NULL &&
+            !(e->pipeline_path = nf_strdup(column_text(st, 12)))) {
+            rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+            goto fail;
+        }
         snprintf(e->key, sizeof e->key, "%s", column_text(st, 0));
         snprintf(e->node_type, sizeof e->node_type, "%s", column_text(st, 1));
         snprintf(e->node_id, sizeof e->node_id, "%s", column_text(st, 2));
@@ -2017,6 +2139,8 @@ int nf_cache_list(struct nf_cache *c, int (*fn)(const struct nf_cache_entry *e, 
         e->stored = (uint64_t)sqlite3_column_int64(st, 7);
         e->created = sqlite3_column_int64(st, 8);
         e->used = sqlite3_column_int64(st, 9);
+        /* the executor labels run records so (exec_cache.c) */
+        e->run_record = !e->port[0] && strcmp(e->label, "run record") == 0;
     }
     if (rc != SQLITE_DONE) {
         rc = db_error(c, err, rc, "listing results");
@@ -2028,11 +2152,15 @@ int nf_cache_list(struct nf_cache *c, int (*fn)(const struct nf_cache_entry *e, 
     rc = 0;
     for (size_t i = 0; i < n && rc >= 0; i++)
         rc = fn(&v[i], arg);
+    for (size_t i = 0; i < n; i++)
+        free((char *)v[i].pipeline_path);
     free(v);
     return rc < 0 ? rc : 0;
 fail:
     sqlite3_finalize(st);
     unlock(c);
+    for (size_t i = 0; i < n; i++)
+        free((char *)v[i].pipeline_path);
     free(v);
     return rc;
 }
@@ -2345,9 +2473,27 @@ fail:
     return rc;
 }
 
+static int gc_run(struct nf_cache *c, uint64_t max_bytes, double older_than_days,
+                  const char *keep_pipeline, bool dry_run, uint64_t *n_deleted,
+                  uint64_t *bytes_freed, struct nf_error *err);
+
 int nf_cache_gc(struct nf_cache *c, uint64_t max_bytes, double older_than_days,
                 const char *keep_pipeline, uint64_t *n_deleted, uint64_t *bytes_freed,
                 struct nf_error *err)
+{
+    return gc_run(c, max_bytes, older_than_days, keep_pipeline, false, n_deleted, bytes_freed, err);
+}
+
+int nf_cache_gc_preview(struct nf_cache *c, uint64_t max_bytes, double older_than_days,
+                        uint64_t *n_deleted, uint64_t *bytes_freed, struct nf_error *err)
+{
+    return gc_run(c, max_bytes, older_than_days, NULL, true, n_deleted, bytes_freed, err);
+}
+
+/* The LRU selection of nf_cache_gc; with dry_run it only counts. */
+static int gc_run(struct nf_cache *c, uint64_t max_bytes, double older_than_days,
+                  const char *keep_pipeline, bool dry_run, uint64_t *n_deleted,
+                  uint64_t *bytes_freed, struct nf_error *err)
 {
     struct key_list live = { 0 };
     struct gc_candidate *cand = NULL, **doomed = NULL;
@@ -2360,14 +2506,16 @@ int nf_cache_gc(struct nf_cache *c, uint64_t max_bytes, double older_than_days,
     if (bytes_freed)
         *bytes_freed = 0;
     lock(c);
-    NF_TRY(rc = tx_begin(c, err));
-    rc = live_leases(c, &live, err);
-    if (rc == 0)
-        rc = tx_commit(c, err);
-    else
-        tx_rollback(c);
-    if (rc < 0)
-        goto fail;
+    if (!dry_run) {   /* a preview deletes nothing, dead leases included */
+        NF_TRY(rc = tx_begin(c, err));
+        rc = live_leases(c, &live, err);
+        if (rc == 0)
+            rc = tx_commit(c, err);
+        else
+            tx_rollback(c);
+        if (rc < 0)
+            goto fail;
+    }
 
     /* least recently used first */
     NF_TRY(rc = db_prepare(c, "SELECT key, stored, used, pipeline FROM results "
@@ -2412,6 +2560,14 @@ int nf_cache_gc(struct nf_cache *c, uint64_t max_bytes, double older_than_days,
         doomed[n_doomed++] = k;
         total -= k->stored;
         freed += k->stored;
+    }
+    if (dry_run) {
+        if (n_deleted)
+            *n_deleted = n_doomed;
+        if (bytes_freed)
+            *bytes_freed = freed;
+        rc = 0;
+        goto fail;
     }
     NF_TRY(rc = gc_delete(c, doomed, n_doomed, err));
 

@@ -25,13 +25,15 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "error.h"
 #include "value.h"
 
 /* Bump when the stored layout or the key recipe changes: old entries become
  * unreachable (and are collected by gc). */
-#define NF_CACHE_FORMAT 1
+#define NF_CACHE_FORMAT 2   /* 2: values carry what they hold (statistic, row names);
+                               results name their port and pipeline file */
 
 /* struct nf_key (a 128-bit content key) is defined in value.h.
  * 32 hex digits + NUL: */
@@ -71,6 +73,8 @@ int nf_cache_has(struct nf_cache *c, struct nf_key key, struct nf_error *err);
  * whether that is fatal). */
 struct nf_cache_meta {
     const char *node_type, *node_id, *label, *pipeline;
+    const char *port;            /* output port name; NULL for run records */
+    const char *pipeline_path;   /* absolute path of the pipeline file, or NULL */
 };
 int nf_cache_put(struct nf_cache *c, struct nf_key key, const struct nf_value *v,
                  const struct nf_cache_meta *meta, struct nf_error *err);
@@ -132,6 +136,11 @@ struct nf_cache_entry {
     char shape[64];
     uint64_t bytes, stored;  /* uncompressed, compressed */
     int64_t created, used;   /* unix seconds */
+    char port[64];           /* output port; "" when not recorded (run records, older entries) */
+    char pipeline[33];       /* hash of the pipeline text that stored it, or "" */
+    const char *pipeline_path;   /* absolute path of that pipeline file, or NULL when not
+                                    recorded; valid during the callback only */
+    bool run_record;         /* a run's record (which outputs and files it made), not an output */
 };
 /* Call fn for every result, most recently used first. */
 int nf_cache_list(struct nf_cache *c, int (*fn)(const struct nf_cache_entry *e, void *arg),
@@ -154,6 +163,24 @@ int nf_cache_verify(struct nf_cache *c, void (*fn)(const char *key_hex, const ch
 int nf_cache_gc(struct nf_cache *c, uint64_t max_bytes, double older_than_days,
                 const char *keep_pipeline, uint64_t *n_deleted, uint64_t *bytes_freed,
                 struct nf_error *err);
+/* What nf_cache_gc with these limits would delete (results and stored
+ * bytes), deleting nothing. Results under a lease count as kept. */
+int nf_cache_gc_preview(struct nf_cache *c, uint64_t max_bytes, double older_than_days,
+                        uint64_t *n_deleted, uint64_t *bytes_freed, struct nf_error *err);
+
+/* `nlflow cache ls` (cache_ls.c): results grouped by pipeline file, node and
+ * output port, with counts (items of collections), sizes stored and raw, and
+ * last use. pipeline_path (absolute): only that pipeline's results; all: run
+ * records too (hidden otherwise, and counted in the last line). */
+struct nf_cache_ls_opts {
+    const char *pipeline_path;
+    bool all;
+};
+int nf_cache_ls_print(struct nf_cache *c, const struct nf_cache_ls_opts *o, FILE *out,
+                      struct nf_error *err);
+/* `nlflow cache gc` without limits: what it would remove under the usual
+ * limits (unused for 30 days; each of several size caps), removing nothing. */
+int nf_cache_gc_explain(struct nf_cache *c, FILE *out, struct nf_error *err);
 
 /* ---- for tests and diagnostics ---- */
 /* The name of a network file system ("NFS", "CIFS", "Lustre", ...) for a

@@ -60,7 +60,9 @@ static const char usage_text[] =
     "  --strict-cache     fail when the cache cannot be written (default: warn and go on)\n"
     "  --explain          (plan) per node: cached, will run, and why\n"
     "\n"
-    "cache commands:  nlflow cache ls|info|verify|gc [--cache PATH] [--max-size SIZE] [--older-than DAYS]\n"
+    "cache commands:  nlflow cache ls [--pipeline FILE] [--all] | info | verify | gc [--max-size SIZE]\n"
+    "                 [--older-than DAYS]   (each with [--cache PATH]; gc without a limit removes\n"
+    "                 nothing and says what each limit would remove)\n"
     "\n"
     "simulate options:\n"
     "  --out DIR  --subjects N  --images N  --features N  --seed N  --voxel-size MM\n"
@@ -567,19 +569,6 @@ fail:
     return status;
 }
 
-static int print_entry(const struct nf_cache_entry *e, void *arg)
-{
-    (void)arg;
-    char size[32], when[32];
-    nf_format_size(e->stored, size, sizeof size);
-    time_t t = (time_t)e->used;
-    struct tm tm;
-    strftime(when, sizeof when, "%Y-%m-%d %H:%M", localtime_r(&t, &tm));
-    printf("%.12s  %-10s %-14s %-12s %-8s %-18s %10s  %s\n", e->key, e->node_type, e->node_id,
-           e->label[0] ? e->label : "-", e->kind, e->shape, size, when);
-    return 0;
-}
-
 static void print_bad(const char *key, const char *what, void *arg)
 {
     (void)arg;
@@ -589,14 +578,21 @@ static void print_bad(const char *key, const char *what, void *arg)
 /* nlflow cache ls|info|verify|gc */
 static int cmd_cache(int argc, char **argv)
 {
-    const char *path = ".nlflow/cache.db", *action = NULL;
+    const char *path = ".nlflow/cache.db", *action = NULL, *pipeline = NULL;
+    bool all = false, path_given = false;
     int64_t max_size = 0;
     double older = -1;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--cache") == 0 && val) {
             path = val;
+            path_given = true;
             i++;
+        } else if (strcmp(a, "--pipeline") == 0 && val) {
+            pipeline = val;
+            i++;
+        } else if (strcmp(a, "--all") == 0) {
+            all = true;
         } else if (strcmp(a, "--max-size") == 0 && val) {
             max_size = nf_parse_size(val);
             if (max_size < 0)
@@ -617,20 +613,42 @@ static int cmd_cache(int argc, char **argv)
     if (!action || (strcmp(action, "ls") && strcmp(action, "info") && strcmp(action, "verify") &&
                     strcmp(action, "gc")))
         return usage_error("cache needs one of ls, info, verify, gc (got '%s')", action ? action : "nothing");
-    if (access(path, F_OK) != 0) {
-        fprintf(stderr, "nlflow: error: no cache at '%s' (use --cache PATH)\n", path);
-        return 1;
+    if ((pipeline || all) && strcmp(action, "ls") != 0)
+        return usage_error("%s", "--pipeline and --all are options of 'cache ls'");
+    /* ls --pipeline FILE: that pipeline's results, in the cache beside it
+     * unless --cache says otherwise */
+    char *pipeline_abs = NULL, *beside = NULL;
+    if (pipeline) {
+        if (!(pipeline_abs = realpath(pipeline, NULL))) {
+            fprintf(stderr, "nlflow: error: cannot find pipeline '%s': %s\n", pipeline, strerror(errno));
+            return 1;
+        }
+        if (!path_given) {
+            char *dir = nf_path_dirname(pipeline_abs);
+            beside = dir ? nf_path_join(dir, ".nlflow/cache.db") : NULL;
+            free(dir);
+            if (beside)
+                path = beside;
+        }
     }
     struct nf_error err = { 0 };
     struct nf_cache *c = NULL;
     struct nf_cache_opts co = { 0 };
     int status = 0;
+    if (access(path, F_OK) != 0) {
+        fprintf(stderr, "nlflow: error: no cache at '%s' (use --cache PATH)\n", path);
+        free(pipeline_abs);
+        free(beside);
+        return 1;
+    }
     if (nf_cache_open(path, &co, &c, &err) < 0)
         goto fail;
     if (strcmp(action, "ls") == 0) {
-        printf("%-12s  %-10s %-14s %-12s %-8s %-18s %10s  %s\n", "key", "type", "node", "item", "kind",
-               "shape", "stored", "last used");
-        if (nf_cache_list(c, print_entry, NULL, &err) < 0)
+        struct nf_cache_ls_opts lo = { .pipeline_path = pipeline_abs, .all = all };
+        if (nf_cache_ls_print(c, &lo, stdout, &err) < 0)
+            goto fail;
+    } else if (strcmp(action, "gc") == 0 && max_size == 0 && older < 0) {
+        if (nf_cache_gc_explain(c, stdout, &err) < 0)
             goto fail;
     } else if (strcmp(action, "info") == 0) {
         struct nf_cache_info info;
@@ -663,10 +681,14 @@ static int cmd_cache(int argc, char **argv)
         printf("gc: removed %llu result%s, freed %s\n", (unsigned long long)n, n == 1 ? "" : "s", f);
     }
     nf_cache_close(c);
+    free(pipeline_abs);
+    free(beside);
     return status;
 fail:
     nf_error_print(&err);
     nf_cache_close(c);
+    free(pipeline_abs);
+    free(beside);
     return err.code == NF_EUSAGE || err.code == NF_EINVAL ? 2 : 1;
 }
 

@@ -124,6 +124,7 @@ void nf_pipeline_env(const struct nf_pipeline *p, struct nf_env *env)
     env->threads = p->settings.threads > 0 ? p->settings.threads : nf_cpu_count();
     env->memory_budget = p->settings.memory;
     env->seed = p->settings.seed;
+    env->pipeline = p;
 }
 
 static const char *node_source(const struct nstate *s)
@@ -481,7 +482,7 @@ static int cache_store(struct executor *x, size_t ni, size_t r, size_t n_out,
     if (!cacheable(x, ni) || x->cache_off || r >= x->keys[ni].n_runs)
         return 0;
     struct nf_error e = { 0 };
-    int rc = nf_run_store(x->cache, x->keys[ni].runs[r], &x->p->nodes[ni], x->p->hash,
+    int rc = nf_run_store(x->cache, x->keys[ni].runs[r], &x->p->nodes[ni], x->p->hash, x->pipeline_abs,
                           x->p->outputs_dir, n_out, out, w, &e);
     if (rc < 0) {
         if (x->o->cache_strict) {

@@ -198,8 +198,8 @@ miss:
 }
 
 int nf_run_store(struct nf_cache *c, struct nf_key run, const struct nf_node_inst *node,
-                 const char *pipeline_hash, const char *outputs_dir, size_t n_out,
-                 struct nf_value *const *out, const struct nf_written *written,
+                 const char *pipeline_hash, const char *pipeline_path, const char *outputs_dir,
+                 size_t n_out, struct nf_value *const *out, const struct nf_written *written,
                  struct nf_error *err)
 {
     size_t cap = n_out + (written ? written->n : 0) + 1;
@@ -221,7 +221,8 @@ int nf_run_store(struct nf_cache *c, struct nf_key run, const struct nf_node_ins
         if (!v)
             continue;
         struct nf_key okey = nf_key_output(run, (int)o);
-        struct nf_cache_meta meta = { node->type->name, node->id, v->label, pipeline_hash };
+        struct nf_cache_meta meta = { node->type->name, node->id, v->label, pipeline_hash,
+                                      node->type->outputs[o].name, pipeline_path };
         nf_fault_point("before an output is stored");
         if (v->kind != NF_KIND_COLLECTION) {
             NF_TRY(rc = nf_cache_put(c, okey, v, &meta, err));
@@ -259,7 +260,8 @@ int nf_run_store(struct nf_cache *c, struct nf_key run, const struct nf_node_ins
         rc = err->code ? err->code : NF_ENOMEM;
         goto fail;
     }
-    struct nf_cache_meta meta = { node->type->name, node->id, "run record", pipeline_hash };
+    struct nf_cache_meta meta = { node->type->name, node->id, "run record", pipeline_hash, NULL,
+                                  pipeline_path };
     nf_fault_point("outputs stored, run record not yet");
     rc = nf_cache_put(c, run, rec, &meta, err);
     nf_fault_point("run record stored");

@@ -21,11 +21,12 @@
  * outputs folder) as they were written is a miss. */
 int nf_run_fetch(struct nf_cache *c, struct nf_key run, const char *outputs_dir, size_t n_out,
                  struct nf_value **out, struct nf_error *err);
-/* Store outputs and written files of one run, then its record. Files inside
- * `outputs_dir` are recorded relative to it. */
+/* Store outputs and written files of one run, then its record. pipeline_path
+ * (absolute, may be NULL) is recorded with each entry for `cache ls`; files
+ * inside `outputs_dir` are recorded relative to it. */
 int nf_run_store(struct nf_cache *c, struct nf_key run, const struct nf_node_inst *node,
-                 const char *pipeline_hash, const char *outputs_dir, size_t n_out,
-                 struct nf_value *const *out, const struct nf_written *written,
+                 const char *pipeline_hash, const char *pipeline_path, const char *outputs_dir,
+                 size_t n_out, struct nf_value *const *out, const struct nf_written *written,
                  struct nf_error *err);
 /* Does the run's record exist and are its written files in `outputs_dir` as
  * written? 1 yes, 0 no (then *stale, if given, is the first file that is

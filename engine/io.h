@@ -57,6 +57,20 @@ int nf_nifti_write(const char *path, const struct nf_grid *grid, int64_t nt,
  * it: 1 row -> 3D, k rows -> 4D. */
 int nf_nifti_write_matrix(const char *path, const struct nf_matrix *m, int intent,
                           const char *descrip, struct nf_error *err);
+/* What a written map's header says it holds, and what fills the voxels
+ * outside its mask (p maps: 1, so that "p < 0.05" never selects them). */
+struct nf_nifti_label {
+    int intent;              /* NIFTI_INTENT_* code, 0 for none */
+    double intent_p1;        /* first intent parameter: degrees of freedom (t, correl) */
+    const char *intent_name; /* intent_name (15 characters kept), may be NULL */
+    float outside;           /* matrices: value of voxels outside the mask */
+    const char *descrip;     /* descrip (79 characters kept), may be NULL */
+};
+int nf_nifti_write_labelled(const char *path, const struct nf_grid *grid, int64_t nt,
+                            const float *data, const struct nf_nifti_label *l,
+                            struct nf_error *err);
+int nf_nifti_write_matrix_labelled(const char *path, const struct nf_matrix *m,
+                                   const struct nf_nifti_label *l, struct nf_error *err);
 
 /* Tables. Delimiter from the extension (.csv ','; else tab). Header required.
  * Columns that parse entirely as numbers (or n/a, NaN, empty) are numeric.

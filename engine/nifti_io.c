@@ -596,8 +596,9 @@ struct nf_value *nf_value_materialize(struct nf_value *v, struct nf_error *err)
 /* ---- writing ---- */
 
 static void fill_header(nifti_1_header *h, const struct nf_grid *grid, int64_t nt,
-                        int intent, const char *descrip)
+                        const struct nf_nifti_label *l)
 {
+    const char *descrip = l->descrip;
     nifti_dmat44 R;
     double qb, qc, qd, qx, qy, qz, dx, dy, dz, qfac;
     double zooms[3];
@@ -611,7 +612,10 @@ static void fill_header(nifti_1_header *h, const struct nf_grid *grid, int64_t n
     h->dim[2] = (short)grid->dim[1];
     h->dim[3] = (short)grid->dim[2];
     h->dim[4] = (short)nt;
-    h->intent_code = (short)intent;
+    h->intent_code = (short)l->intent;
+    h->intent_p1 = (float)l->intent_p1;
+    if (l->intent_name)
+        snprintf(h->intent_name, sizeof h->intent_name, "%s", l->intent_name);
     h->datatype = DT_FLOAT32;
     h->bitpix = 32;
     h->vox_offset = 352;
@@ -674,6 +678,14 @@ int nf_nifti_write(const char *path, const struct nf_grid *grid, int64_t nt,
                    const float *data, int intent, const char *descrip,
                    struct nf_error *err)
 {
+    struct nf_nifti_label l = { .intent = intent, .descrip = descrip };
+    return nf_nifti_write_labelled(path, grid, nt, data, &l, err);
+}
+
+int nf_nifti_write_labelled(const char *path, const struct nf_grid *grid, int64_t nt,
+                            const float *data, const struct nf_nifti_label *l,
+                            struct nf_error *err)
+{
     struct nf_atomic a = {0};
     nifti_1_header hdr;
     static const unsigned char no_extension[4] = {0, 0, 0, 0};
@@ -703,7 +715,7 @@ int nf_nifti_write(const char *path, const struct nf_grid *grid, int64_t nt,
                              path);
                 goto fail;
             }
-    fill_header(&hdr, grid, nt, intent, descrip);
+    fill_header(&hdr, grid, nt, l);
 
     /* The temporary keeps the image suffix, so that a reader tool pointed at it
      * (or a crash leftover) still looks like what it is. */
@@ -757,6 +769,13 @@ fail:
 int nf_nifti_write_matrix(const char *path, const struct nf_matrix *m, int intent,
                           const char *descrip, struct nf_error *err)
 {
+    struct nf_nifti_label l = { .intent = intent, .descrip = descrip };
+    return nf_nifti_write_matrix_labelled(path, m, &l, err);
+}
+
+int nf_nifti_write_matrix_labelled(const char *path, const struct nf_matrix *m,
+                                   const struct nf_nifti_label *l, struct nf_error *err)
+{
     const struct nf_geom *geom = m ? m->geom : NULL;
     float *vol = NULL;
     int64_t nvox, total;
@@ -781,11 +800,13 @@ int nf_nifti_write_matrix(const char *path, const struct nf_matrix *m, int inten
         rc = NF_FAIL(err, NF_EDATA, "cannot write '%s': image is too large", path);
         goto fail;
     }
-    vol = nf_calloc((size_t)total, sizeof(float));
+    vol = nf_malloc((size_t)total * sizeof(float));
     if (!vol) {
         rc = NF_FAIL(err, NF_ENOMEM, "cannot write '%s': out of memory", path);
         goto fail;
     }
+    for (int64_t i = 0; i < total; i++)
+        vol[i] = l->outside;
     for (int64_t c = 0; c < m->cols; c++) {
         int64_t at = geom->index[c];
         if (at < 0 || at >= nvox) {
@@ -798,7 +819,7 @@ int nf_nifti_write_matrix(const char *path, const struct nf_matrix *m, int inten
         for (int64_t r = 0; r < m->rows; r++)
             vol[r * nvox + at] = m->data[r * m->cols + c];
     }
-    rc = nf_nifti_write(path, &geom->grid, m->rows, vol, intent, descrip, err);
+    rc = nf_nifti_write_labelled(path, &geom->grid, m->rows, vol, l, err);
 
 fail:
     free(vol);

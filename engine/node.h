@@ -97,9 +97,12 @@ struct nf_env {
     uint64_t memory_budget;      /* bytes */
     uint64_t seed;               /* settings.seed */
     bool quiet;
+    const struct nf_pipeline *pipeline;   /* the whole pipeline (sinks name where their
+                                             inputs came from); NULL in unit tests */
 };
 
 struct nf_node_inst;
+struct nf_pipeline;
 
 /* Checkpoints of a long run (permutation blocks, searchlight spheres): numbered
  * partial chunks committed to the cache as they finish, so that a killed run

@@ -23,6 +23,23 @@ const char *nf_kind_name(enum nf_kind k)
     }
 }
 
+static const char *const stat_names[NF_STAT_N_KINDS] = {
+    [NF_STAT_NONE] = "", [NF_STAT_DATA] = "data", [NF_STAT_ESTIMATE] = "estimate",
+    [NF_STAT_T] = "t", [NF_STAT_Z] = "z", [NF_STAT_CORREL] = "correl", [NF_STAT_P] = "p",
+    [NF_STAT_P_FWE] = "p_fwe", [NF_STAT_Q_FDR] = "q_fdr", [NF_STAT_SCORE] = "score",
+    [NF_STAT_PENALTY] = "penalty", [NF_STAT_LABEL] = "label",
+};
+
+const char *nf_stat_name(enum nf_stat s)
+{
+    return s > NF_STAT_NONE && s < NF_STAT_N_KINDS ? stat_names[s] : "";
+}
+
+bool nf_stat_is_p(enum nf_stat s)
+{
+    return s == NF_STAT_P || s == NF_STAT_P_FWE || s == NF_STAT_Q_FDR;
+}
+
 /* ---- grids and geometry ---- */
 int64_t nf_grid_nvox(const struct nf_grid *g)
 {
@@ -260,6 +277,10 @@ void nf_value_unref(struct nf_value *v)
             for (int64_t c = 0; c < v->u.mat.cols; c++)
                 free(v->u.mat.col_names[c]);
         free(v->u.mat.col_names);
+        if (v->u.mat.row_names)
+            for (int64_t r = 0; r < v->u.mat.rows; r++)
+                free(v->u.mat.row_names[r]);
+        free(v->u.mat.row_names);
         break;
     case NF_KIND_TABLE:
         table_release(&v->u.tab);
@@ -274,6 +295,7 @@ void nf_value_unref(struct nf_value *v)
     }
     free(v->label);
     free(v->path);
+    free(v->stat.description);
     free(v);
 }
 
@@ -289,6 +311,36 @@ void nf_value_set_path(struct nf_value *v, const char *path)
     char *copy = nf_strdup(path);
     free(v->path);
     v->path = copy;
+}
+
+void nf_value_set_stat(struct nf_value *v, enum nf_stat kind, double dof, const char *description)
+{
+    char *copy = description ? nf_strdup(description) : NULL;
+    free(v->stat.description);
+    v->stat = (struct nf_stat_info){ kind, dof, copy };
+}
+
+int nf_matrix_set_row_names(struct nf_value *m, const char *const *names, struct nf_error *err)
+{
+    if (!m || m->kind != NF_KIND_MATRIX)
+        return NF_FAIL(err, NF_EBUG, "row names on a value that is not a matrix");
+    int64_t rows = m->u.mat.rows;
+    char **copy = calloc((size_t)(rows ? rows : 1), sizeof *copy);
+    bool oom = !copy;
+    for (int64_t r = 0; !oom && r < rows; r++)
+        oom = names[r] && !(copy[r] = nf_strdup(names[r]));
+    if (oom) {
+        for (int64_t r = 0; copy && r < rows; r++)
+            free(copy[r]);
+        free(copy);
+        return NF_FAIL(err, NF_ENOMEM, "out of memory");
+    }
+    if (m->u.mat.row_names)
+        for (int64_t r = 0; r < rows; r++)
+            free(m->u.mat.row_names[r]);
+    free(m->u.mat.row_names);
+    m->u.mat.row_names = copy;
+    return 0;
 }
 
 uint64_t nf_value_bytes(const struct nf_value *v)
@@ -411,6 +463,32 @@ struct nf_value *nf_collection_stack(const struct nf_value *coll, struct nf_erro
         memcpy(m->u.mat.data + r * cols, im->data, (size_t)(im->rows * cols) * sizeof(float));
         r += im->rows;
     }
+    /* The rows are the items: name them by their labels (sub-01, ...) when each
+     * item is one labelled row, and keep what the items hold when they agree. */
+    bool labelled = rows == (int64_t)c->n, same_stat = true;
+    for (size_t i = 0; i < c->n; i++) {
+        labelled = labelled && c->items[i]->label;
+        same_stat = same_stat && c->items[i]->stat.kind == first->stat.kind &&
+                    c->items[i]->stat.dof == first->stat.dof;
+    }
+    if (labelled) {
+        const char **names = calloc(c->n, sizeof *names);
+        if (!names) {
+            nf_value_unref(m);
+            NF_FAIL(err, NF_ENOMEM, "out of memory");
+            return NULL;
+        }
+        for (size_t i = 0; i < c->n; i++)
+            names[i] = c->items[i]->label;
+        int rc = nf_matrix_set_row_names(m, names, err);
+        free(names);
+        if (rc < 0) {
+            nf_value_unref(m);
+            return NULL;
+        }
+    }
+    if (same_stat)
+        nf_value_set_stat(m, first->stat.kind, first->stat.dof, first->stat.description);
     return m;
 }
 

@@ -10,6 +10,11 @@
  * them. A node's run function borrows its inputs and returns owned references in
  * its outputs; whoever holds a reference drops it with nf_value_unref().
  * Geometry (struct nf_geom) is shared by reference count in the same way.
+ *
+ * A value also says what its numbers are (struct nf_stat_info: a t map with its
+ * degrees of freedom, a p map, ...) and a matrix may name its rows (a weights
+ * map's rows are the design's columns), so that whoever writes it to a file
+ * labels it from what the producing node knew rather than from key names.
  */
 #ifndef NF_VALUE_H
 #define NF_VALUE_H
@@ -73,6 +78,8 @@ struct nf_matrix {
     float *data;            /* owned, rows*cols, row-major */
     struct nf_geom *geom;   /* reference, or NULL when columns are not voxels */
     char **col_names;       /* owned, cols entries, or NULL */
+    char **row_names;       /* owned, rows entries, or NULL: what each row (each
+                               volume of a k x V map) is, e.g. a design column */
 };
 
 struct nf_column {
@@ -91,6 +98,37 @@ struct nf_collection {
     struct nf_value **items;  /* owned references */
 };
 
+/* What a value's numbers are. Set by the node that makes the value
+ * (nf_value_set_stat) and kept by the cache, which stores the number: append
+ * new kinds at the end, never reorder. NF_STAT_NONE: not said (values read
+ * from files, or from a cache written before values carried it); writers then
+ * fall back on the name the user gave the value. */
+enum nf_stat {
+    NF_STAT_NONE = 0,
+    NF_STAT_DATA,       /* images, samples, features: not a statistic */
+    NF_STAT_ESTIMATE,   /* an effect or model parameter in data units (mean, weights) */
+    NF_STAT_T,          /* Student's t, with its degrees of freedom */
+    NF_STAT_Z,          /* standard normal deviate */
+    NF_STAT_CORREL,     /* correlation coefficient r, degrees of freedom n - 2 */
+    NF_STAT_P,          /* uncorrected p-value */
+    NF_STAT_P_FWE,      /* family-wise error corrected p-value */
+    NF_STAT_Q_FDR,      /* false discovery rate q-value */
+    NF_STAT_SCORE,      /* a cross-validated score (R^2, r, accuracy, AUC: the description says) */
+    NF_STAT_PENALTY,    /* a regularisation parameter (ridge's alpha) */
+    NF_STAT_LABEL,      /* integer labels (regions) */
+    NF_STAT_N_KINDS
+};
+/* "t", "p_fwe", ...; "" for NF_STAT_NONE. */
+const char *nf_stat_name(enum nf_stat s);
+/* p-like maps (p, p_fwe, q_fdr): 1 means "nothing here", 0 "significant". */
+bool nf_stat_is_p(enum nf_stat s);
+
+struct nf_stat_info {
+    enum nf_stat kind;
+    double dof;             /* degrees of freedom (t, correl); 0 when not applicable */
+    char *description;      /* owned, may be NULL: what exactly, e.g. "one-sample t" */
+};
+
 /* A 128-bit content key (XXH3-128): what a value was computed from. */
 struct nf_key { uint64_t hi, lo; };
 
@@ -103,6 +141,7 @@ struct nf_value {
     enum nf_kind kind;
     char *label;              /* owned; e.g. "sub-01" for a collection item; may be NULL */
     char *path;               /* owned; source file, when loaded from one; may be NULL */
+    struct nf_stat_info stat; /* what the numbers are (kind NONE: not said) */
     union {
         struct nf_volume vol;
         struct nf_matrix mat;
@@ -128,6 +167,13 @@ void nf_value_unref(struct nf_value *v);     /* NULL-safe */
 void nf_value_set_free_hook(void (*hook)(uint64_t serial));
 void nf_value_set_label(struct nf_value *v, const char *label);
 void nf_value_set_path(struct nf_value *v, const char *path);
+/* Say what v holds. The description is copied (NULL: none); like labels, a
+ * copy that cannot be made leaves it NULL, which only makes files less
+ * descriptive. */
+void nf_value_set_stat(struct nf_value *v, enum nf_stat kind, double dof, const char *description);
+/* Name the rows of a matrix value: names[r] for r < rows, copied (NULL entries
+ * stay NULL). Replaces earlier names. 0, or NF_ENOMEM. */
+int nf_matrix_set_row_names(struct nf_value *m, const char *const *names, struct nf_error *err);
 
 /* Bytes held by a value (data arrays), for memory accounting. */
 uint64_t nf_value_bytes(const struct nf_value *v);

@@ -305,6 +305,9 @@ static int mask_run(struct nf_run *run)
 
     /* The matrices hold their own references to the geometry. */
     nf_geom_unref(geom);
+    nf_value_set_stat(out, NF_STAT_DATA, 0, "images x voxels inside the mask");
+    if (labels)
+        nf_value_set_stat(labels, NF_STAT_LABEL, 0, "atlas label of each voxel");
     run->out[MASK_OUT_MATRIX] = out;
     run->out[MASK_OUT_LABELS] = labels;
     return 0;

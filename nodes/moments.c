@@ -137,6 +137,8 @@ static int moments_end(struct nf_run *run, void *state, bool ok)
         mean->u.mat.data[c] = (float)st->mean[c];
         sd->u.mat.data[c] = (float)sqrt(st->m2[c] / st->count);
     }
+    nf_value_set_stat(mean, NF_STAT_ESTIMATE, 0, "mean over images");
+    nf_value_set_stat(sd, NF_STAT_ESTIMATE, 0, "population standard deviation over images");
     run->out[MOM_OUT_MEAN] = mean;
     run->out[MOM_OUT_STD] = sd;
 done:

@@ -1416,6 +1416,35 @@ fail:
     return rc;
 }
 
+/* Say what each map holds (the statistic with its degrees of freedom, which
+ * p-values), so that written files are labelled from the test that was run. */
+static void label_outputs(const struct perm_ctx *c, struct nf_value **out)
+{
+    static const char *const tails[] = { "two-tailed", "upper tail", "lower tail" };
+    const char *tail = tails[c->tail >= 0 && c->tail <= 2 ? c->tail : 0];
+    char what[160];
+    if (c->test == PERM_CORRELATION)
+        nf_value_set_stat(out[POUT_STAT], NF_STAT_CORREL, (double)(c->n - 2),
+                          c->prm->method == PERM_SPEARMAN ? "Spearman correlation with the covariate"
+                                                          : "Pearson correlation with the covariate");
+    else if (c->test == PERM_TWO_SAMPLE && c->t_stat)
+        nf_value_set_stat(out[POUT_STAT], NF_STAT_T, (double)(c->n1 + c->n2 - 2),
+                          "pooled-variance two-sample t, group 1 - group 2");
+    else if (c->test == PERM_TWO_SAMPLE)
+        nf_value_set_stat(out[POUT_STAT], NF_STAT_ESTIMATE, 0, "difference of means, group 1 - group 2");
+    else if (c->t_stat)
+        nf_value_set_stat(out[POUT_STAT], NF_STAT_T, (double)(c->n - 1), "one-sample t");
+    else
+        nf_value_set_stat(out[POUT_STAT], NF_STAT_ESTIMATE, 0, "mean over subjects");
+    snprintf(what, sizeof what, "permutation p-value, uncorrected (%s, %s%lld permutations)", tail,
+             c->exact ? "all " : "", (long long)c->M);
+    nf_value_set_stat(out[POUT_P], NF_STAT_P, 0, what);
+    snprintf(what, sizeof what, "family-wise corrected p-value by the maximum statistic over voxels "
+             "(%s, %lld permutations)", tail, (long long)c->M);
+    nf_value_set_stat(out[POUT_P_FWE], NF_STAT_P_FWE, 0, what);
+    nf_value_set_stat(out[POUT_Q_FDR], NF_STAT_Q_FDR, 0, "Benjamini-Hochberg FDR q-value of p");
+}
+
 int nf_perm_finish(struct perm_ctx *c, const struct nf_run *run, uint32_t seed, struct nf_value **out)
 {
     int rc = 0;
@@ -1441,6 +1470,7 @@ int nf_perm_finish(struct perm_ctx *c, const struct nf_run *run, uint32_t seed, 
     for (int64_t i = 0; i < c->M; i++)
         out[POUT_NULL_MAX]->u.mat.data[i] = nf_perm_null_units(c, c->null_q[i]);
     NF_TRY(rc = nf_perm_info_table(c, seed, &out[POUT_INFO], run->err));
+    label_outputs(c, out);
     for (int o = 0; o < 6; o++) {
         run->out[o] = out[o];
         out[o] = NULL;

@@ -1247,6 +1247,40 @@ static int run_searchlight(const struct predict_ctx *c, struct nf_run *run, stru
 
 /* The node on the CPU, or with the searchlight on the GPU (gpu: only for
  * the modes and learners nf_predict_run_gpu lets through). */
+/* Say what each output holds, for written files: weights in standardised
+ * units, scores in the scoring's units, fold_weights rows named by fold. */
+static int label_outputs(const struct predict_params *prm, enum nf_scoring scoring, struct nf_value **out,
+                         struct nf_error *err)
+{
+    char what[160];
+    int rc = 0;
+    snprintf(what, sizeof what, "mean cross-validated %s of the %s", scoring_names[scoring],
+             prm->mode == PREDICT_SEARCHLIGHT ? "sphere around the voxel" : "voxel's region");
+    if (out[PREDICT_OUT_MAP])
+        nf_value_set_stat(out[PREDICT_OUT_MAP], NF_STAT_SCORE, 0, what);
+    snprintf(what, sizeof what, "cross-validated %s of each fold", scoring_names[scoring]);
+    if (out[PREDICT_OUT_SCORES])
+        nf_value_set_stat(out[PREDICT_OUT_SCORES], NF_STAT_SCORE, 0, what);
+    if (out[PREDICT_OUT_WEIGHTS])
+        nf_value_set_stat(out[PREDICT_OUT_WEIGHTS], NF_STAT_ESTIMATE, 0,
+                          "model weights refit on all images, in standardised units");
+    struct nf_value *fw = out[PREDICT_OUT_FOLD_WEIGHTS];
+    if (fw) {
+        nf_value_set_stat(fw, NF_STAT_ESTIMATE, 0, "model weights of each fold, in standardised units");
+        char **names = calloc((size_t)(fw->u.mat.rows ? fw->u.mat.rows : 1), sizeof *names);
+        rc = names ? 0 : NF_FAIL(err, NF_ENOMEM, "out of memory");
+        for (int64_t f = 0; rc == 0 && f < fw->u.mat.rows; f++)
+            if (!(names[f] = nf_asprintf("fold-%lld", (long long)f + 1)))
+                rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+        if (rc == 0)
+            rc = nf_matrix_set_row_names(fw, (const char *const *)names, err);
+        for (int64_t f = 0; names && f < fw->u.mat.rows; f++)
+            free(names[f]);
+        free(names);
+    }
+    return rc;
+}
+
 static int predict_run_on(struct nf_run *run, bool gpu)
 {
     const struct predict_params *prm = run->params;
@@ -1309,7 +1343,7 @@ static int predict_run_on(struct nf_run *run, bool gpu)
     case PREDICT_ROI: rc = run_roi(&c, run, out); break;
     default: rc = run_searchlight(&c, run, out, gpu); break;
     }
-    if (rc < 0) {
+    if (rc < 0 || (rc = label_outputs(prm, c.scoring, out, run->err)) < 0) {
         nf_error_on_node(run->node, run->err, rc);
         goto fail;
     }

@@ -223,19 +223,104 @@ int nf_ridge_new_outputs(const struct nf_run *run, int64_t n, int64_t p, int64_t
     return 0;
 }
 
-void nf_ridge_finish_outputs(struct nf_run *run, struct nf_value **out, bool center, const double *x_mean,
-                             const double *y_mean, int64_t p, int64_t V)
+/* Name rows r of m by fmt(r) (one %lld, 1-based for samples and folds). */
+static int name_rows_numbered(struct nf_value *m, const char *fmt, struct nf_error *err)
 {
+    int64_t rows = m->u.mat.rows;
+    char **names = calloc((size_t)(rows ? rows : 1), sizeof *names);
+    int rc = names ? 0 : NF_FAIL(err, NF_ENOMEM, "out of memory");
+    for (int64_t r = 0; rc == 0 && r < rows; r++)
+        if (!(names[r] = nf_asprintf(fmt, (long long)r + 1)))
+            rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+    if (rc == 0)
+        rc = nf_matrix_set_row_names(m, (const char *const *)names, err);
+    for (int64_t r = 0; names && r < rows; r++)
+        free(names[r]);
+    free(names);
+    return rc;
+}
+
+/* What each output holds: weights rows are X's columns (named as in X's
+ * table, else c0, c1, ... as a TSV of X would be), cv_scores rows are
+ * (fold, alpha) pairs, predictions rows are samples. */
+static int label_outputs(const struct nf_run *run, struct nf_value **out)
+{
+    const struct ridge_params *prm = run->params;
+    const struct nf_matrix *X = &run->in[IN_X]->u.mat;
+    const bool pearson = prm->score == RIDGE_PEARSON;
+    const int64_t A = isnan(prm->alpha) ? (int64_t)prm->alphas.n : 1;
+    const double *alphas = isnan(prm->alpha) ? prm->alphas.v : &prm->alpha;
+    int rc = 0;
+    char **names = NULL;
+    int64_t n_names = 0;
+
+    nf_value_set_stat(out[OUT_WEIGHTS], NF_STAT_ESTIMATE, 0,
+                      "ridge weights of each feature, refit on all samples at the voxel's alpha");
+    nf_value_set_stat(out[OUT_ALPHA], NF_STAT_PENALTY, 0, isnan(prm->alpha)
+                      ? "ridge penalty chosen by cross-validation" : "ridge penalty (fixed)");
+    nf_value_set_stat(out[OUT_SCORE], NF_STAT_SCORE, 0, pearson
+                      ? "mean cross-validated Pearson r of predicted and observed"
+                      : "mean cross-validated R^2 (1 - SS_res / SS_tot)");
+    nf_value_set_stat(out[OUT_INTERCEPT], NF_STAT_ESTIMATE, 0, "intercept");
+    n_names = out[OUT_WEIGHTS]->u.mat.rows;
+    if (!(names = calloc((size_t)(n_names ? n_names : 1), sizeof *names))) {
+        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    for (int64_t j = 0; j < n_names; j++)
+        if (!(names[j] = X->col_names && X->col_names[j] ? nf_strdup(X->col_names[j])
+                                                          : nf_asprintf("c%lld", (long long)j))) {
+            rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+            goto fail;
+        }
+    NF_TRY(rc = nf_matrix_set_row_names(out[OUT_WEIGHTS], (const char *const *)names, run->err));
+    if (out[OUT_PREDICTIONS]) {
+        nf_value_set_stat(out[OUT_PREDICTIONS], NF_STAT_DATA, 0, "cross-validated predictions");
+        NF_TRY(rc = name_rows_numbered(out[OUT_PREDICTIONS], "sample-%lld", run->err));
+    }
+    if (out[OUT_CV_SCORES]) {
+        struct nf_value *cv = out[OUT_CV_SCORES];
+        nf_value_set_stat(cv, NF_STAT_SCORE, 0, pearson ? "Pearson r of each fold and alpha"
+                                                        : "R^2 of each fold and alpha");
+        for (int64_t j = 0; j < n_names; j++)
+            free(names[j]);
+        free(names);
+        n_names = cv->u.mat.rows;
+        if (!(names = calloc((size_t)(n_names ? n_names : 1), sizeof *names))) {
+            rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+            goto fail;
+        }
+        for (int64_t r = 0; r < n_names; r++)
+            if (!(names[r] = nf_asprintf("fold-%lld_alpha-%g", (long long)(r / A) + 1, alphas[r % A]))) {
+                rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+                goto fail;
+            }
+        NF_TRY(rc = nf_matrix_set_row_names(cv, (const char *const *)names, run->err));
+    }
+fail:
+    for (int64_t j = 0; names && j < n_names; j++)
+        free(names[j]);
+    free(names);
+    return rc;
+}
+
+int nf_ridge_finish_outputs(struct nf_run *run, struct nf_value **out, bool center, const double *x_mean,
+                            const double *y_mean, int64_t p, int64_t V)
+{
+    int rc;
     for (int64_t v = 0; v < V && center; v++) {
         double acc = y_mean[v];
         for (int64_t j = 0; j < p; j++)
             acc -= x_mean[j] * out[OUT_WEIGHTS]->u.mat.data[j * V + v];
         out[OUT_INTERCEPT]->u.mat.data[v] = (float)acc;
     }
+    if ((rc = label_outputs(run, out)) < 0)
+        return rc;
     for (int o = 0; o < 6; o++) {
         run->out[o] = out[o];
         out[o] = NULL;
     }
+    return 0;
 }
 
 void nf_ridge_column_means(const float *X, int64_t n, int64_t p, int64_t skip0, int64_t skip1,
@@ -1064,7 +1149,7 @@ static int ridge_run(struct nf_run *run)
     w.shared_best = shared_best;
     atomic_store(&w.next, 0);
     NF_TRY(rc = run_workers(&w, run));
-    nf_ridge_finish_outputs(run, out, c.center, c.x_mean, c.y_mean, c.p, c.V);
+    rc = nf_ridge_finish_outputs(run, out, c.center, c.x_mean, c.y_mean, c.p, c.V);
 fail:
     nf_blas_set_threads(blas);
     for (int o = 0; o < 6; o++)

@@ -826,7 +826,7 @@ int nf_ridge_run_gpu(struct nf_run *run)
         }
     }
     NF_TRY(rc = run_on_gpu(&c, g, run, out));
-    nf_ridge_finish_outputs(run, out, c.center, c.x_mean, c.y_mean, c.p, c.V);
+    rc = nf_ridge_finish_outputs(run, out, c.center, c.x_mean, c.y_mean, c.p, c.V);
 fail:
     nf_gpu_release(g);
     for (int o = 0; o < 6; o++)

@@ -33,9 +33,10 @@ void nf_ridge_copy_rows(const float *X, int64_t n, int64_t p, int64_t skip0, int
  * caller's. 0, or the error code with run->err set. */
 int nf_ridge_new_outputs(const struct nf_run *run, int64_t n, int64_t p, int64_t k, int64_t A, int64_t V,
                          struct nf_geom *geom, struct nf_value **out);
-/* intercept = mean(Y) - mean(X) W (when center), then the outputs move to
- * run->out (out[] left NULL). */
-void nf_ridge_finish_outputs(struct nf_run *run, struct nf_value **out, bool center, const double *x_mean,
-                             const double *y_mean, int64_t p, int64_t V);
+/* intercept = mean(Y) - mean(X) W (when center), what each output holds
+ * (statistic, row names: X's columns, folds and alphas, samples), then the
+ * outputs move to run->out (out[] left NULL). 0, or NF_ENOMEM (out[] kept). */
+int nf_ridge_finish_outputs(struct nf_run *run, struct nf_value **out, bool center, const double *x_mean,
+                            const double *y_mean, int64_t p, int64_t V);
 
 #endif

@@ -35,10 +35,13 @@
 #endif
 
 /* NIfTI intent codes (nifti1.h), named here to keep this file free of nifti headers. */
+#define INTENT_NONE 0
+#define INTENT_CORREL 2
 #define INTENT_TTEST 3
 #define INTENT_ZSCORE 5
 #define INTENT_PVAL 22
 #define INTENT_ESTIMATE 1001
+#define INTENT_LABEL 1002
 
 
 static const char *const tail_names[] = {"two", "upper", "lower", NULL};
@@ -74,15 +77,96 @@ static void safe_prefix(const char *s, char *out, size_t size)
     out[n] = '\0';
 }
 
-static int intent_of(const char *bids)
+/* ---- what a map holds ---- */
+
+/* What an input holds: what its producer said (the item's, else the whole
+ * collection's); without that (a file read from disk, a result from a cache
+ * that predates values saying it), a guess from the key the user gave it. */
+static struct nf_stat_info stat_of(const struct nf_value *v, const struct nf_value *outer,
+                                   const char *bids)
 {
-    if (!strcmp(bids, "p") || !strcmp(bids, "pFwe") || !strcmp(bids, "qFdr"))
-        return INTENT_PVAL;
-    if (!strcmp(bids, "t"))
-        return INTENT_TTEST;
-    if (!strcmp(bids, "z"))
-        return INTENT_ZSCORE;
-    return INTENT_ESTIMATE;
+    if (v && v->stat.kind != NF_STAT_NONE)
+        return v->stat;
+    if (outer && outer->stat.kind != NF_STAT_NONE)
+        return outer->stat;
+    struct nf_stat_info guess = {NF_STAT_NONE, 0, NULL};
+    if (!strcmp(bids, "p"))
+        guess.kind = NF_STAT_P;
+    else if (!strcmp(bids, "pFwe"))
+        guess.kind = NF_STAT_P_FWE;
+    else if (!strcmp(bids, "qFdr") || !strcmp(bids, "q"))
+        guess.kind = NF_STAT_Q_FDR;
+    else if (!strcmp(bids, "t"))
+        guess.kind = NF_STAT_T;
+    else if (!strcmp(bids, "z"))
+        guess.kind = NF_STAT_Z;
+    return guess;
+}
+
+/* NIfTI intent of a statistic. t and correlation maps need their degrees of
+ * freedom (intent_p1); without them they are labelled as plain estimates
+ * rather than as a distribution with a made-up parameter. Unknown maps keep
+ * the estimate intent nlflow always wrote for them. */
+static int intent_of(const struct nf_stat_info *st)
+{
+    switch (st->kind) {
+    case NF_STAT_T: return st->dof > 0 ? INTENT_TTEST : INTENT_ESTIMATE;
+    case NF_STAT_CORREL: return st->dof > 0 ? INTENT_CORREL : INTENT_ESTIMATE;
+    case NF_STAT_Z: return INTENT_ZSCORE;
+    case NF_STAT_P:
+    case NF_STAT_P_FWE:
+    case NF_STAT_Q_FDR: return INTENT_PVAL;
+    case NF_STAT_LABEL: return INTENT_LABEL;
+    case NF_STAT_DATA: return INTENT_NONE;
+    default: return INTENT_ESTIMATE;
+    }
+}
+
+static const char *intent_word(int intent)
+{
+    switch (intent) {
+    case INTENT_CORREL: return "correl";
+    case INTENT_TTEST: return "ttest";
+    case INTENT_ZSCORE: return "zscore";
+    case INTENT_PVAL: return "pval";
+    case INTENT_ESTIMATE: return "estimate";
+    case INTENT_LABEL: return "label";
+    default: return "none";
+    }
+}
+
+/* Outside the mask a p-like map holds 1 ("nothing here"): 0 would read as
+ * significant to anyone thresholding p < 0.05. Everything else holds 0. */
+static float outside_of(const struct nf_stat_info *st)
+{
+    return nf_stat_is_p(st->kind) ? 1.0f : 0.0f;
+}
+
+static const char *units_of(enum nf_stat kind)
+{
+    switch (kind) {
+    case NF_STAT_P:
+    case NF_STAT_P_FWE:
+    case NF_STAT_Q_FDR: return "probability";
+    case NF_STAT_T:
+    case NF_STAT_Z:
+    case NF_STAT_CORREL: return "unitless";
+    case NF_STAT_ESTIMATE:
+    case NF_STAT_DATA: return "data units";
+    default: return NULL;
+    }
+}
+
+static struct nf_nifti_label nifti_label(const struct nf_stat_info *st, const char *descrip)
+{
+    int intent = intent_of(st);
+    return (struct nf_nifti_label){
+        .intent = intent,
+        .intent_p1 = intent == INTENT_TTEST || intent == INTENT_CORREL ? st->dof : 0,
+        .intent_name = nf_stat_name(st->kind),
+        .outside = outside_of(st),
+        .descrip = descrip,
+    };
 }
 
 /* "'a', 'b', 'c'" for messages that list the inputs. */
@@ -344,9 +428,128 @@ static char *file_name(const struct summarize_ctx *ctx, const char *label, const
     return nf_asprintf("%s_stat-%s%s", ctx->prefix, bids, suffix);
 }
 
-/* Write one non-collection value under its file name; add its statistics. */
+/* The node and port input `key` comes from, when the run has a pipeline. */
+static bool source_of(const struct summarize_ctx *ctx, const char *key, const char **node_id,
+                      const char **node_type, const char **port)
+{
+    const struct nf_node_inst *node = ctx->run->node;
+    const struct nf_pipeline *pl = ctx->run->env ? ctx->run->env->pipeline : NULL;
+    for (size_t e = 0; node && pl && e < node->n_edges; e++) {
+        const struct nf_edge *edge = &node->edges[e];
+        if (edge->port != NF_EDGE_VARIADIC || !edge->name || strcmp(edge->name, key) != 0 ||
+            edge->src < 0 || (size_t)edge->src >= pl->n_nodes)
+            continue;
+        const struct nf_node_inst *src = &pl->nodes[edge->src];
+        *node_id = src->id;
+        *node_type = src->type->name;
+        *port = src->type->outputs[edge->src_port].name;
+        return true;
+    }
+    return false;
+}
+
+/* The BIDS sidecar of a map: "x_statmap.nii.gz" -> "x_statmap.json". */
+static char *sidecar_name(const char *map_name)
+{
+    size_t n = strlen(map_name);
+    if (n > 7 && !strcmp(map_name + n - 7, ".nii.gz"))
+        n -= 7;
+    else if (n > 4 && !strcmp(map_name + n - 4, ".nii"))
+        n -= 4;
+    return nf_asprintf("%.*s.json", (int)n, map_name);
+}
+
+/* Write the JSON sidecar of the map just written as `map_name`: what it holds
+ * (statistic, degrees of freedom, units, NIfTI intent, the value outside the
+ * mask), where it came from (input key, node and port, item), and for k x V
+ * maps the name of each volume. `extra` is more members ("\"A\": ..."), or NULL. */
+static int write_sidecar(struct summarize_ctx *ctx, const char *key, const char *map_name,
+                         const char *label, const struct nf_value *data,
+                         const struct nf_stat_info *st, const char *extra)
+{
+    struct nf_error *err = ctx->run->err;
+    struct nf_nifti_label nl = nifti_label(st, NULL);
+    const char *node_id, *node_type, *port, *units = units_of(st->kind);
+    struct nf_strbuf sb;
+    char *name = NULL, *path = NULL;
+    int rc = 0;
+
+    nf_strbuf_init(&sb);
+    nf_strbuf_addf(&sb, "{\n  \"Statistic\": ");
+    if (st->kind != NF_STAT_NONE)
+        nf_strbuf_add_json_str(&sb, nf_stat_name(st->kind));
+    else
+        nf_strbuf_addf(&sb, "null");
+    if (st->description) {
+        nf_strbuf_addf(&sb, ",\n  \"Description\": ");
+        nf_strbuf_add_json_str(&sb, st->description);
+    }
+    if (st->dof > 0)
+        nf_strbuf_addf(&sb, ",\n  \"DegreesOfFreedom\": %.17g", st->dof);
+    if (units) {
+        nf_strbuf_addf(&sb, ",\n  \"Units\": ");
+        nf_strbuf_add_json_str(&sb, units);
+    }
+    nf_strbuf_addf(&sb, ",\n  \"IntentCode\": %d, \"IntentName\": \"%s\"", nl.intent,
+                   intent_word(nl.intent));
+    if (nl.intent_p1 > 0)
+        nf_strbuf_addf(&sb, ", \"IntentP1\": %.17g", nl.intent_p1);
+    if (data->kind == NF_KIND_MATRIX)
+        nf_strbuf_addf(&sb, ",\n  \"OutsideMask\": %g", (double)nl.outside);
+    nf_strbuf_addf(&sb, ",\n  \"Key\": ");
+    nf_strbuf_add_json_str(&sb, key);
+    if (source_of(ctx, key, &node_id, &node_type, &port)) {
+        nf_strbuf_addf(&sb, ",\n  \"Source\": {\"Node\": ");
+        nf_strbuf_add_json_str(&sb, node_id);
+        nf_strbuf_addf(&sb, ", \"NodeType\": ");
+        nf_strbuf_add_json_str(&sb, node_type);
+        nf_strbuf_addf(&sb, ", \"Port\": ");
+        nf_strbuf_add_json_str(&sb, port);
+        nf_strbuf_addf(&sb, "}");
+    }
+    if (label) {
+        nf_strbuf_addf(&sb, ",\n  \"Item\": ");
+        nf_strbuf_add_json_str(&sb, label);
+    }
+    int64_t volumes = data->kind == NF_KIND_MATRIX ? data->u.mat.rows
+                      : data->kind == NF_KIND_VOLUME ? data->u.vol.nt : 1;
+    if (volumes > 1) {
+        /* unnamed volumes are named by their index on the 4th axis (from 0) */
+        char **names = data->kind == NF_KIND_MATRIX ? data->u.mat.row_names : NULL;
+        nf_strbuf_addf(&sb, ",\n  \"VolumeNames\": [");
+        for (int64_t r = 0; r < volumes; r++) {
+            char index[24];
+            snprintf(index, sizeof index, "%lld", (long long)r);
+            nf_strbuf_addf(&sb, "%s", r ? ", " : "");
+            nf_strbuf_add_json_str(&sb, names && names[r] ? names[r] : index);
+        }
+        nf_strbuf_addf(&sb, "]");
+    }
+    if (extra)
+        nf_strbuf_addf(&sb, ",\n  %s", extra);
+    nf_strbuf_addf(&sb, "\n}\n");
+
+    name = sidecar_name(map_name);
+    path = name ? nf_path_join(ctx->outdir, name) : NULL;
+    if (!path || sb.oom) {
+        rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    NF_TRY(rc = nf_write_file_atomic(path, sb.buf, sb.len, err));
+    NF_TRY(rc = record_file(ctx, key, name, path));
+
+fail:
+    nf_strbuf_release(&sb);
+    free(name);
+    free(path);
+    return rc;
+}
+
+/* Write one non-collection value under its file name (a map with its
+ * sidecar); add its statistics. `outer` is the collection it belongs to. */
 static int write_item(struct summarize_ctx *ctx, const char *key, const char *bids,
-                      const char *label, struct nf_value *v, struct stats *st)
+                      const char *label, struct nf_value *v, const struct nf_value *outer,
+                      struct stats *st)
 {
     struct nf_error *err = ctx->run->err;
     struct nf_value *data = NULL;
@@ -374,17 +577,21 @@ static int write_item(struct summarize_ctx *ctx, const char *key, const char *bi
         goto fail;
     }
     snprintf(descrip, sizeof descrip, "nlflow summarize stat-%.50s", bids);
+    struct nf_stat_info what = stat_of(v, outer, bids);
+    struct nf_nifti_label nl = nifti_label(&what, descrip);
     if (data->kind == NF_KIND_VOLUME)
-        rc = nf_nifti_write(path, &data->u.vol.grid, data->u.vol.nt, data->u.vol.data,
-                            intent_of(bids), descrip, err);
+        rc = nf_nifti_write_labelled(path, &data->u.vol.grid, data->u.vol.nt, data->u.vol.data,
+                                     &nl, err);
     else if (as_nifti)
-        rc = nf_nifti_write_matrix(path, &data->u.mat, intent_of(bids), descrip, err);
+        rc = nf_nifti_write_matrix_labelled(path, &data->u.mat, &nl, err);
     else if (data->kind == NF_KIND_MATRIX)
         rc = nf_matrix_write_tsv(path, &data->u.mat, err);
     else
         rc = nf_table_write(path, &data->u.tab, err);
     NF_TRY(rc);
     NF_TRY(rc = record_file(ctx, key, name, path));
+    if (as_nifti)
+        NF_TRY(rc = write_sidecar(ctx, key, name, label, data, &what, NULL));
     stats_add_value(st, data);
 
 fail:
@@ -423,10 +630,10 @@ static int summarize_input(struct summarize_ctx *ctx, size_t i)
             struct nf_value *item = v->u.coll.items[k];
             snprintf(label, sizeof label, "item-%02zu", k + 1);
             NF_TRY(rc = write_item(ctx, key, bids, item && item->label ? item->label : label,
-                                   item, &st));
+                                   item, v, &st));
         }
     } else {
-        NF_TRY(rc = write_item(ctx, key, bids, NULL, v, &st));
+        NF_TRY(rc = write_item(ctx, key, bids, NULL, v, NULL, &st));
     }
 
     struct nf_strbuf *sb = &ctx->inputs_json;
@@ -749,6 +956,10 @@ static int summarize_threshold(struct summarize_ctx *ctx, struct nf_value **tabl
         rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
         goto fail;
     }
+    /* voxels that do not survive read as "nothing here": 0, or 1 in a p map */
+    struct nf_stat_info what = stat_of(run->extra_in[ti], NULL, bids);
+    for (int64_t c = 0; c < mv.n; c++)
+        thr[c] = outside_of(&what);
     for (int64_t c = 0; c < mv.n; c++)
         pass[c] = value_passes(mv.values[c], p) &&
                   (!pfull || pfull[map_offset(&mv, c)] < p->p_below);
@@ -779,18 +990,40 @@ static int summarize_threshold(struct summarize_ctx *ctx, struct nf_value **tabl
         rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
         goto fail;
     }
+    struct nf_nifti_label nl = nifti_label(&what, "nlflow summarize thresholded");
     if (target->kind == NF_KIND_MATRIX) {
         struct nf_matrix m = target->u.mat;
         m.data = thr;
         m.col_names = NULL;
-        rc = nf_nifti_write_matrix(path, &m, intent_of(bids), "nlflow summarize thresholded",
-                                   err);
+        m.row_names = NULL;
+        rc = nf_nifti_write_matrix_labelled(path, &m, &nl, err);
     } else {
-        rc = nf_nifti_write(path, mv.grid, 1, thr, intent_of(bids),
-                            "nlflow summarize thresholded", err);
+        /* a volume has no mask: what fails the threshold is the "outside" */
+        rc = nf_nifti_write_labelled(path, mv.grid, 1, thr, &nl, err);
     }
     NF_TRY(rc);
     NF_TRY(rc = record_file(ctx, key, name, path));
+    {
+        struct nf_strbuf extra;
+        nf_strbuf_init(&extra);
+        nf_strbuf_addf(&extra, "\"Thresholded\": {\"Threshold\": ");
+        json_number(&extra, p->threshold);
+        nf_strbuf_addf(&extra, ", \"Tail\": \"%s\", \"PBelow\": ",
+                       tail_names[p->tail >= 0 && p->tail <= 2 ? p->tail : 0]);
+        json_number(&extra, p->p_below);
+        nf_strbuf_addf(&extra, ", \"PKey\": ");
+        if (isnan(p->p_below))
+            nf_strbuf_addf(&extra, "null");
+        else
+            nf_strbuf_add_json_str(&extra, p_key_of(p));
+        nf_strbuf_addf(&extra, ", \"MinClusterSize\": %" PRId64 ", \"SurvivingVoxels\": %" PRId64
+                       ", \"FailingValue\": %g}", p->min_cluster_size, n_pass,
+                       (double)outside_of(&what));
+        rc = extra.oom ? NF_FAIL(err, NF_ENOMEM, "out of memory")
+                       : write_sidecar(ctx, key, name, NULL, target, &what, extra.buf);
+        nf_strbuf_release(&extra);
+        NF_TRY(rc);
+    }
     free(name);
     free(path);
     name = path = NULL;
@@ -826,9 +1059,11 @@ static int summarize_threshold(struct summarize_ctx *ctx, struct nf_value **tabl
                    "\"atlas\": %s, \"n_voxels\": %" PRId64 ", \"n_clusters\": %zu, "
                    "\"files\": [", p->min_cluster_size, atlas ? "true" : "false", n_pass,
                    n_kept);
-    nf_strbuf_add_json_str(sb, ctx->files[ctx->n_files - 2].name);
-    nf_strbuf_addf(sb, ", ");
-    nf_strbuf_add_json_str(sb, ctx->files[ctx->n_files - 1].name);
+    /* the thresholded map, its sidecar, the cluster table */
+    for (size_t f = ctx->n_files - 3; f < ctx->n_files; f++) {
+        nf_strbuf_add_json_str(sb, ctx->files[f].name);
+        nf_strbuf_addf(sb, "%s", f + 1 < ctx->n_files ? ", " : "");
+    }
     nf_strbuf_addf(sb, "]}");
     *table_out = table;
     table = NULL;
@@ -1123,9 +1358,13 @@ const struct nf_node_type nf_node_summarize = {
         "Writes each input `key: node.port` under settings.outputs: maps as "
         "<prefix>_stat-<key>_statmap.nii.gz (1xV -> 3D, kxV -> 4D), tables and plain "
         "matrices as <prefix>_stat-<key>.tsv, collections as one file per item prefixed by "
-        "its label. With `threshold` and/or `p_below`, one map is thresholded and its "
-        "26-connected clusters are listed with size, peak (world mm) and atlas label. "
-        "summary.json and dataset_description.json are written last.",
+        "its label. Each map gets a JSON sidecar (<...>_statmap.json) naming the statistic its "
+        "producer computed, degrees of freedom, NIfTI intent, source node and port, and the "
+        "name of each volume of a 4D map; t maps carry intent t-test with their degrees of "
+        "freedom, correlation maps intent correl, z maps z-score, p/p_fwe/q maps intent pval "
+        "and 1 (not 0) outside the mask. With `threshold` and/or `p_below`, one map is "
+        "thresholded and its 26-connected clusters are listed with size, peak (world mm) and "
+        "atlas label. summary.json and dataset_description.json are written last.",
     .version = 1,
     .params = summarize_param_table,
     .params_size = sizeof(struct summarize_params),

@@ -116,7 +116,7 @@ static void assert_grid_identical(const struct nf_grid *a, const struct nf_grid 
 static int put(struct nf_cache *c, struct nf_key k, const struct nf_value *v, const char *pipeline)
 {
     struct nf_error err = { 0 };
-    struct nf_cache_meta meta = { "test", "node1", v->label, pipeline };
+    struct nf_cache_meta meta = { "test", "node1", v->label, pipeline, "out", NULL };
     int rc = nf_cache_put(c, k, v, &meta, &err);
     if (rc < 0)
         fprintf(stderr, "put: %s\n", err.msg);
@@ -269,6 +269,10 @@ static void test_matrix_round_trip(void **state)
     m->u.mat.col_names = calloc((size_t)cols, sizeof(char *));
     for (int64_t k = 0; k < cols; k++)
         m->u.mat.col_names[k] = nf_asprintf("v%" PRId64, k);
+    /* what it holds and its row names come back too (format 2) */
+    const char *row_names[] = { "age", NULL, "reaction time" };
+    assert_int_equal(nf_matrix_set_row_names(m, row_names, &err), 0);
+    nf_value_set_stat(m, NF_STAT_T, 19.5, "one-sample t");
 
     assert_int_equal(put(c, key_of(10), m, NULL), 0);
     struct nf_value *back = get(c, key_of(10), 1);
@@ -284,7 +288,17 @@ static void test_matrix_round_trip(void **state)
     assert_non_null(back->u.mat.col_names);
     for (int64_t k = 0; k < cols; k++)
         assert_string_equal(back->u.mat.col_names[k], m->u.mat.col_names[k]);
+    assert_int_equal(back->stat.kind, NF_STAT_T);
+    assert_true(back->stat.dof == 19.5);
+    assert_string_equal(back->stat.description, "one-sample t");
+    assert_non_null(back->u.mat.row_names);
+    assert_string_equal(back->u.mat.row_names[0], "age");
+    assert_null(back->u.mat.row_names[1]);
+    assert_string_equal(back->u.mat.row_names[2], "reaction time");
     nf_value_unref(back);
+    uint64_t n_bad = 99;
+    assert_int_equal(nf_cache_verify(c, NULL, NULL, &n_bad, &err), 0);
+    assert_int_equal(n_bad, 0);
 
     /* without geometry or names */
     struct nf_value *plain = make_matrix(4, 6, 3);
@@ -292,6 +306,9 @@ static void test_matrix_round_trip(void **state)
     back = get(c, key_of(11), 1);
     assert_null(back->u.mat.geom);
     assert_null(back->u.mat.col_names);
+    assert_null(back->u.mat.row_names);
+    assert_int_equal(back->stat.kind, NF_STAT_NONE);
+    assert_null(back->stat.description);
     assert_memory_equal(back->u.mat.data, plain->u.mat.data, 24 * sizeof(float));
     nf_value_unref(back);
     nf_value_unref(plain);
@@ -942,6 +959,48 @@ static void test_read_only(void **state)
     free(path);
 }
 
+static int count_entry(const struct nf_cache_entry *e, void *arg)
+{
+    struct nf_cache_entry *last = arg;
+    *last = *e;
+    last->pipeline_path = NULL;   /* valid during the callback only */
+    return 0;
+}
+
+/* A format-1 cache (results without port and pipeline_path columns, headers
+ * without tagged sections) is migrated when opened: its entries stay readable
+ * and listable, new entries record their port and pipeline file. */
+static void test_format1_migration(void **state)
+{
+    (void)state;
+    char *path = new_cache_path();
+    struct nf_cache *c = open_cache(path);
+    struct nf_value *old = make_matrix(3, 4, 1);
+    assert_int_equal(put(c, key_of(70), old, "old-pipeline"), 0);
+    nf_cache_close(c);
+    raw_exec(path, "ALTER TABLE results DROP COLUMN port; ALTER TABLE results DROP COLUMN pipeline_path; "
+                   "UPDATE meta SET value = '1' WHERE name = 'format'");
+    c = open_cache(path);
+    struct nf_cache_info info;
+    struct nf_error err = { 0 };
+    assert_int_equal(nf_cache_info(c, &info, &err), 0);
+    assert_int_equal(info.format, NF_CACHE_FORMAT);
+    struct nf_value *back = get(c, key_of(70), 1);
+    assert_memory_equal(back->u.mat.data, old->u.mat.data, 12 * sizeof(float));
+    assert_int_equal(back->stat.kind, NF_STAT_NONE);
+    nf_value_unref(back);
+    struct nf_cache_entry e;
+    assert_int_equal(nf_cache_list(c, count_entry, &e, &err), 0);
+    assert_string_equal(e.port, "");   /* not recorded then */
+    struct nf_cache_meta meta = { "test", "node1", NULL, "new-pipeline", "weights", "/abs/p.yaml" };
+    assert_int_equal(nf_cache_put(c, key_of(71), old, &meta, &err), 0);
+    nf_cache_close(c);
+    assert_int_equal(raw_count(path, "SELECT COUNT(*) FROM results WHERE port = 'weights' AND "
+                                     "pipeline_path = '/abs/p.yaml'"), 1);
+    nf_value_unref(old);
+    free(path);
+}
+
 static void test_newer_format(void **state)
 {
     (void)state;
@@ -1001,7 +1060,7 @@ static int worker(const char *path, uint64_t base, uint64_t other)
     struct nf_value *v = nf_value_new_matrix(64, 4096, NULL, &err);   /* 1 MiB: two chunks with the header */
     for (uint64_t i = 0; i < 25 && v; i++) {
         fill_noise(v->u.mat.data, 64 * 4096, base + i);
-        struct nf_cache_meta meta = { "test", "w", NULL, NULL };
+        struct nf_cache_meta meta = { "test", "w", NULL, NULL, NULL, NULL };
         bad += nf_cache_lease(c, key_of(base + i), &err) != 1;
         bad += nf_cache_put(c, key_of(base + i), v, &meta, &err) != 0;
         bad += nf_cache_put(c, key_of(1000), v, &meta, &err) != 0;   /* both store one key */
@@ -1070,6 +1129,7 @@ int main(void)
         cmocka_unit_test_setup(test_network_fs, clean_env),
         cmocka_unit_test_setup(test_disk_full, clean_env),
         cmocka_unit_test_setup(test_read_only, clean_env),
+        cmocka_unit_test_setup(test_format1_migration, clean_env),
         cmocka_unit_test_setup(test_newer_format, clean_env),
         cmocka_unit_test_setup(test_two_processes, clean_env),
     };

@@ -295,6 +295,20 @@ static void check_exact(int test, int stat, int tail, int method, int n, int n1,
     const struct nf_table *info = &out[POUT_INFO]->u.tab;
     assert_string_equal(info->cols[0].str[4], "exact");
     assert_non_null(strstr(info->cols[1].str[4], "yes"));
+    /* the maps say what they hold, degrees of freedom included */
+    const struct nf_stat_info *si = &out[POUT_STAT]->stat;
+    if (test == PERM_CORRELATION) {
+        assert_int_equal(si->kind, NF_STAT_CORREL);
+        assert_true(si->dof == n - 2);
+    } else if (stat == PERM_STAT_T) {
+        assert_int_equal(si->kind, NF_STAT_T);
+        assert_true(si->dof == (test == PERM_TWO_SAMPLE ? n - 2 : n - 1));
+    } else {
+        assert_int_equal(si->kind, NF_STAT_ESTIMATE);
+    }
+    assert_int_equal(out[POUT_P]->stat.kind, NF_STAT_P);
+    assert_int_equal(out[POUT_P_FWE]->stat.kind, NF_STAT_P_FWE);
+    assert_int_equal(out[POUT_Q_FDR]->stat.kind, NF_STAT_Q_FDR);
     release(&prm, out);
 }
 

@@ -71,12 +71,20 @@ static void solve(const int *rows, int nr, double alpha, const double *xm, const
     memcpy(w, b, sizeof b);
 }
 
+/* Column names of X in run_ridge (NULL: none, as from a .npy). */
+static const char *const *x_names;
+
 /* Run the node on X, Y with the given params; outputs into out[6]. */
 static int run_ridge(struct ridge_params *prm, bool want_all, struct nf_value **out, struct nf_error *err)
 {
     struct nf_value *x = nf_value_new_matrix(N, P, NULL, err), *y = nf_value_new_matrix(N, V, NULL, err);
     memcpy(x->u.mat.data, X, sizeof X);
     memcpy(y->u.mat.data, Y, sizeof Y);
+    if (x_names) {   /* as a design read from a TSV table */
+        x->u.mat.col_names = calloc(P, sizeof(char *));
+        for (int j = 0; j < P; j++)
+            x->u.mat.col_names[j] = strdup(x_names[j]);
+    }
     struct nf_value *in[3] = { x, y, groups_value };
     bool wanted[6] = { true, true, true, want_all, true, want_all };
     struct nf_env env = { .threads = test_threads };
@@ -344,6 +352,26 @@ static void test_predictions(void **state)
     assert_null(out[OUT_PREDICTIONS]);
     assert_null(out[OUT_CV_SCORES]);
     assert_non_null(out[OUT_WEIGHTS]);
+    /* what the outputs hold: weights rows are X's columns, c0.. when unnamed */
+    assert_int_equal(out[OUT_WEIGHTS]->stat.kind, NF_STAT_ESTIMATE);
+    assert_int_equal(out[OUT_ALPHA]->stat.kind, NF_STAT_PENALTY);
+    assert_int_equal(out[OUT_SCORE]->stat.kind, NF_STAT_SCORE);
+    assert_non_null(strstr(out[OUT_SCORE]->stat.description, "R^2"));
+    assert_non_null(out[OUT_WEIGHTS]->u.mat.row_names);
+    assert_string_equal(out[OUT_WEIGHTS]->u.mat.row_names[0], "c0");
+    assert_string_equal(out[OUT_WEIGHTS]->u.mat.row_names[P - 1], "c5");   /* P = 6 */
+    release(&prm, out);
+    static const char *const names[P] = { "age", "rt", "loudness", "speech", "faces", "motion" };
+    x_names = names;
+    params(&prm);
+    assert_int_equal(run_ridge(&prm, true, out, &err), 0);
+    x_names = NULL;
+    for (int j = 0; j < P; j++)
+        assert_string_equal(out[OUT_WEIGHTS]->u.mat.row_names[j], names[j]);
+    assert_string_equal(out[OUT_PREDICTIONS]->u.mat.row_names[0], "sample-1");
+    char first[64];
+    snprintf(first, sizeof first, "fold-1_alpha-%g", alphas[0]);
+    assert_string_equal(out[OUT_CV_SCORES]->u.mat.row_names[0], first);
     release(&prm, out);
 }
 

@@ -257,10 +257,19 @@ static void test_write_files(void **state)
     const struct nf_table *files = &r.out[SUM_OUT_FILES]->u.tab;
     assert_int_equal(files->n_cols, 2);
     assert_string_equal(files->cols[0].name, "key");
-    assert_int_equal(files->n_rows, 8);
+    assert_int_equal(files->n_rows, 12);   /* 4 maps with their sidecars, 2 TSVs, 2 JSON */
     assert_string_equal(files->cols[0].str[0], "score");
-    assert_string_equal(files->cols[0].str[6], "summary");
-    assert_string_equal(files->cols[0].str[7], "dataset_description");
+    assert_true(nf_path_has_suffix(files->cols[1].str[1], "test_stat-score_statmap.json"));
+    assert_string_equal(files->cols[0].str[10], "summary");
+    assert_string_equal(files->cols[0].str[11], "dataset_description");
+    /* p_fwe said nothing about itself: its key makes it a p map, 1 outside the mask */
+    path = nf_path_join(fx->outdir, "test_stat-pFwe_statmap.nii.gz");
+    back = nf_nifti_read(path, &err);
+    free(path);
+    assert_non_null(back);
+    for (int v = 0; v < NX * NY * NZ; v++)
+        assert_true(back->u.vol.data[v] == ((v / NX) % NY != 0 ? fx->full[v] : 1.0f));
+    nf_value_unref(back);
     /* No thresholding: an empty cluster table with the cluster columns. */
     assert_int_equal(r.out[SUM_OUT_TABLE]->u.tab.n_rows, 0);
     assert_int_equal(r.out[SUM_OUT_TABLE]->u.tab.n_cols, SUM_CLUSTER_COLUMNS);
@@ -445,6 +454,141 @@ static void test_tails_and_min_size(void **state)
 }
 
 /* p_below thresholds the stat map where the p map is small (only blob C). */
+static nifti_image *read_header(const struct fixture *fx, const char *name)
+{
+    char *path = nf_path_join(fx->outdir, name);
+    nifti_image *im = nifti_image_read(path, 1);
+    free(path);
+    assert_non_null(im);
+    return im;
+}
+
+/* What maps hold, from what their producers said: p maps are 1 outside the
+ * mask and the p values inside; t and correlation maps carry their intent with
+ * the degrees of freedom; every map has a sidecar naming the statistic, the
+ * node and port, and a 4D map's volumes. */
+static void test_map_semantics(void **state)
+{
+    struct fixture *fx = *state;
+    struct summarize_params p;
+    struct sum_result r;
+    struct nf_error err = {0};
+    float pv[NX * NY * NZ];
+    for (int v = 0; v < NX * NY * NZ; v++)
+        pv[v] = 0.01f + 0.9f * (float)(v % 97) / 97.0f;
+    struct nf_value *pmap = map_matrix(fx, pv), *tmap = map_matrix(fx, fx->full),
+                    *rmap = map_matrix(fx, fx->full), *zmap = map_matrix(fx, fx->full);
+    nf_value_set_stat(pmap, NF_STAT_P, 0, "permutation p-value");
+    nf_value_set_stat(tmap, NF_STAT_T, 19, "one-sample t");
+    nf_value_set_stat(rmap, NF_STAT_CORREL, 28, "Pearson correlation");
+    /* zmap says nothing: its key "z" names it */
+    struct nf_value *weights = nf_value_new_matrix(3, fx->geom->n_voxels, fx->geom, &err);
+    assert_non_null(weights);
+    for (int64_t i = 0; i < 3 * fx->geom->n_voxels; i++)
+        weights->u.mat.data[i] = (float)i;
+    const char *rows[] = {"age", "reaction_time", NULL};
+    assert_int_equal(nf_matrix_set_row_names(weights, rows, &err), 0);
+    nf_value_set_stat(weights, NF_STAT_ESTIMATE, 0, "ridge weights");
+
+    /* a pipeline in which the inputs come from node 'perm' and 'fit' */
+    struct nf_node_inst nodes[3] = {{0}};
+    struct nf_pipeline pl = {0};
+    nodes[0].id = "perm";
+    nodes[0].type = nf_node_type_find("permute");
+    nodes[1].id = "fit";
+    nodes[1].type = nf_node_type_find("ridge");
+    assert_non_null(nodes[0].type);
+    assert_non_null(nodes[1].type);
+    struct nf_edge edges[] = {
+        {.port = NF_EDGE_VARIADIC, .name = "p", .src = 0,
+         .src_port = nf_port_index(nodes[0].type->outputs, "p")},
+        {.port = NF_EDGE_VARIADIC, .name = "w", .src = 1,
+         .src_port = nf_port_index(nodes[1].type->outputs, "weights")},
+    };
+    nodes[2].id = "maps";
+    nodes[2].edges = edges;
+    nodes[2].n_edges = 2;
+    pl.nodes = nodes;
+    pl.n_nodes = 3;
+
+    const char *names[] = {"p", "t", "r", "z", "w"};
+    struct nf_value *values[] = {pmap, tmap, rmap, zmap, weights};
+    params_init(&p);
+    struct nf_env env = {.pipeline_name = "test", .pipeline_hash = "0123abcd",
+                         .outputs_dir = fx->outdir, .pipeline = &pl};
+    struct nf_run run = {.node = &nodes[2], .params = &p, .env = &env, .n_extra = 5,
+                         .extra_names = names, .extra_in = values, .out = r.out, .err = &r.err};
+    struct nf_value *in[1] = {NULL};
+    memset(&r, 0, sizeof r);
+    run.in = in;
+    run.out = r.out;
+    run.err = &r.err;
+    r.rc = nf_node_summarize.run_cpu(&run);
+    assert_int_equal(r.rc, 0);
+
+    /* p: intent pval, 1 outside the mask, the p values inside */
+    nifti_image *im = read_header(fx, "test_stat-p_statmap.nii.gz");
+    assert_int_equal(im->intent_code, 22);
+    assert_string_equal(im->intent_name, "p");
+    const float *data = im->data;
+    for (int v = 0; v < NX * NY * NZ; v++)
+        assert_true(data[v] == ((v / NX) % NY != 0 ? pv[v] : 1.0f));
+    nifti_image_free(im);
+    /* t: intent t-test with its degrees of freedom; zeros outside */
+    im = read_header(fx, "test_stat-t_statmap.nii.gz");
+    assert_int_equal(im->intent_code, 3);
+    assert_true(im->intent_p1 == 19.0);
+    assert_true(((const float *)im->data)[OFF(0, 0, 0)] == 0.0f);
+    nifti_image_free(im);
+    im = read_header(fx, "test_stat-r_statmap.nii.gz");
+    assert_int_equal(im->intent_code, 2);
+    assert_true(im->intent_p1 == 28.0);
+    nifti_image_free(im);
+    assert_int_equal(nifti_intent(fx, "test_stat-z_statmap.nii.gz"), 5);
+    im = read_header(fx, "test_stat-w_statmap.nii.gz");
+    assert_int_equal(im->nt, 3);
+    assert_int_equal(im->intent_code, 1001);
+    nifti_image_free(im);
+
+    char *side = read_out(fx, "test_stat-p_statmap.json");
+    assert_non_null(side);
+    assert_non_null(strstr(side, "\"Statistic\": \"p\""));
+    assert_non_null(strstr(side, "\"Description\": \"permutation p-value\""));
+    assert_non_null(strstr(side, "\"Units\": \"probability\""));
+    assert_non_null(strstr(side, "\"OutsideMask\": 1"));
+    assert_non_null(strstr(side, "\"Key\": \"p\""));
+    assert_non_null(strstr(side, "\"Source\": {\"Node\": \"perm\", \"NodeType\": \"permute\", "
+                                 "\"Port\": \"p\"}"));
+    assert_null(strstr(side, "VolumeNames"));
+    free(side);
+    side = read_out(fx, "test_stat-t_statmap.json");
+    assert_non_null(side);
+    assert_non_null(strstr(side, "\"Statistic\": \"t\""));
+    assert_non_null(strstr(side, "\"DegreesOfFreedom\": 19"));
+    assert_non_null(strstr(side, "\"IntentCode\": 3, \"IntentName\": \"ttest\", \"IntentP1\": 19"));
+    assert_non_null(strstr(side, "\"OutsideMask\": 0"));
+    assert_null(strstr(side, "Source"));   /* not connected in this pipeline */
+    free(side);
+    side = read_out(fx, "test_stat-w_statmap.json");
+    assert_non_null(side);
+    assert_non_null(strstr(side, "\"Statistic\": \"estimate\""));
+    assert_non_null(strstr(side, "\"Port\": \"weights\""));
+    /* named rows by name, an unnamed one by its index */
+    assert_non_null(strstr(side, "\"VolumeNames\": [\"age\", \"reaction_time\", \"2\"]"));
+    free(side);
+    /* every sidecar is a written file (the cache checks them on rerun) */
+    const struct nf_table *files = &r.out[SUM_OUT_FILES]->u.tab;
+    int sidecars = 0;
+    for (int64_t f = 0; f < files->n_rows; f++)
+        sidecars += nf_path_has_suffix(files->cols[1].str[f], "_statmap.json");
+    assert_int_equal(sidecars, 5);
+
+    result_release(&r);
+    for (int i = 0; i < 5; i++)
+        nf_value_unref(values[i]);
+    nf_params_release(&nf_node_summarize, &p);
+}
+
 static void test_p_below(void **state)
 {
     struct fixture *fx = *state;
@@ -455,6 +599,7 @@ static void test_p_below(void **state)
         pv[v] = fx->full[v] < -3.0f ? 0.001f : 0.5f;
     struct nf_value *values[] = {map_matrix(fx, pv), map_matrix(fx, fx->full)};
     const char *names[] = {"p", "t"};
+    nf_value_set_stat(values[1], NF_STAT_T, 11, "one-sample t");
     params_init(&p);
     p.p_below = 0.05;
     run_summarize(fx, &p, 2, names, values, NULL, &r);
@@ -462,6 +607,13 @@ static void test_p_below(void **state)
     /* The default target is the first map that is not the p map: t. */
     assert_true(exists_in(fx, "test_stat-t_clusters.tsv"));
     assert_int_equal(nifti_intent(fx, "test_stat-t_statmap.nii.gz"), 3);
+    assert_int_equal(nifti_intent(fx, "test_stat-t_desc-thresholded_statmap.nii.gz"), 3);
+    char *side = read_out(fx, "test_stat-t_desc-thresholded_statmap.json");
+    assert_non_null(side);
+    assert_non_null(strstr(side, "\"Statistic\": \"t\""));
+    assert_non_null(strstr(side, "\"Thresholded\": {"));
+    assert_non_null(strstr(side, "\"PKey\": \"p\""));
+    free(side);
     assert_int_equal(r.out[SUM_OUT_TABLE]->u.tab.n_rows, 1);
     assert_true(num_at(r.out[SUM_OUT_TABLE], 1, 0) == 4);
     assert_true(num_at(r.out[SUM_OUT_TABLE], 2, 0) == -7.0);
@@ -620,6 +772,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_clusters_matrix, setup, teardown),
         cmocka_unit_test_setup_teardown(test_clusters_volume, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tails_and_min_size, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_map_semantics, setup, teardown),
         cmocka_unit_test_setup_teardown(test_p_below, setup, teardown),
         cmocka_unit_test_setup_teardown(test_peak_ties, setup, teardown),
         cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
