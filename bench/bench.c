@@ -39,10 +39,10 @@
 
 #include "bench.h"
 #include "pipeline.h"
-#include "cache.h"
+#include "cache/cache.h"
 #include "kernels/kernels.h"
-#include "params.h"
-#include "ytree.h"
+#include "lang/params.h"
+#include "lang/ytree.h"
 
 #ifndef NF_VERSION
 #define NF_VERSION "unknown"

@@ -21,8 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "error.h"
-#include "util.h"
+#include "core/error.h"
+#include "core/util.h"
 
 struct nf_grid;
 struct nf_ynode;

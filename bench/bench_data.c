@@ -7,7 +7,7 @@
 #include <stdlib.h>
 
 #include "bench.h"
-#include "value.h"
+#include "core/value.h"
 
 struct voxel_rank {
     double dist2;

@@ -22,11 +22,11 @@
 #include <unistd.h>
 
 #include "bench.h"
-#include "cache.h"
-#include "io.h"
+#include "cache/cache.h"
+#include "io/io.h"
 #include "pipeline.h"
-#include "util.h"
-#include "ytree.h"
+#include "core/util.h"
+#include "lang/ytree.h"
 
 enum cache_variant { PUT_MAPS, GET_MAPS, PUT_BOLD, GET_BOLD, RERUN };
 

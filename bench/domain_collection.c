@@ -31,9 +31,9 @@
 #include <unistd.h>
 
 #include "bench.h"
-#include "io.h"
+#include "io/io.h"
 #include "pipeline.h"
-#include "ytree.h"
+#include "lang/ytree.h"
 
 enum coll_mode { COLL_READ_ONLY, COLL_LAZY, COLL_IN_MEMORY };
 static const char *const mode_names[] = { "read_only", "lazy", "in_memory" };

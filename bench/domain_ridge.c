@@ -32,11 +32,11 @@
 #include <sys/stat.h>
 
 #include "bench.h"
-#include "io.h"
+#include "io/io.h"
 #include "kernels/kernels.h"
 #include "pipeline.h"
-#include "value.h"
-#include "ytree.h"
+#include "core/value.h"
+#include "lang/ytree.h"
 
 /* The pipeline's CV grid; ridge_flops() and the peers assume the same. */
 enum { RIDGE_FOLDS = 5, RIDGE_ALPHAS = 20 };

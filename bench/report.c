@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "bench.h"
-#include "ytree.h"
+#include "lang/ytree.h"
 
 /* ---- reading results ---- */
 

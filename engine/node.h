@@ -18,8 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "error.h"
-#include "value.h"
+#include "core/error.h"
+#include "core/value.h"
 
 /* ---- parameters ---- */
 enum nf_ptype {

@@ -13,9 +13,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "error.h"
+#include "core/error.h"
 #include "node.h"
-#include "value.h"
+#include "core/value.h"
 
 enum nf_device { NF_DEV_AUTO = 0, NF_DEV_CPU, NF_DEV_GPU };
 const char *nf_device_name(enum nf_device d);

@@ -1,5 +1,5 @@
 /* gpu_cost.c — the work of one ridge, permute or searchlight (predict) run,
- * for the placement cost model (engine/cost.h), from the resolved shapes and
+ * for the placement cost model (engine/plan/cost.h), from the resolved shapes and
  * parameters.
  *
  * FLOPs follow the algorithms of the nodes (a multiply-add counts 2); bytes
@@ -14,12 +14,12 @@
  */
 #include <math.h>
 
-#include "cost.h"
+#include "plan/cost.h"
 #include "gpu_nodes.h"
-#include "permute.h"
-#include "predict.h"
-#include "predict_models.h"
-#include "ridge.h"
+#include "permute/permute.h"
+#include "predict/predict.h"
+#include "predict/predict_models.h"
+#include "ridge/ridge.h"
 
 int nf_ridge_cost(const void *params, const struct nf_shape *in, const struct nf_shape *out,
                   struct nf_cost *c)

@@ -1,6 +1,6 @@
 /* gpu_nodes.h — the GPU implementations of the ridge and permute nodes and of
- * predict's searchlight (nodes/ridge_gpu.c, nodes/permute_gpu.c,
- * nodes/searchlight_gpu.c, CUDA builds only) and the work
+ * predict's searchlight (nodes/ridge/ridge_gpu.c, nodes/permute/permute_gpu.c,
+ * nodes/searchlight/searchlight_gpu.c, CUDA builds only) and the work
  * estimates the placement cost model uses for them (nodes/gpu_cost.c, every
  * build).
  *
@@ -26,8 +26,8 @@
 #ifdef HAVE_CUDA
 int nf_ridge_run_gpu(struct nf_run *run);
 int nf_permute_run_gpu(struct nf_run *run);
-/* predict (nodes/predict.c): mode searchlight with ridge or ridge_classifier
- * on the GPU (nodes/searchlight_gpu.c); every other mode and learner warns
+/* predict (nodes/predict/predict.c): mode searchlight with ridge or ridge_classifier
+ * on the GPU (nodes/searchlight/searchlight_gpu.c); every other mode and learner warns
  * that it has no GPU path and runs the CPU node. */
 int nf_predict_run_gpu(struct nf_run *run);
 #endif

@@ -18,9 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "params.h"
-#include "util.h"
-#include "ytree.h"
+#include "lang/params.h"
+#include "core/util.h"
+#include "lang/ytree.h"
 
 static const struct nf_ynode *root;
 

@@ -9,8 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "io.h"
-#include "util.h"
+#include "io/io.h"
+#include "core/util.h"
 
 static int write_vol(const char *dir, const char *name, const struct nf_grid *g, int64_t nt,
                      float (*value)(int64_t v, int64_t t))

@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "error.h"
+#include "core/error.h"
 
 enum nf_standardize { NF_STD_NONE = 0, NF_STD_ZSCORE, NF_STD_CENTER };
 

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "pipeline.h"
-#include "util.h"
+#include "core/util.h"
 
 /* Copy pipelines/NAME into a new folder under /tmp and load and plan the copy
  * (every phase must pass; diagnostics into d, which the caller releases).

@@ -13,8 +13,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "util.h"
-#include "value.h"
+#include "core/util.h"
+#include "core/value.h"
 
 /* n rows of V voxels (row-major X), targets y, and each row's fold. */
 struct sldata {

@@ -25,14 +25,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cost.h"
+#include "plan/cost.h"
 #include "pipeline.h"
-#include "util.h"
-#include "../../nodes/gpu_nodes.h"
-#include "../../nodes/permute.h"
-#include "../../nodes/predict.h"
-#include "../../nodes/predict_models.h"
-#include "../../nodes/ridge.h"
+#include "core/util.h"
+#include "gpu_nodes.h"
+#include "permute/permute.h"
+#include "predict/predict.h"
+#include "predict/predict_models.h"
+#include "ridge/ridge.h"
 
 /* An H200-like machine next to this project's 2-core VM. */
 static struct nf_rates h200(void)

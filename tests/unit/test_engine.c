@@ -17,11 +17,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "io.h"
-#include "params.h"
+#include "io/io.h"
+#include "lang/params.h"
 #include "pipeline.h"
-#include "util.h"
-#include "ytree.h"
+#include "core/util.h"
+#include "lang/ytree.h"
 
 static char tmpdir[256];
 

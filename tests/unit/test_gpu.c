@@ -49,18 +49,18 @@
 #include <unistd.h>
 
 #ifdef HAVE_CUDA
-#include "cache.h"
-#include "exec_cache.h"
+#include "cache/cache.h"
+#include "cache/exec_cache.h"
 #include "kernels/cuda/gpu.h"
 #include "kernels/kernels.h"
 #include "pipeline.h"
-#include "util.h"
-#include "../../nodes/gpu_nodes.h"
-#include "../../nodes/permute.h"
-#include "../../nodes/predict.h"
-#include "../../nodes/predict_models.h"
-#include "../../nodes/ridge.h"
-#include "../../nodes/searchlight.h"
+#include "core/util.h"
+#include "gpu_nodes.h"
+#include "permute/permute.h"
+#include "predict/predict.h"
+#include "predict/predict_models.h"
+#include "ridge/ridge.h"
+#include "searchlight/searchlight.h"
 
 static bool have_gpu;
 

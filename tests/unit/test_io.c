@@ -1,4 +1,4 @@
-/* test_io.c — unit tests for engine/nifti_io.c and engine/table_io.c.
+/* test_io.c — unit tests for engine/io/nifti_io.c and engine/io/table_io.c.
  *
  * Every expected value comes from an independent source: hand-built volumes and
  * index formulas, files written directly with nifti_clib or byte by byte (.npy),
@@ -22,8 +22,8 @@
 
 #include <nifti2_io.h>
 
-#include "io.h"
-#include "util.h"
+#include "io/io.h"
+#include "core/util.h"
 
 static char tmpdir[256];
 

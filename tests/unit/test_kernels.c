@@ -25,7 +25,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
-#include "util.h"
+#include "core/util.h"
 #ifdef HAVE_CUDA
 #include "kernels/cuda/cuda_internal.h"
 #endif

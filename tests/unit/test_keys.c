@@ -27,10 +27,10 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "io.h"
-#include "keys.h"
+#include "io/io.h"
+#include "cache/keys.h"
 #include "pipeline.h"
-#include "util.h"
+#include "core/util.h"
 
 static char *tmpdir;
 

@@ -1,4 +1,4 @@
-/* test_load.c — unit tests of the `load` node (nodes/load.c).
+/* test_load.c — unit tests of the `load` node (nodes/load/load.c).
  *
  * A temporary folder is filled with small NIfTI images (written with
  * nf_nifti_write), TSV tables and a .npy array, created in an order that is
@@ -22,14 +22,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "error.h"
-#include "io.h"
+#include "core/error.h"
+#include "io/io.h"
 #include "node.h"
 #include "pipeline.h"
-#include "util.h"
-#include "value.h"
+#include "core/util.h"
+#include "core/value.h"
 
-#include "../../nodes/load.h"
+#include "load/load.h"
 
 enum { NX = 4, NY = 3, NZ = 2, NVOX = NX * NY * NZ };
 

@@ -1,4 +1,4 @@
-/* test_mask.c — unit tests of the `mask` node (nodes/mask.c).
+/* test_mask.c — unit tests of the `mask` node (nodes/mask/mask.c).
  *
  * The voxel order is the one thing a port of nltools must not get wrong, so
  * these tests never ask the code under test what the order is: they build
@@ -20,13 +20,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "error.h"
+#include "core/error.h"
 #include "node.h"
 #include "pipeline.h"
-#include "util.h"
-#include "value.h"
+#include "core/util.h"
+#include "core/value.h"
 
-#include "../../nodes/mask.h"
+#include "mask/mask.h"
 
 enum { NX = 4, NY = 3, NZ = 5, NVOX = NX * NY * NZ };
 

@@ -15,9 +15,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "io.h"
+#include "io/io.h"
 #include "pipeline.h"
-#include "util.h"
+#include "core/util.h"
 
 static char tmpdir[256];
 enum { NX = 7, NY = 6, NZ = 5, NSUB = 5 };

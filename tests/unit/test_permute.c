@@ -18,10 +18,10 @@
 #include <string.h>
 
 #include "pipeline.h"
-#include "rng.h"
-#include "util.h"
-#include "../../nodes/permute.h"
-#include "../../nodes/permute_internal.h"
+#include "core/rng.h"
+#include "core/util.h"
+#include "permute/permute.h"
+#include "permute/permute_internal.h"
 
 enum { MAXN = 40, MAXV = 96 };
 

@@ -22,12 +22,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "io.h"
+#include "io/io.h"
 #include "pipeline.h"
-#include "predict_models.h"
-#include "rng.h"
-#include "util.h"
-#include "../../nodes/predict.h"
+#include "predict/predict_models.h"
+#include "core/rng.h"
+#include "core/util.h"
+#include "predict/predict.h"
 #include "example_pipeline.h"
 #include "ref_solve.h"
 
@@ -292,7 +292,7 @@ static void ref_fit(const float *X, int n, int p, const int *fold, int f, bool s
 }
 
 /* sklearn's KFold(k, shuffle=True, random_state=seed): sorted chunks of
- * RandomState(seed).permutation(n) (engine/rng.c is checked against numpy). */
+ * RandomState(seed).permutation(n) (engine/core/rng.c is checked against numpy). */
 static void kfold_ref(int n, int k, uint32_t seed, int *fold)
 {
     int64_t order[512];

@@ -1,5 +1,5 @@
 /* test_predict_models.c — the learners, folds and scores of the `predict`
- * node (nodes/predict_models.c) against independent computations:
+ * node (nodes/predict/predict_models.c) against independent computations:
  *  - ridge and ridge_classifier against the normal equations on centred data,
  *    solved in double by ref_solve.h's Gauss-Jordan (both the primal n > p and the
  *    dual n < p path of the library);
@@ -24,8 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util.h"
-#include "../../nodes/predict_models.h"
+#include "core/util.h"
+#include "predict/predict_models.h"
 #include "ref_solve.h"
 
 /* ---- data ---- */

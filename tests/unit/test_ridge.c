@@ -16,11 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io.h"
+#include "io/io.h"
 #include "pipeline.h"
-#include "rng.h"
-#include "util.h"
-#include "../../nodes/ridge.h"
+#include "core/rng.h"
+#include "core/util.h"
+#include "ridge/ridge.h"
 #include "example_pipeline.h"
 #include "ref_solve.h"
 

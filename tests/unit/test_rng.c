@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "params.h"
-#include "rng.h"
-#include "util.h"
-#include "ytree.h"
+#include "lang/params.h"
+#include "core/rng.h"
+#include "core/util.h"
+#include "lang/ytree.h"
 
 static struct nf_ynode *vectors;
 

@@ -1,9 +1,9 @@
-/* test_searchlight.c — searchlight decoding (nodes/searchlight.c) against
+/* test_searchlight.c — searchlight decoding (nodes/searchlight/searchlight.c) against
  * independent computations: spheres against a brute-force O(V²) distance check
  * in world coordinates under oblique, anisotropic and flipped affines; the
  * batched closed forms (ridge, ridge_classifier; primal and dual spheres)
  * against a per-sphere double-precision solve written here and against the
- * one-sphere-at-a-time pipeline of nodes/predict_models.h (scaler + fit +
+ * one-sphere-at-a-time pipeline of nodes/predict/predict_models.h (scaler + fit +
  * score); a planted pattern that must be found while far spheres stay at
  * chance; identical maps for any thread count; checkpoints that resume to the
  * same map; NaN (counted, with a warning) for spheres of fewer than 2 voxels
@@ -21,11 +21,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cache.h"
-#include "exec_cache.h"
-#include "util.h"
-#include "../../nodes/predict_models.h"
-#include "../../nodes/searchlight.h"
+#include "cache/cache.h"
+#include "cache/exec_cache.h"
+#include "core/util.h"
+#include "predict/predict_models.h"
+#include "searchlight/searchlight.h"
 #include "ref_solve.h"
 #include "searchlight_testdata.h"
 

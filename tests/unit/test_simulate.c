@@ -1,4 +1,4 @@
-/* test_simulate.c — unit tests of the `simulate` node (nodes/simulate.c).
+/* test_simulate.c — unit tests of the `simulate` node (nodes/simulate/simulate.c).
  *
  * The node is run directly through its descriptor, with parameters filled from
  * its own table's defaults. Checks are computed independently here, in double:
@@ -18,12 +18,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "io.h"
+#include "io/io.h"
 #include "node.h"
 #include "pipeline.h"
-#include "simulate.h"
-#include "util.h"
-#include "value.h"
+#include "simulate/simulate.h"
+#include "core/util.h"
+#include "core/value.h"
 
 #define N_OUT 5
 

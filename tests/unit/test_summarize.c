@@ -1,4 +1,4 @@
-/* test_summarize.c — unit tests of the `summarize` node (nodes/summarize.c).
+/* test_summarize.c — unit tests of the `summarize` node (nodes/summarize/summarize.c).
  *
  * A hand-built map on a small grid with a non-trivial affine and a mask that
  * drops a slab (so that map columns are not grid offsets) holds three blobs:
@@ -20,12 +20,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "io.h"
+#include "io/io.h"
 #include "node.h"
 #include "pipeline.h"
-#include "summarize.h"
-#include "util.h"
-#include "value.h"
+#include "summarize/summarize.h"
+#include "core/util.h"
+#include "core/value.h"
 
 #define NX 10
 #define NY 9

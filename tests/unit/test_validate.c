@@ -1,5 +1,5 @@
 /* test_validate.c — unit tests of the helping side of validation: the
- * "did you mean" edit distance and its thresholds (engine/suggest.c), how
+ * "did you mean" edit distance and its thresholds (engine/lang/suggest.c), how
  * ${var} references are typed (quoted or not), `cache: false`, and that the
  * generated JSON schema accepts what nlflow accepts. The schema check runs a
  * small JSON Schema validator written here for exactly the keywords gen.c
@@ -21,11 +21,11 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "params.h"
+#include "lang/params.h"
 #include "pipeline.h"
-#include "suggest.h"
-#include "util.h"
-#include "ytree.h"
+#include "lang/suggest.h"
+#include "core/util.h"
+#include "lang/ytree.h"
 
 static char tmpdir[256];
 

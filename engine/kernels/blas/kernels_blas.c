@@ -27,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util.h"
+#include "core/util.h"
 
 /* LAPACK's Fortran entry points (column-major, every argument by reference). The
  * trailing size_t arguments are the hidden lengths gfortran passes for CHARACTER

@@ -8,7 +8,7 @@
  * Only device 0 is considered for now.
  */
 #include "kernels/kernels.h"
-#include "kernels/cuda/gpu.h"
+#include "gpu.h"
 
 #include <cuda_runtime_api.h>
 #include <stdio.h>

@@ -24,7 +24,7 @@
 #include <cublas_v2.h>
 #include <cusolverDn.h>
 
-#include "kernels/cuda/gpu.h"
+#include "gpu.h"
 
 struct lazy_lib {
     const char *path, *soname;   /* full path in the toolkit, then the search path */

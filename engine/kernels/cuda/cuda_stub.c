@@ -10,7 +10,7 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "cost.h"
+#include "plan/cost.h"
 
 bool nf_cuda_available(char *why, size_t why_size)
 {

@@ -31,7 +31,7 @@
 #include <cuda_runtime_api.h>
 #include <cusolverDn.h>
 
-#include "error.h"
+#include "core/error.h"
 #include "kernels/kernels.h"
 
 /* cuBLAS and cuSOLVER are loaded at their first call (cuda_libs.c): NULL when
@@ -215,7 +215,7 @@ extern const struct nf_kernels nf_kernels_cuda;
  * Every launcher enqueues on `stream` and returns 0, or -(cudaError_t) of a
  * launch that failed (turn it into an nlflow error with nf_gpu_check). */
 
-/* Ridge (the algebra is in nodes/ridge_gpu.c), for a block of nb voxels whose
+/* Ridge (the algebra is in nodes/ridge/ridge_gpu.c), for a block of nb voxels whose
  * rows Y (n x nb, in fold order) are on the device; fold f validates on rows
  * [v0[f], v1[f]) (device arrays of k):
  *   y_mean[v]: the mean of all rows (when center);
@@ -258,8 +258,8 @@ int nf_gpu_gather_rows(cudaStream_t stream, float *dst, int64_t ld_dst, const fl
 /* X[i*nb+v] += (float)centre[v] for i < rows. */
 int nf_gpu_add_rows(cudaStream_t stream, float *X, int64_t rows, int64_t nb, const double *centre);
 
-/* Searchlight (the algebra is in nodes/searchlight.c, the batches in
- * nodes/searchlight_gpu.c), for a batch of nb spheres whose column lists are
+/* Searchlight (the algebra is in nodes/searchlight/searchlight.c, the batches in
+ * nodes/searchlight/searchlight_gpu.c), for a batch of nb spheres whose column lists are
  * padded to mb entries (idx: nb x mb, -1 = padding), on one fold whose rows
  * (n: training rows then validation rows) index the resident X (ld ldx):
  *   Z[(b n + r) mb + j] = (float)(((double)X[rows[r] ldx + col] - mean[col]) *
@@ -282,7 +282,7 @@ int nf_gpu_sl_solve(cudaStream_t stream, int64_t nb, const int32_t *size, int64_
                     double alpha, const double *t_c, const double *t_mean, double *L, double *T, float *dec,
                     int64_t dec_ld);
 
-/* Permute: per-voxel constants of the transform (see nodes/permute.c), device arrays. */
+/* Permute: per-voxel constants of the transform (see nodes/permute/permute.c), device arrays. */
 struct nf_gpu_perm_consts {
     float a, c;
     int tail;                 /* PERM_TAIL_* */

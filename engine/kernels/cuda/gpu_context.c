@@ -19,9 +19,9 @@
  * of about eps ‖X‖ like LAPACK's sgesdd, and the designs are small (samples x
  * features), so its cost does not matter next to the voxel GEMMs.
  */
-#include "kernels/cuda/gpu.h"
+#include "gpu.h"
 
-#include "cost.h"
+#include "plan/cost.h"
 
 #include <limits.h>
 #include <math.h>
@@ -30,8 +30,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util.h"
-#include "value.h"
+#include "core/util.h"
+#include "core/value.h"
 
 static pthread_mutex_t gpu_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct nf_gpu *the_gpu;          /* made on first acquire */

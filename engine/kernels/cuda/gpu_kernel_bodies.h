@@ -7,9 +7,9 @@
  * through an emulated CUDA runtime, so the arithmetic the device runs is the
  * arithmetic those tests check against the CPU nodes.
  *
- * Every body mirrors the CPU nodes operation by operation (nodes/ridge.c
- * fold_uty / fold_scores / finish_block, nodes/permute.c transform,
- * nodes/searchlight.c gather / dot / chol_solve / closed_form_fold): the same
+ * Every body mirrors the CPU nodes operation by operation (nodes/ridge/ridge.c
+ * fold_uty / fold_scores / finish_block, nodes/permute/permute.c transform,
+ * nodes/searchlight/searchlight.c gather / dot / chol_solve / closed_form_fold): the same
  * float or double operations in the same order; nvcc compiles them with
  * --fmad=false and C does not contract either, so equal inputs give the CPU's
  * bits.
@@ -31,7 +31,7 @@
 #define NF_BODY static inline
 #endif
 
-/* Ridge score kinds and permute tails, as in nodes/ridge.h and nodes/permute.h. */
+/* Ridge score kinds and permute tails, as in nodes/ridge/ridge.h and nodes/permute/permute.h. */
 enum { NF_BODY_SCORE_PEARSON = 1, NF_BODY_TAIL_TWO = 0, NF_BODY_TAIL_UPPER = 1 };
 
 /* ---- ridge (see nf_gpu_ridge_* in gpu.h for the layouts) ---- */
@@ -171,7 +171,7 @@ NF_BODY void nf_body_sl_gather(int64_t e, const float *X, int64_t ldx, const int
     Z[e] = col < 0 ? 0.0f : (float)(((double)X[rows[r] * ldx + col] - mean[col]) * inv_sd[col]);
 }
 
-/* nodes/searchlight.c dot(): four partial sums, combined as (s0 + s1) + (s2 +
+/* nodes/searchlight/searchlight.c dot(): four partial sums, combined as (s0 + s1) + (s2 +
  * s3), here over elements `st` apart (the interleaved scratch). */
 NF_BODY double nf_body_sl_dot(const double *a, const double *b, int64_t n, int64_t st)
 {
@@ -188,7 +188,7 @@ NF_BODY double nf_body_sl_dot(const double *a, const double *b, int64_t n, int64
     return (s0 + s1) + (s2 + s3);
 }
 
-/* nodes/searchlight.c closed_form_fold() and chol_solve() for sphere b. */
+/* nodes/searchlight/searchlight.c closed_form_fold() and chol_solve() for sphere b. */
 NF_BODY void nf_body_sl_solve(int64_t b, int64_t nb, const int32_t *size, int64_t n_tr, int64_t n_val, int64_t q,
                               int64_t mb, int64_t ldp, int64_t S, const float *Z, const float *G, int64_t g_stride,
                               double alpha, const double *t_c, const double *t_mean, double *L, double *T, float *dec,
@@ -276,7 +276,7 @@ NF_BODY float nf_body_key_float(int key)
     return f;
 }
 
-/* nodes/permute.c transform() of one GEMM value g of a voxel. */
+/* nodes/permute/permute.c transform() of one GEMM value g of a voxel. */
 NF_BODY float nf_body_perm_transform(const struct nf_gpu_perm_consts *k, float g, float shift, float ss, float fl,
                                      float cap)
 {

@@ -23,7 +23,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "util.h"
+#include "core/util.h"
 
 /* Element (row, col) of op(M), where M is stored row-major with leading dimension ld. */
 static float op_at(const float *M, int64_t ld, bool transposed, int64_t row, int64_t col)

@@ -1,0 +1,742 @@
+/* cli.c — the `nlflow` command line: run, plan, validate, nodes, schema,
+ * simulate, devices, and bench (in bench/). It strings the engine phases
+ * together (parse/validate -> shapes -> place -> memory plan -> execute), maps
+ * errors to exit statuses (0 ok, 1 runtime failure, 2 invalid pipeline or
+ * usage, 130 interrupted) and keeps stdout for results (plans, JSON events)
+ * and stderr for logs.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <malloc.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench/bench.h"
+#include "cache/cache.h"
+#include "plan/cost.h"
+#include "run/events.h"
+#include "lang/gen.h"
+#include "cache/keys.h"
+#include "io/io.h"
+#include "kernels/kernels.h"
+#include "lang/params.h"
+#include "pipeline.h"
+#include "core/util.h"
+
+#ifndef NF_VERSION
+#define NF_VERSION "0.1.0"
+#endif
+#ifndef NF_GIT_COMMIT
+#define NF_GIT_COMMIT "unknown"
+#endif
+
+static const char usage_text[] =
+    "usage: nlflow <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  run PIPELINE.yaml [options]     validate, plan and run a pipeline\n"
+    "  plan PIPELINE.yaml [options]    dry run: shapes, memory and device of every node\n"
+    "  validate PIPELINE.yaml          check a pipeline and its input files (headers only)\n"
+    "  nodes [TYPE] [--markdown]       node reference, from the parameter tables\n"
+    "  schema                          print the JSON schema of pipeline files\n"
+    "  simulate --out DIR [options]    write a simulated data set (NIfTI + TSV)\n"
+    "  devices [--calibrate]           CPU, BLAS kernel and GPU of this machine; --calibrate\n"
+    "                                  measures their rates for device: auto (docs/gpu.md)\n"
+    "  cache ls|info|verify|gc         inspect and maintain the result cache\n"
+    "  bench [--quick] [options]       benchmarks next to their peers -> bench/results/,\n"
+    "                                  docs/performance.md (see 'nlflow bench --help')\n"
+    "\n"
+    "run/plan options:\n"
+    "  --set NAME=VALUE   override a variable from the pipeline's params (repeatable)\n"
+    "  --device cpu|gpu|auto   --memory SIZE (e.g. 8GiB)   --threads N (0 = all cores)\n"
+    "  --json             machine-readable events on stdout, one JSON object a line\n"
+    "                     (docs/events.md); validate/plan then print their text on stderr\n"
+    "  --quiet            no progress lines on stderr\n"
+    "  --cache PATH       result cache (default: settings.cache, .nlflow/cache.db beside the pipeline)\n"
+    "  --no-cache         compute everything, store nothing\n"
+    "  --strict-cache     fail when the cache cannot be written (default: warn and go on)\n"
+    "  --explain          (plan) per node: cached, will run, and why\n"
+    "\n"
+    "cache commands:  nlflow cache ls [--pipeline FILE] [--all] | info | verify | gc [--max-size SIZE]\n"
+    "                 [--older-than DAYS]   (each with [--cache PATH]; gc without a limit removes\n"
+    "                 nothing and says what each limit would remove)\n"
+    "\n"
+    "simulate options:\n"
+    "  --out DIR  --subjects N  --images N  --features N  --seed N  --voxel-size MM\n"
+    "  --mask auto|synthetic|PATH  --effect-size X  --noise X\n"
+    "\n"
+    "exit status: 0 success, 1 runtime failure, 2 invalid pipeline or usage, 130 interrupted\n";
+
+static int usage_error(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "nlflow: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n(see 'nlflow --help')\n");
+    return 2;
+}
+
+struct cli_opts {
+    const char *pipeline;
+    struct nf_overrides ov;
+    bool json, quiet, markdown, explain;
+    const char *cache_path;
+    bool no_cache, strict_cache;
+};
+
+/* Parse options shared by run/plan/validate. Returns 0 or an exit status. */
+static int parse_run_opts(int argc, char **argv, struct cli_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->ov.device = -1;
+    o->ov.memory = -1;
+    o->ov.threads = -1;
+    o->ov.set = calloc((size_t)argc + 1, sizeof(char *));
+    if (!o->ov.set)
+        return 1;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+#define NEED_VALUE() do { if (!val) return usage_error("option '%s' needs a value", a); i++; } while (0)
+        if (strcmp(a, "--set") == 0) {
+            NEED_VALUE();
+            o->ov.set[o->ov.n_set++] = argv[i];
+        } else if (strncmp(a, "--set=", 6) == 0) {
+            o->ov.set[o->ov.n_set++] = argv[i] + 6;
+        } else if (strcmp(a, "--device") == 0) {
+            NEED_VALUE();
+            if (strcmp(val, "cpu") == 0) o->ov.device = NF_DEV_CPU;
+            else if (strcmp(val, "gpu") == 0) o->ov.device = NF_DEV_GPU;
+            else if (strcmp(val, "auto") == 0) o->ov.device = NF_DEV_AUTO;
+            else return usage_error("--device must be cpu, gpu or auto (got '%s')", val);
+        } else if (strcmp(a, "--memory") == 0) {
+            NEED_VALUE();
+            o->ov.memory = nf_parse_size(val);
+            if (o->ov.memory <= 0)
+                return usage_error("--memory must be a size such as 8GiB (got '%s')", val);
+        } else if (strcmp(a, "--threads") == 0) {
+            NEED_VALUE();
+            int64_t t;
+            if (!nf_parse_int64(val, &t) || t < 0 || t > 4096)
+                return usage_error("--threads must be an integer between 0 and 4096 (got '%s')", val);
+            o->ov.threads = (int)t;
+        } else if (strcmp(a, "--json") == 0) {
+            o->json = true;
+        } else if (strcmp(a, "--quiet") == 0 || strcmp(a, "-q") == 0) {
+            o->quiet = true;
+        } else if (strcmp(a, "--explain") == 0) {
+            o->explain = true;
+        } else if (strcmp(a, "--cache") == 0) {
+            NEED_VALUE();
+            o->cache_path = val;
+        } else if (strcmp(a, "--no-cache") == 0) {
+            o->no_cache = true;
+        } else if (strcmp(a, "--strict-cache") == 0) {
+            o->strict_cache = true;
+        } else if (a[0] == '-' && a[1]) {
+            return usage_error("unknown option '%s'", a);
+        } else if (!o->pipeline) {
+            o->pipeline = a;
+        } else {
+            return usage_error("unexpected argument '%s' (one pipeline file at a time)", a);
+        }
+#undef NEED_VALUE
+    }
+    if (!o->pipeline)
+        return usage_error("%s", "missing the pipeline file");
+    return 0;
+}
+
+enum stop_after { STOP_VALIDATE, STOP_PLAN, STOP_RUN };
+
+/* The cache file of a run: --cache, else settings.cache beside the pipeline;
+ * NULL when disabled (--no-cache, cache: off). Owned. */
+static char *cache_file(const struct nf_pipeline *p, const struct cli_opts *o)
+{
+    if (o->no_cache || (!o->cache_path && strcmp(p->settings.cache, "off") == 0))
+        return NULL;
+    return o->cache_path ? strdup(o->cache_path) : nf_path_join(p->dir, p->settings.cache);
+}
+
+/* Open the cache for a run. A cache that cannot be used is a warning (the run
+ * goes on without it) unless --strict-cache; a cache on a network file system
+ * is refused. Returns 0, or -1 with *status set. */
+static int open_cache(const struct nf_pipeline *p, const struct cli_opts *o, struct nf_cache **out,
+                      int *status)
+{
+    struct nf_error err = { 0 };
+    char *path = cache_file(p, o);
+    *out = NULL;
+    if (!path)
+        return 0;
+    struct nf_cache_opts co = { .strict = o->strict_cache };
+    int rc = nf_cache_open(path, &co, out, &err);
+    free(path);
+    if (rc == 0)
+        return 0;
+    if (o->strict_cache || err.code == NF_EINVAL || err.code == NF_EUSAGE) {
+        nf_error_print(&err);
+        *status = err.code == NF_EIO || err.code == NF_ENOMEM ? 1 : 2;
+        return -1;
+    }
+    char buf[1200];
+    nf_error_format(&err, buf, sizeof buf);
+    nf_warn(NULL, "%s; running without the cache", buf);
+    return 0;
+}
+
+/* plan --explain: per node, cached / will run / stale and why. */
+static int explain(const struct nf_pipeline *p, const struct cli_opts *o, FILE *out)
+{
+    struct nf_error err = { 0 };
+    struct nf_cache *cache = NULL;
+    char *path = cache_file(p, o);
+    struct nf_node_keys *keys = calloc(p->n_nodes + 1, sizeof *keys);
+    int status = 0;
+    if (!keys) {
+        free(path);
+        return 1;
+    }
+    if (path && access(path, F_OK) == 0) {
+        struct nf_cache_opts co = { 0 };
+        if (nf_cache_open(path, &co, &cache, &err) < 0) {
+            nf_error_print(&err);
+            status = 1;
+            goto done;
+        }
+    }
+    if (nf_keys_plan(p, cache, keys, &err) < 0) {
+        nf_error_print(&err);
+        status = 1;
+        goto done;
+    }
+    fprintf(out, "\ncache: %s\n", cache ? nf_cache_path(cache) : path ? "(none yet: every node will run)" : "(disabled)");
+    nf_explain_print(p, cache, keys, out);
+done:
+    for (size_t i = 0; i < p->n_nodes; i++)
+        nf_node_keys_release(&keys[i]);
+    free(keys);
+    nf_cache_close(cache);
+    free(path);
+    return status;
+}
+
+/* --json: the first event of a command. */
+static void run_start_event(const struct cli_opts *o, const struct nf_pipeline *p, enum stop_after stop)
+{
+    struct nf_strbuf sb;
+    nf_event_begin(&sb, "run_start");
+    if (!nf_events_json)
+        return;
+    nf_strbuf_addf(&sb, ",\"command\":\"%s\",\"pipeline\":",
+                   stop == STOP_RUN ? "run" : stop == STOP_PLAN ? "plan" : "validate");
+    nf_strbuf_add_json_str(&sb, o->pipeline);
+    if (p) {
+        nf_strbuf_addf(&sb, ",\"name\":");
+        nf_strbuf_add_json_str(&sb, p->name);
+        nf_strbuf_addf(&sb, ",\"pipeline_hash\":\"%s\",\"nodes\":%zu", p->hash, p->n_nodes);
+    } else {
+        nf_strbuf_addf(&sb, ",\"name\":null,\"pipeline_hash\":null,\"nodes\":null");
+    }
+    nf_strbuf_addf(&sb, ",\"nlflow_version\":\"%s\",\"nlflow_commit\":\"%s\"", NF_VERSION, NF_GIT_COMMIT);
+    nf_event_end(&sb);
+}
+
+/* --json: the last event of a command. */
+static void run_end_event(int status, double seconds, const struct nf_pipeline *p, bool wrote)
+{
+    struct nf_strbuf sb;
+    nf_event_begin(&sb, "run_end");
+    if (!nf_events_json)
+        return;
+    nf_strbuf_addf(&sb, ",\"status\":%d,\"seconds\":%.6f,\"interrupted\":%s,\"outputs\":", status, seconds,
+                   status == 130 ? "true" : "false");
+    if (p && wrote)
+        nf_strbuf_add_json_str(&sb, p->outputs_dir);
+    else
+        nf_strbuf_addf(&sb, "null");
+    nf_event_end(&sb);
+}
+
+static int run_pipeline(struct cli_opts *o, enum stop_after stop)
+{
+    struct nf_diags d;
+    struct nf_error err = { 0 };
+    struct nf_cache *cache = NULL;
+    int status = 0;
+    const char *phase = "validate";
+    bool wrote = false;
+    size_t warned = 0;   /* warnings already sent as events */
+    double t0 = nf_now();
+    /* with --json, stdout holds only events: the text of validate/plan goes to stderr */
+    FILE *text = o->json ? stderr : stdout;
+    nf_diags_init(&d);
+    nf_log_quiet = o->quiet;
+    nf_events_start(o->json);
+    struct nf_pipeline *p = nf_pipeline_load(o->pipeline, &o->ov, &d);
+    run_start_event(o, p, stop);
+    if (!p)
+        goto invalid;
+    /* Shapes come from file headers only: validate runs them too, so that every
+     * check that needs no voxel data (files, globs, grids, columns, row counts,
+     * references between parameters and inputs) is part of `validate`. */
+    if (nf_resolve_shapes(p, &d) < 0)
+        goto invalid;
+    nf_event_diags(&d, 0, phase);   /* its warnings (printed on stderr below) */
+    warned = d.n_warnings;
+    if (stop == STOP_VALIDATE) {
+        nf_diags_print(&d);
+        fprintf(text, "%s: valid (%zu node%s)\n", o->pipeline, p->n_nodes, p->n_nodes == 1 ? "" : "s");
+        goto done;
+    }
+    phase = "plan";
+    char why[256];
+    bool gpu = nf_cuda_available(why, sizeof why);
+    if (nf_place(p, gpu, &d) < 0 || nf_plan_memory(p, &d) < 0)
+        goto invalid;
+    nf_diags_print(&d);   /* warnings */
+    nf_event_diags(&d, warned, phase);
+    nf_diags_release(&d);
+    nf_diags_init(&d);
+    if (stop == STOP_PLAN) {
+        nf_plan_print(p, text);
+        if (o->explain)
+            status = explain(p, o, text);
+        goto done;
+    }
+    phase = "run";
+    if (open_cache(p, o, &cache, &status) < 0)
+        goto done;
+    int threads = p->settings.threads > 0 ? p->settings.threads : nf_cpu_count();
+    struct nf_exec_opts eo = { .threads = threads, .json = o->json, .quiet = o->quiet,
+                               .cache = cache, .cache_strict = o->strict_cache };
+    for (size_t i = 0; i < p->n_nodes; i++)
+        wrote |= (p->nodes[i].type->flags & NF_NODE_SINK) != 0;
+    t0 = nf_now();
+    /* caught until the process ends, so that a second Ctrl-C while the cache
+     * closes still says what it does */
+    nf_interrupt_install();
+    int rc = nf_execute(p, &eo, &err);
+    if (rc == NF_EINTR) {
+        fprintf(stderr, "nlflow: interrupted (%s) after %.2f s; nothing partial was stored as a result; "
+                "rerun to resume\n", nf_interrupt_signal_name(), nf_now() - t0);
+        nf_event_error(&err, phase);
+        status = nf_err_exit_status(rc);
+        wrote = false;
+        goto done;
+    }
+    if (rc < 0) {
+        nf_error_print(&err);
+        nf_event_error(&err, phase);
+        status = nf_err_exit_status(rc);
+        wrote = false;
+        goto done;
+    }
+    if (wrote)
+        nf_log("nlflow: done in %.2f s; results are in %s/", nf_now() - t0, p->outputs_dir);
+    else
+        nf_log("nlflow: done in %.2f s", nf_now() - t0);
+    goto done;
+invalid:
+    nf_diags_print(&d);
+    nf_event_diags(&d, warned, phase);
+    /* Everything found before execution is a problem of the pipeline as
+     * written (or of its settings): exit 2, nothing was computed. */
+    status = 2;
+done:
+    nf_cache_close(cache);
+    run_end_event(status, nf_now() - t0, p, wrote && status == 0);
+    nf_diags_release(&d);
+    nf_pipeline_free(p);
+    return status;
+}
+
+static int cmd_nodes(int argc, char **argv)
+{
+    bool markdown = false;
+    const char *name = NULL;
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--markdown") == 0)
+            markdown = true;
+        else if (argv[i][0] == '-')
+            return usage_error("unknown option '%s'", argv[i]);
+        else
+            name = argv[i];
+    }
+    if (name) {
+        const struct nf_node_type *t = nf_node_type_find(name);
+        if (!t) {
+            char hint[160];
+            nf_node_type_suggest(name, hint, sizeof hint);
+            fprintf(stderr, "nlflow: unknown node type '%s' (%ssee 'nlflow nodes')\n(see 'nlflow --help')\n", name,
+                    hint);
+            return 2;
+        }
+        if (markdown)
+            nf_gen_node_markdown(t, stdout);
+        else
+            nf_gen_node_help(t, stdout);
+        return 0;
+    }
+    for (size_t i = 0; nf_node_types[i]; i++)
+        printf("%-12s %s\n", nf_node_types[i]->name, nf_node_types[i]->summary);
+    return 0;
+}
+
+static void cpu_model(char *buf, size_t size)
+{
+    snprintf(buf, size, "unknown");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[512];
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, "model name", 10) == 0) {
+            char *colon = strchr(line, ':');
+            if (colon) {
+                colon++;
+                while (*colon == ' ')
+                    colon++;
+                colon[strcspn(colon, "\n")] = '\0';
+                snprintf(buf, size, "%s", colon);
+            }
+            break;
+        }
+    if (f)
+        fclose(f);
+}
+
+/* The placement rates in use (calibrated or default), and --calibrate: measure
+ * them and store them for `device: auto` (cost.h). */
+static int devices_rates(bool calibrate)
+{
+    struct nf_rates r;
+    struct nf_error err = { 0 };
+    char *path = nf_rates_path();
+    int status = 0, loaded = nf_rates_load(path, &r, &err);
+    if (loaded < 0) {
+        nf_error_print(&err);
+        memset(&err, 0, sizeof err);
+    }
+    if (calibrate) {
+        double gflops, hbm, pcie, setup;
+        fprintf(stderr, "nlflow: measuring the CPU (SGEMM 2048^3, a 256 MiB copy) ...\n");
+        nf_calibrate_cpu(&r);
+        fprintf(stderr, "nlflow: measuring the GPU ...\n");
+        if (nf_cuda_calibrate(&gflops, &hbm, &pcie, &setup, &err) == 0) {
+            r.gpu_gflops = gflops;
+            r.gpu_gbs = hbm;
+            if (pcie > 0)
+                r.pcie_gbs = pcie;
+            if (setup > 0)
+                r.gpu_setup_s = setup;
+            r.gpu_measured = true;
+        } else {
+            printf("gpu rates: not measured (%s)\n", err.msg);
+        }
+        if (nf_rates_save(path, &r, &err) < 0) {
+            nf_error_print(&err);
+            status = 1;
+        } else {
+            printf("rates stored in %s\n", path);
+        }
+    }
+    printf("placement rates (%s): cpu %.1f GFLOP/s, %.1f GB/s; gpu %.0f GFLOP/s, %.0f GB/s, PCIe %.1f GB/s, "
+           "setup %.2f s\n",
+           r.cpu_measured && r.gpu_measured ? "calibrated" : r.cpu_measured ? "cpu calibrated, gpu defaults"
+                                                             : r.gpu_measured ? "gpu calibrated, cpu defaults"
+                                                                              : "defaults; see --calibrate",
+           r.cpu_gflops, r.cpu_gbs, r.gpu_gflops, r.gpu_gbs, r.pcie_gbs, r.gpu_setup_s);
+    free(path);
+    return status;
+}
+
+static int cmd_devices(int argc, char **argv)
+{
+    char cpu[256], why[512], mem[32];
+    bool calibrate = false;
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--calibrate") == 0)
+            calibrate = true;
+        else
+            return usage_error("unknown devices option '%s'", argv[i]);
+    }
+    cpu_model(cpu, sizeof cpu);
+    nf_format_size(nf_physical_memory(), mem, sizeof mem);
+    printf("cpu: %s, %d cores online, %s memory\n", cpu, nf_cpu_count(), mem);
+    printf("blas: %s\n", nf_blas_name());
+    printf("blas kernel: %s (threads %d)\n", nf_blas_core(), nf_blas_threads());
+    const char *ct = getenv("OPENBLAS_CORETYPE"), *l2 = getenv("OPENBLAS_L2_SIZE");
+    printf("environment: OPENBLAS_CORETYPE=%s OPENBLAS_L2_SIZE=%s\n", ct ? ct : "(unset)", l2 ? l2 : "(unset)");
+    if (nf_cuda_available(why, sizeof why)) {
+        char desc[512];
+        nf_cuda_describe(desc, sizeof desc);
+        printf("gpu: %s\n", desc);
+    } else {
+        printf("gpu: none (%s)\n", why);
+    }
+    return devices_rates(calibrate);
+}
+
+/* `nlflow simulate`: a one-node pipeline written to a temporary file, so that
+ * the options go through exactly the validation a pipeline file gets. */
+static int cmd_simulate(int argc, char **argv)
+{
+    static const struct { const char *opt, *param; } map[] = {
+        { "--subjects", "subjects" }, { "--images", "images" }, { "--features", "features" },
+        { "--seed", "seed" }, { "--voxel-size", "voxel_size" }, { "--mask", "mask" },
+        { "--effect-size", "effect_size" }, { "--noise", "noise" },
+    };
+    struct nf_strbuf sb;
+    const char *out = NULL;
+    int status = 2;
+    char tmpl[] = "/tmp/nlflow-simulate-XXXXXX";
+    char *yaml = NULL, *abs_out = NULL;
+    nf_strbuf_init(&sb);
+    nf_strbuf_addf(&sb, "nlflow: 1\nname: simulate\nnodes:\n  simulate:\n    type: simulate\n");
+    for (int i = 0; i < argc; i++) {
+        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(argv[i], "--out") == 0 && val) {
+            out = val;
+            i++;
+            continue;
+        }
+        bool found = false;
+        for (size_t k = 0; k < sizeof map / sizeof map[0] && !found; k++)
+            if (strcmp(argv[i], map[k].opt) == 0) {
+                if (!val)
+                    return usage_error("option '%s' needs a value", argv[i]);
+                double num;
+                nf_strbuf_addf(&sb, "    %s: ", map[k].param);
+                if (nf_parse_double(val, &num))
+                    nf_strbuf_addf(&sb, "%s\n", val);   /* plain: typed by the table */
+                else {
+                    nf_strbuf_add_json_str(&sb, val);  /* JSON strings are YAML strings */
+                    nf_strbuf_addf(&sb, "\n");
+                }
+                found = true;
+                i++;
+            }
+        if (!found) {
+            nf_strbuf_release(&sb);
+            return usage_error("unknown simulate option '%s'", argv[i]);
+        }
+    }
+    if (!out) {
+        nf_strbuf_release(&sb);
+        return usage_error("%s", "simulate needs --out DIR");
+    }
+    {
+        struct nf_error err = { 0 };
+        if (nf_mkdirs(out, &err) < 0) {
+            nf_error_print(&err);
+            status = 1;
+            goto fail;
+        }
+    }
+    abs_out = realpath(out, NULL);
+    if (!abs_out)
+        goto fail;
+    nf_strbuf_addf(&sb, "    write: ");
+    nf_strbuf_add_json_str(&sb, abs_out);
+    nf_strbuf_addf(&sb, "\n");
+    int fd = mkstemp(tmpl);
+    if (fd < 0)
+        goto fail;
+    FILE *f = fdopen(fd, "w");
+    if (!f) {
+        close(fd);
+        goto fail;
+    }
+    fputs(sb.buf, f);
+    fclose(f);
+    yaml = tmpl;
+    {
+        struct cli_opts o;
+        char *args[] = { yaml };
+        if (parse_run_opts(1, args, &o) != 0)
+            goto fail;
+        status = run_pipeline(&o, STOP_RUN);
+        free(o.ov.set);
+        if (status == 0)
+            printf("simulated data set written to %s\n", abs_out);
+    }
+fail:
+    if (yaml)
+        unlink(yaml);
+    free(abs_out);
+    nf_strbuf_release(&sb);
+    return status;
+}
+
+static void print_bad(const char *key, const char *what, void *arg)
+{
+    (void)arg;
+    printf("corrupt: %s: %s (removed; it will be recomputed)\n", key, what);
+}
+
+/* nlflow cache ls|info|verify|gc */
+static int cmd_cache(int argc, char **argv)
+{
+    const char *path = ".nlflow/cache.db", *action = NULL, *pipeline = NULL;
+    bool all = false, path_given = false;
+    int64_t max_size = 0;
+    double older = -1;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--cache") == 0 && val) {
+            path = val;
+            path_given = true;
+            i++;
+        } else if (strcmp(a, "--pipeline") == 0 && val) {
+            pipeline = val;
+            i++;
+        } else if (strcmp(a, "--all") == 0) {
+            all = true;
+        } else if (strcmp(a, "--max-size") == 0 && val) {
+            max_size = nf_parse_size(val);
+            if (max_size < 0)
+                return usage_error("--max-size must be a size such as 20GiB (got '%s')", val);
+            i++;
+        } else if (strcmp(a, "--older-than") == 0 && val) {
+            if (!nf_parse_double(val, &older) || older < 0)
+                return usage_error("--older-than must be a number of days (got '%s')", val);
+            i++;
+        } else if (a[0] == '-') {
+            return usage_error("unknown or incomplete cache option '%s'", a);
+        } else if (!action) {
+            action = a;
+        } else {
+            return usage_error("unexpected argument '%s'", a);
+        }
+    }
+    if (!action || (strcmp(action, "ls") && strcmp(action, "info") && strcmp(action, "verify") &&
+                    strcmp(action, "gc")))
+        return usage_error("cache needs one of ls, info, verify, gc (got '%s')", action ? action : "nothing");
+    if ((pipeline || all) && strcmp(action, "ls") != 0)
+        return usage_error("%s", "--pipeline and --all are options of 'cache ls'");
+    /* ls --pipeline FILE: that pipeline's results, in the cache beside it
+     * unless --cache says otherwise */
+    char *pipeline_abs = NULL, *beside = NULL;
+    if (pipeline) {
+        if (!(pipeline_abs = realpath(pipeline, NULL))) {
+            fprintf(stderr, "nlflow: error: cannot find pipeline '%s': %s\n", pipeline, strerror(errno));
+            return 1;
+        }
+        if (!path_given) {
+            char *dir = nf_path_dirname(pipeline_abs);
+            beside = dir ? nf_path_join(dir, ".nlflow/cache.db") : NULL;
+            free(dir);
+            if (beside)
+                path = beside;
+        }
+    }
+    struct nf_error err = { 0 };
+    struct nf_cache *c = NULL;
+    struct nf_cache_opts co = { 0 };
+    int status = 0;
+    if (access(path, F_OK) != 0) {
+        fprintf(stderr, "nlflow: error: no cache at '%s' (use --cache PATH)\n", path);
+        free(pipeline_abs);
+        free(beside);
+        return 1;
+    }
+    if (nf_cache_open(path, &co, &c, &err) < 0)
+        goto fail;
+    if (strcmp(action, "ls") == 0) {
+        struct nf_cache_ls_opts lo = { .pipeline_path = pipeline_abs, .all = all };
+        if (nf_cache_ls_print(c, &lo, stdout, &err) < 0)
+            goto fail;
+    } else if (strcmp(action, "gc") == 0 && max_size == 0 && older < 0) {
+        if (nf_cache_gc_explain(c, stdout, &err) < 0)
+            goto fail;
+    } else if (strcmp(action, "info") == 0) {
+        struct nf_cache_info info;
+        char a[32], b[32], f[32];
+        if (nf_cache_info(c, &info, &err) < 0)
+            goto fail;
+        nf_format_size(info.bytes, a, sizeof a);
+        nf_format_size(info.stored, b, sizeof b);
+        nf_format_size(info.file_bytes, f, sizeof f);
+        printf("cache: %s (format %d)\n", nf_cache_path(c), info.format);
+        printf("results: %llu (%s of data stored as %s, ratio %.2f)\n", (unsigned long long)info.n_results,
+               a, b, info.stored ? (double)info.bytes / (double)info.stored : 0.0);
+        printf("chunks: %llu, checkpoint chunks: %llu, file hashes: %llu, leases: %llu\n",
+               (unsigned long long)info.n_chunks, (unsigned long long)info.n_ckpt_chunks,
+               (unsigned long long)info.n_files, (unsigned long long)info.n_leases);
+        printf("size on disk: %s\n", f);
+    } else if (strcmp(action, "verify") == 0) {
+        uint64_t bad = 0;
+        if (nf_cache_verify(c, print_bad, NULL, &bad, &err) < 0)
+            goto fail;
+        printf("%s: %llu corrupt result%s\n", bad ? "verify found problems" : "verify: clean",
+               (unsigned long long)bad, bad == 1 ? "" : "s");
+        status = bad ? 1 : 0;
+    } else {
+        uint64_t n = 0, freed = 0;
+        char f[32];
+        if (nf_cache_gc(c, (uint64_t)max_size, older, NULL, &n, &freed, &err) < 0)
+            goto fail;
+        nf_format_size(freed, f, sizeof f);
+        printf("gc: removed %llu result%s, freed %s\n", (unsigned long long)n, n == 1 ? "" : "s", f);
+    }
+    nf_cache_close(c);
+    free(pipeline_abs);
+    free(beside);
+    return status;
+fail:
+    nf_error_print(&err);
+    nf_cache_close(c);
+    free(pipeline_abs);
+    free(beside);
+    return err.code == NF_EUSAGE || err.code == NF_EINVAL ? 2 : 1;
+}
+
+int main(int argc, char **argv)
+{
+    /* Big buffers (subjects, matrices) are mmapped and given back to the
+     * system when freed; glibc's default raises this threshold after the first
+     * large free, after which a streamed run's freed subjects stay resident. */
+    mallopt(M_MMAP_THRESHOLD, 1 << 20);
+    if (argc < 2) {
+        fputs(usage_text, stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+        fputs(usage_text, stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
+        printf("nlflow %s (commit %s)\n", NF_VERSION, NF_GIT_COMMIT);
+        return 0;
+    }
+    if (strcmp(cmd, "run") == 0 || strcmp(cmd, "plan") == 0 || strcmp(cmd, "validate") == 0) {
+        struct cli_opts o;
+        int st = parse_run_opts(argc - 2, argv + 2, &o);
+        if (st == 0)
+            st = run_pipeline(&o, cmd[0] == 'r' ? STOP_RUN : cmd[0] == 'p' ? STOP_PLAN : STOP_VALIDATE);
+        free(o.ov.set);
+        return st;
+    }
+    if (strcmp(cmd, "nodes") == 0)
+        return cmd_nodes(argc - 2, argv + 2);
+    if (strcmp(cmd, "schema") == 0) {
+        nf_gen_schema(stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "gen-docs") == 0) {
+        if (argc < 3)
+            return usage_error("%s", "gen-docs needs the project root folder");
+        return nf_gen_all(argv[2]) == 0 ? 0 : 1;
+    }
+    if (strcmp(cmd, "devices") == 0)
+        return cmd_devices(argc - 2, argv + 2);
+    if (strcmp(cmd, "cache") == 0)
+        return cmd_cache(argc - 2, argv + 2);
+    if (strcmp(cmd, "simulate") == 0)
+        return cmd_simulate(argc - 2, argv + 2);
+    if (strcmp(cmd, "bench") == 0)
+        return nf_bench_main(argc - 1, argv + 1);
+    return usage_error("unknown command '%s'", cmd);
+}

@@ -1,0 +1,701 @@
+/* keys.c — canonical parameters and Merkle keys of node results (keys.h). */
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "exec_cache.h"
+#include "keys.h"
+#include "core/util.h"
+
+void nf_keyset_release(struct nf_keyset *k)
+{
+    free(k->items);
+    memset(k, 0, sizeof *k);
+}
+
+static void feed(XXH3_state_t *st, const void *p, size_t n)
+{
+    XXH3_128bits_update(st, p, n);
+}
+
+static void feed_u64(XXH3_state_t *st, uint64_t v)
+{
+    unsigned char b[8];
+    for (int i = 0; i < 8; i++)
+        b[i] = (unsigned char)(v >> (8 * i));   /* explicit little-endian */
+    feed(st, b, 8);
+}
+
+static void feed_str(XXH3_state_t *st, const char *s)
+{
+    if (!s) {
+        feed_u64(st, UINT64_MAX);   /* NULL differs from "" */
+        return;
+    }
+    size_t n = strlen(s);
+    feed_u64(st, n);
+    feed(st, s, n);
+}
+
+static void feed_double(XXH3_state_t *st, double d)
+{
+    if (d == 0)
+        d = 0;   /* -0 and +0 are the same parameter */
+    uint64_t bits;
+    memcpy(&bits, &d, sizeof bits);
+    feed_u64(st, bits);
+}
+
+static void feed_key(XXH3_state_t *st, struct nf_key k)
+{
+    feed_u64(st, k.hi);
+    feed_u64(st, k.lo);
+}
+
+static struct nf_key digest(XXH3_state_t *st)
+{
+    XXH128_hash_t h = XXH3_128bits_digest(st);
+    XXH3_freeState(st);
+    return (struct nf_key){ h.high64, h.low64 };
+}
+
+static XXH3_state_t *start(const char *domain)
+{
+    XXH3_state_t *st = XXH3_createState();
+    if (!st)
+        abort();   /* a 576-byte allocation: no sensible recovery */
+    XXH3_128bits_reset(st);
+    feed_str(st, domain);
+    feed_u64(st, NF_CACHE_FORMAT);
+    return st;
+}
+
+void nf_keyset_seal(struct nf_keyset *k)
+{
+    XXH3_state_t *st = start("collection");
+    feed_u64(st, k->n);
+    for (size_t i = 0; i < k->n; i++)
+        feed_key(st, k->items[i]);
+    k->whole = digest(st);
+}
+
+/* Is parameter p part of the node's key? */
+static bool keyed(const struct nf_node_inst *node, const struct nf_param *p)
+{
+    if (p->flags & NF_PF_NOT_KEYED)
+        return false;
+    return !node->type->param_matters || node->type->param_matters(node->params, p);
+}
+
+struct nf_key nf_key_node_base(const struct nf_node_inst *node)
+{
+    const struct nf_node_type *t = node->type;
+    XXH3_state_t *st = start("node");
+    feed_str(st, t->name);
+    feed_u64(st, (uint64_t)t->version);
+    for (const struct nf_param *p = t->params; p && p->name; p++) {
+        if (!keyed(node, p))
+            continue;
+        const char *field = (const char *)node->params + p->offset;
+        feed_str(st, p->name);
+        switch (p->type) {
+        case NF_P_INT: feed_u64(st, (uint64_t)*(const int64_t *)field); break;
+        case NF_P_NUM: feed_double(st, *(const double *)field); break;
+        case NF_P_BOOL: feed_u64(st, *(const bool *)field); break;
+        case NF_P_ENUM: feed_str(st, p->choices[*(const int *)field]); break;
+        case NF_P_STR:
+        case NF_P_PATH: feed_str(st, *(char *const *)field); break;
+        case NF_P_NUM_LIST: {
+            const struct nf_num_list *l = (const struct nf_num_list *)field;
+            feed_u64(st, l->n);
+            for (size_t i = 0; i < l->n; i++)
+                feed_double(st, l->v[i]);
+            break;
+        }
+        case NF_P_STR_LIST: {
+            const struct nf_str_list *l = (const struct nf_str_list *)field;
+            feed_u64(st, l->n);
+            for (size_t i = 0; i < l->n; i++)
+                feed_str(st, l->v[i]);
+            break;
+        }
+        }
+    }
+    return digest(st);
+}
+
+struct nf_key nf_key_combine(struct nf_key base, const struct nf_key *inputs, size_t n)
+{
+    XXH3_state_t *st = start("run");
+    feed_key(st, base);
+    feed_u64(st, n);
+    for (size_t i = 0; i < n; i++)
+        feed_key(st, inputs[i]);
+    return digest(st);
+}
+
+struct nf_key nf_key_output(struct nf_key run, int port)
+{
+    XXH3_state_t *st = start("output");
+    feed_key(st, run);
+    feed_u64(st, (uint64_t)port);
+    return digest(st);
+}
+
+struct nf_key nf_key_file_value(struct nf_key load_base, struct nf_key content, const char *label)
+{
+    XXH3_state_t *st = start("file");
+    feed_key(st, load_base);
+    feed_key(st, content);
+    feed_str(st, label);
+    return digest(st);
+}
+
+/* One parameter's value as JSON text. */
+static void param_value_json(const struct nf_node_inst *node, const struct nf_param *p,
+                             struct nf_strbuf *sb)
+{
+    const char *field = (const char *)node->params + p->offset;
+    switch (p->type) {
+    case NF_P_INT: nf_strbuf_addf(sb, "%" PRId64, *(const int64_t *)field); break;
+    case NF_P_NUM: {
+        double d = *(const double *)field;
+        if (isfinite(d))
+            nf_strbuf_addf(sb, "%.15g", d);
+        else
+            nf_strbuf_addf(sb, "null");
+        break;
+    }
+    case NF_P_BOOL: nf_strbuf_addf(sb, "%s", *(const bool *)field ? "true" : "false"); break;
+    case NF_P_ENUM: nf_strbuf_add_json_str(sb, p->choices[*(const int *)field]); break;
+    case NF_P_STR:
+    case NF_P_PATH: {
+        const char *str = *(char *const *)field;
+        if (str)
+            nf_strbuf_add_json_str(sb, str);
+        else
+            nf_strbuf_addf(sb, "null");
+        break;
+    }
+    case NF_P_NUM_LIST: {
+        const struct nf_num_list *l = (const struct nf_num_list *)field;
+        nf_strbuf_addf(sb, "[");
+        for (size_t i = 0; i < l->n; i++)
+            nf_strbuf_addf(sb, "%s%.15g", i ? ", " : "", l->v[i]);
+        nf_strbuf_addf(sb, "]");
+        break;
+    }
+    case NF_P_STR_LIST: {
+        const struct nf_str_list *l = (const struct nf_str_list *)field;
+        nf_strbuf_addf(sb, "[");
+        for (size_t i = 0; i < l->n; i++) {
+            nf_strbuf_addf(sb, "%s", i ? ", " : "");
+            nf_strbuf_add_json_str(sb, l->v[i]);
+        }
+        nf_strbuf_addf(sb, "]");
+        break;
+    }
+    }
+}
+
+char *nf_params_json(const struct nf_node_inst *node)
+{
+    struct nf_strbuf sb;
+    nf_strbuf_init(&sb);
+    nf_strbuf_addf(&sb, "{");
+    bool first = true;
+    for (const struct nf_param *p = node->type->params; p && p->name; p++) {
+        if (!keyed(node, p))
+            continue;
+        nf_strbuf_addf(&sb, "%s", first ? "" : ", ");
+        first = false;
+        nf_strbuf_add_json_str(&sb, p->name);
+        nf_strbuf_addf(&sb, ": ");
+        param_value_json(node, p, &sb);
+    }
+    nf_strbuf_addf(&sb, "}");
+    return nf_strbuf_detach(&sb);
+}
+
+/* ---- keys of a whole pipeline ---- */
+
+void nf_node_keys_release(struct nf_node_keys *k)
+{
+    if (!k)
+        return;
+    for (size_t o = 0; k->outs && o < k->n_outs; o++)
+        nf_keyset_release(&k->outs[o]);
+    free(k->outs);
+    free(k->runs);
+    free(k->components);
+    memset(k, 0, sizeof *k);
+}
+
+static struct nf_key named_input(const char *name, struct nf_key key)
+{
+    XXH3_state_t *st = start("input");
+    feed_str(st, name);
+    feed_key(st, key);
+    return digest(st);
+}
+
+/* Does port `port` of node run once per item of a collection with these keys? */
+static bool port_maps(const struct nf_node_inst *node, int port, const struct nf_keyset *src)
+{
+    const struct nf_port *pt = &node->type->inputs[port];
+    if (!src->is_coll || (pt->types & NF_PT_COLL) || (node->type->flags & NF_NODE_NO_MAP))
+        return false;
+    if ((pt->flags & NF_PORT_STACK) && node->in_shape && node->in_shape[port].kind == NF_KIND_MATRIX)
+        return false;   /* stacked into one matrix */
+    return true;
+}
+
+struct named { const char *name; const struct nf_keyset *ks; bool maps; };
+
+static int named_cmp(const void *a, const void *b)
+{
+    return strcmp(((const struct named *)a)->name, ((const struct named *)b)->name);
+}
+
+/* What a node's bits depend on beyond its parameters and inputs, folded into
+ * its base key (and listed in its components for --explain):
+ * - the device, when it is the GPU (float results differ from the CPU's in
+ *   their last bits; CPU keys stay as they were);
+ * - the content of files it reads on its own (key_files: simulate's mask);
+ * - for nodes that write files (sinks): the pipeline's name (file names) and
+ *   hash (provenance written into summary.json / dataset_description.json, so
+ *   that they always describe the current pipeline) and nlflow's version.
+ * Settings that cannot change bits (threads, memory, cache, the outputs
+ * folder: files are checked where they are now, see nf_run_valid) stay out.
+ * Seeds that default to settings.seed are parameters by now (NF_PF_SEED).
+ * Returns 1, 0 when a file cannot be hashed (keys unknown), <0 on OOM. */
+static int key_environment(const struct nf_pipeline *p, const struct nf_node_inst *node,
+                           struct nf_key *base, struct nf_strbuf *comp, struct nf_cache *cache,
+                           struct nf_error *err)
+{
+    const struct nf_node_type *t = node->type;
+    XXH3_state_t *st = start("environment");
+    int rc = 1;
+    feed_key(st, *base);
+    if (node->device == NF_DEV_GPU && t->run_gpu) {
+        feed_str(st, "device gpu");
+        nf_strbuf_addf(comp, "device gpu\n");
+    }
+    if (t->flags & NF_NODE_SINK) {
+        feed_str(st, p->name);
+        feed_str(st, p->hash);
+        feed_str(st, PACKAGE_VERSION);
+        nf_strbuf_addf(comp, "pipeline name=%s\npipeline hash=%s\nnlflow version=%s\n", p->name,
+                       p->hash, PACKAGE_VERSION);
+    }
+    if (t->key_files) {
+        struct nf_env env;
+        char **paths = NULL;
+        size_t n = 0;
+        nf_pipeline_env(p, &env);
+        rc = t->key_files(node->params, &env, &paths, &n, err);
+        if (rc < 0) {
+            XXH3_freeState(st);
+            return rc;
+        }
+        rc = 1;
+        for (size_t i = 0; i < n; i++) {
+            struct nf_key content;
+            char hex[33];
+            struct nf_error ferr = { 0 };
+            if ((cache ? nf_cache_file_hash(cache, paths[i], &content, &ferr)
+                       : nf_file_hash(paths[i], &content, &ferr)) < 0) {
+                rc = 0;
+                break;
+            }
+            feed_key(st, content);
+            nf_key_hex(content, hex);
+            nf_strbuf_addf(comp, "file %s=%s\n", paths[i], hex);
+        }
+        feed_u64(st, n);
+        for (size_t i = 0; i < n; i++)
+            free(paths[i]);
+        free(paths);
+    }
+    *base = digest(st);
+    return rc;
+}
+
+int nf_node_keys_compute(const struct nf_pipeline *p, size_t ni, struct nf_node_keys *keys,
+                         struct nf_cache *cache, struct nf_value *const *value_outs,
+                         struct nf_error *err)
+{
+    const struct nf_node_inst *node = &p->nodes[ni];
+    const struct nf_node_type *t = node->type;
+    struct nf_node_keys *k = &keys[ni];
+    size_t n_out = nf_port_count(t->outputs);
+    struct nf_strbuf comp;
+    struct named *in = NULL;
+    char **paths = NULL, **labels = NULL;
+    size_t n_paths = 0;
+    int rc = 0;
+    char hex[33];
+
+    nf_node_keys_release(k);
+    nf_strbuf_init(&comp);
+    k->outs = calloc(n_out + 1, sizeof *k->outs);
+    if (!k->outs)
+        return NF_FAIL(err, NF_ENOMEM, "out of memory");
+    k->n_outs = n_out;
+    struct nf_key base = nf_key_node_base(node);
+    nf_strbuf_addf(&comp, "type %s\nversion %d\n", t->name, t->version);
+    /* outputs computed only on demand: which are asked for is part of the key */
+    uint64_t demand = 0;
+    for (size_t o = 0; o < n_out && o < 64; o++)
+        if (t->outputs[o].flags & NF_PORT_ON_DEMAND)
+            demand |= 1ull << o;
+    if (demand) {
+        uint64_t asked = nf_outputs_wanted(p, ni) & demand;
+        XXH3_state_t *st = start("on demand");
+        feed_key(st, base);
+        feed_u64(st, asked);
+        base = digest(st);
+        for (size_t o = 0; o < n_out && o < 64; o++)
+            if (demand & (1ull << o))
+                nf_strbuf_addf(&comp, "output %s=%s\n", t->outputs[o].name,
+                               asked & (1ull << o) ? "computed" : "not needed");
+    }
+    for (const struct nf_param *prm = t->params; prm && prm->name; prm++) {
+        if (!keyed(node, prm))
+            continue;
+        nf_strbuf_addf(&comp, "param %s=", prm->name);
+        param_value_json(node, prm, &comp);
+        nf_strbuf_addf(&comp, "\n");
+    }
+    rc = key_environment(p, node, &base, &comp, cache, err);
+    if (rc < 0)
+        goto fail;
+    if (rc == 0)
+        goto unknown;   /* a file it reads is missing: the plan reports it */
+    rc = 0;
+
+    /* After a node that writes files: they are what it writes only when its
+     * cached run is intact (its written files verified); otherwise the files
+     * on disk now may be stale and the keys are known only at run time. */
+    for (size_t e = 0; e < node->n_edges; e++) {
+        if (node->edges[e].port != NF_EDGE_AFTER)
+            continue;
+        const struct nf_node_keys *sk = &keys[node->edges[e].src];
+        if (!cache || !sk->known || sk->reads_files || sk->n_cached != sk->n_runs || sk->n_runs == 0)
+            goto unknown;
+        for (size_t r = 0; r < sk->n_runs; r++)
+            if (nf_run_valid(cache, sk->runs[r], p->outputs_dir, NULL, err) != 1)
+                goto unknown;
+    }
+
+    if (t->input_files) {
+        /* a file reader: keyed by the files' content and the items' labels
+         * (which name per-subject results), never cached itself */
+        bool is_coll;
+        k->reads_files = true;
+        struct nf_error ferr = { 0 };
+        if (t->input_files(node->params, &paths, &labels, &n_paths, &is_coll, &ferr) < 0)
+            goto unknown;   /* files not there yet (after: [...]) */
+        for (size_t o = 0; o < n_out; o++) {
+            struct nf_keyset *ks = &k->outs[o];
+            ks->is_coll = is_coll;
+            ks->n = is_coll ? n_paths : 0;
+            ks->items = calloc(n_paths + 1, sizeof *ks->items);
+            if (!ks->items) {
+                rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+                goto fail;
+            }
+            for (size_t i = 0; i < n_paths; i++) {
+                struct nf_key content;
+                rc = cache ? nf_cache_file_hash(cache, paths[i], &content, &ferr)
+                           : nf_file_hash(paths[i], &content, &ferr);
+                if (rc < 0) {
+                    rc = 0;
+                    goto unknown;
+                }
+                const char *label = is_coll && labels ? labels[i] : NULL;
+                ks->items[i] = nf_key_file_value(base, content, label);
+                if (o == 0) {
+                    nf_key_hex(content, hex);
+                    nf_strbuf_addf(&comp, "file %s=%s%s%s\n", paths[i], hex, label ? " label " : "",
+                                   label ? label : "");
+                }
+            }
+            if (is_coll)
+                nf_keyset_seal(ks);
+            else
+                ks->whole = ks->items[0];
+            ks->known = true;
+        }
+        k->known = true;
+        k->n_runs = 0;
+        goto done;
+    }
+
+    /* inputs: ports in table order, then variadic inputs by name */
+    in = calloc(node->n_edges + 1, sizeof *in);
+    if (!in) {
+        rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    size_t n_in = 0;
+    for (size_t e = 0; e < node->n_edges; e++)
+        if (node->edges[e].port != NF_EDGE_AFTER && !keys[node->edges[e].src].outs)
+            goto unknown;   /* a source without keys (not computed) */
+    for (int port = 0; t->inputs && t->inputs[port].name; port++)
+        for (size_t e = 0; e < node->n_edges; e++)
+            if (node->edges[e].port == port)
+                in[n_in++] = (struct named){ t->inputs[port].name,
+                                             &keys[node->edges[e].src].outs[node->edges[e].src_port], false };
+    size_t first_variadic = n_in;
+    for (size_t e = 0; e < node->n_edges; e++)
+        if (node->edges[e].port == NF_EDGE_VARIADIC)
+            in[n_in++] = (struct named){ node->edges[e].name,
+                                         &keys[node->edges[e].src].outs[node->edges[e].src_port], false };
+    if (n_in > first_variadic + 1)
+        qsort(in + first_variadic, n_in - first_variadic, sizeof *in, named_cmp);
+    size_t n_items = 0;
+    for (size_t i = 0; i < n_in; i++) {
+        if (!in[i].ks->known)
+            goto unknown;
+        int port = i < first_variadic ? nf_port_index(t->inputs, in[i].name) : -1;
+        in[i].maps = port >= 0 && port_maps(node, port, in[i].ks);
+        if (in[i].maps)
+            n_items = in[i].ks->n;
+        nf_key_hex(in[i].ks->whole, hex);
+        nf_strbuf_addf(&comp, "input %s=%s%s\n", in[i].name, hex, in[i].maps ? " (per item)" : "");
+    }
+    k->mapped = false;
+    for (size_t i = 0; i < n_in; i++)
+        k->mapped |= in[i].maps;
+    k->n_runs = k->mapped ? n_items : 1;
+    k->runs = calloc(k->n_runs + 1, sizeof *k->runs);
+    struct nf_key *named_keys = calloc(n_in + 1, sizeof *named_keys);
+    if (!k->runs || !named_keys) {
+        free(named_keys);
+        rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    for (size_t r = 0; r < k->n_runs; r++) {
+        for (size_t i = 0; i < n_in; i++)
+            named_keys[i] = named_input(in[i].name, in[i].maps ? in[i].ks->items[r] : in[i].ks->whole);
+        k->runs[r] = nf_key_combine(base, named_keys, n_in);
+    }
+    free(named_keys);
+    for (size_t o = 0; o < n_out; o++) {
+        struct nf_keyset *ks = &k->outs[o];
+        const struct nf_value *v = value_outs ? value_outs[o] : NULL;
+        if (k->mapped) {
+            ks->is_coll = true;
+            ks->n = k->n_runs;
+        } else if (v ? v->kind == NF_KIND_COLLECTION
+                     : node->out_shape && node->out_shape[o].kind == NF_KIND_COLLECTION) {
+            /* a collection made by one run (simulate's subjects) */
+            ks->is_coll = true;
+            ks->n = v ? v->u.coll.n : (size_t)node->out_shape[o].n_items;
+        }
+        ks->items = calloc(ks->n + 1, sizeof *ks->items);
+        if (!ks->items) {
+            rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+            goto fail;
+        }
+        if (k->mapped) {
+            for (size_t r = 0; r < k->n_runs; r++)
+                ks->items[r] = nf_key_output(k->runs[r], (int)o);
+            nf_keyset_seal(ks);
+        } else {
+            ks->whole = nf_key_output(k->runs[0], (int)o);
+            for (size_t i = 0; i < ks->n; i++)
+                ks->items[i] = nf_key_output(ks->whole, (int)i);
+        }
+        ks->known = true;
+    }
+    k->known = true;
+    if (cache)
+        for (size_t r = 0; r < k->n_runs; r++)
+            if (nf_cache_has(cache, k->runs[r], err) == 1)
+                k->n_cached++;
+    goto done;
+
+unknown:
+    for (size_t o = 0; o < n_out; o++)
+        nf_keyset_release(&k->outs[o]);
+    k->known = false;
+    k->n_runs = 0;
+done:
+    k->components = nf_strbuf_detach(&comp);
+fail:
+    nf_strbuf_release(&comp);
+    for (size_t i = 0; i < n_paths; i++) {
+        free(paths[i]);
+        if (labels)
+            free(labels[i]);
+    }
+    free(paths);
+    free(labels);
+    free(in);
+    return rc;
+}
+
+int nf_keys_plan(const struct nf_pipeline *p, struct nf_cache *cache, struct nf_node_keys *keys,
+                 struct nf_error *err)
+{
+    for (size_t oi = 0; oi < p->n_nodes; oi++) {
+        int rc = nf_node_keys_compute(p, (size_t)p->order[oi], keys, cache, NULL, err);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* ---- plan --explain ---- */
+
+/* Find the line starting with `prefix` in text; copy the rest of it. */
+static bool find_line(const char *text, const char *prefix, char *out, size_t size)
+{
+    size_t n = strlen(prefix);
+    for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+        if (strncmp(l, prefix, n) == 0) {
+            const char *end = strchr(l, '\n');
+            size_t len = end ? (size_t)(end - l - n) : strlen(l + n);
+            snprintf(out, size, "%.*s", (int)len, l + n);
+            return true;
+        }
+    return false;
+}
+
+/* Why a node will run, from its current and last recorded components. */
+static void explain_reason(const struct nf_pipeline *p, const struct nf_node_inst *node,
+                           const struct nf_node_keys *keys, const char *old, struct nf_strbuf *why)
+{
+    const char *cur = keys[node - p->nodes].components;
+    char a[512], b[512], prefix[256];
+    size_t reasons = 0;
+    for (const char *l = cur; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+        const char *end = strchr(l, '\n');
+        size_t len = end ? (size_t)(end - l) : strlen(l);
+        const char *eq = memchr(l, '=', len);
+        const char *sp = memchr(l, ' ', len);
+        if (!sp)
+            continue;
+        size_t plen = eq ? (size_t)(eq - l + 1) : (size_t)(sp - l + 1);
+        snprintf(prefix, sizeof prefix, "%.*s", (int)plen, l);
+        snprintf(a, sizeof a, "%.*s", (int)(len - plen), l + plen);
+        if (find_line(old, prefix, b, sizeof b) && strcmp(a, b) == 0)
+            continue;
+        bool had = find_line(old, prefix, b, sizeof b);
+        if (reasons++ == 3) {
+            nf_strbuf_addf(why, "; ...");
+            break;
+        }
+        nf_strbuf_addf(why, "%s", reasons > 1 ? "; " : "");
+        if (strncmp(prefix, "version ", 8) == 0)
+            nf_strbuf_addf(why, "node implementation version changed (%s -> %s)", had ? b : "?", a);
+        else if (strncmp(prefix, "param ", 6) == 0)
+            nf_strbuf_addf(why, "parameter '%.*s' changed (%s -> %s)", (int)(plen - 7), prefix + 6,
+                           had ? b : "unset", a);
+        else if (strncmp(prefix, "input ", 6) == 0) {
+            const char *name = prefix + 6;
+            int nlen = (int)(plen - 7);
+            const char *src = "?";
+            for (size_t e = 0; e < node->n_edges; e++)
+                if (strlen(node->edges[e].name) == (size_t)nlen && strncmp(node->edges[e].name, name, (size_t)nlen) == 0)
+                    src = p->nodes[node->edges[e].src].id;
+            nf_strbuf_addf(why, "input '%.*s' changed (from node '%s')", nlen, name, src);
+        } else if (strncmp(prefix, "file ", 5) == 0)
+            nf_strbuf_addf(why, "file '%.*s' %s", (int)(plen - 6), prefix + 5, had ? "changed" : "is new");
+        else
+            nf_strbuf_addf(why, "%.*s changed", (int)(plen - 1), prefix);
+    }
+    if (reasons == 0)
+        nf_strbuf_addf(why, "its result is no longer in the cache");
+}
+
+/* A cached node whose written files are missing or changed: says so in why
+ * (the node runs again from its cached inputs and writes them). */
+static bool stale_files(const struct nf_pipeline *p, struct nf_cache *cache,
+                        const struct nf_node_keys *k, struct nf_strbuf *why)
+{
+    for (size_t r = 0; cache && r < k->n_runs; r++) {
+        struct nf_error err = { 0 };
+        char *stale = NULL;
+        if (nf_run_valid(cache, k->runs[r], p->outputs_dir, &stale, &err) != 0 || !stale) {
+            free(stale);
+            continue;
+        }
+        bool missing = access(stale, F_OK) != 0;
+        char *dir = nf_path_dirname(stale);
+        const char *base = strrchr(stale, '/') ? strrchr(stale, '/') + 1 : stale;
+        if (missing)
+            nf_strbuf_addf(why, "files missing in %s/ (%s...): will write them again from cached inputs",
+                           dir ? dir : ".", base);
+        else
+            nf_strbuf_addf(why, "file %s changed on disk: will write it again from cached inputs", stale);
+        free(dir);
+        free(stale);
+        return true;
+    }
+    return false;
+}
+
+void nf_explain_print(const struct nf_pipeline *p, struct nf_cache *cache,
+                      const struct nf_node_keys *keys, FILE *out)
+{
+    char *abs = realpath(p->file, NULL);
+    fprintf(out, "%-16s %-10s %s\n", "node", "type", "status");
+    for (size_t oi = 0; oi < p->n_nodes; oi++) {
+        size_t ni = (size_t)p->order[oi];
+        const struct nf_node_inst *node = &p->nodes[ni];
+        const struct nf_node_keys *k = &keys[ni];
+        struct nf_strbuf why;
+        struct nf_error err = { 0 };
+        struct nf_key last_key;
+        char *old = NULL;
+        nf_strbuf_init(&why);
+        int have_old = cache && abs ? nf_cache_last_node(cache, abs, node->id, &last_key, &old, &err) : 0;
+        if (!k->known) {
+            nf_strbuf_addf(&why, k->reads_files ? "reads files that do not exist yet (written by an earlier node)"
+                                                : "will run (its inputs are known only at run time)");
+        } else if (k->reads_files) {
+            nf_strbuf_addf(&why, "reads its files");
+            if (have_old == 1) {
+                struct nf_strbuf changes;
+                nf_strbuf_init(&changes);
+                explain_reason(p, node, keys, old, &changes);
+                if (strcmp(changes.buf ? changes.buf : "", "its result is no longer in the cache") == 0)
+                    nf_strbuf_addf(&why, " (unchanged since the last run)");
+                else
+                    nf_strbuf_addf(&why, ": %s", changes.buf ? changes.buf : "");
+                nf_strbuf_release(&changes);
+            }
+        } else if (k->n_cached == k->n_runs && stale_files(p, cache, k, &why)) {
+            /* cached, but what it wrote is not in the outputs folder as written */
+        } else if (k->n_cached == k->n_runs) {
+            if (k->mapped)
+                nf_strbuf_addf(&why, "cached (%zu of %zu items)", k->n_cached, k->n_runs);
+            else
+                nf_strbuf_addf(&why, "cached");
+        } else {
+            if (k->mapped && k->n_cached > 0)
+                nf_strbuf_addf(&why, "will run %zu of %zu items (%zu cached)", k->n_runs - k->n_cached,
+                               k->n_runs, k->n_cached);
+            else
+                nf_strbuf_addf(&why, "will run");
+            if (!cache)
+                nf_strbuf_addf(&why, " (no cache)");
+            else if (have_old != 1)
+                nf_strbuf_addf(&why, " (never computed)");
+            else {
+                nf_strbuf_addf(&why, ": ");
+                explain_reason(p, node, keys, old, &why);
+            }
+        }
+        fprintf(out, "%-16s %-10s %s\n", node->id, node->type->name, why.buf ? why.buf : "");
+        nf_strbuf_release(&why);
+        free(old);
+    }
+    free(abs);
+}

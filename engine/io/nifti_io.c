@@ -1,0 +1,827 @@
+/* nifti_io.c — reading and writing NIfTI images.
+ *
+ * Reading goes through libnifti2 (nifti_clib 3.0.1) for the header only: it
+ * understands NIfTI-1, NIfTI-2, .hdr/.img pairs and either byte order. The voxel
+ * data we read ourselves with zlib (gzread reads plain files transparently), in
+ * chunks, converting any integer or float on-disk type to float32 and applying
+ * scl_slope/scl_inter (the library does not). Doing the read ourselves is what
+ * lets a truncated or corrupt file become one clear NF_EIO error that names the
+ * file and says how many bytes were missing, instead of library chatter on
+ * stderr and a NULL.
+ *
+ * Writing is NIfTI-1 FLOAT32 only (nifti_clib 3.0.1 cannot write single-file
+ * NIfTI-2). We fill the 348-byte header ourselves and write it with zlib so that
+ * every write error is seen (nifti_image_write returns void), into a temporary
+ * file in the same folder that is renamed over the final name on success.
+ */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <nifti2_io.h>
+#include <zlib.h>
+
+#include "run/events.h"
+#include "io.h"
+#include "core/util.h"
+
+/* Voxels converted per chunk: bounds the scratch buffer to 2 MiB (int64). */
+#define CHUNK_VOXELS ((size_t)1 << 18)
+/* NIfTI-1 dims are int16. */
+#define NIFTI1_MAX_DIM 32767
+
+static pthread_once_t quiet_once = PTHREAD_ONCE_INIT;
+
+static void quiet_nifti_library(void)
+{
+    /* The library prints its own diagnostics to stderr; ours replace them. */
+    nifti_set_debug_level(0);
+}
+
+/* The name to put in messages: the path as the user gave it. */
+static const char *display_name(const char *path)
+{
+    return path ? path : "(null)";
+}
+
+static bool datatype_supported(int dt)
+{
+    switch (dt) {
+    case DT_UINT8: case DT_INT8: case DT_INT16: case DT_UINT16:
+    case DT_INT32: case DT_UINT32: case DT_INT64: case DT_UINT64:
+    case DT_FLOAT32: case DT_FLOAT64:
+        return true;
+    default:
+        return false;
+    }
+}
+
+static int datatype_size(int dt)
+{
+    switch (dt) {
+    case DT_UINT8: case DT_INT8: return 1;
+    case DT_INT16: case DT_UINT16: return 2;
+    case DT_INT32: case DT_UINT32: case DT_FLOAT32: return 4;
+    case DT_INT64: case DT_UINT64: case DT_FLOAT64: return 8;
+    default: return 0;
+    }
+}
+
+static uint32_t swap32(uint32_t x) { return __builtin_bswap32(x); }
+
+/* Check the fields that libnifti2 rejects with an unconditional message on
+ * stderr (sizeof_hdr, dim[], datatype), so that a bad file gets our message
+ * only. The header is read through zlib, which reads plain files as they are. */
+static int precheck_header(const char *path, struct nf_error *err)
+{
+    unsigned char h[540];
+    int32_t size32;
+    int64_t dim[8];
+    int16_t dt16;
+    int version, got;
+    bool swap;
+    gzFile fp;
+
+    if (nf_path_has_suffix(path, ".img"))
+        return 0;   /* an ANALYZE/NIfTI pair named by its data file: the library finds the .hdr */
+    errno = 0;
+    fp = gzopen(path, "rb");
+    if (!fp)
+        return NF_FAIL(err, NF_EIO, "cannot read '%s': %s", path, strerror(errno ? errno : EIO));
+    got = gzread(fp, h, sizeof h);
+    gzclose(fp);
+    if (got < 348)
+        return NF_FAIL(err, NF_EIO,
+                       "cannot read '%s': file is truncated or not NIfTI (got %d header "
+                       "bytes, expected at least 348)", path, got < 0 ? 0 : got);
+    memcpy(&size32, h, 4);
+    swap = size32 != 348 && size32 != 540;
+    if (swap)
+        size32 = (int32_t)swap32((uint32_t)size32);
+    if (size32 != 348 && size32 != 540)
+        return NF_FAIL(err, NF_EIO, "cannot read '%s': not a NIfTI-1/2 image "
+                       "(sizeof_hdr is not 348 or 540)", path);
+    version = size32 == 540 ? 2 : 1;
+    if (version == 2 && got < 540)
+        return NF_FAIL(err, NF_EIO, "cannot read '%s': file is truncated inside the "
+                       "NIfTI-2 header", path);
+    for (int a = 0; a < 8; a++) {
+        if (version == 1) {
+            int16_t v;
+            memcpy(&v, h + 40 + 2 * a, 2);
+            dim[a] = swap ? (int16_t)__builtin_bswap16((uint16_t)v) : v;
+        } else {
+            int64_t v;
+            memcpy(&v, h + 16 + 8 * a, 8);
+            dim[a] = swap ? (int64_t)__builtin_bswap64((uint64_t)v) : v;
+        }
+    }
+    memcpy(&dt16, h + (version == 1 ? 70 : 12), 2);
+    if (swap)
+        dt16 = (int16_t)__builtin_bswap16((uint16_t)dt16);
+    if (dim[0] < 1 || dim[0] > 7)
+        return NF_FAIL(err, NF_EDATA, "cannot read '%s': header dim[0] is %lld "
+                       "(expected 1 to 7)", path, (long long)dim[0]);
+    for (int a = 1; a <= dim[0]; a++)
+        if (dim[a] < 1 && !(a == 4 && dim[a] == 0))
+            return NF_FAIL(err, NF_EDATA, "cannot read '%s': dimension %d has size %lld "
+                           "(expected >= 1)", path, a, (long long)dim[a]);
+    if (!datatype_supported(dt16))
+        return NF_FAIL(err, NF_EDATA, "cannot read '%s': voxel type %s (code %d) is not "
+                       "supported (expected an integer or float type)", path,
+                       nifti_datatype_string(dt16), dt16);
+    return 0;
+}
+
+/* Open the header with libnifti2 and learn its on-disk version (nim->nifti_type
+ * says 1 for NIfTI-2 files). On success *out is owned by the caller. */
+static int open_header(const char *path, nifti_image **out, int *version,
+                       struct nf_error *err)
+{
+    struct stat st;
+    nifti_image *nim = NULL;
+    void *hdr = NULL;
+    int ver = 0, rc;
+
+    pthread_once(&quiet_once, quiet_nifti_library);
+    if (!path || stat(path, &st) != 0)
+        return NF_FAIL(err, NF_EIO, "cannot read '%s': %s", display_name(path),
+                       path ? strerror(errno) : "no path given");
+    if (S_ISDIR(st.st_mode))
+        return NF_FAIL(err, NF_EIO, "cannot read '%s': is a folder, expected a NIfTI file",
+                       path);
+
+    NF_TRY(rc = precheck_header(path, err));
+    /* check = 0: with 1, 3.0.1 prints "looks bad" on stderr even for headers
+     * it then accepts; precheck_header and nifti_image_read do the checking. */
+    hdr = nifti_read_header(path, &ver, 0);
+    if (!hdr)
+        goto not_nifti;
+    free(hdr);
+    nim = nifti_image_read(path, 0);
+    if (!nim)
+        goto not_nifti;
+    *out = nim;
+    *version = ver >= 2 ? 2 : 1;
+    return 0;
+
+not_nifti:
+    return NF_FAIL(err, NF_EIO,
+                   "cannot read '%s': not a NIfTI-1/2 image, or its header is truncated or corrupt",
+                   path);
+fail:
+    return rc;
+}
+
+/* Check dims and fill the info struct from an opened header. */
+static int info_from_header(const char *path, const nifti_image *nim, int version,
+                            struct nf_nifti_info *info, struct nf_error *err)
+{
+    int64_t d[8];
+    int64_t ndim_on_disk = nim->dim[0];
+    int64_t nvox;
+
+    memset(info, 0, sizeof *info);
+    if (ndim_on_disk < 1 || ndim_on_disk > 7)
+        return NF_FAIL(err, NF_EDATA,
+                       "cannot read '%s': header dim[0] is %lld (expected 1 to 7)",
+                       path, (long long)ndim_on_disk);
+    /* Dimensions past dim[0] do not exist; dim[4] = 0 (ITK) means 1. */
+    for (int a = 1; a <= 7; a++) {
+        d[a] = a <= ndim_on_disk ? nim->dim[a] : 1;
+        if (a == 4 && d[a] == 0)
+            d[a] = 1;
+        if (d[a] < 1)
+            return NF_FAIL(err, NF_EDATA,
+                           "cannot read '%s': dimension %d has size %lld (expected >= 1)",
+                           path, a, (long long)d[a]);
+    }
+    for (int a = 5; a <= 7; a++)
+        if (d[a] > 1)
+            return NF_FAIL(err, NF_EDATA,
+                           "cannot read '%s': %d-D images are not supported "
+                           "(got %lldx%lldx%lldx%lldx%lld..., expected 3-D or 4-D)",
+                           path, (int)ndim_on_disk, (long long)d[1], (long long)d[2],
+                           (long long)d[3], (long long)d[4], (long long)d[5]);
+    if (__builtin_mul_overflow(d[1], d[2], &nvox) || __builtin_mul_overflow(nvox, d[3], &nvox) ||
+        __builtin_mul_overflow(nvox, d[4], &nvox) ||
+        (uint64_t)nvox > SIZE_MAX / sizeof(float) / 8)
+        return NF_FAIL(err, NF_EDATA,
+                       "cannot read '%s': image is too large (%lldx%lldx%lldx%lld voxels)",
+                       path, (long long)d[1], (long long)d[2], (long long)d[3],
+                       (long long)d[4]);
+    if (!datatype_supported(nim->datatype))
+        return NF_FAIL(err, NF_EDATA,
+                       "cannot read '%s': voxel type %s is not supported "
+                       "(expected an integer or float type)",
+                       path, nifti_datatype_string(nim->datatype));
+
+    struct nf_grid *g = &info->grid;
+    for (int a = 0; a < 3; a++) {
+        double p = fabs(nim->pixdim[a + 1]);
+        g->dim[a] = d[a + 1];
+        g->pixdim[a] = (isfinite(p) && p > 0) ? p : 1.0;
+    }
+    g->sform_code = nim->sform_code;
+    g->qform_code = nim->qform_code;
+    for (int r = 0; r < 4; r++)
+        for (int c = 0; c < 4; c++) {
+            double v;
+            if (nim->sform_code > 0)
+                v = nim->sto_xyz.m[r][c];
+            else if (nim->qform_code > 0)
+                v = nim->qto_xyz.m[r][c];
+            else
+                v = (r == c) ? (r < 3 ? g->pixdim[r] : 1.0) : 0.0;
+            if (!isfinite(v))
+                return NF_FAIL(err, NF_EDATA,
+                               "cannot read '%s': the %s affine has non-finite entries",
+                               path, nim->sform_code > 0 ? "sform" : "qform");
+            g->affine[r][c] = v;
+        }
+
+    info->ndim = (ndim_on_disk >= 4 && nim->dim[4] >= 1) ? 4 : 3;
+    info->nt = d[4];
+    info->datatype = nim->datatype;
+    info->version = version;
+    info->tr = 0;
+    if (info->ndim == 4) {
+        double tr = nim->pixdim[4];
+        int unit = nim->time_units;
+        if (unit == NIFTI_UNITS_MSEC)
+            tr /= 1e3;
+        else if (unit == NIFTI_UNITS_USEC)
+            tr /= 1e6;
+        info->tr = (isfinite(tr) && tr > 0) ? tr : 0;
+    }
+    return 0;
+}
+
+int nf_nifti_read_info(const char *path, struct nf_nifti_info *info, struct nf_error *err)
+{
+    nifti_image *nim = NULL;
+    int version = 0, rc;
+
+    NF_TRY(rc = open_header(path, &nim, &version, err));
+    NF_TRY(rc = info_from_header(path, nim, version, info, err));
+    nifti_image_free(nim);
+    return 0;
+fail:
+    nifti_image_free(nim);
+    return rc;
+}
+
+/* Convert n voxels of on-disk type dt (already in CPU byte order) to float. */
+static void convert_to_float(int dt, const unsigned char *raw, float *out, size_t n,
+                             bool scale, double slope, double inter)
+{
+#define CONVERT(T)                                                      \
+    for (size_t i = 0; i < n; i++) {                                    \
+        T x;                                                            \
+        memcpy(&x, raw + i * sizeof x, sizeof x);                       \
+        out[i] = scale ? (float)(slope * (double)x + inter) : (float)x; \
+    }                                                                   \
+    break
+    switch (dt) {
+    case DT_UINT8:   CONVERT(uint8_t);
+    case DT_INT8:    CONVERT(int8_t);
+    case DT_INT16:   CONVERT(int16_t);
+    case DT_UINT16:  CONVERT(uint16_t);
+    case DT_INT32:   CONVERT(int32_t);
+    case DT_UINT32:  CONVERT(uint32_t);
+    case DT_INT64:   CONVERT(int64_t);
+    case DT_UINT64:  CONVERT(uint64_t);
+    case DT_FLOAT32: CONVERT(float);
+    case DT_FLOAT64: CONVERT(double);
+    default: break;   /* rejected by info_from_header */
+    }
+#undef CONVERT
+}
+
+/* An open stream of voxel data: read in order, converted to float32 and
+ * scaled, CHUNK_VOXELS at a time, so callers choose how much to hold. */
+struct voxel_reader {
+    const char *path;
+    const nifti_image *nim;
+    int size;
+    bool swap, scale;
+    double slope, inter;
+    unsigned char *chunk;
+    gzFile fp;
+    uint64_t expected, got;
+};
+
+static void reader_close(struct voxel_reader *r)
+{
+    if (r->fp)
+        gzclose(r->fp);
+    free(r->chunk);
+    memset(r, 0, sizeof *r);
+}
+
+static int reader_open(struct voxel_reader *r, const char *path, const nifti_image *nim,
+                       int64_t nvox_total, struct nf_error *err)
+{
+    int rc = 0;
+    memset(r, 0, sizeof *r);
+    r->path = path;
+    r->nim = nim;
+    r->size = datatype_size(nim->datatype);
+    r->swap = nim->byteorder != nifti_short_order() && r->size > 1;
+    r->scale = nim->scl_slope != 0 && isfinite(nim->scl_slope);
+    r->slope = nim->scl_slope;
+    r->inter = isfinite(nim->scl_inter) ? nim->scl_inter : 0.0;
+    r->expected = (uint64_t)nvox_total * (uint64_t)r->size;
+    if (!nim->iname || nim->iname_offset < 0) {
+        rc = NF_FAIL(err, NF_EIO, "cannot read '%s': header names no image data", path);
+        goto fail;
+    }
+    r->chunk = nf_malloc(CHUNK_VOXELS * (size_t)r->size);
+    if (!r->chunk) {
+        rc = NF_FAIL(err, NF_ENOMEM, "cannot read '%s': out of memory", path);
+        goto fail;
+    }
+    errno = 0;
+    r->fp = gzopen(nim->iname, "rb");
+    if (!r->fp) {
+        rc = NF_FAIL(err, NF_EIO, "cannot read '%s': %s", nim->iname,
+                     errno ? strerror(errno) : "cannot open");
+        goto fail;
+    }
+    gzbuffer(r->fp, 1 << 17);
+    if (gzseek(r->fp, (z_off_t)nim->iname_offset, SEEK_SET) < 0) {
+        rc = NF_FAIL(err, NF_EIO,
+                     "cannot read '%s': file is truncated (expected voxel data at byte %lld)",
+                     path, (long long)nim->iname_offset);
+        goto fail;
+    }
+    return 0;
+fail:
+    reader_close(r);
+    return rc;
+}
+
+/* The next nvox voxels into out. */
+static int reader_read(struct voxel_reader *r, int64_t nvox, float *out, struct nf_error *err)
+{
+    for (int64_t done = 0; done < nvox;) {
+        if (nf_interrupt_pending())   /* a big .nii.gz takes seconds; a chunk, milliseconds */
+            return NF_FAIL(err, NF_EINTR, "interrupted while reading '%s'", r->path);
+        size_t n = (size_t)(nvox - done) < CHUNK_VOXELS ? (size_t)(nvox - done) : CHUNK_VOXELS;
+        size_t want = n * (size_t)r->size, have = 0;
+        while (have < want) {
+            int got = gzread(r->fp, r->chunk + have, (unsigned)(want - have));
+            if (got <= 0) {
+                int zerr = Z_OK;
+                const char *zmsg = gzerror(r->fp, &zerr);
+                r->got += have;
+                if (got < 0 && zerr != Z_BUF_ERROR)
+                    return NF_FAIL(err, NF_EIO,
+                                   "cannot read '%s': corrupt compressed data after %llu "
+                                   "bytes of voxel data (%s)",
+                                   r->path, (unsigned long long)r->got, zmsg ? zmsg : "zlib error");
+                return NF_FAIL(err, NF_EIO,
+                               "cannot read '%s': file is truncated (expected %llu bytes "
+                               "of voxel data, got %llu)",
+                               r->path, (unsigned long long)r->expected, (unsigned long long)r->got);
+            }
+            have += (size_t)got;
+        }
+        r->got += have;
+        if (r->swap)
+            nifti_swap_Nbytes((int64_t)n, r->size, r->chunk);
+        convert_to_float(r->nim->datatype, r->chunk, out + done, n, r->scale, r->slope, r->inter);
+        done += (int64_t)n;
+    }
+    return 0;
+}
+
+/* Read nvox voxels of voxel data into out (float32, scaled). */
+static int read_voxels(const char *path, const nifti_image *nim, int64_t nvox, float *out,
+                       struct nf_error *err)
+{
+    struct voxel_reader r;
+    int rc = reader_open(&r, path, nim, nvox, err);
+    if (rc == 0)
+        rc = reader_read(&r, nvox, out, err);
+    reader_close(&r);
+    return rc;
+}
+
+/* A file too short for what its header promises is reported before a (possibly
+ * huge) volume is allocated for it. For .gz the exact size is only known after
+ * reading, but deflate cannot compress better than 1032:1, which bounds it. */
+static int check_file_size(const char *path, const nifti_image *nim, int64_t nvox,
+                           struct nf_error *err)
+{
+    struct stat st;
+    uint64_t need = (uint64_t)nvox * (uint64_t)datatype_size(nim->datatype), have;
+
+    if (!nim->iname || stat(nim->iname, &st) != 0)
+        return 0;   /* read_voxels reports these */
+    if (nifti_is_gzfile(nim->iname)) {
+        uint64_t most = (uint64_t)st.st_size * 1032u + (1u << 20);
+        if (need > most)
+            return NF_FAIL(err, NF_EIO,
+                           "cannot read '%s': file is truncated or its header is corrupt "
+                           "(expected %llu bytes of voxel data; %lld compressed bytes hold "
+                           "at most %llu)", path, (unsigned long long)need,
+                           (long long)st.st_size, (unsigned long long)most);
+        return 0;
+    }
+    have = (uint64_t)st.st_size > (uint64_t)nim->iname_offset ?
+           (uint64_t)st.st_size - (uint64_t)nim->iname_offset : 0;
+    if (have < need)
+        return NF_FAIL(err, NF_EIO,
+                       "cannot read '%s': file is truncated (expected %llu bytes of voxel "
+                       "data, got %llu)", path, (unsigned long long)need,
+                       (unsigned long long)have);
+    return 0;
+}
+
+/* The whole-image read behind nf_nifti_read and nf_value_materialize. */
+static struct nf_value *read_volume(const char *path, struct nf_nifti_info *info_out,
+                                    struct nf_error *err)
+{
+    nifti_image *nim = NULL;
+    struct nf_nifti_info info;
+    struct nf_value *v = NULL;
+    int version = 0, rc;
+
+    NF_TRY(rc = open_header(path, &nim, &version, err));
+    NF_TRY(rc = info_from_header(path, nim, version, &info, err));
+    NF_TRY(rc = check_file_size(path, nim, nf_grid_nvox(&info.grid) * info.nt, err));
+    v = nf_value_new_volume(&info.grid, info.ndim, info.nt, err);
+    if (!v)
+        goto fail;
+    v->u.vol.tr = info.tr;
+    NF_TRY(rc = read_voxels(path, nim, nf_grid_nvox(&info.grid) * info.nt,
+                            v->u.vol.data, err));
+    nf_value_set_path(v, path);
+    if (info_out)
+        *info_out = info;
+    nifti_image_free(nim);
+    return v;
+
+fail:
+    nf_value_unref(v);
+    nifti_image_free(nim);
+    return NULL;
+}
+
+struct nf_value *nf_nifti_read(const char *path, struct nf_error *err)
+{
+    return read_volume(path, NULL, err);
+}
+
+struct nf_value *nf_nifti_read_masked(const char *path, struct nf_geom *geom,
+                                      int64_t *n_nonfinite, struct nf_error *err)
+{
+    nifti_image *nim = NULL;
+    struct nf_nifti_info info;
+    struct nf_value *m = NULL;
+    struct voxel_reader r = { 0 };
+    float *image = NULL;
+    int version = 0, rc;
+    *n_nonfinite = 0;
+
+    NF_TRY(rc = open_header(path, &nim, &version, err));
+    NF_TRY(rc = info_from_header(path, nim, version, &info, err));
+    if (!nf_grid_same(&info.grid, &geom->grid)) {
+        char a[512], b[512];
+        nf_grid_describe(&info.grid, a, sizeof a);
+        nf_grid_describe(&geom->grid, b, sizeof b);
+        rc = NF_FAIL(err, NF_ESHAPE, "'%s' is on another grid than the mask: %s; mask %s", path, a, b);
+        goto fail;
+    }
+    const int64_t nvox = nf_grid_nvox(&info.grid), cols = geom->n_voxels;
+    NF_TRY(rc = check_file_size(path, nim, nvox * info.nt, err));
+    m = nf_value_new_matrix(info.nt, cols, geom, err);
+    image = nf_malloc((size_t)nvox * sizeof *image);
+    if (!m || !image) {
+        rc = m ? NF_FAIL(err, NF_ENOMEM, "cannot read '%s': out of memory", path) : err->code;
+        goto fail;
+    }
+    NF_TRY(rc = reader_open(&r, path, nim, nvox * info.nt, err));
+    /* one 3D image at a time: memory holds the matrix and one image */
+    for (int64_t t = 0; t < info.nt; t++) {
+        NF_TRY(rc = reader_read(&r, nvox, image, err));
+        float *row = m->u.mat.data + t * cols;
+        for (int64_t c = 0; c < cols; c++) {
+            float x = image[geom->index[c]];
+            if (!isfinite(x)) {
+                x = 0.0f;
+                (*n_nonfinite)++;
+            }
+            row[c] = x;
+        }
+    }
+    reader_close(&r);
+    free(image);
+    nifti_image_free(nim);
+    nf_value_set_path(m, path);
+    return m;
+
+fail:
+    reader_close(&r);
+    free(image);
+    nf_value_unref(m);
+    nifti_image_free(nim);
+    return NULL;
+}
+
+struct nf_value *nf_nifti_open_lazy(const char *path, struct nf_error *err)
+{
+    struct nf_nifti_info info;
+    struct nf_value *v = NULL;
+    struct nf_grid one = {0};
+
+    if (nf_nifti_read_info(path, &info, err) < 0)
+        return NULL;
+    /* Allocate a 1-voxel volume, then drop its data and take the header's shape:
+     * the constructor always allocates, a lazy value holds no voxels. */
+    one.dim[0] = one.dim[1] = one.dim[2] = 1;
+    v = nf_value_new_volume(&one, info.ndim, 1, err);
+    if (!v)
+        return NULL;
+    nf_free_aligned(v->u.vol.data);
+    v->u.vol.data = NULL;
+    v->u.vol.lazy = true;
+    v->u.vol.grid = info.grid;
+    v->u.vol.ndim = info.ndim;
+    v->u.vol.nt = info.nt;
+    v->u.vol.tr = info.tr;
+    nf_value_set_path(v, path);
+    if (!v->path) {
+        nf_value_unref(v);
+        NF_FAIL(err, NF_ENOMEM, "cannot open '%s': out of memory", path);
+        return NULL;
+    }
+    return v;
+}
+
+struct nf_value *nf_value_materialize(struct nf_value *v, struct nf_error *err)
+{
+    struct nf_nifti_info info;
+    struct nf_value *full;
+
+    if (!v)
+        return NULL;
+    if (v->kind != NF_KIND_VOLUME || !v->u.vol.lazy)
+        return nf_value_ref(v);
+    full = read_volume(v->path, &info, err);
+    if (!full)
+        return NULL;
+    /* The planner trusted the header it saw at open time; a file rewritten since
+     * then must not silently change shapes under it. */
+    if (!nf_grid_same(&info.grid, &v->u.vol.grid) || info.nt != v->u.vol.nt) {
+        char was[256], now[256];
+        nf_grid_describe(&v->u.vol.grid, was, sizeof was);
+        nf_grid_describe(&info.grid, now, sizeof now);
+        NF_FAIL(err, NF_EDATA,
+                "'%s' changed since it was opened (got %s x %lld, expected %s x %lld)",
+                v->path, now, (long long)info.nt, was, (long long)v->u.vol.nt);
+        nf_value_unref(full);
+        return NULL;
+    }
+    full->u.vol.grid = v->u.vol.grid;
+    if (v->label)
+        nf_value_set_label(full, v->label);
+    return full;
+}
+
+/* ---- writing ---- */
+
+static void fill_header(nifti_1_header *h, const struct nf_grid *grid, int64_t nt,
+                        const struct nf_nifti_label *l)
+{
+    const char *descrip = l->descrip;
+    nifti_dmat44 R;
+    double qb, qc, qd, qx, qy, qz, dx, dy, dz, qfac;
+    double zooms[3];
+
+    memset(h, 0, sizeof *h);
+    h->sizeof_hdr = 348;
+    h->dim[0] = nt > 1 ? 4 : 3;
+    for (int a = 1; a < 8; a++)
+        h->dim[a] = 1;
+    h->dim[1] = (short)grid->dim[0];
+    h->dim[2] = (short)grid->dim[1];
+    h->dim[3] = (short)grid->dim[2];
+    h->dim[4] = (short)nt;
+    h->intent_code = (short)l->intent;
+    h->intent_p1 = (float)l->intent_p1;
+    if (l->intent_name)
+        snprintf(h->intent_name, sizeof h->intent_name, "%s", l->intent_name);
+    h->datatype = DT_FLOAT32;
+    h->bitpix = 32;
+    h->vox_offset = 352;
+    h->scl_slope = 1;
+    h->scl_inter = 0;
+    h->xyzt_units = NIFTI_UNITS_MM;
+    if (descrip)
+        snprintf(h->descrip, sizeof h->descrip, "%s", descrip);
+
+    for (int r = 0; r < 4; r++)
+        for (int c = 0; c < 4; c++)
+            R.m[r][c] = grid->affine[r][c];
+    nifti_dmat44_to_quatern(R, &qb, &qc, &qd, &qx, &qy, &qz, &dx, &dy, &dz, &qfac);
+    /* The qform scales by pixdim, so pixdim must be the affine's column lengths
+     * for the qform to reproduce the affine; these equal the grid's pixdim for
+     * any affine read from a file. A degenerate column keeps the grid's value. */
+    zooms[0] = dx > 0 ? dx : grid->pixdim[0];
+    zooms[1] = dy > 0 ? dy : grid->pixdim[1];
+    zooms[2] = dz > 0 ? dz : grid->pixdim[2];
+    for (int a = 0; a < 8; a++)
+        h->pixdim[a] = 1;
+    h->pixdim[0] = (float)(qfac < 0 ? -1.0 : 1.0);
+    for (int a = 0; a < 3; a++)
+        h->pixdim[a + 1] = (float)zooms[a];
+    h->quatern_b = (float)qb;
+    h->quatern_c = (float)qc;
+    h->quatern_d = (float)qd;
+    h->qoffset_x = (float)qx;
+    h->qoffset_y = (float)qy;
+    h->qoffset_z = (float)qz;
+    h->qform_code = (short)(grid->qform_code > 0 ? grid->qform_code : NIFTI_XFORM_SCANNER_ANAT);
+    h->sform_code = (short)(grid->sform_code > 0 ? grid->sform_code : NIFTI_XFORM_SCANNER_ANAT);
+    for (int c = 0; c < 4; c++) {
+        h->srow_x[c] = (float)grid->affine[0][c];
+        h->srow_y[c] = (float)grid->affine[1][c];
+        h->srow_z[c] = (float)grid->affine[2][c];
+    }
+    memcpy(h->magic, "n+1", 4);
+}
+
+/* 0, -1 on a write error, 1 when interrupted (SIGINT/SIGTERM): compressing
+ * a big image takes seconds, an 8 MiB piece a fraction of one. */
+static int gz_write_all(gzFile fp, const void *buf, size_t n)
+{
+    const unsigned char *p = buf;
+    while (n > 0) {
+        if (nf_interrupt_pending())
+            return 1;
+        unsigned piece = n > (8u << 20) ? (8u << 20) : (unsigned)n;
+        int w = gzwrite(fp, p, piece);
+        if (w <= 0)
+            return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+int nf_nifti_write(const char *path, const struct nf_grid *grid, int64_t nt,
+                   const float *data, int intent, const char *descrip,
+                   struct nf_error *err)
+{
+    struct nf_nifti_label l = { .intent = intent, .descrip = descrip };
+    return nf_nifti_write_labelled(path, grid, nt, data, &l, err);
+}
+
+int nf_nifti_write_labelled(const char *path, const struct nf_grid *grid, int64_t nt,
+                            const float *data, const struct nf_nifti_label *l,
+                            struct nf_error *err)
+{
+    struct nf_atomic a = {0};
+    nifti_1_header hdr;
+    static const unsigned char no_extension[4] = {0, 0, 0, 0};
+    bool compress = nf_path_has_suffix(path, ".gz");
+    gzFile fp = NULL;
+    int64_t nvox;
+    int rc = 0;
+
+    if (!grid || !data || nt < 1) {
+        rc = NF_FAIL(err, NF_EBUG, "cannot write '%s': no image data", display_name(path));
+        goto fail;
+    }
+    for (int a3 = 0; a3 < 3; a3++)
+        if (grid->dim[a3] < 1 || grid->dim[a3] > NIFTI1_MAX_DIM)
+            goto too_big;
+    if (nt > NIFTI1_MAX_DIM)
+        goto too_big;
+    nvox = nf_grid_nvox(grid);
+    if (__builtin_mul_overflow(nvox, nt, &nvox) || (uint64_t)nvox > SIZE_MAX / sizeof(float)) {
+        rc = NF_FAIL(err, NF_EDATA, "cannot write '%s': image is too large", path);
+        goto fail;
+    }
+    for (int r = 0; r < 4; r++)
+        for (int c = 0; c < 4; c++)
+            if (!isfinite(grid->affine[r][c])) {
+                rc = NF_FAIL(err, NF_EDATA, "cannot write '%s': affine has non-finite entries",
+                             path);
+                goto fail;
+            }
+    fill_header(&hdr, grid, nt, l);
+
+    /* The temporary keeps the image suffix, so that a reader tool pointed at it
+     * (or a crash leftover) still looks like what it is. */
+    NF_TRY(rc = nf_atomic_reserve(&a, path, compress ? ".nii.gz" : ".nii", err));
+    errno = 0;
+    fp = gzopen(a.tmp, compress ? "wb6" : "wbT");
+    if (!fp) {
+        rc = NF_FAIL(err, NF_EIO, "cannot write '%s': %s", path,
+                     errno ? strerror(errno) : "cannot open temporary file");
+        goto fail;
+    }
+    int wr = gz_write_all(fp, &hdr, sizeof hdr);
+    if (wr == 0)
+        wr = gz_write_all(fp, no_extension, sizeof no_extension);
+    if (wr == 0)
+        wr = gz_write_all(fp, data, (size_t)nvox * sizeof(float));
+    if (wr > 0) {   /* the temporary is removed below: no half-written file */
+        rc = NF_FAIL(err, NF_EINTR, "interrupted while writing '%s'", display_name(path));
+        goto fail;
+    }
+    if (wr < 0)
+        goto write_error;
+    {
+        int zrc = gzclose(fp);
+        fp = NULL;
+        if (zrc != Z_OK)
+            goto write_error;
+    }
+    NF_TRY(rc = nf_atomic_commit(&a, err));
+    return 0;
+
+write_error:
+    rc = NF_FAIL(err, NF_EIO, "cannot write '%s': %s", path,
+                 errno ? strerror(errno) : "write failed");
+    goto fail;
+too_big:
+    rc = NF_FAIL(err, NF_EDATA,
+                 "cannot write '%s': image %lldx%lldx%lldx%lld does not fit NIfTI-1 "
+                 "(each dimension must be 1 to %d)",
+                 display_name(path), grid ? (long long)grid->dim[0] : 0LL,
+                 grid ? (long long)grid->dim[1] : 0LL, grid ? (long long)grid->dim[2] : 0LL,
+                 (long long)nt, NIFTI1_MAX_DIM);
+fail:
+    if (fp)
+        gzclose(fp);
+    if (a.tmp)
+        nf_atomic_abort(&a);
+    return rc;
+}
+
+int nf_nifti_write_matrix(const char *path, const struct nf_matrix *m, int intent,
+                          const char *descrip, struct nf_error *err)
+{
+    struct nf_nifti_label l = { .intent = intent, .descrip = descrip };
+    return nf_nifti_write_matrix_labelled(path, m, &l, err);
+}
+
+int nf_nifti_write_matrix_labelled(const char *path, const struct nf_matrix *m,
+                                   const struct nf_nifti_label *l, struct nf_error *err)
+{
+    const struct nf_geom *geom = m ? m->geom : NULL;
+    float *vol = NULL;
+    int64_t nvox, total;
+    int rc = 0;
+
+    if (!geom) {
+        rc = NF_FAIL(err, NF_EDATA,
+                     "cannot write '%s' as NIfTI: the matrix columns are not voxels "
+                     "(it has no mask geometry)", display_name(path));
+        goto fail;
+    }
+    if (m->rows < 1 || m->cols != geom->n_voxels) {
+        rc = NF_FAIL(err, NF_ESHAPE,
+                     "cannot write '%s': matrix is %lldx%lld (expected >= 1 rows and "
+                     "%lld columns, the voxels of its mask)",
+                     path, (long long)m->rows, (long long)m->cols, (long long)geom->n_voxels);
+        goto fail;
+    }
+    nvox = nf_grid_nvox(&geom->grid);
+    if (__builtin_mul_overflow(nvox, m->rows, &total) ||
+        (uint64_t)total > SIZE_MAX / sizeof(float)) {
+        rc = NF_FAIL(err, NF_EDATA, "cannot write '%s': image is too large", path);
+        goto fail;
+    }
+    vol = nf_malloc((size_t)total * sizeof(float));
+    if (!vol) {
+        rc = NF_FAIL(err, NF_ENOMEM, "cannot write '%s': out of memory", path);
+        goto fail;
+    }
+    for (int64_t i = 0; i < total; i++)
+        vol[i] = l->outside;
+    for (int64_t c = 0; c < m->cols; c++) {
+        int64_t at = geom->index[c];
+        if (at < 0 || at >= nvox) {
+            rc = NF_FAIL(err, NF_EBUG,
+                         "cannot write '%s': mask voxel %lld lies outside the grid "
+                         "(offset %lld, grid has %lld voxels)",
+                         path, (long long)c, (long long)at, (long long)nvox);
+            goto fail;
+        }
+        for (int64_t r = 0; r < m->rows; r++)
+            vol[r * nvox + at] = m->data[r * m->cols + c];
+    }
+    rc = nf_nifti_write_labelled(path, &geom->grid, m->rows, vol, l, err);
+
+fail:
+    free(vol);
+    return rc;
+}

@@ -1,0 +1,1596 @@
+/* permute.c — the `permute` node: group-level permutation tests over maps with
+ * nltools' draws, max-statistic FWE and Benjamini-Hochberg FDR
+ * (reference/nltools-core.md §3, DESIGN.md §2).
+ *
+ * Tests: one-sample sign flip (rows of data × ±1), two-sample label
+ * permutation (data + data2, or data split by a two-valued `groups` column),
+ * correlation with a per-subject `covariate` (rows of the data permuted,
+ * Pearson or Spearman). Draws as nltools: seeds = RandomState(seed).randint(
+ * 2**31-1, N), permutation i from RandomState(seeds[i]) — choice([1,-1], n) or
+ * permutation(n) — so each permutation is reproducible on its own, whatever the
+ * chunk, thread or machine. When the full set of permutations is no larger
+ * than N it is enumerated instead (exact test, identity included).
+ *
+ * Algorithm: for a block of permutations and a tile of voxels the null
+ * statistics are one GEMM, R (perms × n) · D (n × voxels), where a row of R is
+ * a sign vector, a 0/1 group-1 indicator, or the permuted standardised
+ * covariate. The statistic (mean, t, difference, r — t needs only per-voxel
+ * sums of squares fixed under the permutation), the per-voxel exceedance count
+ * and the per-permutation maximum over voxels are computed while the tile is in
+ * cache; N × V is never stored, so memory does not depend on N. Comparisons
+ * use a monotone transform of the statistic (the statistic itself, or t·|t|
+ * without the square root; constant factors dropped), and a null value within
+ * the float round-off bound of the observed one counts as a tie (nf_perm_tie_bound):
+ * a sign flip's mirror image, a relabelling within groups or the identity in an
+ * exact test equal the observed value exactly in nltools' float64 code, and
+ * are counted here too.
+ *
+ * Permutations are processed in chunks committed to the cache as checkpoints
+ * (counts per voxel and the chunk's maxima), so a killed run resumes at the
+ * next chunk with the same final result. Voxel tiles and chunks are fixed by
+ * V and N only, never by the thread count: results are the same bits for any
+ * number of threads.
+ */
+#include <float.h>
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "node.h"
+#include "pipeline.h"
+#include "core/rng.h"
+#include "core/util.h"
+#include "gpu_nodes.h"
+
+#include "permute.h"
+#include "permute_internal.h"
+
+static const char *const test_kinds[] = { "one_sample", "two_sample", "correlation", NULL };
+static const char *const stat_kinds[] = { "mean", "t", NULL };
+static const char *const tail_kinds[] = { "two", "upper", "lower", NULL };
+static const char *const methods[] = { "pearson", "spearman", NULL };
+static const char *const exact_kinds[] = { "auto", "never", NULL };
+
+static const struct nf_param permute_params_table[] = {
+    { "test", "one_sample: sign flips of each subject's map; two_sample: group labels permuted "
+      "(data vs data2, or data split by a two-valued groups column); correlation: the data's rows "
+      "permuted against a covariate",
+      NF_P_ENUM, offsetof(struct permute_params, test), { PERM_ONE_SAMPLE, 0, NULL }, 0, 0, test_kinds,
+      0, 0, 0 },
+    { "stat", "one/two-sample statistic: mean (the mean, or difference of means, as nltools) or t "
+      "(one-sample t, or Student's pooled-variance two-sample t, as FSL randomise); correlation "
+      "always uses r",
+      NF_P_ENUM, offsetof(struct permute_params, stat), { PERM_STAT_MEAN, 0, NULL }, 0, 0, stat_kinds,
+      0, 0, 0 },
+    { "tail", "two: |null| >= |observed|; upper: null >= observed; lower: null <= observed",
+      NF_P_ENUM, offsetof(struct permute_params, tail), { PERM_TAIL_TWO, 0, NULL }, 0, 0, tail_kinds,
+      0, 0, 0 },
+    { "n_permutations", "number of random permutations N; p = (count + 1) / (N + 1)",
+      NF_P_INT, offsetof(struct permute_params, n_permutations), { 5000, 0, NULL }, 1, 1e9, NULL, 0,
+      0, 0 },
+    { "seed", "RandomState seed of the per-permutation seeds, as nltools' random_state "
+      "(-1: the pipeline's settings.seed)",
+      NF_P_INT, offsetof(struct permute_params, seed), { -1, 0, NULL }, -1, 4294967295.0, NULL, NF_PF_SEED, 0, 0 },
+    { "method", "correlation: pearson, or spearman (Pearson on average ranks)",
+      NF_P_ENUM, offsetof(struct permute_params, method), { PERM_PEARSON, 0, NULL }, 0, 0, methods, 0,
+      0, 0 },
+    { "exact", "auto: enumerate every permutation (identity included; p = count / total) when there "
+      "are no more than n_permutations of them; never: always draw N at random",
+      NF_P_ENUM, offsetof(struct permute_params, exact), { PERM_EXACT_AUTO, 0, NULL }, 0, 0,
+      exact_kinds, 0, 0, 0 },
+    { "column", "the column of the covariate or groups table to use (default: the first)",
+      NF_P_STR, offsetof(struct permute_params, column), { 0, 0, "" }, 0, 0, NULL, NF_PF_OPTIONAL, 0, 0 },
+    { "chunk", "permutations per checkpoint chunk (a killed run resumes at the next chunk); "
+      "not part of the cache key: results do not depend on it",
+      NF_P_INT, offsetof(struct permute_params, chunk), { 1000, 0, NULL }, 1, 1e9, NULL,
+      NF_PF_NOT_KEYED, 0, 0 },
+    NF_PARAM_END
+};
+
+static const struct nf_port permute_inputs[] = {
+    { "data", "subjects x voxels (one row per subject; a collection of 1 x V maps is stacked)",
+      NF_PT_MATRIX, NF_PORT_STACK | NF_PORT_TABLE_AS_MATRIX },
+    { "data2", "two_sample: the second group's subjects x voxels", NF_PT_MATRIX,
+      NF_PORT_OPTIONAL | NF_PORT_STACK | NF_PORT_TABLE_AS_MATRIX },
+    { "covariate", "correlation: one value per subject (a table column or a 1-column matrix)",
+      NF_PT_TABLE | NF_PT_MATRIX, NF_PORT_OPTIONAL },
+    { "groups", "two_sample without data2: the group of each subject (two distinct values, numbers "
+      "or text; the first in sorted order is group 1)",
+      NF_PT_TABLE | NF_PT_MATRIX, NF_PORT_OPTIONAL },
+    NF_PORT_END
+};
+
+static const struct nf_port permute_outputs[] = {
+    { "stat", "1 x V observed statistic (mean, t, difference of means, or r); 0 where a voxel has "
+      "no variance", NF_PT_MATRIX, 0 },
+    { "p", "1 x V uncorrected p: (count + 1) / (N + 1), ties counted (count / total when exact)",
+      NF_PT_MATRIX, 0 },
+    { "p_fwe", "1 x V family-wise corrected p by the maximum statistic over voxels (single step)",
+      NF_PT_MATRIX, 0 },
+    { "q_fdr", "1 x V Benjamini-Hochberg q-values of p", NF_PT_MATRIX, 0 },
+    { "null_max", "N x 1 null distribution of the maximum statistic (column null_max), in the "
+      "statistic's units: max |stat| (two tails), max stat (upper), max -stat (lower)",
+      NF_PT_MATRIX, 0 },
+    { "info", "table of key, value: test, statistic, tail, permutations, exact, seed, subjects, "
+      "voxels, zero-variance voxels", NF_PT_TABLE, 0 },
+    NF_PORT_END
+};
+
+/* ---- shapes and checks ---- */
+
+static double choose(int64_t n, int64_t k);
+
+static int permute_resolve(struct nf_resolve *r)
+{
+    const struct permute_params *p = r->params;
+    const struct nf_shape *x = &r->in[PIN_DATA];
+    const struct nf_loc *loc = nf_node_loc(r->node);
+    const char *id = nf_node_id(r->node);
+    bool has2 = r->in[PIN_DATA2].kind != NF_KIND_NONE, hasc = r->in[PIN_COVARIATE].kind != NF_KIND_NONE,
+         hasg = r->in[PIN_GROUPS].kind != NF_KIND_NONE;
+    /* which inputs each test takes: wiring mistakes are found before any data is read */
+    if (p->test == PERM_ONE_SAMPLE && (has2 || hasc || hasg))
+        return NF_FAIL_AT(r->err, NF_EUSAGE, loc, id, "test one_sample takes only 'data' (got %s)",
+                          has2 ? "data2" : hasc ? "covariate" : "groups");
+    if (p->test == PERM_TWO_SAMPLE && has2 == hasg)
+        return NF_FAIL_AT(r->err, NF_EUSAGE, loc, id,
+                          "test two_sample needs either 'data2' or a 'groups' column (%s)",
+                          has2 ? "not both" : "got neither");
+    if (p->test == PERM_TWO_SAMPLE && hasc)
+        return NF_FAIL_AT(r->err, NF_EUSAGE, loc, id, "test two_sample does not take a covariate");
+    if (p->test == PERM_CORRELATION && (!hasc || has2 || hasg))
+        return NF_FAIL_AT(r->err, NF_EUSAGE, loc, id, "test correlation needs 'covariate' (and no %s)",
+                          has2 ? "data2" : hasg ? "groups" : "other input");
+    /* the covariate or groups table: the column named by `column` exists and
+     * holds a value per subject (headers are enough; run time checks again) */
+    static const struct { int port; const char *name; } per_subject[] = {
+        { PIN_COVARIATE, "covariate" }, { PIN_GROUPS, "groups" } };
+    for (size_t i = 0; i < 2; i++) {
+        const struct nf_shape *c = &r->in[per_subject[i].port];
+        if (c->kind == NF_KIND_TABLE && p->column && p->column[0] && !nf_shape_has_column(c, p->column)) {
+            char cols[512];
+            nf_shape_columns_text(c, cols, sizeof cols);
+            return NF_FAIL_AT(r->err, NF_EUSAGE, loc, id, "%s has no column '%s' (columns: %s)",
+                              per_subject[i].name, p->column, cols);
+        }
+        int64_t values = c->kind == NF_KIND_TABLE ? c->dim[0]
+                         : c->kind == NF_KIND_MATRIX && !c->cols_upper_bound && (c->dim[0] == 1 || c->dim[1] == 1)
+                             ? c->dim[0] * c->dim[1] : 0;
+        if (x->kind == NF_KIND_MATRIX && x->dim[0] > 0 && values > 0 && values != x->dim[0])
+            return NF_FAIL_AT(r->err, NF_ESHAPE, loc, id, "%s has %lld values but data has %lld subjects",
+                              per_subject[i].name, (long long)values, (long long)x->dim[0]);
+    }
+    if (x->kind == NF_KIND_NONE)
+        return 0;
+    if (has2 && r->in[PIN_DATA2].dim[1] > 0 && x->dim[1] > 0 && r->in[PIN_DATA2].dim[1] != x->dim[1])
+        return NF_FAIL_AT(r->err, NF_ESHAPE, loc, id, "data has %lld voxels but data2 has %lld",
+                          (long long)x->dim[1], (long long)r->in[PIN_DATA2].dim[1]);
+    for (int o = POUT_STAT; o <= POUT_Q_FDR; o++) {
+        r->out[o].kind = NF_KIND_MATRIX;
+        r->out[o].dim[0] = 1;
+        r->out[o].dim[1] = x->dim[1];
+        r->out[o].cols_upper_bound = x->cols_upper_bound;
+        r->out[o].has_geom = x->has_geom;
+    }
+    /* N rows, or the size of the full set when it is enumerated (known now
+     * unless the group sizes come from a groups column) */
+    int64_t rows = p->n_permutations, n = x->dim[0], n2 = has2 ? r->in[PIN_DATA2].dim[0] : 0;
+    if (p->exact == PERM_EXACT_AUTO && n > 0) {
+        double full = INFINITY;
+        if (p->test == PERM_ONE_SAMPLE)
+            full = n < 62 ? ldexp(1.0, (int)n) : INFINITY;
+        else if (p->test == PERM_TWO_SAMPLE && has2 && n2 > 0)
+            full = choose(n + n2, n);
+        else if (p->test == PERM_CORRELATION)
+            for (int64_t i = 2, f = 1; i <= n && f <= p->n_permutations; i++)
+                full = (double)(f *= i);
+        if (p->test == PERM_TWO_SAMPLE && !has2)
+            rows = 0;   /* known at run time */
+        else if (full <= (double)p->n_permutations)
+            rows = (int64_t)full;
+    }
+    r->out[POUT_NULL_MAX].kind = NF_KIND_MATRIX;
+    r->out[POUT_NULL_MAX].dim[0] = rows;
+    r->out[POUT_NULL_MAX].dim[1] = 1;
+    r->out[POUT_INFO].kind = NF_KIND_TABLE;
+    return 0;
+}
+
+enum { TILE_VOXELS = NF_PERM_TILE_VOXELS, SUB_ROWS = NF_PERM_SUB_ROWS };
+
+/* Working memory: a copy of the data (two-sample, correlation), per-voxel
+ * arrays, per-permutation scalars, one chunk's rows, and per thread one GEMM
+ * tile: independent of N but for 12 bytes per permutation. */
+static uint64_t permute_estimate(const void *params, const struct nf_shape *in, const struct nf_shape *out)
+{
+    const struct permute_params *p = params;
+    (void)out;
+    uint64_t n = (uint64_t)in[PIN_DATA].dim[0] + (uint64_t)(in[PIN_DATA2].kind ? in[PIN_DATA2].dim[0] : 0);
+    uint64_t V = (uint64_t)in[PIN_DATA].dim[1], chunk = (uint64_t)p->chunk;
+    uint64_t tiles = V / TILE_VOXELS + 1;
+    uint64_t copy = p->test == PERM_ONE_SAMPLE ? 0 : n * V * 4;
+    /* per voxel: 7 float and 4 double constants, the flag, two counts; per
+     * permutation: its seed, its maximum and the sorted copy; one chunk's rows
+     * and tile maxima; a GEMM tile per thread (16 threads at most) */
+    return copy + V * 72 + (uint64_t)p->n_permutations * 12 + chunk * n * 4 + tiles * chunk * 4 +
+           (uint64_t)SUB_ROWS * TILE_VOXELS * 4 * 16;
+}
+
+/* ---- the computation ---- */
+
+
+/* ---- exact enumeration ---- */
+
+static double choose(int64_t n, int64_t k)
+{
+    double r = 1;
+    for (int64_t i = 1; i <= k; i++)
+        r = r * (double)(n - k + i) / (double)i;
+    return floor(r + 0.5);
+}
+
+/* The size of the full permutation set, or +inf beyond 2^62. */
+double nf_perm_full_set_size(const struct perm_ctx *c)
+{
+    if (c->test == PERM_ONE_SAMPLE)
+        return c->n >= 62 ? INFINITY : ldexp(1.0, (int)c->n);
+    if (c->test == PERM_TWO_SAMPLE)
+        return choose(c->n, c->n1);
+    double f = 1;
+    for (int64_t i = 2; i <= c->n && f < 1e19; i++)
+        f *= (double)i;
+    return f;
+}
+
+/* Combination number `index` (lexicographic over n choose k, 0 = {0..k-1}):
+ * in[i] = 1 for the chosen rows. */
+/* Two-sample rows weigh group 1 by 1/n1 and group 2 by -1/n2, so that a row's
+ * value is the difference of means itself, and a relabelling's mirror image
+ * (the groups swapped, n1 = n2) has exactly the negated row: its value is
+ * exactly the negated value in double too, a tie that the exact decision
+ * sees as one. */
+static inline float perm_w1(const struct perm_ctx *c)
+{
+    return (float)(1.0 / (double)c->n1);
+}
+
+static inline float perm_w2(const struct perm_ctx *c)
+{
+    return -(float)(1.0 / (double)c->n2);
+}
+
+static void unrank_combination(int64_t index, int64_t n, int64_t k, float in, float out, float *row)
+{
+    int64_t next = 0;
+    for (int64_t i = 0; i < n; i++)
+        row[i] = out;
+    for (int64_t slot = 0; slot < k; slot++) {
+        for (int64_t i = next;; i++) {
+            int64_t with_i = (int64_t)choose(n - i - 1, k - slot - 1);
+            if (index < with_i) {
+                row[i] = in;
+                next = i + 1;
+                break;
+            }
+            index -= with_i;
+        }
+    }
+}
+
+/* Permutation number `index` (lexicographic, Lehmer code; 0 = identity);
+ * n! <= 2^62 here. */
+static void unrank_permutation(int64_t index, int64_t n, int64_t *perm)
+{
+    int64_t pool[21], block = 1;
+    for (int64_t i = 0; i < n; i++)
+        pool[i] = i;
+    for (int64_t i = 2; i < n; i++)
+        block *= i;                      /* (n - 1)! */
+    for (int64_t i = 0; i < n; i++) {
+        int64_t left = n - i, q = index / block;
+        index %= block;
+        perm[i] = pool[q];
+        memmove(pool + q, pool + q + 1, (size_t)(left - q - 1) * sizeof *pool);
+        if (left > 1)
+            block /= left - 1;           /* (left - 2)! */
+    }
+}
+
+/* Row of R for permutation `index` (0 <= index < M). perm: scratch of n. */
+/* Row `index` of R; ahead: the generator's first n_ahead outputs when already
+ * computed (nf_mt_first_outputs), else NULL. */
+static void perm_row(const struct perm_ctx *c, int64_t index, const uint32_t *ahead, int n_ahead, float *row,
+                     int64_t *perm, int8_t *signs)
+{
+    const int64_t n = c->n;
+    struct nf_mt19937 mt;
+    if (!c->exact && ahead)
+        nf_mt_replay(&mt, c->seeds[index], ahead, n_ahead);
+    else if (!c->exact)
+        nf_mt_seed(&mt, c->seeds[index]);
+    switch (c->test) {
+    case PERM_ONE_SAMPLE:
+        if (c->exact) {
+            for (int64_t i = 0; i < n; i++)
+                row[i] = (index >> i) & 1 ? -1.0f : 1.0f;
+        } else {
+            nf_mt_signs(&mt, signs, n);
+            for (int64_t i = 0; i < n; i++)
+                row[i] = (float)signs[i];
+        }
+        break;
+    case PERM_TWO_SAMPLE:
+        if (c->exact) {
+            unrank_combination(index, n, c->n1, perm_w1(c), perm_w2(c), row);
+        } else {
+            /* group 1 = pooled[perm[:n1]] */
+            nf_mt_permutation(&mt, perm, n);
+            for (int64_t j = 0; j < n; j++)
+                row[perm[j]] = j < c->n1 ? perm_w1(c) : perm_w2(c);
+        }
+        break;
+    default:
+        /* data[perm] against the covariate: sum_j x[perm[j]] c[j] */
+        if (c->exact)
+            unrank_permutation(index, n, perm);
+        else
+            nf_mt_permutation(&mt, perm, n);
+        for (int64_t j = 0; j < n; j++)
+            row[perm[j]] = c->cov[j];
+        break;
+    }
+}
+
+void nf_perm_row(const struct perm_ctx *c, int64_t index, float *row, int64_t *perm, int8_t *signs)
+{
+    perm_row(c, index, NULL, 0, row, perm, signs);
+}
+
+int nf_perm_rows(const struct perm_ctx *c, int64_t p0, int64_t count, float *R)
+{
+    enum { LANES = 16 };
+    /* raw draws per permutation: n signs, or n - 1 bounded draws that are
+     * rejected less than half the time; beyond them the generator goes on
+     * by itself (rare) */
+    int64_t n = c->n, want = c->test == PERM_ONE_SAMPLE ? n : 2 * n + 16;
+    int n_ahead = c->exact ? 0 : want < 624 ? (int)want : 624;
+    uint32_t *ahead = malloc((size_t)(LANES * n_ahead + 1) * sizeof *ahead);
+    int64_t *perm = malloc((size_t)n * sizeof *perm);
+    int8_t *signs = malloc((size_t)n);
+    int rc = ahead && perm && signs ? 0 : NF_ENOMEM;
+    for (int64_t b = 0; rc == 0 && b < count; b += LANES) {
+        int64_t lanes = count - b < LANES ? count - b : LANES;
+        if (n_ahead)
+            nf_mt_first_outputs(c->seeds + p0 + b, lanes, n_ahead, ahead);
+        for (int64_t l = 0; l < lanes; l++)
+            perm_row(c, p0 + b + l, n_ahead ? ahead + l * n_ahead : NULL, n_ahead, R + (b + l) * n, perm,
+                     signs);
+    }
+    free(ahead);
+    free(perm);
+    free(signs);
+    return rc;
+}
+
+/* The transformed statistic of GEMM values g[0..len) of voxels v0.. (in place).
+ * Written as simple loops over float arrays so that the compiler vectorises. */
+void nf_perm_transform(const struct perm_ctx *c, float *g, int64_t v0, int64_t len)
+{
+    const float a = (float)c->a, cc = (float)c->c;
+    const float *shift = c->shift + v0, *ss = c->ss + v0, *fl = c->floor_ + v0, *cap = c->cap + v0;
+    const int tail = c->tail;
+    if (c->t_stat) {
+        for (int64_t v = 0; v < len; v++) {
+            float d = a * g[v] - shift[v];
+            float den = ss[v] - cc * d * d;
+            den = den > fl[v] ? den : fl[v];
+            float ad = d < 0 ? -d : d;
+            float q = (tail == PERM_TAIL_TWO ? ad : tail == PERM_TAIL_UPPER ? d : -d) * ad / den;
+            g[v] = q < cap[v] ? q : cap[v];
+        }
+    } else {
+        for (int64_t v = 0; v < len; v++) {
+            float d = a * g[v] - shift[v];
+            float q = tail == PERM_TAIL_TWO ? (d < 0 ? -d : d) : tail == PERM_TAIL_UPPER ? d : -d;
+            g[v] = q < cap[v] ? q : cap[v];
+        }
+    }
+}
+
+/* The transform in double of the GEMM value g of voxel v. */
+static inline __attribute__((always_inline)) double q_of_g_double(const struct perm_ctx *c, double g,
+                                                                 int64_t v)
+{
+    double d = c->a * g - c->shift_d[v], q;
+    if (c->t_stat) {
+        double den = c->ss_d[v] - c->c * d * d, fl = 1e-12 * c->ss_d[v];
+        den = den > fl ? den : fl;
+        q = (c->tail == PERM_TAIL_TWO ? fabs(d) : c->tail == PERM_TAIL_UPPER ? d : -d) * fabs(d) / den;
+    } else {
+        q = c->tail == PERM_TAIL_TWO ? fabs(d) : c->tail == PERM_TAIL_UPPER ? d : -d;
+    }
+    return c->flat[v] ? -INFINITY : q;
+}
+
+/* The transformed statistic of one permutation row and voxel in double, the
+ * products summed in row order: the same arithmetic for the observed row and
+ * for every null row, so that exact ties (a mirror-image sign flip, a
+ * relabelling within groups, the identity) are equal here as in nltools'
+ * float64 code. Used only for null values within round-off of the observed. */
+double nf_perm_q_double(const struct perm_ctx *c, const float *row, int64_t v)
+{
+    double g = 0;
+    for (int64_t j = 0; j < c->n; j++)
+        g += (double)row[j] * (double)c->D[j * c->V + v];
+    return q_of_g_double(c, g, v);
+}
+
+/* acc[v] = a row's GEMM value of every voxel in double: the same sums, in
+ * the same order, as nf_perm_q_double. Voxels in blocks whose sums stay in
+ * L1 while the n rows of D stream past. */
+__attribute__((target_clones("avx512f", "avx2", "default")))
+static void row_g_double(const struct perm_ctx *c, const float *row, double *restrict acc)
+{
+    enum { BLOCK = 1024 };
+    const int64_t V = c->V;
+    for (int64_t v0 = 0; v0 < V; v0 += BLOCK) {
+        const int64_t len = V - v0 < BLOCK ? V - v0 : BLOCK;
+        double *restrict a = acc + v0;
+        for (int64_t v = 0; v < len; v++)
+            a[v] = 0;
+        for (int64_t j = 0; j < c->n; j++) {
+            const double r = row[j];
+            const float *restrict d = c->D + j * V + v0;
+            for (int64_t v = 0; v < len; v++)
+                a[v] += r * (double)d[v];
+        }
+    }
+}
+/* The threshold that counts a null value as >= the observed one: the observed
+ * transformed statistic minus a bound on the float round-off of a GEMM value
+ * and its transform. The GEMM sums in an order that depends on where a row
+ * falls in BLAS's blocking, so a tie (a mirror-image sign flip, a relabelling
+ * within groups, the identity in an exact test) can differ from the observed
+ * value in the last bits. Null values within this bound of the observed one
+ * are decided again in double (nf_perm_q_double). g: the observed GEMM value; the
+ * bound is 4 x a first-order error estimate (4 u sqrt(n) |R| ||D||: the
+ * statistical size of a sum's round-off, well above the few units in the last
+ * place by which two summation orders of the same terms differ), so that both
+ * values' errors are covered. */
+double nf_perm_tie_bound(const struct perm_ctx *c, int64_t v, float g)
+{
+    const double u = 0x1p-24, n = (double)c->n;
+    double e_g = 4.0 * sqrt(n) * u * c->abs_sum[v];
+    double d = c->a * g - c->shift[v];
+    double e_d = c->a * e_g + 2.0 * u * (fabs(c->a * g) + fabs(c->shift[v]));
+    double q, e_q;
+    if (c->t_stat) {
+        double ss = c->ss[v], den = ss - c->c * d * d;
+        den = den > c->floor_[v] ? den : c->floor_[v];
+        q = (c->tail == PERM_TAIL_TWO ? fabs(d) : c->tail == PERM_TAIL_UPPER ? d : -d) * fabs(d) / den;
+        e_q = 2.0 * fabs(d) * ss / (den * den) * e_d + 4.0 * u * fabs(q) * (1.0 + ss / den);
+    } else {
+        q = c->tail == PERM_TAIL_TWO ? fabs(d) : c->tail == PERM_TAIL_UPPER ? d : -d;
+        e_q = e_d + u * fabs(q);
+    }
+    (void)q;
+    return 4.0 * e_q;
+}
+
+/* One chunk [p0, p0 + len) of permutations. */
+struct chunk_work {
+    const struct perm_ctx *c;
+    int64_t p0, len;
+    float *R;                    /* len x n: the chunk's rows of R */
+    uint32_t *count;             /* V: this chunk's exceedances */
+    float *tile_max;             /* n_tiles x len */
+    int64_t n_tiles;
+    enum nf_perm_tile_impl impl;
+    const struct nf_run *run;    /* polled for interrupts between tiles */
+    atomic_long next, next_row, rows_done;
+    atomic_int failed, interrupted;
+};
+
+/* fn over `threads` threads (the caller is one of them). */
+static void run_threads(void *(*fn)(void *), void *arg, int threads)
+{
+    pthread_t tids[64];
+    int started = 0;
+    for (int t = 0; t < threads - 1 && t < 64; t++)
+        if (pthread_create(&tids[t], NULL, fn, arg) == 0)
+            started++;
+    fn(arg);
+    for (int t = 0; t < started; t++)
+        pthread_join(tids[t], NULL);
+}
+
+/* One chunk on one thread of the team: first the chunk's rows of R, 64 at a
+ * time (seeding a generator per permutation is a good part of the work at
+ * nltools' sizes, 30 subjects, so the threads share it), then voxel tiles.
+ * One team for both phases: a second set of threads would cost a create and
+ * a join per chunk, which show at a few ms per node. */
+static void *chunk_team(void *arg)
+{
+    struct chunk_work *w = arg;
+    const struct perm_ctx *c = w->c;
+    for (int64_t b; (b = atomic_fetch_add(&w->next_row, 64)) < w->len;) {
+        int64_t len = w->len - b < 64 ? w->len - b : 64;
+        if (nf_perm_rows(c, w->p0 + b, len, w->R + b * c->n) < 0)
+            atomic_store(&w->failed, 1);
+        atomic_fetch_add(&w->rows_done, len);   /* counted even when it failed: nobody waits for ever */
+    }
+    /* the tiles need every row: wait for the blocks other threads are still drawing */
+    while (atomic_load(&w->rows_done) < w->len)
+        sched_yield();
+    float *scratch = atomic_load(&w->failed) ? NULL : malloc(nf_perm_tile_scratch(w->len) * sizeof *scratch);
+    if (!scratch) {
+        atomic_store(&w->failed, 1);
+        return NULL;
+    }
+    for (int64_t t; !atomic_load(&w->failed) && (t = atomic_fetch_add(&w->next, 1)) < w->n_tiles;) {
+        if (nf_run_interrupted(w->run)) {   /* a tile is ~1 ms: the chunk is dropped, not committed */
+            atomic_store(&w->interrupted, 1);
+            atomic_store(&w->failed, 1);
+            break;
+        }
+        int64_t v0 = t * TILE_VOXELS, nv = c->V - v0 < TILE_VOXELS ? c->V - v0 : TILE_VOXELS;
+        nf_perm_tile(c, w->impl, w->R, w->len, v0, nv, w->count + v0, w->tile_max + t * w->len, scratch);
+    }
+    free(scratch);
+    return NULL;
+}
+
+/* Runs one chunk over the threads: counts into ccount (zeroed here), maxima
+ * into cmax (len). */
+static int run_chunk(const struct perm_ctx *c, const struct nf_run *run, int64_t p0, int64_t len, int threads,
+                     float *R, uint32_t *ccount, float *tile_max, float *cmax, struct nf_error *err)
+{
+    struct chunk_work w = { .c = c, .p0 = p0, .len = len, .R = R, .count = ccount, .tile_max = tile_max,
+                            .run = run };
+    w.impl = c->tile_impl;
+    w.n_tiles = (c->V + TILE_VOXELS - 1) / TILE_VOXELS;
+    memset(ccount, 0, (size_t)c->V * sizeof *ccount);
+    run_threads(chunk_team, &w, threads);
+    if (atomic_load(&w.interrupted))
+        return NF_FAIL(err, NF_EINTR, "interrupted");
+    if (atomic_load(&w.failed))
+        return NF_FAIL(err, NF_ENOMEM, "out of memory for a chunk of permutations");
+    for (int64_t i = 0; i < len; i++) {
+        float m = -FLT_MAX;
+        for (int64_t t = 0; t < w.n_tiles; t++)
+            m = tile_max[t * len + i] > m ? tile_max[t * len + i] : m;
+        cmax[i] = m;
+    }
+    return 0;
+}
+
+/* ---- preparing the data ---- */
+
+static int check_finite(const struct nf_value *m, const char *what, const struct nf_run *run)
+{
+    int64_t e = nf_first_nonfinite(m->u.mat.data, m->u.mat.rows * m->u.mat.cols);
+    if (e >= 0)
+        return NF_FAIL_AT(run->err, NF_EDATA, nf_node_loc(run->node), nf_node_id(run->node),
+                          "%s has a non-finite value (NaN or inf) at subject %lld, voxel %lld", what,
+                          (long long)(e / m->u.mat.cols) + 1, (long long)(e % m->u.mat.cols) + 1);
+    return 0;
+}
+
+/* One column of a table or a 1-column / 1-row matrix, as doubles (numbers), or
+ * as strings (text columns: *text set, values NULL). */
+static int pick_column(const struct nf_value *v, const char *name, const char *what, int64_t n,
+                       double **values, const char *const **text, const struct nf_run *run)
+{
+    const struct nf_loc *loc = nf_node_loc(run->node);
+    const char *id = nf_node_id(run->node);
+    *values = NULL;
+    *text = NULL;
+    if (v->kind == NF_KIND_TABLE) {
+        int64_t col = 0;
+        if (name && name[0] && (col = nf_table_find(&v->u.tab, name)) < 0)
+            return NF_FAIL_AT(run->err, NF_EUSAGE, loc, id, "%s has no column '%s'", what, name);
+        if (v->u.tab.n_cols < 1)
+            return NF_FAIL_AT(run->err, NF_ESHAPE, loc, id, "%s has no columns", what);
+        if (v->u.tab.n_rows != n)
+            return NF_FAIL_AT(run->err, NF_ESHAPE, loc, id, "%s has %lld values but data has %lld subjects",
+                              what, (long long)v->u.tab.n_rows, (long long)n);
+        const struct nf_column *cl = &v->u.tab.cols[col];
+        if (!cl->numeric) {
+            *text = (const char *const *)cl->str;
+            return 0;
+        }
+        *values = malloc((size_t)(n ? n : 1) * sizeof **values);
+        if (!*values)
+            return NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+        memcpy(*values, cl->num, (size_t)n * sizeof **values);
+        return 0;
+    }
+    const struct nf_matrix *m = &v->u.mat;
+    if (m->rows != 1 && m->cols != 1)
+        return NF_FAIL_AT(run->err, NF_ESHAPE, loc, id, "%s must be one column (got a %lldx%lld matrix)",
+                          what, (long long)m->rows, (long long)m->cols);
+    if (m->rows * m->cols != n)
+        return NF_FAIL_AT(run->err, NF_ESHAPE, loc, id, "%s has %lld values but data has %lld subjects",
+                          what, (long long)(m->rows * m->cols), (long long)n);
+    *values = malloc((size_t)(n ? n : 1) * sizeof **values);
+    if (!*values)
+        return NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+    for (int64_t i = 0; i < n; i++)
+        (*values)[i] = m->data[i];
+    return 0;
+}
+
+/* Average ranks (1-based, ties share their mean rank), as scipy rankdata. */
+struct ranked { double v; int64_t i; };
+static int cmp_ranked(const void *a, const void *b)
+{
+    const struct ranked *x = a, *y = b;
+    return x->v < y->v ? -1 : x->v > y->v ? 1 : (x->i > y->i) - (x->i < y->i);
+}
+
+static void average_ranks(struct ranked *tmp, const double *x, int64_t n, double *rank)
+{
+    for (int64_t i = 0; i < n; i++) {
+        tmp[i].v = x[i];
+        tmp[i].i = i;
+    }
+    qsort(tmp, (size_t)n, sizeof *tmp, cmp_ranked);
+    for (int64_t i = 0; i < n;) {
+        int64_t j = i;
+        while (j + 1 < n && tmp[j + 1].v == tmp[i].v)
+            j++;
+        double r = (double)(i + j) / 2.0 + 1.0;
+        for (int64_t q = i; q <= j; q++)
+            rank[tmp[q].i] = r;
+        i = j + 1;
+    }
+}
+
+/* Row passes of the preparation, as explicit 8-wide vectors (-O2 leaves
+ * these loops scalar): the same IEEE operations per element as the scalar
+ * tails, so the same bits. */
+typedef double nf_v8d __attribute__((vector_size(64)));
+typedef float nf_v8f_p __attribute__((vector_size(32)));
+
+/* acc[v] += x[v], or x[v]² when squared */
+__attribute__((target_clones("avx512f", "avx2", "default")))
+static void add_row(double *restrict acc, const float *restrict x, int64_t V, bool squared)
+{
+    int64_t v = 0;
+    for (; v + 8 <= V; v += 8) {
+        nf_v8d a;
+        nf_v8f_p f;
+        memcpy(&a, acc + v, sizeof a);
+        memcpy(&f, x + v, sizeof f);
+        nf_v8d d = __builtin_convertvector(f, nf_v8d);
+        a += squared ? d * d : d;
+        memcpy(acc + v, &a, sizeof a);
+    }
+    for (; v < V; v++)
+        acc[v] += squared ? (double)x[v] * (double)x[v] : (double)x[v];
+}
+
+/* sq[v] += (x[v] - sum[v] / n)² */
+__attribute__((target_clones("avx512f", "avx2", "default")))
+static void add_sq_dev(double *restrict sq, const double *restrict sum, const float *restrict x, double n, int64_t V)
+{
+    int64_t v = 0;
+    for (; v + 8 <= V; v += 8) {
+        nf_v8d q, m;
+        nf_v8f_p f;
+        memcpy(&q, sq + v, sizeof q);
+        memcpy(&m, sum + v, sizeof m);
+        memcpy(&f, x + v, sizeof f);
+        nf_v8d d = __builtin_convertvector(f, nf_v8d) - m / n;
+        q += d * d;
+        memcpy(sq + v, &q, sizeof q);
+    }
+    for (; v < V; v++) {
+        double d = x[v] - sum[v] / n;
+        sq[v] += d * d;
+    }
+}
+
+/* One row of the correlation's standardised copy: z[v] = (x[v] - m[v]) /
+ * sd[v], or 0 where keep[v] is 0 (a flat voxel); cross[v] += z[v] cov. z
+ * may be x (in place). */
+typedef int64_t nf_v8l __attribute__((vector_size(64)));
+
+__attribute__((target_clones("avx512f", "avx2", "default")))
+static void standardize_row(float *z, double *restrict cross, const float *x,
+                            const double *restrict m, const double *restrict sd, const int64_t *restrict keep,
+                            double cov, int64_t V)
+{
+    int64_t v = 0;
+    for (; v + 8 <= V; v += 8) {
+        nf_v8d mv, sv, cr;
+        nf_v8l kv;
+        nf_v8f_p f;
+        memcpy(&mv, m + v, sizeof mv);
+        memcpy(&sv, sd + v, sizeof sv);
+        memcpy(&kv, keep + v, sizeof kv);
+        memcpy(&f, x + v, sizeof f);
+        memcpy(&cr, cross + v, sizeof cr);
+        nf_v8d zv = (nf_v8d)((nf_v8l)((__builtin_convertvector(f, nf_v8d) - mv) / sv) & kv);
+        nf_v8f_p zf = __builtin_convertvector(zv, nf_v8f_p);
+        cr += zv * cov;
+        memcpy(z + v, &zf, sizeof zf);
+        memcpy(cross + v, &cr, sizeof cr);
+    }
+    for (; v < V; v++) {
+        double zv = keep[v] ? (x[v] - m[v]) / sd[v] : 0;
+        z[v] = (float)zv;
+        cross[v] += zv * cov;
+    }
+}
+
+/* Per-voxel observed statistic in double (the `stat` output) and the epilogue's
+ * constants. Marks zero-variance voxels. */
+int nf_perm_prepare(struct perm_ctx *c, const struct nf_run *run, float *stat_out)
+{
+    const int64_t n = c->n, V = c->V;
+    double *sum = NULL, *sum1 = NULL, *sq = NULL, *asum = NULL, *cross = NULL, *col = NULL, *rank = NULL;
+    struct ranked *tmp = NULL;
+    int rc = 0;
+    c->shift = calloc((size_t)V, sizeof *c->shift);
+    c->ss = calloc((size_t)V, sizeof *c->ss);
+    c->floor_ = calloc((size_t)V, sizeof *c->floor_);
+    c->cap = malloc((size_t)V * sizeof *c->cap);
+    c->flat = calloc((size_t)V, sizeof *c->flat);
+    c->abs_sum = calloc((size_t)V, sizeof *c->abs_sum);
+    c->ss_d = calloc((size_t)V, sizeof *c->ss_d);
+    c->shift_d = calloc((size_t)V, sizeof *c->shift_d);
+    sum = calloc((size_t)V, sizeof *sum);
+    sum1 = calloc((size_t)V, sizeof *sum1);
+    sq = calloc((size_t)V, sizeof *sq);
+    asum = calloc((size_t)V, sizeof *asum);
+    cross = calloc((size_t)V, sizeof *cross);
+    if (!c->shift || !c->ss || !c->floor_ || !c->cap || !c->flat || !c->abs_sum || !c->ss_d || !c->shift_d ||
+        !sum || !sum1 || !sq || !asum || !cross) {
+        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    float *D = c->D_own;   /* NULL for one-sample: the input as is */
+    const float *src = c->D;
+    if (c->test == PERM_CORRELATION && c->prm->method == PERM_SPEARMAN) {
+        /* each column's average ranks (1..n, ties averaged; exact in float), in place */
+        col = calloc((size_t)n, sizeof *col);
+        rank = malloc((size_t)n * sizeof *rank);
+        tmp = malloc((size_t)n * sizeof *tmp);
+        if (!col || !rank || !tmp) {
+            rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+            goto fail;
+        }
+        for (int64_t v = 0; v < V; v++) {
+            for (int64_t i = 0; i < n; i++)
+                col[i] = D[i * V + v];
+            average_ranks(tmp, col, n, rank);
+            for (int64_t i = 0; i < n; i++)
+                D[i * V + v] = (float)rank[i];
+        }
+    }
+    /* Row by row over contiguous voxels (a column's values are V floats
+     * apart); every voxel's sums still run over the rows in order, in double:
+     * the sum, group 1's sum, then the squared deviations from the mean. */
+    for (int64_t i = 0; i < n; i++) {
+        add_row(sum, src + i * V, V, false);
+        if (i < c->n1)
+            add_row(sum1, src + i * V, V, false);
+    }
+    for (int64_t i = 0; i < n; i++)
+        add_sq_dev(sq, sum, src + i * V, (double)n, V);
+    /* correlation: the standardised columns (population std) into the copy;
+     * r = sum z c / n. The GEMM's round-off scale: the root sum of squares of
+     * what it multiplies. */
+    if (c->test == PERM_CORRELATION) {
+        /* per voxel once: the mean, the population std, and whether it is kept */
+        double *m = malloc((size_t)V * sizeof *m), *sd = malloc((size_t)V * sizeof *sd);
+        int64_t *keep = malloc((size_t)V * sizeof *keep);
+        if (!m || !sd || !keep) {
+            free(m);
+            free(sd);
+            free(keep);
+            rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+            goto fail;
+        }
+        for (int64_t v = 0; v < V; v++) {
+            m[v] = sum[v] / (double)n;
+            sd[v] = sqrt(sq[v] / (double)n);
+            keep[v] = sq[v] <= 1e-12 * (double)n * m[v] * m[v] ? 0 : -1;
+        }
+        for (int64_t i = 0; i < n; i++)
+            standardize_row(D + i * V, cross, src + i * V, m, sd, keep, c->cov[i], V);
+        free(m);
+        free(sd);
+        free(keep);
+    }
+    for (int64_t i = 0; i < n; i++)
+        add_row(asum, src + i * V, V, true);
+    for (int64_t v = 0; v < V; v++) {
+        double s = sum[v], s1 = sum1[v], m = s / (double)n, st = 0;
+        /* no variance: every value the same (up to double round-off) */
+        bool flat = sq[v] <= 1e-12 * (double)n * m * m;
+        c->cap[v] = FLT_MAX;
+        if (c->test == PERM_ONE_SAMPLE) {
+            double ss = sq[v] + (double)n * m * m;   /* sum of squares about 0: fixed under sign flips */
+            c->ss[v] = (float)ss;
+            c->ss_d[v] = ss;
+            c->floor_[v] = (float)(1e-12 * ss);
+            st = c->t_stat ? m / sqrt(sq[v] / (double)(n - 1) / (double)n) : m;
+        } else if (c->test == PERM_TWO_SAMPLE) {
+            /* d = S1/n1 - (T - S1)/n2, the GEMM value itself (shift 0);
+             * pooled within-group SS = SS_total - (n1 n2 / n) d² */
+            double d = s1 / (double)c->n1 - (s - s1) / (double)c->n2;
+            c->ss[v] = (float)sq[v];
+            c->ss_d[v] = sq[v];
+            c->floor_[v] = (float)(1e-12 * sq[v]);
+            if (c->t_stat) {
+                double within = sq[v] - c->c * d * d, h = 1.0 / (double)c->n1 + 1.0 / (double)c->n2;
+                st = flat || within <= 0 ? 0 : d / sqrt(within / (double)(n - 2) * h);
+            } else {
+                st = flat ? 0 : d;
+            }
+        } else {
+            st = flat ? 0 : cross[v] / (double)n;
+        }
+        c->abs_sum[v] = sqrt(asum[v]) * c->max_r;
+        if (flat) {
+            st = 0;
+            c->flat[v] = true;
+            c->n_flat++;
+            c->cap[v] = -FLT_MAX;
+        }
+        stat_out[v] = (float)st;
+    }
+fail:
+    free(sum);
+    free(sum1);
+    free(sq);
+    free(asum);
+    free(cross);
+    free(col);
+    free(rank);
+    free(tmp);
+    return rc;
+}
+
+/* BH q-values of the p of tested voxels (zero-variance voxels: q = 1). */
+int nf_perm_bh_qvalues(const float *p, const bool *flat, int64_t V, float *q, struct nf_error *err)
+{
+    float *tested = malloc((size_t)(V ? V : 1) * sizeof *tested);
+    int64_t *idx = malloc((size_t)(V ? V : 1) * sizeof *idx), *order = malloc((size_t)(V ? V : 1) * sizeof *order);
+    int rc = 0;
+    if (!tested || !idx || !order) {
+        rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    int64_t m = 0;
+    for (int64_t v = 0; v < V; v++) {
+        q[v] = 1.0f;
+        if (!flat[v]) {
+            tested[m] = p[v];
+            idx[m++] = v;
+        }
+    }
+    /* ascending p, ties in voxel order (the order does not change the
+     * q-values: tied p-values get the same one) */
+    if (nf_argsort_f32(tested, m, order) < 0) {
+        rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    double run_min = 1.0;
+    for (int64_t i = m - 1; i >= 0; i--) {
+        double val = (double)tested[order[i]] * (double)m / (double)(i + 1);
+        if (val < run_min)
+            run_min = val;
+        q[idx[order[i]]] = (float)run_min;
+    }
+fail:
+    free(tested);
+    free(idx);
+    free(order);
+    return rc;
+}
+
+
+/* The maximum statistic back in the statistic's units. */
+float nf_perm_null_units(const struct perm_ctx *c, float q)
+{
+    if (q == -FLT_MAX)
+        return 0;
+    if (!c->t_stat)
+        return c->test == PERM_ONE_SAMPLE || c->test == PERM_CORRELATION ? q / (float)c->n : q;
+    double k = c->test == PERM_ONE_SAMPLE ? (double)(c->n - 1) / (double)c->n
+                                          : (double)(c->n - 2) / (1.0 / (double)c->n1 + 1.0 / (double)c->n2);
+    double t = sqrt(fabs((double)q) * k);
+    return (float)(q < 0 ? -t : t);
+}
+
+int nf_perm_info_table(const struct perm_ctx *c, uint32_t seed, struct nf_value **out, struct nf_error *err)
+{
+    static const char *const test_names[] = { "one_sample", "two_sample", "correlation" };
+    char vals[9][64];
+    const char *keys[9] = { "test", "statistic", "tail", "permutations", "exact", "seed", "subjects",
+                            "voxels", "zero_variance_voxels" };
+    snprintf(vals[0], 64, "%s", test_names[c->test]);
+    snprintf(vals[1], 64, "%s", c->test == PERM_CORRELATION ? (c->prm->method == PERM_SPEARMAN ? "spearman r" : "pearson r")
+                                : c->t_stat ? (c->test == PERM_ONE_SAMPLE ? "t" : "t (pooled variance)")
+                                : c->test == PERM_ONE_SAMPLE ? "mean" : "difference of means");
+    snprintf(vals[2], 64, "%s", tail_kinds[c->tail]);
+    snprintf(vals[3], 64, "%lld", (long long)c->M);
+    snprintf(vals[4], 64, "%s", c->exact ? "yes (every permutation, identity included)" : "no (random draws)");
+    if (c->exact)
+        snprintf(vals[5], 64, "-");
+    else
+        snprintf(vals[5], 64, "%u", seed);
+    snprintf(vals[6], 64, "%lld", (long long)c->n);
+    snprintf(vals[7], 64, "%lld", (long long)c->V);
+    snprintf(vals[8], 64, "%lld", (long long)c->n_flat);
+    struct nf_value *t = nf_value_new_table(9, 2, err);
+    if (!t)
+        return err->code;
+    int rc = nf_table_column_string(t, 0, "key", err);
+    if (!rc)
+        rc = nf_table_column_string(t, 1, "value", err);
+    for (int i = 0; !rc && i < 9; i++) {
+        t->u.tab.cols[0].str[i] = nf_strdup(keys[i]);
+        t->u.tab.cols[1].str[i] = nf_strdup(vals[i]);
+        if (!t->u.tab.cols[0].str[i] || !t->u.tab.cols[1].str[i])
+            rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+    }
+    if (rc) {
+        nf_value_unref(t);
+        return rc;
+    }
+    *out = t;
+    return 0;
+}
+
+/* Sets up D, n1/n2 and the covariate from the inputs. */
+int nf_perm_gather_inputs(struct perm_ctx *c, const struct nf_run *run)
+{
+    const struct permute_params *prm = c->prm;
+    const struct nf_value *x = run->in[PIN_DATA], *x2 = run->in[PIN_DATA2];
+    const struct nf_loc *loc = nf_node_loc(run->node);
+    const char *id = nf_node_id(run->node);
+    double *vals = NULL;
+    const char *const *text = NULL;
+    int64_t *label = NULL;
+    int rc = 0;
+
+    c->V = x->u.mat.cols;
+    c->n = x->u.mat.rows + (x2 ? x2->u.mat.rows : 0);
+    NF_TRY(rc = check_finite(x, "data", run));
+    if (x2)
+        NF_TRY(rc = check_finite(x2, "data2", run));
+    if (x2 && x2->u.mat.cols != c->V) {
+        rc = NF_FAIL_AT(run->err, NF_ESHAPE, loc, id, "data has %lld voxels but data2 has %lld",
+                        (long long)c->V, (long long)x2->u.mat.cols);
+        goto fail;
+    }
+    if (x->u.mat.rows < 2 && c->test != PERM_TWO_SAMPLE) {
+        rc = NF_FAIL_AT(run->err, NF_EDATA, loc, id, "a permutation test needs at least 2 subjects (data has %lld)",
+                        (long long)x->u.mat.rows);
+        goto fail;
+    }
+    if (c->V < 1) {
+        rc = NF_FAIL_AT(run->err, NF_EDATA, loc, id, "data has no voxels");
+        goto fail;
+    }
+    if (c->test == PERM_ONE_SAMPLE) {
+        c->D = x->u.mat.data;
+        c->a = 1;
+        c->c = 1.0 / (double)c->n;   /* den = sum x² - g²/n */
+        c->max_r = 1;
+        goto fail;   /* done: rc is 0 */
+    }
+    if (!(c->D_own = malloc((size_t)(c->n * c->V) * sizeof *c->D_own))) {
+        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory for a copy of the data (%lld x %lld)",
+                     (long long)c->n, (long long)c->V);
+        goto fail;
+    }
+    c->D = c->D_own;
+    if (c->test == PERM_CORRELATION) {
+        NF_TRY(rc = pick_column(run->in[PIN_COVARIATE], prm->column, "covariate", c->n, &vals, &text, run));
+        if (text) {
+            rc = NF_FAIL_AT(run->err, NF_EDATA, loc, id, "the covariate column is text; it must be numbers");
+            goto fail;
+        }
+        double s = 0, sq = 0;
+        for (int64_t i = 0; i < c->n; i++) {
+            if (!isfinite(vals[i])) {
+                rc = NF_FAIL_AT(run->err, NF_EDATA, loc, id, "the covariate is missing or not finite for subject %lld",
+                                (long long)i + 1);
+                goto fail;
+            }
+        }
+        if (prm->method == PERM_SPEARMAN) {
+            double *r = malloc((size_t)c->n * sizeof *r);
+            struct ranked *tmp = malloc((size_t)c->n * sizeof *tmp);
+            if (!r || !tmp) {
+                free(r);
+                free(tmp);
+                rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+                goto fail;
+            }
+            average_ranks(tmp, vals, c->n, r);
+            memcpy(vals, r, (size_t)c->n * sizeof *r);
+            free(r);
+            free(tmp);
+        }
+        for (int64_t i = 0; i < c->n; i++)
+            s += vals[i];
+        double m = s / (double)c->n;
+        for (int64_t i = 0; i < c->n; i++)
+            sq += (vals[i] - m) * (vals[i] - m);
+        if (!(sq > 0)) {
+            rc = NF_FAIL_AT(run->err, NF_EDATA, loc, id, "the covariate is constant: a correlation is undefined");
+            goto fail;
+        }
+        if (!(c->cov = malloc((size_t)c->n * sizeof *c->cov))) {
+            rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+            goto fail;
+        }
+        double sd = sqrt(sq / (double)c->n);
+        for (int64_t i = 0; i < c->n; i++) {
+            c->cov[i] = (float)((vals[i] - m) / sd);
+            c->max_r = fabs(c->cov[i]) > c->max_r ? fabs(c->cov[i]) : c->max_r;
+        }
+        memcpy(c->D_own, x->u.mat.data, (size_t)(c->n * c->V) * sizeof *c->D_own);   /* ranked/standardised in prepare */
+        c->a = 1;
+        goto fail;
+    }
+    /* two-sample: group 1 rows first */
+    if (x2) {
+        c->n1 = x->u.mat.rows;
+        c->n2 = x2->u.mat.rows;
+        memcpy(c->D_own, x->u.mat.data, (size_t)(c->n1 * c->V) * sizeof *c->D_own);
+        memcpy(c->D_own + c->n1 * c->V, x2->u.mat.data, (size_t)(c->n2 * c->V) * sizeof *c->D_own);
+    } else {
+        NF_TRY(rc = pick_column(run->in[PIN_GROUPS], prm->column, "groups", c->n, &vals, &text, run));
+        label = malloc((size_t)c->n * sizeof *label);
+        if (!label) {
+            rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+            goto fail;
+        }
+        /* two distinct values; the first in sorted order is group 1 */
+        int64_t first = -1, second = -1;
+        for (int64_t i = 0; i < c->n; i++) {
+            if (!text && !isfinite(vals[i])) {
+                rc = NF_FAIL_AT(run->err, NF_EDATA, loc, id, "groups has a missing value (subject %lld)",
+                                (long long)i + 1);
+                goto fail;
+            }
+            bool same_first = first >= 0 && (text ? strcmp(text[i] ? text[i] : "", text[first] ? text[first] : "") == 0
+                                                  : vals[i] == vals[first]);
+            bool same_second = second >= 0 && (text ? strcmp(text[i] ? text[i] : "", text[second] ? text[second] : "") == 0
+                                                    : vals[i] == vals[second]);
+            if (first < 0 || same_first) {
+                first = first < 0 ? i : first;
+                label[i] = 0;
+            } else if (second < 0 || same_second) {
+                second = second < 0 ? i : second;
+                label[i] = 1;
+            } else {
+                rc = NF_FAIL_AT(run->err, NF_EDATA, loc, id,
+                                "groups has more than two distinct values; a two-sample test needs exactly two");
+                goto fail;
+            }
+        }
+        if (second < 0) {
+            rc = NF_FAIL_AT(run->err, NF_EDATA, loc, id, "groups has a single value; a two-sample test needs two groups");
+            goto fail;
+        }
+        bool swap = text ? strcmp(text[first] ? text[first] : "", text[second] ? text[second] : "") > 0
+                         : vals[first] > vals[second];
+        int64_t at = 0;
+        for (int g = 0; g < 2; g++)
+            for (int64_t i = 0; i < c->n; i++)
+                if ((label[i] == 0) == ((g == 0) != swap)) {
+                    memcpy(c->D_own + at * c->V, x->u.mat.data + i * c->V, (size_t)c->V * sizeof *c->D_own);
+                    at++;
+                    if (g == 0)
+                        c->n1++;
+                }
+        c->n2 = c->n - c->n1;
+    }
+    if (c->n1 < 2 || c->n2 < 2) {
+        rc = NF_FAIL_AT(run->err, NF_EDATA, loc, id,
+                        "a two-sample test needs at least 2 subjects in each group (got %lld and %lld)",
+                        (long long)c->n1, (long long)c->n2);
+        goto fail;
+    }
+    c->a = 1;   /* rows of +1/n1 and -1/n2: the value is the difference of means */
+    c->c = (double)c->n1 * (double)c->n2 / (double)c->n;
+    c->max_r = fmax(1.0 / (double)c->n1, 1.0 / (double)c->n2);
+fail:
+    free(vals);
+    free(label);
+    return rc;
+}
+
+/* The run's setup, shared by the CPU and GPU nodes: inputs, the per-voxel
+ * constants and the observed statistic (out[POUT_STAT..Q_FDR] allocated), the
+ * permutation set (exact or nltools' seeds), the observed transformed values
+ * and their tie windows. */
+int nf_perm_begin(struct perm_ctx *c, const struct nf_run *run, struct nf_value **out, uint32_t *seed)
+{
+    const struct permute_params *prm = run->params;
+    const struct nf_value *x = run->in[PIN_DATA];
+    const struct nf_loc *loc = nf_node_loc(run->node);
+    const char *id = nf_node_id(run->node);
+    int rc = 0;
+
+    c->prm = prm;
+    c->K = nf_kernels_cpu();
+    c->test = prm->test;
+    c->tail = prm->tail;
+    c->t_stat = prm->stat == PERM_STAT_T && prm->test != PERM_CORRELATION;
+    if ((rc = nf_perm_gather_inputs(c, run)) < 0)
+        return rc;
+    if (c->test == PERM_ONE_SAMPLE && c->t_stat && c->n < 2)
+        return NF_FAIL_AT(run->err, NF_EDATA, loc, id, "a t statistic needs at least 2 subjects");
+    for (int o = POUT_STAT; o <= POUT_Q_FDR; o++)
+        if (!(out[o] = nf_value_new_matrix(1, c->V, x->u.mat.geom, run->err)))
+            return run->err->code;
+    if ((rc = nf_perm_prepare(c, run, out[POUT_STAT]->u.mat.data)) < 0)
+        return rc;
+    if (c->n_flat == c->V)
+        return NF_FAIL_AT(run->err, NF_EDATA, loc, id, "every voxel has zero variance: nothing to test");
+    if (c->n_flat)
+        nf_warn(id, "%lld voxel%s with zero variance: statistic 0, p = 1, left out of the maximum and FDR",
+                (long long)c->n_flat, c->n_flat == 1 ? "" : "s");
+
+    /* the permutation set */
+    double full = nf_perm_full_set_size(c);
+    c->exact = prm->exact == PERM_EXACT_AUTO && full <= (double)prm->n_permutations;
+    c->M = c->exact ? (int64_t)full : prm->n_permutations;
+    *seed = (uint32_t)(prm->seed >= 0 ? (uint64_t)prm->seed : run->env ? run->env->seed : 0);
+    if (c->exact)
+        nf_log("nlflow: node '%s': exact test: all %lld permutations enumerated (no more than "
+               "n_permutations = %lld)", id, (long long)c->M, (long long)prm->n_permutations);
+    c->row0 = malloc((size_t)c->n * sizeof *c->row0);
+    c->count = calloc((size_t)c->V, sizeof *c->count);
+    c->null_q = malloc((size_t)c->M * sizeof *c->null_q);
+    c->q_obs = malloc((size_t)c->V * sizeof *c->q_obs);
+    c->lo = malloc((size_t)c->V * sizeof *c->lo);
+    c->hi = malloc((size_t)c->V * sizeof *c->hi);
+    c->q_obs_d = malloc((size_t)c->V * sizeof *c->q_obs_d);
+    if (!c->exact)
+        c->seeds = malloc((size_t)c->M * sizeof *c->seeds);
+    if (!c->row0 || !c->count || !c->null_q || !c->q_obs || !c->lo || !c->hi || !c->q_obs_d ||
+        (!c->exact && !c->seeds))
+        return NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+    if (!c->exact)
+        nf_mt_seeds(*seed, c->seeds, c->M);
+    for (int64_t i = 0; i < c->n; i++)
+        c->row0[i] = c->test == PERM_ONE_SAMPLE ? 1.0f
+                   : c->test == PERM_TWO_SAMPLE ? (i < c->n1 ? perm_w1(c) : perm_w2(c)) : c->cov[i];
+    /* the observed transformed statistic (for the FWE comparison) and its tie
+     * window, through the CPU's BLAS on every device, so the window is the
+     * same bits */
+    c->K->sgemm(false, false, 1, c->V, c->n, 1.0f, c->row0, c->n, c->D, c->V, 0.0f, c->q_obs, c->V);
+    double *bound = c->q_obs_d;   /* borrowed until q_obs_d is filled */
+    for (int64_t v = 0; v < c->V; v++)
+        bound[v] = nf_perm_tie_bound(c, v, c->q_obs[v]);
+    nf_perm_transform(c, c->q_obs, 0, c->V);
+    for (int64_t v = 0; v < c->V; v++) {
+        /* flat voxels: never near (lo = hi = +max), never counted */
+        c->lo[v] = c->flat[v] ? FLT_MAX : (float)(c->q_obs[v] - bound[v]);
+        c->hi[v] = c->flat[v] ? FLT_MAX : (float)(c->q_obs[v] + bound[v]);
+    }
+    row_g_double(c, c->row0, c->q_obs_d);   /* as nf_perm_q_double(c, row0, v) for every v */
+    for (int64_t v = 0; v < c->V; v++)
+        c->q_obs_d[v] = q_of_g_double(c, c->q_obs_d[v], v);
+    return 0;
+}
+
+/* Adds the committed chunks (counts and maxima) of an interrupted run; have[]
+ * (n_chunks) marks them. Returns 0 or an error of the cache. */
+int nf_perm_resume(struct perm_ctx *c, const struct nf_run *run, int64_t chunk, bool *have, int64_t *resumed)
+{
+    int64_t n_chunks = (c->M + chunk - 1) / chunk, cbytes = c->V * (int64_t)sizeof(uint32_t);
+    int64_t *done_idx = NULL;
+    size_t n_done = 0;
+    int rc = 0;
+    *resumed = 0;
+    nf_ckpt_total(run->ckpt, n_chunks);
+    NF_TRY(rc = nf_ckpt_list(run->ckpt, &done_idx, &n_done, run->err));
+    for (size_t i = 0; i < n_done; i++) {
+        int64_t ci = done_idx[i] - nf_perm_ckpt_index(chunk, 0);
+        void *data = NULL;
+        size_t bytes = 0;
+        if (ci < 0 || ci >= n_chunks || have[ci] ||
+            nf_ckpt_get(run->ckpt, done_idx[i], &data, &bytes, run->err) != 1)
+            continue;
+        int64_t len = c->M - ci * chunk < chunk ? c->M - ci * chunk : chunk;
+        if (bytes == (size_t)cbytes + (size_t)len * sizeof(float)) {
+            const uint32_t *cnt = data;
+            for (int64_t v = 0; v < c->V; v++)
+                c->count[v] += cnt[v];
+            memcpy(c->null_q + ci * chunk, (const char *)data + cbytes, (size_t)len * sizeof(float));
+            have[ci] = true;
+            (*resumed)++;
+        }
+        free(data);
+    }
+    if (*resumed)
+        nf_log("nlflow: node '%s': resumed %lld of %lld chunks from checkpoints", nf_node_id(run->node),
+               (long long)*resumed, (long long)n_chunks);
+fail:
+    free(done_idx);
+    return rc;
+}
+
+/* p, p_fwe (sorted maxima), q_fdr, null_max and info from the counts and
+ * maxima; on success the outputs move into run->out. */
+/* The largest statistic in double over voxels [v0, v1) of each of na rows
+ * (R: na x n) into mx[] (max with what is there): the sums of
+ * nf_perm_q_double, in its order, for 16 rows at a time over blocks of voxels
+ * that stay in L1, so that D streams from memory once per 16 rows rather than
+ * once per row. */
+__attribute__((target_clones("avx512f", "avx2", "default")))
+static void rows_max_double(const struct perm_ctx *c, const float *R, int64_t na, int64_t v0, int64_t v1,
+                            double *mx)
+{
+    enum { ROWS = 16, BLOCK = 256 };
+    double acc[ROWS][BLOCK], dd[BLOCK];
+    const int64_t n = c->n, V = c->V;
+    for (int64_t b = v0; b < v1; b += BLOCK) {
+        const int64_t len = v1 - b < BLOCK ? v1 - b : BLOCK;
+        for (int64_t r0 = 0; r0 < na; r0 += ROWS) {
+            const int64_t nr = na - r0 < ROWS ? na - r0 : ROWS;
+            for (int64_t r = 0; r < nr; r++)
+                for (int64_t v = 0; v < len; v++)
+                    acc[r][v] = 0;
+            for (int64_t j = 0; j < n; j++) {
+                const float *restrict d = c->D + j * V + b;
+                for (int64_t v = 0; v < len; v++)
+                    dd[v] = d[v];
+                for (int64_t r = 0; r < nr; r++) {
+                    const double w = R[(r0 + r) * n + j];
+                    double *restrict a = acc[r];
+                    int64_t v = 0;
+                    for (; v + 8 <= len; v += 8) {   /* explicit vectors: -O2 leaves this loop scalar */
+                        nf_v8d av, dv;
+                        memcpy(&av, a + v, sizeof av);
+                        memcpy(&dv, dd + v, sizeof dv);
+                        av += w * dv;
+                        memcpy(a + v, &av, sizeof av);
+                    }
+                    for (; v < len; v++)
+                        a[v] += w * dd[v];
+                }
+            }
+            for (int64_t r = 0; r < nr; r++)
+                for (int64_t v = 0; v < len; v++) {
+                    double q = q_of_g_double(c, acc[r][v], b + v);
+                    mx[r0 + r] = q > mx[r0 + r] ? q : mx[r0 + r];
+                }
+        }
+    }
+}
+
+/* rows_max_double over every voxel, the voxels split over threads (each its
+ * own maxima, combined after: a maximum does not depend on the order). */
+struct exact_max_work {
+    const struct perm_ctx *c;
+    const float *R;
+    int64_t na, n_parts;
+    double *part;          /* n_parts x na */
+    atomic_long next;
+};
+
+static void *exact_max_worker(void *arg)
+{
+    struct exact_max_work *w = arg;
+    const int64_t V = w->c->V;
+    for (int64_t t; (t = atomic_fetch_add(&w->next, 1)) < w->n_parts;)
+        rows_max_double(w->c, w->R, w->na, V * t / w->n_parts, V * (t + 1) / w->n_parts, w->part + t * w->na);
+    return NULL;
+}
+
+static int exact_maxima(const struct perm_ctx *c, const int64_t *todo, int64_t na, int threads, double *max_d)
+{
+    int64_t n_parts = threads > 1 ? 4 * threads : 1;
+    float *R = malloc((size_t)(na * c->n) * sizeof *R);
+    double *part = malloc((size_t)(n_parts * na) * sizeof *part);
+    int64_t *perm = malloc((size_t)c->n * sizeof *perm);
+    int8_t *signs = malloc((size_t)c->n);
+    int rc = 0;
+    if (!R || !part || !perm || !signs) {
+        rc = NF_ENOMEM;
+        goto fail;
+    }
+    for (int64_t a = 0; a < na; a++)
+        nf_perm_row(c, todo[a], R + a * c->n, perm, signs);
+    for (int64_t e = 0; e < n_parts * na; e++)
+        part[e] = -INFINITY;
+    struct exact_max_work w = { .c = c, .R = R, .na = na, .n_parts = n_parts, .part = part };
+    run_threads(exact_max_worker, &w, threads < n_parts ? threads : (int)n_parts);
+    for (int64_t a = 0; a < na; a++) {
+        double m = -INFINITY;
+        for (int64_t t = 0; t < n_parts; t++)
+            m = part[t * na + a] > m ? part[t * na + a] : m;
+        max_d[todo[a]] = m;
+    }
+fail:
+    free(R);
+    free(part);
+    free(perm);
+    free(signs);
+    return rc;
+}
+
+/* p_fwe: #{permutations whose maximum over voxels >= the observed value}.
+ * A float maximum at or above hi[v] counts and one below lo[v] does not; one
+ * inside a voxel's tie window [lo, hi) is within round-off of the observed
+ * value, so its permutation's maximum is computed again in double (the row
+ * regenerated, every voxel, nf_perm_q_double's sums) and compared with the
+ * observed value in double: exact ties (a mirror-image flip of the maximum's
+ * voxel) count, near misses do not, whatever the device or summation order.
+ * Such permutations are rare: their maxima must fall within round-off of
+ * some voxel's observed value. Everything else is sweeps over sorted lists:
+ * maxima ascending against window edges ascending. */
+static int fwe_pvalues(const struct perm_ctx *c, float *pf, double denom, double add, int threads,
+                       struct nf_error *err)
+{
+    const int64_t M = c->M, V = c->V;
+    int64_t *by_max = malloc((size_t)(M ? M : 1) * sizeof *by_max);
+    int64_t *tested = malloc((size_t)(V ? V : 1) * sizeof *tested);
+    int64_t *by_lo = malloc((size_t)(V ? V : 1) * sizeof *by_lo), *by_hi = malloc((size_t)(V ? V : 1) * sizeof *by_hi);
+    float *lo = malloc((size_t)(V ? V : 1) * sizeof *lo), *hi = malloc((size_t)(V ? V : 1) * sizeof *hi);
+    float *hi_max = malloc((size_t)(V ? V : 1) * sizeof *hi_max);
+    int64_t *below_lo = malloc((size_t)(V ? V : 1) * sizeof *below_lo);
+    double *max_d = malloc((size_t)(M ? M : 1) * sizeof *max_d);
+    int64_t *todo = malloc((size_t)(M ? M : 1) * sizeof *todo), n_todo = 0;
+    int rc = 0;
+    if (!by_max || !tested || !by_lo || !by_hi || !lo || !hi || !hi_max || !below_lo || !max_d || !todo) {
+        rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    int64_t m = 0;
+    for (int64_t v = 0; v < V; v++)
+        if (!c->flat[v]) {
+            tested[m] = v;
+            lo[m] = c->lo[v];
+            hi[m++] = c->hi[v];
+        }
+    if (nf_argsort_f32(c->null_q, M, by_max) < 0 || nf_argsort_f32(lo, m, by_lo) < 0 ||
+        nf_argsort_f32(hi, m, by_hi) < 0) {
+        rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    /* the windows by lower edge with the running maximum of their upper
+     * edges: a maximum x is inside some window when the windows with
+     * lo <= x reach above it */
+    for (int64_t k = 0; k < m; k++) {
+        float h = hi[by_lo[k]];
+        hi_max[k] = k > 0 && hi_max[k - 1] > h ? hi_max[k - 1] : h;
+    }
+    for (int64_t t = 0, k = 0; t < M; t++) {
+        int64_t i = by_max[t];
+        float x = c->null_q[i];
+        while (k < m && lo[by_lo[k]] <= x)
+            k++;
+        max_d[i] = NAN;
+        if (k > 0 && hi_max[k - 1] > x)
+            todo[n_todo++] = i;
+    }
+    if (n_todo > 0 && exact_maxima(c, todo, n_todo, threads, max_d) < 0) {
+        rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    /* per voxel: a = #maxima below lo, b = #maxima below hi; maxima in
+     * [a, b) of the sorted list are inside its window */
+    for (int64_t k = 0, t = 0; k < m; k++) {
+        while (t < M && c->null_q[by_max[t]] < lo[by_lo[k]])
+            t++;
+        below_lo[by_lo[k]] = t;
+    }
+    for (int64_t k = 0, t = 0; k < m; k++) {
+        int64_t w = by_hi[k], v = tested[w];
+        while (t < M && c->null_q[by_max[t]] < hi[w])
+            t++;
+        int64_t count = M - t;
+        for (int64_t u = below_lo[w]; u < t; u++)
+            count += max_d[by_max[u]] >= c->q_obs_d[v];
+        pf[v] = (float)(((double)count + add) / denom);
+    }
+fail:
+    free(by_max);
+    free(tested);
+    free(by_lo);
+    free(by_hi);
+    free(lo);
+    free(hi);
+    free(hi_max);
+    free(below_lo);
+    free(max_d);
+    free(todo);
+    return rc;
+}
+
+/* Say what each map holds (the statistic with its degrees of freedom, which
+ * p-values), so that written files are labelled from the test that was run. */
+static void label_outputs(const struct perm_ctx *c, struct nf_value **out)
+{
+    static const char *const tails[] = { "two-tailed", "upper tail", "lower tail" };
+    const char *tail = tails[c->tail >= 0 && c->tail <= 2 ? c->tail : 0];
+    char what[160];
+    if (c->test == PERM_CORRELATION)
+        nf_value_set_stat(out[POUT_STAT], NF_STAT_CORREL, (double)(c->n - 2),
+                          c->prm->method == PERM_SPEARMAN ? "Spearman correlation with the covariate"
+                                                          : "Pearson correlation with the covariate");
+    else if (c->test == PERM_TWO_SAMPLE && c->t_stat)
+        nf_value_set_stat(out[POUT_STAT], NF_STAT_T, (double)(c->n1 + c->n2 - 2),
+                          "pooled-variance two-sample t, group 1 - group 2");
+    else if (c->test == PERM_TWO_SAMPLE)
+        nf_value_set_stat(out[POUT_STAT], NF_STAT_ESTIMATE, 0, "difference of means, group 1 - group 2");
+    else if (c->t_stat)
+        nf_value_set_stat(out[POUT_STAT], NF_STAT_T, (double)(c->n - 1), "one-sample t");
+    else
+        nf_value_set_stat(out[POUT_STAT], NF_STAT_ESTIMATE, 0, "mean over subjects");
+    snprintf(what, sizeof what, "permutation p-value, uncorrected (%s, %s%lld permutations)", tail,
+             c->exact ? "all " : "", (long long)c->M);
+    nf_value_set_stat(out[POUT_P], NF_STAT_P, 0, what);
+    snprintf(what, sizeof what, "family-wise corrected p-value by the maximum statistic over voxels "
+             "(%s, %lld permutations)", tail, (long long)c->M);
+    nf_value_set_stat(out[POUT_P_FWE], NF_STAT_P_FWE, 0, what);
+    nf_value_set_stat(out[POUT_Q_FDR], NF_STAT_Q_FDR, 0, "Benjamini-Hochberg FDR q-value of p");
+}
+
+int nf_perm_finish(struct perm_ctx *c, const struct nf_run *run, uint32_t seed, struct nf_value **out)
+{
+    int rc = 0;
+    double denom = c->exact ? (double)c->M : (double)c->M + 1.0, add = c->exact ? 0.0 : 1.0;
+    float *p = out[POUT_P]->u.mat.data, *pf = out[POUT_P_FWE]->u.mat.data;
+    for (int64_t v = 0; v < c->V; v++) {
+        p[v] = pf[v] = 1.0f;
+        if (!c->flat[v])
+            p[v] = (float)(((double)c->count[v] + add) / denom);
+    }
+    int threads = run->env && run->env->threads > 1 ? run->env->threads : 1;
+    NF_TRY(rc = fwe_pvalues(c, pf, denom, add, threads, run->err));
+    NF_TRY(rc = nf_perm_bh_qvalues(p, c->flat, c->V, out[POUT_Q_FDR]->u.mat.data, run->err));
+    if (!(out[POUT_NULL_MAX] = nf_value_new_matrix(c->M, 1, NULL, run->err))) {
+        rc = run->err->code;
+        goto fail;
+    }
+    out[POUT_NULL_MAX]->u.mat.col_names = calloc(1, sizeof(char *));
+    if (!out[POUT_NULL_MAX]->u.mat.col_names || !(out[POUT_NULL_MAX]->u.mat.col_names[0] = nf_strdup("null_max"))) {
+        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    for (int64_t i = 0; i < c->M; i++)
+        out[POUT_NULL_MAX]->u.mat.data[i] = nf_perm_null_units(c, c->null_q[i]);
+    NF_TRY(rc = nf_perm_info_table(c, seed, &out[POUT_INFO], run->err));
+    label_outputs(c, out);
+    for (int o = 0; o < 6; o++) {
+        run->out[o] = out[o];
+        out[o] = NULL;
+    }
+fail:
+    return rc;
+}
+
+/* Frees what the context owns (not the context). */
+void nf_perm_release(struct perm_ctx *c)
+{
+    free(c->D_own);
+    free(c->cov);
+    free(c->shift);
+    free(c->ss);
+    free(c->floor_);
+    free(c->cap);
+    free(c->flat);
+    free(c->seeds);
+    free(c->row0);
+    free(c->count);
+    free(c->null_q);
+    free(c->q_obs);
+    free(c->lo);
+    free(c->hi);
+    free(c->q_obs_d);
+    free(c->ss_d);
+    free(c->shift_d);
+    free(c->abs_sum);
+}
+
+static int permute_run(struct nf_run *run)
+{
+    const struct permute_params *prm = run->params;
+    struct perm_ctx c = { 0 };
+    struct nf_value *out[6] = { 0 };
+    float *R = NULL, *tile_max = NULL, *cmax = NULL;
+    uint32_t *ccount = NULL, seed = 0;
+    bool *have = NULL;
+    int rc = 0, blas = nf_blas_threads();
+    bool blas_set = false;
+
+    NF_TRY(rc = nf_perm_begin(&c, run, out, &seed));
+    c.tile_impl = nf_perm_tile_choose();
+    /* chunks of permutations, resumed from checkpoints */
+    int64_t chunk = prm->chunk, n_chunks = (c.M + chunk - 1) / chunk, resumed = 0;
+    int64_t n_tiles = (c.V + TILE_VOXELS - 1) / TILE_VOXELS;
+    int64_t cbytes = c.V * (int64_t)sizeof(uint32_t);
+    R = malloc((size_t)(chunk * c.n) * sizeof *R);
+    tile_max = malloc((size_t)(n_tiles * chunk) * sizeof *tile_max);
+    cmax = malloc((size_t)chunk * sizeof *cmax);
+    ccount = malloc((size_t)cbytes + (size_t)chunk * sizeof(float));
+    have = calloc((size_t)n_chunks, sizeof *have);
+    if (!R || !tile_max || !cmax || !ccount || !have) {
+        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory for a chunk of %lld permutations", (long long)chunk);
+        goto fail;
+    }
+    NF_TRY(rc = nf_perm_resume(&c, run, chunk, have, &resumed));
+    int threads = run->env && run->env->threads > 1 ? run->env->threads : 1;
+    nf_blas_set_threads(1);   /* tiles over threads, single-threaded GEMMs */
+    blas_set = true;
+    int64_t done = resumed * chunk;
+    for (int64_t ci = 0; ci < n_chunks; ci++) {
+        if (have[ci])
+            continue;
+        int64_t p0 = ci * chunk, len = c.M - p0 < chunk ? c.M - p0 : chunk;
+        NF_TRY(rc = run_chunk(&c, run, p0, len, threads, R, ccount, tile_max, cmax, run->err));
+        for (int64_t v = 0; v < c.V; v++)
+            c.count[v] += ccount[v];
+        memcpy(c.null_q + p0, cmax, (size_t)len * sizeof *cmax);
+        if (ci < n_chunks - 1) {
+            memcpy((char *)ccount + cbytes, cmax, (size_t)len * sizeof *cmax);
+            nf_ckpt_put(run->ckpt, nf_perm_ckpt_index(chunk, ci), ccount,
+                        (size_t)cbytes + (size_t)len * sizeof(float), run->err);
+        }
+        done = done + len > c.M ? c.M : done + len;
+        nf_progress(run, done, c.M, "permutations");
+    }
+    rc = nf_perm_finish(&c, run, seed, out);
+fail:
+    if (blas_set)
+        nf_blas_set_threads(blas);
+    for (int o = 0; o < 6; o++)
+        nf_value_unref(out[o]);
+    free(R);
+    free(tile_max);
+    free(cmax);
+    free(ccount);
+    free(have);
+    nf_perm_release(&c);
+    return rc;
+}
+
+const struct nf_node_type nf_node_permute = {
+    .name = "permute",
+    .summary = "permutation tests over maps: sign flip, two-sample, correlation; max-statistic FWE and FDR",
+    .description =
+        "Group-level inference over subjects x voxels maps with nltools' draws: per-permutation seeds "
+        "RandomState(seed).randint(2**31-1, N), then RandomState(seed_i).choice([1, -1], n) (one-sample "
+        "sign flips) or .permutation(n) (two-sample labels, correlation rows), so the same seed gives the "
+        "same permutations as nltools. p = (count + 1) / (N + 1) with ties counted, per voxel; p_fwe by "
+        "the maximum statistic over voxels (single step, per tail, as FSL randomise); q_fdr by "
+        "Benjamini-Hochberg. When every permutation fits in n_permutations they are all enumerated "
+        "(exact test). The null statistics are GEMMs over permutation blocks and voxel tiles, the "
+        "statistic, counts and maxima computed while a tile is in registers (a fused AVX-512 / AVX2 "
+        "kernel; BLAS plus a pass over the tile elsewhere); memory does not depend on N. A null value or "
+        "maximum within float round-off of an observed value is decided again in double, so ties "
+        "(mirror-image flips, relabellings within groups) count exactly and p-values do not depend on "
+        "the CPU, thread count or device. Chunks of permutations are checkpointed: a killed run resumes.",
+    .version = 2,
+    .params = permute_params_table,
+    .params_size = sizeof(struct permute_params),
+    .inputs = permute_inputs,
+    .outputs = permute_outputs,
+    .resolve = permute_resolve,
+    .estimate = permute_estimate,
+    .run_cpu = permute_run,
+#ifdef HAVE_CUDA
+    .run_gpu = nf_permute_run_gpu,
+#endif
+    .cost = nf_permute_cost,
+    .flags = NF_NODE_NO_MAP | NF_NODE_GPU,
+};

@@ -1,0 +1,34 @@
+/* permute.h — parameters and ports of the `permute` node (nodes/permute/permute.c),
+ * shared with the unit tests, which run the node without a pipeline file. */
+#ifndef NF_NODE_PERMUTE_H
+#define NF_NODE_PERMUTE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "node.h"
+
+enum { PERM_ONE_SAMPLE, PERM_TWO_SAMPLE, PERM_CORRELATION };
+enum { PERM_STAT_MEAN, PERM_STAT_T };
+enum { PERM_TAIL_TWO, PERM_TAIL_UPPER, PERM_TAIL_LOWER };
+enum { PERM_PEARSON, PERM_SPEARMAN };
+enum { PERM_EXACT_AUTO, PERM_EXACT_NEVER };
+
+struct permute_params {
+    int test;                /* PERM_ONE_SAMPLE / TWO_SAMPLE / CORRELATION */
+    int stat;                /* PERM_STAT_MEAN / PERM_STAT_T (one and two-sample) */
+    int tail;                /* PERM_TAIL_* */
+    int64_t n_permutations;  /* N (default 5000) */
+    int64_t seed;            /* RandomState seed of the per-permutation seeds; -1: settings.seed */
+    int method;              /* correlation: PERM_PEARSON / PERM_SPEARMAN */
+    int exact;               /* PERM_EXACT_AUTO: enumerate when the full set has <= N members */
+    char *column;            /* covariate / groups column name (NULL: the first column) */
+    int64_t chunk;           /* permutations per checkpoint chunk */
+};
+
+enum { PIN_DATA, PIN_DATA2, PIN_COVARIATE, PIN_GROUPS };
+enum { POUT_STAT, POUT_P, POUT_P_FWE, POUT_Q_FDR, POUT_NULL_MAX, POUT_INFO };
+
+extern const struct nf_node_type nf_node_permute;
+
+#endif

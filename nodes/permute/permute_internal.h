@@ -1,0 +1,106 @@
+/* permute_internal.h — what the CPU and GPU permute nodes share
+ * (nodes/permute/permute.c, nodes/permute/permute_gpu.c): the run's context and the host-side
+ * steps around the null-statistic GEMMs — inputs, per-voxel preparation, the
+ * rows of R, the statistic's transform, round-off tie decisions, p-values,
+ * FDR and the info table. Defined in permute.c. */
+#ifndef NF_NODE_PERMUTE_INTERNAL_H
+#define NF_NODE_PERMUTE_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/kernels.h"
+#include "node.h"
+#include "permute.h"
+
+/* The CPU's null-statistic blocks: voxels per tile (a thread's unit of work)
+ * and permutation rows per BLAS call of the reference tile kernel. */
+enum { NF_PERM_TILE_VOXELS = 512, NF_PERM_SUB_ROWS = 255 };
+/* Implementations of nf_perm_tile (nodes/permute/permute_tile.c). */
+enum nf_perm_tile_impl { NF_PERM_TILE_REFERENCE, NF_PERM_TILE_AVX2, NF_PERM_TILE_AVX512 };
+struct perm_ctx {
+    const struct permute_params *prm;
+    const struct nf_kernels *K;
+    int test, tail;
+    bool t_stat;
+    int64_t n, V, n1, n2;      /* subjects; two-sample group sizes (group 1 = the first n1 rows) */
+    const float *D;            /* n x V, leading dimension V: data, pooled, or standardised */
+    float *D_own;
+    float *cov;                /* correlation: the standardised covariate (n) */
+    /* epilogue, per voxel: d = a g - shift[v]; for t, den = max(ss[v] - c d², floor[v]) */
+    double a, c, max_r;        /* max_r: the largest |R| entry */
+    float *shift, *ss, *floor_, *cap;   /* cap: +FLT_MAX, or -FLT_MAX for a zero-variance voxel */
+    bool *flat;
+    int64_t n_flat;
+    /* permutations */
+    bool exact;
+    int64_t M;                 /* permutations counted (N, or the exact total) */
+    uint32_t *seeds;           /* N per-permutation seeds (random mode) */
+    float *row0;               /* the identity permutation's row */
+    double *abs_sum;           /* V: max|R| (sum_j D_jv²)^½, the scale of every GEMM value's round-off */
+    /* results */
+    uint32_t *count;           /* V exceedances so far */
+    float *null_q;             /* M maxima over voxels, transformed statistic */
+    float *q_obs;              /* V observed transformed statistic */
+    float *lo, *hi;            /* V: q_obs minus / plus its round-off bound */
+    double *q_obs_d;           /* V: the observed transformed statistic in double */
+    double *ss_d, *shift_d;    /* V: the epilogue's constants in double */
+    enum nf_perm_tile_impl tile_impl;   /* the CPU's tile kernel (permute.c) */
+};
+
+/* The fastest implementation this CPU runs; whether it runs `impl`. */
+enum nf_perm_tile_impl nf_perm_tile_best(void);
+bool nf_perm_tile_available(enum nf_perm_tile_impl impl);
+/* What the CPU node uses: the best, unless a test forced another. */
+enum nf_perm_tile_impl nf_perm_tile_choose(void);
+/* Tests: make the CPU node use `impl` (-1: the best available again). */
+void nf_perm_tile_force(int impl);
+/* Floats of scratch nf_perm_tile needs for `rows` rows. */
+size_t nf_perm_tile_scratch(int64_t rows);
+/* Rows [0, rows) of R (rows x n, row-major) against voxels [v0, v0 + nv) of
+ * c->D: cnt[0..nv) (the tile's counts) += exceedances, near ties decided in
+ * double included; rowmax[i] = row i's largest transformed statistic over the
+ * tile. `impl` must be available (falls back to the reference for shapes too
+ * small to fuse). */
+void nf_perm_tile(const struct perm_ctx *c, enum nf_perm_tile_impl impl, const float *R, int64_t rows,
+                  int64_t v0, int64_t nv, uint32_t *cnt, float *rowmax, float *scratch);
+/* Size of the full permutation set (+inf beyond 2^62). */
+double nf_perm_full_set_size(const struct perm_ctx *c);
+/* Row of R for permutation `index` (perm: n scratch, signs: n scratch). */
+void nf_perm_row(const struct perm_ctx *c, int64_t index, float *row, int64_t *perm, int8_t *signs);
+/* Rows p0 .. p0 + count - 1 of R into R (count x n), the same values,
+ * generators seeded 16 at a time. 0 or NF_ENOMEM. */
+int nf_perm_rows(const struct perm_ctx *c, int64_t p0, int64_t count, float *R);
+/* GEMM values of voxels v0.. → the transformed statistic, in place. */
+void nf_perm_transform(const struct perm_ctx *c, float *g, int64_t v0, int64_t len);
+/* One row x voxel in double (near-tie decisions). */
+double nf_perm_q_double(const struct perm_ctx *c, const float *row, int64_t v);
+/* Round-off bound of the observed value g of voxel v. */
+double nf_perm_tie_bound(const struct perm_ctx *c, int64_t v, float g);
+/* Data, groups or covariate from the run's inputs into c. */
+int nf_perm_gather_inputs(struct perm_ctx *c, const struct nf_run *run);
+/* Per-voxel constants and the observed statistic (stat_out: V). */
+int nf_perm_prepare(struct perm_ctx *c, const struct nf_run *run, float *stat_out);
+int nf_perm_bh_qvalues(const float *p, const bool *flat, int64_t V, float *q, struct nf_error *err);
+/* A transformed maximum back in the statistic's units. */
+float nf_perm_null_units(const struct perm_ctx *c, float q);
+int nf_perm_info_table(const struct perm_ctx *c, uint32_t seed, struct nf_value **out, struct nf_error *err);
+
+/* The run around the device-specific chunk loop (the same on CPU and GPU):
+ * setup (out[POUT_STAT..Q_FDR] allocated, *seed set), checkpoint resume
+ * (have[] marks committed chunks), and the p-values and outputs (moved into
+ * run->out on success). nf_perm_release frees what the context owns. */
+int nf_perm_begin(struct perm_ctx *c, const struct nf_run *run, struct nf_value **out, uint32_t *seed);
+int nf_perm_resume(struct perm_ctx *c, const struct nf_run *run, int64_t chunk, bool *have, int64_t *resumed);
+/* The checkpoint index of chunk ci: the chunk size is in it, because `chunk`
+ * is not part of the cache key (it cannot change a result) and a rerun with
+ * another chunk size must not read chunks cut differently. */
+static inline int64_t nf_perm_ckpt_index(int64_t chunk, int64_t ci)
+{
+    return (int64_t)((uint64_t)chunk << 32 | (uint64_t)ci);
+}
+int nf_perm_finish(struct perm_ctx *c, const struct nf_run *run, uint32_t seed, struct nf_value **out);
+void nf_perm_release(struct perm_ctx *c);
+
+#endif

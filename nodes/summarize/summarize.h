@@ -1,0 +1,31 @@
+/* summarize.h — parameters of the `summarize` node (nodes/summarize/summarize.c), exposed
+ * so that unit tests can fill them without a pipeline file. */
+#ifndef NF_NODE_SUMMARIZE_H
+#define NF_NODE_SUMMARIZE_H
+
+#include <stdint.h>
+
+#include "node.h"
+
+enum summarize_tail { SUM_TAIL_TWO, SUM_TAIL_UPPER, SUM_TAIL_LOWER };
+
+struct summarize_params {
+    double threshold;          /* NaN: no value threshold */
+    char *threshold_key;       /* input to threshold; NULL: the first map */
+    int tail;                  /* enum summarize_tail */
+    double p_below;            /* NaN: no p-value threshold */
+    char *p_key;               /* input holding the p-values ("p") */
+    int64_t min_cluster_size;  /* smaller clusters are dropped */
+    char *name;                /* file-name prefix; NULL: the pipeline name */
+};
+
+/* Ports, in table order. */
+enum { SUM_IN_ATLAS };
+enum { SUM_OUT_TABLE, SUM_OUT_FILES };
+
+/* Columns of the cluster table. */
+#define SUM_CLUSTER_COLUMNS 7
+
+extern const struct nf_node_type nf_node_summarize;
+
+#endif
