@@ -42,7 +42,6 @@
 
 #include "kernels/kernels.h"
 #include "node.h"
-#include "pipeline.h"
 #include "core/rng.h"
 #include "core/util.h"
 #include "gpu_nodes.h"

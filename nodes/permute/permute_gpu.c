@@ -40,7 +40,6 @@
 #include "kernels/cuda/gpu.h"
 #include "kernels/kernels.h"
 #include "node.h"
-#include "pipeline.h"
 #include "core/rng.h"
 #include "core/util.h"
 

@@ -39,7 +39,6 @@
 #include "kernels/cuda/gpu.h"
 #include "kernels/kernels.h"
 #include "node.h"
-#include "pipeline.h"
 #include "core/util.h"
 
 #include "gpu_nodes.h"
