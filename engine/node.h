@@ -189,7 +189,14 @@ struct nf_resolve {
 
 /* The work of one run of a node (one item when mapped), from its resolved
  * shapes: what node_type.cost fills for the placement cost model
- * (plan/cost.h turns it into seconds on each device). */
+ * (plan/cost.h turns it into seconds on each device).
+ *
+ * FLOPs follow the node's algorithm (a multiply-add counts 2); bytes are what
+ * each implementation moves through memory; transfers are the inputs that go
+ * up and the outputs that come back. Estimates, not measurements: what
+ * matters is their ratio between devices and their growth with the problem,
+ * so that small problems (where the GPU's fixed setup and launches dominate)
+ * stay on the CPU and large ones move. */
 struct nf_cost {
     double flops;           /* arithmetic (a multiply-add counts 2) */
     double cpu_bytes;       /* memory traffic of the CPU implementation */

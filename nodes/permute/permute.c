@@ -44,7 +44,6 @@
 #include "node.h"
 #include "core/rng.h"
 #include "core/util.h"
-#include "gpu_nodes.h"
 
 #include "permute.h"
 #include "permute_internal.h"

@@ -43,7 +43,6 @@
 #include "core/rng.h"
 #include "core/util.h"
 
-#include "gpu_nodes.h"
 #include "permute.h"
 #include "permute_internal.h"
 

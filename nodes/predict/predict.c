@@ -38,7 +38,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpu_nodes.h"
 #include "kernels/kernels.h"
 #include "node.h"
 #include "predict_models.h"

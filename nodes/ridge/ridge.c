@@ -29,7 +29,6 @@
 #include "node.h"
 #include "core/rng.h"
 #include "core/util.h"
-#include "gpu_nodes.h"
 
 #include "predict/predict_models.h"
 #include "ridge.h"

@@ -41,7 +41,6 @@
 #include "node.h"
 #include "core/util.h"
 
-#include "gpu_nodes.h"
 #include "predict/predict_models.h"
 #include "ridge.h"
 #include "ridge_internal.h"
