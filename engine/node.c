@@ -1,7 +1,8 @@
 /* node.c — the engine's side of the node API (node.h): the registry lookups
  * and what a node may ask about its own instance — where it is (for errors),
  * which of its input ports are wired, the shapes the plan gave its outputs,
- * where a variadic input came from.
+ * where a variadic input came from — and the environment (struct nf_env) the
+ * phases hand to nodes.
  *
  * Nodes never see struct nf_pipeline or struct nf_node_inst (pipeline.h):
  * everything they need of them goes through these functions, so that the
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/util.h"
 #include "lang/suggest.h"
 #include "node.h"
 #include "pipeline.h"
@@ -104,4 +106,21 @@ bool nf_node_input_source(const struct nf_node_inst *node, const struct nf_env *
         return true;
     }
     return false;
+}
+
+/* ---- the environment handed to nodes ---- */
+
+/* Used by every phase that calls into nodes (shapes, keys, the executor). */
+void nf_pipeline_env(const struct nf_pipeline *p, struct nf_env *env)
+{
+    memset(env, 0, sizeof *env);
+    env->pipeline_file = p->file;
+    env->pipeline_dir = p->dir;
+    env->pipeline_name = p->name;
+    env->pipeline_hash = p->hash;
+    env->outputs_dir = p->outputs_dir;
+    env->threads = p->settings.threads > 0 ? p->settings.threads : nf_cpu_count();
+    env->memory_budget = p->settings.memory;
+    env->seed = p->settings.seed;
+    env->pipeline = p;
 }
