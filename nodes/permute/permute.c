@@ -480,6 +480,7 @@ double nf_perm_tie_bound(const struct perm_ctx *c, int64_t v, float g)
     return 4.0 * e_q;
 }
 
+/* nf_perm_q_double as the tile kernel calls it back (permute_tile.h). */
 static double q_double_of(const void *c, const float *row, int64_t v)
 {
     return nf_perm_q_double(c, row, v);
