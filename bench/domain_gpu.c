@@ -45,7 +45,6 @@
 #include "pipeline.h"
 #include "core/value.h"
 #include "lang/ytree.h"
-#include "gpu_nodes.h"
 #include "permute/permute.h"
 #include "predict/predict.h"
 #include "predict/predict_models.h"

@@ -1,7 +1,11 @@
 /* node.h — what a node type is: ports, a parameter table, and its functions.
  *
- * Each node kind lives in one file in nodes/ and ends with one
- * `const struct nf_node_type nf_node_<name>`; nodes/node_list.c lists them. The
+ * Each node kind lives in its folder nodes/<name>/ (its CPU and GPU paths, its
+ * cost function, its headers) and ends with one `const struct nf_node_type
+ * nf_node_<name>`; nodes/node_list.c lists them. A node includes this header
+ * and engine/core, io/io.h and kernels/ headers only, never the engine's
+ * phases (tests/check-layout.sh enforces it): what it needs of the engine is
+ * declared here. The
  * parameter table is the single source of truth: validation, `nlflow nodes TYPE`,
  * schemas/pipeline.schema.json and docs/nodes/<type>.md are all driven by it.
  *
@@ -97,8 +101,9 @@ struct nf_env {
     uint64_t memory_budget;      /* bytes */
     uint64_t seed;               /* settings.seed */
     bool quiet;
-    const struct nf_pipeline *pipeline;   /* the whole pipeline (sinks name where their
-                                             inputs came from); NULL in unit tests */
+    const struct nf_pipeline *pipeline;   /* the whole pipeline, opaque to nodes (sinks
+                                             ask nf_node_input_source where their inputs
+                                             came from); NULL in unit tests */
 };
 
 struct nf_node_inst;
@@ -182,7 +187,30 @@ struct nf_resolve {
                                      so that wiring a port a node will not make fails here */
 };
 
-struct nf_cost;   /* cost.h */
+/* The work of one run of a node (one item when mapped), from its resolved
+ * shapes: what node_type.cost fills for the placement cost model
+ * (plan/cost.h turns it into seconds on each device).
+ *
+ * FLOPs follow the node's algorithm (a multiply-add counts 2); bytes are what
+ * each implementation moves through memory; transfers are the inputs that go
+ * up and the outputs that come back. Estimates, not measurements: what
+ * matters is their ratio between devices and their growth with the problem,
+ * so that small problems (where the GPU's fixed setup and launches dominate)
+ * stay on the CPU and large ones move. */
+struct nf_cost {
+    double flops;           /* arithmetic (a multiply-add counts 2) */
+    double cpu_bytes;       /* memory traffic of the CPU implementation */
+    double gpu_bytes;       /* device memory traffic of the GPU implementation */
+    double transfer_bytes;  /* host <-> device copies */
+    double launches;        /* kernel launches and synchronisations */
+    double host_s;          /* seconds of host work on both paths (at 1 core) */
+    /* the input a GPU run keeps on the device for later GPU nodes
+     * (nf_gpu_resident): its port (-1: none) and its bytes, part of
+     * transfer_bytes; a GPU node placed after another GPU node that keeps
+     * the same value is not charged its upload */
+    int resident_port;
+    double resident_bytes;
+};
 
 struct nf_node_type {
     const char *name;
@@ -251,15 +279,31 @@ enum {
                                      set only there): generated docs say so in every build */
 };
 
-/* Where a node is, for messages; NULL-safe (tests run nodes without an
- * instance). */
+/* ---- what a node may ask about its own instance (node.c) ----
+ * A node sees its instance (run->node, r->node) only through these: never
+ * the pipeline struct. All are NULL-safe (tests run nodes without an
+ * instance) and then answer as if nothing were known. */
+/* Where the node is, for messages. */
 const struct nf_loc *nf_node_loc(const struct nf_node_inst *node);
 const char *nf_node_id(const struct nf_node_inst *node);
 /* Give an error raised below a node (io, allocation) the node's location and
  * id unless it already has a location; returns rc. */
 int nf_error_on_node(const struct nf_node_inst *node, struct nf_error *err, int rc);
+/* Is input `port` wired to another node's output? (At plan time its shape may
+ * still be unknown: NF_KIND_NONE in r->in[port] does not mean unwired.) */
+bool nf_node_input_wired(const struct nf_node_inst *node, int port);
+/* The shape the plan resolved for output `port`, or NULL when not planned
+ * (no instance, or run outside a pipeline). */
+const struct nf_shape *nf_node_planned_output(const struct nf_node_inst *node, int port);
+/* Where the variadic input `key` (summarize's named inputs) comes from: the
+ * producing node's id, type name and output port name, borrowed from the
+ * pipeline (env->pipeline). false without a pipeline or such an input. */
+struct nf_input_source { const char *node_id, *node_type, *port; };
+bool nf_node_input_source(const struct nf_node_inst *node, const struct nf_env *env, const char *key,
+                          struct nf_input_source *src);
 
-/* Registry (nodes/node_list.c). NULL-terminated. */
+/* ---- registry (nodes/node_list.c lists the types; node.c looks them up) ---- */
+/* NULL-terminated. */
 extern const struct nf_node_type *const nf_node_types[];
 const struct nf_node_type *nf_node_type_find(const char *name);
 /* "did you mean 'load'? " for a mistyped node type name, or "" (suggest.h). */

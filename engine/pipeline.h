@@ -121,6 +121,8 @@ int nf_fold_target(const struct nf_pipeline *p, size_t ni);
 uint64_t nf_outputs_wanted(const struct nf_pipeline *p, size_t ni);
 void nf_plan_print(const struct nf_pipeline *p, FILE *out);
 
+/* The environment handed to the pipeline's nodes (resolve, run): its files,
+ * settings and itself (node.c). */
 struct nf_env;
 void nf_pipeline_env(const struct nf_pipeline *p, struct nf_env *env);
 

@@ -1,7 +1,8 @@
-/* node_list.c — the registry of node types. Adding a node: write nodes/X.c
- * ending with `const struct nf_node_type nf_node_X`, add an extern line and an
- * entry here, and the file to Makefile.am. Everything else (validation,
- * `nlflow nodes`, schema, docs) follows from its tables. */
+/* node_list.c — the registry of node types. Adding a node: write nodes/X/X.c
+ * (and whatever else it owns, in nodes/X/) ending with `const struct
+ * nf_node_type nf_node_X`, add an extern line and an entry here, and the files
+ * to Makefile.am. Everything else (validation, `nlflow nodes`, schema, docs)
+ * follows from its tables. */
 #include <stddef.h>
 
 #include "node.h"

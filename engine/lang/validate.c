@@ -50,58 +50,6 @@ int nf_node_index(const struct nf_pipeline *p, const char *id)
     return -1;
 }
 
-const struct nf_node_type *nf_node_type_find(const char *name)
-{
-    for (size_t i = 0; nf_node_types[i]; i++)
-        if (strcmp(nf_node_types[i]->name, name) == 0)
-            return nf_node_types[i];
-    return NULL;
-}
-
-void nf_node_type_suggest(const char *name, char *hint, size_t size)
-{
-    struct nf_suggest sg;
-    nf_suggest_init(&sg, name);
-    for (size_t i = 0; nf_node_types[i]; i++)
-        nf_suggest_add(&sg, nf_node_types[i]->name);
-    nf_suggest_hint(&sg, hint, size);
-}
-
-const struct nf_loc *nf_node_loc(const struct nf_node_inst *node)
-{
-    return node ? &node->loc : NULL;
-}
-
-const char *nf_node_id(const struct nf_node_inst *node)
-{
-    return node ? node->id : NULL;
-}
-
-int nf_error_on_node(const struct nf_node_inst *node, struct nf_error *err, int rc)
-{
-    if (node && err && !err->loc.file && err->node[0] == '\0') {
-        err->loc = node->loc;
-        snprintf(err->node, sizeof err->node, "%s", node->id);
-    }
-    return rc;
-}
-
-int nf_port_index(const struct nf_port *ports, const char *name)
-{
-    for (int i = 0; ports && ports[i].name; i++)
-        if (strcmp(ports[i].name, name) == 0)
-            return i;
-    return -1;
-}
-
-size_t nf_port_count(const struct nf_port *ports)
-{
-    size_t n = 0;
-    while (ports && ports[n].name)
-        n++;
-    return n;
-}
-
 static void port_names(const struct nf_port *ports, bool skip_variadic, char *buf, size_t size)
 {
     struct nf_strbuf sb;

@@ -20,22 +20,9 @@
 #include <stdint.h>
 
 #include "core/error.h"
+#include "node.h"
 
-/* The work of one run of a node (one item when mapped). */
-struct nf_cost {
-    double flops;           /* arithmetic (a multiply-add counts 2) */
-    double cpu_bytes;       /* memory traffic of the CPU implementation */
-    double gpu_bytes;       /* device memory traffic of the GPU implementation */
-    double transfer_bytes;  /* host <-> device copies */
-    double launches;        /* kernel launches and synchronisations */
-    double host_s;          /* seconds of host work on both paths (at 1 core) */
-    /* the input a GPU run keeps on the device for later GPU nodes
-     * (nf_gpu_resident): its port (-1: none) and its bytes, part of
-     * transfer_bytes; a GPU node placed after another GPU node that keeps
-     * the same value is not charged its upload */
-    int resident_port;
-    double resident_bytes;
-};
+/* struct nf_cost, the work of one run, is in node.h: nodes fill it. */
 
 /* Rates of this machine. */
 struct nf_rates {

@@ -113,20 +113,6 @@ static void *heartbeat(void *arg)
     return NULL;
 }
 
-void nf_pipeline_env(const struct nf_pipeline *p, struct nf_env *env)
-{
-    memset(env, 0, sizeof *env);
-    env->pipeline_file = p->file;
-    env->pipeline_dir = p->dir;
-    env->pipeline_name = p->name;
-    env->pipeline_hash = p->hash;
-    env->outputs_dir = p->outputs_dir;
-    env->threads = p->settings.threads > 0 ? p->settings.threads : nf_cpu_count();
-    env->memory_budget = p->settings.memory;
-    env->seed = p->settings.seed;
-    env->pipeline = p;
-}
-
 static const char *node_source(const struct nstate *s)
 {
     if (s->mode == MODE_SKIP)

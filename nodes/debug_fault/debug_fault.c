@@ -15,7 +15,6 @@
 #include <string.h>
 
 #include "node.h"
-#include "pipeline.h"
 #include "core/util.h"
 
 struct debug_fault_params {

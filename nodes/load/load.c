@@ -23,7 +23,6 @@
 #include <sys/stat.h>
 
 #include "io/io.h"
-#include "pipeline.h"
 #include "core/util.h"
 
 static const char *const lazy_choices[] = { "auto", "true", "false", NULL };
@@ -442,11 +441,12 @@ static int load_run(struct nf_run *run)
 
     /* The plan sized memory and mapped downstream nodes for the files seen
      * then; a different set now would silently change the analysis. */
-    if (node && node->out_shape && node->out_shape[0].kind == NF_KIND_COLLECTION &&
-        node->out_shape[0].n_items != (int64_t)matches.gl_pathc) {
+    const struct nf_shape *planned = nf_node_planned_output(node, 0);
+    if (planned && planned->kind == NF_KIND_COLLECTION &&
+        planned->n_items != (int64_t)matches.gl_pathc) {
         rc = NF_FAIL_AT(run->err, NF_EDATA, nf_node_loc(node), nf_node_id(node),
                         "'%s' matched %lld files when planned but %zu now",
-                        p->path, (long long)node->out_shape[0].n_items,
+                        p->path, (long long)planned->n_items,
                         matches.gl_pathc);
         goto fail;
     }
@@ -458,8 +458,8 @@ static int load_run(struct nf_run *run)
     }
     /* The plan decided (from headers and the budget); without a plan, only an
      * explicit `lazy: false` reads everything now. */
-    bool lazy = node && node->out_shape && node->out_shape[0].kind == NF_KIND_COLLECTION
-                ? node->out_shape[0].lazy : p->lazy != LOAD_LAZY_FALSE;
+    bool lazy = planned && planned->kind == NF_KIND_COLLECTION ? planned->lazy
+                                                               : p->lazy != LOAD_LAZY_FALSE;
     for (size_t i = 0; i < matches.gl_pathc; i++) {
         coll->u.coll.items[i] = read_one(matches.gl_pathv[i], fmt, p, lazy, node, run->err);
         if (!coll->u.coll.items[i]) {

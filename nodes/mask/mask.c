@@ -27,7 +27,6 @@
 
 #include "io/io.h"
 #include "kernels/kernels.h"
-#include "pipeline.h"
 #include "core/util.h"
 
 static const char *const mask_standardize_choices[] = { "none", "zscore", "center", NULL };
@@ -324,12 +323,7 @@ fail:
 
 static bool atlas_connected(const struct nf_node_inst *node, const struct nf_shape *atlas)
 {
-    if (atlas->kind != NF_KIND_NONE)
-        return true;
-    for (size_t e = 0; node && e < node->n_edges; e++)
-        if (node->edges[e].port == MASK_IN_ATLAS)
-            return true;
-    return false;
+    return atlas->kind != NF_KIND_NONE || nf_node_input_wired(node, MASK_IN_ATLAS);
 }
 
 static bool same_spatial_dims(const struct nf_shape *a, const struct nf_shape *b)

@@ -15,7 +15,6 @@
 
 #include "io/io.h"
 #include "node.h"
-#include "pipeline.h"
 #include "core/util.h"
 
 struct moments_params { int dummy; };

@@ -42,10 +42,8 @@
 
 #include "kernels/kernels.h"
 #include "node.h"
-#include "pipeline.h"
 #include "core/rng.h"
 #include "core/util.h"
-#include "gpu_nodes.h"
 
 #include "permute.h"
 #include "permute_internal.h"
@@ -482,6 +480,22 @@ double nf_perm_tie_bound(const struct perm_ctx *c, int64_t v, float g)
     return 4.0 * e_q;
 }
 
+/* nf_perm_q_double as the tile kernel calls it back (permute_tile.h). */
+static double q_double_of(const void *c, const float *row, int64_t v)
+{
+    return nf_perm_q_double(c, row, v);
+}
+
+/* What the tile kernel (permute_tile.c) reads of c, once c is prepared. */
+static void tile_view(const struct perm_ctx *c, struct nf_perm_tile_view *t)
+{
+    *t = (struct nf_perm_tile_view){
+        .K = c->K, .D = c->D, .n = c->n, .V = c->V, .tail = c->tail, .t_stat = c->t_stat,
+        .a = c->a, .c = c->c, .shift = c->shift, .ss = c->ss, .floor_ = c->floor_, .cap = c->cap,
+        .lo = c->lo, .hi = c->hi, .q_obs_d = c->q_obs_d, .q_double = q_double_of, .run = c,
+    };
+}
+
 /* One chunk [p0, p0 + len) of permutations. */
 struct chunk_work {
     const struct perm_ctx *c;
@@ -491,6 +505,7 @@ struct chunk_work {
     float *tile_max;             /* n_tiles x len */
     int64_t n_tiles;
     enum nf_perm_tile_impl impl;
+    struct nf_perm_tile_view view;   /* what the tile kernel reads of c */
     const struct nf_run *run;    /* polled for interrupts between tiles */
     atomic_long next, next_row, rows_done;
     atomic_int failed, interrupted;
@@ -539,7 +554,7 @@ static void *chunk_team(void *arg)
             break;
         }
         int64_t v0 = t * TILE_VOXELS, nv = c->V - v0 < TILE_VOXELS ? c->V - v0 : TILE_VOXELS;
-        nf_perm_tile(c, w->impl, w->R, w->len, v0, nv, w->count + v0, w->tile_max + t * w->len, scratch);
+        nf_perm_tile(&w->view, w->impl, w->R, w->len, v0, nv, w->count + v0, w->tile_max + t * w->len, scratch);
     }
     free(scratch);
     return NULL;
@@ -553,6 +568,7 @@ static int run_chunk(const struct perm_ctx *c, const struct nf_run *run, int64_t
     struct chunk_work w = { .c = c, .p0 = p0, .len = len, .R = R, .count = ccount, .tile_max = tile_max,
                             .run = run };
     w.impl = c->tile_impl;
+    tile_view(c, &w.view);
     w.n_tiles = (c->V + TILE_VOXELS - 1) / TILE_VOXELS;
     memset(ccount, 0, (size_t)c->V * sizeof *ccount);
     run_threads(chunk_team, &w, threads);

@@ -29,6 +29,20 @@ struct permute_params {
 enum { PIN_DATA, PIN_DATA2, PIN_COVARIATE, PIN_GROUPS };
 enum { POUT_STAT, POUT_P, POUT_P_FWE, POUT_Q_FDR, POUT_NULL_MAX, POUT_INFO };
 
+/* node_type.cost (permute_cost.c, every build): 1 and *c filled, or 0 while
+ * shapes are unknown. */
+int nf_permute_cost(const void *params, const struct nf_shape *in, const struct nf_shape *out,
+                    struct nf_cost *c);
+#ifdef HAVE_CUDA
+/* The GPU implementation (permute_gpu.c, CUDA builds): the contract of run_cpu
+ * and the same outputs, p-values identical except at documented near ties
+ * (docs/gpu.md); without a usable GPU it warns and runs the CPU node. */
+int nf_permute_run_gpu(struct nf_run *run);
+#endif
+/* Permutations per GEMM on the GPU: the cost model's launch count and the
+ * GPU path's block size. */
+enum { NF_PERMUTE_GPU_ROWS = 2048 };
+
 extern const struct nf_node_type nf_node_permute;
 
 #endif

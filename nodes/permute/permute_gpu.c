@@ -40,11 +40,9 @@
 #include "kernels/cuda/gpu.h"
 #include "kernels/kernels.h"
 #include "node.h"
-#include "pipeline.h"
 #include "core/rng.h"
 #include "core/util.h"
 
-#include "gpu_nodes.h"
 #include "permute.h"
 #include "permute_internal.h"
 

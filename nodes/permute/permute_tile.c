@@ -3,7 +3,8 @@
  * (n x V), every null value G = R D, turned into the transformed statistic q,
  * counted where q reaches the observed value (q >= hi), with the row maxima
  * over the tile, and the rare values inside the round-off tie window
- * (lo < q < hi) decided again in double (nf_perm_q_double).
+ * (lo < q < hi) decided again in double (nf_perm_q_double, called back
+ * through the view: permute_tile.h).
  *
  * Two implementations behind one entry point, nf_perm_tile():
  *  - reference: BLAS SGEMM of up to SUB_ROWS rows x the tile into a scratch
@@ -29,7 +30,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "permute_internal.h"
+#include "permute.h"
+#include "permute_tile.h"
 
 /* ---- reference ---- */
 
@@ -126,7 +128,7 @@ static float row_epilogue(const struct row_consts *k, float *g, uint32_t *cnt, i
 
 /* Rows [0, rows) of R x voxels [v0, v0 + nv) by BLAS, SUB_ROWS rows at a time
  * into C (NF_PERM_SUB_ROWS x NF_PERM_TILE_VOXELS floats). */
-static void tile_reference(const struct perm_ctx *c, const float *R, int64_t rows, int64_t v0, int64_t nv,
+static void tile_reference(const struct nf_perm_tile_view *c, const float *R, int64_t rows, int64_t v0, int64_t nv,
                            uint32_t *cnt, float *rowmax, float *C)
 {
     const float *lo = c->lo + v0, *hi = c->hi + v0;
@@ -141,7 +143,7 @@ static void tile_reference(const struct perm_ctx *c, const float *R, int64_t row
             rowmax[r0 + i] = row_epilogue(&k, q, cnt, nv, &near, c->t_stat, c->tail);
             for (int64_t v = 0; near && v < nv; v++)   /* rare: within round-off */
                 if (q[v] > lo[v] && q[v] < hi[v])
-                    cnt[v] += nf_perm_q_double(c, R + (r0 + i) * c->n, v0 + v) >= c->q_obs_d[v0 + v];
+                    cnt[v] += c->q_double(c->run, R + (r0 + i) * c->n, v0 + v) >= c->q_obs_d[v0 + v];
         }
     }
 }
@@ -150,13 +152,13 @@ static void tile_reference(const struct perm_ctx *c, const float *R, int64_t row
 
 /* The values inside the tie window of one register tile (rows r.. of R,
  * voxels v.. of the strip; q: ROWS x 2W floats, row-major), decided in double. */
-static __attribute__((noinline)) void near_ties(const struct perm_ctx *c, const float *R, int64_t rows, int64_t v,
+static __attribute__((noinline)) void near_ties(const struct nf_perm_tile_view *c, const float *R, int64_t rows, int64_t v,
                                                 int64_t width, const float *q, uint32_t *cnt)
 {
     for (int64_t i = 0; i < rows; i++)
         for (int64_t j = 0; j < width; j++)
             if (q[i * width + j] > c->lo[v + j] && q[i * width + j] < c->hi[v + j])
-                cnt[j] += nf_perm_q_double(c, R + i * c->n, v + j) >= c->q_obs_d[v + j];
+                cnt[j] += c->q_double(c->run, R + i * c->n, v + j) >= c->q_obs_d[v + j];
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -203,7 +205,7 @@ static __attribute__((noinline)) void near_ties(const struct perm_ctx *c, const 
     typedef float NAME##_vf __attribute__((vector_size(4 * (W_))));                                          \
     typedef int32_t NAME##_vi __attribute__((vector_size(4 * (W_))));                                        \
     static inline __attribute__((always_inline, target(TARGET))) void NAME##_body(                           \
-        const struct perm_ctx *c, const float *R, int64_t rows, int64_t v0, int64_t nv, uint32_t *cnt,      \
+        const struct nf_perm_tile_view *c, const float *R, int64_t rows, int64_t v0, int64_t nv, uint32_t *cnt,      \
         float *vmax, const bool t_stat, const int tail)                                                      \
     {                                                                                                        \
         typedef NAME##_vf VF;                                                                                \
@@ -268,7 +270,7 @@ static __attribute__((noinline)) void near_ties(const struct perm_ctx *c, const 
             memcpy(cnt + v + W, &cnt1, sizeof cnt1);                                                         \
         }                                                                                                    \
     }                                                                                                        \
-    static __attribute__((target(TARGET), noinline)) void NAME(const struct perm_ctx *c, const float *R,    \
+    static __attribute__((target(TARGET), noinline)) void NAME(const struct nf_perm_tile_view *c, const float *R,    \
                                                                int64_t rows, int64_t v0, int64_t nv,         \
                                                                uint32_t *cnt, float *vmax)                   \
     {                                                                                                        \
@@ -295,7 +297,7 @@ DEFINE_FUSED(fused_avx2, "avx2,fma", 8, 6, _mm256_fmadd_ps, _mm256_set1_ps)
 
 static const struct {
     int w, rows;
-    void (*fn)(const struct perm_ctx *, const float *, int64_t, int64_t, int64_t, uint32_t *, float *);
+    void (*fn)(const struct nf_perm_tile_view *, const float *, int64_t, int64_t, int64_t, uint32_t *, float *);
 } fused_impl[] = {
     [NF_PERM_TILE_AVX2] = { 8, 6, fused_avx2 },
     [NF_PERM_TILE_AVX512] = { 16, 8, fused_avx512 },
@@ -349,7 +351,7 @@ size_t nf_perm_tile_scratch(int64_t rows)
     return ref > fused ? ref : fused;
 }
 
-void nf_perm_tile(const struct perm_ctx *c, enum nf_perm_tile_impl impl, const float *R, int64_t rows,
+void nf_perm_tile(const struct nf_perm_tile_view *c, enum nf_perm_tile_impl impl, const float *R, int64_t rows,
                   int64_t v0, int64_t nv, uint32_t *cnt, float *rowmax, float *scratch)
 {
 #ifdef NF_PERM_FUSED

@@ -38,10 +38,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpu_nodes.h"
 #include "kernels/kernels.h"
 #include "node.h"
-#include "pipeline.h"
 #include "predict_models.h"
 #include "searchlight/searchlight.h"
 #include "core/util.h"
@@ -165,12 +163,7 @@ static void predict_check(const void *params, const struct nf_loc *loc, const ch
 /* Is input `port` wired (its shape may still be unknown)? */
 static bool input_wired(const struct nf_node_inst *node, const struct nf_shape *in, int port)
 {
-    if (in[port].kind != NF_KIND_NONE)
-        return true;
-    for (size_t e = 0; node && e < node->n_edges; e++)
-        if (node->edges[e].port == port)
-            return true;
-    return false;
+    return in[port].kind != NF_KIND_NONE || nf_node_input_wired(node, port);
 }
 
 /* Values in a y shape: a table's rows, or a matrix's one column or row. */

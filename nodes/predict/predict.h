@@ -35,6 +35,20 @@ enum {
     PREDICT_N_OUT
 };
 
+/* node_type.cost (predict_cost.c, every build): the searchlight's closed forms
+ * only; 0 for every other mode and learner (they have no GPU path, so
+ * `device: auto` keeps them on the CPU). */
+int nf_predict_cost(const void *params, const struct nf_shape *in, const struct nf_shape *out,
+                    struct nf_cost *c);
+#ifdef HAVE_CUDA
+/* The GPU implementation (predict.c, CUDA builds): mode searchlight with ridge
+ * or ridge_classifier on the GPU (nodes/searchlight/searchlight_gpu.c), maps
+ * equal to the CPU's except at centres whose decision values are within
+ * round-off of a class boundary; every other mode and learner warns that it
+ * has no GPU path and runs the CPU node. */
+int nf_predict_run_gpu(struct nf_run *run);
+#endif
+
 extern const struct nf_node_type nf_node_predict;
 
 #endif

@@ -27,10 +27,8 @@
 
 #include "kernels/kernels.h"
 #include "node.h"
-#include "pipeline.h"
 #include "core/rng.h"
 #include "core/util.h"
-#include "gpu_nodes.h"
 
 #include "predict/predict_models.h"
 #include "ridge.h"

@@ -25,6 +25,20 @@ struct ridge_params {
 enum { IN_X, IN_Y, IN_GROUPS };
 enum { OUT_WEIGHTS, OUT_ALPHA, OUT_SCORE, OUT_PREDICTIONS, OUT_INTERCEPT, OUT_CV_SCORES };
 
+/* node_type.cost (ridge_cost.c, every build): 1 and *c filled, or 0 while
+ * shapes are unknown. */
+int nf_ridge_cost(const void *params, const struct nf_shape *in, const struct nf_shape *out,
+                  struct nf_cost *c);
+#ifdef HAVE_CUDA
+/* The GPU implementation (ridge_gpu.c, CUDA builds): the contract of run_cpu
+ * and the same outputs (docs/gpu.md); without a usable GPU it warns and runs
+ * the CPU node. */
+int nf_ridge_run_gpu(struct nf_run *run);
+#endif
+/* Voxels per block on the GPU, at most (blocks shrink to fit): the cost
+ * model's launch count and the GPU path's upper bound. */
+enum { NF_RIDGE_GPU_BLOCK = 65536 };
+
 extern const struct nf_node_type nf_node_ridge;
 
 #endif

@@ -39,10 +39,8 @@
 #include "kernels/cuda/gpu.h"
 #include "kernels/kernels.h"
 #include "node.h"
-#include "pipeline.h"
 #include "core/util.h"
 
-#include "gpu_nodes.h"
 #include "predict/predict_models.h"
 #include "ridge.h"
 #include "ridge_internal.h"

@@ -112,6 +112,12 @@ int nf_searchlight_run_gpu(struct nf_run *run, const float *X, int64_t n, int64_
                            float *map, struct nf_sl_stats *stats, struct nf_error *err);
 #endif
 
+/* Searchlight spheres per GPU batch, at most (batches shrink to fit): the
+ * solve kernel is one thread per sphere, so a batch needs tens of thousands
+ * of spheres to keep the device's memory pipes busy; larger maps still get
+ * several batches, whose host scoring overlaps the next batch. */
+enum { NF_SEARCHLIGHT_GPU_BLOCK = 65536 };
+
 /* Working bytes nf_searchlight_run needs beyond its inputs and the map, for the
  * node's estimate: an upper bound from the shapes alone (the sphere lists are
  * counted at the full-sphere size that radius_mm gives on a grid of spacing

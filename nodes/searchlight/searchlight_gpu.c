@@ -46,7 +46,6 @@
 #include "node.h"
 #include "core/util.h"
 
-#include "gpu_nodes.h"
 #include "predict/predict.h"
 #include "searchlight.h"
 #include "searchlight_internal.h"

@@ -24,7 +24,6 @@
 
 #include "io/io.h"
 #include "node.h"
-#include "pipeline.h"
 #include "simulate.h"
 #include "core/util.h"
 #include "core/value.h"

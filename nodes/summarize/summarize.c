@@ -21,7 +21,6 @@
 
 #include "io/io.h"
 #include "node.h"
-#include "pipeline.h"
 #include "summarize.h"
 #include "core/util.h"
 #include "core/value.h"
@@ -432,20 +431,13 @@ static char *file_name(const struct summarize_ctx *ctx, const char *label, const
 static bool source_of(const struct summarize_ctx *ctx, const char *key, const char **node_id,
                       const char **node_type, const char **port)
 {
-    const struct nf_node_inst *node = ctx->run->node;
-    const struct nf_pipeline *pl = ctx->run->env ? ctx->run->env->pipeline : NULL;
-    for (size_t e = 0; node && pl && e < node->n_edges; e++) {
-        const struct nf_edge *edge = &node->edges[e];
-        if (edge->port != NF_EDGE_VARIADIC || !edge->name || strcmp(edge->name, key) != 0 ||
-            edge->src < 0 || (size_t)edge->src >= pl->n_nodes)
-            continue;
-        const struct nf_node_inst *src = &pl->nodes[edge->src];
-        *node_id = src->id;
-        *node_type = src->type->name;
-        *port = src->type->outputs[edge->src_port].name;
-        return true;
-    }
-    return false;
+    struct nf_input_source src;
+    if (!nf_node_input_source(ctx->run->node, ctx->run->env, key, &src))
+        return false;
+    *node_id = src.node_id;
+    *node_type = src.node_type;
+    *port = src.port;
+    return true;
 }
 
 /* The BIDS sidecar of a map: "x_statmap.nii.gz" -> "x_statmap.json". */

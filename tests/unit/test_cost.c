@@ -28,7 +28,6 @@
 #include "plan/cost.h"
 #include "pipeline.h"
 #include "core/util.h"
-#include "gpu_nodes.h"
 #include "permute/permute.h"
 #include "predict/predict.h"
 #include "predict/predict_models.h"

@@ -55,7 +55,6 @@
 #include "kernels/kernels.h"
 #include "pipeline.h"
 #include "core/util.h"
-#include "gpu_nodes.h"
 #include "permute/permute.h"
 #include "predict/predict.h"
 #include "predict/predict_models.h"
