@@ -60,7 +60,56 @@ struct nf_param {
     unsigned flags;
     int len_min, len_max;       /* NUM_LIST / STR_LIST lengths; 0 = no bound */
 };
-#define NF_PARAM_END { NULL, NULL, 0, 0, {0, 0, NULL}, 0, 0, NULL, 0, 0, 0 }
+
+/* Table rows. `off` is the field's offsetof in the node's params struct (a
+ * node usually writes `#define FIELD(f) offsetof(struct x_params, f)` above
+ * its table); min == max == 0 means no range. The _F variants take flags
+ * (NF_PF_*) before the help text. */
+#define NF_PARAM_INT_F(name_, off, def_, min_, max_, flags_, help_) \
+    { .name = (name_), .help = (help_), .type = NF_P_INT, .offset = (off), \
+      .def = { .i = (def_) }, .min = (min_), .max = (max_), .flags = (flags_) }
+#define NF_PARAM_INT(name_, off, def_, min_, max_, help_) \
+    NF_PARAM_INT_F(name_, off, def_, min_, max_, 0, help_)
+/* An integer also accepted as {key[0]: n} (predict's reduce: {pca: 10}). */
+#define NF_PARAM_KEYED_INT(name_, off, key, def_, min_, max_, help_) \
+    { .name = (name_), .help = (help_), .type = NF_P_INT, .offset = (off), \
+      .def = { .i = (def_) }, .min = (min_), .max = (max_), .choices = (key) }
+/* A seed: -1 (the default) means settings.seed. */
+#define NF_PARAM_SEED(name_, off, max_, help_) \
+    NF_PARAM_INT_F(name_, off, -1, -1, max_, NF_PF_SEED, help_)
+#define NF_PARAM_NUM_F(name_, off, def_, min_, max_, flags_, help_) \
+    { .name = (name_), .help = (help_), .type = NF_P_NUM, .offset = (off), \
+      .def = { .d = (def_) }, .min = (min_), .max = (max_), .flags = (flags_) }
+#define NF_PARAM_NUM(name_, off, def_, min_, max_, help_) \
+    NF_PARAM_NUM_F(name_, off, def_, min_, max_, 0, help_)
+#define NF_PARAM_BOOL(name_, off, def_, help_) \
+    { .name = (name_), .help = (help_), .type = NF_P_BOOL, .offset = (off), \
+      .def = { .i = (def_) } }
+/* choices: NULL-terminated; def_ is an index into it. */
+#define NF_PARAM_ENUM_F(name_, off, choices_, def_, flags_, help_) \
+    { .name = (name_), .help = (help_), .type = NF_P_ENUM, .offset = (off), \
+      .def = { .i = (def_) }, .choices = (choices_), .flags = (flags_) }
+#define NF_PARAM_ENUM(name_, off, choices_, def_, help_) \
+    NF_PARAM_ENUM_F(name_, off, choices_, def_, 0, help_)
+/* def_: the default text, "" for none (NULL in the params struct). */
+#define NF_PARAM_STR_F(name_, off, def_, flags_, help_) \
+    { .name = (name_), .help = (help_), .type = NF_P_STR, .offset = (off), \
+      .def = { .s = (def_) }, .flags = (flags_) }
+#define NF_PARAM_STR(name_, off, def_, help_) NF_PARAM_STR_F(name_, off, def_, 0, help_)
+#define NF_PARAM_PATH_F(name_, off, def_, flags_, help_) \
+    { .name = (name_), .help = (help_), .type = NF_P_PATH, .offset = (off), \
+      .def = { .s = (def_) }, .flags = (flags_) }
+#define NF_PARAM_PATH(name_, off, def_, help_) NF_PARAM_PATH_F(name_, off, def_, 0, help_)
+/* def_: "1,2,3", or "logspace:lo,hi,n" / "linspace:lo,hi,n"; min_/max_ bound
+ * every element, len_min/len_max the length (0: no bound). */
+#define NF_PARAM_NUM_LIST(name_, off, def_, min_, max_, len_min_, len_max_, help_) \
+    { .name = (name_), .help = (help_), .type = NF_P_NUM_LIST, .offset = (off), \
+      .def = { .s = (def_) }, .min = (min_), .max = (max_), \
+      .len_min = (len_min_), .len_max = (len_max_) }
+#define NF_PARAM_STR_LIST_F(name_, off, def_, len_min_, len_max_, flags_, help_) \
+    { .name = (name_), .help = (help_), .type = NF_P_STR_LIST, .offset = (off), \
+      .def = { .s = (def_) }, .flags = (flags_), .len_min = (len_min_), .len_max = (len_max_) }
+#define NF_PARAM_END { .name = NULL }
 
 /* ---- ports ---- */
 enum {

@@ -36,25 +36,21 @@ static bool collection_is_lazy(const struct load_params *p, uint64_t bytes, uint
     return p->lazy == LOAD_LAZY_TRUE;
 }
 
+#define FIELD(f) offsetof(struct load_params, f)
 static const struct nf_param load_params_table[] = {
-    { "path",
-      "file to read: NIfTI (.nii, .nii.gz), table (.tsv, .csv, .txt, header row "
-      "required) or array (.npy); a glob (* ? [ ]) reads every match into a "
-      "collection sorted by path, one item per file",
-      NF_P_PATH, offsetof(struct load_params, path), { 0, 0, "" }, 0, 0, NULL,
-      NF_PF_REQUIRED | NF_PF_NOT_KEYED, 0, 0 },
-    { "columns",
-      "table columns to keep, in this order (tables only; default: every column)",
-      NF_P_STR_LIST, offsetof(struct load_params, columns), { 0, 0, "" }, 0, 0, NULL,
-      NF_PF_OPTIONAL, 1, 0 },
-    { "lazy",
-      "images of a glob collection: true reads each subject only when a node needs it "
-      "(memory holds one subject per worker); false reads all of them at once; auto "
-      "reads lazily when the collection is larger than a quarter of the memory budget",
-      NF_P_ENUM, offsetof(struct load_params, lazy), { LOAD_LAZY_AUTO, 0, NULL }, 0, 0,
-      lazy_choices, NF_PF_NOT_KEYED, 0, 0 },
-    NF_PARAM_END
+    NF_PARAM_PATH_F("path", FIELD(path), "", NF_PF_REQUIRED | NF_PF_NOT_KEYED,
+                    "file to read: NIfTI (.nii, .nii.gz), table (.tsv, .csv, .txt, header row "
+                    "required) or array (.npy); a glob (* ? [ ]) reads every match into a "
+                    "collection sorted by path, one item per file"),
+    NF_PARAM_STR_LIST_F("columns", FIELD(columns), "", 1, 0, NF_PF_OPTIONAL,
+                        "table columns to keep, in this order (tables only; default: every column)"),
+    NF_PARAM_ENUM_F("lazy", FIELD(lazy), lazy_choices, LOAD_LAZY_AUTO, NF_PF_NOT_KEYED,
+                    "images of a glob collection: true reads each subject only when a node needs it "
+                    "(memory holds one subject per worker); false reads all of them at once; auto "
+                    "reads lazily when the collection is larger than a quarter of the memory budget"),
+    NF_PARAM_END,
 };
+#undef FIELD
 
 static const struct nf_port load_inputs[] = {
     NF_PORT_END

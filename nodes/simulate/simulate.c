@@ -783,36 +783,32 @@ static int simulate_key_files(const void *params, const struct nf_env *env, char
     return 0;
 }
 
+#define FIELD(f) offsetof(struct simulate_params, f)
 static const struct nf_param simulate_param_table[] = {
-    {"subjects", "number of simulated subjects", NF_P_INT,
-     offsetof(struct simulate_params, subjects), {.i = 1}, 1, 10000, NULL, 0, 0, 0},
-    {"images", "images (time points) per subject", NF_P_INT,
-     offsetof(struct simulate_params, images), {.i = 40}, 2, 100000, NULL, 0, 0, 0},
-    {"features", "columns of the design X (feature 1 is a boxcar, the others sines)",
-     NF_P_INT, offsetof(struct simulate_params, features), {.i = 2}, 1, 1000, NULL, 0, 0, 0},
-    {"mask", "brain mask: auto (mricron-data's ch2bet if installed, else synthetic), "
-     "synthetic (an ellipsoid), or a NIfTI path (relative to the pipeline file; nonzero = "
-     "brain); resampled to voxel_size by block majority",
-     NF_P_STR, offsetof(struct simulate_params, mask), {.s = "auto"}, 0, 0, NULL, 0, 0, 0},
-    {"voxel_size", "voxel edge of the simulated grid in mm (rounded to whole mask voxels)",
-     NF_P_NUM, offsetof(struct simulate_params, voxel_size), {.d = 4.0}, 1, 10, NULL, 0, 0, 0},
-    {"effect_size", "scale of the planted weights inside the ROI", NF_P_NUM,
-     offsetof(struct simulate_params, effect_size), {.d = 1.0}, -1e6, 1e6, NULL, 0, 0, 0},
-    {"noise", "standard deviation of the Gaussian noise", NF_P_NUM,
-     offsetof(struct simulate_params, noise), {.d = 1.0}, 0, 1e6, NULL, 0, 0, 0},
-    {"roi_center", "centre of the ROI sphere, world mm (x, y, z)", NF_P_NUM_LIST,
-     offsetof(struct simulate_params, roi_center), {.s = "40,-20,40"}, -1000, 1000, NULL, 0,
-     3, 3},
-    {"roi_radius", "radius of the ROI sphere in mm", NF_P_NUM,
-     offsetof(struct simulate_params, roi_radius), {.d = 10.0}, 0, 1000, NULL, 0, 0, 0},
-    {"seed", "random seed; -1 uses settings.seed", NF_P_INT,
-     offsetof(struct simulate_params, seed), {.i = -1}, -1, 9007199254740992.0, NULL, NF_PF_SEED, 0, 0},
-    {"write", "folder to also write the data set to as BIDS-like files (sub-XX/func/"
-     "sub-XX_task-sim_bold.nii.gz, mask, truth, design.tsv, labels.tsv, and atlas.nii.gz: label 1 the "
-     "ROI sphere, 2, 3, ... 30 mm boxes of the other brain voxels)", NF_P_PATH,
-     offsetof(struct simulate_params, write), {.s = ""}, 0, 0, NULL, NF_PF_OPTIONAL, 0, 0},
+    NF_PARAM_INT("subjects", FIELD(subjects), 1, 1, 10000, "number of simulated subjects"),
+    NF_PARAM_INT("images", FIELD(images), 40, 2, 100000, "images (time points) per subject"),
+    NF_PARAM_INT("features", FIELD(features), 2, 1, 1000,
+                 "columns of the design X (feature 1 is a boxcar, the others sines)"),
+    NF_PARAM_STR("mask", FIELD(mask), "auto",
+                 "brain mask: auto (mricron-data's ch2bet if installed, else synthetic), "
+                 "synthetic (an ellipsoid), or a NIfTI path (relative to the pipeline file; nonzero = "
+                 "brain); resampled to voxel_size by block majority"),
+    NF_PARAM_NUM("voxel_size", FIELD(voxel_size), 4.0, 1, 10,
+                 "voxel edge of the simulated grid in mm (rounded to whole mask voxels)"),
+    NF_PARAM_NUM("effect_size", FIELD(effect_size), 1.0, -1e6, 1e6,
+                 "scale of the planted weights inside the ROI"),
+    NF_PARAM_NUM("noise", FIELD(noise), 1.0, 0, 1e6, "standard deviation of the Gaussian noise"),
+    NF_PARAM_NUM_LIST("roi_center", FIELD(roi_center), "40,-20,40", -1000, 1000, 3, 3,
+                      "centre of the ROI sphere, world mm (x, y, z)"),
+    NF_PARAM_NUM("roi_radius", FIELD(roi_radius), 10.0, 0, 1000, "radius of the ROI sphere in mm"),
+    NF_PARAM_SEED("seed", FIELD(seed), 9007199254740992.0, "random seed; -1 uses settings.seed"),
+    NF_PARAM_PATH_F("write", FIELD(write), "", NF_PF_OPTIONAL,
+                    "folder to also write the data set to as BIDS-like files (sub-XX/func/"
+                    "sub-XX_task-sim_bold.nii.gz, mask, truth, design.tsv, labels.tsv, and atlas.nii.gz: label 1 the "
+                    "ROI sphere, 2, 3, ... 30 mm boxes of the other brain voxels)"),
     NF_PARAM_END,
 };
+#undef FIELD
 
 static const struct nf_port simulate_inputs[] = {
     NF_PORT_END,

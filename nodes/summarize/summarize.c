@@ -1314,26 +1314,24 @@ static uint64_t summarize_estimate(const void *params, const struct nf_shape *in
     return nvox * (1 + 8 + 4 + 8 + 4 + 4);
 }
 
+#define FIELD(f) offsetof(struct summarize_params, f)
 static const struct nf_param summarize_param_table[] = {
-    {"threshold", "keep voxels whose value passes this threshold (see tail); none if absent",
-     NF_P_NUM, offsetof(struct summarize_params, threshold), {.d = NAN}, 0, INFINITY, NULL,
-     NF_PF_OPTIONAL, 0, 0},
-    {"threshold_key", "input to threshold (default: the first single map, not the p map)",
-     NF_P_STR, offsetof(struct summarize_params, threshold_key), {.s = ""}, 0, 0, NULL,
-     NF_PF_OPTIONAL, 0, 0},
-    {"tail", "which values pass: two |x| >= t, upper x >= t, lower x <= -t", NF_P_ENUM,
-     offsetof(struct summarize_params, tail), {.i = SUM_TAIL_TWO}, 0, 0, tail_names, 0, 0, 0},
-    {"p_below", "keep voxels where the map named by p_key is below this p-value", NF_P_NUM,
-     offsetof(struct summarize_params, p_below), {.d = NAN}, 1e-300, 1, NULL, NF_PF_OPTIONAL,
-     0, 0},
-    {"p_key", "input holding the p-values used by p_below", NF_P_STR,
-     offsetof(struct summarize_params, p_key), {.s = "p"}, 0, 0, NULL, 0, 0, 0},
-    {"min_cluster_size", "drop clusters (26-connected) with fewer voxels", NF_P_INT,
-     offsetof(struct summarize_params, min_cluster_size), {.i = 1}, 1, 1e12, NULL, 0, 0, 0},
-    {"name", "file-name prefix (default: the pipeline name)", NF_P_STR,
-     offsetof(struct summarize_params, name), {.s = ""}, 0, 0, NULL, NF_PF_OPTIONAL, 0, 0},
+    NF_PARAM_NUM_F("threshold", FIELD(threshold), NAN, 0, INFINITY, NF_PF_OPTIONAL,
+                   "keep voxels whose value passes this threshold (see tail); none if absent"),
+    NF_PARAM_STR_F("threshold_key", FIELD(threshold_key), "", NF_PF_OPTIONAL,
+                   "input to threshold (default: the first single map, not the p map)"),
+    NF_PARAM_ENUM("tail", FIELD(tail), tail_names, SUM_TAIL_TWO,
+                  "which values pass: two |x| >= t, upper x >= t, lower x <= -t"),
+    NF_PARAM_NUM_F("p_below", FIELD(p_below), NAN, 1e-300, 1, NF_PF_OPTIONAL,
+                   "keep voxels where the map named by p_key is below this p-value"),
+    NF_PARAM_STR("p_key", FIELD(p_key), "p", "input holding the p-values used by p_below"),
+    NF_PARAM_INT("min_cluster_size", FIELD(min_cluster_size), 1, 1, 1e12,
+                 "drop clusters (26-connected) with fewer voxels"),
+    NF_PARAM_STR_F("name", FIELD(name), "", NF_PF_OPTIONAL,
+                   "file-name prefix (default: the pipeline name)"),
     NF_PARAM_END,
 };
+#undef FIELD
 
 static const struct nf_port summarize_inputs[] = {
     {"atlas", "integer label image on the maps' grid: names the peak of each cluster",
