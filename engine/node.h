@@ -1,6 +1,6 @@
 /* node.h — what a node type is: ports, a parameter table, and its functions.
  *
- * Each node kind lives in one file in nodes/ and ends with one
+ * Each node kind lives in its folder nodes/<name>/, whose <name>.c ends with one
  * `const struct nf_node_type nf_node_<name>`; nodes/node_list.c lists them. The
  * parameter table is the single source of truth: validation, `nlflow nodes TYPE`,
  * schemas/pipeline.schema.json and docs/nodes/<type>.md are all driven by it.
@@ -308,7 +308,8 @@ const char *nf_node_id(const struct nf_node_inst *node);
  * id unless it already has a location; returns rc. */
 int nf_error_on_node(const struct nf_node_inst *node, struct nf_error *err, int rc);
 
-/* Registry (nodes/node_list.c). NULL-terminated. */
+/* Registry: the NULL-terminated list is in nodes/node_list.c, the look-up
+ * helpers below in lang/validate.c. */
 extern const struct nf_node_type *const nf_node_types[];
 const struct nf_node_type *nf_node_type_find(const char *name);
 /* "did you mean 'load'? " for a mistyped node type name, or "" (suggest.h). */
@@ -316,7 +317,7 @@ void nf_node_type_suggest(const char *name, char *hint, size_t size);
 int nf_port_index(const struct nf_port *ports, const char *name);
 size_t nf_port_count(const struct nf_port *ports);
 
-/* ---- parameter table helpers (params.c) ---- */
+/* ---- parameter table helpers (lang/params.c) ---- */
 struct nf_ynode;   /* parse tree node, yaml.h */
 /* Fill every parameter with its default. */
 void nf_params_defaults(const struct nf_node_type *t, void *params);

@@ -1,9 +1,11 @@
 /* pipeline.h — a validated pipeline: node instances, edges, settings, plan.
  *
- * Built by the phases in order: nf_parse_file (parse.c) gives a YAML tree with
- * marks; nf_validate (validate.c) turns it into a struct nf_pipeline, reporting
- * every error; nf_resolve_shapes (shapes.c), nf_place (place.c) and
- * nf_plan_memory (plan.c) fill in the per-node plan; nf_execute (exec.c) runs it.
+ * Built by the phases in order: nf_pipeline_load (lang/validate.c) reads the
+ * file, parses it into a YAML tree with marks (nf_yaml_parse, lang/ytree.c) and
+ * turns that into a struct nf_pipeline, reporting every error;
+ * nf_resolve_shapes (plan/shapes.c), nf_place (plan/place.c) and
+ * nf_plan_memory (plan/plan.c) fill in the per-node plan; nf_execute
+ * (run/exec.c) runs it.
  * The pipeline owns everything it points to; nf_pipeline_free releases it.
  */
 #ifndef NF_PIPELINE_H
