@@ -134,6 +134,12 @@ struct nf_port {
     unsigned flags;
 };
 #define NF_PORT_END { NULL, NULL, 0, 0 }
+/* Each node names its ports in two enums, <NODE>_IN_<PORT> ... <NODE>_N_IN and
+ * <NODE>_OUT_<PORT> ... <NODE>_N_OUT, in table order; this compile-time check
+ * (after the tables) keeps the count and the table together. */
+#define NF_PORTS_MATCH(table, count) \
+    _Static_assert(sizeof(table) / sizeof((table)[0]) == (size_t)(count) + 1, \
+                   #table " must list " #count " ports, then NF_PORT_END")
 
 /* ---- execution environment handed to run() ---- */
 struct nf_env {

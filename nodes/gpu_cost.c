@@ -27,9 +27,9 @@ int nf_ridge_cost(const void *params, const struct nf_shape *in, const struct nf
     const struct ridge_params *prm = params;
     (void)out;
     /* X may be a numeric table taken as a matrix: rows x columns either way */
-    if ((in[IN_X].kind != NF_KIND_MATRIX && in[IN_X].kind != NF_KIND_TABLE) || in[IN_Y].kind != NF_KIND_MATRIX)
+    if ((in[RIDGE_IN_X].kind != NF_KIND_MATRIX && in[RIDGE_IN_X].kind != NF_KIND_TABLE) || in[RIDGE_IN_Y].kind != NF_KIND_MATRIX)
         return 0;
-    double n = (double)in[IN_X].dim[0], p = (double)in[IN_X].dim[1], V = (double)in[IN_Y].dim[1];
+    double n = (double)in[RIDGE_IN_X].dim[0], p = (double)in[RIDGE_IN_X].dim[1], V = (double)in[RIDGE_IN_Y].dim[1];
     double k = (double)prm->cv, A = isnan(prm->alpha) ? (double)prm->alphas.n : 1.0;
     if (!(n > 0 && p > 0 && V > 0 && k >= 1))
         return 0;
@@ -45,7 +45,7 @@ int nf_ridge_cost(const void *params, const struct nf_shape *in, const struct nf
     c->gpu_bytes = 4 * V * ((k + 3) * n + 2 * k * A * r + 4 * k * r + 2 * p) + 8 * V * (A + 3 * k);
     /* Y up; weights, alpha, score, intercept down */
     c->transfer_bytes = 4 * V * (n + p + 3);
-    c->resident_port = IN_Y;   /* Y stays on the device (ridge_gpu.c) */
+    c->resident_port = RIDGE_IN_Y;   /* Y stays on the device (ridge_gpu.c) */
     c->resident_bytes = 4 * V * n;
     double blocks = ceil(V / NF_RIDGE_GPU_BLOCK);
     /* each fold's SVD is a gesvdj of many sweeps (about 500 launches' worth) */
@@ -59,11 +59,11 @@ int nf_permute_cost(const void *params, const struct nf_shape *in, const struct 
 {
     const struct permute_params *prm = params;
     (void)out;
-    if (in[PIN_DATA].kind != NF_KIND_MATRIX && in[PIN_DATA].kind != NF_KIND_TABLE)
+    if (in[PERMUTE_IN_DATA].kind != NF_KIND_MATRIX && in[PERMUTE_IN_DATA].kind != NF_KIND_TABLE)
         return 0;
-    double n = (double)in[PIN_DATA].dim[0], V = (double)in[PIN_DATA].dim[1];
-    if (in[PIN_DATA2].kind == NF_KIND_MATRIX)
-        n += (double)in[PIN_DATA2].dim[0];
+    double n = (double)in[PERMUTE_IN_DATA].dim[0], V = (double)in[PERMUTE_IN_DATA].dim[1];
+    if (in[PERMUTE_IN_DATA2].kind == NF_KIND_MATRIX)
+        n += (double)in[PERMUTE_IN_DATA2].dim[0];
     double N = (double)prm->n_permutations, chunk = (double)prm->chunk;
     if (!(n > 0 && V > 0 && N > 0))
         return 0;
@@ -79,7 +79,7 @@ int nf_permute_cost(const void *params, const struct nf_shape *in, const struct 
     /* D up once; R up; counts down per chunk */
     c->transfer_bytes = 4 * n * V + 4 * N * n + 4 * V * chunks + 4 * V * 4;
     if (prm->test != PERM_TWO_SAMPLE) {   /* the data stays on the device (permute_gpu.c) */
-        c->resident_port = PIN_DATA;
+        c->resident_port = PERMUTE_IN_DATA;
         c->resident_bytes = 4 * n * V;
     }
     c->launches = chunks * 6 + sub * 3;

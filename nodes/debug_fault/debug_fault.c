@@ -38,6 +38,9 @@ static const struct nf_param debug_fault_params_table[] = {
 };
 #undef FIELD
 
+enum { DEBUG_FAULT_IN_ANY, DEBUG_FAULT_N_IN };
+enum { DEBUG_FAULT_OUT_MEANS, DEBUG_FAULT_N_OUT };
+
 static const struct nf_port debug_fault_inputs[] = {
     { "in", "anything (only makes this node depend on it)", NF_PT_ANY, NF_PORT_OPTIONAL },
     NF_PORT_END
@@ -46,6 +49,8 @@ static const struct nf_port debug_fault_outputs[] = {
     { "out", "1 x chunks: the chunk means", NF_PT_MATRIX, 0 },
     NF_PORT_END
 };
+NF_PORTS_MATCH(debug_fault_inputs, DEBUG_FAULT_N_IN);
+NF_PORTS_MATCH(debug_fault_outputs, DEBUG_FAULT_N_OUT);
 
 static float chunk_value(const struct debug_fault_params *p, int64_t i)
 {
@@ -100,7 +105,7 @@ static int debug_fault_run(struct nf_run *run)
         if (p->kill_after >= 0 && computed == p->kill_after)
             raise(SIGKILL);
     }
-    run->out[0] = out;
+    run->out[DEBUG_FAULT_OUT_MEANS] = out;
     out = NULL;
 fail:
     nf_value_unref(out);
@@ -112,9 +117,9 @@ fail:
 static int debug_fault_resolve(struct nf_resolve *r)
 {
     const struct debug_fault_params *p = r->params;
-    r->out[0].kind = NF_KIND_MATRIX;
-    r->out[0].dim[0] = 1;
-    r->out[0].dim[1] = p->chunks;
+    r->out[DEBUG_FAULT_OUT_MEANS].kind = NF_KIND_MATRIX;
+    r->out[DEBUG_FAULT_OUT_MEANS].dim[0] = 1;
+    r->out[DEBUG_FAULT_OUT_MEANS].dim[1] = p->chunks;
     return 0;
 }
 

@@ -62,6 +62,8 @@ static const struct nf_port load_outputs[] = {
       NF_PT_VOLUME | NF_PT_MATRIX | NF_PT_TABLE | NF_PT_COLL, 0 },
     NF_PORT_END
 };
+NF_PORTS_MATCH(load_inputs, LOAD_N_IN);
+NF_PORTS_MATCH(load_outputs, LOAD_N_OUT);
 
 #define SUPPORTED_EXTENSIONS ".nii, .nii.gz, .tsv, .csv, .txt, .npy"
 
@@ -329,7 +331,7 @@ static int load_resolve(struct nf_resolve *r)
 
     if (!path_has_glob(p->path)) {
         NF_TRY(rc = file_format(p->path, p, node, &fmt, r->err));
-        NF_TRY(rc = file_shape(p->path, fmt, p, node, &r->out[0], r->err));
+        NF_TRY(rc = file_shape(p->path, fmt, p, node, &r->out[LOAD_OUT_DATA], r->err));
         return 0;
     }
 
@@ -355,17 +357,17 @@ static int load_resolve(struct nf_resolve *r)
         if (i == 0 || shape_elements(&item) > shape_elements(&largest))
             largest = item;
     }
-    r->out[0] = largest;
+    r->out[LOAD_OUT_DATA] = largest;
     /* what the items share is known now; what differs is checked per item at run time */
-    r->out[0].has_grid = same_grid;
-    r->out[0].col_names = same_columns ? first_columns : NULL;
-    r->out[0].path = nf_intern(p->path);   /* the pattern names the collection */
-    r->out[0].kind = NF_KIND_COLLECTION;
-    r->out[0].item_kind = largest.kind;
-    r->out[0].n_items = (int64_t)matches.gl_pathc;
+    r->out[LOAD_OUT_DATA].has_grid = same_grid;
+    r->out[LOAD_OUT_DATA].col_names = same_columns ? first_columns : NULL;
+    r->out[LOAD_OUT_DATA].path = nf_intern(p->path);   /* the pattern names the collection */
+    r->out[LOAD_OUT_DATA].kind = NF_KIND_COLLECTION;
+    r->out[LOAD_OUT_DATA].item_kind = largest.kind;
+    r->out[LOAD_OUT_DATA].n_items = (int64_t)matches.gl_pathc;
     /* Lazy NIfTI items keep only their headers in memory until needed. */
-    r->out[0].lazy = fmt == NF_FMT_NIFTI &&
-                     collection_is_lazy(p, nf_shape_bytes(&r->out[0]),
+    r->out[LOAD_OUT_DATA].lazy = fmt == NF_FMT_NIFTI &&
+                     collection_is_lazy(p, nf_shape_bytes(&r->out[LOAD_OUT_DATA]),
                                         r->env ? r->env->memory_budget : UINT64_MAX);
     globfree(&matches);
     return 0;
@@ -428,8 +430,8 @@ static int load_run(struct nf_run *run)
 
     if (!path_has_glob(p->path)) {
         NF_TRY(rc = file_format(p->path, p, node, &fmt, run->err));
-        run->out[0] = read_one(p->path, fmt, p, false, node, run->err);
-        return run->out[0] ? 0 : run->err->code;
+        run->out[LOAD_OUT_DATA] = read_one(p->path, fmt, p, false, node, run->err);
+        return run->out[LOAD_OUT_DATA] ? 0 : run->err->code;
     }
 
     NF_TRY(rc = expand_glob(p->path, node, &matches, run->err));
@@ -466,7 +468,7 @@ static int load_run(struct nf_run *run)
     label_items(coll, matches.gl_pathv);
     nf_value_set_path(coll, p->path);
     globfree(&matches);
-    run->out[0] = coll;
+    run->out[LOAD_OUT_DATA] = coll;
     return 0;
 
 fail:

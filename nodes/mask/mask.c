@@ -56,6 +56,8 @@ static const struct nf_port mask_outputs[] = {
       NF_PT_MATRIX, 0 },
     NF_PORT_END
 };
+NF_PORTS_MATCH(mask_inputs, MASK_N_IN);
+NF_PORTS_MATCH(mask_outputs, MASK_N_OUT);
 
 /* How a value is named in messages: its file, else its label. */
 static const char *value_name(const struct nf_value *v)

@@ -121,6 +121,8 @@ static const struct nf_port predict_outputs[] = {
       "population std)", NF_PT_TABLE, 0 },
     NF_PORT_END
 };
+NF_PORTS_MATCH(predict_inputs, PREDICT_N_IN);
+NF_PORTS_MATCH(predict_outputs, PREDICT_N_OUT);
 
 #define BIT(o) (1u << (o))
 /* The outputs each mode makes. */

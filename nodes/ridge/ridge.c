@@ -92,6 +92,8 @@ static const struct nf_port ridge_outputs[] = {
       "(computed only when used)", NF_PT_MATRIX, NF_PORT_ON_DEMAND },
     NF_PORT_END
 };
+NF_PORTS_MATCH(ridge_inputs, RIDGE_N_IN);
+NF_PORTS_MATCH(ridge_outputs, RIDGE_N_OUT);
 
 /* ---- shapes and checks ---- */
 
@@ -107,7 +109,7 @@ static void ridge_check(const void *params, const struct nf_loc *loc, const char
 static int ridge_resolve(struct nf_resolve *r)
 {
     const struct ridge_params *p = r->params;
-    const struct nf_shape *x = &r->in[IN_X], *y = &r->in[IN_Y];
+    const struct nf_shape *x = &r->in[RIDGE_IN_X], *y = &r->in[RIDGE_IN_Y];
     if (x->kind == NF_KIND_NONE || y->kind == NF_KIND_NONE)
         return 0;
     int64_t n = x->dim[0], pf = x->dim[1], n_alpha = isnan(p->alpha) ? (int64_t)p->alphas.n : 1;
@@ -121,8 +123,8 @@ static int ridge_resolve(struct nf_resolve *r)
     const int64_t dims[][2] = { { pf, y->dim[1] }, { 1, y->dim[1] }, { 1, y->dim[1] }, { n, y->dim[1] },
                                 { 1, y->dim[1] },
                                 /* with groups, leave-one-group-out may change the fold count */
-                                { r->in[IN_GROUPS].kind != NF_KIND_NONE ? 0 : p->cv * n_alpha, y->dim[1] } };
-    for (int o = 0; o < 6; o++) {
+                                { r->in[RIDGE_IN_GROUPS].kind != NF_KIND_NONE ? 0 : p->cv * n_alpha, y->dim[1] } };
+    for (int o = 0; o < RIDGE_N_OUT; o++) {
         r->out[o].kind = NF_KIND_MATRIX;
         r->out[o].dim[0] = dims[o][0];
         r->out[o].dim[1] = dims[o][1];
@@ -141,7 +143,7 @@ static uint64_t ridge_estimate(const void *params, const struct nf_shape *in, co
 {
     const struct ridge_params *prm = params;
     (void)out;
-    uint64_t n = (uint64_t)in[IN_X].dim[0], p = (uint64_t)in[IN_X].dim[1], k = (uint64_t)prm->cv;
+    uint64_t n = (uint64_t)in[RIDGE_IN_X].dim[0], p = (uint64_t)in[RIDGE_IN_X].dim[1], k = (uint64_t)prm->cv;
     uint64_t a = isnan(prm->alpha) ? prm->alphas.n : 1, r = n < p ? n : p, b = BLOCK_VOXELS;
     uint64_t factors = k * (n * r + r * p + (a * (n / k + 1) * r)) + n * r + r * p + n * p;
     uint64_t block = k * r * b + a * (n / k + 1) * b + k * a * b * 2 + r * b + n * b;
@@ -214,8 +216,8 @@ int nf_ridge_new_outputs(const struct nf_run *run, int64_t n, int64_t p, int64_t
                          struct nf_geom *geom, struct nf_value **out)
 {
     const int64_t rows[6] = { p, 1, 1, n, 1, k * A };
-    for (int o = 0; o < 6; o++) {
-        if ((o == OUT_PREDICTIONS || o == OUT_CV_SCORES) && !nf_run_wants(run, o))
+    for (int o = 0; o < RIDGE_N_OUT; o++) {
+        if ((o == RIDGE_OUT_PREDICTIONS || o == RIDGE_OUT_CV_SCORES) && !nf_run_wants(run, o))
             continue;
         if (!(out[o] = nf_value_new_matrix(rows[o], V, geom, run->err)))
             return run->err->code;
@@ -246,7 +248,7 @@ static int name_rows_numbered(struct nf_value *m, const char *fmt, struct nf_err
 static int label_outputs(const struct nf_run *run, struct nf_value **out)
 {
     const struct ridge_params *prm = run->params;
-    const struct nf_matrix *X = &run->in[IN_X]->u.mat;
+    const struct nf_matrix *X = &run->in[RIDGE_IN_X]->u.mat;
     const bool pearson = prm->score == RIDGE_PEARSON;
     const int64_t A = isnan(prm->alpha) ? (int64_t)prm->alphas.n : 1;
     const double *alphas = isnan(prm->alpha) ? prm->alphas.v : &prm->alpha;
@@ -254,15 +256,15 @@ static int label_outputs(const struct nf_run *run, struct nf_value **out)
     char **names = NULL;
     int64_t n_names = 0;
 
-    nf_value_set_stat(out[OUT_WEIGHTS], NF_STAT_ESTIMATE, 0,
+    nf_value_set_stat(out[RIDGE_OUT_WEIGHTS], NF_STAT_ESTIMATE, 0,
                       "ridge weights of each feature, refit on all samples at the voxel's alpha");
-    nf_value_set_stat(out[OUT_ALPHA], NF_STAT_PENALTY, 0, isnan(prm->alpha)
+    nf_value_set_stat(out[RIDGE_OUT_ALPHA], NF_STAT_PENALTY, 0, isnan(prm->alpha)
                       ? "ridge penalty chosen by cross-validation" : "ridge penalty (fixed)");
-    nf_value_set_stat(out[OUT_SCORE], NF_STAT_SCORE, 0, pearson
+    nf_value_set_stat(out[RIDGE_OUT_SCORE], NF_STAT_SCORE, 0, pearson
                       ? "mean cross-validated Pearson r of predicted and observed"
                       : "mean cross-validated R^2 (1 - SS_res / SS_tot)");
-    nf_value_set_stat(out[OUT_INTERCEPT], NF_STAT_ESTIMATE, 0, "intercept");
-    n_names = out[OUT_WEIGHTS]->u.mat.rows;
+    nf_value_set_stat(out[RIDGE_OUT_INTERCEPT], NF_STAT_ESTIMATE, 0, "intercept");
+    n_names = out[RIDGE_OUT_WEIGHTS]->u.mat.rows;
     if (!(names = calloc((size_t)(n_names ? n_names : 1), sizeof *names))) {
         rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
         goto fail;
@@ -273,13 +275,13 @@ static int label_outputs(const struct nf_run *run, struct nf_value **out)
             rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
             goto fail;
         }
-    NF_TRY(rc = nf_matrix_set_row_names(out[OUT_WEIGHTS], (const char *const *)names, run->err));
-    if (out[OUT_PREDICTIONS]) {
-        nf_value_set_stat(out[OUT_PREDICTIONS], NF_STAT_DATA, 0, "cross-validated predictions");
-        NF_TRY(rc = name_rows_numbered(out[OUT_PREDICTIONS], "sample-%lld", run->err));
+    NF_TRY(rc = nf_matrix_set_row_names(out[RIDGE_OUT_WEIGHTS], (const char *const *)names, run->err));
+    if (out[RIDGE_OUT_PREDICTIONS]) {
+        nf_value_set_stat(out[RIDGE_OUT_PREDICTIONS], NF_STAT_DATA, 0, "cross-validated predictions");
+        NF_TRY(rc = name_rows_numbered(out[RIDGE_OUT_PREDICTIONS], "sample-%lld", run->err));
     }
-    if (out[OUT_CV_SCORES]) {
-        struct nf_value *cv = out[OUT_CV_SCORES];
+    if (out[RIDGE_OUT_CV_SCORES]) {
+        struct nf_value *cv = out[RIDGE_OUT_CV_SCORES];
         nf_value_set_stat(cv, NF_STAT_SCORE, 0, pearson ? "Pearson r of each fold and alpha"
                                                         : "R^2 of each fold and alpha");
         for (int64_t j = 0; j < n_names; j++)
@@ -311,12 +313,12 @@ int nf_ridge_finish_outputs(struct nf_run *run, struct nf_value **out, bool cent
     for (int64_t v = 0; v < V && center; v++) {
         double acc = y_mean[v];
         for (int64_t j = 0; j < p; j++)
-            acc -= x_mean[j] * out[OUT_WEIGHTS]->u.mat.data[j * V + v];
-        out[OUT_INTERCEPT]->u.mat.data[v] = (float)acc;
+            acc -= x_mean[j] * out[RIDGE_OUT_WEIGHTS]->u.mat.data[j * V + v];
+        out[RIDGE_OUT_INTERCEPT]->u.mat.data[v] = (float)acc;
     }
     if ((rc = label_outputs(run, out)) < 0)
         return rc;
-    for (int o = 0; o < 6; o++) {
+    for (int o = 0; o < RIDGE_N_OUT; o++) {
         run->out[o] = out[o];
         out[o] = NULL;
     }
@@ -875,7 +877,7 @@ int nf_ridge_check_finite(const float *a, int64_t n, const char *what, const str
 int nf_ridge_check_inputs(const struct nf_run *run, const float *X, const float *Y, int64_t n, int64_t p,
                           int64_t V, int64_t k, int64_t A, bool center)
 {
-    const struct nf_value *xin = run->in[IN_X], *yin = run->in[IN_Y];
+    const struct nf_value *xin = run->in[RIDGE_IN_X], *yin = run->in[RIDGE_IN_Y];
     const struct nf_loc *loc = nf_node_loc(run->node);
     const char *id = nf_node_id(run->node);
     int rc = 0;
@@ -951,15 +953,15 @@ static void finish_block(const struct ridge_ctx *c, struct block *b, struct nf_v
             }
         }
         best[v] = pick;
-        out[OUT_ALPHA]->u.mat.data[b->b0 + v] = (float)c->alphas[pick];
-        out[OUT_SCORE]->u.mat.data[b->b0 + v] = pick_mean;
+        out[RIDGE_OUT_ALPHA]->u.mat.data[b->b0 + v] = (float)c->alphas[pick];
+        out[RIDGE_OUT_SCORE]->u.mat.data[b->b0 + v] = pick_mean;
     }
-    if (out[OUT_CV_SCORES])
+    if (out[RIDGE_OUT_CV_SCORES])
         for (int64_t fa = 0; fa < c->k * c->A; fa++)
             for (int64_t v = 0; v < b->nb; v++)
-                out[OUT_CV_SCORES]->u.mat.data[fa * c->V + b->b0 + v] = (float)b->score[fa * b->nb + v];
+                out[RIDGE_OUT_CV_SCORES]->u.mat.data[fa * c->V + b->b0 + v] = (float)b->score[fa * b->nb + v];
     /* cross-validated predictions at the chosen alpha */
-    if (out[OUT_PREDICTIONS])
+    if (out[RIDGE_OUT_PREDICTIONS])
         for (int64_t f = 0; f < c->k; f++) {
             const struct fold *fd = &c->folds[f];
             const float *UtY = b->UtY + f * rmax * b->nb;
@@ -973,7 +975,7 @@ static void finish_block(const struct ridge_ctx *c, struct block *b, struct nf_v
             const double *ym = b->y_tr_mean + f * b->nb;
             for (int64_t i = 0; i < fd->n_val; i++) {
                 int64_t row = c->perm ? c->perm[fd->v0 + i] : fd->v0 + i;   /* back to Y's order */
-                float *dst = out[OUT_PREDICTIONS]->u.mat.data + row * c->V + b->b0;
+                float *dst = out[RIDGE_OUT_PREDICTIONS]->u.mat.data + row * c->V + b->b0;
                 for (int64_t v = 0; v < b->nb; v++)
                     dst[v] = b->pred[i * b->nb + v] + (float)ym[v];
             }
@@ -986,7 +988,7 @@ static void finish_block(const struct ridge_ctx *c, struct block *b, struct nf_v
             full[j * b->nb + v] = (float)(uty * (sj / (sj * sj + c->alphas[best[v]])));
         }
     c->K->sgemm(true, false, c->p, b->nb, c->r, 1.0f, c->Vt, c->p, full, b->nb, 0.0f,
-                out[OUT_WEIGHTS]->u.mat.data + b->b0, c->V);
+                out[RIDGE_OUT_WEIGHTS]->u.mat.data + b->b0, c->V);
 }
 
 static void *ridge_worker(void *arg)
@@ -1062,7 +1064,7 @@ static int run_workers(struct ridge_work *w, const struct nf_run *run)
 static int ridge_run(struct nf_run *run)
 {
     const struct ridge_params *prm = run->params;
-    const struct nf_value *xin = run->in[IN_X], *yin = run->in[IN_Y];
+    const struct nf_value *xin = run->in[RIDGE_IN_X], *yin = run->in[RIDGE_IN_Y];
     struct ridge_ctx c = { 0 };
     struct nf_value *out[6] = { 0 };
     double *alpha_score_sum = NULL;
@@ -1099,7 +1101,7 @@ static int ridge_run(struct nf_run *run)
         c.block = 1;
     /* folds first: leave-one-group-out decides their number */
     NF_TRY(rc = nf_ridge_assign_folds(prm, c.n, c.p, c.k, &c.X, &c.fold_size, &c.perm, &c.X_perm,
-                                      run->in[IN_GROUPS], run, &c.k));
+                                      run->in[RIDGE_IN_GROUPS], run, &c.k));
     struct nf_geom *geom = yin->u.mat.geom;
     NF_TRY(rc = nf_ridge_new_outputs(run, c.n, c.p, c.k, c.A, c.V, geom, out));
 
@@ -1152,7 +1154,7 @@ static int ridge_run(struct nf_run *run)
     rc = nf_ridge_finish_outputs(run, out, c.center, c.x_mean, c.y_mean, c.p, c.V);
 fail:
     nf_blas_set_threads(blas);
-    for (int o = 0; o < 6; o++)
+    for (int o = 0; o < RIDGE_N_OUT; o++)
         nf_value_unref(out[o]);
     free(alpha_score_sum);
     free_ctx(&c);

@@ -930,8 +930,8 @@ static int summarize_threshold(struct summarize_ctx *ctx, struct nf_value **tabl
         for (int64_t c = 0; c < pv.n; c++)
             pfull[map_offset(&pv, c)] = pv.values[c];
     }
-    if (run->in && run->in[SUM_IN_ATLAS]) {
-        atlas = nf_value_materialize(run->in[SUM_IN_ATLAS], err);
+    if (run->in && run->in[SUMMARIZE_IN_ATLAS]) {
+        atlas = nf_value_materialize(run->in[SUMMARIZE_IN_ATLAS], err);
         if (!atlas) {
             rc = err->code ? err->code : NF_EIO;
             goto fail;
@@ -1222,8 +1222,8 @@ static int summarize_run(struct nf_run *run)
         rc = run->err->code ? run->err->code : NF_ENOMEM;
         goto fail;
     }
-    run->out[SUM_OUT_TABLE] = clusters;
-    run->out[SUM_OUT_FILES] = files;
+    run->out[SUMMARIZE_OUT_TABLE] = clusters;
+    run->out[SUMMARIZE_OUT_FILES] = files;
     clusters = files = NULL;
 
 fail:
@@ -1273,9 +1273,9 @@ static int summarize_resolve(struct nf_resolve *r)
             goto fail;
         }
     }
-    r->out[SUM_OUT_TABLE] = (struct nf_shape){.kind = NF_KIND_TABLE,
+    r->out[SUMMARIZE_OUT_TABLE] = (struct nf_shape){.kind = NF_KIND_TABLE,
                                               .dim = {0, SUM_CLUSTER_COLUMNS}};
-    r->out[SUM_OUT_FILES] = (struct nf_shape){.kind = NF_KIND_TABLE, .dim = {0, 2}};
+    r->out[SUMMARIZE_OUT_FILES] = (struct nf_shape){.kind = NF_KIND_TABLE, .dim = {0, 2}};
 
 fail:
     return rc;
@@ -1308,9 +1308,9 @@ static uint64_t summarize_estimate(const void *params, const struct nf_shape *in
     (void)out;
     if (!thresholding(p))
         return 0;
-    if (in && in[SUM_IN_ATLAS].kind == NF_KIND_VOLUME)
-        nvox = (uint64_t)(in[SUM_IN_ATLAS].dim[0] * in[SUM_IN_ATLAS].dim[1] *
-                          in[SUM_IN_ATLAS].dim[2]);
+    if (in && in[SUMMARIZE_IN_ATLAS].kind == NF_KIND_VOLUME)
+        nvox = (uint64_t)(in[SUMMARIZE_IN_ATLAS].dim[0] * in[SUMMARIZE_IN_ATLAS].dim[1] *
+                          in[SUMMARIZE_IN_ATLAS].dim[2]);
     return nvox * (1 + 8 + 4 + 8 + 4 + 4);
 }
 
@@ -1348,6 +1348,8 @@ static const struct nf_port summarize_outputs[] = {
      NF_PT_TABLE, 0},
     NF_PORT_END,
 };
+NF_PORTS_MATCH(summarize_inputs, SUMMARIZE_N_IN);
+NF_PORTS_MATCH(summarize_outputs, SUMMARIZE_N_OUT);
 
 const struct nf_node_type nf_node_summarize = {
     .name = "summarize",
