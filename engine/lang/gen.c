@@ -187,39 +187,40 @@ void nf_gen_node_help(const struct nf_node_type *t, FILE *out)
     }
 }
 
-int nf_gen_all(const char *root)
+/* Write the generated text to `path` (created or replaced). */
+static int write_generated(const char *path, const struct nf_node_type *t, struct nf_error *err)
 {
-    struct nf_error err = { 0 };
-    char *schemas = nf_path_join(root, "schemas"), *docs = nf_path_join(root, "docs/nodes");
-    int rc = -1;
-    if (!schemas || !docs || nf_mkdirs(schemas, &err) < 0 || nf_mkdirs(docs, &err) < 0)
-        goto fail;
-    char *path = nf_path_join(schemas, "pipeline.schema.json");
     FILE *f = path ? fopen(path, "w") : NULL;
-    if (!f) {
-        fprintf(stderr, "nlflow: error: cannot write '%s'\n", path ? path : "?");
-        free(path);
+    if (!f)
+        return NF_FAIL(err, NF_EIO, "cannot write '%s'", path ? path : "?");
+    if (t)
+        nf_gen_node_markdown(t, f);
+    else
+        nf_gen_schema(f);
+    fclose(f);
+    return 0;
+}
+
+int nf_gen_all(const char *root, struct nf_error *err)
+{
+    char *schemas = nf_path_join(root, "schemas"), *docs = nf_path_join(root, "docs/nodes");
+    char *path = NULL;
+    int rc = 0;
+    if (!schemas || !docs) {
+        rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
         goto fail;
     }
-    nf_gen_schema(f);
-    fclose(f);
-    free(path);
+    NF_TRY(rc = nf_mkdirs(schemas, err));
+    NF_TRY(rc = nf_mkdirs(docs, err));
+    path = nf_path_join(schemas, "pipeline.schema.json");
+    NF_TRY(rc = write_generated(path, NULL, err));
     for (size_t i = 0; nf_node_types[i]; i++) {
-        char *name = nf_asprintf("%s/%s.md", docs, nf_node_types[i]->name);
-        f = name ? fopen(name, "w") : NULL;
-        if (!f) {
-            fprintf(stderr, "nlflow: error: cannot write '%s'\n", name ? name : "?");
-            free(name);
-            goto fail;
-        }
-        nf_gen_node_markdown(nf_node_types[i], f);
-        fclose(f);
-        free(name);
+        free(path);
+        path = nf_asprintf("%s/%s.md", docs, nf_node_types[i]->name);
+        NF_TRY(rc = write_generated(path, nf_node_types[i], err));
     }
-    rc = 0;
 fail:
-    if (err.code)
-        nf_error_print(&err);
+    free(path);
     free(schemas);
     free(docs);
     return rc;
