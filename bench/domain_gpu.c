@@ -73,7 +73,7 @@ static const struct nf_node_type *variant_node(int variant)
 
 static int run_node(struct gpu_state *st, bool gpu, struct nf_value **out, struct nf_error *err)
 {
-    struct nf_env env = { .threads = st->threads, .seed = 1, .quiet = true };
+    struct nf_env env = { .threads = st->threads, .seed = 1 };
     bool wanted[6] = { true, true, true, false, true, false };
     bool map_only[PREDICT_N_OUT] = { [PREDICT_OUT_MAP] = true };
     struct nf_run run = { .params = st->params, .env = &env, .in = st->in, .out = out, .err = err,

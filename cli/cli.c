@@ -325,7 +325,7 @@ static int run_pipeline(struct cli_opts *o, enum stop_after stop)
     if (open_cache(p, o, &cache, &status) < 0)
         goto done;
     int threads = p->settings.threads > 0 ? p->settings.threads : nf_cpu_count();
-    struct nf_exec_opts eo = { .threads = threads, .json = o->json, .quiet = o->quiet,
+    struct nf_exec_opts eo = { .threads = threads, .json = o->json,
                                .cache = cache, .cache_strict = o->strict_cache };
     for (size_t i = 0; i < p->n_nodes; i++)
         wrote |= (p->nodes[i].type->flags & NF_NODE_SINK) != 0;

@@ -151,7 +151,6 @@ struct nf_env {
     int threads;                 /* worker threads available to this node */
     uint64_t memory_budget;      /* bytes */
     uint64_t seed;               /* settings.seed */
-    bool quiet;
     const struct nf_pipeline *pipeline;   /* the whole pipeline (sinks name where their
                                              inputs came from); NULL in unit tests */
 };

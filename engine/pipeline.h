@@ -129,8 +129,8 @@ void nf_pipeline_env(const struct nf_pipeline *p, struct nf_env *env);
 struct nf_cache;
 struct nf_exec_opts {
     int threads;            /* resolved worker count */
-    bool json;              /* machine-readable events on stdout */
-    bool quiet;
+    bool json;              /* machine-readable events on stdout (--quiet is
+                               nf_log_quiet, util.h: the one quiet switch) */
     struct nf_cache *cache; /* NULL: no caching */
     bool cache_strict;      /* a cache write failure fails the run */
     /* tests: each node that ran or was fetched hands its outputs (borrowed,

@@ -403,7 +403,7 @@ static void test_encoding_pipeline(void **state)
     struct nf_diags d;
     char *dir;
     struct nf_pipeline *p = load_example("encoding.yaml", &dir, &d);
-    struct nf_exec_opts o = { .threads = 2, .quiet = true };
+    struct nf_exec_opts o = { .threads = 2 };
     assert_int_equal(nf_execute(p, &o, &err), 0);
     char *score_path = nf_asprintf("%s/results/encoding/sub-01_encoding_stat-score_statmap.nii.gz", dir);
     char *truth_path = nf_asprintf("%s/results/encoding/encoding_stat-truth_statmap.nii.gz", dir);
