@@ -1,5 +1,6 @@
 /* params.h — filling a node's params struct from YAML through its parameter
- * table (engine-internal; node.h has the table types). */
+ * table, and the per-type operations that keys.c and gen.c use too
+ * (engine-internal; node.h has the table types). */
 #ifndef NF_PARAMS_H
 #define NF_PARAMS_H
 
