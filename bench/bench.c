@@ -1076,7 +1076,7 @@ int nf_bench_run_pipeline_node(const char *path, int threads, bool with_cache, c
         if (rc < 0)
             goto fail;
     }
-    struct nf_exec_opts eo = { .threads = threads, .quiet = true, .cache = cache };
+    struct nf_exec_opts eo = { .threads = threads, .cache = cache };
     rc = nf_execute(p, &eo, err);
     for (size_t i = 0; rc == 0 && node && node_s && i < p->n_nodes; i++)
         if (strcmp(p->nodes[i].id, node) == 0)

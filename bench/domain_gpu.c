@@ -72,7 +72,7 @@ static const struct nf_node_type *variant_node(int variant)
 
 static int run_node(struct gpu_state *st, bool gpu, struct nf_value **out, struct nf_error *err)
 {
-    struct nf_env env = { .threads = st->threads, .seed = 1, .quiet = true };
+    struct nf_env env = { .threads = st->threads, .seed = 1 };
     bool wanted[6] = { true, true, true, false, true, false };
     bool map_only[PREDICT_N_OUT] = { [PREDICT_OUT_MAP] = true };
     struct nf_run run = { .params = st->params, .env = &env, .in = st->in, .out = out, .err = err,
@@ -209,14 +209,14 @@ static int gpu_setup(const struct nf_bench_ctx *ctx, void **state, struct nf_err
         struct ridge_params *prm = calloc(1, sizeof *prm);
         float *W = malloc((size_t)(p * V) * sizeof *W);
         st->params = prm;
-        if (!prm || !W || !(st->in[IN_X] = nf_value_new_matrix(n, p, NULL, err)) ||
-            !(st->in[IN_Y] = nf_value_new_matrix(n, V, NULL, err))) {
+        if (!prm || !W || !(st->in[RIDGE_IN_X] = nf_value_new_matrix(n, p, NULL, err)) ||
+            !(st->in[RIDGE_IN_Y] = nf_value_new_matrix(n, V, NULL, err))) {
             free(W);
             rc = NF_FAIL(err, NF_ENOMEM, "out of memory for the ridge data");
             goto fail;
         }
         nf_params_defaults(&nf_node_ridge, prm);   /* logspace(-2, 4, 20), 5 folds, per voxel */
-        float *X = st->in[IN_X]->u.mat.data, *Y = st->in[IN_Y]->u.mat.data;
+        float *X = st->in[RIDGE_IN_X]->u.mat.data, *Y = st->in[RIDGE_IN_Y]->u.mat.data;
         const double phi = 0.9, innovation = sqrt(1.0 - phi * phi);
         for (int64_t j = 0; j < p; j++) {
             double x = nf_rand_normal(&seed);
@@ -241,7 +241,7 @@ static int gpu_setup(const struct nf_bench_ctx *ctx, void **state, struct nf_err
         const int64_t n = ctx->size[0], V = ctx->size[1];
         struct permute_params *prm = calloc(1, sizeof *prm);
         st->params = prm;
-        if (!prm || !(st->in[PIN_DATA] = nf_value_new_matrix(n, V, NULL, err))) {
+        if (!prm || !(st->in[PERMUTE_IN_DATA] = nf_value_new_matrix(n, V, NULL, err))) {
             rc = NF_FAIL(err, NF_ENOMEM, "out of memory for the permutation data");
             goto fail;
         }
@@ -250,7 +250,7 @@ static int gpu_setup(const struct nf_bench_ctx *ctx, void **state, struct nf_err
         prm->n_permutations = ctx->size[2];
         prm->exact = PERM_EXACT_NEVER;
         prm->seed = 0;
-        float *D = st->in[PIN_DATA]->u.mat.data;
+        float *D = st->in[PERMUTE_IN_DATA]->u.mat.data;
         for (int64_t i = 0; i < n; i++)
             for (int64_t v = 0; v < V; v++)
                 D[i * V + v] = (float)(nf_rand_normal(&seed) + (v % 20 == 0 ? 0.4 : 0.0));
@@ -285,10 +285,10 @@ static double gpu_flops(const struct nf_bench_ctx *ctx)
     if (ctx->cond->variant == GPU_RIDGE) {
         struct ridge_params prm;
         nf_params_defaults(&nf_node_ridge, &prm);
-        in[IN_X].kind = in[IN_Y].kind = NF_KIND_MATRIX;
-        in[IN_X].dim[0] = in[IN_Y].dim[0] = ctx->size[0];
-        in[IN_X].dim[1] = ctx->size[2];
-        in[IN_Y].dim[1] = ctx->size[1];
+        in[RIDGE_IN_X].kind = in[RIDGE_IN_Y].kind = NF_KIND_MATRIX;
+        in[RIDGE_IN_X].dim[0] = in[RIDGE_IN_Y].dim[0] = ctx->size[0];
+        in[RIDGE_IN_X].dim[1] = ctx->size[2];
+        in[RIDGE_IN_Y].dim[1] = ctx->size[1];
         ok = nf_ridge_cost(&prm, in, NULL, &c);
         nf_params_release(&nf_node_ridge, &prm);
     } else {
@@ -296,9 +296,9 @@ static double gpu_flops(const struct nf_bench_ctx *ctx)
         nf_params_defaults(&nf_node_permute, &prm);
         prm.n_permutations = ctx->size[2];
         prm.exact = PERM_EXACT_NEVER;
-        in[PIN_DATA].kind = NF_KIND_MATRIX;
-        in[PIN_DATA].dim[0] = ctx->size[0];
-        in[PIN_DATA].dim[1] = ctx->size[1];
+        in[PERMUTE_IN_DATA].kind = NF_KIND_MATRIX;
+        in[PERMUTE_IN_DATA].dim[0] = ctx->size[0];
+        in[PERMUTE_IN_DATA].dim[1] = ctx->size[1];
         ok = nf_permute_cost(&prm, in, NULL, &c);
         nf_params_release(&nf_node_permute, &prm);
     }
@@ -340,7 +340,7 @@ static void gpu_describe(const struct nf_bench_ctx *ctx, void *state, struct nf_
      * that follows another on the same data. Cold: one run on a fresh copy of
      * that input (a new value), its upload included, as for the first GPU node. */
     double cold_s = NAN;
-    int big = st->variant == GPU_RIDGE ? IN_Y : st->variant == GPU_PERMUTE ? PIN_DATA : PREDICT_IN_X;
+    int big = st->variant == GPU_RIDGE ? RIDGE_IN_Y : st->variant == GPU_PERMUTE ? PERMUTE_IN_DATA : PREDICT_IN_X;
     struct nf_value *fresh = st->in[big] ? nf_value_new_matrix(st->in[big]->u.mat.rows, st->in[big]->u.mat.cols,
                                                                st->in[big]->u.mat.geom, &err) : NULL;
     if (fresh) {
@@ -378,7 +378,7 @@ static void gpu_describe(const struct nf_bench_ctx *ctx, void *state, struct nf_
         nf_strbuf_addf(json, ", \"agree_fraction\": %.6g, \"agree_output\": \"map\", \"max_diff\": %.3g, "
                        "\"diff_output\": \"map\"", (double)same / (double)(nv ? nv : 1), worst);
     } else if (!rc_cpu && !rc_gpu) {
-        int first = st->variant == GPU_RIDGE ? OUT_ALPHA : POUT_P, second = st->variant == GPU_RIDGE ? OUT_SCORE : POUT_P_FWE;
+        int first = st->variant == GPU_RIDGE ? RIDGE_OUT_ALPHA : PERMUTE_OUT_P, second = st->variant == GPU_RIDGE ? RIDGE_OUT_SCORE : PERMUTE_OUT_P_FWE;
         int64_t same = 0, nv = cpu[first]->u.mat.cols;
         double worst = 0;
         for (int64_t v = 0; v < nv; v++) {

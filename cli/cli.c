@@ -6,6 +6,7 @@
  * and stderr for logs.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <inttypes.h>
 #include <malloc.h>
 #include <signal.h>
@@ -70,12 +71,25 @@ static const char usage_text[] =
     "\n"
     "exit status: 0 success, 1 runtime failure, 2 invalid pipeline or usage, 130 interrupted\n";
 
-static int usage_error(const char *fmt, const char *arg)
+/* A usage error is an nf_error like any other; it is printed with a pointer
+ * to --help instead of the "error:" prefix. Returns the exit status. */
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage_error(const char *fmt, ...)
 {
-    fprintf(stderr, "nlflow: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n(see 'nlflow --help')\n");
-    return 2;
+    struct nf_error err = { 0 };
+    va_list ap;
+    va_start(ap, fmt);
+    nf_error_vset(&err, NF_EUSAGE, NULL, NULL, __FILE__, __LINE__, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "nlflow: %s\n(see 'nlflow --help')\n", err.msg);
+    return nf_err_exit_status(err.code);
+}
+
+/* Print err and return the exit status it calls for. */
+static int fail_with(const struct nf_error *err)
+{
+    nf_error_print(err);
+    return nf_err_exit_status(err->code);
 }
 
 struct cli_opts {
@@ -94,8 +108,11 @@ static int parse_run_opts(int argc, char **argv, struct cli_opts *o)
     o->ov.memory = -1;
     o->ov.threads = -1;
     o->ov.set = calloc((size_t)argc + 1, sizeof(char *));
-    if (!o->ov.set)
-        return 1;
+    if (!o->ov.set) {
+        struct nf_error err = { 0 };
+        NF_FAIL(&err, NF_ENOMEM, "out of memory");
+        return fail_with(&err);
+    }
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -177,8 +194,7 @@ static int open_cache(const struct nf_pipeline *p, const struct cli_opts *o, str
     if (rc == 0)
         return 0;
     if (o->strict_cache || err.code == NF_EINVAL || err.code == NF_EUSAGE) {
-        nf_error_print(&err);
-        *status = err.code == NF_EIO || err.code == NF_ENOMEM ? 1 : 2;
+        *status = fail_with(&err);
         return -1;
     }
     char buf[1200];
@@ -197,19 +213,18 @@ static int explain(const struct nf_pipeline *p, const struct cli_opts *o, FILE *
     int status = 0;
     if (!keys) {
         free(path);
-        return 1;
+        NF_FAIL(&err, NF_ENOMEM, "out of memory");
+        return fail_with(&err);
     }
     if (path && access(path, F_OK) == 0) {
         struct nf_cache_opts co = { 0 };
         if (nf_cache_open(path, &co, &cache, &err) < 0) {
-            nf_error_print(&err);
-            status = 1;
+            status = fail_with(&err);
             goto done;
         }
     }
     if (nf_keys_plan(p, cache, keys, &err) < 0) {
-        nf_error_print(&err);
-        status = 1;
+        status = fail_with(&err);
         goto done;
     }
     fprintf(out, "\ncache: %s\n", cache ? nf_cache_path(cache) : path ? "(none yet: every node will run)" : "(disabled)");
@@ -310,7 +325,7 @@ static int run_pipeline(struct cli_opts *o, enum stop_after stop)
     if (open_cache(p, o, &cache, &status) < 0)
         goto done;
     int threads = p->settings.threads > 0 ? p->settings.threads : nf_cpu_count();
-    struct nf_exec_opts eo = { .threads = threads, .json = o->json, .quiet = o->quiet,
+    struct nf_exec_opts eo = { .threads = threads, .json = o->json,
                                .cache = cache, .cache_strict = o->strict_cache };
     for (size_t i = 0; i < p->n_nodes; i++)
         wrote |= (p->nodes[i].type->flags & NF_NODE_SINK) != 0;
@@ -343,8 +358,9 @@ invalid:
     nf_diags_print(&d);
     nf_event_diags(&d, warned, phase);
     /* Everything found before execution is a problem of the pipeline as
-     * written (or of its settings): exit 2, nothing was computed. */
-    status = 2;
+     * written (or of its settings), whatever the first code: exit 2, nothing
+     * was computed. */
+    status = nf_err_exit_status(NF_EINVAL);
 done:
     nf_cache_close(cache);
     run_end_event(status, nf_now() - t0, p, wrote && status == 0);
@@ -370,9 +386,7 @@ static int cmd_nodes(int argc, char **argv)
         if (!t) {
             char hint[160];
             nf_node_type_suggest(name, hint, sizeof hint);
-            fprintf(stderr, "nlflow: unknown node type '%s' (%ssee 'nlflow nodes')\n(see 'nlflow --help')\n", name,
-                    hint);
-            return 2;
+            return usage_error("unknown node type '%s' (%ssee 'nlflow nodes')", name, hint);
         }
         if (markdown)
             nf_gen_node_markdown(t, stdout);
@@ -435,8 +449,7 @@ static int devices_rates(bool calibrate)
             printf("gpu rates: not measured (%s)\n", err.msg);
         }
         if (nf_rates_save(path, &r, &err) < 0) {
-            nf_error_print(&err);
-            status = 1;
+            status = fail_with(&err);
         } else {
             printf("rates stored in %s\n", path);
         }
@@ -488,8 +501,9 @@ static int cmd_simulate(int argc, char **argv)
         { "--effect-size", "effect_size" }, { "--noise", "noise" },
     };
     struct nf_strbuf sb;
+    struct nf_error err = { 0 };
     const char *out = NULL;
-    int status = 2;
+    int status = 0;
     char tmpl[] = "/tmp/nlflow-simulate-XXXXXX";
     char *yaml = NULL, *abs_out = NULL;
     nf_strbuf_init(&sb);
@@ -526,26 +540,28 @@ static int cmd_simulate(int argc, char **argv)
         nf_strbuf_release(&sb);
         return usage_error("%s", "simulate needs --out DIR");
     }
-    {
-        struct nf_error err = { 0 };
-        if (nf_mkdirs(out, &err) < 0) {
-            nf_error_print(&err);
-            status = 1;
-            goto fail;
-        }
+    if (nf_mkdirs(out, &err) < 0) {
+        status = fail_with(&err);
+        goto fail;
     }
     abs_out = realpath(out, NULL);
-    if (!abs_out)
+    if (!abs_out) {
+        NF_FAIL(&err, NF_EIO, "cannot resolve '%s': %s", out, strerror(errno));
+        status = fail_with(&err);
         goto fail;
+    }
     nf_strbuf_addf(&sb, "    write: ");
     nf_strbuf_add_json_str(&sb, abs_out);
     nf_strbuf_addf(&sb, "\n");
     int fd = mkstemp(tmpl);
-    if (fd < 0)
-        goto fail;
-    FILE *f = fdopen(fd, "w");
+    FILE *f = fd < 0 ? NULL : fdopen(fd, "w");
     if (!f) {
-        close(fd);
+        NF_FAIL(&err, NF_EIO, "cannot write '%s': %s", tmpl, strerror(errno));
+        status = fail_with(&err);
+        if (fd >= 0) {
+            close(fd);
+            unlink(tmpl);
+        }
         goto fail;
     }
     fputs(sb.buf, f);
@@ -554,7 +570,7 @@ static int cmd_simulate(int argc, char **argv)
     {
         struct cli_opts o;
         char *args[] = { yaml };
-        if (parse_run_opts(1, args, &o) != 0)
+        if ((status = parse_run_opts(1, args, &o)) != 0)
             goto fail;
         status = run_pipeline(&o, STOP_RUN);
         free(o.ov.set);
@@ -620,8 +636,9 @@ static int cmd_cache(int argc, char **argv)
     char *pipeline_abs = NULL, *beside = NULL;
     if (pipeline) {
         if (!(pipeline_abs = realpath(pipeline, NULL))) {
-            fprintf(stderr, "nlflow: error: cannot find pipeline '%s': %s\n", pipeline, strerror(errno));
-            return 1;
+            struct nf_error err = { 0 };
+            NF_FAIL(&err, NF_EIO, "cannot find pipeline '%s': %s", pipeline, strerror(errno));
+            return fail_with(&err);
         }
         if (!path_given) {
             char *dir = nf_path_dirname(pipeline_abs);
@@ -636,10 +653,10 @@ static int cmd_cache(int argc, char **argv)
     struct nf_cache_opts co = { 0 };
     int status = 0;
     if (access(path, F_OK) != 0) {
-        fprintf(stderr, "nlflow: error: no cache at '%s' (use --cache PATH)\n", path);
+        NF_FAIL(&err, NF_EIO, "no cache at '%s' (use --cache PATH)", path);
         free(pipeline_abs);
         free(beside);
-        return 1;
+        return fail_with(&err);
     }
     if (nf_cache_open(path, &co, &c, &err) < 0)
         goto fail;
@@ -685,11 +702,11 @@ static int cmd_cache(int argc, char **argv)
     free(beside);
     return status;
 fail:
-    nf_error_print(&err);
+    status = fail_with(&err);
     nf_cache_close(c);
     free(pipeline_abs);
     free(beside);
-    return err.code == NF_EUSAGE || err.code == NF_EINVAL ? 2 : 1;
+    return status;
 }
 
 int main(int argc, char **argv)
@@ -700,7 +717,7 @@ int main(int argc, char **argv)
     mallopt(M_MMAP_THRESHOLD, 1 << 20);
     if (argc < 2) {
         fputs(usage_text, stderr);
-        return 2;
+        return nf_err_exit_status(NF_EUSAGE);
     }
     const char *cmd = argv[1];
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
@@ -728,7 +745,8 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "gen-docs") == 0) {
         if (argc < 3)
             return usage_error("%s", "gen-docs needs the project root folder");
-        return nf_gen_all(argv[2]) == 0 ? 0 : 1;
+        struct nf_error err = { 0 };
+        return nf_gen_all(argv[2], &err) < 0 ? fail_with(&err) : 0;
     }
     if (strcmp(cmd, "devices") == 0)
         return cmd_devices(argc - 2, argv + 2);

@@ -64,7 +64,56 @@ struct nf_param {
     unsigned flags;
     int len_min, len_max;       /* NUM_LIST / STR_LIST lengths; 0 = no bound */
 };
-#define NF_PARAM_END { NULL, NULL, 0, 0, {0, 0, NULL}, 0, 0, NULL, 0, 0, 0 }
+
+/* Table rows. `off` is the field's offsetof in the node's params struct (a
+ * node usually writes `#define FIELD(f) offsetof(struct x_params, f)` above
+ * its table); min == max == 0 means no range. The _F variants take flags
+ * (NF_PF_*) before the help text. */
+#define NF_PARAM_INT_F(name_, off, def_, min_, max_, flags_, help_) \
+    { .name = (name_), .help = (help_), .type = NF_P_INT, .offset = (off), \
+      .def = { .i = (def_) }, .min = (min_), .max = (max_), .flags = (flags_) }
+#define NF_PARAM_INT(name_, off, def_, min_, max_, help_) \
+    NF_PARAM_INT_F(name_, off, def_, min_, max_, 0, help_)
+/* An integer also accepted as {key[0]: n} (predict's reduce: {pca: 10}). */
+#define NF_PARAM_KEYED_INT(name_, off, key, def_, min_, max_, help_) \
+    { .name = (name_), .help = (help_), .type = NF_P_INT, .offset = (off), \
+      .def = { .i = (def_) }, .min = (min_), .max = (max_), .choices = (key) }
+/* A seed: -1 (the default) means settings.seed. */
+#define NF_PARAM_SEED(name_, off, max_, help_) \
+    NF_PARAM_INT_F(name_, off, -1, -1, max_, NF_PF_SEED, help_)
+#define NF_PARAM_NUM_F(name_, off, def_, min_, max_, flags_, help_) \
+    { .name = (name_), .help = (help_), .type = NF_P_NUM, .offset = (off), \
+      .def = { .d = (def_) }, .min = (min_), .max = (max_), .flags = (flags_) }
+#define NF_PARAM_NUM(name_, off, def_, min_, max_, help_) \
+    NF_PARAM_NUM_F(name_, off, def_, min_, max_, 0, help_)
+#define NF_PARAM_BOOL(name_, off, def_, help_) \
+    { .name = (name_), .help = (help_), .type = NF_P_BOOL, .offset = (off), \
+      .def = { .i = (def_) } }
+/* choices: NULL-terminated; def_ is an index into it. */
+#define NF_PARAM_ENUM_F(name_, off, choices_, def_, flags_, help_) \
+    { .name = (name_), .help = (help_), .type = NF_P_ENUM, .offset = (off), \
+      .def = { .i = (def_) }, .choices = (choices_), .flags = (flags_) }
+#define NF_PARAM_ENUM(name_, off, choices_, def_, help_) \
+    NF_PARAM_ENUM_F(name_, off, choices_, def_, 0, help_)
+/* def_: the default text, "" for none (NULL in the params struct). */
+#define NF_PARAM_STR_F(name_, off, def_, flags_, help_) \
+    { .name = (name_), .help = (help_), .type = NF_P_STR, .offset = (off), \
+      .def = { .s = (def_) }, .flags = (flags_) }
+#define NF_PARAM_STR(name_, off, def_, help_) NF_PARAM_STR_F(name_, off, def_, 0, help_)
+#define NF_PARAM_PATH_F(name_, off, def_, flags_, help_) \
+    { .name = (name_), .help = (help_), .type = NF_P_PATH, .offset = (off), \
+      .def = { .s = (def_) }, .flags = (flags_) }
+#define NF_PARAM_PATH(name_, off, def_, help_) NF_PARAM_PATH_F(name_, off, def_, 0, help_)
+/* def_: "1,2,3", or "logspace:lo,hi,n" / "linspace:lo,hi,n"; min_/max_ bound
+ * every element, len_min/len_max the length (0: no bound). */
+#define NF_PARAM_NUM_LIST(name_, off, def_, min_, max_, len_min_, len_max_, help_) \
+    { .name = (name_), .help = (help_), .type = NF_P_NUM_LIST, .offset = (off), \
+      .def = { .s = (def_) }, .min = (min_), .max = (max_), \
+      .len_min = (len_min_), .len_max = (len_max_) }
+#define NF_PARAM_STR_LIST_F(name_, off, def_, len_min_, len_max_, flags_, help_) \
+    { .name = (name_), .help = (help_), .type = NF_P_STR_LIST, .offset = (off), \
+      .def = { .s = (def_) }, .flags = (flags_), .len_min = (len_min_), .len_max = (len_max_) }
+#define NF_PARAM_END { .name = NULL }
 
 /* ---- ports ---- */
 enum {
@@ -89,6 +138,12 @@ struct nf_port {
     unsigned flags;
 };
 #define NF_PORT_END { NULL, NULL, 0, 0 }
+/* Each node names its ports in two enums, <NODE>_IN_<PORT> ... <NODE>_N_IN and
+ * <NODE>_OUT_<PORT> ... <NODE>_N_OUT, in table order; this compile-time check
+ * (after the tables) keeps the count and the table together. */
+#define NF_PORTS_MATCH(table, count) \
+    _Static_assert(sizeof(table) / sizeof((table)[0]) == (size_t)(count) + 1, \
+                   #table " must list " #count " ports, then NF_PORT_END")
 
 /* ---- execution environment handed to run() ---- */
 struct nf_env {
@@ -100,7 +155,6 @@ struct nf_env {
     int threads;                 /* worker threads available to this node */
     uint64_t memory_budget;      /* bytes */
     uint64_t seed;               /* settings.seed */
-    bool quiet;
     const struct nf_pipeline *pipeline;   /* the whole pipeline, opaque to nodes (sinks
                                              ask nf_node_input_source where their inputs
                                              came from); NULL in unit tests */
@@ -311,7 +365,7 @@ void nf_node_type_suggest(const char *name, char *hint, size_t size);
 int nf_port_index(const struct nf_port *ports, const char *name);
 size_t nf_port_count(const struct nf_port *ports);
 
-/* ---- parameter table helpers (params.c) ---- */
+/* ---- parameter table helpers (lang/params.c) ---- */
 struct nf_ynode;   /* parse tree node, yaml.h */
 /* Fill every parameter with its default. */
 void nf_params_defaults(const struct nf_node_type *t, void *params);

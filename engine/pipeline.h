@@ -1,9 +1,11 @@
 /* pipeline.h — a validated pipeline: node instances, edges, settings, plan.
  *
- * Built by the phases in order: nf_parse_file (parse.c) gives a YAML tree with
- * marks; nf_validate (validate.c) turns it into a struct nf_pipeline, reporting
- * every error; nf_resolve_shapes (shapes.c), nf_place (place.c) and
- * nf_plan_memory (plan.c) fill in the per-node plan; nf_execute (exec.c) runs it.
+ * Built by the phases in order: nf_pipeline_load (lang/validate.c) reads the
+ * file, parses it into a YAML tree with marks (nf_yaml_parse, lang/ytree.c) and
+ * turns that into a struct nf_pipeline, reporting every error;
+ * nf_resolve_shapes (plan/shapes.c), nf_place (plan/place.c) and
+ * nf_plan_memory (plan/plan.c) fill in the per-node plan; nf_execute
+ * (run/exec.c) runs it.
  * The pipeline owns everything it points to; nf_pipeline_free releases it.
  */
 #ifndef NF_PIPELINE_H
@@ -129,8 +131,8 @@ void nf_pipeline_env(const struct nf_pipeline *p, struct nf_env *env);
 struct nf_cache;
 struct nf_exec_opts {
     int threads;            /* resolved worker count */
-    bool json;              /* machine-readable events on stdout */
-    bool quiet;
+    bool json;              /* machine-readable events on stdout (--quiet is
+                               nf_log_quiet, util.h: the one quiet switch) */
     struct nf_cache *cache; /* NULL: no caching */
     bool cache_strict;      /* a cache write failure fails the run */
     /* tests: each node that ran or was fetched hands its outputs (borrowed,

@@ -48,7 +48,7 @@
  * lock file. Network file systems are refused at open (SQLite's WAL needs the
  * shared memory and locks of a local disk).
  *
- * Testing aids (environment, read at open): NLFLOW_CACHE_MAX_PAGES=N sets
+ * Testing aids (environment, core/switches.h): NLFLOW_CACHE_MAX_PAGES=N sets
  * PRAGMA max_page_count (a real "disk full" after N pages of 16 KiB),
  * NLFLOW_CACHE_READONLY=1 opens the file read-only, NLFLOW_CACHE_FS_MAGIC=0x...
  * replaces the statfs file system type of the cache folder.
@@ -75,6 +75,7 @@
 #include <zstd.h>
 
 #include "cache.h"
+#include "core/switches.h"
 #include "core/util.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -529,10 +530,10 @@ static bool has_column(struct nf_cache *c, const char *table, const char *column
 /* Apply the testing aids read from the environment (see the top of the file). */
 static int apply_test_limits(struct nf_cache *c, struct nf_error *err)
 {
-    const char *pages = getenv("NLFLOW_CACHE_MAX_PAGES");
-    if (!pages || !*pages)
+    const struct nf_switches *sw = nf_switches();
+    if (!sw->cache_max_pages_set)
         return 0;
-    char *sql = nf_asprintf("PRAGMA max_page_count = %lld", atoll(pages));
+    char *sql = nf_asprintf("PRAGMA max_page_count = %lld", sw->cache_max_pages);
     if (!sql)
         return NF_FAIL(err, NF_ENOMEM, "out of memory");
     int rc = db_exec(c, sql, "setting max_page_count", err);
@@ -548,9 +549,8 @@ static int check_cache_folder(const char *path, struct nf_error *err)
         return NF_FAIL(err, NF_ENOMEM, "out of memory");
     NF_TRY(rc = nf_mkdirs(dir, err));
     unsigned long magic;
-    const char *inject = getenv("NLFLOW_CACHE_FS_MAGIC");
-    if (inject && *inject) {
-        magic = strtoul(inject, NULL, 0);
+    if (nf_switches()->cache_fs_magic_set) {
+        magic = nf_switches()->cache_fs_magic;
     } else {
         struct statfs sfs;
         if (statfs(dir, &sfs) != 0) {
@@ -584,8 +584,7 @@ int nf_cache_open(const char *path, const struct nf_cache_opts *o, struct nf_cac
 
     NF_TRY(rc = check_cache_folder(path, err));
 
-    const char *ro = getenv("NLFLOW_CACHE_READONLY");
-    int flags = (ro && *ro && strcmp(ro, "0") != 0)
+    int flags = nf_switches()->cache_readonly
                     ? SQLITE_OPEN_READONLY
                     : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
     /* NOMUTEX: this struct's own mutex serialises the connection */

@@ -4,10 +4,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+/* the state's layout, so that it lives on the stack: hashing allocates nothing
+ * and cannot fail */
+#define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
 
 #include "exec_cache.h"
 #include "keys.h"
+#include "lang/params.h"
 #include "core/util.h"
 
 void nf_keyset_release(struct nf_keyset *k)
@@ -49,6 +53,11 @@ static void feed_double(XXH3_state_t *st, double d)
     feed_u64(st, bits);
 }
 
+/* A parameter's value reaches the hash through its type's key op (params.c). */
+static void sink_u64(void *st, uint64_t v) { feed_u64(st, v); }
+static void sink_double(void *st, double v) { feed_double(st, v); }
+static void sink_str(void *st, const char *s) { feed_str(st, s); }
+
 static void feed_key(XXH3_state_t *st, struct nf_key k)
 {
     feed_u64(st, k.hi);
@@ -58,15 +67,14 @@ static void feed_key(XXH3_state_t *st, struct nf_key k)
 static struct nf_key digest(XXH3_state_t *st)
 {
     XXH128_hash_t h = XXH3_128bits_digest(st);
-    XXH3_freeState(st);
     return (struct nf_key){ h.high64, h.low64 };
 }
 
-static XXH3_state_t *start(const char *domain)
+/* Begin a key in the caller's `state` (on its stack): `XXH3_state_t state,
+ * *st = start(&state, "node");` then feed and digest(st). */
+static XXH3_state_t *start(XXH3_state_t *st, const char *domain)
 {
-    XXH3_state_t *st = XXH3_createState();
-    if (!st)
-        abort();   /* a 576-byte allocation: no sensible recovery */
+    XXH3_INITSTATE(st);
     XXH3_128bits_reset(st);
     feed_str(st, domain);
     feed_u64(st, NF_CACHE_FORMAT);
@@ -75,7 +83,7 @@ static XXH3_state_t *start(const char *domain)
 
 void nf_keyset_seal(struct nf_keyset *k)
 {
-    XXH3_state_t *st = start("collection");
+    XXH3_state_t state, *st = start(&state, "collection");
     feed_u64(st, k->n);
     for (size_t i = 0; i < k->n; i++)
         feed_key(st, k->items[i]);
@@ -93,7 +101,8 @@ static bool keyed(const struct nf_node_inst *node, const struct nf_param *p)
 struct nf_key nf_key_node_base(const struct nf_node_inst *node)
 {
     const struct nf_node_type *t = node->type;
-    XXH3_state_t *st = start("node");
+    XXH3_state_t state, *st = start(&state, "node");
+    const struct nf_key_sink sink = { sink_u64, sink_double, sink_str, st };
     feed_str(st, t->name);
     feed_u64(st, (uint64_t)t->version);
     for (const struct nf_param *p = t->params; p && p->name; p++) {
@@ -101,35 +110,14 @@ struct nf_key nf_key_node_base(const struct nf_node_inst *node)
             continue;
         const char *field = (const char *)node->params + p->offset;
         feed_str(st, p->name);
-        switch (p->type) {
-        case NF_P_INT: feed_u64(st, (uint64_t)*(const int64_t *)field); break;
-        case NF_P_NUM: feed_double(st, *(const double *)field); break;
-        case NF_P_BOOL: feed_u64(st, *(const bool *)field); break;
-        case NF_P_ENUM: feed_str(st, p->choices[*(const int *)field]); break;
-        case NF_P_STR:
-        case NF_P_PATH: feed_str(st, *(char *const *)field); break;
-        case NF_P_NUM_LIST: {
-            const struct nf_num_list *l = (const struct nf_num_list *)field;
-            feed_u64(st, l->n);
-            for (size_t i = 0; i < l->n; i++)
-                feed_double(st, l->v[i]);
-            break;
-        }
-        case NF_P_STR_LIST: {
-            const struct nf_str_list *l = (const struct nf_str_list *)field;
-            feed_u64(st, l->n);
-            for (size_t i = 0; i < l->n; i++)
-                feed_str(st, l->v[i]);
-            break;
-        }
-        }
+        nf_ptype_ops(p->type)->key(p, field, &sink);
     }
     return digest(st);
 }
 
 struct nf_key nf_key_combine(struct nf_key base, const struct nf_key *inputs, size_t n)
 {
-    XXH3_state_t *st = start("run");
+    XXH3_state_t state, *st = start(&state, "run");
     feed_key(st, base);
     feed_u64(st, n);
     for (size_t i = 0; i < n; i++)
@@ -139,7 +127,7 @@ struct nf_key nf_key_combine(struct nf_key base, const struct nf_key *inputs, si
 
 struct nf_key nf_key_output(struct nf_key run, int port)
 {
-    XXH3_state_t *st = start("output");
+    XXH3_state_t state, *st = start(&state, "output");
     feed_key(st, run);
     feed_u64(st, (uint64_t)port);
     return digest(st);
@@ -147,7 +135,7 @@ struct nf_key nf_key_output(struct nf_key run, int port)
 
 struct nf_key nf_key_file_value(struct nf_key load_base, struct nf_key content, const char *label)
 {
-    XXH3_state_t *st = start("file");
+    XXH3_state_t state, *st = start(&state, "file");
     feed_key(st, load_base);
     feed_key(st, content);
     feed_str(st, label);
@@ -158,47 +146,7 @@ struct nf_key nf_key_file_value(struct nf_key load_base, struct nf_key content, 
 static void param_value_json(const struct nf_node_inst *node, const struct nf_param *p,
                              struct nf_strbuf *sb)
 {
-    const char *field = (const char *)node->params + p->offset;
-    switch (p->type) {
-    case NF_P_INT: nf_strbuf_addf(sb, "%" PRId64, *(const int64_t *)field); break;
-    case NF_P_NUM: {
-        double d = *(const double *)field;
-        if (isfinite(d))
-            nf_strbuf_addf(sb, "%.15g", d);
-        else
-            nf_strbuf_addf(sb, "null");
-        break;
-    }
-    case NF_P_BOOL: nf_strbuf_addf(sb, "%s", *(const bool *)field ? "true" : "false"); break;
-    case NF_P_ENUM: nf_strbuf_add_json_str(sb, p->choices[*(const int *)field]); break;
-    case NF_P_STR:
-    case NF_P_PATH: {
-        const char *str = *(char *const *)field;
-        if (str)
-            nf_strbuf_add_json_str(sb, str);
-        else
-            nf_strbuf_addf(sb, "null");
-        break;
-    }
-    case NF_P_NUM_LIST: {
-        const struct nf_num_list *l = (const struct nf_num_list *)field;
-        nf_strbuf_addf(sb, "[");
-        for (size_t i = 0; i < l->n; i++)
-            nf_strbuf_addf(sb, "%s%.15g", i ? ", " : "", l->v[i]);
-        nf_strbuf_addf(sb, "]");
-        break;
-    }
-    case NF_P_STR_LIST: {
-        const struct nf_str_list *l = (const struct nf_str_list *)field;
-        nf_strbuf_addf(sb, "[");
-        for (size_t i = 0; i < l->n; i++) {
-            nf_strbuf_addf(sb, "%s", i ? ", " : "");
-            nf_strbuf_add_json_str(sb, l->v[i]);
-        }
-        nf_strbuf_addf(sb, "]");
-        break;
-    }
-    }
+    nf_ptype_ops(p->type)->json(p, (const char *)node->params + p->offset, sb);
 }
 
 char *nf_params_json(const struct nf_node_inst *node)
@@ -236,7 +184,7 @@ void nf_node_keys_release(struct nf_node_keys *k)
 
 static struct nf_key named_input(const char *name, struct nf_key key)
 {
-    XXH3_state_t *st = start("input");
+    XXH3_state_t state, *st = start(&state, "input");
     feed_str(st, name);
     feed_key(st, key);
     return digest(st);
@@ -277,7 +225,7 @@ static int key_environment(const struct nf_pipeline *p, const struct nf_node_ins
                            struct nf_error *err)
 {
     const struct nf_node_type *t = node->type;
-    XXH3_state_t *st = start("environment");
+    XXH3_state_t state, *st = start(&state, "environment");
     int rc = 1;
     feed_key(st, *base);
     if (node->device == NF_DEV_GPU && t->run_gpu) {
@@ -297,10 +245,8 @@ static int key_environment(const struct nf_pipeline *p, const struct nf_node_ins
         size_t n = 0;
         nf_pipeline_env(p, &env);
         rc = t->key_files(node->params, &env, &paths, &n, err);
-        if (rc < 0) {
-            XXH3_freeState(st);
+        if (rc < 0)
             return rc;
-        }
         rc = 1;
         for (size_t i = 0; i < n; i++) {
             struct nf_key content;
@@ -354,7 +300,7 @@ int nf_node_keys_compute(const struct nf_pipeline *p, size_t ni, struct nf_node_
             demand |= 1ull << o;
     if (demand) {
         uint64_t asked = nf_outputs_wanted(p, ni) & demand;
-        XXH3_state_t *st = start("on demand");
+        XXH3_state_t state, *st = start(&state, "on demand");
         feed_key(st, base);
         feed_u64(st, asked);
         base = digest(st);

@@ -103,6 +103,6 @@ void nf_diags_warn(struct nf_diags *d, const struct nf_error *w);
 /* Print all errors in file order, then return the first code (0 if none). */
 int nf_diags_print(const struct nf_diags *d);
 
-/* Warnings at run time go through the log (stderr), see log.h. */
+/* Warnings at run time go through the log (stderr): nf_warn in core/util.h. */
 
 #endif

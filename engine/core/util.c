@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "util.h"
+#include "switches.h"
 
 void *nf_malloc(size_t n) { return malloc(n ? n : 1); }
 void *nf_calloc(size_t n, size_t size) { return calloc(n ? n : 1, size ? size : 1); }
@@ -527,18 +528,12 @@ void nf_log_status(const char *line)
 void nf_fault_point(const char *where)
 {
     static atomic_long calls;
-    static long kill_at = -1;   /* -1: not read yet, 0: off */
-    if (kill_at < 0) {
-        const char *s = getenv("NLFLOW_KILL_AT");
-        kill_at = s ? atol(s) : 0;
-        if (kill_at < 0)
-            kill_at = 0;
-    }
+    long kill_at = nf_switches()->kill_at;
     if (kill_at == 0)
         return;
     long n = atomic_fetch_add(&calls, 1) + 1;
     if (n == kill_at) {
-        if (getenv("NLFLOW_KILL_VERBOSE"))
+        if (nf_switches()->kill_verbose)
             fprintf(stderr, "nlflow: fault injection: killed at point %ld (%s)\n", n, where);
         raise(SIGKILL);
     }

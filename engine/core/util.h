@@ -81,7 +81,8 @@ uint64_t nf_physical_memory(void);
 /* The CPU's model name from /proc/cpuinfo ("unknown" when absent). */
 void nf_cpu_model(char *buf, size_t size);
 
-/* Log to stderr; thread-safe. Level: 0 info, 1 warning. nf_log_quiet silences info. */
+/* Log to stderr; thread-safe. Level: 0 info, 1 warning. nf_log_quiet (--quiet, set
+ * once by the command) silences info: it is the only quiet switch. */
 extern bool nf_log_quiet;
 void nf_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void nf_warn(const char *node, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

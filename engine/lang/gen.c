@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "gen.h"
+#include "params.h"
 #include "core/util.h"
 
 static void json_str(FILE *out, const char *s)
@@ -19,35 +20,6 @@ static void json_str(FILE *out, const char *s)
     nf_strbuf_add_json_str(&sb, s);
     fputs(sb.buf ? sb.buf : "\"\"", out);
     nf_strbuf_release(&sb);
-}
-
-static bool has_range(const struct nf_param *p)
-{
-    return !(p->min == 0 && p->max == 0);
-}
-
-static void range_doc(const struct nf_param *p, const char *sep, char *buf, size_t size)
-{
-    buf[0] = '\0';
-    if (p->type == NF_P_ENUM) {
-        size_t used = 0;
-        for (int i = 0; p->choices[i]; i++) {
-            int n = snprintf(buf + used, size - used, "%s%s", i ? sep : "", p->choices[i]);
-            if (n < 0 || (size_t)n >= size - used)
-                break;
-            used += (size_t)n;
-        }
-        return;
-    }
-    if (!has_range(p))
-        return;
-    bool lo = p->min > -1e300, hi = p->max < 1e300;
-    if (lo && hi)
-        snprintf(buf, size, "%g to %g", p->min, p->max);
-    else if (lo)
-        snprintf(buf, size, ">= %g", p->min);
-    else if (hi)
-        snprintf(buf, size, "<= %g", p->max);
 }
 
 static void kinds(unsigned types, char *buf, size_t size)
@@ -61,92 +33,22 @@ static void kinds(unsigned types, char *buf, size_t size)
             snprintf(buf + strlen(buf), size - strlen(buf), "%s%s", buf[0] ? ", " : "", k[i].name);
 }
 
-/* A string made only of ${var} references is accepted wherever nlflow takes
- * one: numbers, booleans and choices included (validate.c types such a value
- * by the text it resolves to, quoted or not). */
-static const char *const var_ref =
-    "{\"type\": \"string\", \"pattern\": \"^(\\\\$\\\\{[A-Za-z_][A-Za-z0-9_]*\\\\})+$\"}";
-
+/* One parameter's property: its description, then what its type allows
+ * (params.c's per-type table). */
 static void schema_param(FILE *out, const struct nf_param *p)
 {
     char def[128];
     nf_param_default_text(p, def, sizeof def);
-    fprintf(out, "          ");
-    json_str(out, p->name);
-    fprintf(out, ": {\"description\": ");
-    json_str(out, p->help);
-    switch (p->type) {
-    case NF_P_INT:
-    case NF_P_NUM:
-        fprintf(out, ", \"anyOf\": [{\"type\": \"%s\"", p->type == NF_P_INT ? "integer" : "number");
-        if (has_range(p) && p->min > -1e300)
-            fprintf(out, ", \"minimum\": %.17g", p->min);
-        if (has_range(p) && p->max < 1e300)
-            fprintf(out, ", \"maximum\": %.17g", p->max);
-        fprintf(out, "}, %s", var_ref);
-        if (p->type == NF_P_INT && p->choices) {   /* {KEY: n} */
-            fprintf(out, ", {\"type\": \"object\", \"additionalProperties\": false, \"required\": [");
-            json_str(out, p->choices[0]);
-            fprintf(out, "], \"properties\": {");
-            json_str(out, p->choices[0]);
-            fprintf(out, ": {\"anyOf\": [{\"type\": \"integer\"}, %s]}}}", var_ref);
-        }
-        fprintf(out, "]");
-        if (def[0])
-            fprintf(out, ", \"default\": %s", def);
-        break;
-    case NF_P_BOOL:
-        fprintf(out, ", \"anyOf\": [{\"type\": \"boolean\"}, %s], \"default\": %s", var_ref, def);
-        break;
-    case NF_P_ENUM:
-        fprintf(out, ", \"anyOf\": [{\"enum\": [");
-        for (int i = 0; p->choices[i]; i++) {
-            fprintf(out, "%s", i ? ", " : "");
-            json_str(out, p->choices[i]);
-            /* an unquoted true/false choice (load's lazy) is a boolean to a
-             * YAML reader; nlflow compares the text, so both are accepted */
-            if (strcmp(p->choices[i], "true") == 0 || strcmp(p->choices[i], "false") == 0)
-                fprintf(out, ", %s", p->choices[i]);
-        }
-        fprintf(out, "]}, %s], \"default\": ", var_ref);
-        json_str(out, def);
-        break;
-    case NF_P_STR:
-    case NF_P_PATH:
-        fprintf(out, ", \"type\": \"string\"");
-        if (def[0]) {
-            fprintf(out, ", \"default\": ");
-            json_str(out, def);
-        }
-        break;
-    case NF_P_NUM_LIST:
-    case NF_P_STR_LIST: {
-        char number[256];
-        snprintf(number, sizeof number, "{\"anyOf\": [{\"type\": \"number\"}, %s]}", var_ref);
-        const char *item = p->type == NF_P_NUM_LIST ? number : "{\"type\": \"string\"}";
-        fprintf(out, ", \"anyOf\": [%s, {\"type\": \"array\", \"items\": %s", item, item);
-        if (p->len_min)
-            fprintf(out, ", \"minItems\": %d", p->len_min);
-        if (p->len_max)
-            fprintf(out, ", \"maxItems\": %d", p->len_max);
-        fprintf(out, "}");
-        if (p->type == NF_P_NUM_LIST)   /* {logspace: [lo, hi, n]} or {linspace: ...} */
-            fprintf(out, ", {\"type\": \"object\", \"minProperties\": 1, \"maxProperties\": 1, "
-                         "\"additionalProperties\": false, \"properties\": {"
-                         "\"logspace\": {\"type\": \"array\", \"items\": %s, \"minItems\": 3, \"maxItems\": 3}, "
-                         "\"linspace\": {\"type\": \"array\", \"items\": %s, \"minItems\": 3, \"maxItems\": 3}}}",
-                    number, number);
-        fprintf(out, "]");
-        if (p->type == NF_P_NUM_LIST && p->def.s && p->def.s[0]) {
-            if (strncmp(p->def.s, "logspace:", 9) == 0 || strncmp(p->def.s, "linspace:", 9) == 0)
-                fprintf(out, ", \"default\": {\"%.8s\": [%s]}", p->def.s, p->def.s + 9);
-            else
-                fprintf(out, ", \"default\": [%s]", p->def.s);
-        }
-        break;
-    }
-    }
-    fprintf(out, "}");
+    struct nf_strbuf sb;
+    nf_strbuf_init(&sb);
+    nf_strbuf_addf(&sb, "          ");
+    nf_strbuf_add_json_str(&sb, p->name);
+    nf_strbuf_addf(&sb, ": {\"description\": ");
+    nf_strbuf_add_json_str(&sb, p->help);
+    nf_ptype_ops(p->type)->schema(p, def, &sb);
+    nf_strbuf_addf(&sb, "}");
+    fputs(sb.buf ? sb.buf : "", out);
+    nf_strbuf_release(&sb);
 }
 
 void nf_gen_schema(FILE *out)
@@ -160,12 +62,12 @@ void nf_gen_schema(FILE *out)
     fprintf(out, "    \"nlflow\": {\"const\": 1, \"description\": \"pipeline format version\"},\n");
     fprintf(out, "    \"name\": {\"type\": \"string\", \"description\": \"pipeline name; default: the file's stem\"},\n");
     fprintf(out, "    \"settings\": {\"type\": \"object\", \"additionalProperties\": false, \"properties\": {\n");
-    fprintf(out, "      \"device\": {\"anyOf\": [{\"enum\": [\"auto\", \"cpu\", \"gpu\"]}, %s], \"default\": \"auto\"},\n", var_ref);
+    fprintf(out, "      \"device\": {\"anyOf\": [{\"enum\": [\"auto\", \"cpu\", \"gpu\"]}, %s], \"default\": \"auto\"},\n", nf_schema_var_ref);
     fprintf(out, "      \"memory\": {\"type\": \"string\", \"description\": \"host memory budget, e.g. 8GiB; default 75%% of RAM\"},\n");
     fprintf(out, "      \"threads\": {\"anyOf\": [{\"type\": \"integer\", \"minimum\": 0, \"maximum\": 4096}, %s], \"default\": 0, "
-                 "\"description\": \"0 = all cores\"},\n", var_ref);
+                 "\"description\": \"0 = all cores\"},\n", nf_schema_var_ref);
     fprintf(out, "      \"seed\": {\"anyOf\": [{\"type\": \"integer\", \"minimum\": 0, \"maximum\": 4294967295}, %s], \"default\": 0},\n",
-            var_ref);
+            nf_schema_var_ref);
     fprintf(out, "      \"cache\": {\"type\": [\"string\", \"boolean\"], \"default\": \".nlflow/cache.db\", "
                  "\"description\": \"the cache file, relative to the pipeline file; off or false: no cache\"},\n");
     fprintf(out, "      \"outputs\": {\"type\": \"string\", \"default\": \"results\"}}},\n");
@@ -187,7 +89,7 @@ void nf_gen_schema(FILE *out)
                 fprintf(out, ", \"%s\"", p->name);
         fprintf(out, "],\n      \"properties\": {\n");
         fprintf(out, "          \"type\": {\"const\": \"%s\"},\n", t->name);
-        fprintf(out, "          \"device\": {\"anyOf\": [{\"enum\": [\"auto\", \"cpu\", \"gpu\"]}, %s]},\n", var_ref);
+        fprintf(out, "          \"device\": {\"anyOf\": [{\"enum\": [\"auto\", \"cpu\", \"gpu\"]}, %s]},\n", nf_schema_var_ref);
         fprintf(out, "          \"after\": {\"anyOf\": [{\"type\": \"string\"}, {\"type\": \"array\", \"items\": {\"type\": \"string\"}}], "
                      "\"description\": \"run after these nodes (ordering only)\"},\n");
         fprintf(out, "          \"in\": {\"type\": \"object\", \"additionalProperties\": ");
@@ -249,7 +151,7 @@ void nf_gen_node_markdown(const struct nf_node_type *t, FILE *out)
     fprintf(out, "| name | type | default | allowed | description |\n|---|---|---|---|---|\n");
     for (const struct nf_param *p = t->params; p->name; p++) {
         nf_param_default_text(p, def, sizeof def);
-        range_doc(p, " \\| ", buf, sizeof buf);
+        nf_ptype_ops(p->type)->allowed_text(p, " \\| ", buf, sizeof buf);
         fprintf(out, "| `%s` | %s | %s | %s | %s |\n", p->name, nf_ptype_name(p->type),
                 p->flags & NF_PF_REQUIRED ? "**required**" : def[0] ? def : "—", buf, p->help);
     }
@@ -278,46 +180,47 @@ void nf_gen_node_help(const struct nf_node_type *t, FILE *out)
     fprintf(out, "parameters:\n");
     for (const struct nf_param *p = t->params; p && p->name; p++) {
         nf_param_default_text(p, def, sizeof def);
-        range_doc(p, " | ", buf, sizeof buf);
+        nf_ptype_ops(p->type)->allowed_text(p, " | ", buf, sizeof buf);
         fprintf(out, "  %-16s %s%s%s%s%s%s\n      %s\n", p->name, nf_ptype_name(p->type),
                 p->flags & NF_PF_REQUIRED ? ", required" : "", def[0] ? ", default " : "", def,
                 buf[0] ? ", " : "", buf, p->help);
     }
 }
 
-int nf_gen_all(const char *root)
+/* Write the generated text to `path` (created or replaced). */
+static int write_generated(const char *path, const struct nf_node_type *t, struct nf_error *err)
 {
-    struct nf_error err = { 0 };
-    char *schemas = nf_path_join(root, "schemas"), *docs = nf_path_join(root, "docs/nodes");
-    int rc = -1;
-    if (!schemas || !docs || nf_mkdirs(schemas, &err) < 0 || nf_mkdirs(docs, &err) < 0)
-        goto fail;
-    char *path = nf_path_join(schemas, "pipeline.schema.json");
     FILE *f = path ? fopen(path, "w") : NULL;
-    if (!f) {
-        fprintf(stderr, "nlflow: error: cannot write '%s'\n", path ? path : "?");
-        free(path);
+    if (!f)
+        return NF_FAIL(err, NF_EIO, "cannot write '%s'", path ? path : "?");
+    if (t)
+        nf_gen_node_markdown(t, f);
+    else
+        nf_gen_schema(f);
+    fclose(f);
+    return 0;
+}
+
+int nf_gen_all(const char *root, struct nf_error *err)
+{
+    char *schemas = nf_path_join(root, "schemas"), *docs = nf_path_join(root, "docs/nodes");
+    char *path = NULL;
+    int rc = 0;
+    if (!schemas || !docs) {
+        rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
         goto fail;
     }
-    nf_gen_schema(f);
-    fclose(f);
-    free(path);
+    NF_TRY(rc = nf_mkdirs(schemas, err));
+    NF_TRY(rc = nf_mkdirs(docs, err));
+    path = nf_path_join(schemas, "pipeline.schema.json");
+    NF_TRY(rc = write_generated(path, NULL, err));
     for (size_t i = 0; nf_node_types[i]; i++) {
-        char *name = nf_asprintf("%s/%s.md", docs, nf_node_types[i]->name);
-        f = name ? fopen(name, "w") : NULL;
-        if (!f) {
-            fprintf(stderr, "nlflow: error: cannot write '%s'\n", name ? name : "?");
-            free(name);
-            goto fail;
-        }
-        nf_gen_node_markdown(nf_node_types[i], f);
-        fclose(f);
-        free(name);
+        free(path);
+        path = nf_asprintf("%s/%s.md", docs, nf_node_types[i]->name);
+        NF_TRY(rc = write_generated(path, nf_node_types[i], err));
     }
-    rc = 0;
 fail:
-    if (err.code)
-        nf_error_print(&err);
+    free(path);
     free(schemas);
     free(docs);
     return rc;

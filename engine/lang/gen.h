@@ -11,7 +11,7 @@ void nf_gen_node_markdown(const struct nf_node_type *t, FILE *out);
 /* Plain-text help for `nlflow nodes TYPE`. */
 void nf_gen_node_help(const struct nf_node_type *t, FILE *out);
 /* Write schemas/pipeline.schema.json and docs/nodes/<type>.md under root.
- * Returns 0 or -1 (message printed). */
-int nf_gen_all(const char *root);
+ * Returns 0 or a negative code with err set. */
+int nf_gen_all(const char *root, struct nf_error *err);
 
 #endif

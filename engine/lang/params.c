@@ -1,9 +1,13 @@
 /* params.c — the generic half of every node's parameter table.
  *
- * A node declares its parameters once (struct nf_param rows, node.h); this
- * file sets defaults, parses YAML values into the params struct with type and
- * range checks, frees what it allocated, and renders defaults as text for
- * `nlflow nodes`, the JSON schema and docs/nodes/.
+ * A node declares its parameters once (struct nf_param rows, node.h). All that
+ * depends on a parameter's type is here, in one table of per-type operations
+ * (struct nf_ptype_ops, params.h): the default, parsing a YAML value with type
+ * and range checks, freeing, the default and the allowed values as text (for
+ * `nlflow nodes` and docs/nodes/), the canonical bytes of a cache key, the
+ * JSON value recorded with a result, and the JSON-schema fragment. The loops
+ * over a table below, keys.c and gen.c only dispatch through it, so a new
+ * type is one new row.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -16,20 +20,13 @@
 #include "suggest.h"
 #include "core/util.h"
 
-const char *nf_ptype_name(enum nf_ptype t)
-{
-    switch (t) {
-    case NF_P_INT: return "integer";
-    case NF_P_NUM: return "number";
-    case NF_P_BOOL: return "boolean";
-    case NF_P_STR: return "string";
-    case NF_P_PATH: return "path";
-    case NF_P_ENUM: return "choice";
-    case NF_P_NUM_LIST: return "list of numbers";
-    case NF_P_STR_LIST: return "list of strings";
-    }
-    return "?";
-}
+/* A string made only of ${var} references is accepted wherever nlflow takes
+ * one: numbers, booleans and choices included (validate.c types such a value
+ * by the text it resolves to, quoted or not). */
+const char nf_schema_var_ref[] =
+    "{\"type\": \"string\", \"pattern\": \"^(\\\\$\\\\{[A-Za-z_][A-Za-z0-9_]*\\\\})+$\"}";
+
+/* ---- scalars from text ---- */
 
 bool nf_parse_double(const char *s, double *out)
 {
@@ -76,7 +73,8 @@ const struct nf_param *nf_param_find(const struct nf_param *table, const char *n
     return NULL;
 }
 
-/* Parse "1,2,3" (a default written as text) into a list. */
+/* ---- lists of numbers ---- */
+
 /* count values from lo to hi, evenly (numpy's linspace: start + i * step,
  * the last exactly hi), or 10^ of those (numpy's logspace). */
 static int spaced_values(bool log, double lo, double hi, int64_t count, struct nf_num_list *out)
@@ -94,6 +92,11 @@ static int spaced_values(bool log, double lo, double hi, int64_t count, struct n
     return 0;
 }
 
+static bool is_spaced_text(const char *s)
+{
+    return s && (strncmp(s, "logspace:", 9) == 0 || strncmp(s, "linspace:", 9) == 0);
+}
+
 /* A default written as text: "1,2,3", or "logspace:-2,4,20" / "linspace:0,1,5"
  * (the same values as writing {logspace: [-2, 4, 20]}, so the key is the same). */
 static int num_list_from_text(const char *s, struct nf_num_list *out)
@@ -102,7 +105,7 @@ static int num_list_from_text(const char *s, struct nf_num_list *out)
     out->v = NULL;
     if (!s || !*s)
         return 0;
-    if (strncmp(s, "logspace:", 9) == 0 || strncmp(s, "linspace:", 9) == 0) {
+    if (is_spaced_text(s)) {
         double lo = 0, hi = 0, n = 0;
         if (sscanf(s + 9, "%lf,%lf,%lf", &lo, &hi, &n) != 3)
             return -1;
@@ -125,99 +128,17 @@ static int num_list_from_text(const char *s, struct nf_num_list *out)
     return 0;
 }
 
-void nf_params_defaults(const struct nf_node_type *t, void *params)
-{
-    memset(params, 0, t->params_size);
-    for (const struct nf_param *p = t->params; p && p->name; p++) {
-        char *field = (char *)params + p->offset;
-        switch (p->type) {
-        case NF_P_INT: *(int64_t *)field = p->def.i; break;
-        case NF_P_NUM: *(double *)field = p->def.d; break;
-        case NF_P_BOOL: *(bool *)field = p->def.i != 0; break;
-        case NF_P_ENUM: *(int *)field = (int)p->def.i; break;
-        case NF_P_STR:
-        case NF_P_PATH:
-            *(char **)field = p->def.s && p->def.s[0] ? strdup(p->def.s) : NULL;
-            break;
-        case NF_P_NUM_LIST:
-            num_list_from_text(p->def.s, (struct nf_num_list *)field);
-            break;
-        case NF_P_STR_LIST: {
-            struct nf_str_list *l = (struct nf_str_list *)field;
-            l->n = 0;
-            l->v = NULL;
-            if (p->def.s && p->def.s[0] && (l->v = calloc(1, sizeof *l->v)) &&
-                (l->v[0] = strdup(p->def.s)))
-                l->n = 1;
-            break;
-        }
-        }
-    }
-}
+/* ---- ranges and diagnostics ---- */
 
-void nf_params_release(const struct nf_node_type *t, void *params)
+static bool has_range(const struct nf_param *p)
 {
-    if (!params)
-        return;
-    for (const struct nf_param *p = t->params; p && p->name; p++) {
-        char *field = (char *)params + p->offset;
-        switch (p->type) {
-        case NF_P_STR:
-        case NF_P_PATH:
-            free(*(char **)field);
-            *(char **)field = NULL;
-            break;
-        case NF_P_NUM_LIST: {
-            struct nf_num_list *l = (struct nf_num_list *)field;
-            free(l->v);
-            l->v = NULL;
-            l->n = 0;
-            break;
-        }
-        case NF_P_STR_LIST: {
-            struct nf_str_list *l = (struct nf_str_list *)field;
-            for (size_t i = 0; i < l->n; i++)
-                free(l->v[i]);
-            free(l->v);
-            l->v = NULL;
-            l->n = 0;
-            break;
-        }
-        default:
-            break;
-        }
-    }
-}
-
-void nf_param_default_text(const struct nf_param *p, char *buf, size_t size)
-{
-    buf[0] = '\0';
-    if (p->flags & NF_PF_REQUIRED)
-        return;
-    switch (p->type) {
-    case NF_P_INT: snprintf(buf, size, "%" PRId64, p->def.i); break;
-    case NF_P_NUM:
-        if (!isnan(p->def.d))
-            snprintf(buf, size, "%g", p->def.d);
-        break;
-    case NF_P_BOOL: snprintf(buf, size, "%s", p->def.i ? "true" : "false"); break;
-    case NF_P_ENUM: snprintf(buf, size, "%s", p->choices ? p->choices[p->def.i] : ""); break;
-    case NF_P_NUM_LIST:
-        if (p->def.s && (strncmp(p->def.s, "logspace:", 9) == 0 || strncmp(p->def.s, "linspace:", 9) == 0))
-            snprintf(buf, size, "{%.8s: [%s]}", p->def.s, p->def.s + 9);
-        else if (p->def.s && p->def.s[0])
-            snprintf(buf, size, "[%s]", p->def.s);
-        break;
-    default:
-        if (p->def.s)
-            snprintf(buf, size, "%s", p->def.s);
-    }
+    return !(p->min == 0 && p->max == 0);
 }
 
 static void range_text(const struct nf_param *p, char *buf, size_t size)
 {
     bool lo = isfinite(p->min) && p->min > -1e300, hi = isfinite(p->max) && p->max < 1e300;
-    if (p->min == 0 && p->max == 0)
+    if (!has_range(p))
         lo = hi = false;
     if (lo && hi)
         snprintf(buf, size, "between %g and %g", p->min, p->max);
@@ -231,8 +152,8 @@ static void range_text(const struct nf_param *p, char *buf, size_t size)
 
 static bool in_range(const struct nf_param *p, double v)
 {
-    if (p->min == 0 && p->max == 0)
-        return true;   /* no range given */
+    if (!has_range(p))
+        return true;
     return v >= p->min && v <= p->max;
 }
 
@@ -253,6 +174,12 @@ static int bad_quoted(struct nf_diags *d, const struct nf_ynode *v, const char *
             "parameter '%s' must be %s (got the quoted string '%.200s': write it without quotes)",
             p->name, expected, v->value);
     return NF_EINVAL;
+}
+
+static int out_of_memory(struct nf_diags *d, const struct nf_ynode *v, const char *node)
+{
+    NF_DIAG(d, NF_ENOMEM, &v->loc, node, "out of memory");
+    return NF_ENOMEM;
 }
 
 static int parse_number(const struct nf_param *p, const struct nf_ynode *v, const char *node,
@@ -297,9 +224,348 @@ static int check_len(const struct nf_param *p, size_t n, const struct nf_ynode *
     return 0;
 }
 
+/* The docs' "allowed" column for numbers: "1 to 10", ">= 0", or "". */
+static void range_allowed(const struct nf_param *p, const char *sep, char *buf, size_t size)
+{
+    (void)sep;
+    buf[0] = '\0';
+    if (!has_range(p))
+        return;
+    bool lo = p->min > -1e300, hi = p->max < 1e300;
+    if (lo && hi)
+        snprintf(buf, size, "%g to %g", p->min, p->max);
+    else if (lo)
+        snprintf(buf, size, ">= %g", p->min);
+    else if (hi)
+        snprintf(buf, size, "<= %g", p->max);
+}
+
+/* A field of the params struct; the ops below get a pointer to it. */
+#define FIELD_AS(type, field) (*(type *)(field))
+#define CFIELD_AS(type, field) (*(const type *)(field))
+
+static void text_default_text(const struct nf_param *p, char *buf, size_t size)
+{
+    if (p->def.s)
+        snprintf(buf, size, "%s", p->def.s);
+}
+
+/* ---- integer ---- */
+
+static void int_default(const struct nf_param *p, void *field)
+{
+    FIELD_AS(int64_t, field) = p->def.i;
+}
+
+static int int_parse(const struct nf_param *p, void *field, const struct nf_ynode *v,
+                     const char *node, const char *base_dir, struct nf_diags *d)
+{
+    (void)base_dir;
+    double num;
+    /* a keyed integer: {KEY: n}, KEY = choices[0] (predict's reduce: {pca: k}) */
+    if (p->choices && v->type == NF_Y_MAP) {
+        if (v->n != 1 || strcmp(v->keys[0]->value, p->choices[0]) != 0) {
+            char what[96];
+            snprintf(what, sizeof what, "an integer or {%s: integer}", p->choices[0]);
+            return bad(d, v, node, p, what);
+        }
+        v = v->items[0];
+    }
+    if (parse_number(p, v, node, d, &num) < 0)
+        return NF_EINVAL;
+    FIELD_AS(int64_t, field) = (int64_t)num;
+    return 0;
+}
+
+static void int_default_text(const struct nf_param *p, char *buf, size_t size)
+{
+    snprintf(buf, size, "%" PRId64, p->def.i);
+}
+
+static void int_key(const struct nf_param *p, const void *field, const struct nf_key_sink *k)
+{
+    (void)p;
+    k->u64(k->ctx, (uint64_t)CFIELD_AS(int64_t, field));
+}
+
+static void int_json(const struct nf_param *p, const void *field, struct nf_strbuf *sb)
+{
+    (void)p;
+    nf_strbuf_addf(sb, "%" PRId64, CFIELD_AS(int64_t, field));
+}
+
+/* INT and NUM: a number in range, or ${var}; a keyed INT also {KEY: n}. */
+static void number_schema(const struct nf_param *p, const char *def, struct nf_strbuf *sb)
+{
+    nf_strbuf_addf(sb, ", \"anyOf\": [{\"type\": \"%s\"", p->type == NF_P_INT ? "integer" : "number");
+    if (has_range(p) && p->min > -1e300)
+        nf_strbuf_addf(sb, ", \"minimum\": %.17g", p->min);
+    if (has_range(p) && p->max < 1e300)
+        nf_strbuf_addf(sb, ", \"maximum\": %.17g", p->max);
+    nf_strbuf_addf(sb, "}, %s", nf_schema_var_ref);
+    if (p->type == NF_P_INT && p->choices) {   /* {KEY: n} */
+        nf_strbuf_addf(sb, ", {\"type\": \"object\", \"additionalProperties\": false, \"required\": [");
+        nf_strbuf_add_json_str(sb, p->choices[0]);
+        nf_strbuf_addf(sb, "], \"properties\": {");
+        nf_strbuf_add_json_str(sb, p->choices[0]);
+        nf_strbuf_addf(sb, ": {\"anyOf\": [{\"type\": \"integer\"}, %s]}}}", nf_schema_var_ref);
+    }
+    nf_strbuf_addf(sb, "]");
+    if (def[0])
+        nf_strbuf_addf(sb, ", \"default\": %s", def);
+}
+
+/* ---- number ---- */
+
+static void num_default(const struct nf_param *p, void *field)
+{
+    FIELD_AS(double, field) = p->def.d;
+}
+
+static int num_parse(const struct nf_param *p, void *field, const struct nf_ynode *v,
+                     const char *node, const char *base_dir, struct nf_diags *d)
+{
+    (void)base_dir;
+    double num;
+    if (parse_number(p, v, node, d, &num) < 0)
+        return NF_EINVAL;
+    FIELD_AS(double, field) = num;
+    return 0;
+}
+
+static void num_default_text(const struct nf_param *p, char *buf, size_t size)
+{
+    if (!isnan(p->def.d))   /* NaN: optional, no default */
+        snprintf(buf, size, "%g", p->def.d);
+}
+
+static void num_key(const struct nf_param *p, const void *field, const struct nf_key_sink *k)
+{
+    (void)p;
+    k->dbl(k->ctx, CFIELD_AS(double, field));
+}
+
+static void num_json(const struct nf_param *p, const void *field, struct nf_strbuf *sb)
+{
+    (void)p;
+    double d = CFIELD_AS(double, field);
+    if (isfinite(d))
+        nf_strbuf_addf(sb, "%.15g", d);
+    else
+        nf_strbuf_addf(sb, "null");
+}
+
+/* ---- boolean ---- */
+
+static void bool_default(const struct nf_param *p, void *field)
+{
+    FIELD_AS(bool, field) = p->def.i != 0;
+}
+
+static int bool_parse(const struct nf_param *p, void *field, const struct nf_ynode *v,
+                      const char *node, const char *base_dir, struct nf_diags *d)
+{
+    (void)base_dir;
+    bool b;
+    if (v->type == NF_Y_SCALAR && v->quoted && nf_parse_bool(v->value, &b))
+        return bad_quoted(d, v, node, p, "true or false");
+    if (v->type != NF_Y_SCALAR || v->quoted || !nf_parse_bool(v->value, &b))
+        return bad(d, v, node, p, "true or false");
+    FIELD_AS(bool, field) = b;
+    return 0;
+}
+
+static void bool_default_text(const struct nf_param *p, char *buf, size_t size)
+{
+    snprintf(buf, size, "%s", p->def.i ? "true" : "false");
+}
+
+static void bool_key(const struct nf_param *p, const void *field, const struct nf_key_sink *k)
+{
+    (void)p;
+    k->u64(k->ctx, CFIELD_AS(bool, field));
+}
+
+static void bool_json(const struct nf_param *p, const void *field, struct nf_strbuf *sb)
+{
+    (void)p;
+    nf_strbuf_addf(sb, "%s", CFIELD_AS(bool, field) ? "true" : "false");
+}
+
+static void bool_schema(const struct nf_param *p, const char *def, struct nf_strbuf *sb)
+{
+    (void)p;
+    nf_strbuf_addf(sb, ", \"anyOf\": [{\"type\": \"boolean\"}, %s], \"default\": %s", nf_schema_var_ref, def);
+}
+
+/* ---- choice ---- */
+
+static void enum_default(const struct nf_param *p, void *field)
+{
+    FIELD_AS(int, field) = (int)p->def.i;
+}
+
+static int enum_parse(const struct nf_param *p, void *field, const struct nf_ynode *v,
+                      const char *node, const char *base_dir, struct nf_diags *d)
+{
+    (void)base_dir;
+    if (v->type == NF_Y_SCALAR)
+        for (int i = 0; p->choices[i]; i++)
+            if (strcmp(v->value, p->choices[i]) == 0) {
+                FIELD_AS(int, field) = i;
+                return 0;
+            }
+    struct nf_strbuf sb;
+    nf_strbuf_init(&sb);
+    nf_strbuf_addf(&sb, "one of ");
+    for (int i = 0; p->choices[i]; i++)
+        nf_strbuf_addf(&sb, "%s%s", i ? ", " : "", p->choices[i]);
+    const char *best = v->type == NF_Y_SCALAR ? nf_suggest_from(v->value, p->choices) : NULL;
+    if (best) {   /* bad() appends "(got 'x')": the hint goes before it */
+        char got[256];
+        nf_ynode_describe(v, got, sizeof got);
+        NF_DIAG(d, NF_EINVAL, &v->loc, node, "parameter '%s' must be %s (got %s; did you mean '%s'?)",
+                p->name, sb.buf ? sb.buf : "one of the allowed values", got, best);
+    } else {
+        bad(d, v, node, p, sb.buf ? sb.buf : "one of the allowed values");
+    }
+    nf_strbuf_release(&sb);
+    return NF_EINVAL;
+}
+
+static void enum_default_text(const struct nf_param *p, char *buf, size_t size)
+{
+    snprintf(buf, size, "%s", p->choices ? p->choices[p->def.i] : "");
+}
+
+static void enum_allowed(const struct nf_param *p, const char *sep, char *buf, size_t size)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; p->choices[i]; i++) {
+        int n = snprintf(buf + used, size - used, "%s%s", i ? sep : "", p->choices[i]);
+        if (n < 0 || (size_t)n >= size - used)
+            break;
+        used += (size_t)n;
+    }
+}
+
+static void enum_key(const struct nf_param *p, const void *field, const struct nf_key_sink *k)
+{
+    k->str(k->ctx, p->choices[CFIELD_AS(int, field)]);
+}
+
+static void enum_json(const struct nf_param *p, const void *field, struct nf_strbuf *sb)
+{
+    nf_strbuf_add_json_str(sb, p->choices[CFIELD_AS(int, field)]);
+}
+
+static void enum_schema(const struct nf_param *p, const char *def, struct nf_strbuf *sb)
+{
+    nf_strbuf_addf(sb, ", \"anyOf\": [{\"enum\": [");
+    for (int i = 0; p->choices[i]; i++) {
+        nf_strbuf_addf(sb, "%s", i ? ", " : "");
+        nf_strbuf_add_json_str(sb, p->choices[i]);
+        /* an unquoted true/false choice (load's lazy) is a boolean to a
+         * YAML reader; nlflow compares the text, so both are accepted */
+        if (strcmp(p->choices[i], "true") == 0 || strcmp(p->choices[i], "false") == 0)
+            nf_strbuf_addf(sb, ", %s", p->choices[i]);
+    }
+    nf_strbuf_addf(sb, "]}, %s], \"default\": ", nf_schema_var_ref);
+    nf_strbuf_add_json_str(sb, def);
+}
+
+/* ---- string and path ---- */
+
+static void str_default(const struct nf_param *p, void *field)
+{
+    FIELD_AS(char *, field) = p->def.s && p->def.s[0] ? strdup(p->def.s) : NULL;
+}
+
+static void str_release(void *field)
+{
+    free(FIELD_AS(char *, field));
+    FIELD_AS(char *, field) = NULL;
+}
+
+static int set_string(void *field, char *s, const struct nf_ynode *v, const char *node,
+                      struct nf_diags *d)
+{
+    if (!s)
+        return out_of_memory(d, v, node);
+    free(FIELD_AS(char *, field));
+    FIELD_AS(char *, field) = s;
+    return 0;
+}
+
+static int str_parse(const struct nf_param *p, void *field, const struct nf_ynode *v,
+                     const char *node, const char *base_dir, struct nf_diags *d)
+{
+    (void)base_dir;
+    if (v->type != NF_Y_SCALAR)
+        return bad(d, v, node, p, "a string");
+    return set_string(field, strdup(v->value), v, node, d);
+}
+
+/* Relative to the pipeline file's folder. */
+static int path_parse(const struct nf_param *p, void *field, const struct nf_ynode *v,
+                      const char *node, const char *base_dir, struct nf_diags *d)
+{
+    if (v->type != NF_Y_SCALAR || v->value[0] == '\0')
+        return bad(d, v, node, p, "a file path");
+    return set_string(field, nf_path_join(base_dir, v->value), v, node, d);
+}
+
+static void str_key(const struct nf_param *p, const void *field, const struct nf_key_sink *k)
+{
+    (void)p;
+    k->str(k->ctx, CFIELD_AS(char *, field));
+}
+
+static void str_json(const struct nf_param *p, const void *field, struct nf_strbuf *sb)
+{
+    (void)p;
+    const char *s = CFIELD_AS(char *, field);
+    if (s)
+        nf_strbuf_add_json_str(sb, s);
+    else
+        nf_strbuf_addf(sb, "null");
+}
+
+static void str_schema(const struct nf_param *p, const char *def, struct nf_strbuf *sb)
+{
+    (void)p;
+    nf_strbuf_addf(sb, ", \"type\": \"string\"");
+    if (def[0]) {
+        nf_strbuf_addf(sb, ", \"default\": ");
+        nf_strbuf_add_json_str(sb, def);
+    }
+}
+
+/* ---- list of numbers ---- */
+
+static void num_list_default(const struct nf_param *p, void *field)
+{
+    num_list_from_text(p->def.s, (struct nf_num_list *)field);
+}
+
+static void num_list_release(void *field)
+{
+    struct nf_num_list *l = field;
+    free(l->v);
+    l->v = NULL;
+    l->n = 0;
+}
+
+static void num_list_replace(void *field, struct nf_num_list list)
+{
+    num_list_release(field);
+    *(struct nf_num_list *)field = list;
+}
+
 /* {logspace: [lo, hi, n]} (10^lo .. 10^hi, numpy's logspace) or
  * {linspace: [lo, hi, n]} for a list of numbers. */
-static int num_list_spaced(const struct nf_param *p, void *params, const struct nf_ynode *v,
+static int num_list_spaced(const struct nf_param *p, void *field, const struct nf_ynode *v,
                            const char *node, struct nf_diags *d)
 {
     static const char expect[] = "a list of numbers, or {logspace: [lo, hi, n]} or {linspace: [lo, hi, n]}";
@@ -323,10 +589,8 @@ static int num_list_spaced(const struct nf_param *p, void *params, const struct 
     if (check_len(p, (size_t)count, v, node, d) < 0)
         return NF_EINVAL;
     struct nf_num_list list;
-    if (spaced_values(log, a[0], a[1], count, &list) < 0) {
-        NF_DIAG(d, NF_ENOMEM, &v->loc, node, "out of memory");
-        return NF_ENOMEM;
-    }
+    if (spaced_values(log, a[0], a[1], count, &list) < 0)
+        return out_of_memory(d, v, node);
     for (int64_t i = 0; i < count; i++) {
         if (!in_range(p, list.v[i])) {
             char what[160], range[96];
@@ -336,139 +600,234 @@ static int num_list_spaced(const struct nf_param *p, void *params, const struct 
             return bad(d, v, node, p, what);
         }
     }
-    struct nf_num_list *dst = (struct nf_num_list *)((char *)params + p->offset);
-    free(dst->v);
-    *dst = list;
+    num_list_replace(field, list);
     return 0;
+}
+
+/* A list, or a scalar as a 1-list, or {logspace|linspace: [lo, hi, n]}. */
+static int num_list_parse(const struct nf_param *p, void *field, const struct nf_ynode *v,
+                          const char *node, const char *base_dir, struct nf_diags *d)
+{
+    (void)base_dir;
+    struct nf_num_list list = { 0, NULL };
+    size_t n = v->type == NF_Y_SEQ ? v->n : 1;
+    if (v->type == NF_Y_MAP)
+        return num_list_spaced(p, field, v, node, d);
+    if (check_len(p, n, v, node, d) < 0)
+        return NF_EINVAL;
+    list.v = calloc(n ? n : 1, sizeof *list.v);
+    if (!list.v)
+        return out_of_memory(d, v, node);
+    for (size_t i = 0; i < n; i++) {
+        const struct nf_ynode *item = v->type == NF_Y_SEQ ? v->items[i] : v;
+        if (parse_number(p, item, node, d, &list.v[i]) < 0) {
+            free(list.v);
+            return NF_EINVAL;
+        }
+    }
+    list.n = n;
+    num_list_replace(field, list);
+    return 0;
+}
+
+static void num_list_default_text(const struct nf_param *p, char *buf, size_t size)
+{
+    if (is_spaced_text(p->def.s))
+        snprintf(buf, size, "{%.8s: [%s]}", p->def.s, p->def.s + 9);
+    else if (p->def.s && p->def.s[0])
+        snprintf(buf, size, "[%s]", p->def.s);
+}
+
+static void num_list_key(const struct nf_param *p, const void *field, const struct nf_key_sink *k)
+{
+    (void)p;
+    const struct nf_num_list *l = field;
+    k->u64(k->ctx, l->n);
+    for (size_t i = 0; i < l->n; i++)
+        k->dbl(k->ctx, l->v[i]);
+}
+
+static void num_list_json(const struct nf_param *p, const void *field, struct nf_strbuf *sb)
+{
+    (void)p;
+    const struct nf_num_list *l = field;
+    nf_strbuf_addf(sb, "[");
+    for (size_t i = 0; i < l->n; i++)
+        nf_strbuf_addf(sb, "%s%.15g", i ? ", " : "", l->v[i]);
+    nf_strbuf_addf(sb, "]");
+}
+
+/* A scalar or an array of `item`, with the length bounds. */
+static void list_schema(const struct nf_param *p, const char *item, struct nf_strbuf *sb)
+{
+    nf_strbuf_addf(sb, ", \"anyOf\": [%s, {\"type\": \"array\", \"items\": %s", item, item);
+    if (p->len_min)
+        nf_strbuf_addf(sb, ", \"minItems\": %d", p->len_min);
+    if (p->len_max)
+        nf_strbuf_addf(sb, ", \"maxItems\": %d", p->len_max);
+    nf_strbuf_addf(sb, "}");
+}
+
+static void num_list_schema(const struct nf_param *p, const char *def, struct nf_strbuf *sb)
+{
+    (void)def;   /* written as JSON below, not as the text of `nlflow nodes` */
+    char number[256];
+    snprintf(number, sizeof number, "{\"anyOf\": [{\"type\": \"number\"}, %s]}", nf_schema_var_ref);
+    list_schema(p, number, sb);
+    /* {logspace: [lo, hi, n]} or {linspace: ...} */
+    nf_strbuf_addf(sb, ", {\"type\": \"object\", \"minProperties\": 1, \"maxProperties\": 1, "
+                       "\"additionalProperties\": false, \"properties\": {"
+                       "\"logspace\": {\"type\": \"array\", \"items\": %s, \"minItems\": 3, \"maxItems\": 3}, "
+                       "\"linspace\": {\"type\": \"array\", \"items\": %s, \"minItems\": 3, \"maxItems\": 3}}}",
+                   number, number);
+    nf_strbuf_addf(sb, "]");
+    if (is_spaced_text(p->def.s))
+        nf_strbuf_addf(sb, ", \"default\": {\"%.8s\": [%s]}", p->def.s, p->def.s + 9);
+    else if (p->def.s && p->def.s[0])
+        nf_strbuf_addf(sb, ", \"default\": [%s]", p->def.s);
+}
+
+/* ---- list of strings ---- */
+
+static void str_list_default(const struct nf_param *p, void *field)
+{
+    struct nf_str_list *l = field;
+    l->n = 0;
+    l->v = NULL;
+    if (p->def.s && p->def.s[0] && (l->v = calloc(1, sizeof *l->v)) &&
+        (l->v[0] = strdup(p->def.s)))
+        l->n = 1;
+}
+
+static void str_list_release(void *field)
+{
+    struct nf_str_list *l = field;
+    for (size_t i = 0; i < l->n; i++)
+        free(l->v[i]);
+    free(l->v);
+    l->v = NULL;
+    l->n = 0;
+}
+
+static int str_list_parse(const struct nf_param *p, void *field, const struct nf_ynode *v,
+                          const char *node, const char *base_dir, struct nf_diags *d)
+{
+    (void)base_dir;
+    struct nf_str_list list = { 0, NULL };
+    size_t n = v->type == NF_Y_SEQ ? v->n : 1;
+    if (v->type == NF_Y_MAP)
+        return bad(d, v, node, p, "a list of strings");
+    if (check_len(p, n, v, node, d) < 0)
+        return NF_EINVAL;
+    list.v = calloc(n ? n : 1, sizeof *list.v);
+    if (!list.v)
+        return out_of_memory(d, v, node);
+    for (size_t i = 0; i < n; i++) {
+        const struct nf_ynode *item = v->type == NF_Y_SEQ ? v->items[i] : v;
+        if (item->type != NF_Y_SCALAR) {
+            str_list_release(&list);
+            return bad(d, item, node, p, "a string");
+        }
+        list.v[list.n++] = strdup(item->value);
+    }
+    str_list_release(field);
+    *(struct nf_str_list *)field = list;
+    return 0;
+}
+
+static void str_list_key(const struct nf_param *p, const void *field, const struct nf_key_sink *k)
+{
+    (void)p;
+    const struct nf_str_list *l = field;
+    k->u64(k->ctx, l->n);
+    for (size_t i = 0; i < l->n; i++)
+        k->str(k->ctx, l->v[i]);
+}
+
+static void str_list_json(const struct nf_param *p, const void *field, struct nf_strbuf *sb)
+{
+    (void)p;
+    const struct nf_str_list *l = field;
+    nf_strbuf_addf(sb, "[");
+    for (size_t i = 0; i < l->n; i++) {
+        nf_strbuf_addf(sb, "%s", i ? ", " : "");
+        nf_strbuf_add_json_str(sb, l->v[i]);
+    }
+    nf_strbuf_addf(sb, "]");
+}
+
+static void str_list_schema(const struct nf_param *p, const char *def, struct nf_strbuf *sb)
+{
+    (void)def;   /* no default in the schema: an absent list is empty */
+    list_schema(p, "{\"type\": \"string\"}", sb);
+    nf_strbuf_addf(sb, "]");
+}
+
+/* ---- the table ---- */
+
+static const struct nf_ptype_ops ptype_ops[] = {
+    [NF_P_INT] = { "integer", int_default, NULL, int_parse, int_default_text, range_allowed,
+                   int_key, int_json, number_schema },
+    [NF_P_NUM] = { "number", num_default, NULL, num_parse, num_default_text, range_allowed,
+                   num_key, num_json, number_schema },
+    [NF_P_BOOL] = { "boolean", bool_default, NULL, bool_parse, bool_default_text, range_allowed,
+                    bool_key, bool_json, bool_schema },
+    [NF_P_STR] = { "string", str_default, str_release, str_parse, text_default_text, range_allowed,
+                   str_key, str_json, str_schema },
+    [NF_P_PATH] = { "path", str_default, str_release, path_parse, text_default_text, range_allowed,
+                    str_key, str_json, str_schema },
+    [NF_P_ENUM] = { "choice", enum_default, NULL, enum_parse, enum_default_text, enum_allowed,
+                    enum_key, enum_json, enum_schema },
+    [NF_P_NUM_LIST] = { "list of numbers", num_list_default, num_list_release, num_list_parse,
+                        num_list_default_text, range_allowed, num_list_key, num_list_json,
+                        num_list_schema },
+    [NF_P_STR_LIST] = { "list of strings", str_list_default, str_list_release, str_list_parse,
+                        text_default_text, range_allowed, str_list_key, str_list_json,
+                        str_list_schema },
+};
+
+const struct nf_ptype_ops *nf_ptype_ops(enum nf_ptype t)
+{
+    return (size_t)t < sizeof ptype_ops / sizeof ptype_ops[0] ? &ptype_ops[t] : NULL;
+}
+
+const char *nf_ptype_name(enum nf_ptype t)
+{
+    const struct nf_ptype_ops *ops = nf_ptype_ops(t);
+    return ops ? ops->name : "?";
+}
+
+/* ---- a whole table ---- */
+
+void nf_params_defaults(const struct nf_node_type *t, void *params)
+{
+    memset(params, 0, t->params_size);
+    for (const struct nf_param *p = t->params; p && p->name; p++)
+        nf_ptype_ops(p->type)->set_default(p, (char *)params + p->offset);
+}
+
+void nf_params_release(const struct nf_node_type *t, void *params)
+{
+    if (!params)
+        return;
+    for (const struct nf_param *p = t->params; p && p->name; p++)
+        if (nf_ptype_ops(p->type)->release)
+            nf_ptype_ops(p->type)->release((char *)params + p->offset);
+}
+
+void nf_param_default_text(const struct nf_param *p, char *buf, size_t size)
+{
+    buf[0] = '\0';
+    if (p->flags & NF_PF_REQUIRED)
+        return;
+    nf_ptype_ops(p->type)->default_text(p, buf, size);
 }
 
 int nf_param_set(const struct nf_param *p, void *params, const struct nf_ynode *v,
                  const char *node, const char *base_dir, struct nf_diags *d)
 {
-    char *field = (char *)params + p->offset;
-    double num;
-    switch (p->type) {
-    case NF_P_INT:
-        /* a keyed integer: {KEY: n}, KEY = choices[0] (predict's reduce: {pca: k}) */
-        if (p->choices && v->type == NF_Y_MAP) {
-            if (v->n != 1 || strcmp(v->keys[0]->value, p->choices[0]) != 0) {
-                char what[96];
-                snprintf(what, sizeof what, "an integer or {%s: integer}", p->choices[0]);
-                return bad(d, v, node, p, what);
-            }
-            v = v->items[0];
-        }
-        if (parse_number(p, v, node, d, &num) < 0)
-            return NF_EINVAL;
-        *(int64_t *)field = (int64_t)num;
-        return 0;
-    case NF_P_NUM:
-        if (parse_number(p, v, node, d, &num) < 0)
-            return NF_EINVAL;
-        *(double *)field = num;
-        return 0;
-    case NF_P_BOOL: {
-        bool b;
-        if (v->type == NF_Y_SCALAR && v->quoted && nf_parse_bool(v->value, &b))
-            return bad_quoted(d, v, node, p, "true or false");
-        if (v->type != NF_Y_SCALAR || v->quoted || !nf_parse_bool(v->value, &b))
-            return bad(d, v, node, p, "true or false");
-        *(bool *)field = b;
-        return 0;
-    }
-    case NF_P_ENUM: {
-        if (v->type == NF_Y_SCALAR)
-            for (int i = 0; p->choices[i]; i++)
-                if (strcmp(v->value, p->choices[i]) == 0) {
-                    *(int *)field = i;
-                    return 0;
-                }
-        struct nf_strbuf sb;
-        nf_strbuf_init(&sb);
-        nf_strbuf_addf(&sb, "one of ");
-        for (int i = 0; p->choices[i]; i++)
-            nf_strbuf_addf(&sb, "%s%s", i ? ", " : "", p->choices[i]);
-        const char *best = v->type == NF_Y_SCALAR ? nf_suggest_from(v->value, p->choices) : NULL;
-        if (best) {   /* bad() appends "(got 'x')": the hint goes before it */
-            char got[256];
-            nf_ynode_describe(v, got, sizeof got);
-            NF_DIAG(d, NF_EINVAL, &v->loc, node, "parameter '%s' must be %s (got %s; did you mean '%s'?)",
-                    p->name, sb.buf ? sb.buf : "one of the allowed values", got, best);
-        } else {
-            bad(d, v, node, p, sb.buf ? sb.buf : "one of the allowed values");
-        }
-        nf_strbuf_release(&sb);
-        return NF_EINVAL;
-    }
-    case NF_P_STR:
-    case NF_P_PATH: {
-        if (v->type != NF_Y_SCALAR)
-            return bad(d, v, node, p, p->type == NF_P_PATH ? "a file path" : "a string");
-        if (p->type == NF_P_PATH && v->value[0] == '\0')
-            return bad(d, v, node, p, "a file path");
-        char *s = p->type == NF_P_PATH ? nf_path_join(base_dir, v->value) : strdup(v->value);
-        if (!s) {
-            NF_DIAG(d, NF_ENOMEM, &v->loc, node, "out of memory");
-            return NF_ENOMEM;
-        }
-        free(*(char **)field);
-        *(char **)field = s;
-        return 0;
-    }
-    case NF_P_NUM_LIST: {
-        struct nf_num_list list = { 0, NULL };
-        size_t n = v->type == NF_Y_SEQ ? v->n : 1;
-        if (v->type == NF_Y_MAP)
-            return num_list_spaced(p, params, v, node, d);
-        if (check_len(p, n, v, node, d) < 0)
-            return NF_EINVAL;
-        list.v = calloc(n ? n : 1, sizeof *list.v);
-        if (!list.v) {
-            NF_DIAG(d, NF_ENOMEM, &v->loc, node, "out of memory");
-            return NF_ENOMEM;
-        }
-        for (size_t i = 0; i < n; i++) {
-            const struct nf_ynode *item = v->type == NF_Y_SEQ ? v->items[i] : v;
-            if (parse_number(p, item, node, d, &list.v[i]) < 0) {
-                free(list.v);
-                return NF_EINVAL;
-            }
-        }
-        list.n = n;
-        struct nf_num_list *dst = (struct nf_num_list *)field;
-        free(dst->v);
-        *dst = list;
-        return 0;
-    }
-    case NF_P_STR_LIST: {
-        struct nf_str_list list = { 0, NULL };
-        size_t n = v->type == NF_Y_SEQ ? v->n : 1;
-        if (v->type == NF_Y_MAP)
-            return bad(d, v, node, p, "a list of strings");
-        if (check_len(p, n, v, node, d) < 0)
-            return NF_EINVAL;
-        list.v = calloc(n ? n : 1, sizeof *list.v);
-        if (!list.v) {
-            NF_DIAG(d, NF_ENOMEM, &v->loc, node, "out of memory");
-            return NF_ENOMEM;
-        }
-        for (size_t i = 0; i < n; i++) {
-            const struct nf_ynode *item = v->type == NF_Y_SEQ ? v->items[i] : v;
-            if (item->type != NF_Y_SCALAR) {
-                for (size_t j = 0; j < list.n; j++)
-                    free(list.v[j]);
-                free(list.v);
-                return bad(d, item, node, p, "a string");
-            }
-            list.v[list.n++] = strdup(item->value);
-        }
-        struct nf_str_list *dst = (struct nf_str_list *)field;
-        for (size_t j = 0; j < dst->n; j++)
-            free(dst->v[j]);
-        free(dst->v);
-        *dst = list;
-        return 0;
-    }
-    }
-    return NF_EBUG;
+    const struct nf_ptype_ops *ops = nf_ptype_ops(p->type);
+    if (!ops)
+        return NF_EBUG;
+    return ops->parse(p, (char *)params + p->offset, v, node, base_dir, d);
 }

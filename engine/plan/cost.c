@@ -13,6 +13,7 @@
  * shared between machines) are ignored.
  */
 #include "cost.h"
+#include "core/switches.h"
 
 #include <errno.h>
 #include <math.h>
@@ -39,9 +40,9 @@ void nf_rates_default(struct nf_rates *r)
 
 char *nf_rates_path(void)
 {
-    const char *env = getenv("NLFLOW_DEVICES_FILE"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    if (env && env[0])
-        return nf_strdup(env);
+    const char *file = nf_switches()->devices_file, *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    if (file)
+        return nf_strdup(file);
     if (xdg && xdg[0] == '/')
         return nf_asprintf("%s/nlflow/devices.json", xdg);
     if (home && home[0])

@@ -964,7 +964,6 @@ static int execute_once(struct nf_pipeline *p, const struct nf_exec_opts *o, str
     x.p = p;
     x.o = o;
     nf_pipeline_env(p, &x.env);
-    x.env.quiet = o->quiet;
     int rc = 0;
     int nthreads = o->threads > 0 ? o->threads : nf_cpu_count();
     pthread_t *tids = calloc((size_t)nthreads, sizeof *tids);

@@ -22,21 +22,23 @@ struct debug_fault_params {
     int64_t fail_after, kill_after;
 };
 
+#define FIELD(f) offsetof(struct debug_fault_params, f)
 static const struct nf_param debug_fault_params_table[] = {
-    { "chunks", "number of chunks of work (each checkpointed)", NF_P_INT,
-      offsetof(struct debug_fault_params, chunks), { 10, 0, NULL }, 1, 1000000, NULL, 0, 0, 0 },
-    { "chunk_size", "random draws averaged per chunk", NF_P_INT,
-      offsetof(struct debug_fault_params, chunk_size), { 1000, 0, NULL }, 1, 100000000, NULL, 0, 0, 0 },
-    { "seed", "seed of the draws", NF_P_INT,
-      offsetof(struct debug_fault_params, seed), { 0, 0, NULL }, 0, 4294967295.0, NULL, 0, 0, 0 },
-    { "fail_after", "fail with an error after this many chunks of a run (-1: never); not part of the cache key",
-      NF_P_INT, offsetof(struct debug_fault_params, fail_after), { -1, 0, NULL }, -1, 1000000, NULL,
-      NF_PF_NOT_KEYED, 0, 0 },
-    { "kill_after", "kill the process (SIGKILL) after this many chunks of a run (-1: never); not part of the cache key",
-      NF_P_INT, offsetof(struct debug_fault_params, kill_after), { -1, 0, NULL }, -1, 1000000, NULL,
-      NF_PF_NOT_KEYED, 0, 0 },
-    NF_PARAM_END
+    NF_PARAM_INT("chunks", FIELD(chunks), 10, 1, 1000000,
+                 "number of chunks of work (each checkpointed)"),
+    NF_PARAM_INT("chunk_size", FIELD(chunk_size), 1000, 1, 100000000,
+                 "random draws averaged per chunk"),
+    NF_PARAM_INT("seed", FIELD(seed), 0, 0, 4294967295.0, "seed of the draws"),
+    NF_PARAM_INT_F("fail_after", FIELD(fail_after), -1, -1, 1000000, NF_PF_NOT_KEYED,
+                   "fail with an error after this many chunks of a run (-1: never); not part of the cache key"),
+    NF_PARAM_INT_F("kill_after", FIELD(kill_after), -1, -1, 1000000, NF_PF_NOT_KEYED,
+                   "kill the process (SIGKILL) after this many chunks of a run (-1: never); not part of the cache key"),
+    NF_PARAM_END,
 };
+#undef FIELD
+
+enum { DEBUG_FAULT_IN_ANY, DEBUG_FAULT_N_IN };
+enum { DEBUG_FAULT_OUT_MEANS, DEBUG_FAULT_N_OUT };
 
 static const struct nf_port debug_fault_inputs[] = {
     { "in", "anything (only makes this node depend on it)", NF_PT_ANY, NF_PORT_OPTIONAL },
@@ -46,6 +48,8 @@ static const struct nf_port debug_fault_outputs[] = {
     { "out", "1 x chunks: the chunk means", NF_PT_MATRIX, 0 },
     NF_PORT_END
 };
+NF_PORTS_MATCH(debug_fault_inputs, DEBUG_FAULT_N_IN);
+NF_PORTS_MATCH(debug_fault_outputs, DEBUG_FAULT_N_OUT);
 
 static float chunk_value(const struct debug_fault_params *p, int64_t i)
 {
@@ -100,7 +104,7 @@ static int debug_fault_run(struct nf_run *run)
         if (p->kill_after >= 0 && computed == p->kill_after)
             raise(SIGKILL);
     }
-    run->out[0] = out;
+    run->out[DEBUG_FAULT_OUT_MEANS] = out;
     out = NULL;
 fail:
     nf_value_unref(out);
@@ -112,9 +116,9 @@ fail:
 static int debug_fault_resolve(struct nf_resolve *r)
 {
     const struct debug_fault_params *p = r->params;
-    r->out[0].kind = NF_KIND_MATRIX;
-    r->out[0].dim[0] = 1;
-    r->out[0].dim[1] = p->chunks;
+    r->out[DEBUG_FAULT_OUT_MEANS].kind = NF_KIND_MATRIX;
+    r->out[DEBUG_FAULT_OUT_MEANS].dim[0] = 1;
+    r->out[DEBUG_FAULT_OUT_MEANS].dim[1] = p->chunks;
     return 0;
 }
 

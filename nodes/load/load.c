@@ -35,25 +35,21 @@ static bool collection_is_lazy(const struct load_params *p, uint64_t bytes, uint
     return p->lazy == LOAD_LAZY_TRUE;
 }
 
+#define FIELD(f) offsetof(struct load_params, f)
 static const struct nf_param load_params_table[] = {
-    { "path",
-      "file to read: NIfTI (.nii, .nii.gz), table (.tsv, .csv, .txt, header row "
-      "required) or array (.npy); a glob (* ? [ ]) reads every match into a "
-      "collection sorted by path, one item per file",
-      NF_P_PATH, offsetof(struct load_params, path), { 0, 0, "" }, 0, 0, NULL,
-      NF_PF_REQUIRED | NF_PF_NOT_KEYED, 0, 0 },
-    { "columns",
-      "table columns to keep, in this order (tables only; default: every column)",
-      NF_P_STR_LIST, offsetof(struct load_params, columns), { 0, 0, "" }, 0, 0, NULL,
-      NF_PF_OPTIONAL, 1, 0 },
-    { "lazy",
-      "images of a glob collection: true reads each subject only when a node needs it "
-      "(memory holds one subject per worker); false reads all of them at once; auto "
-      "reads lazily when the collection is larger than a quarter of the memory budget",
-      NF_P_ENUM, offsetof(struct load_params, lazy), { LOAD_LAZY_AUTO, 0, NULL }, 0, 0,
-      lazy_choices, NF_PF_NOT_KEYED, 0, 0 },
-    NF_PARAM_END
+    NF_PARAM_PATH_F("path", FIELD(path), "", NF_PF_REQUIRED | NF_PF_NOT_KEYED,
+                    "file to read: NIfTI (.nii, .nii.gz), table (.tsv, .csv, .txt, header row "
+                    "required) or array (.npy); a glob (* ? [ ]) reads every match into a "
+                    "collection sorted by path, one item per file"),
+    NF_PARAM_STR_LIST_F("columns", FIELD(columns), "", 1, 0, NF_PF_OPTIONAL,
+                        "table columns to keep, in this order (tables only; default: every column)"),
+    NF_PARAM_ENUM_F("lazy", FIELD(lazy), lazy_choices, LOAD_LAZY_AUTO, NF_PF_NOT_KEYED,
+                    "images of a glob collection: true reads each subject only when a node needs it "
+                    "(memory holds one subject per worker); false reads all of them at once; auto "
+                    "reads lazily when the collection is larger than a quarter of the memory budget"),
+    NF_PARAM_END,
 };
+#undef FIELD
 
 static const struct nf_port load_inputs[] = {
     NF_PORT_END
@@ -65,6 +61,8 @@ static const struct nf_port load_outputs[] = {
       NF_PT_VOLUME | NF_PT_MATRIX | NF_PT_TABLE | NF_PT_COLL, 0 },
     NF_PORT_END
 };
+NF_PORTS_MATCH(load_inputs, LOAD_N_IN);
+NF_PORTS_MATCH(load_outputs, LOAD_N_OUT);
 
 #define SUPPORTED_EXTENSIONS ".nii, .nii.gz, .tsv, .csv, .txt, .npy"
 
@@ -332,7 +330,7 @@ static int load_resolve(struct nf_resolve *r)
 
     if (!path_has_glob(p->path)) {
         NF_TRY(rc = file_format(p->path, p, node, &fmt, r->err));
-        NF_TRY(rc = file_shape(p->path, fmt, p, node, &r->out[0], r->err));
+        NF_TRY(rc = file_shape(p->path, fmt, p, node, &r->out[LOAD_OUT_DATA], r->err));
         return 0;
     }
 
@@ -358,17 +356,17 @@ static int load_resolve(struct nf_resolve *r)
         if (i == 0 || shape_elements(&item) > shape_elements(&largest))
             largest = item;
     }
-    r->out[0] = largest;
+    r->out[LOAD_OUT_DATA] = largest;
     /* what the items share is known now; what differs is checked per item at run time */
-    r->out[0].has_grid = same_grid;
-    r->out[0].col_names = same_columns ? first_columns : NULL;
-    r->out[0].path = nf_intern(p->path);   /* the pattern names the collection */
-    r->out[0].kind = NF_KIND_COLLECTION;
-    r->out[0].item_kind = largest.kind;
-    r->out[0].n_items = (int64_t)matches.gl_pathc;
+    r->out[LOAD_OUT_DATA].has_grid = same_grid;
+    r->out[LOAD_OUT_DATA].col_names = same_columns ? first_columns : NULL;
+    r->out[LOAD_OUT_DATA].path = nf_intern(p->path);   /* the pattern names the collection */
+    r->out[LOAD_OUT_DATA].kind = NF_KIND_COLLECTION;
+    r->out[LOAD_OUT_DATA].item_kind = largest.kind;
+    r->out[LOAD_OUT_DATA].n_items = (int64_t)matches.gl_pathc;
     /* Lazy NIfTI items keep only their headers in memory until needed. */
-    r->out[0].lazy = fmt == NF_FMT_NIFTI &&
-                     collection_is_lazy(p, nf_shape_bytes(&r->out[0]),
+    r->out[LOAD_OUT_DATA].lazy = fmt == NF_FMT_NIFTI &&
+                     collection_is_lazy(p, nf_shape_bytes(&r->out[LOAD_OUT_DATA]),
                                         r->env ? r->env->memory_budget : UINT64_MAX);
     globfree(&matches);
     return 0;
@@ -431,8 +429,8 @@ static int load_run(struct nf_run *run)
 
     if (!path_has_glob(p->path)) {
         NF_TRY(rc = file_format(p->path, p, node, &fmt, run->err));
-        run->out[0] = read_one(p->path, fmt, p, false, node, run->err);
-        return run->out[0] ? 0 : run->err->code;
+        run->out[LOAD_OUT_DATA] = read_one(p->path, fmt, p, false, node, run->err);
+        return run->out[LOAD_OUT_DATA] ? 0 : run->err->code;
     }
 
     NF_TRY(rc = expand_glob(p->path, node, &matches, run->err));
@@ -470,7 +468,7 @@ static int load_run(struct nf_run *run)
     label_items(coll, matches.gl_pathv);
     nf_value_set_path(coll, p->path);
     globfree(&matches);
-    run->out[0] = coll;
+    run->out[LOAD_OUT_DATA] = coll;
     return 0;
 
 fail:

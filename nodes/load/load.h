@@ -13,6 +13,9 @@ struct load_params {
 
 enum load_lazy { LOAD_LAZY_AUTO, LOAD_LAZY_TRUE, LOAD_LAZY_FALSE };
 
+enum { LOAD_N_IN = 0 };
+enum { LOAD_OUT_DATA, LOAD_N_OUT };
+
 extern const struct nf_node_type nf_node_load;
 
 #endif

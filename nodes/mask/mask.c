@@ -31,14 +31,14 @@
 
 static const char *const mask_standardize_choices[] = { "none", "zscore", "center", NULL };
 
+#define FIELD(f) offsetof(struct mask_params, f)
 static const struct nf_param mask_params_table[] = {
-    { "standardize",
-      "per voxel, over the images: none; zscore, (x - mean) / std with the population "
-      "std (a constant voxel becomes 0); or center, x - mean",
-      NF_P_ENUM, offsetof(struct mask_params, standardize), { MASK_STD_NONE, 0, NULL },
-      0, 0, mask_standardize_choices, 0, 0, 0 },
-    NF_PARAM_END
+    NF_PARAM_ENUM("standardize", FIELD(standardize), mask_standardize_choices, MASK_STD_NONE,
+                  "per voxel, over the images: none; zscore, (x - mean) / std with the population "
+                  "std (a constant voxel becomes 0); or center, x - mean"),
+    NF_PARAM_END,
 };
+#undef FIELD
 
 static const struct nf_port mask_inputs[] = {
     { "data", "3D image or 4D series (a collection runs once per subject)", NF_PT_VOLUME, 0 },
@@ -55,6 +55,8 @@ static const struct nf_port mask_outputs[] = {
       NF_PT_MATRIX, 0 },
     NF_PORT_END
 };
+NF_PORTS_MATCH(mask_inputs, MASK_N_IN);
+NF_PORTS_MATCH(mask_outputs, MASK_N_OUT);
 
 /* How a value is named in messages: its file, else its label. */
 static const char *value_name(const struct nf_value *v)

@@ -13,8 +13,8 @@ struct mask_params {
 };
 
 /* Port indices, in table order. */
-enum { MASK_IN_DATA = 0, MASK_IN_MASK, MASK_IN_ATLAS };
-enum { MASK_OUT_MATRIX = 0, MASK_OUT_LABELS };
+enum { MASK_IN_DATA, MASK_IN_MASK, MASK_IN_ATLAS, MASK_N_IN };
+enum { MASK_OUT_MATRIX, MASK_OUT_LABELS, MASK_N_OUT };
 
 extern const struct nf_node_type nf_node_mask;
 

@@ -27,12 +27,15 @@ static const struct nf_port moments_inputs[] = {
     NF_PORT_END
 };
 
-enum { MOM_OUT_MEAN, MOM_OUT_STD };
+enum { MOMENTS_IN_DATA, MOMENTS_N_IN };
+enum { MOMENTS_OUT_MEAN, MOMENTS_OUT_STD, MOMENTS_N_OUT };
 static const struct nf_port moments_outputs[] = {
     { "mean", "1 x voxels: mean over all rows of all items", NF_PT_MATRIX, 0 },
     { "std", "1 x voxels: population standard deviation over all rows of all items", NF_PT_MATRIX, 0 },
     NF_PORT_END
 };
+NF_PORTS_MATCH(moments_inputs, MOMENTS_N_IN);
+NF_PORTS_MATCH(moments_outputs, MOMENTS_N_OUT);
 
 struct moments_state {
     int64_t cols;
@@ -138,8 +141,8 @@ static int moments_end(struct nf_run *run, void *state, bool ok)
     }
     nf_value_set_stat(mean, NF_STAT_ESTIMATE, 0, "mean over images");
     nf_value_set_stat(sd, NF_STAT_ESTIMATE, 0, "population standard deviation over images");
-    run->out[MOM_OUT_MEAN] = mean;
-    run->out[MOM_OUT_STD] = sd;
+    run->out[MOMENTS_OUT_MEAN] = mean;
+    run->out[MOMENTS_OUT_STD] = sd;
 done:
     state_free(st);
     return rc;
@@ -152,7 +155,7 @@ static int moments_run(struct nf_run *run)
     int rc = moments_begin(run, &state);
     if (rc < 0)
         return rc;
-    const struct nf_value *in = run->in[0];
+    const struct nf_value *in = run->in[MOMENTS_IN_DATA];
     if (in->kind == NF_KIND_COLLECTION) {
         for (size_t i = 0; i < in->u.coll.n && rc == 0; i++) {
             struct nf_value *item = nf_value_materialize(in->u.coll.items[i], run->err);
@@ -168,7 +171,7 @@ static int moments_run(struct nf_run *run)
 
 static int moments_resolve(struct nf_resolve *r)
 {
-    const struct nf_shape *in = &r->in[0];
+    const struct nf_shape *in = &r->in[MOMENTS_IN_DATA];
     if (in->kind == NF_KIND_NONE)
         return 0;
     enum nf_kind k = in->kind == NF_KIND_COLLECTION ? in->item_kind : in->kind;
@@ -192,7 +195,7 @@ static uint64_t moments_estimate(const void *params, const struct nf_shape *in,
 {
     (void)params;
     (void)out;
-    return (uint64_t)in[0].dim[1] * 3 * sizeof(double);
+    return (uint64_t)in[MOMENTS_IN_DATA].dim[1] * 3 * sizeof(double);
 }
 
 const struct nf_node_type nf_node_moments = {

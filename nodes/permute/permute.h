@@ -26,8 +26,9 @@ struct permute_params {
     int64_t chunk;           /* permutations per checkpoint chunk */
 };
 
-enum { PIN_DATA, PIN_DATA2, PIN_COVARIATE, PIN_GROUPS };
-enum { POUT_STAT, POUT_P, POUT_P_FWE, POUT_Q_FDR, POUT_NULL_MAX, POUT_INFO };
+enum { PERMUTE_IN_DATA, PERMUTE_IN_DATA2, PERMUTE_IN_COVARIATE, PERMUTE_IN_GROUPS, PERMUTE_N_IN };
+enum { PERMUTE_OUT_STAT, PERMUTE_OUT_P, PERMUTE_OUT_P_FWE, PERMUTE_OUT_Q_FDR, PERMUTE_OUT_NULL_MAX,
+       PERMUTE_OUT_INFO, PERMUTE_N_OUT };
 
 /* node_type.cost (permute_cost.c, every build): 1 and *c filled, or 0 while
  * shapes are unknown. */

@@ -15,11 +15,11 @@ int nf_permute_cost(const void *params, const struct nf_shape *in, const struct 
 {
     const struct permute_params *prm = params;
     (void)out;
-    if (in[PIN_DATA].kind != NF_KIND_MATRIX && in[PIN_DATA].kind != NF_KIND_TABLE)
+    if (in[PERMUTE_IN_DATA].kind != NF_KIND_MATRIX && in[PERMUTE_IN_DATA].kind != NF_KIND_TABLE)
         return 0;
-    double n = (double)in[PIN_DATA].dim[0], V = (double)in[PIN_DATA].dim[1];
-    if (in[PIN_DATA2].kind == NF_KIND_MATRIX)
-        n += (double)in[PIN_DATA2].dim[0];
+    double n = (double)in[PERMUTE_IN_DATA].dim[0], V = (double)in[PERMUTE_IN_DATA].dim[1];
+    if (in[PERMUTE_IN_DATA2].kind == NF_KIND_MATRIX)
+        n += (double)in[PERMUTE_IN_DATA2].dim[0];
     double N = (double)prm->n_permutations, chunk = (double)prm->chunk;
     if (!(n > 0 && V > 0 && N > 0))
         return 0;
@@ -35,7 +35,7 @@ int nf_permute_cost(const void *params, const struct nf_shape *in, const struct 
     /* D up once; R up; counts down per chunk */
     c->transfer_bytes = 4 * n * V + 4 * N * n + 4 * V * chunks + 4 * V * 4;
     if (prm->test != PERM_TWO_SAMPLE) {   /* the data stays on the device (permute_gpu.c) */
-        c->resident_port = PIN_DATA;
+        c->resident_port = PERMUTE_IN_DATA;
         c->resident_bytes = 4 * n * V;
     }
     c->launches = chunks * 6 + sub * 3;

@@ -119,7 +119,7 @@ enum { LAYOUT_CORR_PEARSON = 0x70e1, LAYOUT_CORR_SPEARMAN = 0x70e2 };
 static int resident_data(struct gperm *gp, struct nf_gpu *g, const struct nf_run *run, size_t *free_b)
 {
     const struct perm_ctx *c = gp->c;
-    const struct nf_value *data = run->in ? run->in[PIN_DATA] : NULL;
+    const struct nf_value *data = run->in ? run->in[PERMUTE_IN_DATA] : NULL;
     size_t bytes = (size_t)(c->n * c->V) * sizeof(float);
     int layout = -1;
     gp->d_resident = false;

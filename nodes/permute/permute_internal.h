@@ -68,7 +68,7 @@ float nf_perm_null_units(const struct perm_ctx *c, float q);
 int nf_perm_info_table(const struct perm_ctx *c, uint32_t seed, struct nf_value **out, struct nf_error *err);
 
 /* The run around the device-specific chunk loop (the same on CPU and GPU):
- * setup (out[POUT_STAT..Q_FDR] allocated, *seed set), checkpoint resume
+ * setup (out[PERMUTE_OUT_STAT..Q_FDR] allocated, *seed set), checkpoint resume
  * (have[] marks committed chunks), and the p-values and outputs (moved into
  * run->out on success). nf_perm_release frees what the context owns. */
 int nf_perm_begin(struct perm_ctx *c, const struct nf_run *run, struct nf_value **out, uint32_t *seed);

@@ -32,6 +32,7 @@
 
 #include "permute.h"
 #include "permute_tile.h"
+#include "core/switches.h"
 
 /* ---- reference ---- */
 
@@ -335,7 +336,7 @@ enum nf_perm_tile_impl nf_perm_tile_choose(void)
 {
     int f = forced_impl;
     /* NLFLOW_PERM_TILE=reference|avx2|avx512: for comparing them (benchmarks) */
-    const char *env = getenv("NLFLOW_PERM_TILE");
+    const char *env = nf_switches()->perm_tile;
     if (f < 0 && env)
         f = strcmp(env, "reference") == 0 ? NF_PERM_TILE_REFERENCE
           : strcmp(env, "avx2") == 0      ? NF_PERM_TILE_AVX2

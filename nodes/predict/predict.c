@@ -57,43 +57,40 @@ _Static_assert(NF_SCORE_AUTO == 0 && NF_SCORE_ACCURACY == 1 && NF_SCORE_BALANCED
 
 static const char *const reduce_keys[] = { "pca", NULL };
 
+#define FIELD(f) offsetof(struct predict_params, f)
 static const struct nf_param predict_params_table[] = {
-    { "mode", "whole_brain: one model of all voxels; roi: one model per nonzero label of `labels`; "
-      "searchlight: one model per sphere of `radius` mm around every voxel",
-      NF_P_ENUM, offsetof(struct predict_params, mode), { PREDICT_WHOLE_BRAIN, 0, NULL }, 0, 0, mode_names,
-      0, 0, 0 },
-    { "model", "svm (LinearSVC: squared hinge, L2), logistic (L2 logistic regression), ridge_classifier "
-      "(RidgeClassifier), or ridge (Ridge regression of a numeric y); more than two classes: one-vs-rest",
-      NF_P_ENUM, offsetof(struct predict_params, model), { NF_MODEL_SVM, 0, NULL }, 0, 0, model_names,
-      0, 0, 0 },
-    { "cv", "folds: stratified shuffled k-fold for classifiers, shuffled k-fold for ridge (sklearn's "
-      "StratifiedKFold / KFold with shuffle); with groups, group k-fold, or leave-one-group-out when cv "
-      ">= the number of groups",
-      NF_P_INT, offsetof(struct predict_params, cv), { 5, 0, NULL }, 2, 1000000, NULL, 0, 0, 0 },
-    { "seed", "RandomState seed of the folds, sklearn's random_state (-1: the pipeline's settings.seed)",
-      NF_P_INT, offsetof(struct predict_params, seed), { -1, 0, NULL }, -1, 4294967295.0, NULL, NF_PF_SEED, 0, 0 },
-    { "scoring", "per-fold score: auto (accuracy for classifiers, r2 for ridge), accuracy, "
-      "balanced_accuracy, r2, or auc (ROC AUC; more than two classes: macro one-vs-rest)",
-      NF_P_ENUM, offsetof(struct predict_params, scoring), { NF_SCORE_AUTO, 0, NULL }, 0, 0, scoring_names,
-      0, 0, 0 },
-    { "standardize", "z-score every voxel with a StandardScaler fitted on the training images of each "
-      "fold (population std; a constant voxel becomes 0)",
-      NF_P_BOOL, offsetof(struct predict_params, standardize), { 1, 0, NULL }, 0, 0, NULL, 0, 0, 0 },
-    { "reduce", "{pca: k}: keep k principal components after the scaler (nltools' reduce='pca', "
-      "n_components=k; a bare k means the same); 0: no reduction. Weights are back-projected to voxels "
-      "(componentsᵀ coef); an ROI with fewer voxels keeps all of its components",
-      NF_P_INT, offsetof(struct predict_params, pca), { 0, 0, NULL }, 0, 1000000, reduce_keys, 0, 0, 0 },
-    { "radius", "mode searchlight: sphere radius in mm, world coordinates (the centre and the boundary "
-      "are included)",
-      NF_P_NUM, offsetof(struct predict_params, radius), { 0, 10.0, NULL }, 1e-3, 1000, NULL, 0, 0, 0 },
-    { "C", "inverse penalty of svm and logistic",
-      NF_P_NUM, offsetof(struct predict_params, C), { 0, 1.0, NULL }, 1e-9, 1e9, NULL, 0, 0, 0 },
-    { "alpha", "penalty of ridge and ridge_classifier",
-      NF_P_NUM, offsetof(struct predict_params, alpha), { 0, 1.0, NULL }, 0, 1e12, NULL, 0, 0, 0 },
-    { "target", "the column of y to decode (default: its first column)",
-      NF_P_STR, offsetof(struct predict_params, target), { 0, 0, "" }, 0, 0, NULL, NF_PF_OPTIONAL, 0, 0 },
-    NF_PARAM_END
+    NF_PARAM_ENUM("mode", FIELD(mode), mode_names, PREDICT_WHOLE_BRAIN,
+                  "whole_brain: one model of all voxels; roi: one model per nonzero label of `labels`; "
+                  "searchlight: one model per sphere of `radius` mm around every voxel"),
+    NF_PARAM_ENUM("model", FIELD(model), model_names, NF_MODEL_SVM,
+                  "svm (LinearSVC: squared hinge, L2), logistic (L2 logistic regression), ridge_classifier "
+                  "(RidgeClassifier), or ridge (Ridge regression of a numeric y); more than two classes: one-vs-rest"),
+    NF_PARAM_INT("cv", FIELD(cv), 5, 2, 1000000,
+                 "folds: stratified shuffled k-fold for classifiers, shuffled k-fold for ridge (sklearn's "
+                 "StratifiedKFold / KFold with shuffle); with groups, group k-fold, or leave-one-group-out when cv "
+                 ">= the number of groups"),
+    NF_PARAM_SEED("seed", FIELD(seed), 4294967295.0,
+                  "RandomState seed of the folds, sklearn's random_state (-1: the pipeline's settings.seed)"),
+    NF_PARAM_ENUM("scoring", FIELD(scoring), scoring_names, NF_SCORE_AUTO,
+                  "per-fold score: auto (accuracy for classifiers, r2 for ridge), accuracy, "
+                  "balanced_accuracy, r2, or auc (ROC AUC; more than two classes: macro one-vs-rest)"),
+    NF_PARAM_BOOL("standardize", FIELD(standardize), 1,
+                  "z-score every voxel with a StandardScaler fitted on the training images of each "
+                  "fold (population std; a constant voxel becomes 0)"),
+    NF_PARAM_KEYED_INT("reduce", FIELD(pca), reduce_keys, 0, 0, 1000000,
+                       "{pca: k}: keep k principal components after the scaler (nltools' reduce='pca', "
+                       "n_components=k; a bare k means the same); 0: no reduction. Weights are back-projected to voxels "
+                       "(componentsᵀ coef); an ROI with fewer voxels keeps all of its components"),
+    NF_PARAM_NUM("radius", FIELD(radius), 10.0, 1e-3, 1000,
+                 "mode searchlight: sphere radius in mm, world coordinates (the centre and the boundary "
+                 "are included)"),
+    NF_PARAM_NUM("C", FIELD(C), 1.0, 1e-9, 1e9, "inverse penalty of svm and logistic"),
+    NF_PARAM_NUM("alpha", FIELD(alpha), 1.0, 0, 1e12, "penalty of ridge and ridge_classifier"),
+    NF_PARAM_STR_F("target", FIELD(target), "", NF_PF_OPTIONAL,
+                   "the column of y to decode (default: its first column)"),
+    NF_PARAM_END,
 };
+#undef FIELD
 
 static const struct nf_port predict_inputs[] = {
     { "X", "images x voxels (from mask; searchlight needs its voxel geometry)", NF_PT_MATRIX, 0 },
@@ -122,6 +119,8 @@ static const struct nf_port predict_outputs[] = {
       "population std)", NF_PT_TABLE, 0 },
     NF_PORT_END
 };
+NF_PORTS_MATCH(predict_inputs, PREDICT_N_IN);
+NF_PORTS_MATCH(predict_outputs, PREDICT_N_OUT);
 
 #define BIT(o) (1u << (o))
 /* The outputs each mode makes. */

@@ -24,7 +24,7 @@ struct predict_params {
     char *target;        /* column of y; NULL: the first */
 };
 
-enum { PREDICT_IN_X, PREDICT_IN_Y, PREDICT_IN_GROUPS, PREDICT_IN_LABELS };
+enum { PREDICT_IN_X, PREDICT_IN_Y, PREDICT_IN_GROUPS, PREDICT_IN_LABELS, PREDICT_N_IN };
 enum {
     PREDICT_OUT_PREDICTIONS,
     PREDICT_OUT_SCORES,

@@ -37,31 +37,31 @@
 static const char *const alpha_modes[] = { "per_voxel", "shared", NULL };
 static const char *const score_kinds[] = { "r2", "pearson", NULL };
 
+#define FIELD(f) offsetof(struct ridge_params, f)
 static const struct nf_param ridge_params_table[] = {
-    { "alphas", "candidate penalties, a list or {logspace: [lo, hi, n]} (10^lo .. 10^hi); "
-      "the best per voxel (or shared) is chosen by cross-validation",
-      NF_P_NUM_LIST, offsetof(struct ridge_params, alphas), { 0, 0, "logspace:-2,4,20" }, 0, 1e300,
-      NULL, 0, 1, 10000 },
-    { "alpha", "a fixed penalty instead of choosing among `alphas` (scores are still cross-validated)",
-      NF_P_NUM, offsetof(struct ridge_params, alpha), { 0, NAN, NULL }, 0, 1e300, NULL, NF_PF_OPTIONAL, 0, 0 },
-    { "cv", "folds of the contiguous, unshuffled k-fold (the first n mod k folds one sample larger)",
-      NF_P_INT, offsetof(struct ridge_params, cv), { 5, 0, NULL }, 2, 1000000, NULL, 0, 0, 0 },
-    { "alpha_mode", "per_voxel: each voxel its own alpha (nltools solve_ridge_cv); shared: one alpha "
-      "for all voxels (nltools' legacy ridge_cv rule)",
-      NF_P_ENUM, offsetof(struct ridge_params, alpha_mode), { RIDGE_PER_VOXEL, 0, NULL }, 0, 0,
-      alpha_modes, 0, 0, 0 },
-    { "fit_intercept", "centre X and Y (per training fold in per_voxel mode) and report the intercept",
-      NF_P_BOOL, offsetof(struct ridge_params, fit_intercept), { 0, 0, NULL }, 0, 0, NULL, 0, 0, 0 },
-    { "score", "cross-validation score: r2 (coefficient of determination) or pearson (correlation "
-      "of predicted and observed)",
-      NF_P_ENUM, offsetof(struct ridge_params, score), { RIDGE_R2, 0, NULL }, 0, 0, score_kinds, 0, 0, 0 },
-    { "shuffle", "shuffle samples before cutting the folds, as sklearn's KFold(shuffle=True, "
-      "random_state=seed): the same folds as nltools/sklearn with the same seed",
-      NF_P_BOOL, offsetof(struct ridge_params, shuffle), { 0, 0, NULL }, 0, 0, NULL, 0, 0, 0 },
-    { "seed", "RandomState seed of the shuffle (-1: the pipeline's settings.seed)",
-      NF_P_INT, offsetof(struct ridge_params, seed), { -1, 0, NULL }, -1, 4294967295.0, NULL, NF_PF_SEED, 0, 0 },
-    NF_PARAM_END
+    NF_PARAM_NUM_LIST("alphas", FIELD(alphas), "logspace:-2,4,20", 0, 1e300, 1, 10000,
+                      "candidate penalties, a list or {logspace: [lo, hi, n]} (10^lo .. 10^hi); "
+                      "the best per voxel (or shared) is chosen by cross-validation"),
+    NF_PARAM_NUM_F("alpha", FIELD(alpha), NAN, 0, 1e300, NF_PF_OPTIONAL,
+                   "a fixed penalty instead of choosing among `alphas` (scores are still cross-validated)"),
+    NF_PARAM_INT("cv", FIELD(cv), 5, 2, 1000000,
+                 "folds of the contiguous, unshuffled k-fold (the first n mod k folds one sample larger)"),
+    NF_PARAM_ENUM("alpha_mode", FIELD(alpha_mode), alpha_modes, RIDGE_PER_VOXEL,
+                  "per_voxel: each voxel its own alpha (nltools solve_ridge_cv); shared: one alpha "
+                  "for all voxels (nltools' legacy ridge_cv rule)"),
+    NF_PARAM_BOOL("fit_intercept", FIELD(fit_intercept), 0,
+                  "centre X and Y (per training fold in per_voxel mode) and report the intercept"),
+    NF_PARAM_ENUM("score", FIELD(score), score_kinds, RIDGE_R2,
+                  "cross-validation score: r2 (coefficient of determination) or pearson (correlation "
+                  "of predicted and observed)"),
+    NF_PARAM_BOOL("shuffle", FIELD(shuffle), 0,
+                  "shuffle samples before cutting the folds, as sklearn's KFold(shuffle=True, "
+                  "random_state=seed): the same folds as nltools/sklearn with the same seed"),
+    NF_PARAM_SEED("seed", FIELD(seed), 4294967295.0,
+                  "RandomState seed of the shuffle (-1: the pipeline's settings.seed)"),
+    NF_PARAM_END,
 };
+#undef FIELD
 
 /* The seed only shuffles the samples (node.h param_matters). */
 static bool ridge_param_matters(const void *params, const struct nf_param *p)
@@ -90,6 +90,8 @@ static const struct nf_port ridge_outputs[] = {
       "(computed only when used)", NF_PT_MATRIX, NF_PORT_ON_DEMAND },
     NF_PORT_END
 };
+NF_PORTS_MATCH(ridge_inputs, RIDGE_N_IN);
+NF_PORTS_MATCH(ridge_outputs, RIDGE_N_OUT);
 
 /* ---- shapes and checks ---- */
 
@@ -105,7 +107,7 @@ static void ridge_check(const void *params, const struct nf_loc *loc, const char
 static int ridge_resolve(struct nf_resolve *r)
 {
     const struct ridge_params *p = r->params;
-    const struct nf_shape *x = &r->in[IN_X], *y = &r->in[IN_Y];
+    const struct nf_shape *x = &r->in[RIDGE_IN_X], *y = &r->in[RIDGE_IN_Y];
     if (x->kind == NF_KIND_NONE || y->kind == NF_KIND_NONE)
         return 0;
     int64_t n = x->dim[0], pf = x->dim[1], n_alpha = isnan(p->alpha) ? (int64_t)p->alphas.n : 1;
@@ -119,8 +121,8 @@ static int ridge_resolve(struct nf_resolve *r)
     const int64_t dims[][2] = { { pf, y->dim[1] }, { 1, y->dim[1] }, { 1, y->dim[1] }, { n, y->dim[1] },
                                 { 1, y->dim[1] },
                                 /* with groups, leave-one-group-out may change the fold count */
-                                { r->in[IN_GROUPS].kind != NF_KIND_NONE ? 0 : p->cv * n_alpha, y->dim[1] } };
-    for (int o = 0; o < 6; o++) {
+                                { r->in[RIDGE_IN_GROUPS].kind != NF_KIND_NONE ? 0 : p->cv * n_alpha, y->dim[1] } };
+    for (int o = 0; o < RIDGE_N_OUT; o++) {
         r->out[o].kind = NF_KIND_MATRIX;
         r->out[o].dim[0] = dims[o][0];
         r->out[o].dim[1] = dims[o][1];
@@ -139,7 +141,7 @@ static uint64_t ridge_estimate(const void *params, const struct nf_shape *in, co
 {
     const struct ridge_params *prm = params;
     (void)out;
-    uint64_t n = (uint64_t)in[IN_X].dim[0], p = (uint64_t)in[IN_X].dim[1], k = (uint64_t)prm->cv;
+    uint64_t n = (uint64_t)in[RIDGE_IN_X].dim[0], p = (uint64_t)in[RIDGE_IN_X].dim[1], k = (uint64_t)prm->cv;
     uint64_t a = isnan(prm->alpha) ? prm->alphas.n : 1, r = n < p ? n : p, b = BLOCK_VOXELS;
     uint64_t factors = k * (n * r + r * p + (a * (n / k + 1) * r)) + n * r + r * p + n * p;
     uint64_t block = k * r * b + a * (n / k + 1) * b + k * a * b * 2 + r * b + n * b;
@@ -212,8 +214,8 @@ int nf_ridge_new_outputs(const struct nf_run *run, int64_t n, int64_t p, int64_t
                          struct nf_geom *geom, struct nf_value **out)
 {
     const int64_t rows[6] = { p, 1, 1, n, 1, k * A };
-    for (int o = 0; o < 6; o++) {
-        if ((o == OUT_PREDICTIONS || o == OUT_CV_SCORES) && !nf_run_wants(run, o))
+    for (int o = 0; o < RIDGE_N_OUT; o++) {
+        if ((o == RIDGE_OUT_PREDICTIONS || o == RIDGE_OUT_CV_SCORES) && !nf_run_wants(run, o))
             continue;
         if (!(out[o] = nf_value_new_matrix(rows[o], V, geom, run->err)))
             return run->err->code;
@@ -244,7 +246,7 @@ static int name_rows_numbered(struct nf_value *m, const char *fmt, struct nf_err
 static int label_outputs(const struct nf_run *run, struct nf_value **out)
 {
     const struct ridge_params *prm = run->params;
-    const struct nf_matrix *X = &run->in[IN_X]->u.mat;
+    const struct nf_matrix *X = &run->in[RIDGE_IN_X]->u.mat;
     const bool pearson = prm->score == RIDGE_PEARSON;
     const int64_t A = isnan(prm->alpha) ? (int64_t)prm->alphas.n : 1;
     const double *alphas = isnan(prm->alpha) ? prm->alphas.v : &prm->alpha;
@@ -252,15 +254,15 @@ static int label_outputs(const struct nf_run *run, struct nf_value **out)
     char **names = NULL;
     int64_t n_names = 0;
 
-    nf_value_set_stat(out[OUT_WEIGHTS], NF_STAT_ESTIMATE, 0,
+    nf_value_set_stat(out[RIDGE_OUT_WEIGHTS], NF_STAT_ESTIMATE, 0,
                       "ridge weights of each feature, refit on all samples at the voxel's alpha");
-    nf_value_set_stat(out[OUT_ALPHA], NF_STAT_PENALTY, 0, isnan(prm->alpha)
+    nf_value_set_stat(out[RIDGE_OUT_ALPHA], NF_STAT_PENALTY, 0, isnan(prm->alpha)
                       ? "ridge penalty chosen by cross-validation" : "ridge penalty (fixed)");
-    nf_value_set_stat(out[OUT_SCORE], NF_STAT_SCORE, 0, pearson
+    nf_value_set_stat(out[RIDGE_OUT_SCORE], NF_STAT_SCORE, 0, pearson
                       ? "mean cross-validated Pearson r of predicted and observed"
                       : "mean cross-validated R^2 (1 - SS_res / SS_tot)");
-    nf_value_set_stat(out[OUT_INTERCEPT], NF_STAT_ESTIMATE, 0, "intercept");
-    n_names = out[OUT_WEIGHTS]->u.mat.rows;
+    nf_value_set_stat(out[RIDGE_OUT_INTERCEPT], NF_STAT_ESTIMATE, 0, "intercept");
+    n_names = out[RIDGE_OUT_WEIGHTS]->u.mat.rows;
     if (!(names = calloc((size_t)(n_names ? n_names : 1), sizeof *names))) {
         rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
         goto fail;
@@ -271,13 +273,13 @@ static int label_outputs(const struct nf_run *run, struct nf_value **out)
             rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
             goto fail;
         }
-    NF_TRY(rc = nf_matrix_set_row_names(out[OUT_WEIGHTS], (const char *const *)names, run->err));
-    if (out[OUT_PREDICTIONS]) {
-        nf_value_set_stat(out[OUT_PREDICTIONS], NF_STAT_DATA, 0, "cross-validated predictions");
-        NF_TRY(rc = name_rows_numbered(out[OUT_PREDICTIONS], "sample-%lld", run->err));
+    NF_TRY(rc = nf_matrix_set_row_names(out[RIDGE_OUT_WEIGHTS], (const char *const *)names, run->err));
+    if (out[RIDGE_OUT_PREDICTIONS]) {
+        nf_value_set_stat(out[RIDGE_OUT_PREDICTIONS], NF_STAT_DATA, 0, "cross-validated predictions");
+        NF_TRY(rc = name_rows_numbered(out[RIDGE_OUT_PREDICTIONS], "sample-%lld", run->err));
     }
-    if (out[OUT_CV_SCORES]) {
-        struct nf_value *cv = out[OUT_CV_SCORES];
+    if (out[RIDGE_OUT_CV_SCORES]) {
+        struct nf_value *cv = out[RIDGE_OUT_CV_SCORES];
         nf_value_set_stat(cv, NF_STAT_SCORE, 0, pearson ? "Pearson r of each fold and alpha"
                                                         : "R^2 of each fold and alpha");
         for (int64_t j = 0; j < n_names; j++)
@@ -309,12 +311,12 @@ int nf_ridge_finish_outputs(struct nf_run *run, struct nf_value **out, bool cent
     for (int64_t v = 0; v < V && center; v++) {
         double acc = y_mean[v];
         for (int64_t j = 0; j < p; j++)
-            acc -= x_mean[j] * out[OUT_WEIGHTS]->u.mat.data[j * V + v];
-        out[OUT_INTERCEPT]->u.mat.data[v] = (float)acc;
+            acc -= x_mean[j] * out[RIDGE_OUT_WEIGHTS]->u.mat.data[j * V + v];
+        out[RIDGE_OUT_INTERCEPT]->u.mat.data[v] = (float)acc;
     }
     if ((rc = label_outputs(run, out)) < 0)
         return rc;
-    for (int o = 0; o < 6; o++) {
+    for (int o = 0; o < RIDGE_N_OUT; o++) {
         run->out[o] = out[o];
         out[o] = NULL;
     }
@@ -873,7 +875,7 @@ int nf_ridge_check_finite(const float *a, int64_t n, const char *what, const str
 int nf_ridge_check_inputs(const struct nf_run *run, const float *X, const float *Y, int64_t n, int64_t p,
                           int64_t V, int64_t k, int64_t A, bool center)
 {
-    const struct nf_value *xin = run->in[IN_X], *yin = run->in[IN_Y];
+    const struct nf_value *xin = run->in[RIDGE_IN_X], *yin = run->in[RIDGE_IN_Y];
     const struct nf_loc *loc = nf_node_loc(run->node);
     const char *id = nf_node_id(run->node);
     int rc = 0;
@@ -949,15 +951,15 @@ static void finish_block(const struct ridge_ctx *c, struct block *b, struct nf_v
             }
         }
         best[v] = pick;
-        out[OUT_ALPHA]->u.mat.data[b->b0 + v] = (float)c->alphas[pick];
-        out[OUT_SCORE]->u.mat.data[b->b0 + v] = pick_mean;
+        out[RIDGE_OUT_ALPHA]->u.mat.data[b->b0 + v] = (float)c->alphas[pick];
+        out[RIDGE_OUT_SCORE]->u.mat.data[b->b0 + v] = pick_mean;
     }
-    if (out[OUT_CV_SCORES])
+    if (out[RIDGE_OUT_CV_SCORES])
         for (int64_t fa = 0; fa < c->k * c->A; fa++)
             for (int64_t v = 0; v < b->nb; v++)
-                out[OUT_CV_SCORES]->u.mat.data[fa * c->V + b->b0 + v] = (float)b->score[fa * b->nb + v];
+                out[RIDGE_OUT_CV_SCORES]->u.mat.data[fa * c->V + b->b0 + v] = (float)b->score[fa * b->nb + v];
     /* cross-validated predictions at the chosen alpha */
-    if (out[OUT_PREDICTIONS])
+    if (out[RIDGE_OUT_PREDICTIONS])
         for (int64_t f = 0; f < c->k; f++) {
             const struct fold *fd = &c->folds[f];
             const float *UtY = b->UtY + f * rmax * b->nb;
@@ -971,7 +973,7 @@ static void finish_block(const struct ridge_ctx *c, struct block *b, struct nf_v
             const double *ym = b->y_tr_mean + f * b->nb;
             for (int64_t i = 0; i < fd->n_val; i++) {
                 int64_t row = c->perm ? c->perm[fd->v0 + i] : fd->v0 + i;   /* back to Y's order */
-                float *dst = out[OUT_PREDICTIONS]->u.mat.data + row * c->V + b->b0;
+                float *dst = out[RIDGE_OUT_PREDICTIONS]->u.mat.data + row * c->V + b->b0;
                 for (int64_t v = 0; v < b->nb; v++)
                     dst[v] = b->pred[i * b->nb + v] + (float)ym[v];
             }
@@ -984,7 +986,7 @@ static void finish_block(const struct ridge_ctx *c, struct block *b, struct nf_v
             full[j * b->nb + v] = (float)(uty * (sj / (sj * sj + c->alphas[best[v]])));
         }
     c->K->sgemm(true, false, c->p, b->nb, c->r, 1.0f, c->Vt, c->p, full, b->nb, 0.0f,
-                out[OUT_WEIGHTS]->u.mat.data + b->b0, c->V);
+                out[RIDGE_OUT_WEIGHTS]->u.mat.data + b->b0, c->V);
 }
 
 static void *ridge_worker(void *arg)
@@ -1060,7 +1062,7 @@ static int run_workers(struct ridge_work *w, const struct nf_run *run)
 static int ridge_run(struct nf_run *run)
 {
     const struct ridge_params *prm = run->params;
-    const struct nf_value *xin = run->in[IN_X], *yin = run->in[IN_Y];
+    const struct nf_value *xin = run->in[RIDGE_IN_X], *yin = run->in[RIDGE_IN_Y];
     struct ridge_ctx c = { 0 };
     struct nf_value *out[6] = { 0 };
     double *alpha_score_sum = NULL;
@@ -1097,7 +1099,7 @@ static int ridge_run(struct nf_run *run)
         c.block = 1;
     /* folds first: leave-one-group-out decides their number */
     NF_TRY(rc = nf_ridge_assign_folds(prm, c.n, c.p, c.k, &c.X, &c.fold_size, &c.perm, &c.X_perm,
-                                      run->in[IN_GROUPS], run, &c.k));
+                                      run->in[RIDGE_IN_GROUPS], run, &c.k));
     struct nf_geom *geom = yin->u.mat.geom;
     NF_TRY(rc = nf_ridge_new_outputs(run, c.n, c.p, c.k, c.A, c.V, geom, out));
 
@@ -1150,7 +1152,7 @@ static int ridge_run(struct nf_run *run)
     rc = nf_ridge_finish_outputs(run, out, c.center, c.x_mean, c.y_mean, c.p, c.V);
 fail:
     nf_blas_set_threads(blas);
-    for (int o = 0; o < 6; o++)
+    for (int o = 0; o < RIDGE_N_OUT; o++)
         nf_value_unref(out[o]);
     free(alpha_score_sum);
     free_ctx(&c);

@@ -22,8 +22,9 @@ struct ridge_params {
     int64_t seed;               /* its RandomState seed; -1: settings.seed */
 };
 
-enum { IN_X, IN_Y, IN_GROUPS };
-enum { OUT_WEIGHTS, OUT_ALPHA, OUT_SCORE, OUT_PREDICTIONS, OUT_INTERCEPT, OUT_CV_SCORES };
+enum { RIDGE_IN_X, RIDGE_IN_Y, RIDGE_IN_GROUPS, RIDGE_N_IN };
+enum { RIDGE_OUT_WEIGHTS, RIDGE_OUT_ALPHA, RIDGE_OUT_SCORE, RIDGE_OUT_PREDICTIONS, RIDGE_OUT_INTERCEPT,
+       RIDGE_OUT_CV_SCORES, RIDGE_N_OUT };
 
 /* node_type.cost (ridge_cost.c, every build): 1 and *c filled, or 0 while
  * shapes are unknown. */

@@ -17,9 +17,9 @@ int nf_ridge_cost(const void *params, const struct nf_shape *in, const struct nf
     const struct ridge_params *prm = params;
     (void)out;
     /* X may be a numeric table taken as a matrix: rows x columns either way */
-    if ((in[IN_X].kind != NF_KIND_MATRIX && in[IN_X].kind != NF_KIND_TABLE) || in[IN_Y].kind != NF_KIND_MATRIX)
+    if ((in[RIDGE_IN_X].kind != NF_KIND_MATRIX && in[RIDGE_IN_X].kind != NF_KIND_TABLE) || in[RIDGE_IN_Y].kind != NF_KIND_MATRIX)
         return 0;
-    double n = (double)in[IN_X].dim[0], p = (double)in[IN_X].dim[1], V = (double)in[IN_Y].dim[1];
+    double n = (double)in[RIDGE_IN_X].dim[0], p = (double)in[RIDGE_IN_X].dim[1], V = (double)in[RIDGE_IN_Y].dim[1];
     double k = (double)prm->cv, A = isnan(prm->alpha) ? (double)prm->alphas.n : 1.0;
     if (!(n > 0 && p > 0 && V > 0 && k >= 1))
         return 0;
@@ -35,7 +35,7 @@ int nf_ridge_cost(const void *params, const struct nf_shape *in, const struct nf
     c->gpu_bytes = 4 * V * ((k + 3) * n + 2 * k * A * r + 4 * k * r + 2 * p) + 8 * V * (A + 3 * k);
     /* Y up; weights, alpha, score, intercept down */
     c->transfer_bytes = 4 * V * (n + p + 3);
-    c->resident_port = IN_Y;   /* Y stays on the device (ridge_gpu.c) */
+    c->resident_port = RIDGE_IN_Y;   /* Y stays on the device (ridge_gpu.c) */
     c->resident_bytes = 4 * V * n;
     double blocks = ceil(V / NF_RIDGE_GPU_BLOCK);
     /* each fold's SVD is a gesvdj of many sweeps (about 500 launches' worth) */

@@ -618,17 +618,17 @@ static int finish_block(struct gctx *c, struct nf_gpu *g, int slot, int64_t b0, 
                 alpha_sums[a] += acc[a * nb + v];
         return 0;
     }
-    copy_rows_threads(out[OUT_WEIGHTS]->u.mat.data + b0, c->V, NULL, (const float *)(down + off[0]), nb, NULL, c->p,
+    copy_rows_threads(out[RIDGE_OUT_WEIGHTS]->u.mat.data + b0, c->V, NULL, (const float *)(down + off[0]), nb, NULL, c->p,
                       nb, c->threads);
-    memcpy(out[OUT_ALPHA]->u.mat.data + b0, down + off[1], (size_t)nb * sizeof(float));
-    memcpy(out[OUT_SCORE]->u.mat.data + b0, down + off[2], (size_t)nb * sizeof(float));
+    memcpy(out[RIDGE_OUT_ALPHA]->u.mat.data + b0, down + off[1], (size_t)nb * sizeof(float));
+    memcpy(out[RIDGE_OUT_SCORE]->u.mat.data + b0, down + off[2], (size_t)nb * sizeof(float));
     if (c->center)
         memcpy(c->y_mean + b0, down + off[3], (size_t)nb * sizeof(double));
     if (want_cv)
-        copy_rows_threads(out[OUT_CV_SCORES]->u.mat.data + b0, c->V, NULL, (const float *)(down + off[4]), nb,
+        copy_rows_threads(out[RIDGE_OUT_CV_SCORES]->u.mat.data + b0, c->V, NULL, (const float *)(down + off[4]), nb,
                           NULL, c->k * c->A, nb, c->threads);
     if (want_pred)   /* rows in fold order back to Y's order */
-        copy_rows_threads(out[OUT_PREDICTIONS]->u.mat.data + b0, c->V, c->perm, (const float *)(down + off[5]), nb,
+        copy_rows_threads(out[RIDGE_OUT_PREDICTIONS]->u.mat.data + b0, c->V, c->perm, (const float *)(down + off[5]), nb,
                           NULL, c->n, nb, c->threads);
     return 0;
 }
@@ -728,7 +728,7 @@ static int plan_memory(struct gctx *c, struct nf_gpu *g, bool want_cv, bool want
 
 static int run_on_gpu(struct gctx *c, struct nf_gpu *g, struct nf_run *run, struct nf_value **out)
 {
-    bool want_cv = out[OUT_CV_SCORES] != NULL, want_pred = out[OUT_PREDICTIONS] != NULL;
+    bool want_cv = out[RIDGE_OUT_CV_SCORES] != NULL, want_pred = out[RIDGE_OUT_PREDICTIONS] != NULL;
     double *alpha_sums = NULL;
     int rc = 0;
     for (int i = 0; i < 2; i++)
@@ -758,7 +758,7 @@ fail:
 int nf_ridge_run_gpu(struct nf_run *run)
 {
     const struct ridge_params *prm = run->params;
-    const struct nf_value *xin = run->in[IN_X], *yin = run->in[IN_Y];
+    const struct nf_value *xin = run->in[RIDGE_IN_X], *yin = run->in[RIDGE_IN_Y];
     const char *id = nf_node_id(run->node);
     struct gctx c = { 0 };
     struct nf_value *out[6] = { 0 };
@@ -788,7 +788,7 @@ int nf_ridge_run_gpu(struct nf_run *run)
     c.threads = run->env && run->env->threads > 1 ? run->env->threads : 1;
     NF_TRY(rc = nf_ridge_check_inputs(run, c.X, c.Y, c.n, c.p, c.V, c.k, c.A, c.center));
     NF_TRY(rc = nf_ridge_assign_folds(c.prm, c.n, c.p, c.k, &c.X, &c.fold_size, &c.perm, &c.X_perm,
-                                      run->in[IN_GROUPS], run, &c.k));
+                                      run->in[RIDGE_IN_GROUPS], run, &c.k));
     struct nf_geom *geom = yin->u.mat.geom;
     NF_TRY(rc = nf_ridge_new_outputs(run, c.n, c.p, c.k, c.A, c.V, geom, out));
     c.r = c.n < c.p ? c.n : c.p;
@@ -827,7 +827,7 @@ int nf_ridge_run_gpu(struct nf_run *run)
     rc = nf_ridge_finish_outputs(run, out, c.center, c.x_mean, c.y_mean, c.p, c.V);
 fail:
     nf_gpu_release(g);
-    for (int o = 0; o < 6; o++)
+    for (int o = 0; o < RIDGE_N_OUT; o++)
         nf_value_unref(out[o]);
     free_gctx(&c);
     if (rc < 0)

@@ -504,9 +504,9 @@ static int build_atlas(const struct nf_geom *geom, const int64_t *roi, int64_t n
 static int write_dataset(const char *dir, struct nf_value **out, const struct nf_volume *atlas,
                          struct nf_error *err)
 {
-    const struct nf_collection *subjects = &out[SIM_OUT_DATA]->u.coll;
-    const struct nf_volume *mask = &out[SIM_OUT_MASK]->u.vol;
-    const struct nf_volume *truth = &out[SIM_OUT_TRUTH]->u.vol;
+    const struct nf_collection *subjects = &out[SIMULATE_OUT_DATA]->u.coll;
+    const struct nf_volume *mask = &out[SIMULATE_OUT_MASK]->u.vol;
+    const struct nf_volume *truth = &out[SIMULATE_OUT_TRUTH]->u.vol;
     char *path = NULL, *func = NULL;
     int rc = 0;
 
@@ -549,8 +549,8 @@ static int write_dataset(const char *dir, struct nf_value **out, const struct nf
                                             "nlflow simulate truth", err));
     WRITE_IN("atlas.nii.gz", nf_nifti_write(path, &atlas->grid, 1, atlas->data, SIM_INTENT_LABEL,
                                             "nlflow simulate atlas", err));
-    WRITE_IN("design.tsv", nf_table_write(path, &out[SIM_OUT_X]->u.tab, err));
-    WRITE_IN("labels.tsv", nf_table_write(path, &out[SIM_OUT_Y]->u.tab, err));
+    WRITE_IN("design.tsv", nf_table_write(path, &out[SIMULATE_OUT_X]->u.tab, err));
+    WRITE_IN("labels.tsv", nf_table_write(path, &out[SIMULATE_OUT_Y]->u.tab, err));
 #undef WRITE_IN
     NF_TRY(rc = write_text(dir, "task-sim_bold.json",
                            "{\n  \"TaskName\": \"sim\",\n  \"RepetitionTime\": 2.0\n}\n", err));
@@ -600,12 +600,12 @@ static int simulate_run(struct nf_run *run)
         goto fail;
     }
     NF_TRY(rc = sim_plan_init(p, run->env, node, &plan, run->err));
-    out[SIM_OUT_MASK] = build_mask(&plan, node, run->err);
-    if (!out[SIM_OUT_MASK]) {
+    out[SIMULATE_OUT_MASK] = build_mask(&plan, node, run->err);
+    if (!out[SIMULATE_OUT_MASK]) {
         rc = run->err->code ? run->err->code : NF_EDATA;
         goto fail;
     }
-    geom = nf_geom_from_mask(&plan.grid, out[SIM_OUT_MASK]->u.vol.data);
+    geom = nf_geom_from_mask(&plan.grid, out[SIMULATE_OUT_MASK]->u.vol.data);
     if (!geom) {
         rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory building the mask geometry");
         goto fail;
@@ -640,18 +640,18 @@ static int simulate_run(struct nf_run *run)
                 "nothing is planted", p->roi_center.v[0], p->roi_center.v[1],
                 p->roi_center.v[2], p->roi_radius);
 
-    out[SIM_OUT_TRUTH] = nf_value_new_volume(&plan.grid, 3, 1, run->err);
-    if (!out[SIM_OUT_TRUTH]) {
+    out[SIMULATE_OUT_TRUTH] = nf_value_new_volume(&plan.grid, 3, 1, run->err);
+    if (!out[SIMULATE_OUT_TRUTH]) {
         rc = err_code(run->err);
         goto fail;
     }
     for (int64_t r = 0; r < n_roi; r++)
-        out[SIM_OUT_TRUTH]->u.vol.data[geom->index[roi[r]]] = (float)truth_value;
+        out[SIMULATE_OUT_TRUTH]->u.vol.data[geom->index[roi[r]]] = (float)truth_value;
 
-    out[SIM_OUT_X] = design_table(X, T, F, run->err);
-    out[SIM_OUT_Y] = labels_table(X, T, F, p->noise, seed, run->err);
-    out[SIM_OUT_DATA] = nf_value_new_collection((size_t)p->subjects, run->err);
-    if (!out[SIM_OUT_X] || !out[SIM_OUT_Y] || !out[SIM_OUT_DATA]) {
+    out[SIMULATE_OUT_X] = design_table(X, T, F, run->err);
+    out[SIMULATE_OUT_Y] = labels_table(X, T, F, p->noise, seed, run->err);
+    out[SIMULATE_OUT_DATA] = nf_value_new_collection((size_t)p->subjects, run->err);
+    if (!out[SIMULATE_OUT_X] || !out[SIMULATE_OUT_Y] || !out[SIMULATE_OUT_DATA]) {
         rc = err_code(run->err);
         goto fail;
     }
@@ -673,7 +673,7 @@ static int simulate_run(struct nf_run *run)
                                 : NF_FAIL(run->err, NF_ENOMEM, "out of memory");
             goto fail;
         }
-        out[SIM_OUT_DATA]->u.coll.items[s] = vol;
+        out[SIMULATE_OUT_DATA]->u.coll.items[s] = vol;
     }
 
     if (p->write) {
@@ -716,16 +716,16 @@ static int simulate_resolve(struct nf_resolve *r)
     if (rc < 0)
         return rc;
     const int64_t *d = plan.grid.dim;
-    r->out[SIM_OUT_DATA] = (struct nf_shape){
+    r->out[SIMULATE_OUT_DATA] = (struct nf_shape){
         .kind = NF_KIND_COLLECTION, .item_kind = NF_KIND_VOLUME, .n_items = p->subjects,
         .dim = {d[0], d[1], d[2], p->images}};
-    r->out[SIM_OUT_MASK] = (struct nf_shape){.kind = NF_KIND_VOLUME, .dim = {d[0], d[1], d[2], 1}};
-    r->out[SIM_OUT_X] = (struct nf_shape){.kind = NF_KIND_TABLE, .dim = {p->images, p->features}};
-    r->out[SIM_OUT_Y] = (struct nf_shape){.kind = NF_KIND_TABLE, .dim = {p->images, 2}};
-    r->out[SIM_OUT_TRUTH] = r->out[SIM_OUT_MASK];
+    r->out[SIMULATE_OUT_MASK] = (struct nf_shape){.kind = NF_KIND_VOLUME, .dim = {d[0], d[1], d[2], 1}};
+    r->out[SIMULATE_OUT_X] = (struct nf_shape){.kind = NF_KIND_TABLE, .dim = {p->images, p->features}};
+    r->out[SIMULATE_OUT_Y] = (struct nf_shape){.kind = NF_KIND_TABLE, .dim = {p->images, 2}};
+    r->out[SIMULATE_OUT_TRUTH] = r->out[SIMULATE_OUT_MASK];
     /* every image is on the mask's grid: a mask node pairing them with a
      * loaded image compares grids before anything runs */
-    static const int images[] = { SIM_OUT_DATA, SIM_OUT_MASK, SIM_OUT_TRUTH };
+    static const int images[] = { SIMULATE_OUT_DATA, SIMULATE_OUT_MASK, SIMULATE_OUT_TRUTH };
     for (size_t i = 0; i < sizeof images / sizeof images[0]; i++) {
         r->out[images[i]].has_grid = true;
         r->out[images[i]].grid = plan.grid;
@@ -741,7 +741,7 @@ static uint64_t simulate_estimate(const void *params, const struct nf_shape *in,
                                   const struct nf_shape *out)
 {
     const struct simulate_params *p = params;
-    const struct nf_shape *m = &out[SIM_OUT_MASK];
+    const struct nf_shape *m = &out[SIMULATE_OUT_MASK];
     uint64_t grid = (uint64_t)(m->dim[0] * m->dim[1] * m->dim[2]);
     uint64_t f = (uint64_t)llround(p->voxel_size);
     bool synthetic = p->mask && strcmp(p->mask, "synthetic") == 0;
@@ -782,36 +782,32 @@ static int simulate_key_files(const void *params, const struct nf_env *env, char
     return 0;
 }
 
+#define FIELD(f) offsetof(struct simulate_params, f)
 static const struct nf_param simulate_param_table[] = {
-    {"subjects", "number of simulated subjects", NF_P_INT,
-     offsetof(struct simulate_params, subjects), {.i = 1}, 1, 10000, NULL, 0, 0, 0},
-    {"images", "images (time points) per subject", NF_P_INT,
-     offsetof(struct simulate_params, images), {.i = 40}, 2, 100000, NULL, 0, 0, 0},
-    {"features", "columns of the design X (feature 1 is a boxcar, the others sines)",
-     NF_P_INT, offsetof(struct simulate_params, features), {.i = 2}, 1, 1000, NULL, 0, 0, 0},
-    {"mask", "brain mask: auto (mricron-data's ch2bet if installed, else synthetic), "
-     "synthetic (an ellipsoid), or a NIfTI path (relative to the pipeline file; nonzero = "
-     "brain); resampled to voxel_size by block majority",
-     NF_P_STR, offsetof(struct simulate_params, mask), {.s = "auto"}, 0, 0, NULL, 0, 0, 0},
-    {"voxel_size", "voxel edge of the simulated grid in mm (rounded to whole mask voxels)",
-     NF_P_NUM, offsetof(struct simulate_params, voxel_size), {.d = 4.0}, 1, 10, NULL, 0, 0, 0},
-    {"effect_size", "scale of the planted weights inside the ROI", NF_P_NUM,
-     offsetof(struct simulate_params, effect_size), {.d = 1.0}, -1e6, 1e6, NULL, 0, 0, 0},
-    {"noise", "standard deviation of the Gaussian noise", NF_P_NUM,
-     offsetof(struct simulate_params, noise), {.d = 1.0}, 0, 1e6, NULL, 0, 0, 0},
-    {"roi_center", "centre of the ROI sphere, world mm (x, y, z)", NF_P_NUM_LIST,
-     offsetof(struct simulate_params, roi_center), {.s = "40,-20,40"}, -1000, 1000, NULL, 0,
-     3, 3},
-    {"roi_radius", "radius of the ROI sphere in mm", NF_P_NUM,
-     offsetof(struct simulate_params, roi_radius), {.d = 10.0}, 0, 1000, NULL, 0, 0, 0},
-    {"seed", "random seed; -1 uses settings.seed", NF_P_INT,
-     offsetof(struct simulate_params, seed), {.i = -1}, -1, 9007199254740992.0, NULL, NF_PF_SEED, 0, 0},
-    {"write", "folder to also write the data set to as BIDS-like files (sub-XX/func/"
-     "sub-XX_task-sim_bold.nii.gz, mask, truth, design.tsv, labels.tsv, and atlas.nii.gz: label 1 the "
-     "ROI sphere, 2, 3, ... 30 mm boxes of the other brain voxels)", NF_P_PATH,
-     offsetof(struct simulate_params, write), {.s = ""}, 0, 0, NULL, NF_PF_OPTIONAL, 0, 0},
+    NF_PARAM_INT("subjects", FIELD(subjects), 1, 1, 10000, "number of simulated subjects"),
+    NF_PARAM_INT("images", FIELD(images), 40, 2, 100000, "images (time points) per subject"),
+    NF_PARAM_INT("features", FIELD(features), 2, 1, 1000,
+                 "columns of the design X (feature 1 is a boxcar, the others sines)"),
+    NF_PARAM_STR("mask", FIELD(mask), "auto",
+                 "brain mask: auto (mricron-data's ch2bet if installed, else synthetic), "
+                 "synthetic (an ellipsoid), or a NIfTI path (relative to the pipeline file; nonzero = "
+                 "brain); resampled to voxel_size by block majority"),
+    NF_PARAM_NUM("voxel_size", FIELD(voxel_size), 4.0, 1, 10,
+                 "voxel edge of the simulated grid in mm (rounded to whole mask voxels)"),
+    NF_PARAM_NUM("effect_size", FIELD(effect_size), 1.0, -1e6, 1e6,
+                 "scale of the planted weights inside the ROI"),
+    NF_PARAM_NUM("noise", FIELD(noise), 1.0, 0, 1e6, "standard deviation of the Gaussian noise"),
+    NF_PARAM_NUM_LIST("roi_center", FIELD(roi_center), "40,-20,40", -1000, 1000, 3, 3,
+                      "centre of the ROI sphere, world mm (x, y, z)"),
+    NF_PARAM_NUM("roi_radius", FIELD(roi_radius), 10.0, 0, 1000, "radius of the ROI sphere in mm"),
+    NF_PARAM_SEED("seed", FIELD(seed), 9007199254740992.0, "random seed; -1 uses settings.seed"),
+    NF_PARAM_PATH_F("write", FIELD(write), "", NF_PF_OPTIONAL,
+                    "folder to also write the data set to as BIDS-like files (sub-XX/func/"
+                    "sub-XX_task-sim_bold.nii.gz, mask, truth, design.tsv, labels.tsv, and atlas.nii.gz: label 1 the "
+                    "ROI sphere, 2, 3, ... 30 mm boxes of the other brain voxels)"),
     NF_PARAM_END,
 };
+#undef FIELD
 
 static const struct nf_port simulate_inputs[] = {
     NF_PORT_END,
@@ -828,6 +824,8 @@ static const struct nf_port simulate_outputs[] = {
      NF_PT_VOLUME, 0},
     NF_PORT_END,
 };
+NF_PORTS_MATCH(simulate_inputs, SIMULATE_N_IN);
+NF_PORTS_MATCH(simulate_outputs, SIMULATE_N_OUT);
 
 const struct nf_node_type nf_node_simulate = {
     .name = "simulate",

@@ -25,7 +25,8 @@ struct simulate_params {
 };
 
 /* Output ports, in table order. */
-enum { SIM_OUT_DATA, SIM_OUT_MASK, SIM_OUT_X, SIM_OUT_Y, SIM_OUT_TRUTH };
+enum { SIMULATE_N_IN = 0 };
+enum { SIMULATE_OUT_DATA, SIMULATE_OUT_MASK, SIMULATE_OUT_X, SIMULATE_OUT_Y, SIMULATE_OUT_TRUTH, SIMULATE_N_OUT };
 
 extern const struct nf_node_type nf_node_simulate;
 

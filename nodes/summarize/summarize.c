@@ -922,8 +922,8 @@ static int summarize_threshold(struct summarize_ctx *ctx, struct nf_value **tabl
         for (int64_t c = 0; c < pv.n; c++)
             pfull[map_offset(&pv, c)] = pv.values[c];
     }
-    if (run->in && run->in[SUM_IN_ATLAS]) {
-        atlas = nf_value_materialize(run->in[SUM_IN_ATLAS], err);
+    if (run->in && run->in[SUMMARIZE_IN_ATLAS]) {
+        atlas = nf_value_materialize(run->in[SUMMARIZE_IN_ATLAS], err);
         if (!atlas) {
             rc = err->code ? err->code : NF_EIO;
             goto fail;
@@ -1214,8 +1214,8 @@ static int summarize_run(struct nf_run *run)
         rc = run->err->code ? run->err->code : NF_ENOMEM;
         goto fail;
     }
-    run->out[SUM_OUT_TABLE] = clusters;
-    run->out[SUM_OUT_FILES] = files;
+    run->out[SUMMARIZE_OUT_TABLE] = clusters;
+    run->out[SUMMARIZE_OUT_FILES] = files;
     clusters = files = NULL;
 
 fail:
@@ -1265,9 +1265,9 @@ static int summarize_resolve(struct nf_resolve *r)
             goto fail;
         }
     }
-    r->out[SUM_OUT_TABLE] = (struct nf_shape){.kind = NF_KIND_TABLE,
+    r->out[SUMMARIZE_OUT_TABLE] = (struct nf_shape){.kind = NF_KIND_TABLE,
                                               .dim = {0, SUM_CLUSTER_COLUMNS}};
-    r->out[SUM_OUT_FILES] = (struct nf_shape){.kind = NF_KIND_TABLE, .dim = {0, 2}};
+    r->out[SUMMARIZE_OUT_FILES] = (struct nf_shape){.kind = NF_KIND_TABLE, .dim = {0, 2}};
 
 fail:
     return rc;
@@ -1300,32 +1300,30 @@ static uint64_t summarize_estimate(const void *params, const struct nf_shape *in
     (void)out;
     if (!thresholding(p))
         return 0;
-    if (in && in[SUM_IN_ATLAS].kind == NF_KIND_VOLUME)
-        nvox = (uint64_t)(in[SUM_IN_ATLAS].dim[0] * in[SUM_IN_ATLAS].dim[1] *
-                          in[SUM_IN_ATLAS].dim[2]);
+    if (in && in[SUMMARIZE_IN_ATLAS].kind == NF_KIND_VOLUME)
+        nvox = (uint64_t)(in[SUMMARIZE_IN_ATLAS].dim[0] * in[SUMMARIZE_IN_ATLAS].dim[1] *
+                          in[SUMMARIZE_IN_ATLAS].dim[2]);
     return nvox * (1 + 8 + 4 + 8 + 4 + 4);
 }
 
+#define FIELD(f) offsetof(struct summarize_params, f)
 static const struct nf_param summarize_param_table[] = {
-    {"threshold", "keep voxels whose value passes this threshold (see tail); none if absent",
-     NF_P_NUM, offsetof(struct summarize_params, threshold), {.d = NAN}, 0, INFINITY, NULL,
-     NF_PF_OPTIONAL, 0, 0},
-    {"threshold_key", "input to threshold (default: the first single map, not the p map)",
-     NF_P_STR, offsetof(struct summarize_params, threshold_key), {.s = ""}, 0, 0, NULL,
-     NF_PF_OPTIONAL, 0, 0},
-    {"tail", "which values pass: two |x| >= t, upper x >= t, lower x <= -t", NF_P_ENUM,
-     offsetof(struct summarize_params, tail), {.i = SUM_TAIL_TWO}, 0, 0, tail_names, 0, 0, 0},
-    {"p_below", "keep voxels where the map named by p_key is below this p-value", NF_P_NUM,
-     offsetof(struct summarize_params, p_below), {.d = NAN}, 1e-300, 1, NULL, NF_PF_OPTIONAL,
-     0, 0},
-    {"p_key", "input holding the p-values used by p_below", NF_P_STR,
-     offsetof(struct summarize_params, p_key), {.s = "p"}, 0, 0, NULL, 0, 0, 0},
-    {"min_cluster_size", "drop clusters (26-connected) with fewer voxels", NF_P_INT,
-     offsetof(struct summarize_params, min_cluster_size), {.i = 1}, 1, 1e12, NULL, 0, 0, 0},
-    {"name", "file-name prefix (default: the pipeline name)", NF_P_STR,
-     offsetof(struct summarize_params, name), {.s = ""}, 0, 0, NULL, NF_PF_OPTIONAL, 0, 0},
+    NF_PARAM_NUM_F("threshold", FIELD(threshold), NAN, 0, INFINITY, NF_PF_OPTIONAL,
+                   "keep voxels whose value passes this threshold (see tail); none if absent"),
+    NF_PARAM_STR_F("threshold_key", FIELD(threshold_key), "", NF_PF_OPTIONAL,
+                   "input to threshold (default: the first single map, not the p map)"),
+    NF_PARAM_ENUM("tail", FIELD(tail), tail_names, SUM_TAIL_TWO,
+                  "which values pass: two |x| >= t, upper x >= t, lower x <= -t"),
+    NF_PARAM_NUM_F("p_below", FIELD(p_below), NAN, 1e-300, 1, NF_PF_OPTIONAL,
+                   "keep voxels where the map named by p_key is below this p-value"),
+    NF_PARAM_STR("p_key", FIELD(p_key), "p", "input holding the p-values used by p_below"),
+    NF_PARAM_INT("min_cluster_size", FIELD(min_cluster_size), 1, 1, 1e12,
+                 "drop clusters (26-connected) with fewer voxels"),
+    NF_PARAM_STR_F("name", FIELD(name), "", NF_PF_OPTIONAL,
+                   "file-name prefix (default: the pipeline name)"),
     NF_PARAM_END,
 };
+#undef FIELD
 
 static const struct nf_port summarize_inputs[] = {
     {"atlas", "integer label image on the maps' grid: names the peak of each cluster",
@@ -1342,6 +1340,8 @@ static const struct nf_port summarize_outputs[] = {
      NF_PT_TABLE, 0},
     NF_PORT_END,
 };
+NF_PORTS_MATCH(summarize_inputs, SUMMARIZE_N_IN);
+NF_PORTS_MATCH(summarize_outputs, SUMMARIZE_N_OUT);
 
 const struct nf_node_type nf_node_summarize = {
     .name = "summarize",

@@ -20,8 +20,9 @@ struct summarize_params {
 };
 
 /* Ports, in table order. */
-enum { SUM_IN_ATLAS };
-enum { SUM_OUT_TABLE, SUM_OUT_FILES };
+/* SUMMARIZE_IN_MAPS is the variadic port: any named inputs (run->extra_in). */
+enum { SUMMARIZE_IN_ATLAS, SUMMARIZE_IN_MAPS, SUMMARIZE_N_IN };
+enum { SUMMARIZE_OUT_TABLE, SUMMARIZE_OUT_FILES, SUMMARIZE_N_OUT };
 
 /* Columns of the cluster table. */
 #define SUM_CLUSTER_COLUMNS 7

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "cache/cache.h"
+#include "core/switches.h"
 #include "core/util.h"
 
 static char tmpdir[256];
@@ -60,6 +61,7 @@ static int clean_env(void **state)
     unsetenv("NLFLOW_CACHE_MAX_PAGES");
     unsetenv("NLFLOW_CACHE_READONLY");
     unsetenv("NLFLOW_CACHE_FS_MAGIC");
+    nf_switches_reload();   /* the switches are read once: read them again */
     return 0;
 }
 
@@ -872,8 +874,10 @@ static void test_network_fs(void **state)
     char *path = new_cache_path();
     struct nf_cache *c = NULL;
     setenv("NLFLOW_CACHE_FS_MAGIC", "0x0BD00BD0", 1);
+    nf_switches_reload();
     assert_int_equal(nf_cache_open(path, NULL, &c, &err), NF_EUSAGE);
     unsetenv("NLFLOW_CACHE_FS_MAGIC");
+    nf_switches_reload();
     assert_null(c);
     assert_non_null(strstr(err.msg, "(Lustre)"));
     assert_int_equal(access(path, F_OK), -1);   /* nothing was created */
@@ -894,6 +898,7 @@ static void test_disk_full(void **state)
     char pages[32];
     snprintf(pages, sizeof pages, "%lld", (long long)raw_count(path, "PRAGMA page_count") + 8);
     setenv("NLFLOW_CACHE_MAX_PAGES", pages, 1);
+    nf_switches_reload();
     c = open_cache(path);
     assert_int_equal(nf_cache_put(c, key_of(81), big, NULL, &err), NF_EIO);
     assert_non_null(strstr(err.msg, path));
@@ -912,6 +917,7 @@ static void test_disk_full(void **state)
     assert_int_equal(info.n_chunks, 1);
     nf_cache_close(c);
     unsetenv("NLFLOW_CACHE_MAX_PAGES");
+    nf_switches_reload();
 
     /* room again: it fits */
     c = open_cache(path);
@@ -942,6 +948,7 @@ static void test_read_only(void **state)
     nf_cache_close(c);
 
     setenv("NLFLOW_CACHE_READONLY", "1", 1);
+    nf_switches_reload();
     c = open_cache(path);
     struct nf_value *back = get(c, key_of(90), 1);   /* hits are served */
     nf_value_unref(back);
@@ -955,6 +962,7 @@ static void test_read_only(void **state)
     assert_int_equal(nf_cache_open(path, &strict, &c, &err), NF_EIO);
     assert_null(c);
     unsetenv("NLFLOW_CACHE_READONLY");
+    nf_switches_reload();
     nf_value_unref(m);
     free(path);
 }

@@ -20,6 +20,7 @@
 #include "io/io.h"
 #include "lang/params.h"
 #include "pipeline.h"
+#include "core/switches.h"
 #include "core/util.h"
 #include "lang/ytree.h"
 
@@ -107,6 +108,12 @@ static void test_registry_tables(void **state)
                 fprintf(stderr, "node '%s': parameter '%s' shadows a reserved key\n", t->name, p->name);
                 problems++;
             }
+            const struct nf_ptype_ops *ops = nf_ptype_ops(p->type);
+            if (!ops) {
+                fprintf(stderr, "node '%s': parameter '%s' has an unknown type\n", t->name, p->name);
+                problems++;
+                continue;
+            }
             bool ranged = !(p->min == 0 && p->max == 0);
             if (p->flags & NF_PF_REQUIRED)
                 continue;
@@ -141,18 +148,72 @@ static void test_registry_tables(void **state)
     assert_int_equal(problems, 0);
 }
 
+/* Every parameter type has a complete row of operations (params.c), and a
+ * value outside the enum has none. */
+static void test_ptype_ops_table(void **state)
+{
+    (void)state;
+    static const enum nf_ptype all[] = { NF_P_INT, NF_P_NUM, NF_P_BOOL, NF_P_STR, NF_P_PATH,
+                                         NF_P_ENUM, NF_P_NUM_LIST, NF_P_STR_LIST };
+    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) {
+        const struct nf_ptype_ops *ops = nf_ptype_ops(all[k]);
+        assert_non_null(ops);
+        assert_non_null(ops->name);
+        assert_string_equal(nf_ptype_name(all[k]), ops->name);
+        assert_non_null(ops->set_default);
+        assert_non_null(ops->parse);
+        assert_non_null(ops->default_text);
+        assert_non_null(ops->allowed_text);
+        assert_non_null(ops->key);
+        assert_non_null(ops->json);
+        assert_non_null(ops->schema);
+        /* types that own memory free it */
+        bool owns = all[k] == NF_P_STR || all[k] == NF_P_PATH || all[k] == NF_P_NUM_LIST ||
+                    all[k] == NF_P_STR_LIST;
+        assert_true(owns == (ops->release != NULL));
+    }
+    assert_null(nf_ptype_ops((enum nf_ptype)(NF_P_STR_LIST + 1)));
+    assert_string_equal(nf_ptype_name((enum nf_ptype)(NF_P_STR_LIST + 1)), "?");
+}
+
+/* The NLFLOW_* switches are read once; nf_switches_reload reads them again. */
+static void test_switches(void **state)
+{
+    (void)state;
+    setenv("NLFLOW_KILL_AT", "-3", 1);
+    setenv("NLFLOW_GPU_RESIDENT", "0", 1);
+    setenv("NLFLOW_CACHE_FS_MAGIC", "0x10", 1);
+    setenv("NLFLOW_DEVICES_FILE", "", 1);
+    nf_switches_reload();
+    const struct nf_switches *sw = nf_switches();
+    assert_int_equal(sw->kill_at, 0);   /* negative: off */
+    assert_false(sw->gpu_resident);
+    assert_true(sw->cache_fs_magic_set);
+    assert_int_equal(sw->cache_fs_magic, 16);
+    assert_null(sw->devices_file);      /* empty: unset */
+    assert_false(sw->cache_readonly);
+    unsetenv("NLFLOW_KILL_AT");
+    unsetenv("NLFLOW_GPU_RESIDENT");
+    unsetenv("NLFLOW_CACHE_FS_MAGIC");
+    unsetenv("NLFLOW_DEVICES_FILE");
+    assert_false(nf_switches()->gpu_resident);   /* not read again by itself */
+    nf_switches_reload();
+    assert_true(nf_switches()->gpu_resident);
+    assert_false(nf_switches()->cache_fs_magic_set);
+}
+
 static void test_param_parsing(void **state)
 {
     (void)state;
     static const char *const choices[] = { "a", "b", NULL };
     struct P { int64_t i; double d; bool b; int e; struct nf_num_list l; char *s; } params;
     const struct nf_param table[] = {
-        { "i", "int", NF_P_INT, offsetof(struct P, i), { 3, 0, NULL }, 1, 10, NULL, 0, 0, 0 },
-        { "d", "num", NF_P_NUM, offsetof(struct P, d), { 0, 0.5, NULL }, 0, 1, NULL, 0, 0, 0 },
-        { "b", "bool", NF_P_BOOL, offsetof(struct P, b), { 0, 0, NULL }, 0, 0, NULL, 0, 0, 0 },
-        { "e", "enum", NF_P_ENUM, offsetof(struct P, e), { 1, 0, NULL }, 0, 0, choices, 0, 0, 0 },
-        { "l", "list", NF_P_NUM_LIST, offsetof(struct P, l), { 0, 0, "1,2,3" }, -5, 5, NULL, 0, 3, 3 },
-        { "s", "str", NF_P_STR, offsetof(struct P, s), { 0, 0, "x" }, 0, 0, NULL, 0, 0, 0 },
+        NF_PARAM_INT("i", offsetof(struct P, i), 3, 1, 10, "int"),
+        NF_PARAM_NUM("d", offsetof(struct P, d), 0.5, 0, 1, "num"),
+        NF_PARAM_BOOL("b", offsetof(struct P, b), 0, "bool"),
+        NF_PARAM_ENUM("e", offsetof(struct P, e), choices, 1, "enum"),
+        NF_PARAM_NUM_LIST("l", offsetof(struct P, l), "1,2,3", -5, 5, 3, 3, "list"),
+        NF_PARAM_STR("s", offsetof(struct P, s), "x", "str"),
         NF_PARAM_END,
     };
     struct nf_node_type t = { .name = "t", .params = table, .params_size = sizeof params };
@@ -533,7 +594,7 @@ static void test_roundtrip(void **state)
     assert_int_equal(nf_resolve_shapes(p, &d), 0);
     assert_int_equal(nf_place(p, false, &d), 0);
     assert_int_equal(nf_plan_memory(p, &d), 0);
-    struct nf_exec_opts o = { .threads = 2, .quiet = true };
+    struct nf_exec_opts o = { .threads = 2 };
     nf_log_quiet = true;
     int rc = nf_execute(p, &o, &err);
     if (rc < 0)
@@ -605,7 +666,7 @@ static void test_streaming_collection(void **state)
     assert_int_equal(m->n_items, 4);
     assert_int_equal(m->concurrency, 1);
     assert_true(p->est_total_peak <= 5000000);
-    struct nf_exec_opts o = { .threads = 2, .quiet = true };
+    struct nf_exec_opts o = { .threads = 2 };
     nf_log_quiet = true;
     assert_int_equal(nf_execute(p, &o, &err), 0);
     char *out = nf_asprintf("%s/out/sub-04_stream_stat-m_statmap.nii.gz", dir);
@@ -629,6 +690,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_registry_tables),
+        cmocka_unit_test(test_ptype_ops_table),
+        cmocka_unit_test(test_switches),
         cmocka_unit_test(test_param_parsing),
         cmocka_unit_test(test_yaml_marks_and_errors),
         cmocka_unit_test(test_topological_order),

@@ -340,14 +340,14 @@ static int compare_ridge_n(struct ridge_params *prm, struct nf_value *groups, in
     if (rc)
         fprintf(stderr, "GPU ridge failed: %s\n", err.msg);
     assert_int_equal(rc, 0);
-    int64_t A = isnan(prm->alpha) ? RA : 1, k = cpu[OUT_CV_SCORES]->u.mat.rows / A;
+    int64_t A = isnan(prm->alpha) ? RA : 1, k = cpu[RIDGE_OUT_CV_SCORES]->u.mat.rows / A;
     int ties = 0;
     for (int o = 0; o < 6; o++) {
         assert_int_equal(gpu[o]->u.mat.rows, cpu[o]->u.mat.rows);
         assert_int_equal(gpu[o]->u.mat.cols, cpu[o]->u.mat.cols);
     }
     bool shared_tie = false;
-    if (prm->alpha_mode == RIDGE_SHARED && cpu[OUT_ALPHA]->u.mat.data[0] != gpu[OUT_ALPHA]->u.mat.data[0]) {
+    if (prm->alpha_mode == RIDGE_SHARED && cpu[RIDGE_OUT_ALPHA]->u.mat.data[0] != gpu[RIDGE_OUT_ALPHA]->u.mat.data[0]) {
         /* shared mode: one alpha for all voxels, from the sum of every score; a
          * different choice only where two alphas' sums tie to round-off */
         double tc = 0, tg = 0;
@@ -355,10 +355,10 @@ static int compare_ridge_n(struct ridge_params *prm, struct nf_value *groups, in
             double sum = 0;
             for (int64_t f = 0; f < k; f++)
                 for (int64_t v = 0; v < RV; v++)
-                    sum += cpu[OUT_CV_SCORES]->u.mat.data[(f * A + a) * RV + v];
-            if ((float)ridge_alphas[a] == cpu[OUT_ALPHA]->u.mat.data[0])
+                    sum += cpu[RIDGE_OUT_CV_SCORES]->u.mat.data[(f * A + a) * RV + v];
+            if ((float)ridge_alphas[a] == cpu[RIDGE_OUT_ALPHA]->u.mat.data[0])
                 tc = sum;
-            if ((float)ridge_alphas[a] == gpu[OUT_ALPHA]->u.mat.data[0])
+            if ((float)ridge_alphas[a] == gpu[RIDGE_OUT_ALPHA]->u.mat.data[0])
                 tg = sum;
         }
         assert_true(fabs(tc - tg) <= 1e-5 * (1 + fabs(tc)));
@@ -366,7 +366,7 @@ static int compare_ridge_n(struct ridge_params *prm, struct nf_value *groups, in
         ties++;
     }
     for (int64_t v = 0; v < RV; v++) {
-        float ac = cpu[OUT_ALPHA]->u.mat.data[v], ag = gpu[OUT_ALPHA]->u.mat.data[v];
+        float ac = cpu[RIDGE_OUT_ALPHA]->u.mat.data[v], ag = gpu[RIDGE_OUT_ALPHA]->u.mat.data[v];
         bool tie = shared_tie;
         if (ac != ag && !shared_tie) {
             /* allowed only when the two alphas' mean CV scores (the CPU's) tie to round-off */
@@ -381,36 +381,36 @@ static int compare_ridge_n(struct ridge_params *prm, struct nf_value *groups, in
             }
             assert_true(ic >= 0 && ig >= 0);
             for (int64_t f = 0; f < k; f++) {
-                mc += cpu[OUT_CV_SCORES]->u.mat.data[(f * A + ic) * RV + v] / (double)k;
-                mg += cpu[OUT_CV_SCORES]->u.mat.data[(f * A + ig) * RV + v] / (double)k;
+                mc += cpu[RIDGE_OUT_CV_SCORES]->u.mat.data[(f * A + ic) * RV + v] / (double)k;
+                mg += cpu[RIDGE_OUT_CV_SCORES]->u.mat.data[(f * A + ig) * RV + v] / (double)k;
             }
             assert_true(fabs(mc - mg) <= 1e-5 * (1 + fabs(mc)));
             tie = true;
             ties++;
         }
         if (!shared_tie) {   /* the score is that of the chosen alpha */
-            double a = cpu[OUT_SCORE]->u.mat.data[v], b = gpu[OUT_SCORE]->u.mat.data[v];
+            double a = cpu[RIDGE_OUT_SCORE]->u.mat.data[v], b = gpu[RIDGE_OUT_SCORE]->u.mat.data[v];
             assert_true(fabs(a - b) <= 1e-4 * (1 + fabs(a)));
         }
-        for (int64_t fa = 0; fa < cpu[OUT_CV_SCORES]->u.mat.rows; fa++) {
-            double a = cpu[OUT_CV_SCORES]->u.mat.data[fa * RV + v], b = gpu[OUT_CV_SCORES]->u.mat.data[fa * RV + v];
+        for (int64_t fa = 0; fa < cpu[RIDGE_OUT_CV_SCORES]->u.mat.rows; fa++) {
+            double a = cpu[RIDGE_OUT_CV_SCORES]->u.mat.data[fa * RV + v], b = gpu[RIDGE_OUT_CV_SCORES]->u.mat.data[fa * RV + v];
             assert_true(fabs(a - b) <= 1e-4 * (1 + fabs(a)));
         }
         if (tie)
             continue;
         double wmax = 0, pmax = 0;
         for (int64_t j = 0; j < RP; j++)
-            wmax = fmax(wmax, fabs(cpu[OUT_WEIGHTS]->u.mat.data[j * RV + v]));
+            wmax = fmax(wmax, fabs(cpu[RIDGE_OUT_WEIGHTS]->u.mat.data[j * RV + v]));
         for (int64_t j = 0; j < RP; j++)
-            assert_true(fabs(cpu[OUT_WEIGHTS]->u.mat.data[j * RV + v] - gpu[OUT_WEIGHTS]->u.mat.data[j * RV + v]) <=
+            assert_true(fabs(cpu[RIDGE_OUT_WEIGHTS]->u.mat.data[j * RV + v] - gpu[RIDGE_OUT_WEIGHTS]->u.mat.data[j * RV + v]) <=
                         1e-3 * wmax + 1e-6);
         for (int64_t i = 0; i < n; i++)
-            pmax = fmax(pmax, fabs(cpu[OUT_PREDICTIONS]->u.mat.data[i * RV + v]));
+            pmax = fmax(pmax, fabs(cpu[RIDGE_OUT_PREDICTIONS]->u.mat.data[i * RV + v]));
         for (int64_t i = 0; i < n; i++)
-            assert_true(fabs(cpu[OUT_PREDICTIONS]->u.mat.data[i * RV + v] -
-                             gpu[OUT_PREDICTIONS]->u.mat.data[i * RV + v]) <= 1e-4 * pmax + 1e-6);
-        assert_true(fabs(cpu[OUT_INTERCEPT]->u.mat.data[v] - gpu[OUT_INTERCEPT]->u.mat.data[v]) <=
-                    1e-4 * (1 + fabs(cpu[OUT_INTERCEPT]->u.mat.data[v])));
+            assert_true(fabs(cpu[RIDGE_OUT_PREDICTIONS]->u.mat.data[i * RV + v] -
+                             gpu[RIDGE_OUT_PREDICTIONS]->u.mat.data[i * RV + v]) <= 1e-4 * pmax + 1e-6);
+        assert_true(fabs(cpu[RIDGE_OUT_INTERCEPT]->u.mat.data[v] - gpu[RIDGE_OUT_INTERCEPT]->u.mat.data[v]) <=
+                    1e-4 * (1 + fabs(cpu[RIDGE_OUT_INTERCEPT]->u.mat.data[v])));
     }
     unref_all(cpu, 6);
     unref_all(gpu, 6);
@@ -536,16 +536,16 @@ static int run_permute(bool gpu, struct permute_params *prm, const float *D, int
                        const float *cov, struct nf_value **out, struct nf_error *err)
 {
     struct nf_value *in[4] = { 0 };
-    in[PIN_DATA] = nf_value_new_matrix(n, V, NULL, err);
-    memcpy(in[PIN_DATA]->u.mat.data, D, (size_t)(n * V) * sizeof(float));
+    in[PERMUTE_IN_DATA] = nf_value_new_matrix(n, V, NULL, err);
+    memcpy(in[PERMUTE_IN_DATA]->u.mat.data, D, (size_t)(n * V) * sizeof(float));
     if (prm->test == PERM_TWO_SAMPLE) {
-        in[PIN_GROUPS] = nf_value_new_matrix(n, 1, NULL, err);
+        in[PERMUTE_IN_GROUPS] = nf_value_new_matrix(n, 1, NULL, err);
         for (int64_t i = 0; i < n; i++)   /* n1 subjects labelled 3 (group 1), scattered */
-            in[PIN_GROUPS]->u.mat.data[i] = (i * 7) % n < n1 ? 3.0f : 7.0f;
+            in[PERMUTE_IN_GROUPS]->u.mat.data[i] = (i * 7) % n < n1 ? 3.0f : 7.0f;
     }
     if (prm->test == PERM_CORRELATION) {
-        in[PIN_COVARIATE] = nf_value_new_matrix(n, 1, NULL, err);
-        memcpy(in[PIN_COVARIATE]->u.mat.data, cov, (size_t)n * sizeof(float));
+        in[PERMUTE_IN_COVARIATE] = nf_value_new_matrix(n, 1, NULL, err);
+        memcpy(in[PERMUTE_IN_COVARIATE]->u.mat.data, cov, (size_t)n * sizeof(float));
     }
     struct nf_env env = { .threads = 2, .seed = 11 };
     struct nf_run run = { .params = prm, .env = &env, .in = in, .out = out, .err = err };
@@ -568,30 +568,30 @@ static int compare_permute(struct permute_params *prm, const float *D, int64_t n
     if (rc)
         fprintf(stderr, "GPU permute failed: %s\n", err.msg);
     assert_int_equal(rc, 0);
-    int64_t M = cpu[POUT_NULL_MAX]->u.mat.rows;
-    assert_int_equal(gpu[POUT_NULL_MAX]->u.mat.rows, M);
-    assert_memory_equal(cpu[POUT_STAT]->u.mat.data, gpu[POUT_STAT]->u.mat.data, (size_t)V * sizeof(float));
-    assert_memory_equal(cpu[POUT_P]->u.mat.data, gpu[POUT_P]->u.mat.data, (size_t)V * sizeof(float));
-    assert_memory_equal(cpu[POUT_Q_FDR]->u.mat.data, gpu[POUT_Q_FDR]->u.mat.data, (size_t)V * sizeof(float));
-    double scale = max_abs(cpu[POUT_NULL_MAX]->u.mat.data, M);
+    int64_t M = cpu[PERMUTE_OUT_NULL_MAX]->u.mat.rows;
+    assert_int_equal(gpu[PERMUTE_OUT_NULL_MAX]->u.mat.rows, M);
+    assert_memory_equal(cpu[PERMUTE_OUT_STAT]->u.mat.data, gpu[PERMUTE_OUT_STAT]->u.mat.data, (size_t)V * sizeof(float));
+    assert_memory_equal(cpu[PERMUTE_OUT_P]->u.mat.data, gpu[PERMUTE_OUT_P]->u.mat.data, (size_t)V * sizeof(float));
+    assert_memory_equal(cpu[PERMUTE_OUT_Q_FDR]->u.mat.data, gpu[PERMUTE_OUT_Q_FDR]->u.mat.data, (size_t)V * sizeof(float));
+    double scale = max_abs(cpu[PERMUTE_OUT_NULL_MAX]->u.mat.data, M);
     for (int64_t i = 0; i < M; i++)
-        assert_true(fabs(cpu[POUT_NULL_MAX]->u.mat.data[i] - gpu[POUT_NULL_MAX]->u.mat.data[i]) <=
+        assert_true(fabs(cpu[PERMUTE_OUT_NULL_MAX]->u.mat.data[i] - gpu[PERMUTE_OUT_NULL_MAX]->u.mat.data[i]) <=
                     1e-4 * scale + 1e-6);
     int differ = 0;
     for (int64_t v = 0; v < V; v++) {
-        float a = cpu[POUT_P_FWE]->u.mat.data[v], b = gpu[POUT_P_FWE]->u.mat.data[v];
+        float a = cpu[PERMUTE_OUT_P_FWE]->u.mat.data[v], b = gpu[PERMUTE_OUT_P_FWE]->u.mat.data[v];
         if (a == b)
             continue;
         /* a tie: some null maximum within round-off of the voxel's statistic */
-        double st = fabs(cpu[POUT_STAT]->u.mat.data[v]);
+        double st = fabs(cpu[PERMUTE_OUT_STAT]->u.mat.data[v]);
         bool near = false;
         for (int64_t i = 0; i < M && !near; i++)
-            near = fabs(fabs(cpu[POUT_NULL_MAX]->u.mat.data[i]) - st) <= 1e-4 * (st + 1e-6);
+            near = fabs(fabs(cpu[PERMUTE_OUT_NULL_MAX]->u.mat.data[i]) - st) <= 1e-4 * (st + 1e-6);
         assert_true(near);
         assert_true(fabs(a - b) <= 2.0 / (double)M + 1e-6);
         differ++;
     }
-    const struct nf_table *tc = &cpu[POUT_INFO]->u.tab, *tg = &gpu[POUT_INFO]->u.tab;
+    const struct nf_table *tc = &cpu[PERMUTE_OUT_INFO]->u.tab, *tg = &gpu[PERMUTE_OUT_INFO]->u.tab;
     assert_int_equal(tc->n_rows, tg->n_rows);
     for (int64_t i = 0; i < tc->n_rows; i++)
         assert_string_equal(tc->cols[1].str[i], tg->cols[1].str[i]);
@@ -1053,7 +1053,7 @@ static void test_fallback(void **state)
     pp.n_permutations = 99;
     assert_int_equal(run_permute(false, &pp, RY, 20, 0, RV, NULL, cpu, &err), 0);
     assert_int_equal(run_permute(true, &pp, RY, 20, 0, RV, NULL, gpu, &err), 0);
-    for (int o = POUT_STAT; o <= POUT_NULL_MAX; o++)
+    for (int o = PERMUTE_OUT_STAT; o <= PERMUTE_OUT_NULL_MAX; o++)
         assert_memory_equal(cpu[o]->u.mat.data, gpu[o]->u.mat.data,
                             (size_t)(cpu[o]->u.mat.rows * cpu[o]->u.mat.cols) * sizeof(float));
     unref_all(cpu, 6);

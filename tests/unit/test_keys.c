@@ -353,7 +353,7 @@ static struct outcome run_version(const struct decision *d, bool alt)
 
     struct capture cap = { (size_t)ti, st, false };
     XXH3_128bits_reset(st);
-    struct nf_exec_opts o = { .threads = p->settings.threads > 0 ? p->settings.threads : 2, .quiet = true,
+    struct nf_exec_opts o = { .threads = p->settings.threads > 0 ? p->settings.threads : 2,
                               .on_outputs = on_outputs, .on_outputs_arg = &cap };
     if (nf_execute(p, &o, &err) < 0)
         fail_msg("%s.%s (%s version): %s", d->type, d->param, alt ? "other" : "base", err.msg);
@@ -493,7 +493,7 @@ static int setup(void **state)
     struct nf_pipeline *p = nf_pipeline_load(path, NULL, &d);
     if (!p || nf_resolve_shapes(p, &d) < 0 || nf_place(p, false, &d) < 0 || nf_plan_memory(p, &d) < 0)
         return -1;
-    struct nf_exec_opts o = { .threads = 2, .quiet = true };
+    struct nf_exec_opts o = { .threads = 2 };
     if (nf_execute(p, &o, &err) < 0)
         return -1;
     nf_pipeline_free(p);

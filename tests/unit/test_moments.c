@@ -92,7 +92,7 @@ static struct nf_pipeline *run_pipeline(const char *name, const char *text, stru
     assert_int_equal(nf_place(p, false, &d), 0);
     assert_int_equal(nf_plan_memory(p, &d), 0);
     nf_log_quiet = true;
-    struct nf_exec_opts o = { .threads = 3, .quiet = true };
+    struct nf_exec_opts o = { .threads = 3 };
     int rc = nf_execute(p, &o, &err);
     if (rc < 0)
         nf_error_print(&err);
@@ -208,7 +208,7 @@ static void test_stream_failure(void **state)
     assert_int_equal(nf_place(p, false, &d), 0);
     assert_int_equal(nf_plan_memory(p, &d), 0);
     assert_true(p->nodes[nf_node_index(p, "voxels")].fold_into >= 0);
-    struct nf_exec_opts o = { .threads = 2, .quiet = true };
+    struct nf_exec_opts o = { .threads = 2 };
     assert_int_equal(nf_execute(p, &o, &err), NF_EIO);
     assert_non_null(strstr(err.msg, "sub-99_bold.nii.gz"));
     assert_non_null(strstr(err.msg, "truncated"));

@@ -40,20 +40,20 @@ static int run_permute(struct permute_params *prm, const struct problem *pb, str
 {
     struct nf_value *in[4] = { 0 };
     int rows1 = prm->test == PERM_TWO_SAMPLE ? pb->n1 : pb->n;
-    in[PIN_DATA] = nf_value_new_matrix(rows1, pb->V, NULL, err);
+    in[PERMUTE_IN_DATA] = nf_value_new_matrix(rows1, pb->V, NULL, err);
     for (int i = 0; i < rows1; i++)
         for (int v = 0; v < pb->V; v++)
-            in[PIN_DATA]->u.mat.data[i * pb->V + v] = (float)pb->x[i][v];
+            in[PERMUTE_IN_DATA]->u.mat.data[i * pb->V + v] = (float)pb->x[i][v];
     if (prm->test == PERM_TWO_SAMPLE) {
-        in[PIN_DATA2] = nf_value_new_matrix(pb->n - pb->n1, pb->V, NULL, err);
+        in[PERMUTE_IN_DATA2] = nf_value_new_matrix(pb->n - pb->n1, pb->V, NULL, err);
         for (int i = pb->n1; i < pb->n; i++)
             for (int v = 0; v < pb->V; v++)
-                in[PIN_DATA2]->u.mat.data[(i - pb->n1) * pb->V + v] = (float)pb->x[i][v];
+                in[PERMUTE_IN_DATA2]->u.mat.data[(i - pb->n1) * pb->V + v] = (float)pb->x[i][v];
     }
     if (prm->test == PERM_CORRELATION) {
-        in[PIN_COVARIATE] = nf_value_new_matrix(pb->n, 1, NULL, err);
+        in[PERMUTE_IN_COVARIATE] = nf_value_new_matrix(pb->n, 1, NULL, err);
         for (int i = 0; i < pb->n; i++)
-            in[PIN_COVARIATE]->u.mat.data[i] = (float)pb->cov[i];
+            in[PERMUTE_IN_COVARIATE]->u.mat.data[i] = (float)pb->cov[i];
     }
     struct nf_env env = { .threads = test_threads, .seed = 11 };
     struct nf_run run = { .params = prm, .env = &env, .in = in, .out = out, .err = err };
@@ -282,21 +282,21 @@ static void check_exact(int test, int stat, int tail, int method, int n, int n1,
     random_problem(&pb, n, n1, V, 0.7, seed);
     exact_reference(&prm, &pb, p, pf, st, &total);
     assert_int_equal(run_permute(&prm, &pb, out, &err), 0);
-    assert_int_equal(out[POUT_NULL_MAX]->u.mat.rows, total);
+    assert_int_equal(out[PERMUTE_OUT_NULL_MAX]->u.mat.rows, total);
     for (int v = 0; v < pb.V; v++) {
-        if (fabs(out[POUT_P]->u.mat.data[v] - p[v]) > 1e-6 || fabs(out[POUT_P_FWE]->u.mat.data[v] - pf[v]) > 1e-6)
+        if (fabs(out[PERMUTE_OUT_P]->u.mat.data[v] - p[v]) > 1e-6 || fabs(out[PERMUTE_OUT_P_FWE]->u.mat.data[v] - pf[v]) > 1e-6)
             fprintf(stderr, "test %d stat %d tail %d voxel %d: p %g vs %g, p_fwe %g vs %g\n", test, stat, tail, v,
-                    out[POUT_P]->u.mat.data[v], p[v], out[POUT_P_FWE]->u.mat.data[v], pf[v]);
-        assert_true(fabs(out[POUT_P]->u.mat.data[v] - p[v]) <= 1e-6);
-        assert_true(fabs(out[POUT_P_FWE]->u.mat.data[v] - pf[v]) <= 1e-6);
-        assert_true(fabs(out[POUT_STAT]->u.mat.data[v] - st[v]) <= 1e-4 * (1 + fabs(st[v])));
+                    out[PERMUTE_OUT_P]->u.mat.data[v], p[v], out[PERMUTE_OUT_P_FWE]->u.mat.data[v], pf[v]);
+        assert_true(fabs(out[PERMUTE_OUT_P]->u.mat.data[v] - p[v]) <= 1e-6);
+        assert_true(fabs(out[PERMUTE_OUT_P_FWE]->u.mat.data[v] - pf[v]) <= 1e-6);
+        assert_true(fabs(out[PERMUTE_OUT_STAT]->u.mat.data[v] - st[v]) <= 1e-4 * (1 + fabs(st[v])));
     }
     /* the info table says exact */
-    const struct nf_table *info = &out[POUT_INFO]->u.tab;
+    const struct nf_table *info = &out[PERMUTE_OUT_INFO]->u.tab;
     assert_string_equal(info->cols[0].str[4], "exact");
     assert_non_null(strstr(info->cols[1].str[4], "yes"));
     /* the maps say what they hold, degrees of freedom included */
-    const struct nf_stat_info *si = &out[POUT_STAT]->stat;
+    const struct nf_stat_info *si = &out[PERMUTE_OUT_STAT]->stat;
     if (test == PERM_CORRELATION) {
         assert_int_equal(si->kind, NF_STAT_CORREL);
         assert_true(si->dof == n - 2);
@@ -306,9 +306,9 @@ static void check_exact(int test, int stat, int tail, int method, int n, int n1,
     } else {
         assert_int_equal(si->kind, NF_STAT_ESTIMATE);
     }
-    assert_int_equal(out[POUT_P]->stat.kind, NF_STAT_P);
-    assert_int_equal(out[POUT_P_FWE]->stat.kind, NF_STAT_P_FWE);
-    assert_int_equal(out[POUT_Q_FDR]->stat.kind, NF_STAT_Q_FDR);
+    assert_int_equal(out[PERMUTE_OUT_P]->stat.kind, NF_STAT_P);
+    assert_int_equal(out[PERMUTE_OUT_P_FWE]->stat.kind, NF_STAT_P_FWE);
+    assert_int_equal(out[PERMUTE_OUT_Q_FDR]->stat.kind, NF_STAT_Q_FDR);
     release(&prm, out);
 }
 
@@ -360,7 +360,7 @@ static void check_monte_carlo(int test, int stat, int tail, int n, int n1, int V
     cov_effect = test == PERM_CORRELATION;
     random_problem(&pb, n, n1, V, 0.5, 100 + (uint64_t)test * 10 + (uint64_t)tail);
     assert_int_equal(run_permute(&prm, &pb, out, &err), 0);
-    assert_int_equal(out[POUT_NULL_MAX]->u.mat.rows, NP);
+    assert_int_equal(out[PERMUTE_OUT_NULL_MAX]->u.mat.rows, NP);
     uint32_t seeds[NP];
     nf_mt_seeds(5, seeds, NP);
     int sign[MAXN], in1[MAXN], perm[MAXN], id_sign[MAXN], id_in1[MAXN], id_perm[MAXN];
@@ -395,7 +395,7 @@ static void check_monte_carlo(int test, int stat, int tail, int n, int n1, int V
             mx = q > mx ? q : mx;
         }
         maxes[k] = mx;
-        double got = out[POUT_NULL_MAX]->u.mat.data[k];
+        double got = out[PERMUTE_OUT_NULL_MAX]->u.mat.data[k];
         assert_true(fabs(got - mx) <= 1e-4 * (1 + fabs(mx)));
     }
     /* p exactly; p_fwe compares maxima of other voxels with the observed
@@ -407,8 +407,8 @@ static void check_monte_carlo(int test, int stat, int tail, int n, int n1, int V
             strict += maxes[k] >= obs[v] - 1e-9 * fabs(obs[v]);
             loose += maxes[k] >= obs[v] - 1e-3 * fabs(obs[v]) - 1e-6;
         }
-        assert_true(fabs(out[POUT_P]->u.mat.data[v] - (count[v] + 1) / (NP + 1)) <= 1e-6);
-        double got = out[POUT_P_FWE]->u.mat.data[v] * (NP + 1) - 1;
+        assert_true(fabs(out[PERMUTE_OUT_P]->u.mat.data[v] - (count[v] + 1) / (NP + 1)) <= 1e-6);
+        double got = out[PERMUTE_OUT_P_FWE]->u.mat.data[v] * (NP + 1) - 1;
         assert_true(got >= strict - 1e-3 && got <= loose + 1e-3);
     }
     release(&prm, out);
@@ -448,7 +448,7 @@ static void test_numpy_draws_by_hand(void **state)
     defaults(&prm, PERM_ONE_SAMPLE, PERM_STAT_MEAN, PERM_TAIL_UPPER, 3);
     prm.seed = 3;
     assert_int_equal(run_permute(&prm, &pb, out, &err), 0);
-    assert_true(fabs(out[POUT_NULL_MAX]->u.mat.data[0] - -96.1f) < 1e-4);
+    assert_true(fabs(out[PERMUTE_OUT_NULL_MAX]->u.mat.data[0] - -96.1f) < 1e-4);
     release(&prm, out);
 
     pb.n = 8;
@@ -457,7 +457,7 @@ static void test_numpy_draws_by_hand(void **state)
     prm.seed = 3;
     prm.exact = PERM_EXACT_NEVER;
     assert_int_equal(run_permute(&prm, &pb, out, &err), 0);
-    assert_true(fabs(out[POUT_NULL_MAX]->u.mat.data[1] - -10.75f) < 1e-5);
+    assert_true(fabs(out[PERMUTE_OUT_NULL_MAX]->u.mat.data[1] - -10.75f) < 1e-5);
     release(&prm, out);
 }
 
@@ -485,10 +485,10 @@ static void test_threads_and_chunks_identical(void **state)
         /* maps: the same bits; the null maxima: the same bits for the same chunk
          * size (BLAS's blocking of a row depends on where it falls in a chunk,
          * so other chunk sizes may differ in the last bits) */
-        for (int o = POUT_STAT; o <= POUT_NULL_MAX; o++) {
+        for (int o = PERMUTE_OUT_STAT; o <= PERMUTE_OUT_NULL_MAX; o++) {
             const struct nf_matrix *a = &ref[o]->u.mat, *b = &out[o]->u.mat;
             assert_int_equal(a->rows * a->cols, b->rows * b->cols);
-            if (o != POUT_NULL_MAX || prm.chunk == 1000)
+            if (o != PERMUTE_OUT_NULL_MAX || prm.chunk == 1000)
                 assert_memory_equal(a->data, b->data, (size_t)(a->rows * a->cols) * sizeof(float));
             else
                 for (int64_t e = 0; e < a->rows * a->cols; e++)
@@ -538,10 +538,10 @@ static void test_tile_implementations_agree(void **state)
                     nf_perm_tile_force(impl);
                     assert_int_equal(run_permute(&prm, &pb, out, &err), 0);
                     nf_perm_tile_force(-1);
-                    for (int o = POUT_STAT; o <= POUT_NULL_MAX; o++) {
+                    for (int o = PERMUTE_OUT_STAT; o <= PERMUTE_OUT_NULL_MAX; o++) {
                         const struct nf_matrix *a = &ref[o]->u.mat, *b = &out[o]->u.mat;
                         assert_int_equal(a->rows * a->cols, b->rows * b->cols);
-                        if (o != POUT_NULL_MAX)
+                        if (o != PERMUTE_OUT_NULL_MAX)
                             assert_memory_equal(a->data, b->data, (size_t)(a->rows * a->cols) * sizeof(float));
                         else
                             for (int64_t e = 0; e < a->rows * a->cols; e++)
@@ -580,8 +580,8 @@ static void test_calibration_and_power(void **state)
         assert_int_equal(run_permute(&prm, &pb, out, &err), 0);
         bool any = false;
         for (int v = 0; v < VOX; v++) {
-            any = any || out[POUT_P_FWE]->u.mat.data[v] <= 0.05f;
-            unc_hits += out[POUT_P]->u.mat.data[v] <= 0.05f;
+            any = any || out[PERMUTE_OUT_P_FWE]->u.mat.data[v] <= 0.05f;
+            unc_hits += out[PERMUTE_OUT_P]->u.mat.data[v] <= 0.05f;
         }
         fwe_hits += any;
         release(&prm, out);
@@ -591,7 +591,7 @@ static void test_calibration_and_power(void **state)
             random_problem(&pb, 12, 0, VOX, 1.5, 9000 + (uint64_t)s);
             assert_int_equal(run_permute(&prm, &pb, out, &err), 0);
             for (int v = 0; v < VOX / 4; v++) {
-                detected += out[POUT_P_FWE]->u.mat.data[v] <= 0.05f;
+                detected += out[PERMUTE_OUT_P_FWE]->u.mat.data[v] <= 0.05f;
                 planted++;
             }
             release(&prm, out);
@@ -618,9 +618,9 @@ static void test_fdr_and_zero_variance(void **state)
         pb.x[i][29] = 2.5;   /* a constant voxel */
     defaults(&prm, PERM_ONE_SAMPLE, PERM_STAT_T, PERM_TAIL_TWO, 999);
     assert_int_equal(run_permute(&prm, &pb, out, &err), 0);
-    const float *p = out[POUT_P]->u.mat.data, *q = out[POUT_Q_FDR]->u.mat.data;
-    assert_true(out[POUT_STAT]->u.mat.data[29] == 0.0f);
-    assert_true(p[29] == 1.0f && q[29] == 1.0f && out[POUT_P_FWE]->u.mat.data[29] == 1.0f);
+    const float *p = out[PERMUTE_OUT_P]->u.mat.data, *q = out[PERMUTE_OUT_Q_FDR]->u.mat.data;
+    assert_true(out[PERMUTE_OUT_STAT]->u.mat.data[29] == 0.0f);
+    assert_true(p[29] == 1.0f && q[29] == 1.0f && out[PERMUTE_OUT_P_FWE]->u.mat.data[29] == 1.0f);
     /* BH in double: q_i = min_{j: p_j >= p_i} p_j m / rank_j over the 29 tested voxels */
     for (int v = 0; v < 29; v++) {
         double best = 1.0;
@@ -688,16 +688,16 @@ static void test_bad_input(void **state)
         struct nf_error err = { 0 };
         struct nf_value *out[6] = { 0 }, *in[4] = { 0 };
         defaults(&prm, PERM_CORRELATION, PERM_STAT_MEAN, PERM_TAIL_TWO, 100);
-        in[PIN_DATA] = nf_value_new_matrix(6, 2, NULL, &err);
+        in[PERMUTE_IN_DATA] = nf_value_new_matrix(6, 2, NULL, &err);
         for (int e = 0; e < 12; e++)
-            in[PIN_DATA]->u.mat.data[e] = (float)(e * e % 7);
-        in[PIN_COVARIATE] = nf_value_new_matrix(5, 1, NULL, &err);
+            in[PERMUTE_IN_DATA]->u.mat.data[e] = (float)(e * e % 7);
+        in[PERMUTE_IN_COVARIATE] = nf_value_new_matrix(5, 1, NULL, &err);
         struct nf_env env = { .threads = 1 };
         struct nf_run run = { .params = &prm, .env = &env, .in = in, .out = out, .err = &err };
         assert_int_equal(nf_node_permute.run_cpu(&run), NF_ESHAPE);
         assert_non_null(strstr(err.msg, "covariate has 5 values but data has 6 subjects"));
-        nf_value_unref(in[PIN_DATA]);
-        nf_value_unref(in[PIN_COVARIATE]);
+        nf_value_unref(in[PERMUTE_IN_DATA]);
+        nf_value_unref(in[PERMUTE_IN_COVARIATE]);
         release(&prm, out);
     }
 }

@@ -1093,7 +1093,7 @@ static char *run_pipeline(const char *name)
     struct nf_diags d;
     char *dir;
     struct nf_pipeline *p = load_example(name, &dir, &d);
-    struct nf_exec_opts o = { .threads = 2, .quiet = true };
+    struct nf_exec_opts o = { .threads = 2 };
     capture_begin();   /* the atlas's edge boxes of one voxel warn */
     int rc = nf_execute(p, &o, &err);
     free(capture_end());

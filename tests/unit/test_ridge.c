@@ -252,26 +252,26 @@ static void check_mode(bool center, bool legacy, bool pearson, bool shuffle)
         }
     }
     for (int v = 0; v < V; v++) {
-        if (out[OUT_ALPHA]->u.mat.data[v] != (float)alphas[best[v]]) {
-            fprintf(stderr, "voxel %d: alpha %g, expected %g; means:", v, out[OUT_ALPHA]->u.mat.data[v],
+        if (out[RIDGE_OUT_ALPHA]->u.mat.data[v] != (float)alphas[best[v]]) {
+            fprintf(stderr, "voxel %d: alpha %g, expected %g; means:", v, out[RIDGE_OUT_ALPHA]->u.mat.data[v],
                     alphas[best[v]]);
             for (int a = 0; a < A; a++) {
                 double m = 0;
                 for (int f = 0; f < n_folds; f++)
                     m += score[f][a][v] / n_folds;
-                fprintf(stderr, " %.6f/%.6f", m, out[OUT_CV_SCORES]->u.mat.data[a * V + v]);
+                fprintf(stderr, " %.6f/%.6f", m, out[RIDGE_OUT_CV_SCORES]->u.mat.data[a * V + v]);
             }
             fprintf(stderr, "\n");
         }
-        assert_true(out[OUT_ALPHA]->u.mat.data[v] == (float)alphas[best[v]]);
+        assert_true(out[RIDGE_OUT_ALPHA]->u.mat.data[v] == (float)alphas[best[v]]);
         double m = 0;
         for (int f = 0; f < n_folds; f++)
             m += score[f][best[v]][v] / n_folds;
-        assert_true(fabs(out[OUT_SCORE]->u.mat.data[v] - m) <= 1e-4 * (1 + fabs(m)));
-        assert_int_equal(out[OUT_CV_SCORES]->u.mat.rows, n_folds * A);
+        assert_true(fabs(out[RIDGE_OUT_SCORE]->u.mat.data[v] - m) <= 1e-4 * (1 + fabs(m)));
+        assert_int_equal(out[RIDGE_OUT_CV_SCORES]->u.mat.rows, n_folds * A);
         for (int f = 0; f < n_folds; f++)
             for (int a = 0; a < A; a++) {
-                double got = out[OUT_CV_SCORES]->u.mat.data[(f * A + a) * V + v];
+                double got = out[RIDGE_OUT_CV_SCORES]->u.mat.data[(f * A + a) * V + v];
                 assert_true(fabs(got - score[f][a][v]) <= 1e-4 * (1 + fabs(score[f][a][v])));
             }
         /* refit: the closed form on all rows (globally centred with intercept) */
@@ -284,11 +284,11 @@ static void check_mode(bool center, bool legacy, bool pearson, bool shuffle)
         for (int j = 0; j < P; j++)
             wmax = fmax(wmax, fabs(w[j]));
         for (int j = 0; j < P; j++)
-            assert_true(fabs(out[OUT_WEIGHTS]->u.mat.data[j * V + v] - w[j]) <= 1e-4 * wmax);
+            assert_true(fabs(out[RIDGE_OUT_WEIGHTS]->u.mat.data[j * V + v] - w[j]) <= 1e-4 * wmax);
         double icpt = center ? gy[v] : 0;
         for (int j = 0; j < P && center; j++)
             icpt -= gx[j] * w[j];
-        assert_true(fabs(out[OUT_INTERCEPT]->u.mat.data[v] - icpt) <= 1e-4 * (1 + fabs(icpt)));
+        assert_true(fabs(out[RIDGE_OUT_INTERCEPT]->u.mat.data[v] - icpt) <= 1e-4 * (1 + fabs(icpt)));
     }
     release(&prm, out);
 }
@@ -329,7 +329,7 @@ static void test_predictions(void **state)
                     ym[v] += Y[rows[r] * V + v] / (double)nr;
             }
             for (int v = 0; v < V; v++) {
-                double w[P], a = out[OUT_ALPHA]->u.mat.data[v];
+                double w[P], a = out[RIDGE_OUT_ALPHA]->u.mat.data[v];
                 int ai = 0;
                 while (ai < A && (float)alphas[ai] != (float)a)
                     ai++;
@@ -340,7 +340,7 @@ static void test_predictions(void **state)
                     double pred = ym[v];
                     for (int j = 0; j < P; j++)
                         pred += (X[i * P + j] - xm[j]) * w[j];
-                    assert_true(fabs(out[OUT_PREDICTIONS]->u.mat.data[i * V + v] - pred) <= 1e-4 * (1 + fabs(pred)));
+                    assert_true(fabs(out[RIDGE_OUT_PREDICTIONS]->u.mat.data[i * V + v] - pred) <= 1e-4 * (1 + fabs(pred)));
                 }
             }
         }
@@ -349,17 +349,17 @@ static void test_predictions(void **state)
     /* not asked for: not computed */
     params(&prm);
     assert_int_equal(run_ridge(&prm, false, out, &err), 0);
-    assert_null(out[OUT_PREDICTIONS]);
-    assert_null(out[OUT_CV_SCORES]);
-    assert_non_null(out[OUT_WEIGHTS]);
+    assert_null(out[RIDGE_OUT_PREDICTIONS]);
+    assert_null(out[RIDGE_OUT_CV_SCORES]);
+    assert_non_null(out[RIDGE_OUT_WEIGHTS]);
     /* what the outputs hold: weights rows are X's columns, c0.. when unnamed */
-    assert_int_equal(out[OUT_WEIGHTS]->stat.kind, NF_STAT_ESTIMATE);
-    assert_int_equal(out[OUT_ALPHA]->stat.kind, NF_STAT_PENALTY);
-    assert_int_equal(out[OUT_SCORE]->stat.kind, NF_STAT_SCORE);
-    assert_non_null(strstr(out[OUT_SCORE]->stat.description, "R^2"));
-    assert_non_null(out[OUT_WEIGHTS]->u.mat.row_names);
-    assert_string_equal(out[OUT_WEIGHTS]->u.mat.row_names[0], "c0");
-    assert_string_equal(out[OUT_WEIGHTS]->u.mat.row_names[P - 1], "c5");   /* P = 6 */
+    assert_int_equal(out[RIDGE_OUT_WEIGHTS]->stat.kind, NF_STAT_ESTIMATE);
+    assert_int_equal(out[RIDGE_OUT_ALPHA]->stat.kind, NF_STAT_PENALTY);
+    assert_int_equal(out[RIDGE_OUT_SCORE]->stat.kind, NF_STAT_SCORE);
+    assert_non_null(strstr(out[RIDGE_OUT_SCORE]->stat.description, "R^2"));
+    assert_non_null(out[RIDGE_OUT_WEIGHTS]->u.mat.row_names);
+    assert_string_equal(out[RIDGE_OUT_WEIGHTS]->u.mat.row_names[0], "c0");
+    assert_string_equal(out[RIDGE_OUT_WEIGHTS]->u.mat.row_names[P - 1], "c5");   /* P = 6 */
     release(&prm, out);
     static const char *const names[P] = { "age", "rt", "loudness", "speech", "faces", "motion" };
     x_names = names;
@@ -367,11 +367,11 @@ static void test_predictions(void **state)
     assert_int_equal(run_ridge(&prm, true, out, &err), 0);
     x_names = NULL;
     for (int j = 0; j < P; j++)
-        assert_string_equal(out[OUT_WEIGHTS]->u.mat.row_names[j], names[j]);
-    assert_string_equal(out[OUT_PREDICTIONS]->u.mat.row_names[0], "sample-1");
+        assert_string_equal(out[RIDGE_OUT_WEIGHTS]->u.mat.row_names[j], names[j]);
+    assert_string_equal(out[RIDGE_OUT_PREDICTIONS]->u.mat.row_names[0], "sample-1");
     char first[64];
     snprintf(first, sizeof first, "fold-1_alpha-%g", alphas[0]);
-    assert_string_equal(out[OUT_CV_SCORES]->u.mat.row_names[0], first);
+    assert_string_equal(out[RIDGE_OUT_CV_SCORES]->u.mat.row_names[0], first);
     release(&prm, out);
 }
 
@@ -403,7 +403,7 @@ static void test_encoding_pipeline(void **state)
     struct nf_diags d;
     char *dir;
     struct nf_pipeline *p = load_example("encoding.yaml", &dir, &d);
-    struct nf_exec_opts o = { .threads = 2, .quiet = true };
+    struct nf_exec_opts o = { .threads = 2 };
     assert_int_equal(nf_execute(p, &o, &err), 0);
     char *score_path = nf_asprintf("%s/results/encoding/sub-01_encoding_stat-score_statmap.nii.gz", dir);
     char *truth_path = nf_asprintf("%s/results/encoding/encoding_stat-truth_statmap.nii.gz", dir);
@@ -466,12 +466,12 @@ static void test_groups(void **state)
     prm.cv = 2;
     static double score[K][A][V];
     assert_int_equal(run_ridge(&prm, true, out, &err), 0);
-    assert_int_equal(out[OUT_CV_SCORES]->u.mat.rows, 2 * A);
+    assert_int_equal(out[RIDGE_OUT_CV_SCORES]->u.mat.rows, 2 * A);
     naive_cv(false, false, false, score, NULL, NULL);
     for (int f = 0; f < 2; f++)
         for (int a = 0; a < A; a++)
             for (int v = 0; v < V; v++)
-                assert_true(fabs(out[OUT_CV_SCORES]->u.mat.data[(f * A + a) * V + v] - score[f][a][v]) <=
+                assert_true(fabs(out[RIDGE_OUT_CV_SCORES]->u.mat.data[(f * A + a) * V + v] - score[f][a][v]) <=
                             1e-4 * (1 + fabs(score[f][a][v])));
     release(&prm, out);
     /* a single group cannot be cross-validated */

@@ -86,22 +86,22 @@ static void test_outputs_and_shapes(void **state)
     assert_int_equal(r.rc, 0);
     for (int o = 0; o < N_OUT; o++)
         assert_non_null(r.out[o]);
-    struct nf_value *data = r.out[SIM_OUT_DATA];
+    struct nf_value *data = r.out[SIMULATE_OUT_DATA];
     assert_int_equal(data->kind, NF_KIND_COLLECTION);
     assert_int_equal(data->u.coll.n, 2);
     assert_string_equal(data->u.coll.items[0]->label, "sub-01");
     assert_string_equal(data->u.coll.items[1]->label, "sub-02");
     assert_int_equal(data->u.coll.items[0]->u.vol.nt, 30);
     assert_int_equal(data->u.coll.items[0]->u.vol.ndim, 4);
-    assert_int_equal(r.out[SIM_OUT_X]->u.tab.n_rows, 30);
-    assert_int_equal(r.out[SIM_OUT_X]->u.tab.n_cols, 2);
-    assert_string_equal(r.out[SIM_OUT_X]->u.tab.cols[1].name, "f2");
-    assert_string_equal(r.out[SIM_OUT_Y]->u.tab.cols[0].name, "trial_type");
-    assert_false(r.out[SIM_OUT_Y]->u.tab.cols[0].numeric);
-    assert_string_equal(r.out[SIM_OUT_Y]->u.tab.cols[1].name, "target");
+    assert_int_equal(r.out[SIMULATE_OUT_X]->u.tab.n_rows, 30);
+    assert_int_equal(r.out[SIMULATE_OUT_X]->u.tab.n_cols, 2);
+    assert_string_equal(r.out[SIMULATE_OUT_X]->u.tab.cols[1].name, "f2");
+    assert_string_equal(r.out[SIMULATE_OUT_Y]->u.tab.cols[0].name, "trial_type");
+    assert_false(r.out[SIMULATE_OUT_Y]->u.tab.cols[0].numeric);
+    assert_string_equal(r.out[SIMULATE_OUT_Y]->u.tab.cols[1].name, "target");
 
     /* X is standardized; trial_type follows the sign of f1. */
-    const struct nf_table *X = &r.out[SIM_OUT_X]->u.tab;
+    const struct nf_table *X = &r.out[SIMULATE_OUT_X]->u.tab;
     for (int64_t f = 0; f < X->n_cols; f++) {
         double m = 0, v = 0;
         for (int64_t t = 0; t < X->n_rows; t++)
@@ -113,11 +113,11 @@ static void test_outputs_and_shapes(void **state)
         assert_true(fabs(v / (double)X->n_rows - 1.0) < 1e-9);
     }
     for (int64_t t = 0; t < X->n_rows; t++)
-        assert_string_equal(r.out[SIM_OUT_Y]->u.tab.cols[0].str[t],
+        assert_string_equal(r.out[SIMULATE_OUT_Y]->u.tab.cols[0].str[t],
                             X->cols[0].num[t] > 0 ? "a" : "b");
 
     /* Outside the mask the data are zero; inside, around the baseline of 100. */
-    const struct nf_volume *mask = &r.out[SIM_OUT_MASK]->u.vol;
+    const struct nf_volume *mask = &r.out[SIMULATE_OUT_MASK]->u.vol;
     const struct nf_volume *s0 = &data->u.coll.items[0]->u.vol;
     int64_t nvox = nf_grid_nvox(&mask->grid), n_brain = 0;
     assert_true(nf_grid_same(&mask->grid, &s0->grid));
@@ -212,10 +212,10 @@ static void test_planted_roi(void **state)
     p.seed = 5;
     run_sim(&p, 0, &r);
     assert_int_equal(r.rc, 0);
-    const struct nf_volume *mask = &r.out[SIM_OUT_MASK]->u.vol;
-    const struct nf_volume *truth = &r.out[SIM_OUT_TRUTH]->u.vol;
-    const struct nf_volume *y = &r.out[SIM_OUT_DATA]->u.coll.items[0]->u.vol;
-    const struct nf_table *X = &r.out[SIM_OUT_X]->u.tab;
+    const struct nf_volume *mask = &r.out[SIMULATE_OUT_MASK]->u.vol;
+    const struct nf_volume *truth = &r.out[SIMULATE_OUT_TRUTH]->u.vol;
+    const struct nf_volume *y = &r.out[SIMULATE_OUT_DATA]->u.coll.items[0]->u.vol;
+    const struct nf_table *X = &r.out[SIMULATE_OUT_X]->u.tab;
     const double *c = p.roi_center.v;
     int64_t nvox = nf_grid_nvox(&mask->grid), n_in = 0, n_out = 0;
     double corr_in = 0, corr_out = 0;
@@ -282,7 +282,7 @@ static void test_roi_outside_brain(void **state)
     p.roi_center.v[0] = 500;
     run_sim(&p, 0, &r);
     assert_int_equal(r.rc, 0);
-    const struct nf_volume *truth = &r.out[SIM_OUT_TRUTH]->u.vol;
+    const struct nf_volume *truth = &r.out[SIMULATE_OUT_TRUTH]->u.vol;
     for (int64_t v = 0; v < nf_grid_nvox(&truth->grid); v++)
         assert_true(truth->data[v] == 0.0f);
     result_release(&r);
@@ -306,7 +306,7 @@ static void test_template_mask(void **state)
     p.images = 40;
     run_sim(&p, 0, &r);
     assert_int_equal(r.rc, 0);
-    const struct nf_volume *mask = &r.out[SIM_OUT_MASK]->u.vol;
+    const struct nf_volume *mask = &r.out[SIMULATE_OUT_MASK]->u.vol;
     assert_int_equal(mask->grid.dim[0], 46);   /* ceil(181 / 4) */
     assert_int_equal(mask->grid.dim[1], 55);
     assert_int_equal(mask->grid.dim[2], 46);
@@ -315,7 +315,7 @@ static void test_template_mask(void **state)
     int64_t n_brain = 0, n_truth = 0;
     for (int64_t v = 0; v < nf_grid_nvox(&mask->grid); v++) {
         n_brain += mask->data[v] != 0.0f;
-        n_truth += r.out[SIM_OUT_TRUTH]->u.vol.data[v] != 0.0f;
+        n_truth += r.out[SIMULATE_OUT_TRUTH]->u.vol.data[v] != 0.0f;
     }
     assert_true(n_brain > 20000 && n_brain < 32000);
     assert_true(n_truth > 30);
@@ -325,11 +325,11 @@ static void test_template_mask(void **state)
     struct nf_error err = {0};
     struct nf_resolve res = {.params = &p, .out = out, .err = &err};
     assert_int_equal(nf_node_simulate.resolve(&res), 0);
-    assert_int_equal(out[SIM_OUT_DATA].kind, NF_KIND_COLLECTION);
-    assert_int_equal(out[SIM_OUT_DATA].n_items, 4);
-    assert_int_equal(out[SIM_OUT_DATA].dim[0], 46);
-    assert_int_equal(out[SIM_OUT_DATA].dim[3], 40);
-    assert_int_equal(out[SIM_OUT_MASK].dim[1], 55);
+    assert_int_equal(out[SIMULATE_OUT_DATA].kind, NF_KIND_COLLECTION);
+    assert_int_equal(out[SIMULATE_OUT_DATA].n_items, 4);
+    assert_int_equal(out[SIMULATE_OUT_DATA].dim[0], 46);
+    assert_int_equal(out[SIMULATE_OUT_DATA].dim[3], 40);
+    assert_int_equal(out[SIMULATE_OUT_MASK].dim[1], 55);
     assert_true(nf_node_simulate.estimate(&p, NULL, out) > 0);
     result_release(&r);
     nf_params_release(&nf_node_simulate, &p);
@@ -378,22 +378,22 @@ static void test_write(void **state)
     struct nf_value *bold = nf_nifti_read(path, &err);
     assert_non_null(bold);
     assert_int_equal(bold->u.vol.nt, 30);
-    assert_true(volumes_equal(bold, r.out[SIM_OUT_DATA]->u.coll.items[1]));
+    assert_true(volumes_equal(bold, r.out[SIMULATE_OUT_DATA]->u.coll.items[1]));
     nf_value_unref(bold);
     free(path);
 
     path = nf_asprintf("%s/ds/truth.nii.gz", dir);
     struct nf_value *truth = nf_nifti_read(path, &err);
     assert_non_null(truth);
-    assert_true(nf_grid_same(&truth->u.vol.grid, &r.out[SIM_OUT_TRUTH]->u.vol.grid));
-    assert_true(volumes_equal(truth, r.out[SIM_OUT_TRUTH]));
+    assert_true(nf_grid_same(&truth->u.vol.grid, &r.out[SIMULATE_OUT_TRUTH]->u.vol.grid));
+    assert_true(volumes_equal(truth, r.out[SIMULATE_OUT_TRUTH]));
     nf_value_unref(truth);
     free(path);
 
     path = nf_asprintf("%s/ds/mask.nii.gz", dir);
     struct nf_value *mask = nf_nifti_read(path, &err);
     assert_non_null(mask);
-    assert_true(volumes_equal(mask, r.out[SIM_OUT_MASK]));
+    assert_true(volumes_equal(mask, r.out[SIMULATE_OUT_MASK]));
     nf_value_unref(mask);
     free(path);
 
@@ -405,7 +405,7 @@ static void test_write(void **state)
     assert_string_equal(design->u.tab.cols[0].name, "f1");
     for (int64_t t = 0; t < 30; t++)
         assert_true(fabs(design->u.tab.cols[0].num[t] -
-                         r.out[SIM_OUT_X]->u.tab.cols[0].num[t]) < 1e-6);
+                         r.out[SIMULATE_OUT_X]->u.tab.cols[0].num[t]) < 1e-6);
     nf_value_unref(design);
     free(path);
 
@@ -415,7 +415,7 @@ static void test_write(void **state)
     assert_int_equal(labels->u.tab.n_cols, 2);
     assert_string_equal(labels->u.tab.cols[0].name, "trial_type");
     assert_false(labels->u.tab.cols[0].numeric);
-    assert_string_equal(labels->u.tab.cols[0].str[0], r.out[SIM_OUT_Y]->u.tab.cols[0].str[0]);
+    assert_string_equal(labels->u.tab.cols[0].str[0], r.out[SIMULATE_OUT_Y]->u.tab.cols[0].str[0]);
     nf_value_unref(labels);
     free(path);
 

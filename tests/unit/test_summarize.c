@@ -254,7 +254,7 @@ static void test_write_files(void **state)
     nf_value_unref(back);
 
     /* The files output lists every file, JSON last. */
-    const struct nf_table *files = &r.out[SUM_OUT_FILES]->u.tab;
+    const struct nf_table *files = &r.out[SUMMARIZE_OUT_FILES]->u.tab;
     assert_int_equal(files->n_cols, 2);
     assert_string_equal(files->cols[0].name, "key");
     assert_int_equal(files->n_rows, 12);   /* 4 maps with their sidecars, 2 TSVs, 2 JSON */
@@ -271,8 +271,8 @@ static void test_write_files(void **state)
         assert_true(back->u.vol.data[v] == ((v / NX) % NY != 0 ? fx->full[v] : 1.0f));
     nf_value_unref(back);
     /* No thresholding: an empty cluster table with the cluster columns. */
-    assert_int_equal(r.out[SUM_OUT_TABLE]->u.tab.n_rows, 0);
-    assert_int_equal(r.out[SUM_OUT_TABLE]->u.tab.n_cols, SUM_CLUSTER_COLUMNS);
+    assert_int_equal(r.out[SUMMARIZE_OUT_TABLE]->u.tab.n_rows, 0);
+    assert_int_equal(r.out[SUMMARIZE_OUT_TABLE]->u.tab.n_cols, SUM_CLUSTER_COLUMNS);
 
     char *summary = read_out(fx, "summary.json");
     assert_non_null(summary);
@@ -329,7 +329,7 @@ static void check_two_tailed(struct fixture *fx, struct nf_value *map, bool with
     const char *names[] = {"score"};
     run_summarize(fx, &p, 1, names, &map, atlas, &r);
     assert_int_equal(r.rc, 0);
-    const struct nf_value *tab = r.out[SUM_OUT_TABLE];
+    const struct nf_value *tab = r.out[SUMMARIZE_OUT_TABLE];
     assert_int_equal(tab->u.tab.n_cols, SUM_CLUSTER_COLUMNS);
     assert_string_equal(tab->u.tab.cols[0].name, "cluster");
     assert_string_equal(tab->u.tab.cols[6].name, "label");
@@ -410,16 +410,16 @@ static void test_tails_and_min_size(void **state)
     p.tail = SUM_TAIL_UPPER;
     run_summarize(fx, &p, 1, names, &m, NULL, &r);
     assert_int_equal(r.rc, 0);
-    assert_int_equal(r.out[SUM_OUT_TABLE]->u.tab.n_rows, 1);
-    assert_true(num_at(r.out[SUM_OUT_TABLE], 1, 0) == 16);
+    assert_int_equal(r.out[SUMMARIZE_OUT_TABLE]->u.tab.n_rows, 1);
+    assert_true(num_at(r.out[SUMMARIZE_OUT_TABLE], 1, 0) == 16);
     result_release(&r);
 
     p.tail = SUM_TAIL_LOWER;
     run_summarize(fx, &p, 1, names, &m, NULL, &r);
     assert_int_equal(r.rc, 0);
-    assert_int_equal(r.out[SUM_OUT_TABLE]->u.tab.n_rows, 1);
-    assert_true(num_at(r.out[SUM_OUT_TABLE], 1, 0) == 4);
-    assert_true(num_at(r.out[SUM_OUT_TABLE], 2, 0) == -7.0);
+    assert_int_equal(r.out[SUMMARIZE_OUT_TABLE]->u.tab.n_rows, 1);
+    assert_true(num_at(r.out[SUMMARIZE_OUT_TABLE], 1, 0) == 4);
+    assert_true(num_at(r.out[SUMMARIZE_OUT_TABLE], 2, 0) == -7.0);
     result_release(&r);
 
     /* Only A's and B's values of 5 and above: two separate single voxels. */
@@ -427,9 +427,9 @@ static void test_tails_and_min_size(void **state)
     p.threshold = 4.5;
     run_summarize(fx, &p, 1, names, &m, NULL, &r);
     assert_int_equal(r.rc, 0);
-    assert_int_equal(r.out[SUM_OUT_TABLE]->u.tab.n_rows, 2);
-    assert_true(num_at(r.out[SUM_OUT_TABLE], 2, 0) == 6.0);   /* ties on size: |peak| */
-    assert_true(num_at(r.out[SUM_OUT_TABLE], 2, 1) == 5.0);
+    assert_int_equal(r.out[SUMMARIZE_OUT_TABLE]->u.tab.n_rows, 2);
+    assert_true(num_at(r.out[SUMMARIZE_OUT_TABLE], 2, 0) == 6.0);   /* ties on size: |peak| */
+    assert_true(num_at(r.out[SUMMARIZE_OUT_TABLE], 2, 1) == 5.0);
     result_release(&r);
 
     /* min_cluster_size drops C from the table and the thresholded map. */
@@ -438,7 +438,7 @@ static void test_tails_and_min_size(void **state)
     p.min_cluster_size = 5;
     run_summarize(fx, &p, 1, names, &m, NULL, &r);
     assert_int_equal(r.rc, 0);
-    assert_int_equal(r.out[SUM_OUT_TABLE]->u.tab.n_rows, 1);
+    assert_int_equal(r.out[SUMMARIZE_OUT_TABLE]->u.tab.n_rows, 1);
     struct nf_error err = {0};
     char *path = nf_path_join(fx->outdir, "test_stat-score_desc-thresholded_statmap.nii.gz");
     struct nf_value *thr = nf_nifti_read(path, &err);
@@ -577,7 +577,7 @@ static void test_map_semantics(void **state)
     assert_non_null(strstr(side, "\"VolumeNames\": [\"age\", \"reaction_time\", \"2\"]"));
     free(side);
     /* every sidecar is a written file (the cache checks them on rerun) */
-    const struct nf_table *files = &r.out[SUM_OUT_FILES]->u.tab;
+    const struct nf_table *files = &r.out[SUMMARIZE_OUT_FILES]->u.tab;
     int sidecars = 0;
     for (int64_t f = 0; f < files->n_rows; f++)
         sidecars += nf_path_has_suffix(files->cols[1].str[f], "_statmap.json");
@@ -614,9 +614,9 @@ static void test_p_below(void **state)
     assert_non_null(strstr(side, "\"Thresholded\": {"));
     assert_non_null(strstr(side, "\"PKey\": \"p\""));
     free(side);
-    assert_int_equal(r.out[SUM_OUT_TABLE]->u.tab.n_rows, 1);
-    assert_true(num_at(r.out[SUM_OUT_TABLE], 1, 0) == 4);
-    assert_true(num_at(r.out[SUM_OUT_TABLE], 2, 0) == -7.0);
+    assert_int_equal(r.out[SUMMARIZE_OUT_TABLE]->u.tab.n_rows, 1);
+    assert_true(num_at(r.out[SUMMARIZE_OUT_TABLE], 1, 0) == 4);
+    assert_true(num_at(r.out[SUMMARIZE_OUT_TABLE], 2, 0) == -7.0);
     result_release(&r);
     nf_value_unref(values[0]);
     nf_value_unref(values[1]);
@@ -640,9 +640,9 @@ static void test_peak_ties(void **state)
     for (int m = 0; m < 2; m++) {
         run_summarize(fx, &p, 1, names, &maps[m], NULL, &r);
         assert_int_equal(r.rc, 0);
-        assert_int_equal(r.out[SUM_OUT_TABLE]->u.tab.n_rows, 1);
-        assert_true(num_at(r.out[SUM_OUT_TABLE], 1, 0) == 2);
-        assert_peak(fx, r.out[SUM_OUT_TABLE], 0, 5, 5, 5);
+        assert_int_equal(r.out[SUMMARIZE_OUT_TABLE]->u.tab.n_rows, 1);
+        assert_true(num_at(r.out[SUMMARIZE_OUT_TABLE], 1, 0) == 2);
+        assert_peak(fx, r.out[SUMMARIZE_OUT_TABLE], 0, 5, 5, 5);
         result_release(&r);
         nf_value_unref(maps[m]);
     }
@@ -737,8 +737,8 @@ static void test_resolve_and_check(void **state)
     struct nf_resolve r = {.params = &p, .n_extra = 1, .extra_names = names,
                            .extra_in = extra, .out = out, .err = &err};
     assert_int_equal(nf_node_summarize.resolve(&r), 0);
-    assert_int_equal(out[SUM_OUT_TABLE].kind, NF_KIND_TABLE);
-    assert_int_equal(out[SUM_OUT_TABLE].dim[1], SUM_CLUSTER_COLUMNS);
+    assert_int_equal(out[SUMMARIZE_OUT_TABLE].kind, NF_KIND_TABLE);
+    assert_int_equal(out[SUMMARIZE_OUT_TABLE].dim[1], SUM_CLUSTER_COLUMNS);
     /* Thresholding a matrix known to have no geometry fails at plan time. */
     p.threshold = 2.0;
     p.threshold_key = strdup("score");

@@ -22,6 +22,7 @@
 #include "gpu.h"
 
 #include "plan/cost.h"
+#include "core/switches.h"
 
 #include <limits.h>
 #include <math.h>
@@ -177,8 +178,7 @@ bool nf_gpu_residency_enabled(void)
 {
     if (debug_residency >= 0)
         return debug_residency == 1;
-    const char *env = getenv("NLFLOW_GPU_RESIDENT");
-    return !env || strcmp(env, "0") != 0;
+    return nf_switches()->gpu_resident;
 }
 
 void nf_gpu_resident_stats(struct nf_gpu_resident_stats *out)

@@ -1,0 +1,47 @@
+/* switches.h — the NLFLOW_* environment switches, read once.
+ *
+ * Debugging, testing and benchmarking aids are set from the environment, never
+ * from pipelines. They are read together, once (at the first call of
+ * nf_switches(), from any thread), into one struct, so that each is documented
+ * here and nowhere else reads the environment for them:
+ *
+ *   NLFLOW_DEVICES_FILE      placement rates file (cost.h) instead of
+ *                            $XDG_CACHE_HOME or ~/.cache/nlflow/devices.json
+ *   NLFLOW_CACHE_MAX_PAGES   SQLite max_page_count of an opened cache: a small
+ *                            value makes the cache "full" (tests of SQLITE_FULL)
+ *   NLFLOW_CACHE_FS_MAGIC    pretend the cache's folder is on the file system
+ *                            with this statfs magic (tests of the network-FS refusal)
+ *   NLFLOW_CACHE_READONLY    set and not "0": open the cache read-only (tests of
+ *                            a cache that cannot be written)
+ *   NLFLOW_GPU_RESIDENT      "0": copy inputs to the GPU at each use instead of
+ *                            keeping them resident (gpu_context.c)
+ *   NLFLOW_PERM_TILE         reference|avx2|avx512: force permute's tile kernel
+ *                            (comparing them in benchmarks)
+ *   NLFLOW_KILL_AT           N > 0: SIGKILL at the N-th fault point of the run
+ *                            (tests of resuming after a crash, util.h)
+ *   NLFLOW_KILL_VERBOSE      set: say where the kill happened on stderr
+ */
+#ifndef NF_SWITCHES_H
+#define NF_SWITCHES_H
+
+#include <stdbool.h>
+
+struct nf_switches {
+    const char *devices_file;         /* NULL when unset or empty */
+    bool cache_max_pages_set;
+    long long cache_max_pages;
+    bool cache_fs_magic_set;
+    unsigned long cache_fs_magic;
+    bool cache_readonly;
+    bool gpu_resident;                /* true unless NLFLOW_GPU_RESIDENT=0 */
+    const char *perm_tile;            /* NULL when unset */
+    long kill_at;                     /* 0: off */
+    bool kill_verbose;
+};
+
+/* The switches, read from the environment at the first call. */
+const struct nf_switches *nf_switches(void);
+/* Read them again: for tests that setenv() between cases (single-threaded). */
+void nf_switches_reload(void);
+
+#endif
