@@ -6,8 +6,8 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "exec_cache.h"
 #include "keys.h"
+#include "run_record.h"
 #include "core/util.h"
 
 void nf_keyset_release(struct nf_keyset *k)
