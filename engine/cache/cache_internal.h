@@ -77,14 +77,25 @@ void db_try(struct nf_cache *c, const char *what, const char *sql, const char *t
 int tx_begin(struct nf_cache *c, struct nf_error *err);
 void tx_rollback(struct nf_cache *c);
 int tx_commit(struct nf_cache *c, struct nf_error *err);
+/* End a transaction by what its work returned: commit after rc == 0, else
+ * roll back. The work's or the commit's code. */
+int tx_end(struct nf_cache *c, int rc, struct nf_error *err);
 /* SQLite's busy handler for this cache: waits up to the busy timeout, and
  * gives up as soon as nf_interrupted is set. */
 int db_busy_handler(void *arg, int n_calls);
+
+/* Room for element n of a growing array (*(T **)array_of, *cap elements):
+ * doubles it when full. 0, or NF_ENOMEM with the array unchanged. */
+int cache_grow(void *array_of, size_t n, size_t *cap, size_t elem, struct nf_error *err);
 
 int64_t now_s(void);
 int64_t now_realtime_ns(void);
 
 /* ---- shared by the store and maintenance ---- */
+/* A handle on path with o's settings (may be NULL), not connected yet. */
+struct nf_cache *cache_alloc(const char *path, const struct nf_cache_opts *o, struct nf_error *err);
+/* Open the SQLite connection (sqlite3_open_v2 flags) and the codec. */
+int cache_connect(struct nf_cache *c, int flags, struct nf_error *err);
 /* Check every chunk of a result (key hex) against its layout, decoding into
  * the segments' destinations (scratch when none): 0, 1 when corrupt (what
  * says how), <0 error. */

@@ -75,15 +75,7 @@ int nf_cache_ckpt_list(struct nf_cache *c, struct nf_key key, int64_t **indices,
     if (rc == 1)
         rc = SQLITE_ROW;
     for (; rc == SQLITE_ROW; rc = sqlite3_step(st)) {
-        if (count == cap) {
-            cap = cap ? cap * 2 : 16;
-            int64_t *nv = realloc(v, cap * sizeof *nv);
-            if (!nv) {
-                rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
-                goto fail;
-            }
-            v = nv;
-        }
+        NF_TRY(rc = cache_grow(&v, count, &cap, sizeof *v, err));
         v[count++] = sqlite3_column_int64(st, 0);
     }
     if (st && rc != SQLITE_DONE) {

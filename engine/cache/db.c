@@ -5,6 +5,7 @@
  */
 #include <stdarg.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -227,6 +228,28 @@ int tx_commit(struct nf_cache *c, struct nf_error *err)
     if (rc == SQLITE_OK)
         return 0;
     rc = db_error(c, err, rc, "committing");
+    tx_rollback(c);
+    return rc;
+}
+
+int cache_grow(void *array_of, size_t n, size_t *cap, size_t elem, struct nf_error *err)
+{
+    if (n < *cap)
+        return 0;
+    size_t new_cap = *cap ? *cap * 2 : 64;
+    void *old, *p;
+    memcpy(&old, array_of, sizeof old);
+    if (!(p = realloc(old, new_cap * elem)))
+        return NF_FAIL(err, NF_ENOMEM, "out of memory");
+    memcpy(array_of, &p, sizeof p);
+    *cap = new_cap;
+    return 0;
+}
+
+int tx_end(struct nf_cache *c, int rc, struct nf_error *err)
+{
+    if (rc == 0)
+        return tx_commit(c, err);
     tx_rollback(c);
     return rc;
 }

@@ -31,15 +31,7 @@ int nf_cache_list(struct nf_cache *c, int (*fn)(const struct nf_cache_entry *e, 
                                     "ORDER BY used DESC, created DESC, key",
                            &st, err));
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (n == cap) {
-            cap = cap ? cap * 2 : 64;
-            struct nf_cache_entry *nv = realloc(v, cap * sizeof *nv);
-            if (!nv) {
-                rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
-                goto fail;
-            }
-            v = nv;
-        }
+        NF_TRY(rc = cache_grow(&v, n, &cap, sizeof *v, err));
         struct nf_cache_entry *e = &v[n++];
         memset(e, 0, sizeof *e);
         snprintf(e->pipeline, sizeof e->pipeline, "%s", column_text(st, 10));
@@ -88,18 +80,10 @@ fail:
 static int query_u64(struct nf_cache *c, const char *sql, uint64_t *out, struct nf_error *err)
 {
     sqlite3_stmt *st = NULL;
-    int rc;
-    NF_TRY(rc = db_prepare(c, sql, &st, err));
-    rc = sqlite3_step(st);
-    if (rc != SQLITE_ROW) {
-        rc = db_error(c, err, rc, "reading statistics");
-        goto fail;
-    }
-    *out = (uint64_t)sqlite3_column_int64(st, 0);
-    rc = 0;
-fail:
+    int rc = db_row(c, &st, "reading statistics", err, sql, NULL);
+    *out = rc == 1 ? (uint64_t)sqlite3_column_int64(st, 0) : 0;   /* aggregates: always a row */
     sqlite3_finalize(st);
-    return rc;
+    return rc < 0 ? rc : 0;
 }
 
 int nf_cache_info(struct nf_cache *c, struct nf_cache_info *info, struct nf_error *err)
@@ -145,20 +129,11 @@ static int collect_keys(struct nf_cache *c, const char *sql, bool with_idx, stru
     cache_lock(c);
     NF_TRY(rc = db_prepare(c, sql, &st, err));
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (k->n == k->cap) {
-            size_t cap = k->cap ? k->cap * 2 : 64;
-            char (*nv)[33] = realloc(k->v, cap * sizeof *nv);
-            if (nv)
-                k->v = nv;
-            int64_t *ni = with_idx ? realloc(k->idx, cap * sizeof *ni) : NULL;
-            if (ni)
-                k->idx = ni;
-            if (!nv || (with_idx && !ni)) {
-                rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
-                goto fail;
-            }
-            k->cap = cap;
-        }
+        size_t cap_v = k->cap, cap_idx = k->cap;
+        NF_TRY(rc = cache_grow(&k->v, k->n, &cap_v, sizeof *k->v, err));
+        if (with_idx)
+            NF_TRY(rc = cache_grow(&k->idx, k->n, &cap_idx, sizeof *k->idx, err));
+        k->cap = cap_v;
         snprintf(k->v[k->n], 33, "%s", column_text(st, 0));
         if (with_idx)
             k->idx[k->n] = sqlite3_column_int64(st, 1);
@@ -298,16 +273,7 @@ static int live_leases(struct nf_cache *c, struct key_list *live, struct nf_erro
         bool alive = lease_alive(c, sqlite3_column_int64(st, 1), column_text(st, 2),
                                  sqlite3_column_int64(st, 3), now);
         struct key_list *k = alive ? live : &dead;
-        if (k->n == k->cap) {
-            size_t cap = k->cap ? k->cap * 2 : 16;
-            char (*nv)[33] = realloc(k->v, cap * sizeof *nv);
-            if (!nv) {
-                rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
-                goto fail;
-            }
-            k->v = nv;
-            k->cap = cap;
-        }
+        NF_TRY(rc = cache_grow(&k->v, k->n, &k->cap, sizeof *k->v, err));
         snprintf(k->v[k->n++], 33, "%s", column_text(st, 0));
     }
     if (rc != SQLITE_DONE) {
@@ -403,28 +369,14 @@ static int gc_run(struct nf_cache *c, uint64_t max_bytes, double older_than_days
     cache_lock(c);
     if (!dry_run) {   /* a preview deletes nothing, dead leases included */
         NF_TRY(rc = tx_begin(c, err));
-        rc = live_leases(c, &live, err);
-        if (rc == 0)
-            rc = tx_commit(c, err);
-        else
-            tx_rollback(c);
-        if (rc < 0)
-            goto fail;
+        NF_TRY(rc = tx_end(c, live_leases(c, &live, err), err));
     }
 
     /* least recently used first */
     NF_TRY(rc = db_prepare(c, "SELECT key, stored, used, pipeline FROM results "
                               "ORDER BY used, created, key", &st, err));
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (n == cap) {
-            cap = cap ? cap * 2 : 256;
-            struct gc_candidate *nv = realloc(cand, cap * sizeof *nv);
-            if (!nv) {
-                rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
-                goto fail;
-            }
-            cand = nv;
-        }
+        NF_TRY(rc = cache_grow(&cand, n, &cap, sizeof *cand, err));
         struct gc_candidate *k = &cand[n++];
         snprintf(k->key, sizeof k->key, "%s", column_text(st, 0));
         k->stored = (uint64_t)sqlite3_column_int64(st, 1);
@@ -478,12 +430,7 @@ static int gc_run(struct nf_cache *c, uint64_t max_bytes, double older_than_days
             rc = db_exec(c, "DELETE FROM ckpt WHERE key NOT IN (SELECT key FROM leases)",
                          "deleting checkpoints", err);
     }
-    if (rc == 0)
-        rc = tx_commit(c, err);
-    else
-        tx_rollback(c);
-    if (rc < 0)
-        goto fail;
+    NF_TRY(rc = tx_end(c, rc, err));
 
     /* Give the space back: free pages to the file system (auto_vacuum is
      * INCREMENTAL from creation), then shrink the write-ahead log. */
@@ -509,22 +456,11 @@ fail:
 static int open_damaged(const char *path, struct nf_cache **out, struct nf_error *err)
 {
     int rc;
-    struct nf_cache *c = calloc(1, sizeof *c);
+    struct nf_cache *c = cache_alloc(path, NULL, err);
     *out = NULL;
-    if (!c || !(c->path = nf_strdup(path))) {
-        free(c);
-        return NF_FAIL(err, NF_ENOMEM, "out of memory");
-    }
-    pthread_mutex_init(&c->lock, NULL);
-    c->busy_timeout_ms = 30000;
-    rc = sqlite3_open_v2(path, &c->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
-    if (rc != SQLITE_OK) {
-        rc = db_error(c, err, rc, "opening");
-        goto fail;
-    }
-    sqlite3_extended_result_codes(c->db, 1);
-    sqlite3_busy_handler(c->db, db_busy_handler, c);
-    NF_TRY(rc = nf_codec_init(&c->codec, err));
+    if (!c)
+        return NF_ENOMEM;
+    NF_TRY(rc = cache_connect(c, SQLITE_OPEN_READONLY, err));
     sqlite3_stmt *st = NULL;
     c->has_origin = sqlite3_prepare_v2(c->db, "SELECT port, pipeline_path FROM results", -1, &st,
                                        NULL) == SQLITE_OK;
@@ -550,14 +486,9 @@ static int result_rowids(struct nf_cache *src, int64_t **ids, size_t *n, struct 
         if (sqlite3_prepare_v2(src->db, scans[s], -1, &st, NULL) != SQLITE_OK)
             continue;
         while (sqlite3_step(st) == SQLITE_ROW) {
-            if (k == cap) {
-                cap = cap ? cap * 2 : 256;
-                int64_t *nv = realloc(*ids, cap * sizeof *nv);
-                if (!nv) {
-                    sqlite3_finalize(st);
-                    return NF_FAIL(err, NF_ENOMEM, "out of memory");
-                }
-                *ids = nv;
+            if (cache_grow(ids, k, &cap, sizeof **ids, err) < 0) {
+                sqlite3_finalize(st);
+                return NF_ENOMEM;
             }
             (*ids)[k++] = sqlite3_column_int64(st, 0);
         }

@@ -283,15 +283,13 @@ fail:
     return rc;
 }
 
-int nf_cache_open(const char *path, const struct nf_cache_opts *o, struct nf_cache **out,
-                  struct nf_error *err)
+struct nf_cache *cache_alloc(const char *path, const struct nf_cache_opts *o, struct nf_error *err)
 {
-    int rc;
-    *out = NULL;
     struct nf_cache *c = calloc(1, sizeof *c);
     if (!c || !(c->path = nf_strdup(path))) {
         free(c);
-        return NF_FAIL(err, NF_ENOMEM, "out of memory");
+        NF_FAIL(err, NF_ENOMEM, "out of memory");
+        return NULL;
     }
     pthread_mutex_init(&c->lock, NULL);
     c->busy_timeout_ms = o && o->busy_timeout_ms > 0 ? o->busy_timeout_ms : 30000;
@@ -299,21 +297,33 @@ int nf_cache_open(const char *path, const struct nf_cache_opts *o, struct nf_cac
     c->interrupt = o ? o->interrupt : NULL;
     if (gethostname(c->host, sizeof c->host - 1) != 0)
         snprintf(c->host, sizeof c->host, "localhost");
+    return c;
+}
 
-    NF_TRY(rc = check_cache_folder(path, err));
-
-    const char *ro = getenv("NLFLOW_CACHE_READONLY");
-    int flags = (ro && *ro && strcmp(ro, "0") != 0)
-                    ? SQLITE_OPEN_READONLY
-                    : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+int cache_connect(struct nf_cache *c, int flags, struct nf_error *err)
+{
     /* NOMUTEX: this struct's own mutex serialises the connection */
-    rc = sqlite3_open_v2(path, &c->db, flags | SQLITE_OPEN_NOMUTEX, NULL);
-    if (rc != SQLITE_OK) {
-        rc = db_error(c, err, rc, "opening");
-        goto fail;
-    }
+    int rc = sqlite3_open_v2(c->path, &c->db, flags | SQLITE_OPEN_NOMUTEX, NULL);
+    if (rc != SQLITE_OK)
+        return db_error(c, err, rc, "opening");
     sqlite3_extended_result_codes(c->db, 1);
     sqlite3_busy_handler(c->db, db_busy_handler, c);
+    return nf_codec_init(&c->codec, err);
+}
+
+int nf_cache_open(const char *path, const struct nf_cache_opts *o, struct nf_cache **out,
+                  struct nf_error *err)
+{
+    int rc;
+    *out = NULL;
+    struct nf_cache *c = cache_alloc(path, o, err);
+    if (!c)
+        return NF_ENOMEM;
+    NF_TRY(rc = check_cache_folder(path, err));
+    const char *ro = getenv("NLFLOW_CACHE_READONLY");
+    NF_TRY(rc = cache_connect(c, (ro && *ro && strcmp(ro, "0") != 0)
+                                     ? SQLITE_OPEN_READONLY
+                                     : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, err));
     NF_TRY(rc = apply_test_limits(c, err));
 
     int format;
@@ -361,7 +371,6 @@ int nf_cache_open(const char *path, const struct nf_cache_opts *o, struct nf_cac
             goto fail;
     }
 
-    NF_TRY(rc = nf_codec_init(&c->codec, err));
     *out = c;
     return 0;
 fail:
@@ -651,23 +660,20 @@ int nf_cache_put(struct nf_cache *c, struct nf_key key, const struct nf_value *v
     uint64_t stored = hdr.len;
     NF_TRY(rc = put_chunks(c, hex, &L, &stored, err));
     int64_t now = now_s();
-    if (c->has_origin)
-        rc = db_run(c, "storing a result", err,
-                    "INSERT INTO results(key, kind, shape, bytes, stored, node_type, node_id, label, "
-                    "pipeline, created, used, header, port, pipeline_path) "
-                    "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?11, ?12, ?13)",
-                    "tttiittttibtt", hex, nf_kind_name(v->kind), L.shape, (int64_t)L.raw_bytes,
-                    (int64_t)stored, meta->node_type, meta->node_id, meta->label, meta->pipeline,
-                    now, (const void *)hdr.p, (int)hdr.len, meta->port, meta->pipeline_path);
-    else
-        rc = db_run(c, "storing a result", err,
-                    "INSERT INTO results(key, kind, shape, bytes, stored, node_type, node_id, label, "
-                    "pipeline, created, used, header) "
-                    "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?11)",
-                    "tttiittttib", hex, nf_kind_name(v->kind), L.shape, (int64_t)L.raw_bytes,
-                    (int64_t)stored, meta->node_type, meta->node_id, meta->label, meta->pipeline,
-                    now, (const void *)hdr.p, (int)hdr.len);
-    NF_TRY(rc);
+    /* a cache from before format 2 has no port and pipeline_path columns:
+     * the same row without the last two values */
+    NF_TRY(rc = db_run(c, "storing a result", err,
+                       c->has_origin ? "INSERT INTO results(key, kind, shape, bytes, stored, node_type, "
+                                       "node_id, label, pipeline, created, used, header, port, "
+                                       "pipeline_path) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
+                                       "?10, ?10, ?11, ?12, ?13)"
+                                     : "INSERT INTO results(key, kind, shape, bytes, stored, node_type, "
+                                       "node_id, label, pipeline, created, used, header) VALUES(?1, "
+                                       "?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?11)",
+                       c->has_origin ? "tttiittttibtt" : "tttiittttib", hex, nf_kind_name(v->kind),
+                       L.shape, (int64_t)L.raw_bytes, (int64_t)stored, meta->node_type,
+                       meta->node_id, meta->label, meta->pipeline, now, (const void *)hdr.p,
+                       (int)hdr.len, meta->port, meta->pipeline_path));
     rc = tx_commit(c, err);
 fail:
     if (rc < 0 && locked)
