@@ -67,9 +67,10 @@ int db_run(struct nf_cache *c, const char *what, struct nf_error *err, const cha
            const char *types, ...);
 int db_row(struct nf_cache *c, sqlite3_stmt **st, const char *what, struct nf_error *err,
            const char *sql, const char *types, ...);
-/* A best-effort write (file-hash memo, node record, lease heartbeat): tried
- * once without waiting for a busy cache. On failure nothing happens but one
- * warning per cache handle (a busy or read-only cache still runs). */
+/* A best-effort write (file-hash memo, node record, lease heartbeat, last
+ * use): tried once without waiting for a busy cache. On failure nothing
+ * happens but one warning per cache handle, none when what is NULL (a busy
+ * or read-only cache still runs). */
 void db_try(struct nf_cache *c, const char *what, const char *sql, const char *types, ...);
 
 /* BEGIN IMMEDIATE, waiting (bounded by the busy timeout, and no longer once

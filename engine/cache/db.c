@@ -27,8 +27,11 @@ int db_error(struct nf_cache *c, struct nf_error *err, int rc, const char *what)
     switch (rc & 0xff) {
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
-        snprintf(hint, sizeof hint,
-                 " (another process kept the cache busy for longer than %d ms)", c->busy_timeout_ms);
+        if (c->busy_timeout_ms > 0)
+            snprintf(hint, sizeof hint, " (another process kept the cache busy for longer than %d ms)",
+                     c->busy_timeout_ms);
+        else
+            snprintf(hint, sizeof hint, " (another process is writing to it)");
         break;
     case SQLITE_CORRUPT:
     case SQLITE_NOTADB:
@@ -153,10 +156,10 @@ void db_try(struct nf_cache *c, const char *what, const char *sql, const char *t
     int rc = prepare_bound(c, &st, sql, types, ap, &err);
     va_end(ap);
     if (rc == 0)
-        rc = db_step_done(c, st, what, &err);
+        rc = db_step_done(c, st, what ? what : "updating", &err);
     sqlite3_finalize(st);
     c->busy_timeout_ms = saved;
-    if (rc < 0 && !c->warned_busy) {
+    if (rc < 0 && what && !c->warned_busy) {
         c->warned_busy = true;
         nf_warn(NULL, "%s; going on without it (results are still used and stored)", err.msg);
     }

@@ -540,8 +540,8 @@ static int repair_one(struct nf_cache *src, struct nf_cache *dst, int64_t rowid,
     if (rc == 1)
         rc = verify_result(src, hex, what, what_size, &rerr);
     if (rc != 0) {
-        if (rc < 0)
-            snprintf(what, what_size, "unreadable: %s", rerr.msg);
+        if (rc < 0)   /* SQLite's words suffice: the file and the remedy are known */
+            snprintf(what, what_size, "unreadable: %s", sqlite3_errmsg(src->db));
         return 0;
     }
     NF_TRY(rc = tx_begin(dst, err));
@@ -562,7 +562,7 @@ static int repair_one(struct nf_cache *src, struct nf_cache *dst, int64_t rowid,
                             "VALUES(?1, ?2, ?3, ?4, ?5)", &rerr);
     if (rc < 0) {
         tx_rollback(dst);
-        snprintf(what, what_size, "unreadable: %s", rerr.msg);
+        snprintf(what, what_size, "unreadable: %s", sqlite3_errmsg(src->db));
         return 0;
     }
     NF_TRY(rc = tx_commit(dst, err));
