@@ -565,6 +565,7 @@ int nf_layout_from_header(const uint8_t *hdr, size_t len, bool build, struct nf_
     struct nf_geom *geom = NULL;
     size_t next = 0;
     int64_t matrix_rows = -1;
+    struct nf_error verr = { 0 };   /* the value constructors' verdict */
 
     if (len < 12 || memcmp(hdr, HEADER_MAGIC, 4) != 0)
         goto undecodable;
@@ -605,10 +606,8 @@ int nf_layout_from_header(const uint8_t *hdr, size_t len, bool build, struct nf_
             !expect_segment(L, &next, 4, bytes))
             goto undecodable;
         if (build) {
-            if (!(L->v = nf_value_new_volume(&g, ndim, nt, err))) {
-                rc = err ? err->code : NF_ENOMEM;
-                goto fail;
-            }
+            if (!(L->v = nf_value_new_volume(&g, ndim, nt, &verr)))
+                goto refused;
             L->v->u.vol.tr = tr;
             L->segs[0].dst = L->v->u.vol.data;
         }
@@ -655,10 +654,8 @@ int nf_layout_from_header(const uint8_t *hdr, size_t len, bool build, struct nf_
                 geom->grid = g;
                 geom->n_voxels = n_voxels;
             }
-            if (!(L->v = nf_value_new_matrix(rows, cols, geom, err))) {
-                rc = err ? err->code : NF_ENOMEM;
-                goto fail;
-            }
+            if (!(L->v = nf_value_new_matrix(rows, cols, geom, &verr)))
+                goto refused;
             L->v->u.mat.col_names = names;
             names = NULL;
             L->segs[0].dst = L->v->u.mat.data;
@@ -704,10 +701,8 @@ int nf_layout_from_header(const uint8_t *hdr, size_t len, bool build, struct nf_
             L->segs[next++].dst = L->strings;
         }
         if (build) {
-            if (!(L->v = nf_value_new_table(rows, cols, err))) {
-                rc = err ? err->code : NF_ENOMEM;
-                goto fail;
-            }
+            if (!(L->v = nf_value_new_table(rows, cols, &verr)))
+                goto refused;
             size_t s = 0;
             for (int64_t k = 0; k < cols; k++) {
                 struct nf_column *col = &L->v->u.tab.cols[k];
@@ -737,6 +732,11 @@ int nf_layout_from_header(const uint8_t *hdr, size_t len, bool build, struct nf_
         goto undecodable;
     rc = 0;
     goto fail;
+refused:
+    /* a shape the value constructors refuse is a corrupt header; only a
+     * failed allocation is an error */
+    if (verr.code == NF_ENOMEM)
+        goto oom;
 undecodable:
     snprintf(what, what_size, "undecodable header");
     rc = 1;
