@@ -46,7 +46,7 @@ static const char usage_text[] =
     "  simulate --out DIR [options]    write a simulated data set (NIfTI + TSV)\n"
     "  devices [--calibrate]           CPU, BLAS kernel and GPU of this machine; --calibrate\n"
     "                                  measures their rates for device: auto (docs/gpu.md)\n"
-    "  cache ls|info|verify|gc         inspect and maintain the result cache\n"
+    "  cache ls|info|verify|gc|repair  inspect and maintain the result cache\n"
     "  bench [--quick] [options]       benchmarks next to their peers -> bench/results/,\n"
     "                                  docs/performance.md (see 'nlflow bench --help')\n"
     "\n"
@@ -63,7 +63,8 @@ static const char usage_text[] =
     "\n"
     "cache commands:  nlflow cache ls [--pipeline FILE] [--all] | info | verify | gc [--max-size SIZE]\n"
     "                 [--older-than DAYS]   (each with [--cache PATH]; gc without a limit removes\n"
-    "                 nothing and says what each limit would remove)\n"
+    "                 nothing and says what each limit would remove) | repair (rebuild a damaged\n"
+    "                 cache file from its intact entries)\n"
     "\n"
     "simulate options:\n"
     "  --out DIR  --subjects N  --images N  --features N  --seed N  --voxel-size MM\n"
@@ -188,7 +189,7 @@ static int open_cache(const struct nf_pipeline *p, const struct cli_opts *o, str
     *out = NULL;
     if (!path)
         return 0;
-    struct nf_cache_opts co = { .strict = o->strict_cache };
+    struct nf_cache_opts co = { .strict = o->strict_cache, .interrupt = &nf_interrupted };
     int rc = nf_cache_open(path, &co, out, &err);
     free(path);
     if (rc == 0)
@@ -627,8 +628,9 @@ static int cmd_cache(int argc, char **argv)
         }
     }
     if (!action || (strcmp(action, "ls") && strcmp(action, "info") && strcmp(action, "verify") &&
-                    strcmp(action, "gc")))
-        return usage_error("cache needs one of ls, info, verify, gc (got '%s')", action ? action : "nothing");
+                    strcmp(action, "gc") && strcmp(action, "repair")))
+        return usage_error("cache needs one of ls, info, verify, gc, repair (got '%s')",
+                           action ? action : "nothing");
     if ((pipeline || all) && strcmp(action, "ls") != 0)
         return usage_error("%s", "--pipeline and --all are options of 'cache ls'");
     /* ls --pipeline FILE: that pipeline's results, in the cache beside it
@@ -658,9 +660,15 @@ static int cmd_cache(int argc, char **argv)
         free(beside);
         return fail_with(&err);
     }
-    if (nf_cache_open(path, &co, &c, &err) < 0)
+    if (strcmp(action, "repair") == 0) {   /* the file may not even open */
+        uint64_t kept = 0, lost = 0;
+        if (nf_cache_repair(path, print_bad, NULL, &kept, &lost, &err) < 0)
+            goto fail;
+        printf("repair: kept %llu result%s, lost %llu\n", (unsigned long long)kept,
+               kept == 1 ? "" : "s", (unsigned long long)lost);
+    } else if (nf_cache_open(path, &co, &c, &err) < 0) {
         goto fail;
-    if (strcmp(action, "ls") == 0) {
+    } else if (strcmp(action, "ls") == 0) {
         struct nf_cache_ls_opts lo = { .pipeline_path = pipeline_abs, .all = all };
         if (nf_cache_ls_print(c, &lo, stdout, &err) < 0)
             goto fail;

@@ -195,6 +195,21 @@ grep -q "network file system (NFS)" "$work/nerr" || { cat "$work/nerr"; fail "NF
 [ ! -d "$h/results" ] || fail "refused run wrote outputs"
 echo "ok   a cache on NFS is refused"
 
+# 10. damaged SQLite pages: `cache repair` keeps the intact entries, a rerun
+# recomputes the rest and ends with the same outputs
+r="$work/repair"; setup "$r"
+"$NLFLOW" run --quiet "$r/q.yaml" 2>/dev/null || fail "run before damaging the cache"
+db="$r/.nlflow/cache.db"
+pages=$(( $(stat -c %s "$db") / 16384 ))
+head -c $((3 * 16384)) /dev/zero | tr '\0' 'Z' | dd of="$db" bs=16384 seek=$((pages / 2)) conv=notrunc status=none
+"$NLFLOW" cache repair --cache "$db" >"$work/rout" 2>&1 || { cat "$work/rout"; fail "cache repair"; }
+grep -q "^repair: kept [1-9]" "$work/rout" || { cat "$work/rout"; fail "repair kept nothing"; }
+"$NLFLOW" cache verify --cache "$db" >/dev/null || fail "repaired cache not clean"
+rm -rf "$r/results"
+"$NLFLOW" run --quiet "$r/q.yaml" 2>/dev/null || fail "run after repair"
+same_outputs "$work/ref" "$r/results/quickstart" || fail "outputs after repair differ"
+echo "ok   damaged pages: cache repair keeps the intact entries, a rerun recomputes the rest"
+
 # --no-cache writes no cache
 n="$work/nocache"; setup "$n"
 "$NLFLOW" run --quiet --no-cache "$n/q.yaml" || fail "--no-cache run"

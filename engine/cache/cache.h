@@ -22,6 +22,7 @@
 #ifndef NF_CACHE_H
 #define NF_CACHE_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -46,6 +47,9 @@ struct nf_cache;
 struct nf_cache_opts {
     bool strict;            /* fail instead of warning when the cache cannot be written */
     int busy_timeout_ms;    /* default 30000 */
+    /* Stop waiting for a busy cache once *interrupt is set (the run's
+     * interrupt flag; may be NULL). Best-effort writes never wait. */
+    const volatile sig_atomic_t *interrupt;
 };
 
 /* Open or create the cache file (and its folder). Refuses network file systems
@@ -95,7 +99,9 @@ int nf_file_hash(const char *path, struct nf_key *out, struct nf_error *err);
 /* ---- what each node was computed from, for `plan --explain` ---- */
 /* components: a JSON object text (the engine's description of the key
  * components: type, version, params, inputs, files). Keyed by (pipeline file
- * absolute path, node id); the last record wins. */
+ * absolute path, node id); the last record wins. Best effort: it does not
+ * wait for a busy cache and returns 0 even when it could not write (warned
+ * about once per cache handle). */
 int nf_cache_record_node(struct nf_cache *c, const char *pipeline_path, const char *node_id,
                          struct nf_key key, const char *components, struct nf_error *err);
 /* Returns 1 and an owned copy of the components text (and key) when recorded,
@@ -151,8 +157,10 @@ struct nf_cache_info {
     int format;
 };
 int nf_cache_info(struct nf_cache *c, struct nf_cache_info *info, struct nf_error *err);
-/* Re-check every chunk checksum; report each corrupt result through fn (may be
- * NULL) and delete it. *n_bad gets the count. */
+/* Re-check every result the way a run reads it (header fields against their
+ * shape, chunk checksums, run records cell by cell) and every checkpoint;
+ * report each corrupt one through fn (may be NULL) and delete it. *n_bad gets
+ * the count. */
 int nf_cache_verify(struct nf_cache *c, void (*fn)(const char *key_hex, const char *what, void *arg),
                     void *arg, uint64_t *n_bad, struct nf_error *err);
 /* LRU: delete least-recently-used results until the stored size is at most
@@ -167,6 +175,15 @@ int nf_cache_gc(struct nf_cache *c, uint64_t max_bytes, double older_than_days,
  * bytes), deleting nothing. Results under a lease count as kept. */
 int nf_cache_gc_preview(struct nf_cache *c, uint64_t max_bytes, double older_than_days,
                         uint64_t *n_deleted, uint64_t *bytes_freed, struct nf_error *err);
+
+/* Rebuild a damaged cache file (`nlflow cache repair`): every result whose
+ * row, header and chunks read back intact (checked as verify does) is copied
+ * into a fresh file, which then replaces the old one (a rename: the old file
+ * stays whole until then). Results that cannot be read are reported through
+ * fn (may be NULL) and counted in *n_lost; file hashes and checkpoints are
+ * not kept. No other process may use the cache meanwhile. */
+int nf_cache_repair(const char *path, void (*fn)(const char *key_hex, const char *what, void *arg),
+                    void *arg, uint64_t *n_kept, uint64_t *n_lost, struct nf_error *err);
 
 /* `nlflow cache ls` (cache_ls.c): results grouped by pipeline file, node and
  * output port, with counts (items of collections), sizes stored and raw, and

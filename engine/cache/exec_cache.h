@@ -13,6 +13,7 @@
 
 #include "cache.h"
 #include "keys.h"
+#include "run_record.h"   /* nf_run_valid */
 #include "pipeline.h"
 #include "core/util.h"
 
@@ -28,12 +29,6 @@ int nf_run_store(struct nf_cache *c, struct nf_key run, const struct nf_node_ins
                  const char *pipeline_hash, const char *pipeline_path, const char *outputs_dir,
                  size_t n_out, struct nf_value *const *out, const struct nf_written *written,
                  struct nf_error *err);
-/* Does the run's record exist and are its written files in `outputs_dir` as
- * written? 1 yes, 0 no (then *stale, if given, is the first file that is
- * missing or changed, owned, or NULL when the record itself is missing). */
-int nf_run_valid(struct nf_cache *c, struct nf_key run, const char *outputs_dir, char **stale,
-                 struct nf_error *err);
-
 /* A checkpoint handle for one run (stack-allocated by the executor). */
 struct nf_checkpoint {
     struct nf_cache *cache;

@@ -9,9 +9,9 @@
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
 
-#include "exec_cache.h"
 #include "keys.h"
 #include "lang/params.h"
+#include "run_record.h"
 #include "core/util.h"
 
 void nf_keyset_release(struct nf_keyset *k)

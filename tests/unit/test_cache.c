@@ -1,4 +1,4 @@
-/* test_cache.c — the result cache store (engine/cache/cache.c): round trips of every
+/* test_cache.c — the result cache store (engine/cache/store.c): round trips of every
  * kind of value bit for bit (volume, matrix with geometry and column names,
  * table with numeric and string columns, a value of several chunks), hits,
  * misses and no-op re-puts, corruption found by get and by verify (bytes
