@@ -201,7 +201,7 @@ static int permute_resolve(struct nf_resolve *r)
     return 0;
 }
 
-enum { TILE_VOXELS = NF_PERM_TILE_VOXELS, SUB_ROWS = NF_PERM_SUB_ROWS };
+enum { TILE_VOXELS = NF_PERM_TILE_VOXELS, SUB_ROWS = NF_PERM_TILE_SUB_ROWS };
 
 /* Working memory: a copy of the data (two-sample, correlation), per-voxel
  * arrays, per-permutation scalars, one chunk's rows, and per thread one GEMM
@@ -490,7 +490,6 @@ struct chunk_work {
     uint32_t *count;             /* V: this chunk's exceedances */
     float *tile_max;             /* n_tiles x len */
     int64_t n_tiles;
-    enum nf_perm_tile_impl impl;
     const struct nf_run *run;    /* polled for interrupts between tiles */
     atomic_long next, next_row, rows_done;
     atomic_int failed, interrupted;
@@ -527,7 +526,8 @@ static void *chunk_team(void *arg)
     /* the tiles need every row: wait for the blocks other threads are still drawing */
     while (atomic_load(&w->rows_done) < w->len)
         sched_yield();
-    float *scratch = atomic_load(&w->failed) ? NULL : malloc(nf_perm_tile_scratch(w->len) * sizeof *scratch);
+    float *scratch =
+        atomic_load(&w->failed) ? NULL : malloc(nf_perm_tile_scratch(w->len, TILE_VOXELS) * sizeof *scratch);
     if (!scratch) {
         atomic_store(&w->failed, 1);
         return NULL;
@@ -539,7 +539,7 @@ static void *chunk_team(void *arg)
             break;
         }
         int64_t v0 = t * TILE_VOXELS, nv = c->V - v0 < TILE_VOXELS ? c->V - v0 : TILE_VOXELS;
-        nf_perm_tile(c, w->impl, w->R, w->len, v0, nv, w->count + v0, w->tile_max + t * w->len, scratch);
+        c->K->perm_tile(&c->tile, w->R, w->len, v0, nv, w->count + v0, w->tile_max + t * w->len, scratch);
     }
     free(scratch);
     return NULL;
@@ -552,7 +552,6 @@ static int run_chunk(const struct perm_ctx *c, const struct nf_run *run, int64_t
 {
     struct chunk_work w = { .c = c, .p0 = p0, .len = len, .R = R, .count = ccount, .tile_max = tile_max,
                             .run = run };
-    w.impl = c->tile_impl;
     w.n_tiles = (c->V + TILE_VOXELS - 1) / TILE_VOXELS;
     memset(ccount, 0, (size_t)c->V * sizeof *ccount);
     run_threads(chunk_team, &w, threads);
@@ -1502,6 +1501,27 @@ void nf_perm_release(struct perm_ctx *c)
     free(c->abs_sum);
 }
 
+_Static_assert(PERM_TAIL_TWO == (int)NF_TAIL_TWO && PERM_TAIL_UPPER == (int)NF_TAIL_UPPER &&
+                   PERM_TAIL_LOWER == (int)NF_TAIL_LOWER,
+               "the tile kernel reads the node's tail");
+
+/* The near ties of the tile kernel, decided as everywhere else in the node. */
+static bool tile_tie_exceeds(const void *ctx, const float *row, int64_t v)
+{
+    const struct perm_ctx *c = ctx;
+    return nf_perm_q_double(c, row, v) >= c->q_obs_d[v];
+}
+
+/* The tile kernel's view of the prepared context (nf_perm_begin done). */
+static void tile_setup(struct perm_ctx *c)
+{
+    c->tile = (struct nf_perm_tile){ .n = c->n, .V = c->V, .D = c->D, .shift = c->shift, .ss = c->ss,
+                                     .floor_ = c->floor_, .cap = c->cap, .lo = c->lo, .hi = c->hi,
+                                     .a = (float)c->a, .c = (float)c->c, .t_stat = c->t_stat, .tail = c->tail,
+                                     .impl = nf_perm_tile_choose(), .K = c->K,
+                                     .tie_exceeds = tile_tie_exceeds, .tie_ctx = c };
+}
+
 static int permute_run(struct nf_run *run)
 {
     const struct permute_params *prm = run->params;
@@ -1514,7 +1534,7 @@ static int permute_run(struct nf_run *run)
     bool blas_set = false;
 
     NF_TRY(rc = nf_perm_begin(&c, run, out, &seed));
-    c.tile_impl = nf_perm_tile_choose();
+    tile_setup(&c);
     /* chunks of permutations, resumed from checkpoints */
     int64_t chunk = prm->chunk, n_chunks = (c.M + chunk - 1) / chunk, resumed = 0;
     int64_t n_tiles = (c.V + TILE_VOXELS - 1) / TILE_VOXELS;

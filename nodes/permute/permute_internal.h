@@ -14,11 +14,9 @@
 #include "node.h"
 #include "permute.h"
 
-/* The CPU's null-statistic blocks: voxels per tile (a thread's unit of work)
- * and permutation rows per BLAS call of the reference tile kernel. */
-enum { NF_PERM_TILE_VOXELS = 512, NF_PERM_SUB_ROWS = 255 };
-/* Implementations of nf_perm_tile (nodes/permute/permute_tile.c). */
-enum nf_perm_tile_impl { NF_PERM_TILE_REFERENCE, NF_PERM_TILE_AVX2, NF_PERM_TILE_AVX512 };
+/* The CPU's null-statistic blocks: voxels per tile (a thread's unit of work;
+ * the tile kernel is nf_kernels.perm_tile, kernels.h). */
+enum { NF_PERM_TILE_VOXELS = 512 };
 struct perm_ctx {
     const struct permute_params *prm;
     const struct nf_kernels *K;
@@ -46,25 +44,9 @@ struct perm_ctx {
     float *lo, *hi;            /* V: q_obs minus / plus its round-off bound */
     double *q_obs_d;           /* V: the observed transformed statistic in double */
     double *ss_d, *shift_d;    /* V: the epilogue's constants in double */
-    enum nf_perm_tile_impl tile_impl;   /* the CPU's tile kernel (permute.c) */
+    struct nf_perm_tile tile;  /* the CPU's tile kernel's view of the above (permute.c) */
 };
 
-/* The fastest implementation this CPU runs; whether it runs `impl`. */
-enum nf_perm_tile_impl nf_perm_tile_best(void);
-bool nf_perm_tile_available(enum nf_perm_tile_impl impl);
-/* What the CPU node uses: the best, unless a test forced another. */
-enum nf_perm_tile_impl nf_perm_tile_choose(void);
-/* Tests: make the CPU node use `impl` (-1: the best available again). */
-void nf_perm_tile_force(int impl);
-/* Floats of scratch nf_perm_tile needs for `rows` rows. */
-size_t nf_perm_tile_scratch(int64_t rows);
-/* Rows [0, rows) of R (rows x n, row-major) against voxels [v0, v0 + nv) of
- * c->D: cnt[0..nv) (the tile's counts) += exceedances, near ties decided in
- * double included; rowmax[i] = row i's largest transformed statistic over the
- * tile. `impl` must be available (falls back to the reference for shapes too
- * small to fuse). */
-void nf_perm_tile(const struct perm_ctx *c, enum nf_perm_tile_impl impl, const float *R, int64_t rows,
-                  int64_t v0, int64_t nv, uint32_t *cnt, float *rowmax, float *scratch);
 /* Size of the full permutation set (+inf beyond 2^62). */
 double nf_perm_full_set_size(const struct perm_ctx *c);
 /* Row of R for permutation `index` (perm: n scratch, signs: n scratch). */

@@ -791,6 +791,8 @@ const struct nf_kernels nf_kernels_cuda = {
     .col_moments = cpu_col_moments,
     .standardize = cpu_standardize,
     .svd = cuda_svd,
+    .perm_tile = nf_perm_tile_simd,
+    .ridge_error_sums = nf_ridge_error_sums_simd,
 };
 
 /* ---- calibration ---- */

@@ -297,4 +297,6 @@ const struct nf_kernels nf_kernels_ref = {
     .standardize = ref_standardize,
     .svd = ref_svd,
     .dsyrk = ref_dsyrk,
+    .perm_tile = nf_perm_tile_ref,
+    .ridge_error_sums = nf_ridge_error_sums_ref,
 };
