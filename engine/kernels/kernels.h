@@ -107,6 +107,20 @@ struct nf_kernels {
     void (*ridge_error_sums)(int64_t r, int64_t nb, int64_t ld, const float *U, const float *Z, const float *T,
                              int64_t ldt, const double *dj, const double *pj, double *quad, double *cross,
                              double *psum);
+    /* Passes over one row of V columns in double: the permute node's per-voxel
+     * preparation. Every table does the same IEEE operations per element, so
+     * gives the same bits:
+     *   row_accumulate:   acc[v] += x[v]  (x[v]² when squared);
+     *   row_sq_dev:       sq[v] += (x[v] - sum[v] / n)²;
+     *   row_standardize:  z[v] = keep[v] ? (x[v] - m[v]) / sd[v] : 0 (keep[v]
+     *                     is 0 or -1; z may be x), cross[v] += z[v] cov;
+     *   row_gemv_double:  acc[v] = Σ_j row[j] D[j V + v] for v < V, j < n in
+     *                     order (D: n x V, row-major). */
+    void (*row_accumulate)(double *acc, const float *x, int64_t V, bool squared);
+    void (*row_sq_dev)(double *sq, const double *sum, const float *x, double n, int64_t V);
+    void (*row_standardize)(float *z, double *cross, const float *x, const double *m, const double *sd,
+                            const int64_t *keep, double cov, int64_t V);
+    void (*row_gemv_double)(const float *row, const float *D, int64_t n, int64_t V, double *acc);
 };
 
 /* The plain versions (kernels/ref/), also the fallbacks of the other tables. */
@@ -115,12 +129,22 @@ void nf_perm_tile_ref(const struct nf_perm_tile *t, const float *R, int64_t rows
 void nf_ridge_error_sums_ref(int64_t r, int64_t nb, int64_t ld, const float *U, const float *Z, const float *T,
                              int64_t ldt, const double *dj, const double *pj, double *quad, double *cross,
                              double *psum);
+void nf_row_accumulate_ref(double *acc, const float *x, int64_t V, bool squared);
+void nf_row_sq_dev_ref(double *sq, const double *sum, const float *x, double n, int64_t V);
+void nf_row_standardize_ref(float *z, double *cross, const float *x, const double *m, const double *sd,
+                            const int64_t *keep, double cov, int64_t V);
+void nf_row_gemv_double_ref(const float *row, const float *D, int64_t n, int64_t V, double *acc);
 /* The vectorised versions (kernels/simd/): perm_tile runs t->impl. */
 void nf_perm_tile_simd(const struct nf_perm_tile *t, const float *R, int64_t rows, int64_t v0, int64_t nv,
                        uint32_t *cnt, float *rowmax, float *scratch);
 void nf_ridge_error_sums_simd(int64_t r, int64_t nb, int64_t ld, const float *U, const float *Z, const float *T,
                               int64_t ldt, const double *dj, const double *pj, double *quad, double *cross,
                               double *psum);
+void nf_row_accumulate_simd(double *acc, const float *x, int64_t V, bool squared);
+void nf_row_sq_dev_simd(double *sq, const double *sum, const float *x, double n, int64_t V);
+void nf_row_standardize_simd(float *z, double *cross, const float *x, const double *m, const double *sd,
+                             const int64_t *keep, double cov, int64_t V);
+void nf_row_gemv_double_simd(const float *row, const float *D, int64_t n, int64_t V, double *acc);
 
 extern const struct nf_kernels nf_kernels_ref;
 extern const struct nf_kernels nf_kernels_blas;

@@ -430,27 +430,6 @@ double nf_perm_q_double(const struct perm_ctx *c, const float *row, int64_t v)
     return q_of_g_double(c, g, v);
 }
 
-/* acc[v] = a row's GEMM value of every voxel in double: the same sums, in
- * the same order, as nf_perm_q_double. Voxels in blocks whose sums stay in
- * L1 while the n rows of D stream past. */
-__attribute__((target_clones("avx512f", "avx2", "default")))
-static void row_g_double(const struct perm_ctx *c, const float *row, double *restrict acc)
-{
-    enum { BLOCK = 1024 };
-    const int64_t V = c->V;
-    for (int64_t v0 = 0; v0 < V; v0 += BLOCK) {
-        const int64_t len = V - v0 < BLOCK ? V - v0 : BLOCK;
-        double *restrict a = acc + v0;
-        for (int64_t v = 0; v < len; v++)
-            a[v] = 0;
-        for (int64_t j = 0; j < c->n; j++) {
-            const double r = row[j];
-            const float *restrict d = c->D + j * V + v0;
-            for (int64_t v = 0; v < len; v++)
-                a[v] += r * (double)d[v];
-        }
-    }
-}
 /* The threshold that counts a null value as >= the observed one: the observed
  * transformed statistic minus a bound on the float round-off of a GEMM value
  * and its transform. The GEMM sums in an order that depends on where a row
@@ -650,84 +629,6 @@ static void average_ranks(struct ranked *tmp, const double *x, int64_t n, double
     }
 }
 
-/* Row passes of the preparation, as explicit 8-wide vectors (-O2 leaves
- * these loops scalar): the same IEEE operations per element as the scalar
- * tails, so the same bits. */
-typedef double nf_v8d __attribute__((vector_size(64)));
-typedef float nf_v8f_p __attribute__((vector_size(32)));
-
-/* acc[v] += x[v], or x[v]² when squared */
-__attribute__((target_clones("avx512f", "avx2", "default")))
-static void add_row(double *restrict acc, const float *restrict x, int64_t V, bool squared)
-{
-    int64_t v = 0;
-    for (; v + 8 <= V; v += 8) {
-        nf_v8d a;
-        nf_v8f_p f;
-        memcpy(&a, acc + v, sizeof a);
-        memcpy(&f, x + v, sizeof f);
-        nf_v8d d = __builtin_convertvector(f, nf_v8d);
-        a += squared ? d * d : d;
-        memcpy(acc + v, &a, sizeof a);
-    }
-    for (; v < V; v++)
-        acc[v] += squared ? (double)x[v] * (double)x[v] : (double)x[v];
-}
-
-/* sq[v] += (x[v] - sum[v] / n)² */
-__attribute__((target_clones("avx512f", "avx2", "default")))
-static void add_sq_dev(double *restrict sq, const double *restrict sum, const float *restrict x, double n, int64_t V)
-{
-    int64_t v = 0;
-    for (; v + 8 <= V; v += 8) {
-        nf_v8d q, m;
-        nf_v8f_p f;
-        memcpy(&q, sq + v, sizeof q);
-        memcpy(&m, sum + v, sizeof m);
-        memcpy(&f, x + v, sizeof f);
-        nf_v8d d = __builtin_convertvector(f, nf_v8d) - m / n;
-        q += d * d;
-        memcpy(sq + v, &q, sizeof q);
-    }
-    for (; v < V; v++) {
-        double d = x[v] - sum[v] / n;
-        sq[v] += d * d;
-    }
-}
-
-/* One row of the correlation's standardised copy: z[v] = (x[v] - m[v]) /
- * sd[v], or 0 where keep[v] is 0 (a flat voxel); cross[v] += z[v] cov. z
- * may be x (in place). */
-typedef int64_t nf_v8l __attribute__((vector_size(64)));
-
-__attribute__((target_clones("avx512f", "avx2", "default")))
-static void standardize_row(float *z, double *restrict cross, const float *x,
-                            const double *restrict m, const double *restrict sd, const int64_t *restrict keep,
-                            double cov, int64_t V)
-{
-    int64_t v = 0;
-    for (; v + 8 <= V; v += 8) {
-        nf_v8d mv, sv, cr;
-        nf_v8l kv;
-        nf_v8f_p f;
-        memcpy(&mv, m + v, sizeof mv);
-        memcpy(&sv, sd + v, sizeof sv);
-        memcpy(&kv, keep + v, sizeof kv);
-        memcpy(&f, x + v, sizeof f);
-        memcpy(&cr, cross + v, sizeof cr);
-        nf_v8d zv = (nf_v8d)((nf_v8l)((__builtin_convertvector(f, nf_v8d) - mv) / sv) & kv);
-        nf_v8f_p zf = __builtin_convertvector(zv, nf_v8f_p);
-        cr += zv * cov;
-        memcpy(z + v, &zf, sizeof zf);
-        memcpy(cross + v, &cr, sizeof cr);
-    }
-    for (; v < V; v++) {
-        double zv = keep[v] ? (x[v] - m[v]) / sd[v] : 0;
-        z[v] = (float)zv;
-        cross[v] += zv * cov;
-    }
-}
-
 /* Per-voxel observed statistic in double (the `stat` output) and the epilogue's
  * constants. Marks zero-variance voxels. */
 int nf_perm_prepare(struct perm_ctx *c, const struct nf_run *run, float *stat_out)
@@ -777,12 +678,12 @@ int nf_perm_prepare(struct perm_ctx *c, const struct nf_run *run, float *stat_ou
      * apart); every voxel's sums still run over the rows in order, in double:
      * the sum, group 1's sum, then the squared deviations from the mean. */
     for (int64_t i = 0; i < n; i++) {
-        add_row(sum, src + i * V, V, false);
+        c->K->row_accumulate(sum, src + i * V, V, false);
         if (i < c->n1)
-            add_row(sum1, src + i * V, V, false);
+            c->K->row_accumulate(sum1, src + i * V, V, false);
     }
     for (int64_t i = 0; i < n; i++)
-        add_sq_dev(sq, sum, src + i * V, (double)n, V);
+        c->K->row_sq_dev(sq, sum, src + i * V, (double)n, V);
     /* correlation: the standardised columns (population std) into the copy;
      * r = sum z c / n. The GEMM's round-off scale: the root sum of squares of
      * what it multiplies. */
@@ -803,13 +704,13 @@ int nf_perm_prepare(struct perm_ctx *c, const struct nf_run *run, float *stat_ou
             keep[v] = sq[v] <= 1e-12 * (double)n * m[v] * m[v] ? 0 : -1;
         }
         for (int64_t i = 0; i < n; i++)
-            standardize_row(D + i * V, cross, src + i * V, m, sd, keep, c->cov[i], V);
+            c->K->row_standardize(D + i * V, cross, src + i * V, m, sd, keep, c->cov[i], V);
         free(m);
         free(sd);
         free(keep);
     }
     for (int64_t i = 0; i < n; i++)
-        add_row(asum, src + i * V, V, true);
+        c->K->row_accumulate(asum, src + i * V, V, true);
     for (int64_t v = 0; v < V; v++) {
         double s = sum[v], s1 = sum1[v], m = s / (double)n, st = 0;
         /* no variance: every value the same (up to double round-off) */
@@ -1183,7 +1084,7 @@ int nf_perm_begin(struct perm_ctx *c, const struct nf_run *run, struct nf_value 
         c->lo[v] = c->flat[v] ? FLT_MAX : (float)(c->q_obs[v] - bound[v]);
         c->hi[v] = c->flat[v] ? FLT_MAX : (float)(c->q_obs[v] + bound[v]);
     }
-    row_g_double(c, c->row0, c->q_obs_d);   /* as nf_perm_q_double(c, row0, v) for every v */
+    c->K->row_gemv_double(c->row0, c->D, c->n, c->V, c->q_obs_d);   /* as nf_perm_q_double(c, row0, v) for every v */
     for (int64_t v = 0; v < c->V; v++)
         c->q_obs_d[v] = q_of_g_double(c, c->q_obs_d[v], v);
     return 0;
@@ -1233,6 +1134,8 @@ fail:
  * nf_perm_q_double, in its order, for 16 rows at a time over blocks of voxels
  * that stay in L1, so that D streams from memory once per 16 rows rather than
  * once per row. */
+typedef double nf_v8d __attribute__((vector_size(64)));
+
 __attribute__((target_clones("avx512f", "avx2", "default")))
 static void rows_max_double(const struct perm_ctx *c, const float *R, int64_t na, int64_t v0, int64_t v1,
                             double *mx)

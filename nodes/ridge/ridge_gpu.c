@@ -19,7 +19,7 @@
  * + uᵀ(D_a PᵀP D_a)u, so predictions are never formed for the choice.
  *
  * Memory: the factors stay on the device; voxel blocks are sized from the free
- * device memory (cudaMemGetInfo less a margin) and at most NF_RIDGE_GPU_BLOCK;
+ * device memory (nf_gpu_free_bytes: less a margin) and at most NF_RIDGE_GPU_BLOCK;
  * a block whose arena cannot be allocated halves and tries again. Y goes up
  * block by block from pinned buffers on the copy stream while the previous
  * block computes (two device buffers, events between the streams), and a

@@ -11,7 +11,7 @@
  * rank-deficient and vector shapes, and its singular values across tables; signs
  * of singular vectors are free, so vectors are not compared directly. Also checks
  * the BLAS identification functions and that the CUDA probe answers sensibly on
- * any machine. The nodes' vector kernels (perm_tile, ridge_error_sums) are
+ * any machine. The nodes' vector kernels (perm_tile, ridge_error_sums, row_*) are
  * checked against their plain versions on random inputs with odd sizes and
  * tails, every implementation this CPU runs.
  */
@@ -787,6 +787,108 @@ static void test_ridge_error_sums_matches_reference(void **state)
         }
 }
 
+/* ---- row passes ----------------------------------------------------------- */
+
+/* Whether two double arrays hold the same bits (n values), failing with the first difference. */
+static void assert_same_doubles(const double *got, const double *want, int64_t n, const char *what, int64_t V)
+{
+    for (int64_t v = 0; v < n; v++)
+        if (memcmp(&got[v], &want[v], sizeof(double)) != 0)
+            fail_msg("%s (V = %lld): [%lld] = %.17g, want %.17g", what, (long long)V, (long long)v, got[v], want[v]);
+}
+
+/* Every table's row passes against the plain loops, bit for bit, on lengths
+ * around the vector width (8) and the GEMV's block (1024), with values
+ * beyond V that must not be touched; the plain loops against direct sums. */
+static void test_row_passes_match_reference(void **state)
+{
+    (void)state;
+    const int64_t lengths[] = { 1, 7, 8, 9, 23, 1024, 1031 };
+    const struct nf_kernels *tables[] = { &nf_kernels_ref, &nf_kernels_blas, nf_kernels_cpu() };
+    rng_seed(1618);
+    for (size_t li = 0; li < sizeof lengths / sizeof lengths[0]; li++) {
+        const int64_t V = lengths[li], n = 5, W = V + 1;   /* W: one value past the end */
+        float *x = random_matrix(1, W, W), *D = random_matrix(n, V, V), *row = random_matrix(1, n, n);
+        double *base = test_malloc((size_t)W * sizeof *base), *sum = test_malloc((size_t)W * sizeof *sum);
+        double *m = test_malloc((size_t)W * sizeof *m), *sd = test_malloc((size_t)W * sizeof *sd);
+        int64_t *keep = test_malloc((size_t)W * sizeof *keep);
+        double *want = test_malloc((size_t)W * sizeof *want), *got = test_malloc((size_t)W * sizeof *got);
+        double *want2 = test_malloc((size_t)W * sizeof *want2), *got2 = test_malloc((size_t)W * sizeof *got2);
+        float *zw = test_malloc((size_t)W * sizeof *zw), *zg = test_malloc((size_t)W * sizeof *zg);
+        for (int64_t v = 0; v < W; v++) {
+            base[v] = 3.0 * rng_uniform();
+            sum[v] = 10.0 * rng_uniform();
+            m[v] = rng_uniform();
+            sd[v] = 0.5 + rng_uniform() * rng_uniform();
+            keep[v] = v % 5 == 2 ? 0 : -1;   /* some flat voxels */
+        }
+        for (int squared = 0; squared < 2; squared++) {
+            memcpy(want, base, (size_t)W * sizeof *want);
+            nf_row_accumulate_ref(want, x, V, squared);
+            for (int64_t v = 0; v < V; v++)
+                assert_true(want[v] == base[v] + (squared ? (double)x[v] * x[v] : (double)x[v]));
+            for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++) {
+                memcpy(got, base, (size_t)W * sizeof *got);
+                tables[t]->row_accumulate(got, x, V, squared);
+                assert_same_doubles(got, want, W, squared ? "row_accumulate squared" : "row_accumulate", V);
+            }
+        }
+        memcpy(want, base, (size_t)W * sizeof *want);
+        nf_row_sq_dev_ref(want, sum, x, 7.0, V);
+        for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++) {
+            memcpy(got, base, (size_t)W * sizeof *got);
+            tables[t]->row_sq_dev(got, sum, x, 7.0, V);
+            assert_same_doubles(got, want, W, "row_sq_dev", V);
+        }
+        memcpy(want, base, (size_t)W * sizeof *want);
+        zw[V] = PAD_SENTINEL;
+        nf_row_standardize_ref(zw, want, x, m, sd, keep, 0.75, V);
+        for (int64_t v = 0; v < V; v++)
+            assert_true(keep[v] ? zw[v] == (float)((x[v] - m[v]) / sd[v]) : zw[v] == 0.0f);
+        for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++) {
+            memcpy(got, base, (size_t)W * sizeof *got);
+            zg[V] = PAD_SENTINEL;
+            tables[t]->row_standardize(zg, got, x, m, sd, keep, 0.75, V);
+            assert_same_doubles(got, want, W, "row_standardize cross", V);
+            assert_memory_equal(zg, zw, (size_t)W * sizeof *zg);
+            /* in place, as the node calls it for a copy it owns */
+            float *xz = copy_floats(x, (size_t)W);
+            memcpy(got, base, (size_t)W * sizeof *got);
+            tables[t]->row_standardize(xz, got, xz, m, sd, keep, 0.75, V);
+            assert_memory_equal(xz, zw, (size_t)V * sizeof *xz);
+            test_free(xz);
+        }
+        want2[V] = got2[V] = -7.0;
+        nf_row_gemv_double_ref(row, D, n, V, want2);
+        for (int64_t v = 0; v < V; v++) {
+            double g = 0;
+            for (int64_t j = 0; j < n; j++)
+                g += (double)row[j] * D[j * V + v];
+            assert_true(want2[v] == g);
+        }
+        for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++) {
+            for (int64_t v = 0; v < V; v++)
+                got2[v] = NAN;
+            tables[t]->row_gemv_double(row, D, n, V, got2);
+            assert_same_doubles(got2, want2, W, "row_gemv_double", V);
+        }
+        test_free(x);
+        test_free(D);
+        test_free(row);
+        test_free(base);
+        test_free(sum);
+        test_free(m);
+        test_free(sd);
+        test_free(keep);
+        test_free(want);
+        test_free(got);
+        test_free(want2);
+        test_free(got2);
+        test_free(zw);
+        test_free(zg);
+    }
+}
+
 /* ---- tables, BLAS identity, CUDA probe ------------------------------------ */
 
 static void test_tables_are_complete(void **state)
@@ -804,6 +906,10 @@ static void test_tables_are_complete(void **state)
         assert_non_null(all[t]->dsyrk);
         assert_non_null(all[t]->perm_tile);
         assert_non_null(all[t]->ridge_error_sums);
+        assert_non_null(all[t]->row_accumulate);
+        assert_non_null(all[t]->row_sq_dev);
+        assert_non_null(all[t]->row_standardize);
+        assert_non_null(all[t]->row_gemv_double);
     }
 }
 
@@ -910,6 +1016,7 @@ int main(void)
         cmocka_unit_test(test_perm_tile_matches_reference),
         cmocka_unit_test(test_perm_tile_choice),
         cmocka_unit_test(test_ridge_error_sums_matches_reference),
+        cmocka_unit_test(test_row_passes_match_reference),
         cmocka_unit_test(test_blas_identity),
         cmocka_unit_test(test_cuda_probe_answers),
     };
