@@ -3,7 +3,10 @@
  * Nodes never call BLAS or CUDA directly: they call through a struct nf_kernels.
  * `nf_kernels_ref` (kernels/ref/) is plain C, written for clarity and used as
  * the oracle in tests; `nf_kernels_blas` (kernels/blas/) overrides entries with
- * OpenBLAS/LAPACK; a CUDA table (kernels/cuda/) comes with the GPU backend.
+ * OpenBLAS/LAPACK and with the hand-vectorised loops of kernels/simd/ (each
+ * compiled for AVX-512 / AVX2 / the baseline and chosen by the CPU); a CUDA
+ * table (kernels/cuda/) comes with the GPU backend, whose device memory,
+ * streams, events and copies are behind the helpers of kernels/cuda/gpu.h.
  * Every entry of every table is checked against the reference by
  * tests/unit/test_kernels.c.
  *
@@ -22,6 +25,52 @@
 
 enum nf_standardize { NF_STD_NONE = 0, NF_STD_ZSCORE, NF_STD_CENTER };
 
+struct nf_kernels;
+
+/* ---- the permute node's null-statistic tile ----
+ * For a block of permutation rows R (rows x n) and voxels [v0, v0 + nv) of the
+ * data D (n x V, row-major), every null value g = R D is turned into the
+ * transformed statistic q (per voxel: d = a g - shift; t: q = s(d) |d| /
+ * max(ss - c d², floor), else q = s(d); s by tail; capped at cap), counted
+ * where q >= hi, and the values inside the round-off tie window (lo < q < hi)
+ * decided again in double by tie_exceeds. Implementations sum each value in
+ * their own order, so q differs between them by round-off but the counts do
+ * not (nodes/permute/permute.c explains the window). */
+enum nf_tail { NF_TAIL_TWO, NF_TAIL_UPPER, NF_TAIL_LOWER };
+/* The fastest CPU implementations: BLAS SGEMM then an epilogue pass
+ * ("reference" in NLFLOW_PERM_TILE, the name it had in benchmarks), and a
+ * GEMM fused with the epilogue in registers for AVX2+FMA or AVX-512F. */
+enum nf_perm_tile_impl { NF_PERM_TILE_GEMM, NF_PERM_TILE_AVX2, NF_PERM_TILE_AVX512 };
+struct nf_perm_tile {
+    int64_t n, V;              /* subjects (the GEMM depth); voxels (D's leading dimension) */
+    const float *D;
+    const float *shift, *ss, *floor_, *cap, *lo, *hi;   /* V each, indexed from voxel 0 */
+    float a, c;
+    bool t_stat;
+    int tail;                  /* enum nf_tail */
+    enum nf_perm_tile_impl impl;   /* what nf_kernels_blas.perm_tile runs (nf_perm_tile_choose) */
+    const struct nf_kernels *K;    /* the SGEMM of NF_PERM_TILE_GEMM */
+    /* Whether permutation row `row` (n floats) reaches the observed value at
+     * voxel v, decided in double (rare: values inside the tie window). */
+    bool (*tie_exceeds)(const void *tie_ctx, const float *row, int64_t v);
+    const void *tie_ctx;
+};
+/* Rows of R in a block of the GEMM implementation (its scratch is this many
+ * rows of a tile). */
+enum { NF_PERM_TILE_SUB_ROWS = 255 };
+/* The fastest implementation this CPU runs; whether it runs `impl`. */
+enum nf_perm_tile_impl nf_perm_tile_best(void);
+bool nf_perm_tile_available(enum nf_perm_tile_impl impl);
+/* What a node should use: the best, unless a test forced another
+ * (nf_perm_tile_force) or NLFLOW_PERM_TILE=reference|avx2|avx512 names one
+ * this CPU runs (for comparing them in benchmarks). */
+enum nf_perm_tile_impl nf_perm_tile_choose(void);
+/* Tests: make nf_perm_tile_choose answer `impl` (-1: the best available again). */
+void nf_perm_tile_force(int impl);
+/* Floats of scratch perm_tile needs for `rows` rows and tiles of at most
+ * max_voxels voxels. */
+size_t nf_perm_tile_scratch(int64_t rows, int64_t max_voxels);
+
 struct nf_kernels {
     const char *name;
     /* C = alpha * op(A) * op(B) + beta * C, row-major; op transposes when t* set.
@@ -39,13 +88,63 @@ struct nf_kernels {
      * A = U diag(s) Vt. U has orthonormal columns and Vt orthonormal rows even when A
      * is rank-deficient. rows or cols == 0 does nothing. Returns 0, NF_ENOMEM, or
      * NF_EDATA when it does not converge or A holds NaN or inf (NF_EBUG only if
-     * LAPACK rejects an argument). Kept last so designated initialisers stay valid. */
+     * LAPACK rejects an argument). */
     int (*svd)(const float *A, int64_t rows, int64_t cols, float *U, float *s, float *Vt);
     /* C = A Aᵀ in double, both triangles filled: A is n x k row-major (lda), C is
      * n x n (ldc). The Gram matrix of closed-form ridge models with more features
      * than samples. NULL in tables without it (the caller uses the CPU's). */
     void (*dsyrk)(int64_t n, int64_t k, const double *A, int64_t lda, double *C, int64_t ldc);
+    /* The permute tile (struct nf_perm_tile above): cnt[0..nv) += exceedances
+     * of voxels v0.., near ties included; rowmax[i] = row i's largest q over
+     * the tile; scratch: nf_perm_tile_scratch(rows, nv) floats. */
+    void (*perm_tile)(const struct nf_perm_tile *t, const float *R, int64_t rows, int64_t v0, int64_t nv,
+                      uint32_t *cnt, float *rowmax, float *scratch);
+    /* The ridge node's per-voxel sums of one alpha's validation error over r
+     * components, for v < nb, in double with j in order (so every table gives
+     * the same bits):
+     *   quad[v] = Σ_j u t,  cross[v] = Σ_j dj[j] u z,  psum[v] = Σ_j pj[j] u
+     * with u = U[j ld + v], z = Z[j ld + v], t = T[j ldt + v]. */
+    void (*ridge_error_sums)(int64_t r, int64_t nb, int64_t ld, const float *U, const float *Z, const float *T,
+                             int64_t ldt, const double *dj, const double *pj, double *quad, double *cross,
+                             double *psum);
+    /* Passes over one row of V columns in double: the permute node's per-voxel
+     * preparation. Every table does the same IEEE operations per element, so
+     * gives the same bits:
+     *   row_accumulate:   acc[v] += x[v]  (x[v]² when squared);
+     *   row_sq_dev:       sq[v] += (x[v] - sum[v] / n)²;
+     *   row_standardize:  z[v] = keep[v] ? (x[v] - m[v]) / sd[v] : 0 (keep[v]
+     *                     is 0 or -1; z may be x), cross[v] += z[v] cov;
+     *   row_gemv_double:  acc[v] = Σ_j row[j] D[j V + v] for v < V, j < n in
+     *                     order (D: n x V, row-major). */
+    void (*row_accumulate)(double *acc, const float *x, int64_t V, bool squared);
+    void (*row_sq_dev)(double *sq, const double *sum, const float *x, double n, int64_t V);
+    void (*row_standardize)(float *z, double *cross, const float *x, const double *m, const double *sd,
+                            const int64_t *keep, double cov, int64_t V);
+    void (*row_gemv_double)(const float *row, const float *D, int64_t n, int64_t V, double *acc);
 };
+
+/* The plain versions (kernels/ref/), also the fallbacks of the other tables. */
+void nf_perm_tile_ref(const struct nf_perm_tile *t, const float *R, int64_t rows, int64_t v0, int64_t nv,
+                      uint32_t *cnt, float *rowmax, float *scratch);
+void nf_ridge_error_sums_ref(int64_t r, int64_t nb, int64_t ld, const float *U, const float *Z, const float *T,
+                             int64_t ldt, const double *dj, const double *pj, double *quad, double *cross,
+                             double *psum);
+void nf_row_accumulate_ref(double *acc, const float *x, int64_t V, bool squared);
+void nf_row_sq_dev_ref(double *sq, const double *sum, const float *x, double n, int64_t V);
+void nf_row_standardize_ref(float *z, double *cross, const float *x, const double *m, const double *sd,
+                            const int64_t *keep, double cov, int64_t V);
+void nf_row_gemv_double_ref(const float *row, const float *D, int64_t n, int64_t V, double *acc);
+/* The vectorised versions (kernels/simd/): perm_tile runs t->impl. */
+void nf_perm_tile_simd(const struct nf_perm_tile *t, const float *R, int64_t rows, int64_t v0, int64_t nv,
+                       uint32_t *cnt, float *rowmax, float *scratch);
+void nf_ridge_error_sums_simd(int64_t r, int64_t nb, int64_t ld, const float *U, const float *Z, const float *T,
+                              int64_t ldt, const double *dj, const double *pj, double *quad, double *cross,
+                              double *psum);
+void nf_row_accumulate_simd(double *acc, const float *x, int64_t V, bool squared);
+void nf_row_sq_dev_simd(double *sq, const double *sum, const float *x, double n, int64_t V);
+void nf_row_standardize_simd(float *z, double *cross, const float *x, const double *m, const double *sd,
+                             const int64_t *keep, double cov, int64_t V);
+void nf_row_gemv_double_simd(const float *row, const float *D, int64_t n, int64_t V, double *acc);
 
 extern const struct nf_kernels nf_kernels_ref;
 extern const struct nf_kernels nf_kernels_blas;

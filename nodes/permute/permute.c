@@ -196,7 +196,7 @@ static int permute_resolve(struct nf_resolve *r)
     return 0;
 }
 
-enum { TILE_VOXELS = NF_PERM_TILE_VOXELS, SUB_ROWS = NF_PERM_SUB_ROWS };
+enum { TILE_VOXELS = NF_PERM_TILE_VOXELS, SUB_ROWS = NF_PERM_TILE_SUB_ROWS };
 
 /* Working memory: a copy of the data (two-sample, correlation), per-voxel
  * arrays, per-permutation scalars, one chunk's rows, and per thread one GEMM
@@ -425,27 +425,6 @@ double nf_perm_q_double(const struct perm_ctx *c, const float *row, int64_t v)
     return q_of_g_double(c, g, v);
 }
 
-/* acc[v] = a row's GEMM value of every voxel in double: the same sums, in
- * the same order, as nf_perm_q_double. Voxels in blocks whose sums stay in
- * L1 while the n rows of D stream past. */
-__attribute__((target_clones("avx512f", "avx2", "default")))
-static void row_g_double(const struct perm_ctx *c, const float *row, double *restrict acc)
-{
-    enum { BLOCK = 1024 };
-    const int64_t V = c->V;
-    for (int64_t v0 = 0; v0 < V; v0 += BLOCK) {
-        const int64_t len = V - v0 < BLOCK ? V - v0 : BLOCK;
-        double *restrict a = acc + v0;
-        for (int64_t v = 0; v < len; v++)
-            a[v] = 0;
-        for (int64_t j = 0; j < c->n; j++) {
-            const double r = row[j];
-            const float *restrict d = c->D + j * V + v0;
-            for (int64_t v = 0; v < len; v++)
-                a[v] += r * (double)d[v];
-        }
-    }
-}
 /* The threshold that counts a null value as >= the observed one: the observed
  * transformed statistic minus a bound on the float round-off of a GEMM value
  * and its transform. The GEMM sums in an order that depends on where a row
@@ -477,22 +456,6 @@ double nf_perm_tie_bound(const struct perm_ctx *c, int64_t v, float g)
     return 4.0 * e_q;
 }
 
-/* nf_perm_q_double as the tile kernel calls it back (permute_tile.h). */
-static double q_double_of(const void *c, const float *row, int64_t v)
-{
-    return nf_perm_q_double(c, row, v);
-}
-
-/* What the tile kernel (permute_tile.c) reads of c, once c is prepared. */
-static void tile_view(const struct perm_ctx *c, struct nf_perm_tile_view *t)
-{
-    *t = (struct nf_perm_tile_view){
-        .K = c->K, .D = c->D, .n = c->n, .V = c->V, .tail = c->tail, .t_stat = c->t_stat,
-        .a = c->a, .c = c->c, .shift = c->shift, .ss = c->ss, .floor_ = c->floor_, .cap = c->cap,
-        .lo = c->lo, .hi = c->hi, .q_obs_d = c->q_obs_d, .q_double = q_double_of, .run = c,
-    };
-}
-
 /* One chunk [p0, p0 + len) of permutations. */
 struct chunk_work {
     const struct perm_ctx *c;
@@ -501,8 +464,6 @@ struct chunk_work {
     uint32_t *count;             /* V: this chunk's exceedances */
     float *tile_max;             /* n_tiles x len */
     int64_t n_tiles;
-    enum nf_perm_tile_impl impl;
-    struct nf_perm_tile_view view;   /* what the tile kernel reads of c */
     const struct nf_run *run;    /* polled for interrupts between tiles */
     atomic_long next, next_row, rows_done;
     atomic_int failed, interrupted;
@@ -539,7 +500,8 @@ static void *chunk_team(void *arg)
     /* the tiles need every row: wait for the blocks other threads are still drawing */
     while (atomic_load(&w->rows_done) < w->len)
         sched_yield();
-    float *scratch = atomic_load(&w->failed) ? NULL : malloc(nf_perm_tile_scratch(w->len) * sizeof *scratch);
+    float *scratch =
+        atomic_load(&w->failed) ? NULL : malloc(nf_perm_tile_scratch(w->len, TILE_VOXELS) * sizeof *scratch);
     if (!scratch) {
         atomic_store(&w->failed, 1);
         return NULL;
@@ -551,7 +513,7 @@ static void *chunk_team(void *arg)
             break;
         }
         int64_t v0 = t * TILE_VOXELS, nv = c->V - v0 < TILE_VOXELS ? c->V - v0 : TILE_VOXELS;
-        nf_perm_tile(&w->view, w->impl, w->R, w->len, v0, nv, w->count + v0, w->tile_max + t * w->len, scratch);
+        c->K->perm_tile(&c->tile, w->R, w->len, v0, nv, w->count + v0, w->tile_max + t * w->len, scratch);
     }
     free(scratch);
     return NULL;
@@ -564,8 +526,6 @@ static int run_chunk(const struct perm_ctx *c, const struct nf_run *run, int64_t
 {
     struct chunk_work w = { .c = c, .p0 = p0, .len = len, .R = R, .count = ccount, .tile_max = tile_max,
                             .run = run };
-    w.impl = c->tile_impl;
-    tile_view(c, &w.view);
     w.n_tiles = (c->V + TILE_VOXELS - 1) / TILE_VOXELS;
     memset(ccount, 0, (size_t)c->V * sizeof *ccount);
     run_threads(chunk_team, &w, threads);
@@ -664,84 +624,6 @@ static void average_ranks(struct ranked *tmp, const double *x, int64_t n, double
     }
 }
 
-/* Row passes of the preparation, as explicit 8-wide vectors (-O2 leaves
- * these loops scalar): the same IEEE operations per element as the scalar
- * tails, so the same bits. */
-typedef double nf_v8d __attribute__((vector_size(64)));
-typedef float nf_v8f_p __attribute__((vector_size(32)));
-
-/* acc[v] += x[v], or x[v]² when squared */
-__attribute__((target_clones("avx512f", "avx2", "default")))
-static void add_row(double *restrict acc, const float *restrict x, int64_t V, bool squared)
-{
-    int64_t v = 0;
-    for (; v + 8 <= V; v += 8) {
-        nf_v8d a;
-        nf_v8f_p f;
-        memcpy(&a, acc + v, sizeof a);
-        memcpy(&f, x + v, sizeof f);
-        nf_v8d d = __builtin_convertvector(f, nf_v8d);
-        a += squared ? d * d : d;
-        memcpy(acc + v, &a, sizeof a);
-    }
-    for (; v < V; v++)
-        acc[v] += squared ? (double)x[v] * (double)x[v] : (double)x[v];
-}
-
-/* sq[v] += (x[v] - sum[v] / n)² */
-__attribute__((target_clones("avx512f", "avx2", "default")))
-static void add_sq_dev(double *restrict sq, const double *restrict sum, const float *restrict x, double n, int64_t V)
-{
-    int64_t v = 0;
-    for (; v + 8 <= V; v += 8) {
-        nf_v8d q, m;
-        nf_v8f_p f;
-        memcpy(&q, sq + v, sizeof q);
-        memcpy(&m, sum + v, sizeof m);
-        memcpy(&f, x + v, sizeof f);
-        nf_v8d d = __builtin_convertvector(f, nf_v8d) - m / n;
-        q += d * d;
-        memcpy(sq + v, &q, sizeof q);
-    }
-    for (; v < V; v++) {
-        double d = x[v] - sum[v] / n;
-        sq[v] += d * d;
-    }
-}
-
-/* One row of the correlation's standardised copy: z[v] = (x[v] - m[v]) /
- * sd[v], or 0 where keep[v] is 0 (a flat voxel); cross[v] += z[v] cov. z
- * may be x (in place). */
-typedef int64_t nf_v8l __attribute__((vector_size(64)));
-
-__attribute__((target_clones("avx512f", "avx2", "default")))
-static void standardize_row(float *z, double *restrict cross, const float *x,
-                            const double *restrict m, const double *restrict sd, const int64_t *restrict keep,
-                            double cov, int64_t V)
-{
-    int64_t v = 0;
-    for (; v + 8 <= V; v += 8) {
-        nf_v8d mv, sv, cr;
-        nf_v8l kv;
-        nf_v8f_p f;
-        memcpy(&mv, m + v, sizeof mv);
-        memcpy(&sv, sd + v, sizeof sv);
-        memcpy(&kv, keep + v, sizeof kv);
-        memcpy(&f, x + v, sizeof f);
-        memcpy(&cr, cross + v, sizeof cr);
-        nf_v8d zv = (nf_v8d)((nf_v8l)((__builtin_convertvector(f, nf_v8d) - mv) / sv) & kv);
-        nf_v8f_p zf = __builtin_convertvector(zv, nf_v8f_p);
-        cr += zv * cov;
-        memcpy(z + v, &zf, sizeof zf);
-        memcpy(cross + v, &cr, sizeof cr);
-    }
-    for (; v < V; v++) {
-        double zv = keep[v] ? (x[v] - m[v]) / sd[v] : 0;
-        z[v] = (float)zv;
-        cross[v] += zv * cov;
-    }
-}
-
 /* Per-voxel observed statistic in double (the `stat` output) and the epilogue's
  * constants. Marks zero-variance voxels. */
 int nf_perm_prepare(struct perm_ctx *c, const struct nf_run *run, float *stat_out)
@@ -791,12 +673,12 @@ int nf_perm_prepare(struct perm_ctx *c, const struct nf_run *run, float *stat_ou
      * apart); every voxel's sums still run over the rows in order, in double:
      * the sum, group 1's sum, then the squared deviations from the mean. */
     for (int64_t i = 0; i < n; i++) {
-        add_row(sum, src + i * V, V, false);
+        c->K->row_accumulate(sum, src + i * V, V, false);
         if (i < c->n1)
-            add_row(sum1, src + i * V, V, false);
+            c->K->row_accumulate(sum1, src + i * V, V, false);
     }
     for (int64_t i = 0; i < n; i++)
-        add_sq_dev(sq, sum, src + i * V, (double)n, V);
+        c->K->row_sq_dev(sq, sum, src + i * V, (double)n, V);
     /* correlation: the standardised columns (population std) into the copy;
      * r = sum z c / n. The GEMM's round-off scale: the root sum of squares of
      * what it multiplies. */
@@ -817,13 +699,13 @@ int nf_perm_prepare(struct perm_ctx *c, const struct nf_run *run, float *stat_ou
             keep[v] = sq[v] <= 1e-12 * (double)n * m[v] * m[v] ? 0 : -1;
         }
         for (int64_t i = 0; i < n; i++)
-            standardize_row(D + i * V, cross, src + i * V, m, sd, keep, c->cov[i], V);
+            c->K->row_standardize(D + i * V, cross, src + i * V, m, sd, keep, c->cov[i], V);
         free(m);
         free(sd);
         free(keep);
     }
     for (int64_t i = 0; i < n; i++)
-        add_row(asum, src + i * V, V, true);
+        c->K->row_accumulate(asum, src + i * V, V, true);
     for (int64_t v = 0; v < V; v++) {
         double s = sum[v], s1 = sum1[v], m = s / (double)n, st = 0;
         /* no variance: every value the same (up to double round-off) */
@@ -1197,7 +1079,7 @@ int nf_perm_begin(struct perm_ctx *c, const struct nf_run *run, struct nf_value 
         c->lo[v] = c->flat[v] ? FLT_MAX : (float)(c->q_obs[v] - bound[v]);
         c->hi[v] = c->flat[v] ? FLT_MAX : (float)(c->q_obs[v] + bound[v]);
     }
-    row_g_double(c, c->row0, c->q_obs_d);   /* as nf_perm_q_double(c, row0, v) for every v */
+    c->K->row_gemv_double(c->row0, c->D, c->n, c->V, c->q_obs_d);   /* as nf_perm_q_double(c, row0, v) for every v */
     for (int64_t v = 0; v < c->V; v++)
         c->q_obs_d[v] = q_of_g_double(c, c->q_obs_d[v], v);
     return 0;
@@ -1247,6 +1129,8 @@ fail:
  * nf_perm_q_double, in its order, for 16 rows at a time over blocks of voxels
  * that stay in L1, so that D streams from memory once per 16 rows rather than
  * once per row. */
+typedef double nf_v8d __attribute__((vector_size(64)));
+
 __attribute__((target_clones("avx512f", "avx2", "default")))
 static void rows_max_double(const struct perm_ctx *c, const float *R, int64_t na, int64_t v0, int64_t v1,
                             double *mx)
@@ -1515,6 +1399,27 @@ void nf_perm_release(struct perm_ctx *c)
     free(c->abs_sum);
 }
 
+_Static_assert(PERM_TAIL_TWO == (int)NF_TAIL_TWO && PERM_TAIL_UPPER == (int)NF_TAIL_UPPER &&
+                   PERM_TAIL_LOWER == (int)NF_TAIL_LOWER,
+               "the tile kernel reads the node's tail");
+
+/* The near ties of the tile kernel, decided as everywhere else in the node. */
+static bool tile_tie_exceeds(const void *ctx, const float *row, int64_t v)
+{
+    const struct perm_ctx *c = ctx;
+    return nf_perm_q_double(c, row, v) >= c->q_obs_d[v];
+}
+
+/* The tile kernel's view of the prepared context (nf_perm_begin done). */
+static void tile_setup(struct perm_ctx *c)
+{
+    c->tile = (struct nf_perm_tile){ .n = c->n, .V = c->V, .D = c->D, .shift = c->shift, .ss = c->ss,
+                                     .floor_ = c->floor_, .cap = c->cap, .lo = c->lo, .hi = c->hi,
+                                     .a = (float)c->a, .c = (float)c->c, .t_stat = c->t_stat, .tail = c->tail,
+                                     .impl = nf_perm_tile_choose(), .K = c->K,
+                                     .tie_exceeds = tile_tie_exceeds, .tie_ctx = c };
+}
+
 static int permute_run(struct nf_run *run)
 {
     const struct permute_params *prm = run->params;
@@ -1527,7 +1432,7 @@ static int permute_run(struct nf_run *run)
     bool blas_set = false;
 
     NF_TRY(rc = nf_perm_begin(&c, run, out, &seed));
-    c.tile_impl = nf_perm_tile_choose();
+    tile_setup(&c);
     /* chunks of permutations, resumed from checkpoints */
     int64_t chunk = prm->chunk, n_chunks = (c.M + chunk - 1) / chunk, resumed = 0;
     int64_t n_tiles = (c.V + TILE_VOXELS - 1) / TILE_VOXELS;

@@ -69,7 +69,7 @@ struct gperm {
     float *up[2];             /* pinned: S rows of R */
     char *down[2];            /* pinned: counts (V) | maxima (chunk) | near count | near pairs (cap) */
     size_t off_rowmax, off_nnear, off_near, down_bytes;
-    cudaEvent_t up_done[2], compute_done[2], chunk_done[2];
+    nf_gpu_event up_done[2], compute_done[2], chunk_done[2];
     int64_t n_sub;            /* blocks enqueued so far (which staging slot is next) */
     int64_t *perm;            /* perm_row scratch */
     int8_t *signs;
@@ -209,19 +209,18 @@ static int setup_device(struct gperm *gp, struct nf_gpu *g, const struct nf_run 
                          (size_t)(S * n) * sizeof(float) + gp->down_bytes);
             goto fail;
         }
-        NF_GPU_CK(cudaEventCreateWithFlags(&gp->up_done[i], cudaEventDisableTiming), "cudaEventCreate");
-        NF_GPU_CK(cudaEventCreateWithFlags(&gp->compute_done[i], cudaEventDisableTiming), "cudaEventCreate");
-        NF_GPU_CK(cudaEventCreateWithFlags(&gp->chunk_done[i], cudaEventDisableTiming), "cudaEventCreate");
+        NF_TRY(rc = nf_gpu_event_create(&gp->up_done[i], err));
+        NF_TRY(rc = nf_gpu_event_create(&gp->compute_done[i], err));
+        NF_TRY(rc = nf_gpu_event_create(&gp->chunk_done[i], err));
     }
     const struct { float *dst; const float *src; } up[] = {
         { gp->dD, c->D }, { dshift, c->shift }, { dss, c->ss }, { dfloor, c->floor_ }, { dcap, c->cap },
         { dlo, c->lo }, { dhi, c->hi },
     };
     for (size_t i = gp->d_resident ? 1 : 0; i < sizeof up / sizeof up[0]; i++)
-        NF_GPU_CK(cudaMemcpyAsync(up[i].dst, up[i].src, (size_t)(i == 0 ? n * V : V) * sizeof(float),
-                                  cudaMemcpyHostToDevice, g->compute),
-                  "uploading the data");
-    NF_GPU_CK(cudaStreamSynchronize(g->compute), "uploading the data");
+        NF_TRY(rc = nf_gpu_upload(g->compute, up[i].dst, up[i].src, (size_t)(i == 0 ? n * V : V) * sizeof(float),
+                                  "uploading the data", err));
+    NF_TRY(rc = nf_gpu_stream_sync(g->compute, "uploading the data", err));
     gp->k = (struct nf_gpu_perm_consts){ (float)c->a, (float)c->c, c->tail, c->t_stat, dshift, dss, dfloor,
                                          dcap, dlo, dhi };
 fail:
@@ -238,25 +237,24 @@ static int enqueue_chunk(struct gperm *gp, struct nf_gpu *g, int64_t p0, int64_t
     struct perm_ctx *c = gp->c;
     const int64_t n = c->n, V = c->V;
     int rc = 0;
-    NF_GPU_CK(cudaMemsetAsync(gp->dcount[q], 0, (size_t)V * sizeof(uint32_t), g->compute), "clearing counts");
-    NF_GPU_CK(cudaMemsetAsync(gp->dnnear[q], 0, sizeof(unsigned long long), g->compute), "clearing counts");
+    NF_TRY(rc = nf_gpu_zero(g->compute, gp->dcount[q], (size_t)V * sizeof(uint32_t), "clearing counts", err));
+    NF_TRY(rc = nf_gpu_zero(g->compute, gp->dnnear[q], sizeof(unsigned long long), "clearing counts", err));
     NF_GPU_KL(nf_gpu_fill_key_min(g->compute, gp->drowmax[q], len), "the fill kernel");
     for (int64_t r0 = 0; r0 < len; r0 += gp->S) {
         int64_t rows = len - r0 < gp->S ? len - r0 : gp->S;
         int slot = (int)(gp->n_sub++ % 2);
         /* up[slot] was last read by the upload two blocks ago */
-        NF_GPU_CK(cudaEventSynchronize(gp->up_done[slot]), "an upload");
+        NF_TRY(rc = nf_gpu_event_sync(gp->up_done[slot], "an upload", err));
         if (nf_perm_rows(c, p0 + r0, rows, gp->up[slot]) < 0) {   /* 16 generators per vector */
             rc = NF_FAIL(err, NF_ENOMEM, "out of memory drawing permutations");
             goto fail;
         }
         /* dR[slot] was last read by the GEMMs of that block */
-        NF_GPU_CK(cudaStreamWaitEvent(g->copy, gp->compute_done[slot], 0), "ordering an upload");
-        NF_GPU_CK(cudaMemcpyAsync(gp->dR[slot], gp->up[slot], (size_t)(rows * n) * sizeof(float),
-                                  cudaMemcpyHostToDevice, g->copy),
-                  "uploading permutations");
-        NF_GPU_CK(cudaEventRecord(gp->up_done[slot], g->copy), "cudaEventRecord");
-        NF_GPU_CK(cudaStreamWaitEvent(g->compute, gp->up_done[slot], 0), "ordering a block");
+        NF_TRY(rc = nf_gpu_stream_wait(g->copy, gp->compute_done[slot], "ordering an upload", err));
+        NF_TRY(rc = nf_gpu_upload(g->copy, gp->dR[slot], gp->up[slot], (size_t)(rows * n) * sizeof(float),
+                                  "uploading permutations", err));
+        NF_TRY(rc = nf_gpu_event_record(gp->up_done[slot], g->copy, err));
+        NF_TRY(rc = nf_gpu_stream_wait(g->compute, gp->up_done[slot], "ordering a block", err));
         for (int64_t v0 = 0; v0 < V; v0 += gp->tile) {
             int64_t nv = V - v0 < gp->tile ? V - v0 : gp->tile;
             NF_TRY(rc = nf_gpu_sgemm(g, false, false, rows, nv, n, 1.0f, gp->dR[slot], n, gp->dD + v0, V, 0.0f,
@@ -265,20 +263,18 @@ static int enqueue_chunk(struct gperm *gp, struct nf_gpu *g, int64_t p0, int64_t
                                            near, near_cap, gp->dnnear[q]),
                       "the permutation epilogue");
         }
-        NF_GPU_CK(cudaEventRecord(gp->compute_done[slot], g->compute), "cudaEventRecord");
+        NF_TRY(rc = nf_gpu_event_record(gp->compute_done[slot], g->compute, err));
     }
     char *down = gp->down[q];
-    NF_GPU_CK(cudaMemcpyAsync(down, gp->dcount[q], (size_t)V * sizeof(uint32_t), cudaMemcpyDeviceToHost, g->compute),
-              "downloading counts");
-    NF_GPU_CK(cudaMemcpyAsync(down + gp->off_rowmax, gp->drowmax[q], (size_t)len * sizeof(int), cudaMemcpyDeviceToHost,
-                              g->compute),
-              "downloading maxima");
-    NF_GPU_CK(cudaMemcpyAsync(down + gp->off_nnear, gp->dnnear[q], sizeof(unsigned long long), cudaMemcpyDeviceToHost,
-                              g->compute),
-              "downloading near ties");
-    NF_GPU_CK(cudaMemcpyAsync(near_host, near, (size_t)near_cap * sizeof(int2), cudaMemcpyDeviceToHost, g->compute),
-              "downloading near ties");
-    NF_GPU_CK(cudaEventRecord(gp->chunk_done[q], g->compute), "cudaEventRecord");
+    NF_TRY(rc = nf_gpu_download(g->compute, down, gp->dcount[q], (size_t)V * sizeof(uint32_t), "downloading counts",
+                                err));
+    NF_TRY(rc = nf_gpu_download(g->compute, down + gp->off_rowmax, gp->drowmax[q], (size_t)len * sizeof(int),
+                                "downloading maxima", err));
+    NF_TRY(rc = nf_gpu_download(g->compute, down + gp->off_nnear, gp->dnnear[q], sizeof(unsigned long long),
+                                "downloading near ties", err));
+    NF_TRY(rc = nf_gpu_download(g->compute, near_host, near, (size_t)near_cap * sizeof(int2), "downloading near ties",
+                                err));
+    NF_TRY(rc = nf_gpu_event_record(gp->chunk_done[q], g->compute, err));
 fail:
     return rc;
 }
@@ -299,7 +295,7 @@ static int finish_chunk(struct gperm *gp, struct nf_gpu *g, const struct nf_run 
     const int64_t V = c->V;
     int2 *big = NULL, *host_near = NULL;
     int rc = 0;
-    NF_GPU_CK(cudaEventSynchronize(gp->chunk_done[q]), "a permutation chunk");
+    NF_TRY(rc = nf_gpu_event_sync(gp->chunk_done[q], "a permutation chunk", err));
     char *down = gp->down[q];
     unsigned long long n_near;
     memcpy(&n_near, down + gp->off_nnear, sizeof n_near);
@@ -307,13 +303,13 @@ static int finish_chunk(struct gperm *gp, struct nf_gpu *g, const struct nf_run 
     if (n_near > (unsigned long long)gp->cap) {
         /* more near ties than room (discrete data): the chunk again, with room for all */
         int64_t want = (int64_t)n_near;
-        NF_GPU_CK(cudaMalloc((void **)&big, (size_t)want * sizeof *big), "room for the near ties of a chunk");
+        NF_TRY(rc = nf_gpu_malloc((void **)&big, (size_t)want * sizeof *big, "room for the near ties of a chunk", err));
         if (!(host_near = malloc((size_t)want * sizeof *host_near))) {
             rc = NF_FAIL(err, NF_ENOMEM, "out of memory for %lld near ties", (long long)want);
             goto fail;
         }
         NF_TRY(rc = enqueue_chunk(gp, g, p0, len, q, big, want, host_near, err));
-        NF_GPU_CK(cudaEventSynchronize(gp->chunk_done[q]), "a permutation chunk");
+        NF_TRY(rc = nf_gpu_event_sync(gp->chunk_done[q], "a permutation chunk", err));
         memcpy(&n_near, down + gp->off_nnear, sizeof n_near);
         if (n_near > (unsigned long long)want) {
             rc = NF_FAIL(err, NF_EBUG, "the near ties of a chunk changed between two runs");
@@ -343,8 +339,7 @@ static int finish_chunk(struct gperm *gp, struct nf_gpu *g, const struct nf_run 
                     (size_t)V * sizeof(uint32_t) + (size_t)len * sizeof(float), run->err);
     }
 fail:
-    if (big)
-        cudaFree(big);
+    nf_gpu_free(big);
     free(host_near);
     return rc;
 }
@@ -352,12 +347,9 @@ fail:
 static void free_gperm(struct gperm *gp)
 {
     for (int i = 0; i < 2; i++) {
-        if (gp->up_done[i])
-            cudaEventDestroy(gp->up_done[i]);
-        if (gp->compute_done[i])
-            cudaEventDestroy(gp->compute_done[i]);
-        if (gp->chunk_done[i])
-            cudaEventDestroy(gp->chunk_done[i]);
+        nf_gpu_event_destroy(gp->up_done[i]);
+        nf_gpu_event_destroy(gp->compute_done[i]);
+        nf_gpu_event_destroy(gp->chunk_done[i]);
     }
     free(gp->perm);
     free(gp->signs);
@@ -413,10 +405,8 @@ static int run_chunks(struct perm_ctx *c, struct nf_gpu *g, const struct nf_run 
         nf_progress(run, done, c->M, "permutations");
     }
 fail:
-    if (rc < 0) {
-        (void)cudaStreamSynchronize(g->copy);
-        (void)cudaStreamSynchronize(g->compute);
-    }
+    if (rc < 0)
+        nf_gpu_drain(g);
     free_gperm(&gp);
     free(ckpt_buf);
     return rc;

@@ -13,8 +13,10 @@
 #include "kernels/kernels.h"
 #include "node.h"
 #include "permute.h"
-#include "permute_tile.h"
 
+/* The CPU's null-statistic blocks: voxels per tile (a thread's unit of work;
+ * the tile kernel is nf_kernels.perm_tile, kernels.h). */
+enum { NF_PERM_TILE_VOXELS = 512 };
 struct perm_ctx {
     const struct permute_params *prm;
     const struct nf_kernels *K;
@@ -42,7 +44,7 @@ struct perm_ctx {
     float *lo, *hi;            /* V: q_obs minus / plus its round-off bound */
     double *q_obs_d;           /* V: the observed transformed statistic in double */
     double *ss_d, *shift_d;    /* V: the epilogue's constants in double */
-    enum nf_perm_tile_impl tile_impl;   /* the CPU's tile kernel (permute.c) */
+    struct nf_perm_tile tile;  /* the CPU's tile kernel's view of the above (permute.c) */
 };
 
 /* Size of the full permutation set (+inf beyond 2^62). */

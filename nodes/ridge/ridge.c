@@ -511,55 +511,6 @@ static void fold_uty(const struct ridge_ctx *c, const struct fold *fd, struct bl
             UtY[j * nb + v] -= (float)(fd->u_sum[j] * ymean[v]);
 }
 
-/* The per-voxel sums of one alpha's validation error, over the r components:
- *   quad[v] = Σ_j u_jv t_jv,  cross[v] = Σ_j (d_j u_jv) z_jv,  psum[v] = Σ_j p_j u_jv
- * in double, j in order, so the result is the same bits on every CPU. Written
- * with 8-wide double vectors over 8 voxels (accumulators in registers, one pass over
- * the rows) and compiled for AVX2 / AVX-512 as well as the baseline, chosen at
- * load time: the scalar version of this loop cost as much as the GEMMs. */
-typedef float nf_v8f __attribute__((vector_size(32)));
-typedef double nf_v8d __attribute__((vector_size(64)));
-
-/* eight floats at p (any alignment) as doubles; a macro, since a function
- * returning a 64-byte vector changes the ABI without AVX-512 */
-#define LOAD8(p) ({ nf_v8f f_; memcpy(&f_, (p), sizeof f_); __builtin_convertvector(f_, nf_v8d); })
-
-__attribute__((target_clones("avx512f", "avx2", "default")))
-static void error_sums(int64_t r, int64_t nb, int64_t ld, const float *restrict U, const float *restrict Z,
-                       const float *restrict T, int64_t ldt, const double *restrict dj,
-                       const double *restrict pj, double *restrict quad, double *restrict cross,
-                       double *restrict psum)
-{
-    int64_t v = 0;
-    for (; v + 8 <= nb; v += 8) {
-        nf_v8d q = { 0 }, c = { 0 }, s = { 0 };
-        for (int64_t j = 0; j < r; j++) {
-            const int64_t o = j * ld + v;
-            nf_v8d u = LOAD8(U + o);
-            nf_v8d d = { dj[j], dj[j], dj[j], dj[j], dj[j], dj[j], dj[j], dj[j] };
-            nf_v8d p = { pj[j], pj[j], pj[j], pj[j], pj[j], pj[j], pj[j], pj[j] };
-            q += u * LOAD8(T + j * ldt + v);
-            c += d * u * LOAD8(Z + o);
-            s += p * u;
-        }
-        memcpy(quad + v, &q, sizeof q);
-        memcpy(cross + v, &c, sizeof c);
-        memcpy(psum + v, &s, sizeof s);
-    }
-    for (; v < nb; v++) {
-        double q = 0, cr = 0, ps = 0;
-        for (int64_t j = 0; j < r; j++) {
-            double u = U[j * ld + v];
-            q += u * T[j * ldt + v];
-            cr += dj[j] * u * Z[j * ld + v];
-            ps += pj[j] * u;
-        }
-        quad[v] = q;
-        cross[v] = cr;
-        psum[v] = ps;
-    }
-}
-
 /* The R² (or Pearson) of every alpha for the block, over fold fd's validation
  * rows, from T = M UtY and Z = Pᵀ y_c (y_c: y minus the training centre):
  *   SS_res = Σ y_c² - 2 Σ_j d_aj u_j z_j + Σ_j u_j T_aj,
@@ -589,7 +540,7 @@ static void fold_scores(const struct ridge_ctx *c, const struct fold *fd, const 
     double nv = (double)fd->n_val;
     double *dj = b->dj, *pj = dj + r;
     /* T = (D_a PᵀP D_a)_a UtY, a few alphas and a sub-block of voxels at a time,
-     * so that each T tile is still in L2 when error_sums reads it (all alphas
+     * so that each T tile is still in L2 when ridge_error_sums reads it (all alphas
      * of a 1000-voxel block at once were 8 MB at r = 100, written to memory and
      * read back) */
     for (int64_t a0 = 0; a0 < c->A; a0 += ALPHA_GROUP) {
@@ -603,7 +554,7 @@ static void fold_scores(const struct ridge_ctx *c, const struct fold *fd, const 
                     dj[j] = d[j];
                     pj[j] = fd->p_sum[j] * dj[j];
                 }
-                error_sums(r, ns, nb, UtY + s0, Z + s0, b->T + a * r * ns, ns, dj, pj, quad + a * nb + s0,
+                c->K->ridge_error_sums(r, ns, nb, UtY + s0, Z + s0, b->T + a * r * ns, ns, dj, pj, quad + a * nb + s0,
                            cross + a * nb + s0, psum + a * nb + s0);
             }
         }

@@ -19,7 +19,7 @@
  * + uᵀ(D_a PᵀP D_a)u, so predictions are never formed for the choice.
  *
  * Memory: the factors stay on the device; voxel blocks are sized from the free
- * device memory (cudaMemGetInfo less a margin) and at most NF_RIDGE_GPU_BLOCK;
+ * device memory (nf_gpu_free_bytes: less a margin) and at most NF_RIDGE_GPU_BLOCK;
  * a block whose arena cannot be allocated halves and tries again. Y goes up
  * block by block from pinned buffers on the copy stream while the previous
  * block computes (two device buffers, events between the streams), and a
@@ -94,7 +94,7 @@ struct gctx {
     float *up[2];
     char *down[2];
     size_t down_bytes;
-    cudaEvent_t up_done[2], compute_done[2], down_done[2];
+    nf_gpu_event up_done[2], compute_done[2], down_done[2];
 };
 
 static void gfold_release(struct gfold *f)
@@ -119,12 +119,9 @@ static void free_gctx(struct gctx *c)
     free(c->s);
     free(c->u_sum);
     for (int i = 0; i < 2; i++) {
-        if (c->up_done[i])
-            cudaEventDestroy(c->up_done[i]);
-        if (c->compute_done[i])
-            cudaEventDestroy(c->compute_done[i]);
-        if (c->down_done[i])
-            cudaEventDestroy(c->down_done[i]);
+        nf_gpu_event_destroy(c->up_done[i]);
+        nf_gpu_event_destroy(c->compute_done[i]);
+        nf_gpu_event_destroy(c->down_done[i]);
     }
 }
 
@@ -238,16 +235,16 @@ static int upload_sync(struct nf_gpu *g, void *dst, const void *src, size_t byte
 {
     if (!bytes)
         return 0;
-    int rc = nf_gpu_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, g->compute), "an upload", err);
-    return rc < 0 ? rc : nf_gpu_check(cudaStreamSynchronize(g->compute), "an upload", err);
+    int rc = nf_gpu_upload(g->compute, dst, src, bytes, "an upload", err);
+    return rc < 0 ? rc : nf_gpu_stream_sync(g->compute, "an upload", err);
 }
 
 static int download_sync(struct nf_gpu *g, void *dst, const void *src, size_t bytes, struct nf_error *err)
 {
     if (!bytes)
         return 0;
-    int rc = nf_gpu_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, g->compute), "a download", err);
-    return rc < 0 ? rc : nf_gpu_check(cudaStreamSynchronize(g->compute), "a download", err);
+    int rc = nf_gpu_download(g->compute, dst, src, bytes, "a download", err);
+    return rc < 0 ? rc : nf_gpu_stream_sync(g->compute, "a download", err);
 }
 
 
@@ -503,25 +500,21 @@ static int finish_on_device(struct gctx *c, struct nf_gpu *g, const float *Y, ch
                                   c->center ? c->du_sum : NULL, c->dym_all),
               "the shrink kernel");
     NF_TRY(rc = nf_gpu_sgemm(g, true, false, c->p, nb, c->r, 1.0f, c->dVt, c->p, c->dfull, nb, 0.0f, c->dW, nb, err));
-    NF_GPU_CK(cudaMemcpyAsync(down + off[0], c->dW, (size_t)(c->p * nb) * sizeof(float), cudaMemcpyDeviceToHost,
-                              g->compute),
-              "downloading weights");
-    NF_GPU_CK(cudaMemcpyAsync(down + off[1], c->dalpha, (size_t)nb * sizeof(float), cudaMemcpyDeviceToHost, g->compute),
-              "downloading alphas");
-    NF_GPU_CK(cudaMemcpyAsync(down + off[2], c->dscore, (size_t)nb * sizeof(float), cudaMemcpyDeviceToHost, g->compute),
-              "downloading scores");
+    NF_TRY(rc = nf_gpu_download(g->compute, down + off[0], c->dW, (size_t)(c->p * nb) * sizeof(float),
+                                "downloading weights", err));
+    NF_TRY(rc = nf_gpu_download(g->compute, down + off[1], c->dalpha, (size_t)nb * sizeof(float), "downloading alphas",
+                                err));
+    NF_TRY(rc = nf_gpu_download(g->compute, down + off[2], c->dscore, (size_t)nb * sizeof(float), "downloading scores",
+                                err));
     if (c->center)
-        NF_GPU_CK(cudaMemcpyAsync(down + off[3], c->dym_all, (size_t)nb * sizeof(double), cudaMemcpyDeviceToHost,
-                                  g->compute),
-                  "downloading means");
+        NF_TRY(rc = nf_gpu_download(g->compute, down + off[3], c->dym_all, (size_t)nb * sizeof(double),
+                                    "downloading means", err));
     if (want_cv)
-        NF_GPU_CK(cudaMemcpyAsync(down + off[4], c->dcv, (size_t)(k * A * nb) * sizeof(float), cudaMemcpyDeviceToHost,
-                                  g->compute),
-                  "downloading CV scores");
+        NF_TRY(rc = nf_gpu_download(g->compute, down + off[4], c->dcv, (size_t)(k * A * nb) * sizeof(float),
+                                    "downloading CV scores", err));
     if (want_pred)
-        NF_GPU_CK(cudaMemcpyAsync(down + off[5], c->dpred, (size_t)(n * nb) * sizeof(float), cudaMemcpyDeviceToHost,
-                                  g->compute),
-                  "downloading predictions");
+        NF_TRY(rc = nf_gpu_download(g->compute, down + off[5], c->dpred, (size_t)(n * nb) * sizeof(float),
+                                    "downloading predictions", err));
 fail:
     return rc;
 }
@@ -544,17 +537,16 @@ static int enqueue_block(struct gctx *c, struct nf_gpu *g, int slot, int64_t b0,
         NF_GPU_KL(nf_gpu_gather_rows(g->compute, Y, nb, c->dYall + b0, c->V, c->dperm, n, nb), "the gather kernel");
     } else {
         /* the upload may not overwrite dY[slot] before the block that used it is done */
-        NF_GPU_CK(cudaStreamWaitEvent(g->copy, c->compute_done[slot], 0), "ordering an upload");
-        NF_GPU_CK(cudaMemcpyAsync(Y, c->up[slot], (size_t)(n * nb) * sizeof(float), cudaMemcpyHostToDevice, g->copy),
-                  "uploading Y");
-        NF_GPU_CK(cudaEventRecord(c->up_done[slot], g->copy), "cudaEventRecord");
-        NF_GPU_CK(cudaStreamWaitEvent(g->compute, c->up_done[slot], 0), "ordering the block");
+        NF_TRY(rc = nf_gpu_stream_wait(g->copy, c->compute_done[slot], "ordering an upload", err));
+        NF_TRY(rc = nf_gpu_upload(g->copy, Y, c->up[slot], (size_t)(n * nb) * sizeof(float), "uploading Y", err));
+        NF_TRY(rc = nf_gpu_event_record(c->up_done[slot], g->copy, err));
+        NF_TRY(rc = nf_gpu_stream_wait(g->compute, c->up_done[slot], "ordering the block", err));
     }
 
     NF_GPU_KL(nf_gpu_ridge_stats(g->compute, Y, n, nb, (int)k, c->dv0, c->dv1, c->center, c->fold_center, c->dym_all,
                                  c->dymean, c->dsy, c->dsyy),
               "the fold statistics kernel");
-    NF_GPU_CK(cudaMemsetAsync(c->dacc, 0, (size_t)(A * nb) * sizeof(double), g->compute), "clearing the scores");
+    NF_TRY(rc = nf_gpu_zero(g->compute, c->dacc, (size_t)(A * nb) * sizeof(double), "clearing the scores", err));
     for (int64_t f0 = 0; f0 < k; f0 += FOLD_BATCH) {
         int64_t kb = k - f0 < FOLD_BATCH ? k - f0 : FOLD_BATCH;
         for (int64_t f = f0; f < f0 + kb; f++) {
@@ -588,14 +580,13 @@ static int enqueue_block(struct gctx *c, struct nf_gpu *g, int slot, int64_t b0,
     }
     if (pass == 1) {
         /* shared mode's first pass: only the score sums come back */
-        NF_GPU_CK(cudaMemcpyAsync(down + off[6], c->dacc, (size_t)(A * nb) * sizeof(double), cudaMemcpyDeviceToHost,
-                                  g->compute),
-                  "downloading scores");
+        NF_TRY(rc = nf_gpu_download(g->compute, down + off[6], c->dacc, (size_t)(A * nb) * sizeof(double),
+                                    "downloading scores", err));
     } else {
         NF_TRY(rc = finish_on_device(c, g, Y, down, off, nb, shared_best, want_cv, want_pred, err));
     }
-    NF_GPU_CK(cudaEventRecord(c->compute_done[slot], g->compute), "cudaEventRecord");
-    NF_GPU_CK(cudaEventRecord(c->down_done[slot], g->compute), "cudaEventRecord");
+    NF_TRY(rc = nf_gpu_event_record(c->compute_done[slot], g->compute, err));
+    NF_TRY(rc = nf_gpu_event_record(c->down_done[slot], g->compute, err));
 fail:
     return rc;
 }
@@ -607,7 +598,7 @@ static int finish_block(struct gctx *c, struct nf_gpu *g, int slot, int64_t b0, 
     size_t off[7];
     down_layout(c, c->nb, want_cv, want_pred, off);
     const char *down = c->down[slot];
-    int rc = nf_gpu_check(cudaEventSynchronize(c->down_done[slot]), "a voxel block", err);
+    int rc = nf_gpu_event_sync(c->down_done[slot], "a voxel block", err);
     (void)g;
     if (rc < 0)
         return rc;
@@ -649,7 +640,7 @@ static int run_blocks(struct gctx *c, struct nf_gpu *g, int pass, int64_t shared
             int64_t b0 = bi * c->nb, nb = c->V - b0 < c->nb ? c->V - b0 : c->nb;
             /* up[slot] was last read by block bi - 2's upload */
             if (!c->dYall) {
-                rc = nf_gpu_check(cudaEventSynchronize(c->up_done[slot]), "an upload", err);
+                rc = nf_gpu_event_sync(c->up_done[slot], "an upload", err);
                 if (rc < 0)
                     break;
                 copy_rows_threads(c->up[slot], nb, NULL, c->Y + b0, c->V, c->perm, c->n, nb, c->threads);
@@ -663,10 +654,8 @@ static int run_blocks(struct gctx *c, struct nf_gpu *g, int pass, int64_t shared
             rc = finish_block(c, g, (int)(pb % 2), b0, nb, pass, out, alpha_sums, want_cv, want_pred, err);
         }
     }
-    if (rc < 0) {
-        (void)cudaStreamSynchronize(g->copy);
-        (void)cudaStreamSynchronize(g->compute);
-    }
+    if (rc < 0)
+        nf_gpu_drain(g);
     return rc;
 }
 
@@ -732,10 +721,10 @@ static int run_on_gpu(struct gctx *c, struct nf_gpu *g, struct nf_run *run, stru
     double *alpha_sums = NULL;
     int rc = 0;
     for (int i = 0; i < 2; i++)
-        if (cudaEventCreateWithFlags(&c->up_done[i], cudaEventDisableTiming) != cudaSuccess ||
-            cudaEventCreateWithFlags(&c->compute_done[i], cudaEventDisableTiming) != cudaSuccess ||
-            cudaEventCreateWithFlags(&c->down_done[i], cudaEventDisableTiming) != cudaSuccess)
-            return nf_gpu_check(cudaGetLastError(), "cudaEventCreate", run->err);
+        if ((rc = nf_gpu_event_create(&c->up_done[i], run->err)) < 0 ||
+            (rc = nf_gpu_event_create(&c->compute_done[i], run->err)) < 0 ||
+            (rc = nf_gpu_event_create(&c->down_done[i], run->err)) < 0)
+            return rc;
     NF_TRY(rc = plan_memory(c, g, want_cv, want_pred, run));
     int64_t shared_best = -1;
     if (c->legacy) {

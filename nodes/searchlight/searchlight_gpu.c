@@ -74,7 +74,7 @@ struct gsl {
     /* host */
     int32_t *up[2];      /* pinned: the batch's sizes and lists */
     float *down[2];      /* pinned: its decisions, k x B x dec_ld */
-    cudaEvent_t up_done[2], done[2];
+    nf_gpu_event up_done[2], done[2];
     struct cand *cands;  /* B */
     int32_t *lists;      /* B x max_sphere: the candidates' columns */
     int64_t *centres[2]; /* B per slot: the batch's centres, in batch order */
@@ -128,21 +128,16 @@ static int upload_folds(struct gsl *gs, struct nf_gpu *g, struct nf_error *err)
         memcpy(tm + f * q, fd->t_mean, (size_t)q * sizeof *tm);
     }
     if (!gs->x_resident)
-        NF_GPU_CK(cudaMemcpy2DAsync(gs->dX, (size_t)V * sizeof(float), c->X, (size_t)c->ldx * sizeof(float),
-                                    (size_t)V * sizeof(float), (size_t)n, cudaMemcpyHostToDevice, g->compute),
-                  "uploading the data");
-    NF_GPU_CK(cudaMemcpyAsync(gs->dRows, rows, (size_t)(k * n) * sizeof *rows, cudaMemcpyHostToDevice, g->compute),
-              "uploading the folds");
-    NF_GPU_CK(cudaMemcpyAsync(gs->dMean, mean, (size_t)(k * V) * sizeof *mean, cudaMemcpyHostToDevice, g->compute),
-              "uploading the folds");
-    NF_GPU_CK(cudaMemcpyAsync(gs->dInv, inv, (size_t)(k * V) * sizeof *inv, cudaMemcpyHostToDevice, g->compute),
-              "uploading the folds");
-    NF_GPU_CK(cudaMemcpyAsync(gs->dTc, tc, (size_t)(k * mt * q) * sizeof *tc, cudaMemcpyHostToDevice, g->compute),
-              "uploading the folds");
-    NF_GPU_CK(cudaMemcpyAsync(gs->dTmean, tm, (size_t)(k * q) * sizeof *tm, cudaMemcpyHostToDevice, g->compute),
-              "uploading the folds");
+        NF_TRY(rc = nf_gpu_upload_2d(g->compute, gs->dX, (size_t)V * sizeof(float), c->X,
+                                     (size_t)c->ldx * sizeof(float), (size_t)V * sizeof(float), (size_t)n,
+                                     "uploading the data", err));
+    NF_TRY(rc = nf_gpu_upload(g->compute, gs->dRows, rows, (size_t)(k * n) * sizeof *rows, "uploading the folds", err));
+    NF_TRY(rc = nf_gpu_upload(g->compute, gs->dMean, mean, (size_t)(k * V) * sizeof *mean, "uploading the folds", err));
+    NF_TRY(rc = nf_gpu_upload(g->compute, gs->dInv, inv, (size_t)(k * V) * sizeof *inv, "uploading the folds", err));
+    NF_TRY(rc = nf_gpu_upload(g->compute, gs->dTc, tc, (size_t)(k * mt * q) * sizeof *tc, "uploading the folds", err));
+    NF_TRY(rc = nf_gpu_upload(g->compute, gs->dTmean, tm, (size_t)(k * q) * sizeof *tm, "uploading the folds", err));
     /* the host buffers are freed below: wait for the copies */
-    NF_GPU_CK(cudaStreamSynchronize(g->compute), "uploading the folds");
+    NF_TRY(rc = nf_gpu_stream_sync(g->compute, "uploading the folds", err));
 fail:
     free(rows);
     free(mean);
@@ -260,7 +255,7 @@ static int enqueue_batch(struct gsl *gs, struct nf_gpu *g, int slot, int64_t nb,
     qsort(gs->cands, (size_t)nb, sizeof *gs->cands, cmp_cand);
     const int64_t mb = gs->cands[0].m;
     /* up[slot] was last read by the upload two batches ago */
-    NF_GPU_CK(cudaEventSynchronize(gs->up_done[slot]), "an upload");
+    NF_TRY(rc = nf_gpu_event_sync(gs->up_done[slot], "an upload", err));
     int32_t *sizes = gs->up[slot], *lists = gs->up[slot] + nb;
     for (int64_t b = 0; b < nb; b++) {
         const struct cand *cd = &gs->cands[b];
@@ -272,12 +267,11 @@ static int enqueue_batch(struct gsl *gs, struct nf_gpu *g, int slot, int64_t nb,
     }
     gs->nb[slot] = nb;
     /* dList[slot] was last read by that batch's gathers and solves */
-    NF_GPU_CK(cudaStreamWaitEvent(g->copy, gs->done[slot], 0), "ordering an upload");
-    NF_GPU_CK(cudaMemcpyAsync(gs->dList[slot], gs->up[slot], (size_t)(nb + nb * mb) * sizeof(int32_t),
-                              cudaMemcpyHostToDevice, g->copy),
-              "uploading sphere lists");
-    NF_GPU_CK(cudaEventRecord(gs->up_done[slot], g->copy), "cudaEventRecord");
-    NF_GPU_CK(cudaStreamWaitEvent(g->compute, gs->up_done[slot], 0), "ordering a batch");
+    NF_TRY(rc = nf_gpu_stream_wait(g->copy, gs->done[slot], "ordering an upload", err));
+    NF_TRY(rc = nf_gpu_upload(g->copy, gs->dList[slot], gs->up[slot], (size_t)(nb + nb * mb) * sizeof(int32_t),
+                              "uploading sphere lists", err));
+    NF_TRY(rc = nf_gpu_event_record(gs->up_done[slot], g->copy, err));
+    NF_TRY(rc = nf_gpu_stream_wait(g->compute, gs->up_done[slot], "ordering a batch", err));
     const int32_t *dsize = gs->dList[slot], *dlist = gs->dList[slot] + nb;
     for (int64_t f = 0; f < k; f++) {
         const struct sl_fold *fd = &c->folds[f];
@@ -300,11 +294,10 @@ static int enqueue_batch(struct gsl *gs, struct nf_gpu *g, int slot, int64_t nb,
                   "the searchlight solve");
     }
     /* the decisions of all folds, k rows of nb x dec_ld floats */
-    NF_GPU_CK(cudaMemcpy2DAsync(gs->down[slot], (size_t)(nb * gs->dec_ld) * sizeof(float), gs->dDec[slot],
-                                (size_t)(B * gs->dec_ld) * sizeof(float), (size_t)(nb * gs->dec_ld) * sizeof(float),
-                                (size_t)k, cudaMemcpyDeviceToHost, g->compute),
-              "downloading decisions");
-    NF_GPU_CK(cudaEventRecord(gs->done[slot], g->compute), "cudaEventRecord");
+    NF_TRY(rc = nf_gpu_download_2d(g->compute, gs->down[slot], (size_t)(nb * gs->dec_ld) * sizeof(float),
+                                   gs->dDec[slot], (size_t)(B * gs->dec_ld) * sizeof(float),
+                                   (size_t)(nb * gs->dec_ld) * sizeof(float), (size_t)k, "downloading decisions", err));
+    NF_TRY(rc = nf_gpu_event_record(gs->done[slot], g->compute, err));
 fail:
     return rc;
 }
@@ -363,7 +356,7 @@ static int finish_batch(struct gsl *gs, int slot, struct nf_error *err)
 {
     const struct sl_ctx *c = gs->c;
     int rc = 0;
-    NF_GPU_CK(cudaEventSynchronize(gs->done[slot]), "a searchlight batch");
+    NF_TRY(rc = nf_gpu_event_sync(gs->done[slot], "a searchlight batch", err));
     const int64_t nb = gs->nb[slot];
     /* a thread per 256 centres at least: starting one costs more than that */
     int threads = (int)(nb / 256 + 1 < gs->threads ? nb / 256 + 1 : gs->threads);
@@ -396,10 +389,8 @@ fail:
 static void gsl_release(struct gsl *gs)
 {
     for (int i = 0; i < 2; i++) {
-        if (gs->up_done[i])
-            cudaEventDestroy(gs->up_done[i]);
-        if (gs->done[i])
-            cudaEventDestroy(gs->done[i]);
+        nf_gpu_event_destroy(gs->up_done[i]);
+        nf_gpu_event_destroy(gs->done[i]);
         free(gs->centres[i]);
     }
     free(gs->cands);
@@ -433,8 +424,8 @@ static int run_batches(const struct sl_ctx *c, struct sl_work *w, struct nf_gpu 
         goto fail;
     }
     for (int i = 0; i < 2; i++) {
-        NF_GPU_CK(cudaEventCreateWithFlags(&gs.up_done[i], cudaEventDisableTiming), "cudaEventCreate");
-        NF_GPU_CK(cudaEventCreateWithFlags(&gs.done[i], cudaEventDisableTiming), "cudaEventCreate");
+        NF_TRY(rc = nf_gpu_event_create(&gs.up_done[i], err));
+        NF_TRY(rc = nf_gpu_event_create(&gs.done[i], err));
     }
     NF_TRY(rc = setup_device(&gs, g, todo, w->run, err));
     int64_t committed = 0, n_batches = 0, nc = 0;
@@ -475,10 +466,8 @@ static int run_batches(const struct sl_ctx *c, struct sl_work *w, struct nf_gpu 
         NF_TRY(rc = finish_batch(&gs, prev, err));
     commit_blocks(&gs, &committed, c->V);
 fail:
-    if (rc < 0) {
-        (void)cudaStreamSynchronize(g->copy);
-        (void)cudaStreamSynchronize(g->compute);
-    }
+    if (rc < 0)
+        nf_gpu_drain(g);
     gsl_release(&gs);
     return rc;
 }

@@ -11,7 +11,9 @@
  * rank-deficient and vector shapes, and its singular values across tables; signs
  * of singular vectors are free, so vectors are not compared directly. Also checks
  * the BLAS identification functions and that the CUDA probe answers sensibly on
- * any machine.
+ * any machine. The nodes' vector kernels (perm_tile, ridge_error_sums, row_*) are
+ * checked against their plain versions on random inputs with odd sizes and
+ * tails, every implementation this CPU runs.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,6 +21,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -26,6 +29,7 @@
 
 #include "kernels/kernels.h"
 #include "core/util.h"
+#include "core/switches.h"
 #ifdef HAVE_CUDA
 #include "kernels/cuda/cuda_internal.h"
 #endif
@@ -564,6 +568,336 @@ static void test_svd_rejects_non_finite(void **state)
     }
 }
 
+/* ---- perm_tile ------------------------------------------------------------ */
+
+/* A tile problem: data, per-voxel constants, and the observed statistic of
+ * each voxel taken from row 0 of R, so that row 0 ties with it exactly and
+ * the tie path (lo < q < hi, decided in double) is taken. */
+struct tile_case {
+    int64_t n, V, rows, v0, nv;
+};
+struct tile_problem {
+    struct nf_perm_tile t;
+    float *D, *R, *consts;
+    double *q_obs_d;
+    int64_t tie_calls;
+};
+
+/* The transformed statistic in double (what the node's nf_perm_q_double does). */
+static double tile_q_double(const struct nf_perm_tile *t, const float *row, int64_t v)
+{
+    double g = 0;
+    for (int64_t j = 0; j < t->n; j++)
+        g += (double)row[j] * (double)t->D[j * t->V + v];
+    double d = (double)t->a * g - t->shift[v], ad = fabs(d);
+    double q = t->tail == NF_TAIL_TWO ? ad : t->tail == NF_TAIL_UPPER ? d : -d;
+    if (t->t_stat) {
+        double den = t->ss[v] - (double)t->c * d * d;
+        q = q * ad / (den > t->floor_[v] ? den : t->floor_[v]);
+    }
+    return q < t->cap[v] ? q : t->cap[v];
+}
+
+static bool tile_tie_exceeds(const void *ctx, const float *row, int64_t v)
+{
+    struct tile_problem *p = (struct tile_problem *)ctx;
+    p->tie_calls++;
+    return tile_q_double(&p->t, row, v) >= p->q_obs_d[v];
+}
+
+static void tile_problem_make(struct tile_problem *p, struct tile_case tc, bool t_stat, int tail)
+{
+    const int64_t n = tc.n, V = tc.V;
+    memset(p, 0, sizeof *p);
+    p->D = random_matrix(n, V, V);
+    p->R = random_matrix(tc.rows, n, n);
+    p->consts = test_malloc((size_t)(6 * V) * sizeof *p->consts);
+    p->q_obs_d = test_malloc((size_t)V * sizeof *p->q_obs_d);
+    float *shift = p->consts, *ss = shift + V, *fl = ss + V, *cap = fl + V, *lo = cap + V, *hi = lo + V;
+    p->t = (struct nf_perm_tile){ .n = n, .V = V, .D = p->D, .shift = shift, .ss = ss, .floor_ = fl, .cap = cap,
+                                  .lo = lo, .hi = hi, .a = 1.25f, .c = 0.5f / (float)n, .t_stat = t_stat,
+                                  .tail = tail, .K = nf_kernels_cpu(), .tie_exceeds = tile_tie_exceeds,
+                                  .tie_ctx = p };
+    for (int64_t v = 0; v < V; v++) {
+        shift[v] = 0.25f * rng_uniform();
+        ss[v] = (float)n * (0.75f + 0.25f * rng_uniform());
+        fl[v] = 1e-3f;
+        /* a few voxels capped (as after a zero-variance voxel: -FLT_MAX), a few at a finite cap */
+        cap[v] = v % 17 == 5 ? -FLT_MAX : v % 13 == 3 ? 0.25f : FLT_MAX;
+    }
+    for (int64_t v = 0; v < V; v++) {
+        double q = tile_q_double(&p->t, p->R, v);
+        p->q_obs_d[v] = q;
+        double window = 1e-3 * (1.0 + fabs(q));
+        lo[v] = cap[v] == -FLT_MAX ? FLT_MAX : (float)(q - window);
+        hi[v] = cap[v] == -FLT_MAX ? FLT_MAX : (float)(q + window);
+    }
+}
+
+static void tile_problem_free(struct tile_problem *p)
+{
+    test_free(p->D);
+    test_free(p->R);
+    test_free(p->consts);
+    test_free(p->q_obs_d);
+}
+
+/* Every implementation of perm_tile this CPU runs (the GEMM one, fused AVX2
+ * and AVX-512) against nf_perm_tile_ref: the same counts, bit for bit (a value
+ * within round-off of the observed one is decided in double), row maxima
+ * within round-off. Shapes with odd sizes: rows that do not fill a register
+ * block (6 or 8) or a GEMM block (255), voxel strips that do not fill 2
+ * vectors, a tile that starts inside D, single rows and voxels; counts start
+ * non-zero (they accumulate). */
+static void test_perm_tile_matches_reference(void **state)
+{
+    (void)state;
+    const struct tile_case cases[] = {
+        { 7, 83, 13, 0, 83 }, { 30, 600, 50, 37, 512 }, { 1, 1, 1, 0, 1 }, { 12, 40, 300, 3, 37 },
+        { 40, 97, 8, 0, 97 },  { 5, 33, 6, 1, 32 },     { 19, 260, 31, 0, 260 },
+    };
+    const struct nf_kernels *tables[] = { &nf_kernels_ref, &nf_kernels_blas, nf_kernels_cpu() };
+    rng_seed(314);
+    int64_t fused_runs = 0;
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
+        for (int t_stat = 0; t_stat < 2; t_stat++)
+            for (int tail = NF_TAIL_TWO; tail <= NF_TAIL_LOWER; tail++) {
+                struct tile_case tc = cases[ci];
+                struct tile_problem p;
+                tile_problem_make(&p, tc, t_stat, tail);
+                uint32_t *cnt0 = test_malloc((size_t)tc.nv * sizeof *cnt0);
+                uint32_t *want = test_malloc((size_t)tc.nv * sizeof *want);
+                uint32_t *got = test_malloc((size_t)tc.nv * sizeof *got);
+                float *max_want = test_malloc((size_t)tc.rows * sizeof *max_want);
+                float *max_got = test_malloc((size_t)tc.rows * sizeof *max_got);
+                float *scratch = test_malloc(nf_perm_tile_scratch(tc.rows, tc.nv) * sizeof *scratch);
+                for (int64_t v = 0; v < tc.nv; v++)
+                    cnt0[v] = (uint32_t)(v % 3);
+                memcpy(want, cnt0, (size_t)tc.nv * sizeof *want);
+                nf_perm_tile_ref(&p.t, p.R, tc.rows, tc.v0, tc.nv, want, max_want, scratch);
+                /* row 0 ties with the observed value at every uncapped voxel */
+                assert_true(p.tie_calls > 0);
+                for (size_t ti = 0; ti < sizeof tables / sizeof tables[0]; ti++)
+                    for (int impl = NF_PERM_TILE_GEMM; impl <= NF_PERM_TILE_AVX512; impl++) {
+                        if (!nf_perm_tile_available((enum nf_perm_tile_impl)impl))
+                            continue;
+                        fused_runs += impl != NF_PERM_TILE_GEMM;
+                        p.t.impl = (enum nf_perm_tile_impl)impl;
+                        memcpy(got, cnt0, (size_t)tc.nv * sizeof *got);
+                        tables[ti]->perm_tile(&p.t, p.R, tc.rows, tc.v0, tc.nv, got, max_got, scratch);
+                        for (int64_t v = 0; v < tc.nv; v++)
+                            if (got[v] != want[v])
+                                fail_msg("%s impl %d, case %zu (t %d, tail %d): count[%lld] = %u, want %u",
+                                         tables[ti]->name, impl, ci, t_stat, tail, (long long)v, got[v], want[v]);
+                        for (int64_t i = 0; i < tc.rows; i++)
+                            assert_close(max_got[i], max_want[i], 1e-4 * (1.0 + fabs(max_want[i])));
+                    }
+                test_free(cnt0);
+                test_free(want);
+                test_free(got);
+                test_free(max_want);
+                test_free(max_got);
+                test_free(scratch);
+                tile_problem_free(&p);
+            }
+    if (nf_perm_tile_best() != NF_PERM_TILE_GEMM)
+        assert_true(fused_runs > 0);
+}
+
+/* The choice of implementation: the best by default, NLFLOW_PERM_TILE names
+ * another this CPU runs, a test's force wins over both, and a name this CPU
+ * cannot run (or an unknown one) gives the best. */
+static void test_perm_tile_choice(void **state)
+{
+    (void)state;
+    enum nf_perm_tile_impl best = nf_perm_tile_best();
+    assert_true(nf_perm_tile_available(NF_PERM_TILE_GEMM));
+    assert_true(nf_perm_tile_available(best));
+    unsetenv("NLFLOW_PERM_TILE");
+    nf_switches_reload();
+    assert_int_equal(nf_perm_tile_choose(), best);
+    setenv("NLFLOW_PERM_TILE", "reference", 1);
+    nf_switches_reload();
+    assert_int_equal(nf_perm_tile_choose(), NF_PERM_TILE_GEMM);
+    setenv("NLFLOW_PERM_TILE", "gemm", 1);
+    nf_switches_reload();
+    assert_int_equal(nf_perm_tile_choose(), NF_PERM_TILE_GEMM);
+    setenv("NLFLOW_PERM_TILE", "avx2", 1);
+    nf_switches_reload();
+    assert_int_equal(nf_perm_tile_choose(), nf_perm_tile_available(NF_PERM_TILE_AVX2) ? NF_PERM_TILE_AVX2 : best);
+    setenv("NLFLOW_PERM_TILE", "avx512", 1);
+    nf_switches_reload();
+    assert_int_equal(nf_perm_tile_choose(), nf_perm_tile_available(NF_PERM_TILE_AVX512) ? NF_PERM_TILE_AVX512 : best);
+    setenv("NLFLOW_PERM_TILE", "no-such-kernel", 1);
+    nf_switches_reload();
+    assert_int_equal(nf_perm_tile_choose(), best);
+    setenv("NLFLOW_PERM_TILE", "reference", 1);
+    nf_switches_reload();
+    nf_perm_tile_force(best);
+    assert_int_equal(nf_perm_tile_choose(), best);
+    nf_perm_tile_force(-1);
+    assert_int_equal(nf_perm_tile_choose(), NF_PERM_TILE_GEMM);
+    unsetenv("NLFLOW_PERM_TILE");
+    nf_switches_reload();
+    /* scratch covers the GEMM implementation's block of a tile */
+    assert_true(nf_perm_tile_scratch(1, 512) >= (size_t)NF_PERM_TILE_SUB_ROWS * 512);
+}
+
+/* ---- ridge_error_sums ----------------------------------------------------- */
+
+/* Every table against nf_ridge_error_sums_ref, bit for bit (the node relies on
+ * the same bits on every CPU), on voxel counts around the vector width (8),
+ * padded leading dimensions and ranks 1..20; the reference itself against a
+ * direct sum. Outputs beyond nb must not be written. */
+static void test_ridge_error_sums_matches_reference(void **state)
+{
+    (void)state;
+    const int64_t nbs[] = { 1, 7, 8, 9, 17, 69 }, rs[] = { 1, 3, 20 };
+    const struct nf_kernels *tables[] = { &nf_kernels_ref, &nf_kernels_blas, nf_kernels_cpu() };
+    rng_seed(2718);
+    for (size_t a = 0; a < sizeof nbs / sizeof nbs[0]; a++)
+        for (size_t b = 0; b < sizeof rs / sizeof rs[0]; b++) {
+            const int64_t nb = nbs[a], r = rs[b], ld = nb + 3, ldt = nb + 5;
+            float *U = random_matrix(r, nb, ld), *Z = random_matrix(r, nb, ld), *T = random_matrix(r, nb, ldt);
+            double *dj = test_malloc((size_t)r * sizeof *dj), *pj = test_malloc((size_t)r * sizeof *pj);
+            for (int64_t j = 0; j < r; j++) {
+                dj[j] = 0.5 + rng_uniform();
+                pj[j] = rng_uniform();
+            }
+            double *want = test_malloc((size_t)(3 * (nb + 1)) * sizeof *want);
+            double *got = test_malloc((size_t)(3 * (nb + 1)) * sizeof *got);
+            nf_ridge_error_sums_ref(r, nb, ld, U, Z, T, ldt, dj, pj, want, want + nb + 1, want + 2 * (nb + 1));
+            for (int64_t v = 0; v < nb; v++) {
+                double q = 0;
+                for (int64_t j = 0; j < r; j++)
+                    q += (double)U[j * ld + v] * (double)T[j * ldt + v];
+                assert_close(want[v], q, 1e-12 * (1.0 + fabs(q)));
+            }
+            for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++) {
+                for (int64_t e = 0; e < 3 * (nb + 1); e++)
+                    got[e] = -7.0;
+                tables[t]->ridge_error_sums(r, nb, ld, U, Z, T, ldt, dj, pj, got, got + nb + 1, got + 2 * (nb + 1));
+                for (int part = 0; part < 3; part++) {
+                    for (int64_t v = 0; v < nb; v++)
+                        if (memcmp(&got[part * (nb + 1) + v], &want[part * (nb + 1) + v], sizeof(double)) != 0)
+                            fail_msg("%s: part %d voxel %lld (nb %lld, r %lld): %.17g, want %.17g", tables[t]->name,
+                                     part, (long long)v, (long long)nb, (long long)r, got[part * (nb + 1) + v],
+                                     want[part * (nb + 1) + v]);
+                    assert_true(got[part * (nb + 1) + nb] == -7.0);
+                }
+            }
+            test_free(U);
+            test_free(Z);
+            test_free(T);
+            test_free(dj);
+            test_free(pj);
+            test_free(want);
+            test_free(got);
+        }
+}
+
+/* ---- row passes ----------------------------------------------------------- */
+
+/* Whether two double arrays hold the same bits (n values), failing with the first difference. */
+static void assert_same_doubles(const double *got, const double *want, int64_t n, const char *what, int64_t V)
+{
+    for (int64_t v = 0; v < n; v++)
+        if (memcmp(&got[v], &want[v], sizeof(double)) != 0)
+            fail_msg("%s (V = %lld): [%lld] = %.17g, want %.17g", what, (long long)V, (long long)v, got[v], want[v]);
+}
+
+/* Every table's row passes against the plain loops, bit for bit, on lengths
+ * around the vector width (8) and the GEMV's block (1024), with values
+ * beyond V that must not be touched; the plain loops against direct sums. */
+static void test_row_passes_match_reference(void **state)
+{
+    (void)state;
+    const int64_t lengths[] = { 1, 7, 8, 9, 23, 1024, 1031 };
+    const struct nf_kernels *tables[] = { &nf_kernels_ref, &nf_kernels_blas, nf_kernels_cpu() };
+    rng_seed(1618);
+    for (size_t li = 0; li < sizeof lengths / sizeof lengths[0]; li++) {
+        const int64_t V = lengths[li], n = 5, W = V + 1;   /* W: one value past the end */
+        float *x = random_matrix(1, W, W), *D = random_matrix(n, V, V), *row = random_matrix(1, n, n);
+        double *base = test_malloc((size_t)W * sizeof *base), *sum = test_malloc((size_t)W * sizeof *sum);
+        double *m = test_malloc((size_t)W * sizeof *m), *sd = test_malloc((size_t)W * sizeof *sd);
+        int64_t *keep = test_malloc((size_t)W * sizeof *keep);
+        double *want = test_malloc((size_t)W * sizeof *want), *got = test_malloc((size_t)W * sizeof *got);
+        double *want2 = test_malloc((size_t)W * sizeof *want2), *got2 = test_malloc((size_t)W * sizeof *got2);
+        float *zw = test_malloc((size_t)W * sizeof *zw), *zg = test_malloc((size_t)W * sizeof *zg);
+        for (int64_t v = 0; v < W; v++) {
+            base[v] = 3.0 * rng_uniform();
+            sum[v] = 10.0 * rng_uniform();
+            m[v] = rng_uniform();
+            sd[v] = 0.5 + rng_uniform() * rng_uniform();
+            keep[v] = v % 5 == 2 ? 0 : -1;   /* some flat voxels */
+        }
+        for (int squared = 0; squared < 2; squared++) {
+            memcpy(want, base, (size_t)W * sizeof *want);
+            nf_row_accumulate_ref(want, x, V, squared);
+            for (int64_t v = 0; v < V; v++)
+                assert_true(want[v] == base[v] + (squared ? (double)x[v] * x[v] : (double)x[v]));
+            for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++) {
+                memcpy(got, base, (size_t)W * sizeof *got);
+                tables[t]->row_accumulate(got, x, V, squared);
+                assert_same_doubles(got, want, W, squared ? "row_accumulate squared" : "row_accumulate", V);
+            }
+        }
+        memcpy(want, base, (size_t)W * sizeof *want);
+        nf_row_sq_dev_ref(want, sum, x, 7.0, V);
+        for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++) {
+            memcpy(got, base, (size_t)W * sizeof *got);
+            tables[t]->row_sq_dev(got, sum, x, 7.0, V);
+            assert_same_doubles(got, want, W, "row_sq_dev", V);
+        }
+        memcpy(want, base, (size_t)W * sizeof *want);
+        zw[V] = PAD_SENTINEL;
+        nf_row_standardize_ref(zw, want, x, m, sd, keep, 0.75, V);
+        for (int64_t v = 0; v < V; v++)
+            assert_true(keep[v] ? zw[v] == (float)((x[v] - m[v]) / sd[v]) : zw[v] == 0.0f);
+        for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++) {
+            memcpy(got, base, (size_t)W * sizeof *got);
+            zg[V] = PAD_SENTINEL;
+            tables[t]->row_standardize(zg, got, x, m, sd, keep, 0.75, V);
+            assert_same_doubles(got, want, W, "row_standardize cross", V);
+            assert_memory_equal(zg, zw, (size_t)W * sizeof *zg);
+            /* in place, as the node calls it for a copy it owns */
+            float *xz = copy_floats(x, (size_t)W);
+            memcpy(got, base, (size_t)W * sizeof *got);
+            tables[t]->row_standardize(xz, got, xz, m, sd, keep, 0.75, V);
+            assert_memory_equal(xz, zw, (size_t)V * sizeof *xz);
+            test_free(xz);
+        }
+        want2[V] = got2[V] = -7.0;
+        nf_row_gemv_double_ref(row, D, n, V, want2);
+        for (int64_t v = 0; v < V; v++) {
+            double g = 0;
+            for (int64_t j = 0; j < n; j++)
+                g += (double)row[j] * D[j * V + v];
+            assert_true(want2[v] == g);
+        }
+        for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++) {
+            for (int64_t v = 0; v < V; v++)
+                got2[v] = NAN;
+            tables[t]->row_gemv_double(row, D, n, V, got2);
+            assert_same_doubles(got2, want2, W, "row_gemv_double", V);
+        }
+        test_free(x);
+        test_free(D);
+        test_free(row);
+        test_free(base);
+        test_free(sum);
+        test_free(m);
+        test_free(sd);
+        test_free(keep);
+        test_free(want);
+        test_free(got);
+        test_free(want2);
+        test_free(got2);
+        test_free(zw);
+        test_free(zg);
+    }
+}
+
 /* ---- tables, BLAS identity, CUDA probe ------------------------------------ */
 
 static void test_tables_are_complete(void **state)
@@ -579,6 +913,12 @@ static void test_tables_are_complete(void **state)
         assert_non_null(all[t]->standardize);
         assert_non_null(all[t]->svd);
         assert_non_null(all[t]->dsyrk);
+        assert_non_null(all[t]->perm_tile);
+        assert_non_null(all[t]->ridge_error_sums);
+        assert_non_null(all[t]->row_accumulate);
+        assert_non_null(all[t]->row_sq_dev);
+        assert_non_null(all[t]->row_standardize);
+        assert_non_null(all[t]->row_gemv_double);
     }
 }
 
@@ -682,6 +1022,10 @@ int main(void)
         cmocka_unit_test(test_svd_shapes),
         cmocka_unit_test(test_svd_rank_deficient),
         cmocka_unit_test(test_svd_rejects_non_finite),
+        cmocka_unit_test(test_perm_tile_matches_reference),
+        cmocka_unit_test(test_perm_tile_choice),
+        cmocka_unit_test(test_ridge_error_sums_matches_reference),
+        cmocka_unit_test(test_row_passes_match_reference),
         cmocka_unit_test(test_blas_identity),
         cmocka_unit_test(test_cuda_probe_answers),
     };

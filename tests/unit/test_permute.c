@@ -533,7 +533,7 @@ static void test_tile_implementations_agree(void **state)
                     defaults(&prm, shapes[sh][0], stat, tail, 211);
                     prm.chunk = 101;   /* rows per chunk: 101, 101, 9 */
                     prm.exact = PERM_EXACT_NEVER;
-                    nf_perm_tile_force(NF_PERM_TILE_REFERENCE);
+                    nf_perm_tile_force(NF_PERM_TILE_GEMM);
                     assert_int_equal(run_permute(&prm, &pb, ref, &err), 0);
                     nf_perm_tile_force(impl);
                     assert_int_equal(run_permute(&prm, &pb, out, &err), 0);

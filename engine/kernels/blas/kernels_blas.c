@@ -1,6 +1,8 @@
 /* kernels_blas.c — the OpenBLAS kernel table, `nf_kernels_blas`, and BLAS identity.
  *
- * sgemm goes to cblas_sgemm. OpenBLAS takes 32-bit sizes (blasint), so larger
+ * sgemm goes to cblas_sgemm; the nodes' vector loops (perm_tile,
+ * ridge_error_sums, the row_* passes) are the vectorised versions of
+ * kernels/simd/. OpenBLAS takes 32-bit sizes (blasint), so larger
  * problems are cut into pieces that fit; a leading dimension that does not fit
  * cannot be cut and falls back to the reference loop. The column reductions
  * (col_moments, standardize) are our own loops: they walk the row-major matrix
@@ -246,6 +248,12 @@ const struct nf_kernels nf_kernels_blas = {
     .standardize = blas_standardize,
     .svd = blas_svd,
     .dsyrk = blas_dsyrk,
+    .perm_tile = nf_perm_tile_simd,
+    .ridge_error_sums = nf_ridge_error_sums_simd,
+    .row_accumulate = nf_row_accumulate_simd,
+    .row_sq_dev = nf_row_sq_dev_simd,
+    .row_standardize = nf_row_standardize_simd,
+    .row_gemv_double = nf_row_gemv_double_simd,
 };
 
 const struct nf_kernels *nf_kernels_cpu(void)

@@ -18,7 +18,9 @@
  * Errors: functions return 0 or a negative NF_E* code and fill `err`; a CUDA
  * out-of-memory is NF_ENOMEM (the nodes shrink their blocks and retry), anything
  * else NF_EBUG with the CUDA error's name. Only this header's functions and the
- * kernel launchers below touch CUDA; callable from C and C++ (nvcc).
+ * kernel launchers below touch CUDA (tests/check-layout-kernels.sh checks that
+ * node files call no cuda*, cublas* or cusolver* function); callable from C
+ * and C++ (nvcc).
  */
 #ifndef NF_GPU_H
 #define NF_GPU_H
@@ -152,20 +154,13 @@ int nf_gpu_check(cudaError_t status, const char *what, struct nf_error *err);
  * and `struct nf_gpu *g` in scope and one `fail:` label:
  *   NF_GPU_ALLOC(ptr, count)  count elements of *ptr from the arena; running
  *                             out means the node's plan is wrong (NF_EBUG);
- *   NF_GPU_CK(expr, what)     a CUDA runtime call (cudaError_t);
- *   NF_GPU_KL(expr, what)     a kernel launcher of this header (0 or -cudaError_t). */
+ *   NF_GPU_KL(expr, what)     a kernel launcher of this header (0 or -cudaError_t).
+ * Everything else a node does on the device returns 0 or an NF_E* code:
+ * `NF_TRY(rc = nf_gpu_upload(..., err));`. */
 #define NF_GPU_ALLOC(ptr, count)                                                               \
     do {                                                                                       \
         if (!((ptr) = nf_gpu_alloc(g, (size_t)(count) * sizeof *(ptr)))) {                    \
             rc = NF_FAIL(err, NF_EBUG, "the GPU arena is smaller than its plan (%s)", #ptr);   \
-            goto fail;                                                                         \
-        }                                                                                      \
-    } while (0)
-#define NF_GPU_CK(expr, what)                                                                  \
-    do {                                                                                       \
-        cudaError_t st_ = (expr);                                                              \
-        if (st_ != cudaSuccess) {                                                              \
-            rc = nf_gpu_check(st_, what, err);                                                 \
             goto fail;                                                                         \
         }                                                                                      \
     } while (0)
@@ -177,6 +172,45 @@ int nf_gpu_check(cudaError_t status, const char *what, struct nf_error *err);
             goto fail;                                                                         \
         }                                                                                      \
     } while (0)
+
+/* ---- streams, events, copies: what the node GPU paths use of the runtime ----
+ * So that a node's GPU path reads like its CPU path, nodes never call the CUDA
+ * runtime: they go through these. Each returns 0 or a negative NF_E* code with
+ * err set (nf_gpu_check: NF_ENOMEM for out of memory, else NF_EBUG naming
+ * `what` and the CUDA error). Streams are the context's (g->compute, g->copy);
+ * copies are asynchronous on the stream given, host buffers pinned
+ * (nf_gpu_pinned) when the copy should overlap with compute. */
+typedef cudaEvent_t nf_gpu_event;
+/* An event for ordering streams and waiting from the host (no timing). */
+int nf_gpu_event_create(nf_gpu_event *event, struct nf_error *err);
+/* NULL-safe. */
+void nf_gpu_event_destroy(nf_gpu_event event);
+/* Mark the point the stream has reached. */
+int nf_gpu_event_record(nf_gpu_event event, cudaStream_t stream, struct nf_error *err);
+/* Later work on `stream` waits for the event (the host does not). */
+int nf_gpu_stream_wait(cudaStream_t stream, nf_gpu_event event, const char *what, struct nf_error *err);
+/* The host waits for the event / for everything on the stream. */
+int nf_gpu_event_sync(nf_gpu_event event, const char *what, struct nf_error *err);
+int nf_gpu_stream_sync(cudaStream_t stream, const char *what, struct nf_error *err);
+/* After a failure: wait for both of the context's streams, errors ignored,
+ * so that nothing in flight still reads or writes buffers about to be freed. */
+void nf_gpu_drain(struct nf_gpu *g);
+/* bytes from host to device / device to host, asynchronously on `stream`. */
+int nf_gpu_upload(cudaStream_t stream, void *dev, const void *host, size_t bytes, const char *what,
+                  struct nf_error *err);
+int nf_gpu_download(cudaStream_t stream, void *host, const void *dev, size_t bytes, const char *what,
+                    struct nf_error *err);
+/* `rows` rows of `width` bytes, rows `dst_pitch` / `src_pitch` bytes apart. */
+int nf_gpu_upload_2d(cudaStream_t stream, void *dev, size_t dst_pitch, const void *host, size_t src_pitch,
+                     size_t width, size_t rows, const char *what, struct nf_error *err);
+int nf_gpu_download_2d(cudaStream_t stream, void *host, size_t dst_pitch, const void *dev, size_t src_pitch,
+                       size_t width, size_t rows, const char *what, struct nf_error *err);
+/* bytes of device memory set to zero, asynchronously on `stream`. */
+int nf_gpu_zero(cudaStream_t stream, void *dev, size_t bytes, const char *what, struct nf_error *err);
+/* Device memory outside the arena, for a buffer whose size is known only
+ * after a step ran (freed with nf_gpu_free, NULL-safe): 0 or NF_ENOMEM. */
+int nf_gpu_malloc(void **dev, size_t bytes, const char *what, struct nf_error *err);
+void nf_gpu_free(void *dev);
 
 /* ---- cuBLAS / cuSOLVER on the compute stream, device pointers, row-major ---- */
 /* C = alpha op(A) op(B) + beta C, as nf_kernels.sgemm. */

@@ -65,6 +65,88 @@ int nf_gpu_check(cudaError_t status, const char *what, struct nf_error *err)
                    cudaGetErrorName(status));
 }
 
+/* ---- streams, events, copies (gpu.h: the node GPU paths' runtime calls) ---- */
+
+int nf_gpu_event_create(nf_gpu_event *event, struct nf_error *err)
+{
+    return nf_gpu_check(cudaEventCreateWithFlags(event, cudaEventDisableTiming), "cudaEventCreate", err);
+}
+
+void nf_gpu_event_destroy(nf_gpu_event event)
+{
+    if (event)
+        (void)cudaEventDestroy(event);
+}
+
+int nf_gpu_event_record(nf_gpu_event event, cudaStream_t stream, struct nf_error *err)
+{
+    return nf_gpu_check(cudaEventRecord(event, stream), "cudaEventRecord", err);
+}
+
+int nf_gpu_stream_wait(cudaStream_t stream, nf_gpu_event event, const char *what, struct nf_error *err)
+{
+    return nf_gpu_check(cudaStreamWaitEvent(stream, event, 0), what, err);
+}
+
+int nf_gpu_event_sync(nf_gpu_event event, const char *what, struct nf_error *err)
+{
+    return nf_gpu_check(cudaEventSynchronize(event), what, err);
+}
+
+int nf_gpu_stream_sync(cudaStream_t stream, const char *what, struct nf_error *err)
+{
+    return nf_gpu_check(cudaStreamSynchronize(stream), what, err);
+}
+
+void nf_gpu_drain(struct nf_gpu *g)
+{
+    (void)cudaStreamSynchronize(g->copy);
+    (void)cudaStreamSynchronize(g->compute);
+}
+
+int nf_gpu_upload(cudaStream_t stream, void *dev, const void *host, size_t bytes, const char *what,
+                  struct nf_error *err)
+{
+    return nf_gpu_check(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, stream), what, err);
+}
+
+int nf_gpu_download(cudaStream_t stream, void *host, const void *dev, size_t bytes, const char *what,
+                    struct nf_error *err)
+{
+    return nf_gpu_check(cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, stream), what, err);
+}
+
+int nf_gpu_upload_2d(cudaStream_t stream, void *dev, size_t dst_pitch, const void *host, size_t src_pitch,
+                     size_t width, size_t rows, const char *what, struct nf_error *err)
+{
+    return nf_gpu_check(
+        cudaMemcpy2DAsync(dev, dst_pitch, host, src_pitch, width, rows, cudaMemcpyHostToDevice, stream), what, err);
+}
+
+int nf_gpu_download_2d(cudaStream_t stream, void *host, size_t dst_pitch, const void *dev, size_t src_pitch,
+                       size_t width, size_t rows, const char *what, struct nf_error *err)
+{
+    return nf_gpu_check(
+        cudaMemcpy2DAsync(host, dst_pitch, dev, src_pitch, width, rows, cudaMemcpyDeviceToHost, stream), what, err);
+}
+
+int nf_gpu_zero(cudaStream_t stream, void *dev, size_t bytes, const char *what, struct nf_error *err)
+{
+    return nf_gpu_check(cudaMemsetAsync(dev, 0, bytes, stream), what, err);
+}
+
+int nf_gpu_malloc(void **dev, size_t bytes, const char *what, struct nf_error *err)
+{
+    *dev = NULL;
+    return nf_gpu_check(cudaMalloc(dev, bytes), what, err);
+}
+
+void nf_gpu_free(void *dev)
+{
+    if (dev)
+        (void)cudaFree(dev);
+}
+
 static int blas_check(cublasStatus_t status, const char *what, struct nf_error *err)
 {
     if (status == CUBLAS_STATUS_SUCCESS)
@@ -791,6 +873,12 @@ const struct nf_kernels nf_kernels_cuda = {
     .col_moments = cpu_col_moments,
     .standardize = cpu_standardize,
     .svd = cuda_svd,
+    .perm_tile = nf_perm_tile_simd,
+    .ridge_error_sums = nf_ridge_error_sums_simd,
+    .row_accumulate = nf_row_accumulate_simd,
+    .row_sq_dev = nf_row_sq_dev_simd,
+    .row_standardize = nf_row_standardize_simd,
+    .row_gemv_double = nf_row_gemv_double_simd,
 };
 
 /* ---- calibration ---- */

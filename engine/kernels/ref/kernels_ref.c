@@ -297,4 +297,10 @@ const struct nf_kernels nf_kernels_ref = {
     .standardize = ref_standardize,
     .svd = ref_svd,
     .dsyrk = ref_dsyrk,
+    .perm_tile = nf_perm_tile_ref,
+    .ridge_error_sums = nf_ridge_error_sums_ref,
+    .row_accumulate = nf_row_accumulate_ref,
+    .row_sq_dev = nf_row_sq_dev_ref,
+    .row_standardize = nf_row_standardize_ref,
+    .row_gemv_double = nf_row_gemv_double_ref,
 };

@@ -1,15 +1,16 @@
-/* permute_tile.c — the inner loop of the permute node on the CPU: for a block
- * of permutation rows R (rows x n) and one tile of voxels of the data D
- * (n x V), every null value G = R D, turned into the transformed statistic q,
- * counted where q reaches the observed value (q >= hi), with the row maxima
- * over the tile, and the rare values inside the round-off tie window
- * (lo < q < hi) decided again in double (nf_perm_q_double, called back
- * through the view: permute_tile.h).
+/* perm_tile.c — the permute node's tile kernel on the CPU (struct
+ * nf_perm_tile in kernels.h): for a block of permutation rows R (rows x n)
+ * and one tile of voxels of the data D (n x V), every null value G = R D,
+ * turned into the transformed statistic q, counted where q reaches the
+ * observed value (q >= hi), with the row maxima over the tile, and the rare
+ * values inside the round-off tie window (lo < q < hi) decided again in
+ * double (t->tie_exceeds).
  *
- * Two implementations behind one entry point, nf_perm_tile():
- *  - reference: BLAS SGEMM of up to SUB_ROWS rows x the tile into a scratch
- *    tile, then an epilogue pass over each row (8-wide vectors, compiled for
- *    AVX-512 / AVX2 / the baseline);
+ * Three implementations behind nf_perm_tile_simd (the entry of
+ * nf_kernels_blas), chosen once per run by nf_perm_tile_choose:
+ *  - gemm: BLAS SGEMM of up to NF_PERM_TILE_SUB_ROWS rows x the tile into a
+ *    scratch tile, then an epilogue pass over each row (8-wide vectors,
+ *    compiled for AVX-512 / AVX2 / the baseline);
  *  - fused (x86-64 with AVX2+FMA or AVX-512F): a register-blocked GEMM whose
  *    tile of ROWS x 2 vectors never leaves the registers: the epilogue runs on
  *    the accumulators, the exceedance counts of the voxel strip stay in
@@ -18,11 +19,13 @@
  *    its time packing and writing G, and the separate epilogue pass reads G
  *    back; fused, the work is the FMAs and the few compares per value. The
  *    strips that do not fill 2 vectors and the rows that do not fill a row
- *    block go through the reference.
- * Both sum each value in its own order, so null values differ between them by
- * round-off; the counts do not: a value within round-off of the observed one
- * is inside the tie window and decided in double, identically. So p-values
- * are the same whatever the implementation, thread count or CPU.
+ *    block go through the gemm implementation.
+ * Each sums each value in its own order, so null values differ between them
+ * by round-off; the counts do not: a value within round-off of the observed
+ * one is inside the tie window and decided in double, identically. So
+ * p-values are the same whatever the implementation, thread count or CPU.
+ * The plain version, the oracle of tests/unit/test_kernels.c, is
+ * kernels/ref/perm_tile_ref.c.
  */
 #include <float.h>
 #include <stdbool.h>
@@ -30,11 +33,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "permute.h"
-#include "permute_tile.h"
+#include "kernels/kernels.h"
 #include "core/switches.h"
 
-/* ---- reference ---- */
+/* ---- gemm, then an epilogue pass ---- */
 
 struct row_consts {
     const float *shift, *ss, *fl, *cap, *lo, *hi;
@@ -47,7 +49,7 @@ typedef int32_t nf_v8i __attribute__((vector_size(32)));
 /* mask ? a : b for vectors (a mask is all ones or zeros per lane) */
 #define VSEL(mask, a, b) ((nf_v8f)(((nf_v8i)(a) & (mask)) | ((nf_v8i)(b) & ~(mask))))
 
-/* The epilogue of one GEMM row: transform in place (as nf_perm_transform()),
+/* The epilogue of one GEMM row: transform in place (as the node's nf_perm_transform()),
  * count exceedances (q >= hi), count values inside the tie window (lo, hi),
  * return the row's maximum. Specialised per statistic and tail (constant
  * arguments of an always-inlined body). */
@@ -70,7 +72,7 @@ static inline __attribute__((always_inline)) float row_body(const struct row_con
         memcpy(&hi, k->hi + v, sizeof hi);
         nf_v8f d = va * x - sh;
         nf_v8f ad = VSEL(d < 0, -d, d);
-        nf_v8f sd = tail == PERM_TAIL_TWO ? ad : tail == PERM_TAIL_UPPER ? d : -d;
+        nf_v8f sd = tail == NF_TAIL_TWO ? ad : tail == NF_TAIL_UPPER ? d : -d;
         if (t_stat) {
             memcpy(&ss, k->ss + v, sizeof ss);
             memcpy(&fl, k->fl + v, sizeof fl);
@@ -96,7 +98,7 @@ static inline __attribute__((always_inline)) float row_body(const struct row_con
     }
     for (; v < len; v++) {
         float d = k->a * g[v] - k->shift[v], ad = d < 0 ? -d : d, q;
-        float sd = tail == PERM_TAIL_TWO ? ad : tail == PERM_TAIL_UPPER ? d : -d;
+        float sd = tail == NF_TAIL_TWO ? ad : tail == NF_TAIL_UPPER ? d : -d;
         if (t_stat) {
             float den = k->ss[v] - k->c * d * d;
             den = den > k->fl[v] ? den : k->fl[v];
@@ -119,24 +121,24 @@ static float row_epilogue(const struct row_consts *k, float *g, uint32_t *cnt, i
                           bool t_stat, int tail)
 {
     if (t_stat)
-        return tail == PERM_TAIL_TWO ? row_body(k, g, cnt, len, near, true, PERM_TAIL_TWO)
-             : tail == PERM_TAIL_UPPER ? row_body(k, g, cnt, len, near, true, PERM_TAIL_UPPER)
-                                       : row_body(k, g, cnt, len, near, true, PERM_TAIL_LOWER);
-    return tail == PERM_TAIL_TWO ? row_body(k, g, cnt, len, near, false, PERM_TAIL_TWO)
-         : tail == PERM_TAIL_UPPER ? row_body(k, g, cnt, len, near, false, PERM_TAIL_UPPER)
-                                   : row_body(k, g, cnt, len, near, false, PERM_TAIL_LOWER);
+        return tail == NF_TAIL_TWO ? row_body(k, g, cnt, len, near, true, NF_TAIL_TWO)
+             : tail == NF_TAIL_UPPER ? row_body(k, g, cnt, len, near, true, NF_TAIL_UPPER)
+                                       : row_body(k, g, cnt, len, near, true, NF_TAIL_LOWER);
+    return tail == NF_TAIL_TWO ? row_body(k, g, cnt, len, near, false, NF_TAIL_TWO)
+         : tail == NF_TAIL_UPPER ? row_body(k, g, cnt, len, near, false, NF_TAIL_UPPER)
+                                   : row_body(k, g, cnt, len, near, false, NF_TAIL_LOWER);
 }
 
-/* Rows [0, rows) of R x voxels [v0, v0 + nv) by BLAS, SUB_ROWS rows at a time
- * into C (NF_PERM_SUB_ROWS x NF_PERM_TILE_VOXELS floats). */
-static void tile_reference(const struct nf_perm_tile_view *c, const float *R, int64_t rows, int64_t v0, int64_t nv,
+/* Rows [0, rows) of R x voxels [v0, v0 + nv) by BLAS, NF_PERM_TILE_SUB_ROWS
+ * rows at a time into C (NF_PERM_TILE_SUB_ROWS x nv floats). */
+static void tile_gemm(const struct nf_perm_tile *c, const float *R, int64_t rows, int64_t v0, int64_t nv,
                            uint32_t *cnt, float *rowmax, float *C)
 {
     const float *lo = c->lo + v0, *hi = c->hi + v0;
     const struct row_consts k = { c->shift + v0, c->ss + v0, c->floor_ + v0, c->cap + v0, lo, hi,
-                                  (float)c->a, (float)c->c };
-    for (int64_t r0 = 0; r0 < rows; r0 += NF_PERM_SUB_ROWS) {
-        int64_t nr = rows - r0 < NF_PERM_SUB_ROWS ? rows - r0 : NF_PERM_SUB_ROWS;
+                                  c->a, c->c };
+    for (int64_t r0 = 0; r0 < rows; r0 += NF_PERM_TILE_SUB_ROWS) {
+        int64_t nr = rows - r0 < NF_PERM_TILE_SUB_ROWS ? rows - r0 : NF_PERM_TILE_SUB_ROWS;
         c->K->sgemm(false, false, nr, nv, c->n, 1.0f, R + r0 * c->n, c->n, c->D + v0, c->V, 0.0f, C, nv);
         for (int64_t i = 0; i < nr; i++) {
             float *q = C + i * nv;
@@ -144,7 +146,7 @@ static void tile_reference(const struct nf_perm_tile_view *c, const float *R, in
             rowmax[r0 + i] = row_epilogue(&k, q, cnt, nv, &near, c->t_stat, c->tail);
             for (int64_t v = 0; near && v < nv; v++)   /* rare: within round-off */
                 if (q[v] > lo[v] && q[v] < hi[v])
-                    cnt[v] += c->q_double(c->run, R + (r0 + i) * c->n, v0 + v) >= c->q_obs_d[v0 + v];
+                    cnt[v] += c->tie_exceeds(c->tie_ctx, R + (r0 + i) * c->n, v0 + v);
         }
     }
 }
@@ -153,13 +155,13 @@ static void tile_reference(const struct nf_perm_tile_view *c, const float *R, in
 
 /* The values inside the tie window of one register tile (rows r.. of R,
  * voxels v.. of the strip; q: ROWS x 2W floats, row-major), decided in double. */
-static __attribute__((noinline)) void near_ties(const struct nf_perm_tile_view *c, const float *R, int64_t rows, int64_t v,
+static __attribute__((noinline)) void near_ties(const struct nf_perm_tile *c, const float *R, int64_t rows, int64_t v,
                                                 int64_t width, const float *q, uint32_t *cnt)
 {
     for (int64_t i = 0; i < rows; i++)
         for (int64_t j = 0; j < width; j++)
             if (q[i * width + j] > c->lo[v + j] && q[i * width + j] < c->hi[v + j])
-                cnt[j] += c->q_double(c->run, R + i * c->n, v + j) >= c->q_obs_d[v + j];
+                cnt[j] += c->tie_exceeds(c->tie_ctx, R + i * c->n, v + j);
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -180,7 +182,7 @@ static __attribute__((noinline)) void near_ties(const struct nf_perm_tile_view *
         memcpy(&lo_, lov + (h) * W, sizeof lo_);                                                             \
         VF d_ = va * (x) - sh_;                                                                              \
         VF ad_ = (VF)((VI)d_ & absmask);                                                                     \
-        VF sd_ = tail == PERM_TAIL_TWO ? ad_ : tail == PERM_TAIL_UPPER ? d_ : -d_;                           \
+        VF sd_ = tail == NF_TAIL_TWO ? ad_ : tail == NF_TAIL_UPPER ? d_ : -d_;                           \
         VF q_;                                                                                               \
         if (t_stat) {                                                                                        \
             VF ss_, fl_;                                                                                     \
@@ -206,14 +208,14 @@ static __attribute__((noinline)) void near_ties(const struct nf_perm_tile_view *
     typedef float NAME##_vf __attribute__((vector_size(4 * (W_))));                                          \
     typedef int32_t NAME##_vi __attribute__((vector_size(4 * (W_))));                                        \
     static inline __attribute__((always_inline, target(TARGET))) void NAME##_body(                           \
-        const struct nf_perm_tile_view *c, const float *R, int64_t rows, int64_t v0, int64_t nv, uint32_t *cnt,      \
+        const struct nf_perm_tile *c, const float *R, int64_t rows, int64_t v0, int64_t nv, uint32_t *cnt,      \
         float *vmax, const bool t_stat, const int tail)                                                      \
     {                                                                                                        \
         typedef NAME##_vf VF;                                                                                \
         typedef NAME##_vi VI;                                                                                \
         enum { W = W_, ROWS = ROWS_ };                                                                       \
         const int64_t n = c->n, ldd = c->V;                                                                  \
-        const VF va = (VF){ 0 } + (float)c->a, vc = (VF){ 0 } + (float)c->c;                                \
+        const VF va = (VF){ 0 } + c->a, vc = (VF){ 0 } + c->c;                                \
         const VI absmask = (VI){ 0 } + 0x7fffffff;                                                           \
         for (int64_t v = 0; v + 2 * W <= nv; v += 2 * W) {                                                   \
             const float *shift = c->shift + v0 + v, *capv = c->cap + v0 + v, *hiv = c->hi + v0 + v,          \
@@ -271,24 +273,24 @@ static __attribute__((noinline)) void near_ties(const struct nf_perm_tile_view *
             memcpy(cnt + v + W, &cnt1, sizeof cnt1);                                                         \
         }                                                                                                    \
     }                                                                                                        \
-    static __attribute__((target(TARGET), noinline)) void NAME(const struct nf_perm_tile_view *c, const float *R,    \
+    static __attribute__((target(TARGET), noinline)) void NAME(const struct nf_perm_tile *c, const float *R,    \
                                                                int64_t rows, int64_t v0, int64_t nv,         \
                                                                uint32_t *cnt, float *vmax)                   \
     {                                                                                                        \
         if (c->t_stat) {                                                                                     \
-            if (c->tail == PERM_TAIL_TWO)                                                                    \
-                NAME##_body(c, R, rows, v0, nv, cnt, vmax, true, PERM_TAIL_TWO);                             \
-            else if (c->tail == PERM_TAIL_UPPER)                                                             \
-                NAME##_body(c, R, rows, v0, nv, cnt, vmax, true, PERM_TAIL_UPPER);                           \
+            if (c->tail == NF_TAIL_TWO)                                                                    \
+                NAME##_body(c, R, rows, v0, nv, cnt, vmax, true, NF_TAIL_TWO);                             \
+            else if (c->tail == NF_TAIL_UPPER)                                                             \
+                NAME##_body(c, R, rows, v0, nv, cnt, vmax, true, NF_TAIL_UPPER);                           \
             else                                                                                             \
-                NAME##_body(c, R, rows, v0, nv, cnt, vmax, true, PERM_TAIL_LOWER);                           \
+                NAME##_body(c, R, rows, v0, nv, cnt, vmax, true, NF_TAIL_LOWER);                           \
         } else {                                                                                             \
-            if (c->tail == PERM_TAIL_TWO)                                                                    \
-                NAME##_body(c, R, rows, v0, nv, cnt, vmax, false, PERM_TAIL_TWO);                            \
-            else if (c->tail == PERM_TAIL_UPPER)                                                             \
-                NAME##_body(c, R, rows, v0, nv, cnt, vmax, false, PERM_TAIL_UPPER);                          \
+            if (c->tail == NF_TAIL_TWO)                                                                    \
+                NAME##_body(c, R, rows, v0, nv, cnt, vmax, false, NF_TAIL_TWO);                            \
+            else if (c->tail == NF_TAIL_UPPER)                                                             \
+                NAME##_body(c, R, rows, v0, nv, cnt, vmax, false, NF_TAIL_UPPER);                          \
             else                                                                                             \
-                NAME##_body(c, R, rows, v0, nv, cnt, vmax, false, PERM_TAIL_LOWER);                          \
+                NAME##_body(c, R, rows, v0, nv, cnt, vmax, false, NF_TAIL_LOWER);                          \
         }                                                                                                    \
     }
 
@@ -298,7 +300,7 @@ DEFINE_FUSED(fused_avx2, "avx2,fma", 8, 6, _mm256_fmadd_ps, _mm256_set1_ps)
 
 static const struct {
     int w, rows;
-    void (*fn)(const struct nf_perm_tile_view *, const float *, int64_t, int64_t, int64_t, uint32_t *, float *);
+    void (*fn)(const struct nf_perm_tile *, const float *, int64_t, int64_t, int64_t, uint32_t *, float *);
 } fused_impl[] = {
     [NF_PERM_TILE_AVX2] = { 8, 6, fused_avx2 },
     [NF_PERM_TILE_AVX512] = { 16, 8, fused_avx512 },
@@ -314,15 +316,15 @@ enum nf_perm_tile_impl nf_perm_tile_best(void)
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
         return NF_PERM_TILE_AVX2;
 #endif
-    return NF_PERM_TILE_REFERENCE;
+    return NF_PERM_TILE_GEMM;
 }
 
 bool nf_perm_tile_available(enum nf_perm_tile_impl impl)
 {
-    if (impl == NF_PERM_TILE_REFERENCE)
+    if (impl == NF_PERM_TILE_GEMM)
         return true;
     enum nf_perm_tile_impl best = nf_perm_tile_best();
-    return best != NF_PERM_TILE_REFERENCE && impl <= best;
+    return best != NF_PERM_TILE_GEMM && impl <= best;
 }
 
 static _Atomic int forced_impl = -1;
@@ -335,10 +337,11 @@ void nf_perm_tile_force(int impl)
 enum nf_perm_tile_impl nf_perm_tile_choose(void)
 {
     int f = forced_impl;
-    /* NLFLOW_PERM_TILE=reference|avx2|avx512: for comparing them (benchmarks) */
+    /* NLFLOW_PERM_TILE=reference (or gemm)|avx2|avx512: for comparing them (benchmarks) */
     const char *env = nf_switches()->perm_tile;
     if (f < 0 && env)
-        f = strcmp(env, "reference") == 0 ? NF_PERM_TILE_REFERENCE
+        f = strcmp(env, "reference") == 0 ? NF_PERM_TILE_GEMM
+          : strcmp(env, "gemm") == 0      ? NF_PERM_TILE_GEMM
           : strcmp(env, "avx2") == 0      ? NF_PERM_TILE_AVX2
           : strcmp(env, "avx512") == 0    ? NF_PERM_TILE_AVX512
                                           : -1;
@@ -346,17 +349,18 @@ enum nf_perm_tile_impl nf_perm_tile_choose(void)
                                                                         : nf_perm_tile_best();
 }
 
-size_t nf_perm_tile_scratch(int64_t rows)
+size_t nf_perm_tile_scratch(int64_t rows, int64_t max_voxels)
 {
-    size_t ref = (size_t)NF_PERM_SUB_ROWS * NF_PERM_TILE_VOXELS, fused = (size_t)(rows + 16) * 16 + 16;
+    size_t ref = (size_t)NF_PERM_TILE_SUB_ROWS * (size_t)max_voxels, fused = (size_t)(rows + 16) * 16 + 16;
     return ref > fused ? ref : fused;
 }
 
-void nf_perm_tile(const struct nf_perm_tile_view *c, enum nf_perm_tile_impl impl, const float *R, int64_t rows,
-                  int64_t v0, int64_t nv, uint32_t *cnt, float *rowmax, float *scratch)
+void nf_perm_tile_simd(const struct nf_perm_tile *c, const float *R, int64_t rows, int64_t v0, int64_t nv,
+                       uint32_t *cnt, float *rowmax, float *scratch)
 {
+    const enum nf_perm_tile_impl impl = c->impl;
 #ifdef NF_PERM_FUSED
-    if (impl != NF_PERM_TILE_REFERENCE && nv >= 2 * fused_impl[impl].w && rows >= fused_impl[impl].rows) {
+    if (impl != NF_PERM_TILE_GEMM && nv >= 2 * fused_impl[impl].w && rows >= fused_impl[impl].rows) {
         int64_t W = fused_impl[impl].w, nr = rows - rows % fused_impl[impl].rows, nvf = nv - nv % (2 * W);
         for (int64_t i = 0; i < nr * W; i++)
             scratch[i] = -FLT_MAX;
@@ -368,20 +372,20 @@ void nf_perm_tile(const struct nf_perm_tile_view *c, enum nf_perm_tile_impl impl
             rowmax[i] = m;
         }
         /* the voxels beyond the last full strip (these rows), then the rows
-         * beyond the last full block (every voxel), by the reference */
+         * beyond the last full block (every voxel), by the gemm implementation */
         if (nvf < nv) {
             float *mx = scratch;                      /* nr floats; vmax is spent */
-            float C[NF_PERM_SUB_ROWS * 32];           /* at most 2W - 1 = 31 voxels */
-            tile_reference(c, R, nr, v0 + nvf, nv - nvf, cnt + nvf, mx, C);
+            float C[NF_PERM_TILE_SUB_ROWS * 32];           /* at most 2W - 1 = 31 voxels */
+            tile_gemm(c, R, nr, v0 + nvf, nv - nvf, cnt + nvf, mx, C);
             for (int64_t i = 0; i < nr; i++)
                 rowmax[i] = mx[i] > rowmax[i] ? mx[i] : rowmax[i];
         }
         if (nr < rows)
-            tile_reference(c, R + nr * c->n, rows - nr, v0, nv, cnt, rowmax + nr, scratch);
+            tile_gemm(c, R + nr * c->n, rows - nr, v0, nv, cnt, rowmax + nr, scratch);
         return;
     }
 #else
     (void)impl;
 #endif
-    tile_reference(c, R, rows, v0, nv, cnt, rowmax, scratch);
+    tile_gemm(c, R, rows, v0, nv, cnt, rowmax, scratch);
 }

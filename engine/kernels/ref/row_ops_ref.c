@@ -1,0 +1,44 @@
+/* row_ops_ref.c — passes over one row of a matrix in double (row_accumulate,
+ * row_sq_dev, row_standardize, row_gemv_double in kernels.h), as plain loops:
+ * the oracle of tests/unit/test_kernels.c for kernels/simd/row_ops.c, which
+ * must give the same bits, the entries of nf_kernels_ref, and the vector
+ * versions' tails.
+ */
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kernels/kernels.h"
+
+void nf_row_accumulate_ref(double *acc, const float *x, int64_t V, bool squared)
+{
+    for (int64_t v = 0; v < V; v++)
+        acc[v] += squared ? (double)x[v] * (double)x[v] : (double)x[v];
+}
+
+void nf_row_sq_dev_ref(double *sq, const double *sum, const float *x, double n, int64_t V)
+{
+    for (int64_t v = 0; v < V; v++) {
+        double d = x[v] - sum[v] / n;
+        sq[v] += d * d;
+    }
+}
+
+void nf_row_standardize_ref(float *z, double *cross, const float *x, const double *m, const double *sd,
+                            const int64_t *keep, double cov, int64_t V)
+{
+    for (int64_t v = 0; v < V; v++) {
+        double zv = keep[v] ? (x[v] - m[v]) / sd[v] : 0;
+        z[v] = (float)zv;
+        cross[v] += zv * cov;
+    }
+}
+
+void nf_row_gemv_double_ref(const float *row, const float *D, int64_t n, int64_t V, double *acc)
+{
+    for (int64_t v = 0; v < V; v++) {
+        double g = 0;
+        for (int64_t j = 0; j < n; j++)
+            g += (double)row[j] * (double)D[j * V + v];
+        acc[v] = g;
+    }
+}

@@ -1,0 +1,92 @@
+/* row_ops.c — passes over one row of a matrix in double (row_accumulate,
+ * row_sq_dev, row_standardize, row_gemv_double in kernels.h), vectorised: the
+ * permute node's per-voxel preparation, which at 230,000 voxels costs as much
+ * as a chunk of permutations when scalar. Explicit 8-wide vectors (-O2 leaves
+ * these loops scalar) with the same IEEE operations per element as the plain
+ * loops of kernels/ref/row_ops_ref.c, which do the tails, so the same bits;
+ * each compiled for AVX-512 / AVX2 / the baseline and chosen at load time.
+ */
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+
+typedef double nf_v8d __attribute__((vector_size(64)));
+typedef float nf_v8f __attribute__((vector_size(32)));
+typedef int64_t nf_v8l __attribute__((vector_size(64)));
+
+__attribute__((target_clones("avx512f", "avx2", "default")))
+void nf_row_accumulate_simd(double *restrict acc, const float *restrict x, int64_t V, bool squared)
+{
+    int64_t v = 0;
+    for (; v + 8 <= V; v += 8) {
+        nf_v8d a;
+        nf_v8f f;
+        memcpy(&a, acc + v, sizeof a);
+        memcpy(&f, x + v, sizeof f);
+        nf_v8d d = __builtin_convertvector(f, nf_v8d);
+        a += squared ? d * d : d;
+        memcpy(acc + v, &a, sizeof a);
+    }
+    nf_row_accumulate_ref(acc + v, x + v, V - v, squared);
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default")))
+void nf_row_sq_dev_simd(double *restrict sq, const double *restrict sum, const float *restrict x, double n, int64_t V)
+{
+    int64_t v = 0;
+    for (; v + 8 <= V; v += 8) {
+        nf_v8d q, m;
+        nf_v8f f;
+        memcpy(&q, sq + v, sizeof q);
+        memcpy(&m, sum + v, sizeof m);
+        memcpy(&f, x + v, sizeof f);
+        nf_v8d d = __builtin_convertvector(f, nf_v8d) - m / n;
+        q += d * d;
+        memcpy(sq + v, &q, sizeof q);
+    }
+    nf_row_sq_dev_ref(sq + v, sum + v, x + v, n, V - v);
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default")))
+void nf_row_standardize_simd(float *z, double *restrict cross, const float *x, const double *restrict m,
+                             const double *restrict sd, const int64_t *restrict keep, double cov, int64_t V)
+{
+    int64_t v = 0;
+    for (; v + 8 <= V; v += 8) {
+        nf_v8d mv, sv, cr;
+        nf_v8l kv;
+        nf_v8f f;
+        memcpy(&mv, m + v, sizeof mv);
+        memcpy(&sv, sd + v, sizeof sv);
+        memcpy(&kv, keep + v, sizeof kv);
+        memcpy(&f, x + v, sizeof f);
+        memcpy(&cr, cross + v, sizeof cr);
+        nf_v8d zv = (nf_v8d)((nf_v8l)((__builtin_convertvector(f, nf_v8d) - mv) / sv) & kv);
+        nf_v8f zf = __builtin_convertvector(zv, nf_v8f);
+        cr += zv * cov;
+        memcpy(z + v, &zf, sizeof zf);
+        memcpy(cross + v, &cr, sizeof cr);
+    }
+    nf_row_standardize_ref(z + v, cross + v, x + v, m + v, sd + v, keep + v, cov, V - v);
+}
+
+/* Voxels in blocks whose sums stay in L1 while the n rows of D stream past. */
+__attribute__((target_clones("avx512f", "avx2", "default")))
+void nf_row_gemv_double_simd(const float *row, const float *D, int64_t n, int64_t V, double *restrict acc)
+{
+    enum { BLOCK = 1024 };
+    for (int64_t v0 = 0; v0 < V; v0 += BLOCK) {
+        const int64_t len = V - v0 < BLOCK ? V - v0 : BLOCK;
+        double *restrict a = acc + v0;
+        for (int64_t v = 0; v < len; v++)
+            a[v] = 0;
+        for (int64_t j = 0; j < n; j++) {
+            const double r = row[j];
+            const float *restrict d = D + j * V + v0;
+            for (int64_t v = 0; v < len; v++)
+                a[v] += r * (double)d[v];
+        }
+    }
+}
