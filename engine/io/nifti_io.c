@@ -153,6 +153,9 @@ static int open_header(const char *path, nifti_image **out, int *version,
     if (S_ISDIR(st.st_mode))
         return NF_FAIL(err, NF_EIO, "cannot read '%s': is a folder, expected a NIfTI file",
                        path);
+    if (nf_special_file_kind(st.st_mode))
+        return NF_FAIL(err, NF_EIO, "cannot read '%s': it is %s, not a regular file", path,
+                       nf_special_file_kind(st.st_mode));
 
     NF_TRY(rc = precheck_header(path, err));
     /* check = 0: with 1, 3.0.1 prints "looks bad" on stderr even for headers

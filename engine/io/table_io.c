@@ -30,6 +30,30 @@
 #error "the .npy reader and writer assume a little-endian host"
 #endif
 
+const char *nf_special_file_kind(unsigned mode)
+{
+    if (S_ISREG(mode) || S_ISDIR(mode))
+        return NULL;
+    if (S_ISFIFO(mode))
+        return "a FIFO";
+    if (S_ISCHR(mode))
+        return "a character device";
+    if (S_ISBLK(mode))
+        return "a block device";
+    if (S_ISSOCK(mode))
+        return "a socket";
+    return "not a regular file";
+}
+
+int nf_refuse_special_file(const char *path, struct nf_error *err)
+{
+    struct stat st;
+    const char *kind;
+    if (stat(path, &st) != 0 || !(kind = nf_special_file_kind(st.st_mode)))
+        return 0;   /* missing or unreadable: the reader's own open says why */
+    return NF_FAIL(err, NF_EIO, "cannot read '%s': it is %s, not a regular file", path, kind);
+}
+
 enum nf_file_format nf_file_format_of(const char *path)
 {
     if (!path)
@@ -170,6 +194,8 @@ static int load_cells(const char *path, struct cells *t, struct nf_error *err)
     int rc;
 
     memset(t, 0, sizeof *t);
+    if (nf_refuse_special_file(path, err) < 0)
+        return err->code;
     t->buf = nf_read_file(path, &len, err);
     if (!t->buf)
         return err->code ? err->code : NF_EIO;
@@ -626,8 +652,10 @@ static int npy_parse_header(const char *path, FILE *fp, struct npy_header *h,
     }
     {
         int64_t n;
+        /* at most INT64_MAX / 8 elements: their byte count plus the header's
+         * then stays below 2^63, so the size checks below cannot wrap */
         if (__builtin_mul_overflow(h->rows, h->cols, &n) ||
-            (uint64_t)n > SIZE_MAX / 8) {
+            (uint64_t)n > (uint64_t)INT64_MAX / 8 || (uint64_t)n > SIZE_MAX / 8) {
             rc = NF_FAIL(err, NF_EDATA, "cannot read '%s': .npy array is too large (shape %s)",
                          path, shape_text);
             goto fail;
@@ -649,10 +677,13 @@ fail:
 /* Open, parse and check the file is long enough for its data. */
 static int npy_open(const char *path, FILE **out, struct npy_header *h, struct nf_error *err)
 {
-    FILE *fp = fopen(path, "rb");
+    FILE *fp;
     struct stat st;
     int rc;
 
+    if (nf_refuse_special_file(path, err) < 0)
+        return err->code;
+    fp = fopen(path, "rb");
     if (!fp)
         return NF_FAIL(err, NF_EIO, "cannot read '%s': %s", path, strerror(errno));
     NF_TRY(rc = npy_parse_header(path, fp, h, err));
@@ -660,7 +691,8 @@ static int npy_open(const char *path, FILE **out, struct npy_header *h, struct n
         rc = NF_FAIL(err, NF_EIO, "cannot read '%s': %s", path, strerror(errno));
         goto fail;
     }
-    if ((uint64_t)st.st_size < h->data_offset + h->data_bytes) {
+    if ((uint64_t)st.st_size < h->data_offset ||
+        (uint64_t)st.st_size - h->data_offset < h->data_bytes) {
         uint64_t have = (uint64_t)st.st_size > h->data_offset ?
                         (uint64_t)st.st_size - h->data_offset : 0;
         rc = NF_FAIL(err, NF_EIO,
