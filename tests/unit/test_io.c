@@ -157,6 +157,38 @@ static void check_round_trip(const char *name, int64_t nt)
     free(data);
 }
 
+/* A finite affine beyond float32 range cannot be stored in NIfTI-1's float
+ * header: the write is refused (it used to write inf, which the reader then
+ * refused), and nothing is left behind. Just inside the range still works. */
+static void test_nifti_write_refuses_float_overflow(void **state)
+{
+    (void)state;
+    struct nf_grid g;
+    struct nf_error err = { 0 };
+    float data[2 * 2 * 2] = { 0 };
+    make_grid(&g, 2, 2, 2);
+    g.affine[0][3] = 1e39;
+    assert_true(nf_nifti_write(tmp_path("far.nii"), &g, 1, data, 0, NULL, &err) < 0);
+    assert_int_equal(err.code, NF_EDATA);
+    assert_non_null(strstr(err.msg, "float32"));
+    assert_int_equal(access(tmp_path("far.nii"), F_OK), -1);
+
+    make_grid(&g, 2, 2, 2);
+    g.affine[1][0] = 3e38;   /* each entry fits; the column's length does not */
+    g.affine[2][0] = 3e38;
+    memset(&err, 0, sizeof err);
+    assert_true(nf_nifti_write(tmp_path("long.nii"), &g, 1, data, 0, NULL, &err) < 0);
+    assert_non_null(strstr(err.msg, "float32"));
+
+    make_grid(&g, 2, 2, 2);
+    g.affine[0][3] = 1e30;
+    memset(&err, 0, sizeof err);
+    assert_int_equal(nf_nifti_write(tmp_path("near.nii"), &g, 1, data, 0, NULL, &err), 0);
+    struct nf_nifti_info info;
+    assert_int_equal(nf_nifti_read_info(tmp_path("near.nii"), &info, &err), 0);
+    assert_true(info.grid.affine[0][3] == (double)1e30f);
+}
+
 static void test_nifti_round_trip_3d(void **state)
 {
     (void)state;
@@ -795,6 +827,7 @@ int main(void)
         cmocka_unit_test(test_npy_rejects),
         cmocka_unit_test(test_file_format_of),
         cmocka_unit_test(test_special_files_refused),
+        cmocka_unit_test(test_nifti_write_refuses_float_overflow),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
