@@ -19,7 +19,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (rc == 0) {
         struct nf_value *v = nf_nifti_read(path, &err);
         nf_value_unref(v);
-    memset(&err, 0, sizeof err);
     }
     return 0;
 }
