@@ -472,6 +472,27 @@ static void test_long_chain(void **state)
     nf_pipeline_free(p);
     nf_diags_release(&d);
     nf_strbuf_release(&sb);
+
+    /* the same length with data edges, through shape resolution too (it
+     * asked every node's wanted outputs by a scan of all edges) */
+    nf_strbuf_init(&sb);
+    nf_strbuf_addf(&sb, "nlflow: 1\nnodes:\n");
+    for (int i = 0; i < N; i++) {
+        nf_strbuf_addf(&sb, "  n%d:\n    type: debug_fault\n    chunks: 1\n", i);
+        if (i > 0)
+            nf_strbuf_addf(&sb, "    in: {in: n%d}\n", i - 1);
+    }
+    assert_false(sb.oom);
+    p = load_text(sb.buf, &d);
+    if (!p)
+        fail_msg("the data chain is refused: %s", d.n ? d.v[0].msg : "?");
+    assert_int_equal(nf_resolve_shapes(p, &d), 0);
+    for (int k = 0; k < N; k++)
+        assert_int_equal(p->order[k], k);
+    assert_int_equal(p->nodes[N - 1].out_shape[0].kind, NF_KIND_MATRIX);
+    nf_pipeline_free(p);
+    nf_diags_release(&d);
+    nf_strbuf_release(&sb);
 }
 
 /* Independent nodes keep file order; a node waits for its last producer. */
