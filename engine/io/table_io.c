@@ -186,6 +186,40 @@ oom:
     return NF_FAIL(err, NF_ENOMEM, "cannot read '%s': out of memory", path);
 }
 
+static int compare_names(const void *a, const void *b, void *names)
+{
+    char *const *n = names;
+    size_t ia = *(const size_t *)a, ib = *(const size_t *)b;
+    int c = strcmp(n[ia], n[ib]);
+    return c ? c : (ia > ib) - (ia < ib);
+}
+
+/* The first column name (in column order) that appears again, and where:
+ * sorted, so that a table of 100,000 columns is not checked pair by pair.
+ * Returns false when every name is unique. */
+static bool find_repeated_name(char *const *names, size_t n, size_t *first, size_t *again,
+                               bool *oom)
+{
+    size_t *order = malloc((n + 1) * sizeof *order);
+    bool found = false;
+    *oom = !order;
+    if (!order)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        order[i] = i;
+    qsort_r(order, n, sizeof *order, compare_names, (void *)names);
+    for (size_t i = 1; i < n; i++)
+        if (strcmp(names[order[i - 1]], names[order[i]]) == 0 &&
+            (i < 2 || strcmp(names[order[i - 2]], names[order[i]]) != 0) &&
+            (!found || order[i - 1] < *first)) {
+            *first = order[i - 1];   /* a name's first two columns, ties by index */
+            *again = order[i];
+            found = true;
+        }
+    free(order);
+    return found;
+}
+
 /* Read and split a table file; checks that there is a header and data rows and
  * that column names are unique. */
 static int load_cells(const char *path, struct cells *t, struct nf_error *err)
@@ -214,14 +248,18 @@ static int load_cells(const char *path, struct cells *t, struct nf_error *err)
         rc = NF_FAIL(err, NF_EDATA, "cannot read '%s': no data rows after the header", path);
         goto fail;
     }
-    for (size_t a = 0; a < t->n_cols; a++)
-        for (size_t b = a + 1; b < t->n_cols; b++)
-            if (strcmp(t->cell[a], t->cell[b]) == 0) {
-                rc = NF_FAIL(err, NF_EDATA,
-                             "cannot read '%s': column name '%s' appears twice "
-                             "(columns %zu and %zu)", path, t->cell[a], a + 1, b + 1);
-                goto fail;
-            }
+    size_t a = 0, b = 0;
+    bool oom;
+    if (find_repeated_name(t->cell, t->n_cols, &a, &b, &oom)) {
+        rc = NF_FAIL(err, NF_EDATA,
+                     "cannot read '%s': column name '%s' appears twice "
+                     "(columns %zu and %zu)", path, t->cell[a], a + 1, b + 1);
+        goto fail;
+    }
+    if (oom) {
+        rc = NF_FAIL(err, NF_ENOMEM, "cannot read '%s': out of memory", path);
+        goto fail;
+    }
     return 0;
 fail:
     cells_release(t);

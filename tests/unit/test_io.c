@@ -804,6 +804,35 @@ static void test_special_files_refused(void **state)
     alarm(0);
 }
 
+/* Repeated column names: the first name (in column order) that repeats, with
+ * its first two columns; many unique columns are checked quickly (sorted, not
+ * pair by pair). */
+static void test_table_repeated_columns(void **state)
+{
+    (void)state;
+    struct nf_error err = { 0 };
+    write_text(tmp_path("rep.tsv"), "a\tb\tc\tb\ta\n1\t2\t3\t4\t5\n");
+    assert_null(nf_table_read(tmp_path("rep.tsv"), NULL, 0, &err));
+    assert_int_equal(err.code, NF_EDATA);
+    if (!strstr(err.msg, "column name 'a' appears twice (columns 1 and 5)"))
+        fail_msg("%s", err.msg);
+
+    enum { WIDE = 50000 };
+    struct nf_strbuf sb;
+    nf_strbuf_init(&sb);
+    for (int r = 0; r < 2; r++)
+        for (int c = 0; c < WIDE; c++)
+            nf_strbuf_addf(&sb, r ? "%d%s" : "v%d%s", c, c + 1 < WIDE ? "\t" : "\n");
+    assert_false(sb.oom);
+    write_text(tmp_path("wide.tsv"), sb.buf);
+    nf_strbuf_release(&sb);
+    memset(&err, 0, sizeof err);
+    int64_t rows = 0, cols = 0;
+    assert_int_equal(nf_table_read_info(tmp_path("wide.tsv"), NULL, 0, &rows, &cols, &err), 0);
+    assert_int_equal(rows, 1);
+    assert_int_equal(cols, WIDE);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -827,6 +856,7 @@ int main(void)
         cmocka_unit_test(test_npy_rejects),
         cmocka_unit_test(test_file_format_of),
         cmocka_unit_test(test_special_files_refused),
+        cmocka_unit_test(test_table_repeated_columns),
         cmocka_unit_test(test_nifti_write_refuses_float_overflow),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
