@@ -7,6 +7,8 @@
 #                      an ASan+UBSan build in a second folder)
 #   ./build.sh build   install what is missing and build only
 #
+# `make -C build fuzz` builds the libFuzzer targets (tests/fuzz/README.md).
+#
 # Build folders: build/ (plain) and build-asan/ (sanitizers). Set NLFLOW_NO_ASAN=1
 # to skip the sanitizer pass of `check` during quick local iterations.
 set -euo pipefail
@@ -15,7 +17,8 @@ ROOT=$(pwd)
 
 PACKAGES=(build-essential autoconf automake pkg-config git
           libyaml-dev libsqlite3-dev libopenblas-dev libnifti2-dev zlib1g-dev
-          libzstd-dev libxxhash-dev libcmocka-dev libpng-dev mricron-data)
+          libzstd-dev libxxhash-dev libcmocka-dev libpng-dev mricron-data
+          clang libclang-rt-14-dev)   # the last two: `make fuzz` and its smoke test
 
 log() { printf '==> %s\n' "$*" >&2; }
 

@@ -93,6 +93,40 @@ static int fail_with(const struct nf_error *err)
     return nf_err_exit_status(err->code);
 }
 
+/* --memory: a plain decimal number (no sign, hex or exponent: "0x10" and
+ * "1e-9GiB" are typos, not budgets) with an optional unit, at least 1 MiB;
+ * -1 otherwise. */
+static int64_t parse_memory_option(const char *s)
+{
+    const char *p = s;
+    while (*p >= '0' && *p <= '9')
+        p++;
+    if (p == s)
+        return -1;
+    if (*p == '.') {
+        const char *frac = ++p;
+        while (*p >= '0' && *p <= '9')
+            p++;
+        if (p == frac)
+            return -1;
+    }
+    while (*p == ' ')
+        p++;
+    if (*p && !((*p | 32) >= 'a' && (*p | 32) <= 'z'))   /* a unit, or nothing */
+        return -1;
+    int64_t bytes = nf_parse_size(s);
+    return bytes >= (int64_t)1 << 20 ? bytes : -1;
+}
+
+/* --threads: digits only ("4", not " 4" or "+4"). */
+static bool parse_threads_option(const char *s, int64_t *out)
+{
+    for (const char *p = s; *p; p++)
+        if (*p < '0' || *p > '9')
+            return false;
+    return *s && nf_parse_int64(s, out);
+}
+
 struct cli_opts {
     const char *pipeline;
     struct nf_overrides ov;
@@ -131,13 +165,14 @@ static int parse_run_opts(int argc, char **argv, struct cli_opts *o)
             else return usage_error("--device must be cpu, gpu or auto (got '%s')", val);
         } else if (strcmp(a, "--memory") == 0) {
             NEED_VALUE();
-            o->ov.memory = nf_parse_size(val);
+            o->ov.memory = parse_memory_option(val);
             if (o->ov.memory <= 0)
-                return usage_error("--memory must be a size such as 8GiB (got '%s')", val);
+                return usage_error("--memory must be a size of at least 1MiB such as 8GiB or 512MiB "
+                                   "(got '%s')", val);
         } else if (strcmp(a, "--threads") == 0) {
             NEED_VALUE();
             int64_t t;
-            if (!nf_parse_int64(val, &t) || t < 0 || t > 4096)
+            if (!parse_threads_option(val, &t) || t < 0 || t > 4096)
                 return usage_error("--threads must be an integer between 0 and 4096 (got '%s')", val);
             o->ov.threads = (int)t;
         } else if (strcmp(a, "--json") == 0) {

@@ -1,12 +1,15 @@
 /* make-fixtures.c — writes the small data files the golden failure tests read
  * (tests/fail/): a 3D and a 4D volume, matching / shifted / empty masks, a
  * truncated .nii.gz and a design table, all on a 6x5x4 grid, and a mask on a
- * 9x8x6 grid of 2 mm voxels (another grid). Usage:
+ * 9x8x6 grid of 2 mm voxels (another grid), and two special files named like
+ * inputs (a FIFO fifo.nii, a link urandom.tsv to /dev/urandom) that readers
+ * must refuse rather than block on or read without end. Usage:
  *     make-fixtures DIR
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "io/io.h"
@@ -90,5 +93,12 @@ int main(int argc, char **argv)
         return 1;
     }
     free(tsv);
+    char *fifo = nf_path_join(dir, "fifo.nii"), *device = nf_path_join(dir, "urandom.tsv");
+    if (mkfifo(fifo, 0600) != 0 || symlink("/dev/urandom", device) != 0) {
+        perror("make-fixtures: special files");
+        return 1;
+    }
+    free(fifo);
+    free(device);
     return 0;
 }

@@ -764,7 +764,8 @@ fail:
 
 static int open_regular(const char *path, struct stat *st, struct nf_error *err)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer (fstat refuses it) */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
         return NF_FAIL(err, NF_EIO, "cannot read '%s': %s", path, strerror(errno));
     if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {

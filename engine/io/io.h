@@ -17,6 +17,14 @@
 #include "core/error.h"
 #include "core/value.h"
 
+/* What kind of special file mode is ("a FIFO", "a character device", ...), or
+ * NULL for a regular file or a folder. Readers refuse special files: opening a
+ * FIFO blocks until someone writes to it, and a device such as /dev/urandom
+ * never ends. Folders keep their own messages. */
+const char *nf_special_file_kind(unsigned mode);
+/* NF_EIO naming path when it (after symbolic links) is a special file. */
+int nf_refuse_special_file(const char *path, struct nf_error *err);
+
 enum nf_file_format { NF_FMT_UNKNOWN = 0, NF_FMT_NIFTI, NF_FMT_TABLE, NF_FMT_NPY };
 /* From the file name: .nii/.nii.gz -> NIFTI, .tsv/.csv/.txt -> TABLE, .npy -> NPY. */
 enum nf_file_format nf_file_format_of(const char *path);

@@ -15,6 +15,7 @@
  * file in the same folder that is renamed over the final name on success.
  */
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -153,6 +154,9 @@ static int open_header(const char *path, nifti_image **out, int *version,
     if (S_ISDIR(st.st_mode))
         return NF_FAIL(err, NF_EIO, "cannot read '%s': is a folder, expected a NIfTI file",
                        path);
+    if (nf_special_file_kind(st.st_mode))
+        return NF_FAIL(err, NF_EIO, "cannot read '%s': it is %s, not a regular file", path,
+                       nf_special_file_kind(st.st_mode));
 
     NF_TRY(rc = precheck_header(path, err));
     /* check = 0: with 1, 3.0.1 prints "looks bad" on stderr even for headers
@@ -713,6 +717,20 @@ int nf_nifti_write_labelled(const char *path, const struct nf_grid *grid, int64_
             if (!isfinite(grid->affine[r][c])) {
                 rc = NF_FAIL(err, NF_EDATA, "cannot write '%s': affine has non-finite entries",
                              path);
+                goto fail;
+            }
+    /* NIfTI-1 keeps the affine (srow_*, qoffset_*) and the voxel sizes in
+     * float32: a larger finite double would be written as inf, a file that
+     * no reader, nlflow's included, then accepts. */
+    for (int r = 0; r < 3; r++)
+        for (int c = 0; c < 4; c++)
+            if (fabs(grid->affine[r][c]) > FLT_MAX ||
+                (c < 3 && hypot(hypot(grid->affine[0][c], grid->affine[1][c]),
+                                grid->affine[2][c]) > FLT_MAX)) {
+                rc = NF_FAIL(err, NF_EDATA, "cannot write '%s': affine entry [%d][%d] = %g "
+                             "(or its column's length) is beyond the float32 range of a "
+                             "NIfTI-1 header (at most %g)", path, r, c, grid->affine[r][c],
+                             (double)FLT_MAX);
                 goto fail;
             }
     fill_header(&hdr, grid, nt, l);

@@ -30,6 +30,30 @@
 #error "the .npy reader and writer assume a little-endian host"
 #endif
 
+const char *nf_special_file_kind(unsigned mode)
+{
+    if (S_ISREG(mode) || S_ISDIR(mode))
+        return NULL;
+    if (S_ISFIFO(mode))
+        return "a FIFO";
+    if (S_ISCHR(mode))
+        return "a character device";
+    if (S_ISBLK(mode))
+        return "a block device";
+    if (S_ISSOCK(mode))
+        return "a socket";
+    return "not a regular file";
+}
+
+int nf_refuse_special_file(const char *path, struct nf_error *err)
+{
+    struct stat st;
+    const char *kind;
+    if (stat(path, &st) != 0 || !(kind = nf_special_file_kind(st.st_mode)))
+        return 0;   /* missing or unreadable: the reader's own open says why */
+    return NF_FAIL(err, NF_EIO, "cannot read '%s': it is %s, not a regular file", path, kind);
+}
+
 enum nf_file_format nf_file_format_of(const char *path)
 {
     if (!path)
@@ -162,6 +186,40 @@ oom:
     return NF_FAIL(err, NF_ENOMEM, "cannot read '%s': out of memory", path);
 }
 
+static int compare_names(const void *a, const void *b, void *names)
+{
+    char *const *n = names;
+    size_t ia = *(const size_t *)a, ib = *(const size_t *)b;
+    int c = strcmp(n[ia], n[ib]);
+    return c ? c : (ia > ib) - (ia < ib);
+}
+
+/* The first column name (in column order) that appears again, and where:
+ * sorted, so that a table of 100,000 columns is not checked pair by pair.
+ * Returns false when every name is unique. */
+static bool find_repeated_name(char *const *names, size_t n, size_t *first, size_t *again,
+                               bool *oom)
+{
+    size_t *order = malloc((n + 1) * sizeof *order);
+    bool found = false;
+    *oom = !order;
+    if (!order)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        order[i] = i;
+    qsort_r(order, n, sizeof *order, compare_names, (void *)names);
+    for (size_t i = 1; i < n; i++)
+        if (strcmp(names[order[i - 1]], names[order[i]]) == 0 &&
+            (i < 2 || strcmp(names[order[i - 2]], names[order[i]]) != 0) &&
+            (!found || order[i - 1] < *first)) {
+            *first = order[i - 1];   /* a name's first two columns, ties by index */
+            *again = order[i];
+            found = true;
+        }
+    free(order);
+    return found;
+}
+
 /* Read and split a table file; checks that there is a header and data rows and
  * that column names are unique. */
 static int load_cells(const char *path, struct cells *t, struct nf_error *err)
@@ -170,6 +228,8 @@ static int load_cells(const char *path, struct cells *t, struct nf_error *err)
     int rc;
 
     memset(t, 0, sizeof *t);
+    if (nf_refuse_special_file(path, err) < 0)
+        return err->code;
     t->buf = nf_read_file(path, &len, err);
     if (!t->buf)
         return err->code ? err->code : NF_EIO;
@@ -188,14 +248,18 @@ static int load_cells(const char *path, struct cells *t, struct nf_error *err)
         rc = NF_FAIL(err, NF_EDATA, "cannot read '%s': no data rows after the header", path);
         goto fail;
     }
-    for (size_t a = 0; a < t->n_cols; a++)
-        for (size_t b = a + 1; b < t->n_cols; b++)
-            if (strcmp(t->cell[a], t->cell[b]) == 0) {
-                rc = NF_FAIL(err, NF_EDATA,
-                             "cannot read '%s': column name '%s' appears twice "
-                             "(columns %zu and %zu)", path, t->cell[a], a + 1, b + 1);
-                goto fail;
-            }
+    size_t a = 0, b = 0;
+    bool oom;
+    if (find_repeated_name(t->cell, t->n_cols, &a, &b, &oom)) {
+        rc = NF_FAIL(err, NF_EDATA,
+                     "cannot read '%s': column name '%s' appears twice "
+                     "(columns %zu and %zu)", path, t->cell[a], a + 1, b + 1);
+        goto fail;
+    }
+    if (oom) {
+        rc = NF_FAIL(err, NF_ENOMEM, "cannot read '%s': out of memory", path);
+        goto fail;
+    }
     return 0;
 fail:
     cells_release(t);
@@ -626,8 +690,10 @@ static int npy_parse_header(const char *path, FILE *fp, struct npy_header *h,
     }
     {
         int64_t n;
+        /* at most INT64_MAX / 8 elements: their byte count plus the header's
+         * then stays below 2^63, so the size checks below cannot wrap */
         if (__builtin_mul_overflow(h->rows, h->cols, &n) ||
-            (uint64_t)n > SIZE_MAX / 8) {
+            (uint64_t)n > (uint64_t)INT64_MAX / 8 || (uint64_t)n > SIZE_MAX / 8) {
             rc = NF_FAIL(err, NF_EDATA, "cannot read '%s': .npy array is too large (shape %s)",
                          path, shape_text);
             goto fail;
@@ -649,10 +715,13 @@ fail:
 /* Open, parse and check the file is long enough for its data. */
 static int npy_open(const char *path, FILE **out, struct npy_header *h, struct nf_error *err)
 {
-    FILE *fp = fopen(path, "rb");
+    FILE *fp;
     struct stat st;
     int rc;
 
+    if (nf_refuse_special_file(path, err) < 0)
+        return err->code;
+    fp = fopen(path, "rb");
     if (!fp)
         return NF_FAIL(err, NF_EIO, "cannot read '%s': %s", path, strerror(errno));
     NF_TRY(rc = npy_parse_header(path, fp, h, err));
@@ -660,7 +729,8 @@ static int npy_open(const char *path, FILE **out, struct npy_header *h, struct n
         rc = NF_FAIL(err, NF_EIO, "cannot read '%s': %s", path, strerror(errno));
         goto fail;
     }
-    if ((uint64_t)st.st_size < h->data_offset + h->data_bytes) {
+    if ((uint64_t)st.st_size < h->data_offset ||
+        (uint64_t)st.st_size - h->data_offset < h->data_bytes) {
         uint64_t have = (uint64_t)st.st_size > h->data_offset ?
                         (uint64_t)st.st_size - h->data_offset : 0;
         rc = NF_FAIL(err, NF_EIO,

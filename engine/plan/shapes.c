@@ -68,6 +68,19 @@ int nf_resolve_shapes(struct nf_pipeline *p, struct nf_diags *d)
 {
     struct nf_env env;
     nf_pipeline_env(p, &env);
+    /* every node's wanted outputs in one pass over the edges (asking
+     * nf_outputs_wanted node by node scans all edges each time: quadratic) */
+    uint64_t *wanted_by_node = calloc(p->n_nodes + 1, sizeof *wanted_by_node);
+    if (!wanted_by_node) {
+        NF_DIAG(d, NF_ENOMEM, NULL, NULL, "out of memory");
+        return NF_ENOMEM;
+    }
+    for (size_t j = 0; j < p->n_nodes; j++)
+        for (size_t e = 0; e < p->nodes[j].n_edges; e++) {
+            const struct nf_edge *edge = &p->nodes[j].edges[e];
+            if (edge->port != NF_EDGE_AFTER && edge->src_port < 64)
+                wanted_by_node[edge->src] |= 1ull << edge->src_port;
+        }
     for (size_t oi = 0; oi < p->n_nodes; oi++) {
         struct nf_node_inst *node = &p->nodes[p->order[oi]];
         const struct nf_node_type *t = node->type;
@@ -84,6 +97,7 @@ int nf_resolve_shapes(struct nf_pipeline *p, struct nf_diags *d)
         const char **extra_names = calloc(n_extra + 1, sizeof *extra_names);
         if (!node->in_shape || !node->extra_shape || !node->out_shape || !extra_names) {
             free(extra_names);
+            free(wanted_by_node);
             NF_DIAG(d, NF_ENOMEM, NULL, NULL, "out of memory");
             return NF_ENOMEM;
         }
@@ -122,7 +136,7 @@ int nf_resolve_shapes(struct nf_pipeline *p, struct nf_diags *d)
         }
         struct nf_error err = { 0 };
         bool wanted[64];
-        uint64_t wanted_mask = nf_outputs_wanted(p, p->order[oi]);
+        uint64_t wanted_mask = wanted_by_node[p->order[oi]];
         for (size_t o = 0; o < n_out && o < 64; o++)
             wanted[o] = (wanted_mask >> o) & 1;
         struct nf_resolve r = {
@@ -151,6 +165,7 @@ int nf_resolve_shapes(struct nf_pipeline *p, struct nf_diags *d)
                 s->lazy = false;
             }
     }
+    free(wanted_by_node);
     return d->n ? d->v[0].code : 0;
 }
 

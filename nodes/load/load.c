@@ -128,6 +128,9 @@ static int file_must_exist(const char *path, int code, const struct nf_node_inst
     if (S_ISDIR(st.st_mode))
         return NF_FAIL_AT(err, code, nf_node_loc(node), nf_node_id(node),
                           "'%s' is a folder, not a file", path);
+    if (nf_special_file_kind(st.st_mode))   /* a FIFO would block the reader */
+        return NF_FAIL_AT(err, code, nf_node_loc(node), nf_node_id(node),
+                          "'%s' is %s, not a regular file", path, nf_special_file_kind(st.st_mode));
     return 0;
 }
 

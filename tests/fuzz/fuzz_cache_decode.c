@@ -5,19 +5,15 @@
  * bound. A cache file is shared and copied between machines, so its records
  * are input like any other.
  *
- * Build and run by hand (from the repository root, after ./build.sh build):
+ * Built by `make fuzz` (build/fuzz/fuzz_cache_decode; tests/fuzz/README.md);
+ * a longer run: fuzz/fuzz_cache_decode -max_total_time=600 -rss_limit_mb=2048
+ * ../tests/fuzz/corpus/fuzz_cache_decode
  *
- *   clang -g -O1 -fsanitize=fuzzer,address,undefined -I. -Iengine -Inodes \
- *     -I/usr/include/nifti -include build/config.h -D_GNU_SOURCE -pthread \
- *     tests/fuzz/fuzz_cache_decode.c engine/cache/codec.c engine/core/value.c \
- *     engine/core/util.c engine/core/error.c -lzstd -lxxhash -lm -o /tmp/fz
- *   /tmp/fz -max_total_time=600 -rss_limit_mb=2048 tests/fuzz/corpus/cache_decode
- *
- * The seed corpus (tests/fuzz/corpus/cache_decode/) holds valid encodings of
+ * The seed corpus (tests/fuzz/corpus/fuzz_cache_decode/) holds valid encodings of
  * a volume, a matrix with geometry, names and a statistic, and a table with
- * numeric and string columns; rebuild it with the same command plus
- * -DFUZZ_WRITE_SEEDS and without `fuzzer,` in -fsanitize, then
- * `/tmp/seeds tests/fuzz/corpus/cache_decode`.
+ * numeric and string columns; rebuild it by compiling this file with
+ * -DFUZZ_WRITE_SEEDS (and -fsanitize=address,undefined, no fuzzer) against
+ * build/libnlflow.a, then `/tmp/seeds tests/fuzz/corpus/fuzz_cache_decode`.
  *
  * Input layout (all little-endian):
  *   u8 flags       bit 0: recompute the header's checksum (so that mutations

@@ -24,6 +24,7 @@
 
 #include "io/io.h"
 #include "core/util.h"
+#include "cache/cache.h"
 
 static char tmpdir[256];
 
@@ -154,6 +155,38 @@ static void check_round_trip(const char *name, int64_t nt)
     assert_int_equal(info.datatype, DT_FLOAT32);
     assert_int_equal(info.nt, nt);
     free(data);
+}
+
+/* A finite affine beyond float32 range cannot be stored in NIfTI-1's float
+ * header: the write is refused (it used to write inf, which the reader then
+ * refused), and nothing is left behind. Just inside the range still works. */
+static void test_nifti_write_refuses_float_overflow(void **state)
+{
+    (void)state;
+    struct nf_grid g;
+    struct nf_error err = { 0 };
+    float data[2 * 2 * 2] = { 0 };
+    make_grid(&g, 2, 2, 2);
+    g.affine[0][3] = 1e39;
+    assert_true(nf_nifti_write(tmp_path("far.nii"), &g, 1, data, 0, NULL, &err) < 0);
+    assert_int_equal(err.code, NF_EDATA);
+    assert_non_null(strstr(err.msg, "float32"));
+    assert_int_equal(access(tmp_path("far.nii"), F_OK), -1);
+
+    make_grid(&g, 2, 2, 2);
+    g.affine[1][0] = 3e38;   /* each entry fits; the column's length does not */
+    g.affine[2][0] = 3e38;
+    memset(&err, 0, sizeof err);
+    assert_true(nf_nifti_write(tmp_path("long.nii"), &g, 1, data, 0, NULL, &err) < 0);
+    assert_non_null(strstr(err.msg, "float32"));
+
+    make_grid(&g, 2, 2, 2);
+    g.affine[0][3] = 1e30;
+    memset(&err, 0, sizeof err);
+    assert_int_equal(nf_nifti_write(tmp_path("near.nii"), &g, 1, data, 0, NULL, &err), 0);
+    struct nf_nifti_info info;
+    assert_int_equal(nf_nifti_read_info(tmp_path("near.nii"), &info, &err), 0);
+    assert_true(info.grid.affine[0][3] == (double)1e30f);
 }
 
 static void test_nifti_round_trip_3d(void **state)
@@ -701,6 +734,19 @@ static void test_npy_rejects(void **state)
     assert_non_null(strstr(err.msg, "t.npy"));
     assert_non_null(strstr(err.msg, "expected 32 bytes of array data, got 12"));
 
+    /* A shape whose byte count wraps past 2^64 once the header is added
+     * (8 * (2^61 - 1) + 128): refused by the reader itself, not read. */
+    write_npy(tmp_path("huge.npy"), 1,
+              "{'descr': '<f8', 'fortran_order': False, 'shape': (1, 2305843009213693951), }\n",
+              f4, sizeof f4);
+    int64_t r = 0, c = 0;
+    memset(&err, 0, sizeof err);
+    assert_true(nf_npy_read_info(tmp_path("huge.npy"), &r, &c, &err) < 0);
+    assert_non_null(strstr(err.msg, "too large"));
+    memset(&err, 0, sizeof err);
+    assert_null(nf_npy_read(tmp_path("huge.npy"), &err));
+    assert_int_equal(err.code, NF_EDATA);
+
     /* Truncated inside the header. */
     write_text(tmp_path("h.npy"), "\x93NUMPY\x01");
     memset(&err, 0, sizeof err);
@@ -717,6 +763,74 @@ static void test_file_format_of(void **state)
     assert_int_equal(nf_file_format_of("e.csv"), NF_FMT_TABLE);
     assert_int_equal(nf_file_format_of("x.npy"), NF_FMT_NPY);
     assert_int_equal(nf_file_format_of("x.mat"), NF_FMT_UNKNOWN);
+}
+
+/* ---- special files ---- */
+
+/* A FIFO or a device named like an input is refused by every reader and by
+ * file hashing, naming what it is: before, opening the FIFO blocked for ever
+ * and /dev/urandom was read until memory ran out (the alarm turns either
+ * into a failure). */
+static void test_special_files_refused(void **state)
+{
+    (void)state;
+    static const char *const names[] = { "fifo.nii", "fifo.npy", "fifo.tsv",
+                                          "random.nii", "random.npy", "random.tsv" };
+    struct nf_error err = { 0 };
+    int64_t rows, cols;
+    struct nf_nifti_info info;
+    struct nf_key key;
+    alarm(60);
+    for (size_t i = 0; i < 3; i++)
+        assert_int_equal(mkfifo(tmp_path(names[i]), 0600), 0);
+    for (size_t i = 3; i < 6; i++)
+        assert_int_equal(symlink("/dev/urandom", tmp_path(names[i])), 0);
+    for (size_t i = 0; i < 6; i++) {
+        const char *path = tmp_path(names[i]), *kind = i < 3 ? "a FIFO" : "a character device";
+        memset(&err, 0, sizeof err);
+        if (strstr(path, ".nii"))
+            assert_true(nf_nifti_read_info(path, &info, &err) < 0);
+        else if (strstr(path, ".npy"))
+            assert_true(nf_npy_read_info(path, &rows, &cols, &err) < 0);
+        else
+            assert_null(nf_table_read(path, NULL, 0, &err));
+        assert_int_equal(err.code, NF_EIO);
+        if (!strstr(err.msg, kind) || !strstr(err.msg, names[i]))
+            fail_msg("%s: %s", names[i], err.msg);
+        memset(&err, 0, sizeof err);
+        assert_true(nf_file_hash(path, &key, &err) < 0);
+        assert_non_null(strstr(err.msg, "not a regular file"));
+    }
+    alarm(0);
+}
+
+/* Repeated column names: the first name (in column order) that repeats, with
+ * its first two columns; many unique columns are checked quickly (sorted, not
+ * pair by pair). */
+static void test_table_repeated_columns(void **state)
+{
+    (void)state;
+    struct nf_error err = { 0 };
+    write_text(tmp_path("rep.tsv"), "a\tb\tc\tb\ta\n1\t2\t3\t4\t5\n");
+    assert_null(nf_table_read(tmp_path("rep.tsv"), NULL, 0, &err));
+    assert_int_equal(err.code, NF_EDATA);
+    if (!strstr(err.msg, "column name 'a' appears twice (columns 1 and 5)"))
+        fail_msg("%s", err.msg);
+
+    enum { WIDE = 50000 };
+    struct nf_strbuf sb;
+    nf_strbuf_init(&sb);
+    for (int r = 0; r < 2; r++)
+        for (int c = 0; c < WIDE; c++)
+            nf_strbuf_addf(&sb, r ? "%d%s" : "v%d%s", c, c + 1 < WIDE ? "\t" : "\n");
+    assert_false(sb.oom);
+    write_text(tmp_path("wide.tsv"), sb.buf);
+    nf_strbuf_release(&sb);
+    memset(&err, 0, sizeof err);
+    int64_t rows = 0, cols = 0;
+    assert_int_equal(nf_table_read_info(tmp_path("wide.tsv"), NULL, 0, &rows, &cols, &err), 0);
+    assert_int_equal(rows, 1);
+    assert_int_equal(cols, WIDE);
 }
 
 int main(void)
@@ -741,6 +855,9 @@ int main(void)
         cmocka_unit_test(test_npy_f8_hand_written),
         cmocka_unit_test(test_npy_rejects),
         cmocka_unit_test(test_file_format_of),
+        cmocka_unit_test(test_special_files_refused),
+        cmocka_unit_test(test_table_repeated_columns),
+        cmocka_unit_test(test_nifti_write_refuses_float_overflow),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
