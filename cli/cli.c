@@ -698,6 +698,7 @@ int main(int argc, char **argv)
      * system when freed; glibc's default raises this threshold after the first
      * large free, after which a streamed run's freed subjects stay resident. */
     mallopt(M_MMAP_THRESHOLD, 1 << 20);
+    nf_alloc_init();   /* NLFLOW_FAIL_ALLOC and SQLite's allocator, once */
     if (argc < 2) {
         fputs(usage_text, stderr);
         return 2;

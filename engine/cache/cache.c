@@ -72,6 +72,7 @@
 #endif
 #include <sqlite3.h>
 #include <xxhash.h>
+#define ZSTD_STATIC_LINKING_ONLY   /* ZSTD_customMem: zstd allocates through alloc.h */
 #include <zstd.h>
 
 #include "cache.h"
@@ -588,6 +589,7 @@ int nf_cache_open(const char *path, const struct nf_cache_opts *o, struct nf_cac
     int flags = (ro && *ro && strcmp(ro, "0") != 0)
                     ? SQLITE_OPEN_READONLY
                     : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+    nf_alloc_init();   /* SQLite allocates through alloc.h: before it initialises */
     /* NOMUTEX: this struct's own mutex serialises the connection */
     rc = sqlite3_open_v2(path, &c->db, flags | SQLITE_OPEN_NOMUTEX, NULL);
     if (rc != SQLITE_OK) {
@@ -643,8 +645,9 @@ int nf_cache_open(const char *path, const struct nf_cache_opts *o, struct nf_cac
             goto fail;
     }
 
-    c->cctx = ZSTD_createCCtx();
-    c->dctx = ZSTD_createDCtx();
+    const ZSTD_customMem zstd_mem = { nf_zstd_alloc, nf_zstd_free, NULL };
+    c->cctx = ZSTD_createCCtx_advanced(zstd_mem);
+    c->dctx = ZSTD_createDCtx_advanced(zstd_mem);
     c->packed_cap = ZSTD_compressBound(CHUNK_BYTES);
     c->planes = malloc(CHUNK_BYTES);
     c->scratch = malloc(CHUNK_BYTES);

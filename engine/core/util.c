@@ -1,4 +1,4 @@
-/* util.c — allocation, string buffers, paths, atomic file output, sizes,
+/* util.c — string buffers, paths, atomic file output, sizes,
  * clocks, logging and a small deterministic RNG (see util.h).
  */
 #include <ctype.h>
@@ -17,45 +17,6 @@
 #include <unistd.h>
 
 #include "util.h"
-
-void *nf_malloc(size_t n) { return malloc(n ? n : 1); }
-void *nf_calloc(size_t n, size_t size) { return calloc(n ? n : 1, size ? size : 1); }
-void *nf_realloc(void *p, size_t n) { return realloc(p, n ? n : 1); }
-
-char *nf_strdup(const char *s)
-{
-    return s ? strdup(s) : NULL;
-}
-
-char *nf_strndup(const char *s, size_t n)
-{
-    return s ? strndup(s, n) : NULL;
-}
-
-char *nf_asprintf(const char *fmt, ...)
-{
-    va_list ap;
-    char *out = NULL;
-    va_start(ap, fmt);
-    if (vasprintf(&out, fmt, ap) < 0)
-        out = NULL;
-    va_end(ap);
-    return out;
-}
-
-float *nf_alloc_floats(size_t n)
-{
-    void *p = NULL;
-    if (n > SIZE_MAX / sizeof(float) - 64)
-        return NULL;
-    size_t bytes = (n * sizeof(float) + 63) & ~(size_t)63;
-    if (posix_memalign(&p, 64, bytes ? bytes : 64) != 0)
-        return NULL;
-    memset(p, 0, bytes ? bytes : 64);
-    return p;
-}
-
-void nf_free_aligned(void *p) { free(p); }
 
 /* ---- strbuf ---- */
 void nf_strbuf_init(struct nf_strbuf *sb) { memset(sb, 0, sizeof *sb); }
