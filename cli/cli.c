@@ -93,7 +93,7 @@ static int parse_run_opts(int argc, char **argv, struct cli_opts *o)
     o->ov.device = -1;
     o->ov.memory = -1;
     o->ov.threads = -1;
-    o->ov.set = calloc((size_t)argc + 1, sizeof(char *));
+    o->ov.set = nf_calloc((size_t)argc + 1, sizeof(char *));
     if (!o->ov.set)
         return 1;
     for (int i = 0; i < argc; i++) {
@@ -157,7 +157,7 @@ static char *cache_file(const struct nf_pipeline *p, const struct cli_opts *o)
 {
     if (o->no_cache || (!o->cache_path && strcmp(p->settings.cache, "off") == 0))
         return NULL;
-    return o->cache_path ? strdup(o->cache_path) : nf_path_join(p->dir, p->settings.cache);
+    return o->cache_path ? nf_strdup(o->cache_path) : nf_path_join(p->dir, p->settings.cache);
 }
 
 /* Open the cache for a run. A cache that cannot be used is a warning (the run
@@ -193,7 +193,7 @@ static int explain(const struct nf_pipeline *p, const struct cli_opts *o, FILE *
     struct nf_error err = { 0 };
     struct nf_cache *cache = NULL;
     char *path = cache_file(p, o);
-    struct nf_node_keys *keys = calloc(p->n_nodes + 1, sizeof *keys);
+    struct nf_node_keys *keys = nf_calloc(p->n_nodes + 1, sizeof *keys);
     int status = 0;
     if (!keys) {
         free(path);
@@ -534,7 +534,7 @@ static int cmd_simulate(int argc, char **argv)
             goto fail;
         }
     }
-    abs_out = realpath(out, NULL);
+    abs_out = nf_realpath(out);
     if (!abs_out)
         goto fail;
     nf_strbuf_addf(&sb, "    write: ");
@@ -619,7 +619,7 @@ static int cmd_cache(int argc, char **argv)
      * unless --cache says otherwise */
     char *pipeline_abs = NULL, *beside = NULL;
     if (pipeline) {
-        if (!(pipeline_abs = realpath(pipeline, NULL))) {
+        if (!(pipeline_abs = nf_realpath(pipeline))) {
             fprintf(stderr, "nlflow: error: cannot find pipeline '%s': %s\n", pipeline, strerror(errno));
             return 1;
         }

@@ -572,7 +572,7 @@ int nf_cache_open(const char *path, const struct nf_cache_opts *o, struct nf_cac
 {
     int rc;
     *out = NULL;
-    struct nf_cache *c = calloc(1, sizeof *c);
+    struct nf_cache *c = nf_calloc(1, sizeof *c);
     if (!c || !(c->path = nf_strdup(path))) {
         free(c);
         return NF_FAIL(err, NF_ENOMEM, "out of memory");
@@ -649,9 +649,9 @@ int nf_cache_open(const char *path, const struct nf_cache_opts *o, struct nf_cac
     c->cctx = ZSTD_createCCtx_advanced(zstd_mem);
     c->dctx = ZSTD_createDCtx_advanced(zstd_mem);
     c->packed_cap = ZSTD_compressBound(CHUNK_BYTES);
-    c->planes = malloc(CHUNK_BYTES);
-    c->scratch = malloc(CHUNK_BYTES);
-    c->packed = malloc(c->packed_cap);
+    c->planes = nf_malloc(CHUNK_BYTES);
+    c->scratch = nf_malloc(CHUNK_BYTES);
+    c->packed = nf_malloc(c->packed_cap);
     if (!c->cctx || !c->dctx || !c->planes || !c->scratch || !c->packed) {
         rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
         goto fail;
@@ -704,7 +704,7 @@ static void put_raw(struct bytes *b, const void *src, size_t n)
         size_t cap = b->cap ? b->cap * 2 : 256;
         while (cap < b->len + n)
             cap *= 2;
-        uint8_t *p = realloc(b->p, cap);
+        uint8_t *p = nf_realloc(b->p, cap);
         if (!p) {
             b->oom = true;
             return;
@@ -889,7 +889,7 @@ static bool mul_ok(uint64_t a, uint64_t b, uint64_t *out)
 
 static int add_segment(struct layout *L, uint32_t elem, uint64_t bytes, const void *src, void *dst)
 {
-    struct segment *s = realloc(L->segs, (L->n_segs + 1) * sizeof *s);
+    struct segment *s = nf_realloc(L->segs, (L->n_segs + 1) * sizeof *s);
     if (!s)
         return NF_ENOMEM;
     L->segs = s;
@@ -943,7 +943,7 @@ static int get_extras(struct reader *r, struct layout *L, int64_t matrix_rows)
             int64_t n = get_i64(r);
             if (r->bad || L->kind != NF_KIND_MATRIX || n != matrix_rows || (uint64_t)n > r->len / 4)
                 return 1;
-            char **names = calloc((size_t)(n ? n : 1), sizeof *names);
+            char **names = nf_calloc((size_t)(n ? n : 1), sizeof *names);
             if (!names)
                 return NF_ENOMEM;
             for (int64_t k = 0; k < n; k++)
@@ -1166,7 +1166,7 @@ static int layout_from_header(const uint8_t *hdr, size_t len, bool build, struct
         if (has_names) {
             if ((uint64_t)cols > r.len / 4)
                 goto undecodable;
-            if (!(names = calloc((size_t)(cols ? cols : 1), sizeof *names)))
+            if (!(names = nf_calloc((size_t)(cols ? cols : 1), sizeof *names)))
                 goto oom;
             n_names = cols;
             for (int64_t k = 0; k < cols; k++)
@@ -1178,8 +1178,8 @@ static int layout_from_header(const uint8_t *hdr, size_t len, bool build, struct
         }
         if (build) {
             if (has_geom) {
-                if (!(geom = calloc(1, sizeof *geom)) ||
-                    !(geom->index = malloc((size_t)(n_voxels ? n_voxels : 1) * sizeof *geom->index)))
+                if (!(geom = nf_calloc(1, sizeof *geom)) ||
+                    !(geom->index = nf_malloc((size_t)(n_voxels ? n_voxels : 1) * sizeof *geom->index)))
                     goto oom;
                 geom->refcount = 1;
                 geom->grid = g;
@@ -1203,8 +1203,8 @@ static int layout_from_header(const uint8_t *hdr, size_t len, bool build, struct
         if (r.bad || rows < 0 || cols < 0 || (uint64_t)cols > r.len ||
             !mul_ok((uint64_t)rows, 8, &num_bytes))
             goto undecodable;
-        if (!(names = calloc((size_t)(cols ? cols : 1), sizeof *names)) ||
-            !(numeric = calloc((size_t)(cols ? cols : 1), sizeof *numeric)))
+        if (!(names = nf_calloc((size_t)(cols ? cols : 1), sizeof *names)) ||
+            !(numeric = nf_calloc((size_t)(cols ? cols : 1), sizeof *numeric)))
             goto oom;
         n_names = cols;
         bool any_strings = false;
@@ -1224,7 +1224,7 @@ static int layout_from_header(const uint8_t *hdr, size_t len, bool build, struct
             if (next >= L->n_segs || L->segs[next].elem != 1)
                 goto undecodable;
             L->strings_bytes = L->segs[next].bytes;
-            if (build && !(L->strings = malloc(L->strings_bytes ? L->strings_bytes : 1)))
+            if (build && !(L->strings = nf_malloc(L->strings_bytes ? L->strings_bytes : 1)))
                 goto oom;
             L->segs[next++].dst = L->strings;
         }
@@ -1240,10 +1240,10 @@ static int layout_from_header(const uint8_t *hdr, size_t len, bool build, struct
                 names[k] = NULL;
                 col->numeric = numeric[k];
                 if (col->numeric) {
-                    if (!(col->num = malloc(num_bytes ? num_bytes : 1)))
+                    if (!(col->num = nf_malloc(num_bytes ? num_bytes : 1)))
                         goto oom;
                     L->segs[s++].dst = col->num;
-                } else if (!(col->str = calloc((size_t)(rows ? rows : 1), sizeof *col->str))) {
+                } else if (!(col->str = nf_calloc((size_t)(rows ? rows : 1), sizeof *col->str))) {
                     goto oom;
                 }
             }
@@ -1410,7 +1410,7 @@ int nf_cache_get(struct nf_cache *c, struct nf_key key, struct nf_value **out, s
         goto fail;
     }
     hdr_len = (size_t)sqlite3_column_bytes(st, 0);
-    hdr = malloc(hdr_len ? hdr_len : 1);
+    hdr = nf_malloc(hdr_len ? hdr_len : 1);
     node_id = nf_strdup(column_text(st, 1));
     label = nf_strdup(column_text(st, 2));
     used = sqlite3_column_int64(st, 3);
@@ -1591,7 +1591,7 @@ fail:
 static int hash_fd(int fd, const char *path, struct nf_key *out, uint64_t *n_read,
                    struct nf_error *err)
 {
-    uint8_t *buf = malloc(HASH_READ_BYTES);
+    uint8_t *buf = nf_malloc(HASH_READ_BYTES);
     XXH3_state_t *state = XXH3_createState();
     int rc = 0;
     *n_read = 0;
@@ -1827,7 +1827,7 @@ int nf_cache_ckpt_put(struct nf_cache *c, struct nf_key key, int64_t index, cons
     size_t cap = 0;
     for (size_t off = 0; off < bytes; off += CHUNK_BYTES)
         cap += ZSTD_compressBound(bytes - off < CHUNK_BYTES ? bytes - off : CHUNK_BYTES);
-    if (!(blob = malloc(cap ? cap : 1))) {
+    if (!(blob = nf_malloc(cap ? cap : 1))) {
         rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
         goto fail;
     }
@@ -1878,7 +1878,7 @@ int nf_cache_ckpt_list(struct nf_cache *c, struct nf_key key, int64_t **indices,
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         if (count == cap) {
             cap = cap ? cap * 2 : 16;
-            int64_t *nv = realloc(v, cap * sizeof *nv);
+            int64_t *nv = nf_realloc(v, cap * sizeof *nv);
             if (!nv) {
                 rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
                 goto fail;
@@ -1959,7 +1959,7 @@ int nf_cache_ckpt_get(struct nf_cache *c, struct nf_key key, int64_t index, void
     const uint8_t *blob = sqlite3_column_blob(st, 0);
     size_t blob_len = (size_t)sqlite3_column_bytes(st, 0);
     bool good = raw >= 0 && (uint64_t)raw <= SIZE_MAX / 2 && (blob || raw == 0);
-    if (good && !(out = malloc(raw ? (size_t)raw : 1))) {
+    if (good && !(out = nf_malloc(raw ? (size_t)raw : 1))) {
         rc = NF_FAIL(err, NF_ENOMEM, "out of memory reading a %" PRId64 "-byte checkpoint", raw);
         goto fail;
     }
@@ -2116,7 +2116,7 @@ int nf_cache_list(struct nf_cache *c, int (*fn)(const struct nf_cache_entry *e, 
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         if (n == cap) {
             cap = cap ? cap * 2 : 64;
-            struct nf_cache_entry *nv = realloc(v, cap * sizeof *nv);
+            struct nf_cache_entry *nv = nf_realloc(v, cap * sizeof *nv);
             if (!nv) {
                 rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
                 goto fail;
@@ -2230,10 +2230,10 @@ static int collect_keys(struct nf_cache *c, const char *sql, bool with_idx, stru
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         if (k->n == k->cap) {
             size_t cap = k->cap ? k->cap * 2 : 64;
-            char (*nv)[33] = realloc(k->v, cap * sizeof *nv);
+            char (*nv)[33] = nf_realloc(k->v, cap * sizeof *nv);
             if (nv)
                 k->v = nv;
-            int64_t *ni = with_idx ? realloc(k->idx, cap * sizeof *ni) : NULL;
+            int64_t *ni = with_idx ? nf_realloc(k->idx, cap * sizeof *ni) : NULL;
             if (ni)
                 k->idx = ni;
             if (!nv || (with_idx && !ni)) {
@@ -2278,7 +2278,7 @@ static int verify_result(struct nf_cache *c, const char *hex, char *what, size_t
         goto fail;
     }
     size_t len = (size_t)sqlite3_column_bytes(st, 0);
-    if (!(hdr = malloc(len ? len : 1))) {
+    if (!(hdr = nf_malloc(len ? len : 1))) {
         rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
         goto fail;
     }
@@ -2317,7 +2317,7 @@ static int verify_ckpt(struct nf_cache *c, const char *hex, int64_t index, struc
     int64_t raw = sqlite3_column_int64(st, 1);
     const uint8_t *blob = sqlite3_column_blob(st, 0);
     bool good = raw >= 0 && (uint64_t)raw <= SIZE_MAX / 2 && (blob || raw == 0);
-    if (good && !(out = malloc(raw ? (size_t)raw : 1))) {
+    if (good && !(out = nf_malloc(raw ? (size_t)raw : 1))) {
         rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
         goto fail;
     }
@@ -2408,7 +2408,7 @@ static int live_leases(struct nf_cache *c, struct key_list *live, struct nf_erro
         struct key_list *k = alive ? live : &dead;
         if (k->n == k->cap) {
             size_t cap = k->cap ? k->cap * 2 : 16;
-            char (*nv)[33] = realloc(k->v, cap * sizeof *nv);
+            char (*nv)[33] = nf_realloc(k->v, cap * sizeof *nv);
             if (!nv) {
                 rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
                 goto fail;
@@ -2526,7 +2526,7 @@ static int gc_run(struct nf_cache *c, uint64_t max_bytes, double older_than_days
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         if (n == cap) {
             cap = cap ? cap * 2 : 256;
-            struct gc_candidate *nv = realloc(cand, cap * sizeof *nv);
+            struct gc_candidate *nv = nf_realloc(cand, cap * sizeof *nv);
             if (!nv) {
                 rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
                 goto fail;
@@ -2550,7 +2550,7 @@ static int gc_run(struct nf_cache *c, uint64_t max_bytes, double older_than_days
     st = NULL;
 
     int64_t cutoff = older_than_days >= 0 ? now_s() - (int64_t)(older_than_days * 86400.0) : INT64_MIN;
-    if (n && !(doomed = malloc(n * sizeof *doomed))) {
+    if (n && !(doomed = nf_malloc(n * sizeof *doomed))) {
         rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
         goto fail;
     }

@@ -20,21 +20,21 @@ static struct nf_value *record_build(const struct record_row *rows, size_t n, st
     struct nf_table *t = &v->u.tab;
     for (int c = 0; c < REC_COLS; c++) {
         struct nf_column *col = &t->cols[c];
-        col->name = strdup(rec_names[c]);
+        col->name = nf_strdup(rec_names[c]);
         col->numeric = c == REC_PORT || c == REC_INDEX;
         if (col->numeric)
-            col->num = calloc(n + 1, sizeof *col->num);
+            col->num = nf_calloc(n + 1, sizeof *col->num);
         else
-            col->str = calloc(n + 1, sizeof *col->str);
+            col->str = nf_calloc(n + 1, sizeof *col->str);
         if (!col->name || (col->numeric ? !col->num : !col->str))
             goto oom;
     }
     for (size_t r = 0; r < n; r++) {
         t->cols[REC_PORT].num[r] = rows[r].port;
         t->cols[REC_INDEX].num[r] = (double)rows[r].index;
-        t->cols[REC_WHAT].str[r] = strdup(rows[r].what);
-        t->cols[REC_TEXT].str[r] = strdup(rows[r].text ? rows[r].text : "");
-        t->cols[REC_HASH].str[r] = strdup(rows[r].hash);
+        t->cols[REC_WHAT].str[r] = nf_strdup(rows[r].what);
+        t->cols[REC_TEXT].str[r] = nf_strdup(rows[r].text ? rows[r].text : "");
+        t->cols[REC_HASH].str[r] = nf_strdup(rows[r].hash);
         if (!t->cols[REC_WHAT].str[r] || !t->cols[REC_TEXT].str[r] || !t->cols[REC_HASH].str[r])
             goto oom;
     }
@@ -63,14 +63,14 @@ static bool record_ok(const struct nf_value *rec)
 
 static char *recorded_path(const char *path, const char *outputs_dir)
 {
-    char *real = realpath(path, NULL);
-    char *out_real = outputs_dir ? realpath(outputs_dir, NULL) : NULL;
+    char *real = nf_realpath(path);
+    char *out_real = outputs_dir ? nf_realpath(outputs_dir) : NULL;
     char *rec = NULL;
     size_t n = out_real ? strlen(out_real) : 0;
     if (real && out_real && strncmp(real, out_real, n) == 0 && real[n] == '/')
         rec = nf_asprintf(OUTPUTS_MARK "%s", real + n + 1);
     else
-        rec = strdup(real ? real : path);
+        rec = nf_strdup(real ? real : path);
     free(real);
     free(out_real);
     return rec;
@@ -81,7 +81,7 @@ static char *resolved_path(const char *recorded, const char *outputs_dir)
     size_t n = strlen(OUTPUTS_MARK);
     if (strncmp(recorded, OUTPUTS_MARK, n) == 0)
         return outputs_dir ? nf_path_join(outputs_dir, recorded + n) : NULL;
-    return strdup(recorded);
+    return nf_strdup(recorded);
 }
 
 /* Files the run wrote still there (in the current outputs folder) with the
@@ -99,7 +99,7 @@ static int files_match(struct nf_cache *c, const struct nf_table *t, const char 
                     nf_cache_file_hash(c, path, &got, &ferr) == 0 && nf_key_equal(want, got);
         if (!same) {   /* gone, unreadable or edited: write it again */
             if (stale)
-                *stale = path ? path : strdup(t->cols[REC_TEXT].str[r]);
+                *stale = path ? path : nf_strdup(t->cols[REC_TEXT].str[r]);
             else
                 free(path);
             return 0;
@@ -206,8 +206,8 @@ int nf_run_store(struct nf_cache *c, struct nf_key run, const struct nf_node_ins
     for (size_t o = 0; o < n_out; o++)
         if (out[o] && out[o]->kind == NF_KIND_COLLECTION)
             cap += out[o]->u.coll.n;
-    struct record_row *rows = calloc(cap, sizeof *rows);
-    char **owned = calloc(cap, sizeof *owned);   /* recorded file paths */
+    struct record_row *rows = nf_calloc(cap, sizeof *rows);
+    char **owned = nf_calloc(cap, sizeof *owned);   /* recorded file paths */
     struct nf_value *rec = NULL;
     size_t n = 0, n_owned = 0;
     int rc = 0;

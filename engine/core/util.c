@@ -36,7 +36,7 @@ static bool strbuf_grow(struct nf_strbuf *sb, size_t extra)
     size_t cap = sb->cap ? sb->cap : 64;
     while (cap < sb->len + extra + 1)
         cap *= 2;
-    char *nb = realloc(sb->buf, cap);
+    char *nb = nf_realloc(sb->buf, cap);
     if (!nb) {
         sb->oom = true;
         return false;
@@ -95,7 +95,7 @@ char *nf_strbuf_detach(struct nf_strbuf *sb)
         nf_strbuf_release(sb);
         return NULL;
     }
-    char *out = sb->buf ? sb->buf : strdup("");
+    char *out = sb->buf ? sb->buf : nf_strdup("");
     nf_strbuf_init(sb);
     return out;
 }
@@ -106,7 +106,7 @@ char *nf_path_join(const char *dir, const char *name)
     if (!name)
         return NULL;
     if (name[0] == '/' || !dir || !dir[0] || strcmp(dir, ".") == 0)
-        return strdup(name);
+        return nf_strdup(name);
     size_t n = strlen(dir);
     return nf_asprintf("%s%s%s", dir, dir[n - 1] == '/' ? "" : "/", name);
 }
@@ -115,10 +115,10 @@ char *nf_path_dirname(const char *path)
 {
     const char *slash = strrchr(path, '/');
     if (!slash)
-        return strdup(".");
+        return nf_strdup(".");
     if (slash == path)
-        return strdup("/");
-    return strndup(path, (size_t)(slash - path));
+        return nf_strdup("/");
+    return nf_strndup(path, (size_t)(slash - path));
 }
 
 char *nf_path_stem(const char *path)
@@ -135,7 +135,7 @@ char *nf_path_stem(const char *path)
             break;
         }
     }
-    return strndup(base, n);
+    return nf_strndup(base, n);
 }
 
 bool nf_path_has_suffix(const char *path, const char *suffix)
@@ -146,7 +146,7 @@ bool nf_path_has_suffix(const char *path, const char *suffix)
 
 int nf_mkdirs(const char *dir, struct nf_error *err)
 {
-    char *tmp = strdup(dir);
+    char *tmp = nf_strdup(dir);
     int rc = 0;
     if (!tmp)
         return NF_FAIL(err, NF_ENOMEM, "out of memory");
@@ -182,7 +182,7 @@ int nf_atomic_reserve(struct nf_atomic *a, const char *path, const char *tmp_suf
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
     unsigned n = atomic_fetch_add(&tmp_counter, 1);
-    a->path = strdup(path);
+    a->path = nf_strdup(path);
     if (dir && a->path)
         a->tmp = nf_asprintf("%s/.%s.tmp%ld.%u%s", dir, base, (long)getpid(), n,
                              tmp_suffix ? tmp_suffix : "");
@@ -228,13 +228,13 @@ static void written_add(const char *path)
         return;
     if (w->n == w->cap) {
         size_t cap = w->cap ? w->cap * 2 : 8;
-        char **p = realloc(w->paths, cap * sizeof *p);
+        char **p = nf_realloc(w->paths, cap * sizeof *p);
         if (!p)
             return;
         w->paths = p;
         w->cap = cap;
     }
-    char *copy = strdup(path);
+    char *copy = nf_strdup(path);
     if (copy)
         w->paths[w->n++] = copy;
 }
@@ -311,7 +311,7 @@ char *nf_read_file(const char *path, size_t *len, struct nf_error *err)
     for (;;) {
         if (n + 4096 + 1 > cap) {
             size_t ncap = cap ? cap * 2 : 8192;
-            char *nb = realloc(buf, ncap);
+            char *nb = nf_realloc(buf, ncap);
             if (!nb) {
                 NF_FAIL(err, NF_ENOMEM, "out of memory reading '%s'", path);
                 goto fail;
@@ -539,8 +539,8 @@ static inline uint32_t f32_key(float f)
 
 int nf_argsort_f32(const float *keys, int64_t n, int64_t *order)
 {
-    uint32_t *k = malloc((size_t)(n > 0 ? n : 1) * 2 * sizeof *k);
-    int64_t *tmp = malloc((size_t)(n > 0 ? n : 1) * sizeof *tmp);
+    uint32_t *k = nf_malloc((size_t)(n > 0 ? n : 1) * 2 * sizeof *k);
+    int64_t *tmp = nf_malloc((size_t)(n > 0 ? n : 1) * sizeof *tmp);
     if (!k || !tmp) {
         free(k);
         free(tmp);

@@ -82,7 +82,7 @@ const struct nf_param *nf_param_find(const struct nf_param *table, const char *n
 static int spaced_values(bool log, double lo, double hi, int64_t count, struct nf_num_list *out)
 {
     out->n = 0;
-    out->v = calloc((size_t)(count > 0 ? count : 1), sizeof(double));
+    out->v = nf_calloc((size_t)(count > 0 ? count : 1), sizeof(double));
     if (!out->v)
         return -1;
     double step = count > 1 ? (hi - lo) / (double)(count - 1) : 0;
@@ -111,7 +111,7 @@ static int num_list_from_text(const char *s, struct nf_num_list *out)
     size_t cap = 1;
     for (const char *c = s; *c; c++)
         cap += *c == ',';
-    out->v = calloc(cap, sizeof *out->v);
+    out->v = nf_calloc(cap, sizeof *out->v);
     if (!out->v)
         return -1;
     const char *p = s;
@@ -137,7 +137,7 @@ void nf_params_defaults(const struct nf_node_type *t, void *params)
         case NF_P_ENUM: *(int *)field = (int)p->def.i; break;
         case NF_P_STR:
         case NF_P_PATH:
-            *(char **)field = p->def.s && p->def.s[0] ? strdup(p->def.s) : NULL;
+            *(char **)field = p->def.s && p->def.s[0] ? nf_strdup(p->def.s) : NULL;
             break;
         case NF_P_NUM_LIST:
             num_list_from_text(p->def.s, (struct nf_num_list *)field);
@@ -146,8 +146,8 @@ void nf_params_defaults(const struct nf_node_type *t, void *params)
             struct nf_str_list *l = (struct nf_str_list *)field;
             l->n = 0;
             l->v = NULL;
-            if (p->def.s && p->def.s[0] && (l->v = calloc(1, sizeof *l->v)) &&
-                (l->v[0] = strdup(p->def.s)))
+            if (p->def.s && p->def.s[0] && (l->v = nf_calloc(1, sizeof *l->v)) &&
+                (l->v[0] = nf_strdup(p->def.s)))
                 l->n = 1;
             break;
         }
@@ -406,7 +406,7 @@ int nf_param_set(const struct nf_param *p, void *params, const struct nf_ynode *
             return bad(d, v, node, p, p->type == NF_P_PATH ? "a file path" : "a string");
         if (p->type == NF_P_PATH && v->value[0] == '\0')
             return bad(d, v, node, p, "a file path");
-        char *s = p->type == NF_P_PATH ? nf_path_join(base_dir, v->value) : strdup(v->value);
+        char *s = p->type == NF_P_PATH ? nf_path_join(base_dir, v->value) : nf_strdup(v->value);
         if (!s) {
             NF_DIAG(d, NF_ENOMEM, &v->loc, node, "out of memory");
             return NF_ENOMEM;
@@ -422,7 +422,7 @@ int nf_param_set(const struct nf_param *p, void *params, const struct nf_ynode *
             return num_list_spaced(p, params, v, node, d);
         if (check_len(p, n, v, node, d) < 0)
             return NF_EINVAL;
-        list.v = calloc(n ? n : 1, sizeof *list.v);
+        list.v = nf_calloc(n ? n : 1, sizeof *list.v);
         if (!list.v) {
             NF_DIAG(d, NF_ENOMEM, &v->loc, node, "out of memory");
             return NF_ENOMEM;
@@ -447,7 +447,7 @@ int nf_param_set(const struct nf_param *p, void *params, const struct nf_ynode *
             return bad(d, v, node, p, "a list of strings");
         if (check_len(p, n, v, node, d) < 0)
             return NF_EINVAL;
-        list.v = calloc(n ? n : 1, sizeof *list.v);
+        list.v = nf_calloc(n ? n : 1, sizeof *list.v);
         if (!list.v) {
             NF_DIAG(d, NF_ENOMEM, &v->loc, node, "out of memory");
             return NF_ENOMEM;
@@ -460,7 +460,7 @@ int nf_param_set(const struct nf_param *p, void *params, const struct nf_ynode *
                 free(list.v);
                 return bad(d, item, node, p, "a string");
             }
-            list.v[list.n++] = strdup(item->value);
+            list.v[list.n++] = nf_strdup(item->value);
         }
         struct nf_str_list *dst = (struct nf_str_list *)field;
         for (size_t j = 0; j < dst->n; j++)

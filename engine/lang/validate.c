@@ -255,7 +255,7 @@ static void parse_vars(struct nf_pipeline *p, const struct nf_ynode *params,
         params = NULL;
     }
     size_t n = params ? params->n : 0;
-    p->vars = calloc(n + (ov ? ov->n_set : 0) + 1, sizeof *p->vars);
+    p->vars = nf_calloc(n + (ov ? ov->n_set : 0) + 1, sizeof *p->vars);
     if (!p->vars)
         return;
     for (size_t i = 0; i < n; i++) {
@@ -274,8 +274,8 @@ static void parse_vars(struct nf_pipeline *p, const struct nf_ynode *params,
             continue;
         }
         struct nf_var *var = &p->vars[p->n_vars++];
-        var->name = strdup(k->value);
-        var->value = strdup(v->value);
+        var->name = nf_strdup(k->value);
+        var->value = nf_strdup(v->value);
         var->loc = v->loc;
     }
     for (size_t i = 0; ov && i < ov->n_set; i++) {
@@ -294,7 +294,7 @@ static void parse_vars(struct nf_pipeline *p, const struct nf_ynode *params,
             continue;
         }
         free(var->value);
-        var->value = strdup(eq + 1);
+        var->value = nf_strdup(eq + 1);
     }
 }
 
@@ -307,8 +307,8 @@ static void parse_settings(struct nf_pipeline *p, const struct nf_ynode *s, stru
     st->memory = phys ? phys / 4 * 3 : (uint64_t)8 << 30;   /* default: 75% of RAM */
     st->threads = 0;
     st->seed = 0;
-    st->cache = strdup(".nlflow/cache.db");
-    st->outputs = strdup("results");
+    st->cache = nf_strdup(".nlflow/cache.db");
+    st->outputs = nf_strdup("results");
     if (!s)
         return;
     if (s->type != NF_Y_MAP) {
@@ -355,7 +355,7 @@ static void parse_settings(struct nf_pipeline *p, const struct nf_ynode *s, stru
              * YAML 1.2 reader sees as the string "off") turn the cache off;
              * `true` keeps the default file */
             free(st->cache);
-            st->cache = strdup(flag ? ".nlflow/cache.db" : "off");
+            st->cache = nf_strdup(flag ? ".nlflow/cache.db" : "off");
         } else if (strcmp(k, "cache") == 0 || strcmp(k, "outputs") == 0) {
             if (v->type != NF_Y_SCALAR || !v->value[0]) {
                 NF_DIAG(d, NF_EINVAL, &v->loc, NULL, "setting '%s' must be a path (got %s)", k, got);
@@ -363,7 +363,7 @@ static void parse_settings(struct nf_pipeline *p, const struct nf_ynode *s, stru
             }
             char **dst = k[0] == 'c' ? &st->cache : &st->outputs;
             free(*dst);
-            *dst = strdup(v->value);
+            *dst = nf_strdup(v->value);
         } else {
             static const char *const known[] = { "device", "memory", "threads", "seed", "cache", "outputs", NULL };
             const char *best = nf_suggest_from(k, known);
@@ -424,7 +424,7 @@ static bool add_pending(struct vstate *vs, size_t node, const char *name, const 
 {
     if (vs->n_pe == vs->cap_pe) {
         size_t cap = vs->cap_pe ? vs->cap_pe * 2 : 16;
-        struct pending_edge *n = realloc(vs->pe, cap * sizeof *n);
+        struct pending_edge *n = nf_realloc(vs->pe, cap * sizeof *n);
         if (!n)
             return false;
         vs->pe = n;
@@ -433,10 +433,10 @@ static bool add_pending(struct vstate *vs, size_t node, const char *name, const 
     struct pending_edge *e = &vs->pe[vs->n_pe++];
     memset(e, 0, sizeof *e);
     e->node = node;
-    e->name = strdup(name);
+    e->name = nf_strdup(name);
     const char *dot = strchr(ref, '.');
-    e->src = dot ? strndup(ref, (size_t)(dot - ref)) : strdup(ref);
-    e->src_port = strdup(dot ? dot + 1 : "");
+    e->src = dot ? nf_strndup(ref, (size_t)(dot - ref)) : nf_strdup(ref);
+    e->src_port = nf_strdup(dot ? dot + 1 : "");
     e->loc = *loc;
     e->port = port;
     return true;
@@ -448,7 +448,7 @@ static void parse_node(struct nf_pipeline *p, size_t idx, const struct nf_ynode 
     struct nf_node_inst *node = &p->nodes[idx];
     const char *id = key->value;
     node->loc = key->loc;
-    node->id = strdup(id);
+    node->id = nf_strdup(id);
     if (!valid_node_id(id))
         NF_DIAG(d, NF_EINVAL, &key->loc, id,
                 "invalid node id (expected a lowercase letter followed by lowercase letters, digits or _)");
@@ -480,7 +480,7 @@ static void parse_node(struct nf_pipeline *p, size_t idx, const struct nf_ynode 
         return;
     }
     const struct nf_node_type *t = node->type;
-    node->params = calloc(1, t->params_size ? t->params_size : 1);
+    node->params = nf_calloc(1, t->params_size ? t->params_size : 1);
     if (!node->params) {
         NF_DIAG(d, NF_ENOMEM, &key->loc, id, "out of memory");
         return;
@@ -662,7 +662,7 @@ static void resolve_edges(struct nf_pipeline *p, struct vstate *vs, struct nf_di
                     NF_DIAG(d, NF_EINVAL, &pe->loc, node->id, "input '%s' is connected twice", pe->name);
                     goto next;
                 }
-        struct nf_edge *edges = realloc(node->edges, (node->n_edges + 1) * sizeof *edges);
+        struct nf_edge *edges = nf_realloc(node->edges, (node->n_edges + 1) * sizeof *edges);
         if (!edges)
             continue;
         node->edges = edges;
@@ -701,8 +701,8 @@ next:;
 int nf_toposort(struct nf_pipeline *p, struct nf_diags *d)
 {
     size_t n = p->n_nodes;
-    int *indeg = calloc(n + 1, sizeof *indeg);
-    int *order = calloc(n + 1, sizeof *order);
+    int *indeg = nf_calloc(n + 1, sizeof *indeg);
+    int *order = nf_calloc(n + 1, sizeof *order);
     int rc = 0;
     if (!indeg || !order) {
         rc = NF_ENOMEM;
@@ -714,7 +714,7 @@ int nf_toposort(struct nf_pipeline *p, struct nf_diags *d)
     size_t done = 0;
     /* Kahn's algorithm, always taking the first ready node in file order so
      * that the order (and logs) are deterministic. */
-    bool *placed = calloc(n + 1, sizeof *placed);
+    bool *placed = nf_calloc(n + 1, sizeof *placed);
     if (!placed) {
         rc = NF_ENOMEM;
         goto fail;
@@ -739,8 +739,8 @@ int nf_toposort(struct nf_pipeline *p, struct nf_diags *d)
         size_t start = 0;
         while (placed[start])
             start++;
-        int *seen = calloc(n + 1, sizeof *seen);
-        int *path = calloc(n + 1, sizeof *path);
+        int *seen = nf_calloc(n + 1, sizeof *seen);
+        int *path = nf_calloc(n + 1, sizeof *path);
         size_t len = 0;
         int cur = (int)start;
         while (seen && path && !seen[cur]) {
@@ -810,7 +810,7 @@ struct nf_pipeline *nf_pipeline_load(const char *path, const struct nf_overrides
     struct nf_ynode *root = NULL;
     struct vstate vs = { 0 };
     size_t len = 0;
-    struct nf_pipeline *p = calloc(1, sizeof *p);
+    struct nf_pipeline *p = nf_calloc(1, sizeof *p);
     char *text = nf_read_file(path, &len, &err);
     if (!p || !text) {
         if (!text) {
@@ -819,7 +819,7 @@ struct nf_pipeline *nf_pipeline_load(const char *path, const struct nf_overrides
         }
         goto fail;
     }
-    p->file = strdup(path);
+    p->file = nf_strdup(path);
     p->dir = nf_path_dirname(path);
     root = nf_yaml_parse(text, len, nf_intern(p->file), &err);
     if (!root) {
@@ -855,7 +855,7 @@ struct nf_pipeline *nf_pipeline_load(const char *path, const struct nf_overrides
     }
     const struct nf_ynode *name = nf_ymap_get(root, "name");
     if (name && name->type == NF_Y_SCALAR && name->value[0])
-        p->name = strdup(name->value);
+        p->name = nf_strdup(name->value);
     else {
         if (name)
             NF_DIAG(d, NF_EINVAL, &name->loc, NULL, "'name' must be a non-empty string");
@@ -881,7 +881,7 @@ struct nf_pipeline *nf_pipeline_load(const char *path, const struct nf_overrides
     } else if (nodes->type != NF_Y_MAP || nodes->n == 0) {
         NF_DIAG(d, NF_EINVAL, &nodes->loc, NULL, "'nodes' must be a non-empty mapping of node id to node");
     } else {
-        p->nodes = calloc(nodes->n, sizeof *p->nodes);
+        p->nodes = nf_calloc(nodes->n, sizeof *p->nodes);
         if (!p->nodes)
             goto fail;
         p->n_nodes = nodes->n;

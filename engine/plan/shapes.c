@@ -78,10 +78,10 @@ int nf_resolve_shapes(struct nf_pipeline *p, struct nf_diags *d)
         free(node->in_shape);
         free(node->extra_shape);
         free(node->out_shape);
-        node->in_shape = calloc(n_in + 1, sizeof *node->in_shape);
-        node->extra_shape = calloc(n_extra + 1, sizeof *node->extra_shape);
-        node->out_shape = calloc(n_out + 1, sizeof *node->out_shape);
-        const char **extra_names = calloc(n_extra + 1, sizeof *extra_names);
+        node->in_shape = nf_calloc(n_in + 1, sizeof *node->in_shape);
+        node->extra_shape = nf_calloc(n_extra + 1, sizeof *node->extra_shape);
+        node->out_shape = nf_calloc(n_out + 1, sizeof *node->out_shape);
+        const char **extra_names = nf_calloc(n_extra + 1, sizeof *extra_names);
         if (!node->in_shape || !node->extra_shape || !node->out_shape || !extra_names) {
             free(extra_names);
             NF_DIAG(d, NF_ENOMEM, NULL, NULL, "out of memory");
