@@ -94,8 +94,10 @@ static int parse_run_opts(int argc, char **argv, struct cli_opts *o)
     o->ov.memory = -1;
     o->ov.threads = -1;
     o->ov.set = nf_calloc((size_t)argc + 1, sizeof(char *));
-    if (!o->ov.set)
+    if (!o->ov.set) {
+        fputs("nlflow: error: out of memory\n", stderr);
         return 1;
+    }
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -340,11 +342,12 @@ static int run_pipeline(struct cli_opts *o, enum stop_after stop)
         nf_log("nlflow: done in %.2f s", nf_now() - t0);
     goto done;
 invalid:
-    nf_diags_print(&d);
+    status = nf_diags_print(&d);
     nf_event_diags(&d, warned, phase);
     /* Everything found before execution is a problem of the pipeline as
-     * written (or of its settings): exit 2, nothing was computed. */
-    status = 2;
+     * written (or of its settings): exit 2, nothing was computed; out of
+     * memory is not the pipeline's fault (exit 1). */
+    status = status == NF_ENOMEM ? nf_err_exit_status(status) : 2;
 done:
     nf_cache_close(cache);
     run_end_event(status, nf_now() - t0, p, wrote && status == 0);

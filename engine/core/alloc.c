@@ -22,6 +22,7 @@
 #include "alloc.h"
 
 static atomic_long alloc_calls;     /* every allocation attempt so far */
+static atomic_long alloc_failures;  /* attempts that returned NULL */
 static atomic_long fail_at;         /* the attempt that fails; 0: none */
 static atomic_bool fail_persist;    /* ... and every later one */
 static bool fail_trace;             /* print the failing call's stack */
@@ -39,11 +40,19 @@ enum { SQLITE_HEADER = 16 };
 
 static bool should_fail(void);
 
+/* Every allocation's result passes here: NULL is a failure (injected or not). */
+static void *counted(void *p)
+{
+    if (!p)
+        atomic_fetch_add(&alloc_failures, 1);
+    return p;
+}
+
 static void *sqlite_malloc(int n)
 {
-    if (n <= 0 || should_fail())
+    if (n <= 0)
         return NULL;
-    size_t *p = malloc((size_t)n + SQLITE_HEADER);
+    size_t *p = counted(should_fail() ? NULL : malloc((size_t)n + SQLITE_HEADER));
     if (!p)
         return NULL;
     p[0] = (size_t)n;
@@ -60,9 +69,9 @@ static void *sqlite_realloc(void *p, int n)
 {
     if (!p)
         return sqlite_malloc(n);
-    if (n <= 0 || should_fail())
+    if (n <= 0)
         return NULL;
-    size_t *q = realloc((char *)p - SQLITE_HEADER, (size_t)n + SQLITE_HEADER);
+    size_t *q = counted(should_fail() ? NULL : realloc((char *)p - SQLITE_HEADER, (size_t)n + SQLITE_HEADER));
     if (!q)
         return NULL;
     q[0] = (size_t)n;
@@ -137,20 +146,21 @@ void nf_alloc_fail_at(long k, bool persist)
 }
 
 long nf_alloc_count(void) { return atomic_load(&alloc_calls); }
+long nf_alloc_failures(void) { return atomic_load(&alloc_failures); }
 
 void *nf_malloc(size_t n)
 {
-    return should_fail() ? NULL : malloc(n ? n : 1);
+    return counted(should_fail() ? NULL : malloc(n ? n : 1));
 }
 
 void *nf_calloc(size_t n, size_t size)
 {
-    return should_fail() ? NULL : calloc(n ? n : 1, size ? size : 1);
+    return counted(should_fail() ? NULL : calloc(n ? n : 1, size ? size : 1));
 }
 
 void *nf_realloc(void *p, size_t n)
 {
-    return should_fail() ? NULL : realloc(p, n ? n : 1);
+    return counted(should_fail() ? NULL : realloc(p, n ? n : 1));
 }
 
 void *nf_malloc_array(size_t n, size_t size)
@@ -167,19 +177,19 @@ void *nf_realloc_array(void *p, size_t n, size_t size)
 
 char *nf_strdup(const char *s)
 {
-    return !s || should_fail() ? NULL : strdup(s);
+    return s ? counted(should_fail() ? NULL : strdup(s)) : NULL;
 }
 
 char *nf_strndup(const char *s, size_t n)
 {
-    return !s || should_fail() ? NULL : strndup(s, n);
+    return s ? counted(should_fail() ? NULL : strndup(s, n)) : NULL;
 }
 
 char *nf_vasprintf(const char *fmt, va_list ap)
 {
     char *out = NULL;
     if (should_fail() || vasprintf(&out, fmt, ap) < 0)
-        return NULL;
+        return counted(NULL);
     return out;
 }
 
@@ -194,14 +204,17 @@ char *nf_asprintf(const char *fmt, ...)
 
 char *nf_realpath(const char *path)
 {
-    return should_fail() ? NULL : realpath(path, NULL);
+    if (should_fail())
+        return counted(NULL);
+    char *out = realpath(path, NULL);
+    return out || errno != ENOMEM ? out : counted(NULL);
 }
 
 void *nf_aligned_alloc(size_t align, size_t n)
 {
     void *p = NULL;
     if (should_fail() || posix_memalign(&p, align, n ? n : 1) != 0)
-        return NULL;
+        return counted(NULL);
     return p;
 }
 

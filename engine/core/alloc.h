@@ -73,5 +73,10 @@ void nf_alloc_init(void);
 void nf_alloc_fail_at(long k, bool persist);
 /* Allocations so far (every call, failed or not). */
 long nf_alloc_count(void);
+/* Allocations that failed so far. Like SQLite's db->mallocFailed, a phase
+ * that builds a large structure from many small allocations (the pipeline
+ * loader) compares this before and after instead of threading an error out
+ * of every strdup: any failure in between makes its result suspect. */
+long nf_alloc_failures(void);
 
 #endif

@@ -273,10 +273,17 @@ static void parse_vars(struct nf_pipeline *p, const struct nf_ynode *params,
             NF_DIAG(d, NF_EINVAL, &k->loc, NULL, "variable '%s' is defined twice", k->value);
             continue;
         }
-        struct nf_var *var = &p->vars[p->n_vars++];
+        struct nf_var *var = &p->vars[p->n_vars];
         var->name = nf_strdup(k->value);
         var->value = nf_strdup(v->value);
         var->loc = v->loc;
+        if (!var->name || !var->value) {   /* out of memory: nf_pipeline_load says so */
+            free(var->name);
+            free(var->value);
+            memset(var, 0, sizeof *var);
+            return;
+        }
+        p->n_vars++;
     }
     for (size_t i = 0; ov && i < ov->n_set; i++) {
         const char *eq = strchr(ov->set[i], '=');
@@ -293,8 +300,11 @@ static void parse_vars(struct nf_pipeline *p, const struct nf_ynode *params,
                     (int)(eq - ov->set[i]), ov->set[i], hint, names);
             continue;
         }
+        char *value = nf_strdup(eq + 1);
+        if (!value)
+            return;
         free(var->value);
-        var->value = nf_strdup(eq + 1);
+        var->value = value;
     }
 }
 
@@ -430,7 +440,7 @@ static bool add_pending(struct vstate *vs, size_t node, const char *name, const 
         vs->pe = n;
         vs->cap_pe = cap;
     }
-    struct pending_edge *e = &vs->pe[vs->n_pe++];
+    struct pending_edge *e = &vs->pe[vs->n_pe];
     memset(e, 0, sizeof *e);
     e->node = node;
     e->name = nf_strdup(name);
@@ -439,6 +449,13 @@ static bool add_pending(struct vstate *vs, size_t node, const char *name, const 
     e->src_port = nf_strdup(dot ? dot + 1 : "");
     e->loc = *loc;
     e->port = port;
+    if (!e->name || !e->src || !e->src_port) {   /* out of memory: nf_pipeline_load says so */
+        free(e->name);
+        free(e->src);
+        free(e->src_port);
+        return false;
+    }
+    vs->n_pe++;
     return true;
 }
 
@@ -717,6 +734,7 @@ int nf_toposort(struct nf_pipeline *p, struct nf_diags *d)
     bool *placed = nf_calloc(n + 1, sizeof *placed);
     if (!placed) {
         rc = NF_ENOMEM;
+        NF_DIAG(d, NF_ENOMEM, NULL, NULL, "out of memory");
         goto fail;
     }
     while (done < n) {
@@ -810,13 +828,19 @@ struct nf_pipeline *nf_pipeline_load(const char *path, const struct nf_overrides
     struct nf_ynode *root = NULL;
     struct vstate vs = { 0 };
     size_t len = 0;
+    /* Any allocation failure while loading makes the result suspect (a
+     * missing variable reads as undefined, a missing edge as no input):
+     * the load then fails with "out of memory" alone. */
+    long alloc_failures = nf_alloc_failures();
+    size_t n_errors = d->n, n_warnings = d->n_warnings;
     struct nf_pipeline *p = nf_calloc(1, sizeof *p);
     char *text = nf_read_file(path, &len, &err);
     if (!p || !text) {
-        if (!text) {
+        if (p && err.code != NF_ENOMEM)
             err.code = NF_EUSAGE;
-            nf_diags_add(d, &err);
-        }
+        else if (!p)
+            NF_FAIL(&err, NF_ENOMEM, "out of memory");
+        nf_diags_add(d, &err);
         goto fail;
     }
     p->file = nf_strdup(path);
@@ -889,6 +913,8 @@ struct nf_pipeline *nf_pipeline_load(const char *path, const struct nf_overrides
             substitute(p, nodes->items[i], nodes->keys[i]->value, d);
             parse_node(p, i, nodes->keys[i], nodes->items[i], &vs, d);
         }
+        if (nf_alloc_failures() != alloc_failures)
+            goto fail;
         resolve_edges(p, &vs, d);
         fill_setting_defaults(p);
     }
@@ -917,6 +943,11 @@ struct nf_pipeline *nf_pipeline_load(const char *path, const struct nf_overrides
         }
     }
 fail:
+    if (nf_alloc_failures() != alloc_failures) {
+        d->n = n_errors;
+        d->n_warnings = n_warnings;
+        NF_DIAG(d, NF_ENOMEM, NULL, NULL, "out of memory loading '%s'", path);
+    }
     for (size_t i = 0; i < vs.n_pe; i++) {
         free(vs.pe[i].name);
         free(vs.pe[i].src);
