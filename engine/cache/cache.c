@@ -76,6 +76,7 @@
 #include <zstd.h>
 
 #include "cache.h"
+#include "core/fault.h"
 #include "core/util.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -590,6 +591,7 @@ int nf_cache_open(const char *path, const struct nf_cache_opts *o, struct nf_cac
                     ? SQLITE_OPEN_READONLY
                     : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
     nf_alloc_init();   /* SQLite allocates through alloc.h: before it initialises */
+    nf_fault_init();   /* tests: NLFLOW_FAIL_WRITE's VFS */
     /* NOMUTEX: this struct's own mutex serialises the connection */
     rc = sqlite3_open_v2(path, &c->db, flags | SQLITE_OPEN_NOMUTEX, NULL);
     if (rc != SQLITE_OK) {

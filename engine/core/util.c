@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fault.h"
 #include "util.h"
 
 /* ---- strbuf ---- */
@@ -242,14 +243,15 @@ static void written_add(const char *path)
 int nf_atomic_commit(struct nf_atomic *a, struct nf_error *err)
 {
     int rc = 0;
-    if (a->fp) {
-        bool bad = ferror(a->fp) != 0;
-        if (fflush(a->fp) != 0)
+    int injected = nf_write_fault();   /* tests: as if the disk were full */
+    if (a->fp || injected) {
+        bool bad = injected || ferror(a->fp) != 0;
+        if (a->fp && fflush(a->fp) != 0)
             bad = true;
         if (!bad && fsync(fileno(a->fp)) != 0 && errno != EINVAL)
             bad = true;
-        int saved = errno;
-        if (fclose(a->fp) != 0)
+        int saved = injected ? injected : errno;
+        if (a->fp && fclose(a->fp) != 0)
             bad = true;
         a->fp = NULL;
         if (bad) {
