@@ -25,7 +25,7 @@ for cmd in validate plan; do
     n=$(cd "$work" && cp -r ref/data . && NLFLOW_ALLOC_STATS=1 "$NLFLOW" $cmd p.yaml $copt 2>&1 >/dev/null \
         | sed -n 's/^nlflow: allocations: //p')
     vstep=1; [ $cmd = plan ] && vstep=3
-    [ -n "${NLFLOW_SAN:-}" ] && vstep=$((vstep * 4))
+    [ -n "${NLFLOW_SAN:-}" ] && vstep=$((vstep * 2))
     [ "${FAULT_FULL:-0}" = 1 ] && vstep=1
     for ((k = 1; k <= n + 1; k += vstep)); do
         (cd "$work" && NLFLOW_FAIL_ALLOC=$k "$NLFLOW" $cmd p.yaml $copt >/dev/null 2>"$work/v.err")
@@ -37,17 +37,19 @@ for cmd in validate plan; do
             *) cat "$work/v.err"; fail "$cmd k=$k: exit status $rc" ;;
         esac
     done
-    echo "$cmd: $n allocations, every ${vstep}th k tried"
+    echo "$cmd: $n allocations, k from 1 in steps of $vstep"
     rm -rf "$work/data"
 done
 
 if [ "${FAULT_FULL:-0}" = 1 ]; then
     dense=1000000000; spread=1
 elif [ -n "${NLFLOW_SAN:-}" ]; then
-    dense=20; spread=20
+    dense=30; spread=40
 else
     dense=40; spread=50
 fi
+# a wider sweep by hand: FAULT_DENSE=400 FAULT_SPREAD=1500
+dense=${FAULT_DENSE:-$dense}; spread=${FAULT_SPREAD:-$spread}
 for state in cold warm; do
     n=$alloc_cold; [ $state = warm ] && n=$alloc_warm
     i=0

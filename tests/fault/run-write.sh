@@ -8,7 +8,7 @@
 # write (the run warns and goes on); never a crash; no partial output; a
 # clean cache; a rerun without the fault gives the reference outputs (checks
 # in lib.sh). A cold run makes about 750 writes, a warm one 200: make check
-# tries every 8th k with ENOSPC and every 40th with EIO (3x sparser under
+# tries every 8th k with ENOSPC and every 40th with EIO (1.5x sparser under
 # sanitizers; every k under FAULT_FULL=1).
 set -u
 : "${NLFLOW:?path to the nlflow binary}" "${srcdir:?source folder}"
@@ -22,7 +22,7 @@ count_writes() {   # $1: cold|warm
 }
 MSG='No space left on device|Input/output error|disk is full|disk I/O error|cannot write'
 step=8; step_eio=40
-[ -n "${NLFLOW_SAN:-}" ] && { step=24; step_eio=120; }
+[ -n "${NLFLOW_SAN:-}" ] && { step=12; step_eio=60; }
 [ "${FAULT_FULL:-0}" = 1 ] && { step=1; step_eio=1; }
 for state in cold warm; do
     n=$(count_writes $state)
