@@ -1028,8 +1028,10 @@ static int value_to_layout(const struct nf_value *v, struct bytes *hdr, struct l
         for (int64_t k = 0; k < t->n_cols; k++) {
             const struct nf_column *col = &t->cols[k];
             if (col->numeric) {
-                if (add_segment(L, 8, (uint64_t)t->n_rows * 8, col->num, NULL) < 0)
+                if (add_segment(L, 8, (uint64_t)t->n_rows * 8, col->num, NULL) < 0) {
+                    free(cells.p);   /* the text columns before this one */
                     goto oom;
+                }
             } else {
                 for (int64_t r = 0; r < t->n_rows; r++)
                     put_str(&cells, col->str ? col->str[r] : NULL);
