@@ -641,7 +641,8 @@ static int fit_one(const struct predict_ctx *c, struct fit_job *job, struct nf_e
         rc = c->K->svd(Xtr, n_tr, p, U, s, Vt);
         if (rc < 0) {
             rc = NF_FAIL(err, rc == NF_ENOMEM ? NF_ENOMEM : NF_EDATA, "the SVD of %lld training images x %lld "
-                         "voxels (pca) did not converge", (long long)n_tr, (long long)p);
+                         "voxels (pca) %s", (long long)n_tr, (long long)p,
+                         rc == NF_ENOMEM ? "ran out of memory" : "did not converge");
             goto fail;
         }
         for (int64_t i = 0; i < n_tr; i++)

@@ -366,8 +366,8 @@ static int factor(const struct ridge_ctx *c, int64_t skip0, int64_t skip1, enum 
     nf_ridge_copy_rows(c->X, c->n, p, skip0, skip1, false, how == CENTER_NONE ? NULL : x_mean, Xc);
     rc = c->K->svd(Xc, n, p, *U, *s, *Vt);
     if (rc < 0) {
-        rc = NF_FAIL(err, rc == NF_ENOMEM ? NF_ENOMEM : NF_EDATA,
-                     "the SVD of the design (%lld x %lld) did not converge", (long long)n, (long long)p);
+        rc = NF_FAIL(err, rc == NF_ENOMEM ? NF_ENOMEM : NF_EDATA, "the SVD of the design (%lld x %lld) %s",
+                     (long long)n, (long long)p, rc == NF_ENOMEM ? "ran out of memory" : "did not converge");
         goto fail;
     }
     for (int64_t i = 0; i < n; i++)
