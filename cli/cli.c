@@ -142,7 +142,7 @@ static int parse_run_opts(int argc, char **argv, struct cli_opts *o)
     o->ov.device = -1;
     o->ov.memory = -1;
     o->ov.threads = -1;
-    o->ov.set = calloc((size_t)argc + 1, sizeof(char *));
+    o->ov.set = nf_calloc((size_t)argc + 1, sizeof(char *));
     if (!o->ov.set) {
         struct nf_error err = { 0 };
         NF_FAIL(&err, NF_ENOMEM, "out of memory");
@@ -210,7 +210,7 @@ static char *cache_file(const struct nf_pipeline *p, const struct cli_opts *o)
 {
     if (o->no_cache || (!o->cache_path && strcmp(p->settings.cache, "off") == 0))
         return NULL;
-    return o->cache_path ? strdup(o->cache_path) : nf_path_join(p->dir, p->settings.cache);
+    return o->cache_path ? nf_strdup(o->cache_path) : nf_path_join(p->dir, p->settings.cache);
 }
 
 /* Open the cache for a run. A cache that cannot be used is a warning (the run
@@ -245,7 +245,7 @@ static int explain(const struct nf_pipeline *p, const struct cli_opts *o, FILE *
     struct nf_error err = { 0 };
     struct nf_cache *cache = NULL;
     char *path = cache_file(p, o);
-    struct nf_node_keys *keys = calloc(p->n_nodes + 1, sizeof *keys);
+    struct nf_node_keys *keys = nf_calloc(p->n_nodes + 1, sizeof *keys);
     int status = 0;
     if (!keys) {
         free(path);
@@ -391,12 +391,12 @@ static int run_pipeline(struct cli_opts *o, enum stop_after stop)
         nf_log("nlflow: done in %.2f s", nf_now() - t0);
     goto done;
 invalid:
-    nf_diags_print(&d);
+    status = nf_diags_print(&d);
     nf_event_diags(&d, warned, phase);
     /* Everything found before execution is a problem of the pipeline as
-     * written (or of its settings), whatever the first code: exit 2, nothing
-     * was computed. */
-    status = nf_err_exit_status(NF_EINVAL);
+     * written (or of its settings): exit 2, nothing was computed; out of
+     * memory is not the pipeline's fault (exit 1). */
+    status = nf_err_exit_status(status == NF_ENOMEM ? NF_ENOMEM : NF_EINVAL);
 done:
     nf_cache_close(cache);
     run_end_event(status, nf_now() - t0, p, wrote && status == 0);
@@ -580,7 +580,7 @@ static int cmd_simulate(int argc, char **argv)
         status = fail_with(&err);
         goto fail;
     }
-    abs_out = realpath(out, NULL);
+    abs_out = nf_realpath(out);
     if (!abs_out) {
         NF_FAIL(&err, NF_EIO, "cannot resolve '%s': %s", out, strerror(errno));
         status = fail_with(&err);
@@ -672,7 +672,7 @@ static int cmd_cache(int argc, char **argv)
      * unless --cache says otherwise */
     char *pipeline_abs = NULL, *beside = NULL;
     if (pipeline) {
-        if (!(pipeline_abs = realpath(pipeline, NULL))) {
+        if (!(pipeline_abs = nf_realpath(pipeline))) {
             struct nf_error err = { 0 };
             NF_FAIL(&err, NF_EIO, "cannot find pipeline '%s': %s", pipeline, strerror(errno));
             return fail_with(&err);
@@ -758,6 +758,7 @@ int main(int argc, char **argv)
      * system when freed; glibc's default raises this threshold after the first
      * large free, after which a streamed run's freed subjects stay resident. */
     mallopt(M_MMAP_THRESHOLD, 1 << 20);
+    nf_alloc_init();   /* NLFLOW_FAIL_ALLOC and SQLite's allocator, once */
     if (argc < 2) {
         fputs(usage_text, stderr);
         return nf_err_exit_status(NF_EUSAGE);

@@ -63,7 +63,7 @@ static int collect(const struct nf_cache_entry *e, void *arg)
     if (i == s->n) {
         if (s->n == s->cap) {
             size_t cap = s->cap ? 2 * s->cap : 32;
-            struct ls_group *grown = realloc(s->g, cap * sizeof *grown);
+            struct ls_group *grown = nf_realloc(s->g, cap * sizeof *grown);
             if (!grown) {
                 s->oom = true;
                 return NF_ENOMEM;

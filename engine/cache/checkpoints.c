@@ -29,7 +29,7 @@ int nf_cache_ckpt_put(struct nf_cache *c, struct nf_key key, int64_t index, cons
     size_t cap = 0;
     for (size_t off = 0; off < bytes; off += NF_CACHE_CHUNK_BYTES)
         cap += ZSTD_compressBound(bytes - off < NF_CACHE_CHUNK_BYTES ? bytes - off : NF_CACHE_CHUNK_BYTES);
-    if (!(blob = malloc(cap ? cap : 1))) {
+    if (!(blob = nf_malloc(cap ? cap : 1))) {
         rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
         goto fail;
     }
@@ -150,7 +150,7 @@ int ckpt_read(struct nf_cache *c, const char *hex, int64_t index, void **data, s
     const uint8_t *blob = sqlite3_column_blob(st, 0);
     size_t blob_len = (size_t)sqlite3_column_bytes(st, 0);
     bool good = raw >= 0 && (blob || raw == 0) && ckpt_frames_fit(blob, blob_len, (uint64_t)raw);
-    if (good && !(out = malloc(raw ? (size_t)raw : 1))) {
+    if (good && !(out = nf_malloc(raw ? (size_t)raw : 1))) {
         rc = NF_FAIL(err, NF_ENOMEM, "out of memory reading a %" PRId64 "-byte checkpoint", raw);
         goto fail;
     }

@@ -33,6 +33,7 @@
 #include <emmintrin.h>
 #endif
 #include <xxhash.h>
+#define ZSTD_STATIC_LINKING_ONLY   /* ZSTD_customMem: zstd allocates through alloc.h */
 #include <zstd.h>
 
 #include "codec.h"
@@ -122,12 +123,13 @@ static void unshuffle(const uint8_t *in, uint8_t *out, size_t n, uint32_t elem)
 int nf_codec_init(struct nf_codec *k, struct nf_error *err)
 {
     memset(k, 0, sizeof *k);
-    k->cctx = ZSTD_createCCtx();
-    k->dctx = ZSTD_createDCtx();
+    const ZSTD_customMem zstd_mem = { nf_zstd_alloc, nf_zstd_free, NULL };
+    k->cctx = ZSTD_createCCtx_advanced(zstd_mem);
+    k->dctx = ZSTD_createDCtx_advanced(zstd_mem);
     k->packed_cap = ZSTD_compressBound(NF_CACHE_CHUNK_BYTES);
-    k->planes = malloc(NF_CACHE_CHUNK_BYTES);
-    k->scratch = malloc(NF_CACHE_CHUNK_BYTES);
-    k->packed = malloc(k->packed_cap);
+    k->planes = nf_malloc(NF_CACHE_CHUNK_BYTES);
+    k->scratch = nf_malloc(NF_CACHE_CHUNK_BYTES);
+    k->packed = nf_malloc(k->packed_cap);
     if (!k->cctx || !k->dctx || !k->planes || !k->scratch || !k->packed) {
         nf_codec_release(k);
         return NF_FAIL(err, NF_ENOMEM, "out of memory");
@@ -184,7 +186,7 @@ static void put_raw(struct nf_bytes *b, const void *src, size_t n)
         size_t cap = b->cap ? b->cap * 2 : 256;
         while (cap < b->len + n)
             cap *= 2;
-        uint8_t *p = realloc(b->p, cap);
+        uint8_t *p = nf_realloc(b->p, cap);
         if (!p) {
             b->oom = true;
             return;
@@ -353,7 +355,7 @@ static bool mul_ok(uint64_t a, uint64_t b, uint64_t *out)
 
 static int add_segment(struct nf_layout *L, uint32_t elem, uint64_t bytes, const void *src, void *dst)
 {
-    struct nf_segment *s = realloc(L->segs, (L->n_segs + 1) * sizeof *s);
+    struct nf_segment *s = nf_realloc(L->segs, (L->n_segs + 1) * sizeof *s);
     if (!s)
         return NF_ENOMEM;
     L->segs = s;
@@ -410,7 +412,7 @@ static int get_extras(struct reader *r, struct nf_layout *L, int64_t matrix_rows
             int64_t n = get_i64(r);
             if (r->bad || L->kind != NF_KIND_MATRIX || n != matrix_rows || (uint64_t)n > r->len / 4)
                 return 1;
-            char **names = calloc((size_t)(n ? n : 1), sizeof *names);
+            char **names = nf_calloc((size_t)(n ? n : 1), sizeof *names);
             if (!names)
                 return NF_ENOMEM;
             for (int64_t k = 0; k < n; k++)
@@ -493,8 +495,10 @@ int nf_layout_from_value(const struct nf_value *v, struct nf_bytes *hdr, struct 
         for (int64_t k = 0; k < t->n_cols; k++) {
             const struct nf_column *col = &t->cols[k];
             if (col->numeric) {
-                if (add_segment(L, 8, (uint64_t)t->n_rows * 8, col->num, NULL) < 0)
+                if (add_segment(L, 8, (uint64_t)t->n_rows * 8, col->num, NULL) < 0) {
+                    free(cells.p);   /* the text columns before this one */
                     goto oom;
+                }
             } else {
                 for (int64_t r = 0; r < t->n_rows; r++)
                     put_str(&cells, col->str ? col->str[r] : NULL);
@@ -635,7 +639,7 @@ int nf_layout_from_header(const uint8_t *hdr, size_t len, bool build, struct nf_
         if (has_names) {
             if ((uint64_t)cols > r.len / 4)
                 goto undecodable;
-            if (!(names = calloc((size_t)(cols ? cols : 1), sizeof *names)))
+            if (!(names = nf_calloc((size_t)(cols ? cols : 1), sizeof *names)))
                 goto oom;
             n_names = cols;
             for (int64_t k = 0; k < cols; k++)
@@ -647,8 +651,8 @@ int nf_layout_from_header(const uint8_t *hdr, size_t len, bool build, struct nf_
         }
         if (build) {
             if (has_geom) {
-                if (!(geom = calloc(1, sizeof *geom)) ||
-                    !(geom->index = malloc((size_t)(n_voxels ? n_voxels : 1) * sizeof *geom->index)))
+                if (!(geom = nf_calloc(1, sizeof *geom)) ||
+                    !(geom->index = nf_malloc((size_t)(n_voxels ? n_voxels : 1) * sizeof *geom->index)))
                     goto oom;
                 geom->refcount = 1;
                 geom->grid = g;
@@ -670,8 +674,8 @@ int nf_layout_from_header(const uint8_t *hdr, size_t len, bool build, struct nf_
         if (r.bad || rows < 0 || cols < 0 || (uint64_t)cols > r.len ||
             !mul_ok((uint64_t)rows, 8, &num_bytes))
             goto undecodable;
-        if (!(names = calloc((size_t)(cols ? cols : 1), sizeof *names)) ||
-            !(numeric = calloc((size_t)(cols ? cols : 1), sizeof *numeric)))
+        if (!(names = nf_calloc((size_t)(cols ? cols : 1), sizeof *names)) ||
+            !(numeric = nf_calloc((size_t)(cols ? cols : 1), sizeof *numeric)))
             goto oom;
         n_names = cols;
         bool any_strings = false;
@@ -696,7 +700,7 @@ int nf_layout_from_header(const uint8_t *hdr, size_t len, bool build, struct nf_
                 !mul_ok(n_cells, 4, &min_bytes) || L->segs[next].bytes < min_bytes)
                 goto undecodable;
             L->strings_bytes = L->segs[next].bytes;
-            if (build && !(L->strings = malloc(L->strings_bytes ? L->strings_bytes : 1)))
+            if (build && !(L->strings = nf_malloc(L->strings_bytes ? L->strings_bytes : 1)))
                 goto oom;
             L->segs[next++].dst = L->strings;
         }
@@ -710,10 +714,10 @@ int nf_layout_from_header(const uint8_t *hdr, size_t len, bool build, struct nf_
                 names[k] = NULL;
                 col->numeric = numeric[k];
                 if (col->numeric) {
-                    if (!(col->num = malloc(num_bytes ? num_bytes : 1)))
+                    if (!(col->num = nf_malloc(num_bytes ? num_bytes : 1)))
                         goto oom;
                     L->segs[s++].dst = col->num;
-                } else if (!(col->str = calloc((size_t)(rows ? rows : 1), sizeof *col->str))) {
+                } else if (!(col->str = nf_calloc((size_t)(rows ? rows : 1), sizeof *col->str))) {
                     goto oom;
                 }
             }

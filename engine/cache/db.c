@@ -242,7 +242,7 @@ int cache_grow(void *array_of, size_t n, size_t *cap, size_t elem, struct nf_err
     size_t new_cap = *cap ? *cap * 2 : 64;
     void *old, *p;
     memcpy(&old, array_of, sizeof old);
-    if (!(p = realloc(old, new_cap * elem)))
+    if (!(p = nf_realloc(old, new_cap * elem)))
         return NF_FAIL(err, NF_ENOMEM, "out of memory");
     memcpy(array_of, &p, sizeof p);
     *cap = new_cap;

@@ -97,8 +97,8 @@ int nf_run_store(struct nf_cache *c, struct nf_key run, const struct nf_node_ins
     for (size_t o = 0; o < n_out; o++)
         if (out[o] && out[o]->kind == NF_KIND_COLLECTION)
             cap += out[o]->u.coll.n;
-    struct nf_run_row *rows = calloc(cap, sizeof *rows);
-    char **owned = calloc(cap, sizeof *owned);   /* recorded file paths */
+    struct nf_run_row *rows = nf_calloc(cap, sizeof *rows);
+    char **owned = nf_calloc(cap, sizeof *owned);   /* recorded file paths */
     struct nf_value *rec = NULL;
     size_t n = 0, n_owned = 0;
     int rc = 0;

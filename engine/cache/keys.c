@@ -287,7 +287,7 @@ int nf_node_keys_compute(const struct nf_pipeline *p, size_t ni, struct nf_node_
 
     nf_node_keys_release(k);
     nf_strbuf_init(&comp);
-    k->outs = calloc(n_out + 1, sizeof *k->outs);
+    k->outs = nf_calloc(n_out + 1, sizeof *k->outs);
     if (!k->outs)
         return NF_FAIL(err, NF_ENOMEM, "out of memory");
     k->n_outs = n_out;
@@ -349,7 +349,7 @@ int nf_node_keys_compute(const struct nf_pipeline *p, size_t ni, struct nf_node_
             struct nf_keyset *ks = &k->outs[o];
             ks->is_coll = is_coll;
             ks->n = is_coll ? n_paths : 0;
-            ks->items = calloc(n_paths + 1, sizeof *ks->items);
+            ks->items = nf_calloc(n_paths + 1, sizeof *ks->items);
             if (!ks->items) {
                 rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
                 goto fail;
@@ -382,7 +382,7 @@ int nf_node_keys_compute(const struct nf_pipeline *p, size_t ni, struct nf_node_
     }
 
     /* inputs: ports in table order, then variadic inputs by name */
-    in = calloc(node->n_edges + 1, sizeof *in);
+    in = nf_calloc(node->n_edges + 1, sizeof *in);
     if (!in) {
         rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
         goto fail;
@@ -418,8 +418,8 @@ int nf_node_keys_compute(const struct nf_pipeline *p, size_t ni, struct nf_node_
     for (size_t i = 0; i < n_in; i++)
         k->mapped |= in[i].maps;
     k->n_runs = k->mapped ? n_items : 1;
-    k->runs = calloc(k->n_runs + 1, sizeof *k->runs);
-    struct nf_key *named_keys = calloc(n_in + 1, sizeof *named_keys);
+    k->runs = nf_calloc(k->n_runs + 1, sizeof *k->runs);
+    struct nf_key *named_keys = nf_calloc(n_in + 1, sizeof *named_keys);
     if (!k->runs || !named_keys) {
         free(named_keys);
         rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
@@ -443,7 +443,7 @@ int nf_node_keys_compute(const struct nf_pipeline *p, size_t ni, struct nf_node_
             ks->is_coll = true;
             ks->n = v ? v->u.coll.n : (size_t)node->out_shape[o].n_items;
         }
-        ks->items = calloc(ks->n + 1, sizeof *ks->items);
+        ks->items = nf_calloc(ks->n + 1, sizeof *ks->items);
         if (!ks->items) {
             rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
             goto fail;
@@ -590,7 +590,7 @@ static bool stale_files(const struct nf_pipeline *p, struct nf_cache *cache,
 void nf_explain_print(const struct nf_pipeline *p, struct nf_cache *cache,
                       const struct nf_node_keys *keys, FILE *out)
 {
-    char *abs = realpath(p->file, NULL);
+    char *abs = nf_realpath(p->file);
     fprintf(out, "%-16s %-10s %s\n", "node", "type", "status");
     for (size_t oi = 0; oi < p->n_nodes; oi++) {
         size_t ni = (size_t)p->order[oi];

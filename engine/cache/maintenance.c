@@ -169,7 +169,7 @@ static int verify_result(struct nf_cache *c, const char *hex, char *what, size_t
     size_t len = (size_t)sqlite3_column_bytes(st, 0);
     bool run_record = strcmp(column_text(st, 1), NF_RUN_RECORD_LABEL) == 0 &&
                       sqlite3_column_type(st, 2) == SQLITE_NULL;
-    if (!(hdr = malloc(len ? len : 1))) {
+    if (!(hdr = nf_malloc(len ? len : 1))) {
         rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
         goto fail;
     }
@@ -394,7 +394,7 @@ static int gc_run(struct nf_cache *c, uint64_t max_bytes, double older_than_days
     st = NULL;
 
     int64_t cutoff = older_than_days >= 0 ? now_s() - (int64_t)(older_than_days * 86400.0) : INT64_MIN;
-    if (n && !(doomed = malloc(n * sizeof *doomed))) {
+    if (n && !(doomed = nf_malloc(n * sizeof *doomed))) {
         rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
         goto fail;
     }

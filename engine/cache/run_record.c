@@ -27,21 +27,21 @@ struct nf_value *nf_run_record_build(const struct nf_run_row *rows, size_t n, st
     struct nf_table *t = &v->u.tab;
     for (int c = 0; c < NF_REC_COLS; c++) {
         struct nf_column *col = &t->cols[c];
-        col->name = strdup(rec_names[c]);
+        col->name = nf_strdup(rec_names[c]);
         col->numeric = numeric_column(c);
         if (col->numeric)
-            col->num = calloc(n + 1, sizeof *col->num);
+            col->num = nf_calloc(n + 1, sizeof *col->num);
         else
-            col->str = calloc(n + 1, sizeof *col->str);
+            col->str = nf_calloc(n + 1, sizeof *col->str);
         if (!col->name || (col->numeric ? !col->num : !col->str))
             goto oom;
     }
     for (size_t r = 0; r < n; r++) {
         t->cols[NF_REC_PORT].num[r] = rows[r].port;
         t->cols[NF_REC_INDEX].num[r] = (double)rows[r].index;
-        t->cols[NF_REC_WHAT].str[r] = strdup(rows[r].what);
-        t->cols[NF_REC_TEXT].str[r] = strdup(rows[r].text ? rows[r].text : "");
-        t->cols[NF_REC_HASH].str[r] = strdup(rows[r].hash);
+        t->cols[NF_REC_WHAT].str[r] = nf_strdup(rows[r].what);
+        t->cols[NF_REC_TEXT].str[r] = nf_strdup(rows[r].text ? rows[r].text : "");
+        t->cols[NF_REC_HASH].str[r] = nf_strdup(rows[r].hash);
         if (!t->cols[NF_REC_WHAT].str[r] || !t->cols[NF_REC_TEXT].str[r] || !t->cols[NF_REC_HASH].str[r])
             goto oom;
     }
@@ -110,14 +110,14 @@ bool nf_run_record_check(const struct nf_value *rec, char *why, size_t why_size)
 
 char *nf_run_recorded_path(const char *path, const char *outputs_dir)
 {
-    char *real = realpath(path, NULL);
-    char *out_real = outputs_dir ? realpath(outputs_dir, NULL) : NULL;
+    char *real = nf_realpath(path);
+    char *out_real = outputs_dir ? nf_realpath(outputs_dir) : NULL;
     char *rec = NULL;
     size_t n = out_real ? strlen(out_real) : 0;
     if (real && out_real && strncmp(real, out_real, n) == 0 && real[n] == '/')
         rec = nf_asprintf(OUTPUTS_MARK "%s", real + n + 1);
     else
-        rec = strdup(real ? real : path);
+        rec = nf_strdup(real ? real : path);
     free(real);
     free(out_real);
     return rec;
@@ -128,7 +128,7 @@ static char *resolved_path(const char *recorded, const char *outputs_dir)
     size_t n = strlen(OUTPUTS_MARK);
     if (strncmp(recorded, OUTPUTS_MARK, n) == 0)
         return outputs_dir ? nf_path_join(outputs_dir, recorded + n) : NULL;
-    return strdup(recorded);
+    return nf_strdup(recorded);
 }
 
 int nf_run_files_match(struct nf_cache *c, const struct nf_table *t, const char *outputs_dir,
@@ -144,7 +144,7 @@ int nf_run_files_match(struct nf_cache *c, const struct nf_table *t, const char 
                     nf_cache_file_hash(c, path, &got, &ferr) == 0 && nf_key_equal(want, got);
         if (!same) {   /* gone, unreadable or edited: write it again */
             if (stale)
-                *stale = path ? path : strdup(t->cols[NF_REC_TEXT].str[r]);
+                *stale = path ? path : nf_strdup(t->cols[NF_REC_TEXT].str[r]);
             else
                 free(path);
             return 0;

@@ -53,6 +53,7 @@
 #include <xxhash.h>
 
 #include "cache_internal.h"
+#include "core/fault.h"
 #include "core/switches.h"
 #include "core/util.h"
 
@@ -285,7 +286,7 @@ fail:
 
 struct nf_cache *cache_alloc(const char *path, const struct nf_cache_opts *o, struct nf_error *err)
 {
-    struct nf_cache *c = calloc(1, sizeof *c);
+    struct nf_cache *c = nf_calloc(1, sizeof *c);
     if (!c || !(c->path = nf_strdup(path))) {
         free(c);
         NF_FAIL(err, NF_ENOMEM, "out of memory");
@@ -302,6 +303,8 @@ struct nf_cache *cache_alloc(const char *path, const struct nf_cache_opts *o, st
 
 int cache_connect(struct nf_cache *c, int flags, struct nf_error *err)
 {
+    nf_alloc_init();   /* SQLite allocates through alloc.h: before it initialises */
+    nf_fault_init();   /* tests: NLFLOW_FAIL_WRITE's VFS */
     /* NOMUTEX: this struct's own mutex serialises the connection */
     int rc = sqlite3_open_v2(c->path, &c->db, flags | SQLITE_OPEN_NOMUTEX, NULL);
     if (rc != SQLITE_OK)
@@ -535,7 +538,7 @@ int nf_cache_get(struct nf_cache *c, struct nf_key key, struct nf_value **out, s
     if (rc == 0)
         goto fail;
     hdr_len = (size_t)sqlite3_column_bytes(st, 0);
-    hdr = malloc(hdr_len ? hdr_len : 1);
+    hdr = nf_malloc(hdr_len ? hdr_len : 1);
     node_id = nf_strdup(column_text(st, 1));
     label = nf_strdup(column_text(st, 2));
     used = sqlite3_column_int64(st, 3);
@@ -690,7 +693,7 @@ fail:
 static int hash_fd(int fd, const char *path, struct nf_key *out, uint64_t *n_read,
                    struct nf_error *err)
 {
-    uint8_t *buf = malloc(HASH_READ_BYTES);
+    uint8_t *buf = nf_malloc(HASH_READ_BYTES);
     XXH3_state_t *state = XXH3_createState();
     int rc = 0;
     *n_read = 0;

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "alloc.h"
 
 /* Interned strings: a short list, since only pipeline file names go here. */
 struct interned { struct interned *next; char s[]; };
@@ -28,7 +29,7 @@ const char *nf_intern(const char *s)
             found = i->s;
     if (!found) {
         size_t n = strlen(s) + 1;
-        struct interned *i = malloc(sizeof *i + n);
+        struct interned *i = nf_malloc(sizeof *i + n);
         if (i) {
             memcpy(i->s, s, n);
             i->next = interned_head;
@@ -158,7 +159,7 @@ static void diags_push(struct nf_error **v, size_t *n, size_t *cap, const struct
 {
     if (*n == *cap) {
         size_t ncap = *cap ? *cap * 2 : 8;
-        struct nf_error *nv = realloc(*v, ncap * sizeof *nv);
+        struct nf_error *nv = nf_realloc(*v, ncap * sizeof *nv);
         if (!nv)
             return;   /* keep what we have: the first errors matter most */
         *v = nv;
@@ -175,7 +176,7 @@ void nf_diags_add(struct nf_diags *d, const struct nf_error *err)
 void nf_diags_warn(struct nf_diags *d, const struct nf_error *w)
 {
     size_t cap = d->n_warnings;   /* grow one at a time: warnings are few */
-    struct nf_error *nv = realloc(d->warnings, (cap + 1) * sizeof *nv);
+    struct nf_error *nv = nf_realloc(d->warnings, (cap + 1) * sizeof *nv);
     if (!nv)
         return;
     d->warnings = nv;
@@ -202,7 +203,7 @@ int nf_diags_print(const struct nf_diags *d)
     if (d->n == 0)
         return 0;
     /* Stable order by position so users read errors top to bottom. */
-    struct nf_error *sorted = malloc(d->n * sizeof *sorted);
+    struct nf_error *sorted = nf_malloc(d->n * sizeof *sorted);
     if (sorted) {
         memcpy(sorted, d->v, d->n * sizeof *sorted);
         /* insertion sort: stable, and lists are short */

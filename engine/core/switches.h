@@ -15,11 +15,16 @@
  *                            a cache that cannot be written)
  *   NLFLOW_GPU_RESIDENT      "0": copy inputs to the GPU at each use instead of
  *                            keeping them resident (gpu_context.c)
- *   NLFLOW_PERM_TILE         reference|avx2|avx512: force permute's tile kernel
- *                            (comparing them in benchmarks)
+ *   NLFLOW_PERM_TILE         reference|gemm|avx2|avx512: force permute's tile
+ *                            kernel (comparing them in benchmarks)
  *   NLFLOW_KILL_AT           N > 0: SIGKILL at the N-th fault point of the run
  *                            (tests of resuming after a crash, util.h)
  *   NLFLOW_KILL_VERBOSE      set: say where the kill happened on stderr
+ *
+ * The fault-injection switches are read once too, but by their own modules'
+ * init, because nf_switches() itself allocates: NLFLOW_FAIL_ALLOC,
+ * NLFLOW_FAIL_ALLOC_TRACE, NLFLOW_ALLOC_STATS (core/alloc.h) and
+ * NLFLOW_FAIL_WRITE, NLFLOW_WRITE_STATS (core/fault.h).
  */
 #ifndef NF_SWITCHES_H
 #define NF_SWITCHES_H

@@ -1,4 +1,4 @@
-/* util.c — allocation, string buffers, paths, atomic file output, sizes,
+/* util.c — string buffers, paths, atomic file output, sizes,
  * clocks, logging and a small deterministic RNG (see util.h).
  */
 #include <ctype.h>
@@ -16,47 +16,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fault.h"
 #include "util.h"
 #include "switches.h"
-
-void *nf_malloc(size_t n) { return malloc(n ? n : 1); }
-void *nf_calloc(size_t n, size_t size) { return calloc(n ? n : 1, size ? size : 1); }
-void *nf_realloc(void *p, size_t n) { return realloc(p, n ? n : 1); }
-
-char *nf_strdup(const char *s)
-{
-    return s ? strdup(s) : NULL;
-}
-
-char *nf_strndup(const char *s, size_t n)
-{
-    return s ? strndup(s, n) : NULL;
-}
-
-char *nf_asprintf(const char *fmt, ...)
-{
-    va_list ap;
-    char *out = NULL;
-    va_start(ap, fmt);
-    if (vasprintf(&out, fmt, ap) < 0)
-        out = NULL;
-    va_end(ap);
-    return out;
-}
-
-float *nf_alloc_floats(size_t n)
-{
-    void *p = NULL;
-    if (n > SIZE_MAX / sizeof(float) - 64)
-        return NULL;
-    size_t bytes = (n * sizeof(float) + 63) & ~(size_t)63;
-    if (posix_memalign(&p, 64, bytes ? bytes : 64) != 0)
-        return NULL;
-    memset(p, 0, bytes ? bytes : 64);
-    return p;
-}
-
-void nf_free_aligned(void *p) { free(p); }
 
 /* ---- strbuf ---- */
 void nf_strbuf_init(struct nf_strbuf *sb) { memset(sb, 0, sizeof *sb); }
@@ -76,7 +38,7 @@ static bool strbuf_grow(struct nf_strbuf *sb, size_t extra)
     size_t cap = sb->cap ? sb->cap : 64;
     while (cap < sb->len + extra + 1)
         cap *= 2;
-    char *nb = realloc(sb->buf, cap);
+    char *nb = nf_realloc(sb->buf, cap);
     if (!nb) {
         sb->oom = true;
         return false;
@@ -135,7 +97,7 @@ char *nf_strbuf_detach(struct nf_strbuf *sb)
         nf_strbuf_release(sb);
         return NULL;
     }
-    char *out = sb->buf ? sb->buf : strdup("");
+    char *out = sb->buf ? sb->buf : nf_strdup("");
     nf_strbuf_init(sb);
     return out;
 }
@@ -146,7 +108,7 @@ char *nf_path_join(const char *dir, const char *name)
     if (!name)
         return NULL;
     if (name[0] == '/' || !dir || !dir[0] || strcmp(dir, ".") == 0)
-        return strdup(name);
+        return nf_strdup(name);
     size_t n = strlen(dir);
     return nf_asprintf("%s%s%s", dir, dir[n - 1] == '/' ? "" : "/", name);
 }
@@ -155,10 +117,10 @@ char *nf_path_dirname(const char *path)
 {
     const char *slash = strrchr(path, '/');
     if (!slash)
-        return strdup(".");
+        return nf_strdup(".");
     if (slash == path)
-        return strdup("/");
-    return strndup(path, (size_t)(slash - path));
+        return nf_strdup("/");
+    return nf_strndup(path, (size_t)(slash - path));
 }
 
 char *nf_path_stem(const char *path)
@@ -175,7 +137,7 @@ char *nf_path_stem(const char *path)
             break;
         }
     }
-    return strndup(base, n);
+    return nf_strndup(base, n);
 }
 
 bool nf_path_has_suffix(const char *path, const char *suffix)
@@ -186,7 +148,7 @@ bool nf_path_has_suffix(const char *path, const char *suffix)
 
 int nf_mkdirs(const char *dir, struct nf_error *err)
 {
-    char *tmp = strdup(dir);
+    char *tmp = nf_strdup(dir);
     int rc = 0;
     if (!tmp)
         return NF_FAIL(err, NF_ENOMEM, "out of memory");
@@ -222,7 +184,7 @@ int nf_atomic_reserve(struct nf_atomic *a, const char *path, const char *tmp_suf
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
     unsigned n = atomic_fetch_add(&tmp_counter, 1);
-    a->path = strdup(path);
+    a->path = nf_strdup(path);
     if (dir && a->path)
         a->tmp = nf_asprintf("%s/.%s.tmp%ld.%u%s", dir, base, (long)getpid(), n,
                              tmp_suffix ? tmp_suffix : "");
@@ -268,13 +230,13 @@ static void written_add(const char *path)
         return;
     if (w->n == w->cap) {
         size_t cap = w->cap ? w->cap * 2 : 8;
-        char **p = realloc(w->paths, cap * sizeof *p);
+        char **p = nf_realloc(w->paths, cap * sizeof *p);
         if (!p)
             return;
         w->paths = p;
         w->cap = cap;
     }
-    char *copy = strdup(path);
+    char *copy = nf_strdup(path);
     if (copy)
         w->paths[w->n++] = copy;
 }
@@ -282,14 +244,15 @@ static void written_add(const char *path)
 int nf_atomic_commit(struct nf_atomic *a, struct nf_error *err)
 {
     int rc = 0;
-    if (a->fp) {
-        bool bad = ferror(a->fp) != 0;
-        if (fflush(a->fp) != 0)
+    int injected = nf_write_fault();   /* tests: as if the disk were full */
+    if (a->fp || injected) {
+        bool bad = injected || ferror(a->fp) != 0;
+        if (a->fp && fflush(a->fp) != 0)
             bad = true;
         if (!bad && fsync(fileno(a->fp)) != 0 && errno != EINVAL)
             bad = true;
-        int saved = errno;
-        if (fclose(a->fp) != 0)
+        int saved = injected ? injected : errno;
+        if (a->fp && fclose(a->fp) != 0)
             bad = true;
         a->fp = NULL;
         if (bad) {
@@ -351,7 +314,7 @@ char *nf_read_file(const char *path, size_t *len, struct nf_error *err)
     for (;;) {
         if (n + 4096 + 1 > cap) {
             size_t ncap = cap ? cap * 2 : 8192;
-            char *nb = realloc(buf, ncap);
+            char *nb = nf_realloc(buf, ncap);
             if (!nb) {
                 NF_FAIL(err, NF_ENOMEM, "out of memory reading '%s'", path);
                 goto fail;
@@ -573,8 +536,8 @@ static inline uint32_t f32_key(float f)
 
 int nf_argsort_f32(const float *keys, int64_t n, int64_t *order)
 {
-    uint32_t *k = malloc((size_t)(n > 0 ? n : 1) * 2 * sizeof *k);
-    int64_t *tmp = malloc((size_t)(n > 0 ? n : 1) * sizeof *tmp);
+    uint32_t *k = nf_malloc((size_t)(n > 0 ? n : 1) * 2 * sizeof *k);
+    int64_t *tmp = nf_malloc((size_t)(n > 0 ? n : 1) * sizeof *tmp);
     if (!k || !tmp) {
         free(k);
         free(tmp);

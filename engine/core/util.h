@@ -1,6 +1,6 @@
-/* util.h — small helpers shared by the engine and the nodes: checked
- * allocation, a growable string buffer, paths, atomic file output, byte-size
- * parsing and the run-time log (stderr).
+/* util.h — small helpers shared by the engine and the nodes: a growable
+ * string buffer, paths, atomic file output, byte-size parsing and the
+ * run-time log (stderr). It includes the allocator, alloc.h.
  *
  * Atomic output: nf_atomic_open() creates "<path>.tmp.<pid>.<n>" in the same
  * folder; nf_atomic_commit() fsyncs and renames it over <path>; nf_atomic_abort()
@@ -16,18 +16,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "alloc.h"
 #include "error.h"
-
-/* Allocation: these return NULL on failure (callers report NF_ENOMEM). */
-void *nf_malloc(size_t n);
-void *nf_calloc(size_t n, size_t size);
-void *nf_realloc(void *p, size_t n);
-char *nf_strdup(const char *s);           /* NULL-safe: NULL -> NULL */
-char *nf_strndup(const char *s, size_t n);
-char *nf_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* 64-byte aligned float buffer for kernels; free with nf_free_aligned. */
-float *nf_alloc_floats(size_t n);          /* zeroed */
-void nf_free_aligned(void *p);
 
 struct nf_strbuf { char *buf; size_t len, cap; bool oom; };
 void nf_strbuf_init(struct nf_strbuf *sb);

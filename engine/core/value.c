@@ -80,13 +80,13 @@ struct nf_geom *nf_geom_from_mask(const struct nf_grid *grid, const float *data)
     for (int64_t v = 0; v < nvox; v++)
         if (data[v] != 0 && isfinite(data[v]))
             count++;
-    struct nf_geom *g = calloc(1, sizeof *g);
+    struct nf_geom *g = nf_calloc(1, sizeof *g);
     if (!g)
         return NULL;
     g->refcount = 1;
     g->grid = *grid;
     g->n_voxels = count;
-    g->index = malloc((size_t)(count ? count : 1) * sizeof *g->index);
+    g->index = nf_malloc((size_t)(count ? count : 1) * sizeof *g->index);
     if (!g->index) {
         free(g);
         return NULL;
@@ -123,7 +123,7 @@ void nf_geom_unref(struct nf_geom *g)
 /* ---- values ---- */
 static struct nf_value *value_alloc(enum nf_kind kind, struct nf_error *err)
 {
-    struct nf_value *v = calloc(1, sizeof *v);
+    struct nf_value *v = nf_calloc(1, sizeof *v);
     if (!v) {
         NF_FAIL(err, NF_ENOMEM, "out of memory");
         return NULL;
@@ -205,7 +205,7 @@ struct nf_value *nf_value_new_table(int64_t n_rows, int64_t n_cols, struct nf_er
         return NULL;
     v->u.tab.n_rows = n_rows;
     v->u.tab.n_cols = n_cols;
-    v->u.tab.cols = calloc((size_t)(n_cols ? n_cols : 1), sizeof *v->u.tab.cols);
+    v->u.tab.cols = nf_calloc((size_t)(n_cols ? n_cols : 1), sizeof *v->u.tab.cols);
     if (!v->u.tab.cols) {
         free(v);
         NF_FAIL(err, NF_ENOMEM, "out of memory");
@@ -220,7 +220,7 @@ struct nf_value *nf_value_new_collection(size_t n, struct nf_error *err)
     if (!v)
         return NULL;
     v->u.coll.n = n;
-    v->u.coll.items = calloc(n ? n : 1, sizeof *v->u.coll.items);
+    v->u.coll.items = nf_calloc(n ? n : 1, sizeof *v->u.coll.items);
     if (!v->u.coll.items) {
         free(v);
         NF_FAIL(err, NF_ENOMEM, "out of memory");
@@ -325,7 +325,7 @@ int nf_matrix_set_row_names(struct nf_value *m, const char *const *names, struct
     if (!m || m->kind != NF_KIND_MATRIX)
         return NF_FAIL(err, NF_EBUG, "row names on a value that is not a matrix");
     int64_t rows = m->u.mat.rows;
-    char **copy = calloc((size_t)(rows ? rows : 1), sizeof *copy);
+    char **copy = nf_calloc((size_t)(rows ? rows : 1), sizeof *copy);
     bool oom = !copy;
     for (int64_t r = 0; !oom && r < rows; r++)
         oom = names[r] && !(copy[r] = nf_strdup(names[r]));
@@ -407,7 +407,7 @@ struct nf_value *nf_table_to_matrix(const struct nf_value *tab, struct nf_error 
     struct nf_value *m = nf_value_new_matrix(t->n_rows, t->n_cols, NULL, err);
     if (!m)
         return NULL;
-    m->u.mat.col_names = calloc((size_t)(t->n_cols ? t->n_cols : 1), sizeof(char *));
+    m->u.mat.col_names = nf_calloc((size_t)(t->n_cols ? t->n_cols : 1), sizeof(char *));
     if (!m->u.mat.col_names) {
         nf_value_unref(m);
         NF_FAIL(err, NF_ENOMEM, "out of memory");
@@ -472,7 +472,7 @@ struct nf_value *nf_collection_stack(const struct nf_value *coll, struct nf_erro
                     c->items[i]->stat.dof == first->stat.dof;
     }
     if (labelled) {
-        const char **names = calloc(c->n, sizeof *names);
+        const char **names = nf_calloc(c->n, sizeof *names);
         if (!names) {
             nf_value_unref(m);
             NF_FAIL(err, NF_ENOMEM, "out of memory");

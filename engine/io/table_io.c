@@ -200,7 +200,7 @@ static int compare_names(const void *a, const void *b, void *names)
 static bool find_repeated_name(char *const *names, size_t n, size_t *first, size_t *again,
                                bool *oom)
 {
-    size_t *order = malloc((n + 1) * sizeof *order);
+    size_t *order = nf_malloc((n + 1) * sizeof *order);
     bool found = false;
     *oom = !order;
     if (!order)

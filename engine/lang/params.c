@@ -80,7 +80,7 @@ const struct nf_param *nf_param_find(const struct nf_param *table, const char *n
 static int spaced_values(bool log, double lo, double hi, int64_t count, struct nf_num_list *out)
 {
     out->n = 0;
-    out->v = calloc((size_t)(count > 0 ? count : 1), sizeof(double));
+    out->v = nf_calloc((size_t)(count > 0 ? count : 1), sizeof(double));
     if (!out->v)
         return -1;
     double step = count > 1 ? (hi - lo) / (double)(count - 1) : 0;
@@ -114,7 +114,7 @@ static int num_list_from_text(const char *s, struct nf_num_list *out)
     size_t cap = 1;
     for (const char *c = s; *c; c++)
         cap += *c == ',';
-    out->v = calloc(cap, sizeof *out->v);
+    out->v = nf_calloc(cap, sizeof *out->v);
     if (!out->v)
         return -1;
     const char *p = s;
@@ -479,7 +479,7 @@ static void enum_schema(const struct nf_param *p, const char *def, struct nf_str
 
 static void str_default(const struct nf_param *p, void *field)
 {
-    FIELD_AS(char *, field) = p->def.s && p->def.s[0] ? strdup(p->def.s) : NULL;
+    FIELD_AS(char *, field) = p->def.s && p->def.s[0] ? nf_strdup(p->def.s) : NULL;
 }
 
 static void str_release(void *field)
@@ -504,7 +504,7 @@ static int str_parse(const struct nf_param *p, void *field, const struct nf_ynod
     (void)base_dir;
     if (v->type != NF_Y_SCALAR)
         return bad(d, v, node, p, "a string");
-    return set_string(field, strdup(v->value), v, node, d);
+    return set_string(field, nf_strdup(v->value), v, node, d);
 }
 
 /* Relative to the pipeline file's folder. */
@@ -615,7 +615,7 @@ static int num_list_parse(const struct nf_param *p, void *field, const struct nf
         return num_list_spaced(p, field, v, node, d);
     if (check_len(p, n, v, node, d) < 0)
         return NF_EINVAL;
-    list.v = calloc(n ? n : 1, sizeof *list.v);
+    list.v = nf_calloc(n ? n : 1, sizeof *list.v);
     if (!list.v)
         return out_of_memory(d, v, node);
     for (size_t i = 0; i < n; i++) {
@@ -694,8 +694,8 @@ static void str_list_default(const struct nf_param *p, void *field)
     struct nf_str_list *l = field;
     l->n = 0;
     l->v = NULL;
-    if (p->def.s && p->def.s[0] && (l->v = calloc(1, sizeof *l->v)) &&
-        (l->v[0] = strdup(p->def.s)))
+    if (p->def.s && p->def.s[0] && (l->v = nf_calloc(1, sizeof *l->v)) &&
+        (l->v[0] = nf_strdup(p->def.s)))
         l->n = 1;
 }
 
@@ -719,7 +719,7 @@ static int str_list_parse(const struct nf_param *p, void *field, const struct nf
         return bad(d, v, node, p, "a list of strings");
     if (check_len(p, n, v, node, d) < 0)
         return NF_EINVAL;
-    list.v = calloc(n ? n : 1, sizeof *list.v);
+    list.v = nf_calloc(n ? n : 1, sizeof *list.v);
     if (!list.v)
         return out_of_memory(d, v, node);
     for (size_t i = 0; i < n; i++) {
@@ -728,7 +728,7 @@ static int str_list_parse(const struct nf_param *p, void *field, const struct nf
             str_list_release(&list);
             return bad(d, item, node, p, "a string");
         }
-        list.v[list.n++] = strdup(item->value);
+        list.v[list.n++] = nf_strdup(item->value);
     }
     str_list_release(field);
     *(struct nf_str_list *)field = list;

@@ -203,7 +203,7 @@ static void parse_vars(struct nf_pipeline *p, const struct nf_ynode *params,
         params = NULL;
     }
     size_t n = params ? params->n : 0;
-    p->vars = calloc(n + (ov ? ov->n_set : 0) + 1, sizeof *p->vars);
+    p->vars = nf_calloc(n + (ov ? ov->n_set : 0) + 1, sizeof *p->vars);
     if (!p->vars)
         return;
     for (size_t i = 0; i < n; i++) {
@@ -221,10 +221,17 @@ static void parse_vars(struct nf_pipeline *p, const struct nf_ynode *params,
             NF_DIAG(d, NF_EINVAL, &k->loc, NULL, "variable '%s' is defined twice", k->value);
             continue;
         }
-        struct nf_var *var = &p->vars[p->n_vars++];
-        var->name = strdup(k->value);
-        var->value = strdup(v->value);
+        struct nf_var *var = &p->vars[p->n_vars];
+        var->name = nf_strdup(k->value);
+        var->value = nf_strdup(v->value);
         var->loc = v->loc;
+        if (!var->name || !var->value) {   /* out of memory: nf_pipeline_load says so */
+            free(var->name);
+            free(var->value);
+            memset(var, 0, sizeof *var);
+            return;
+        }
+        p->n_vars++;
     }
     for (size_t i = 0; ov && i < ov->n_set; i++) {
         const char *eq = strchr(ov->set[i], '=');
@@ -241,8 +248,11 @@ static void parse_vars(struct nf_pipeline *p, const struct nf_ynode *params,
                     (int)(eq - ov->set[i]), ov->set[i], hint, names);
             continue;
         }
+        char *value = nf_strdup(eq + 1);
+        if (!value)
+            return;
         free(var->value);
-        var->value = strdup(eq + 1);
+        var->value = value;
     }
 }
 
@@ -255,8 +265,8 @@ static void parse_settings(struct nf_pipeline *p, const struct nf_ynode *s, stru
     st->memory = phys ? phys / 4 * 3 : (uint64_t)8 << 30;   /* default: 75% of RAM */
     st->threads = 0;
     st->seed = 0;
-    st->cache = strdup(".nlflow/cache.db");
-    st->outputs = strdup("results");
+    st->cache = nf_strdup(".nlflow/cache.db");
+    st->outputs = nf_strdup("results");
     if (!s)
         return;
     if (s->type != NF_Y_MAP) {
@@ -303,7 +313,7 @@ static void parse_settings(struct nf_pipeline *p, const struct nf_ynode *s, stru
              * YAML 1.2 reader sees as the string "off") turn the cache off;
              * `true` keeps the default file */
             free(st->cache);
-            st->cache = strdup(flag ? ".nlflow/cache.db" : "off");
+            st->cache = nf_strdup(flag ? ".nlflow/cache.db" : "off");
         } else if (strcmp(k, "cache") == 0 || strcmp(k, "outputs") == 0) {
             if (v->type != NF_Y_SCALAR || !v->value[0]) {
                 NF_DIAG(d, NF_EINVAL, &v->loc, NULL, "setting '%s' must be a path (got %s)", k, got);
@@ -311,7 +321,7 @@ static void parse_settings(struct nf_pipeline *p, const struct nf_ynode *s, stru
             }
             char **dst = k[0] == 'c' ? &st->cache : &st->outputs;
             free(*dst);
-            *dst = strdup(v->value);
+            *dst = nf_strdup(v->value);
         } else {
             static const char *const known[] = { "device", "memory", "threads", "seed", "cache", "outputs", NULL };
             const char *best = nf_suggest_from(k, known);
@@ -380,8 +390,8 @@ static int compare_key_values(const void *a, const void *b, void *keys)
  * ids are found by one sort instead of comparing every pair. */
 static int *first_same_key(struct nf_ynode *const *keys, size_t n)
 {
-    int *order = malloc((n + 1) * sizeof *order);
-    int *first = malloc((n + 1) * sizeof *first);
+    int *order = nf_malloc((n + 1) * sizeof *order);
+    int *first = nf_malloc((n + 1) * sizeof *first);
     if (!order || !first) {
         free(order);
         free(first);
@@ -402,21 +412,28 @@ static bool add_pending(struct vstate *vs, size_t node, const char *name, const 
 {
     if (vs->n_pe == vs->cap_pe) {
         size_t cap = vs->cap_pe ? vs->cap_pe * 2 : 16;
-        struct pending_edge *n = realloc(vs->pe, cap * sizeof *n);
+        struct pending_edge *n = nf_realloc(vs->pe, cap * sizeof *n);
         if (!n)
             return false;
         vs->pe = n;
         vs->cap_pe = cap;
     }
-    struct pending_edge *e = &vs->pe[vs->n_pe++];
+    struct pending_edge *e = &vs->pe[vs->n_pe];
     memset(e, 0, sizeof *e);
     e->node = node;
-    e->name = strdup(name);
+    e->name = nf_strdup(name);
     const char *dot = strchr(ref, '.');
-    e->src = dot ? strndup(ref, (size_t)(dot - ref)) : strdup(ref);
-    e->src_port = strdup(dot ? dot + 1 : "");
+    e->src = dot ? nf_strndup(ref, (size_t)(dot - ref)) : nf_strdup(ref);
+    e->src_port = nf_strdup(dot ? dot + 1 : "");
     e->loc = *loc;
     e->port = port;
+    if (!e->name || !e->src || !e->src_port) {   /* out of memory: nf_pipeline_load says so */
+        free(e->name);
+        free(e->src);
+        free(e->src_port);
+        return false;
+    }
+    vs->n_pe++;
     return true;
 }
 
@@ -426,7 +443,7 @@ static void parse_node(struct nf_pipeline *p, size_t idx, const struct nf_ynode 
     struct nf_node_inst *node = &p->nodes[idx];
     const char *id = key->value;
     node->loc = key->loc;
-    node->id = strdup(id);
+    node->id = nf_strdup(id);
     if (!valid_node_id(id))
         NF_DIAG(d, NF_EINVAL, &key->loc, id,
                 "invalid node id (expected a lowercase letter followed by lowercase letters, digits or _)");
@@ -458,7 +475,7 @@ static void parse_node(struct nf_pipeline *p, size_t idx, const struct nf_ynode 
         return;
     }
     const struct nf_node_type *t = node->type;
-    node->params = calloc(1, t->params_size ? t->params_size : 1);
+    node->params = nf_calloc(1, t->params_size ? t->params_size : 1);
     if (!node->params) {
         NF_DIAG(d, NF_ENOMEM, &key->loc, id, "out of memory");
         return;
@@ -593,7 +610,7 @@ static int sorted_node_index(const struct nf_pipeline *p, const int *sorted, siz
 
 static void resolve_edges(struct nf_pipeline *p, struct vstate *vs, struct nf_diags *d)
 {
-    int *sorted = malloc((p->n_nodes + 1) * sizeof *sorted);
+    int *sorted = nf_malloc((p->n_nodes + 1) * sizeof *sorted);
     size_t n_sorted = 0;
     for (size_t i = 0; sorted && i < p->n_nodes; i++)
         if (p->nodes[i].id)
@@ -672,7 +689,7 @@ static void resolve_edges(struct nf_pipeline *p, struct vstate *vs, struct nf_di
                     NF_DIAG(d, NF_EINVAL, &pe->loc, node->id, "input '%s' is connected twice", pe->name);
                     goto next;
                 }
-        struct nf_edge *edges = realloc(node->edges, (node->n_edges + 1) * sizeof *edges);
+        struct nf_edge *edges = nf_realloc(node->edges, (node->n_edges + 1) * sizeof *edges);
         if (!edges)
             continue;
         node->edges = edges;
@@ -712,8 +729,8 @@ next:;
 int nf_toposort(struct nf_pipeline *p, struct nf_diags *d)
 {
     size_t n = p->n_nodes;
-    int *indeg = calloc(n + 1, sizeof *indeg);
-    int *order = calloc(n + 1, sizeof *order);
+    int *indeg = nf_calloc(n + 1, sizeof *indeg);
+    int *order = nf_calloc(n + 1, sizeof *order);
     int rc = 0;
     if (!indeg || !order) {
         rc = NF_ENOMEM;
@@ -728,13 +745,13 @@ int nf_toposort(struct nf_pipeline *p, struct nf_diags *d)
      * min-heap of indices, and each node's consumers are listed once
      * (consumer_start/consumers, by source), so that the sort is
      * O(E log n) rather than a scan of every edge per node placed. */
-    bool *placed = calloc(n + 1, sizeof *placed);
-    size_t *consumer_start = calloc(n + 2, sizeof *consumer_start);
+    bool *placed = nf_calloc(n + 1, sizeof *placed);
+    size_t *consumer_start = nf_calloc(n + 2, sizeof *consumer_start);
     size_t n_edges = 0;
     for (size_t j = 0; j < n; j++)
         n_edges += p->nodes[j].n_edges;
-    int *consumers = malloc((n_edges + 1) * sizeof *consumers);
-    int *ready = malloc((n + 1) * sizeof *ready);
+    int *consumers = nf_malloc((n_edges + 1) * sizeof *consumers);
+    int *ready = nf_malloc((n + 1) * sizeof *ready);
     size_t n_ready = 0;
     if (!placed || !consumer_start || !consumers || !ready) {
         free(placed);
@@ -742,6 +759,7 @@ int nf_toposort(struct nf_pipeline *p, struct nf_diags *d)
         free(consumers);
         free(ready);
         rc = NF_ENOMEM;
+        NF_DIAG(d, NF_ENOMEM, NULL, NULL, "out of memory");
         goto fail;
     }
     for (size_t j = 0; j < n; j++)
@@ -790,8 +808,8 @@ int nf_toposort(struct nf_pipeline *p, struct nf_diags *d)
         size_t start = 0;
         while (placed[start])
             start++;
-        int *seen = calloc(n + 1, sizeof *seen);
-        int *path = calloc(n + 1, sizeof *path);
+        int *seen = nf_calloc(n + 1, sizeof *seen);
+        int *path = nf_calloc(n + 1, sizeof *path);
         size_t len = 0;
         int cur = (int)start;
         while (seen && path && !seen[cur]) {
@@ -861,16 +879,22 @@ struct nf_pipeline *nf_pipeline_load(const char *path, const struct nf_overrides
     struct nf_ynode *root = NULL;
     struct vstate vs = { 0 };
     size_t len = 0;
-    struct nf_pipeline *p = calloc(1, sizeof *p);
+    /* Any allocation failure while loading makes the result suspect (a
+     * missing variable reads as undefined, a missing edge as no input):
+     * the load then fails with "out of memory" alone. */
+    long alloc_failures = nf_alloc_failures();
+    size_t n_errors = d->n, n_warnings = d->n_warnings;
+    struct nf_pipeline *p = nf_calloc(1, sizeof *p);
     char *text = nf_read_file(path, &len, &err);
     if (!p || !text) {
-        if (!text) {
+        if (p && err.code != NF_ENOMEM)
             err.code = NF_EUSAGE;
-            nf_diags_add(d, &err);
-        }
+        else if (!p)
+            NF_FAIL(&err, NF_ENOMEM, "out of memory");
+        nf_diags_add(d, &err);
         goto fail;
     }
-    p->file = strdup(path);
+    p->file = nf_strdup(path);
     p->dir = nf_path_dirname(path);
     root = nf_yaml_parse(text, len, nf_intern(p->file), &err);
     if (!root) {
@@ -906,7 +930,7 @@ struct nf_pipeline *nf_pipeline_load(const char *path, const struct nf_overrides
     }
     const struct nf_ynode *name = nf_ymap_get(root, "name");
     if (name && name->type == NF_Y_SCALAR && name->value[0])
-        p->name = strdup(name->value);
+        p->name = nf_strdup(name->value);
     else {
         if (name)
             NF_DIAG(d, NF_EINVAL, &name->loc, NULL, "'name' must be a non-empty string");
@@ -932,7 +956,7 @@ struct nf_pipeline *nf_pipeline_load(const char *path, const struct nf_overrides
     } else if (nodes->type != NF_Y_MAP || nodes->n == 0) {
         NF_DIAG(d, NF_EINVAL, &nodes->loc, NULL, "'nodes' must be a non-empty mapping of node id to node");
     } else {
-        p->nodes = calloc(nodes->n, sizeof *p->nodes);
+        p->nodes = nf_calloc(nodes->n, sizeof *p->nodes);
         if (!p->nodes)
             goto fail;
         p->n_nodes = nodes->n;
@@ -941,6 +965,8 @@ struct nf_pipeline *nf_pipeline_load(const char *path, const struct nf_overrides
             substitute(p, nodes->items[i], nodes->keys[i]->value, d);
             parse_node(p, i, nodes->keys[i], nodes->items[i], &vs, d);
         }
+        if (nf_alloc_failures() != alloc_failures)
+            goto fail;
         resolve_edges(p, &vs, d);
         fill_setting_defaults(p);
     }
@@ -969,6 +995,11 @@ struct nf_pipeline *nf_pipeline_load(const char *path, const struct nf_overrides
         }
     }
 fail:
+    if (nf_alloc_failures() != alloc_failures) {
+        d->n = n_errors;
+        d->n_warnings = n_warnings;
+        NF_DIAG(d, NF_ENOMEM, NULL, NULL, "out of memory loading '%s'", path);
+    }
     for (size_t i = 0; i < vs.n_pe; i++) {
         free(vs.pe[i].name);
         free(vs.pe[i].src);

@@ -12,7 +12,7 @@
 
 static struct nf_ynode *ynode_new(enum nf_ytype type, const yaml_mark_t *m, const char *file)
 {
-    struct nf_ynode *n = calloc(1, sizeof *n);
+    struct nf_ynode *n = nf_calloc(1, sizeof *n);
     if (!n)
         return NULL;
     n->type = type;
@@ -39,12 +39,12 @@ void nf_ynode_free(struct nf_ynode *n)
 
 static int ynode_append(struct nf_ynode *parent, struct nf_ynode *key, struct nf_ynode *val)
 {
-    struct nf_ynode **items = realloc(parent->items, (parent->n + 1) * sizeof *items);
+    struct nf_ynode **items = nf_realloc(parent->items, (parent->n + 1) * sizeof *items);
     if (!items)
         return -1;
     parent->items = items;
     if (parent->type == NF_Y_MAP) {
-        struct nf_ynode **keys = realloc(parent->keys, (parent->n + 1) * sizeof *keys);
+        struct nf_ynode **keys = nf_realloc(parent->keys, (parent->n + 1) * sizeof *keys);
         if (!keys)
             return -1;
         parent->keys = keys;
@@ -103,7 +103,7 @@ static struct nf_ynode *parse_node(yaml_parser_t *p, yaml_event_t *ev, const cha
     switch (ev->type) {
     case YAML_SCALAR_EVENT:
         n = ynode_new(NF_Y_SCALAR, &ev->start_mark, file);
-        if (!n || !(n->value = strndup((const char *)ev->data.scalar.value, ev->data.scalar.length)))
+        if (!n || !(n->value = nf_strndup((const char *)ev->data.scalar.value, ev->data.scalar.length)))
             goto oom;
         n->quoted = ev->data.scalar.style == YAML_SINGLE_QUOTED_SCALAR_STYLE ||
                     ev->data.scalar.style == YAML_DOUBLE_QUOTED_SCALAR_STYLE ||

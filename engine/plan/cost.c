@@ -171,7 +171,7 @@ void nf_calibrate_cpu(struct nf_rates *r)
     const size_t copy_bytes = (size_t)256 << 20;
     float *A = nf_alloc_floats((size_t)N * N), *B = nf_alloc_floats((size_t)N * N),
           *C = nf_alloc_floats((size_t)N * N);
-    char *src = malloc(copy_bytes), *dst = malloc(copy_bytes);
+    char *src = nf_malloc(copy_bytes), *dst = nf_malloc(copy_bytes);
     double t[REPS];
     if (A && B && C) {
         for (size_t i = 0; i < (size_t)N * N; i++) {

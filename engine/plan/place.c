@@ -19,6 +19,7 @@
 #include "cost.h"
 #include "kernels/kernels.h"
 #include "pipeline.h"
+#include "core/alloc.h"
 
 enum nf_device nf_place_node(enum nf_device requested, enum nf_device pipeline_default,
                              bool node_has_gpu, bool gpu_available)
@@ -56,7 +57,7 @@ int nf_place(struct nf_pipeline *p, bool gpu_available, struct nf_diags *d)
     struct nf_rates rates;
     bool have_rates = false;
     /* the (source node, port) values kept on the device by GPU nodes placed so far */
-    struct { int src, port; } *kept = calloc(p->n_nodes ? p->n_nodes : 1, sizeof *kept);
+    struct { int src, port; } *kept = nf_calloc(p->n_nodes ? p->n_nodes : 1, sizeof *kept);
     size_t n_kept = 0;
     for (size_t k = 0; k < p->n_nodes; k++) {
         struct nf_node_inst *n = &p->nodes[p->order ? (size_t)p->order[k] : k];

@@ -54,7 +54,7 @@ int nf_plan_memory(struct nf_pipeline *p, struct nf_diags *d)
 {
     uint64_t budget = p->settings.memory;
     size_t n = p->n_nodes;
-    int *remaining = calloc(n + 1, sizeof *remaining);
+    int *remaining = nf_calloc(n + 1, sizeof *remaining);
     if (!remaining) {
         NF_DIAG(d, NF_ENOMEM, NULL, NULL, "out of memory");
         return NF_ENOMEM;

@@ -70,7 +70,7 @@ int nf_resolve_shapes(struct nf_pipeline *p, struct nf_diags *d)
     nf_pipeline_env(p, &env);
     /* every node's wanted outputs in one pass over the edges (asking
      * nf_outputs_wanted node by node scans all edges each time: quadratic) */
-    uint64_t *wanted_by_node = calloc(p->n_nodes + 1, sizeof *wanted_by_node);
+    uint64_t *wanted_by_node = nf_calloc(p->n_nodes + 1, sizeof *wanted_by_node);
     if (!wanted_by_node) {
         NF_DIAG(d, NF_ENOMEM, NULL, NULL, "out of memory");
         return NF_ENOMEM;
@@ -91,10 +91,10 @@ int nf_resolve_shapes(struct nf_pipeline *p, struct nf_diags *d)
         free(node->in_shape);
         free(node->extra_shape);
         free(node->out_shape);
-        node->in_shape = calloc(n_in + 1, sizeof *node->in_shape);
-        node->extra_shape = calloc(n_extra + 1, sizeof *node->extra_shape);
-        node->out_shape = calloc(n_out + 1, sizeof *node->out_shape);
-        const char **extra_names = calloc(n_extra + 1, sizeof *extra_names);
+        node->in_shape = nf_calloc(n_in + 1, sizeof *node->in_shape);
+        node->extra_shape = nf_calloc(n_extra + 1, sizeof *node->extra_shape);
+        node->out_shape = nf_calloc(n_out + 1, sizeof *node->out_shape);
+        const char **extra_names = nf_calloc(n_extra + 1, sizeof *extra_names);
         if (!node->in_shape || !node->extra_shape || !node->out_shape || !extra_names) {
             free(extra_names);
             free(wanted_by_node);

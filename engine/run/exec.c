@@ -543,7 +543,7 @@ static int fetch_node(struct executor *x, size_t ni, struct nf_error *err)
     struct nf_node_inst *node = &x->p->nodes[ni];
     const struct nf_node_keys *k = &x->keys[ni];
     size_t n_out = nf_port_count(node->type->outputs);
-    struct nf_value **out = calloc(n_out + 1, sizeof *out), **one = calloc(n_out + 1, sizeof *one);
+    struct nf_value **out = nf_calloc(n_out + 1, sizeof *out), **one = nf_calloc(n_out + 1, sizeof *one);
     int rc = 0;
     if (!out || !one) {
         rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
@@ -603,10 +603,10 @@ static int run_task(struct executor *x, size_t ni, size_t item, struct nf_error 
     size_t n_extra = 0;
     for (size_t e = 0; e < node->n_edges; e++)
         n_extra += node->edges[e].port == NF_EDGE_VARIADIC;
-    struct nf_value **in = calloc(n_in + 1, sizeof *in);
-    struct nf_value **out = calloc(n_out + 1, sizeof *out);
-    struct nf_value **extra = calloc(n_extra + 1, sizeof *extra);
-    const char **extra_names = calloc(n_extra + 1, sizeof *extra_names);
+    struct nf_value **in = nf_calloc(n_in + 1, sizeof *in);
+    struct nf_value **out = nf_calloc(n_out + 1, sizeof *out);
+    struct nf_value **extra = nf_calloc(n_extra + 1, sizeof *extra);
+    const char **extra_names = nf_calloc(n_extra + 1, sizeof *extra_names);
     const char *item_label = NULL;
     int rc = 0;
     if (!in || !out || !extra || !extra_names) {
@@ -877,11 +877,11 @@ static int plan_cache(struct executor *x, struct nf_error *err)
 {
     struct nf_pipeline *p = x->p;
     x->cache = x->o->cache;
-    x->keys = calloc(p->n_nodes + 1, sizeof *x->keys);
-    bool *cached_all = calloc(p->n_nodes + 1, sizeof *cached_all);
-    bool *needs_run = calloc(p->n_nodes + 1, sizeof *needs_run);
+    x->keys = nf_calloc(p->n_nodes + 1, sizeof *x->keys);
+    bool *cached_all = nf_calloc(p->n_nodes + 1, sizeof *cached_all);
+    bool *needs_run = nf_calloc(p->n_nodes + 1, sizeof *needs_run);
     int rc = 0;
-    x->pipeline_abs = realpath(p->file, NULL);
+    x->pipeline_abs = nf_realpath(p->file);
     if (!x->keys || !cached_all || !needs_run) {
         rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
         goto fail;
@@ -966,8 +966,8 @@ static int execute_once(struct nf_pipeline *p, const struct nf_exec_opts *o, str
     nf_pipeline_env(p, &x.env);
     int rc = 0;
     int nthreads = o->threads > 0 ? o->threads : nf_cpu_count();
-    pthread_t *tids = calloc((size_t)nthreads, sizeof *tids);
-    x.st = calloc(p->n_nodes + 1, sizeof *x.st);
+    pthread_t *tids = nf_calloc((size_t)nthreads, sizeof *tids);
+    x.st = nf_calloc(p->n_nodes + 1, sizeof *x.st);
     if (!tids || !x.st) {
         free(tids);
         free(x.st);
@@ -979,8 +979,8 @@ static int execute_once(struct nf_pipeline *p, const struct nf_exec_opts *o, str
         x.st[i].fold_into = -1;
         x.st[i].ckpt_total = -1;
         nf_progress_init(&x.st[i].progress, node->id, node->type->name);
-        x.st[i].out = calloc(nf_port_count(node->type->outputs) + 1, sizeof(struct nf_value *));
-        x.st[i].prepared = calloc(nf_port_count(node->type->inputs) + 1, sizeof(struct nf_value *));
+        x.st[i].out = nf_calloc(nf_port_count(node->type->outputs) + 1, sizeof(struct nf_value *));
+        x.st[i].prepared = nf_calloc(nf_port_count(node->type->inputs) + 1, sizeof(struct nf_value *));
         if (!x.st[i].out || !x.st[i].prepared) {
             rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
             goto fail;

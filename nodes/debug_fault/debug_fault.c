@@ -64,7 +64,7 @@ static int debug_fault_run(struct nf_run *run)
 {
     const struct debug_fault_params *p = run->params;
     struct nf_value *out = nf_value_new_matrix(1, p->chunks, NULL, run->err);
-    bool *have = calloc((size_t)p->chunks, sizeof *have);
+    bool *have = nf_calloc((size_t)p->chunks, sizeof *have);
     int64_t *done = NULL;
     size_t n_done = 0;
     int rc = 0;

@@ -492,8 +492,8 @@ static int load_input_files(const void *params, char ***paths, char ***labels, s
     *n = 0;
     *is_collection = path_has_glob(p->path);
     if (!*is_collection) {
-        *paths = calloc(1, sizeof **paths);
-        if (!*paths || !((*paths)[0] = strdup(p->path)))
+        *paths = nf_calloc(1, sizeof **paths);
+        if (!*paths || !((*paths)[0] = nf_strdup(p->path)))
             return NF_FAIL(err, NF_ENOMEM, "out of memory");
         *n = 1;
         return 0;
@@ -502,7 +502,7 @@ static int load_input_files(const void *params, char ***paths, char ***labels, s
     int rc = expand_glob(p->path, NULL, &matches, err);
     if (rc < 0)
         return rc;
-    *paths = calloc(matches.gl_pathc + 1, sizeof **paths);
+    *paths = nf_calloc(matches.gl_pathc + 1, sizeof **paths);
     *labels = item_labels(matches.gl_pathv, matches.gl_pathc);
     if (!*paths || !*labels) {
         globfree(&matches);
@@ -510,7 +510,7 @@ static int load_input_files(const void *params, char ***paths, char ***labels, s
     }
     size_t found = matches.gl_pathc;
     for (size_t i = 0; i < found; i++)
-        if (((*paths)[i] = strdup(matches.gl_pathv[i])))
+        if (((*paths)[i] = nf_strdup(matches.gl_pathv[i])))
             (*n)++;
     globfree(&matches);
     return *n == found ? 0 : NF_FAIL(err, NF_ENOMEM, "out of memory");

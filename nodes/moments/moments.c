@@ -59,7 +59,7 @@ static void state_free(struct moments_state *st)
 static int moments_begin(struct nf_run *run, void **state)
 {
     (void)run;
-    *state = calloc(1, sizeof(struct moments_state));
+    *state = nf_calloc(1, sizeof(struct moments_state));
     return *state ? 0 : NF_FAIL(run->err, NF_ENOMEM, "out of memory");
 }
 
@@ -74,9 +74,9 @@ static int moments_item(struct nf_run *run, void *state, const struct nf_value *
     if (st->count == 0 && !st->mean) {
         st->cols = m->cols;
         size_t n = (size_t)(m->cols ? m->cols : 1);
-        st->mean = calloc(n, sizeof *st->mean);
-        st->m2 = calloc(n, sizeof *st->m2);
-        st->item_mean = calloc(n, sizeof *st->item_mean);
+        st->mean = nf_calloc(n, sizeof *st->mean);
+        st->m2 = nf_calloc(n, sizeof *st->m2);
+        st->item_mean = nf_calloc(n, sizeof *st->item_mean);
         if (!st->mean || !st->m2 || !st->item_mean)
             return NF_FAIL(run->err, NF_ENOMEM, "out of memory");
         st->geom = nf_geom_ref(m->geom);

@@ -354,9 +354,9 @@ int nf_perm_rows(const struct perm_ctx *c, int64_t p0, int64_t count, float *R)
      * by itself (rare) */
     int64_t n = c->n, want = c->test == PERM_ONE_SAMPLE ? n : 2 * n + 16;
     int n_ahead = c->exact ? 0 : want < 624 ? (int)want : 624;
-    uint32_t *ahead = malloc((size_t)(LANES * n_ahead + 1) * sizeof *ahead);
-    int64_t *perm = malloc((size_t)n * sizeof *perm);
-    int8_t *signs = malloc((size_t)n);
+    uint32_t *ahead = nf_malloc((size_t)(LANES * n_ahead + 1) * sizeof *ahead);
+    int64_t *perm = nf_malloc((size_t)n * sizeof *perm);
+    int8_t *signs = nf_malloc((size_t)n);
     int rc = ahead && perm && signs ? 0 : NF_ENOMEM;
     for (int64_t b = 0; rc == 0 && b < count; b += LANES) {
         int64_t lanes = count - b < LANES ? count - b : LANES;
@@ -501,7 +501,7 @@ static void *chunk_team(void *arg)
     while (atomic_load(&w->rows_done) < w->len)
         sched_yield();
     float *scratch =
-        atomic_load(&w->failed) ? NULL : malloc(nf_perm_tile_scratch(w->len, TILE_VOXELS) * sizeof *scratch);
+        atomic_load(&w->failed) ? NULL : nf_malloc(nf_perm_tile_scratch(w->len, TILE_VOXELS) * sizeof *scratch);
     if (!scratch) {
         atomic_store(&w->failed, 1);
         return NULL;
@@ -577,7 +577,7 @@ static int pick_column(const struct nf_value *v, const char *name, const char *w
             *text = (const char *const *)cl->str;
             return 0;
         }
-        *values = malloc((size_t)(n ? n : 1) * sizeof **values);
+        *values = nf_malloc((size_t)(n ? n : 1) * sizeof **values);
         if (!*values)
             return NF_FAIL(run->err, NF_ENOMEM, "out of memory");
         memcpy(*values, cl->num, (size_t)n * sizeof **values);
@@ -590,7 +590,7 @@ static int pick_column(const struct nf_value *v, const char *name, const char *w
     if (m->rows * m->cols != n)
         return NF_FAIL_AT(run->err, NF_ESHAPE, loc, id, "%s has %lld values but data has %lld subjects",
                           what, (long long)(m->rows * m->cols), (long long)n);
-    *values = malloc((size_t)(n ? n : 1) * sizeof **values);
+    *values = nf_malloc((size_t)(n ? n : 1) * sizeof **values);
     if (!*values)
         return NF_FAIL(run->err, NF_ENOMEM, "out of memory");
     for (int64_t i = 0; i < n; i++)
@@ -632,19 +632,19 @@ int nf_perm_prepare(struct perm_ctx *c, const struct nf_run *run, float *stat_ou
     double *sum = NULL, *sum1 = NULL, *sq = NULL, *asum = NULL, *cross = NULL, *col = NULL, *rank = NULL;
     struct ranked *tmp = NULL;
     int rc = 0;
-    c->shift = calloc((size_t)V, sizeof *c->shift);
-    c->ss = calloc((size_t)V, sizeof *c->ss);
-    c->floor_ = calloc((size_t)V, sizeof *c->floor_);
-    c->cap = malloc((size_t)V * sizeof *c->cap);
-    c->flat = calloc((size_t)V, sizeof *c->flat);
-    c->abs_sum = calloc((size_t)V, sizeof *c->abs_sum);
-    c->ss_d = calloc((size_t)V, sizeof *c->ss_d);
-    c->shift_d = calloc((size_t)V, sizeof *c->shift_d);
-    sum = calloc((size_t)V, sizeof *sum);
-    sum1 = calloc((size_t)V, sizeof *sum1);
-    sq = calloc((size_t)V, sizeof *sq);
-    asum = calloc((size_t)V, sizeof *asum);
-    cross = calloc((size_t)V, sizeof *cross);
+    c->shift = nf_calloc((size_t)V, sizeof *c->shift);
+    c->ss = nf_calloc((size_t)V, sizeof *c->ss);
+    c->floor_ = nf_calloc((size_t)V, sizeof *c->floor_);
+    c->cap = nf_malloc((size_t)V * sizeof *c->cap);
+    c->flat = nf_calloc((size_t)V, sizeof *c->flat);
+    c->abs_sum = nf_calloc((size_t)V, sizeof *c->abs_sum);
+    c->ss_d = nf_calloc((size_t)V, sizeof *c->ss_d);
+    c->shift_d = nf_calloc((size_t)V, sizeof *c->shift_d);
+    sum = nf_calloc((size_t)V, sizeof *sum);
+    sum1 = nf_calloc((size_t)V, sizeof *sum1);
+    sq = nf_calloc((size_t)V, sizeof *sq);
+    asum = nf_calloc((size_t)V, sizeof *asum);
+    cross = nf_calloc((size_t)V, sizeof *cross);
     if (!c->shift || !c->ss || !c->floor_ || !c->cap || !c->flat || !c->abs_sum || !c->ss_d || !c->shift_d ||
         !sum || !sum1 || !sq || !asum || !cross) {
         rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
@@ -654,9 +654,9 @@ int nf_perm_prepare(struct perm_ctx *c, const struct nf_run *run, float *stat_ou
     const float *src = c->D;
     if (c->test == PERM_CORRELATION && c->prm->method == PERM_SPEARMAN) {
         /* each column's average ranks (1..n, ties averaged; exact in float), in place */
-        col = calloc((size_t)n, sizeof *col);
-        rank = malloc((size_t)n * sizeof *rank);
-        tmp = malloc((size_t)n * sizeof *tmp);
+        col = nf_calloc((size_t)n, sizeof *col);
+        rank = nf_malloc((size_t)n * sizeof *rank);
+        tmp = nf_malloc((size_t)n * sizeof *tmp);
         if (!col || !rank || !tmp) {
             rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
             goto fail;
@@ -684,8 +684,8 @@ int nf_perm_prepare(struct perm_ctx *c, const struct nf_run *run, float *stat_ou
      * what it multiplies. */
     if (c->test == PERM_CORRELATION) {
         /* per voxel once: the mean, the population std, and whether it is kept */
-        double *m = malloc((size_t)V * sizeof *m), *sd = malloc((size_t)V * sizeof *sd);
-        int64_t *keep = malloc((size_t)V * sizeof *keep);
+        double *m = nf_malloc((size_t)V * sizeof *m), *sd = nf_malloc((size_t)V * sizeof *sd);
+        int64_t *keep = nf_malloc((size_t)V * sizeof *keep);
         if (!m || !sd || !keep) {
             free(m);
             free(sd);
@@ -757,8 +757,8 @@ fail:
 /* BH q-values of the p of tested voxels (zero-variance voxels: q = 1). */
 int nf_perm_bh_qvalues(const float *p, const bool *flat, int64_t V, float *q, struct nf_error *err)
 {
-    float *tested = malloc((size_t)(V ? V : 1) * sizeof *tested);
-    int64_t *idx = malloc((size_t)(V ? V : 1) * sizeof *idx), *order = malloc((size_t)(V ? V : 1) * sizeof *order);
+    float *tested = nf_malloc((size_t)(V ? V : 1) * sizeof *tested);
+    int64_t *idx = nf_malloc((size_t)(V ? V : 1) * sizeof *idx), *order = nf_malloc((size_t)(V ? V : 1) * sizeof *order);
     int rc = 0;
     if (!tested || !idx || !order) {
         rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
@@ -884,7 +884,7 @@ int nf_perm_gather_inputs(struct perm_ctx *c, const struct nf_run *run)
         c->max_r = 1;
         goto fail;   /* done: rc is 0 */
     }
-    if (!(c->D_own = malloc((size_t)(c->n * c->V) * sizeof *c->D_own))) {
+    if (!(c->D_own = nf_malloc((size_t)(c->n * c->V) * sizeof *c->D_own))) {
         rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory for a copy of the data (%lld x %lld)",
                      (long long)c->n, (long long)c->V);
         goto fail;
@@ -905,8 +905,8 @@ int nf_perm_gather_inputs(struct perm_ctx *c, const struct nf_run *run)
             }
         }
         if (prm->method == PERM_SPEARMAN) {
-            double *r = malloc((size_t)c->n * sizeof *r);
-            struct ranked *tmp = malloc((size_t)c->n * sizeof *tmp);
+            double *r = nf_malloc((size_t)c->n * sizeof *r);
+            struct ranked *tmp = nf_malloc((size_t)c->n * sizeof *tmp);
             if (!r || !tmp) {
                 free(r);
                 free(tmp);
@@ -927,7 +927,7 @@ int nf_perm_gather_inputs(struct perm_ctx *c, const struct nf_run *run)
             rc = NF_FAIL_AT(run->err, NF_EDATA, loc, id, "the covariate is constant: a correlation is undefined");
             goto fail;
         }
-        if (!(c->cov = malloc((size_t)c->n * sizeof *c->cov))) {
+        if (!(c->cov = nf_malloc((size_t)c->n * sizeof *c->cov))) {
             rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
             goto fail;
         }
@@ -948,7 +948,7 @@ int nf_perm_gather_inputs(struct perm_ctx *c, const struct nf_run *run)
         memcpy(c->D_own + c->n1 * c->V, x2->u.mat.data, (size_t)(c->n2 * c->V) * sizeof *c->D_own);
     } else {
         NF_TRY(rc = pick_column(run->in[PERMUTE_IN_GROUPS], prm->column, "groups", c->n, &vals, &text, run));
-        label = malloc((size_t)c->n * sizeof *label);
+        label = nf_malloc((size_t)c->n * sizeof *label);
         if (!label) {
             rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
             goto fail;
@@ -1049,15 +1049,15 @@ int nf_perm_begin(struct perm_ctx *c, const struct nf_run *run, struct nf_value 
     if (c->exact)
         nf_log("nlflow: node '%s': exact test: all %lld permutations enumerated (no more than "
                "n_permutations = %lld)", id, (long long)c->M, (long long)prm->n_permutations);
-    c->row0 = malloc((size_t)c->n * sizeof *c->row0);
-    c->count = calloc((size_t)c->V, sizeof *c->count);
-    c->null_q = malloc((size_t)c->M * sizeof *c->null_q);
-    c->q_obs = malloc((size_t)c->V * sizeof *c->q_obs);
-    c->lo = malloc((size_t)c->V * sizeof *c->lo);
-    c->hi = malloc((size_t)c->V * sizeof *c->hi);
-    c->q_obs_d = malloc((size_t)c->V * sizeof *c->q_obs_d);
+    c->row0 = nf_malloc((size_t)c->n * sizeof *c->row0);
+    c->count = nf_calloc((size_t)c->V, sizeof *c->count);
+    c->null_q = nf_malloc((size_t)c->M * sizeof *c->null_q);
+    c->q_obs = nf_malloc((size_t)c->V * sizeof *c->q_obs);
+    c->lo = nf_malloc((size_t)c->V * sizeof *c->lo);
+    c->hi = nf_malloc((size_t)c->V * sizeof *c->hi);
+    c->q_obs_d = nf_malloc((size_t)c->V * sizeof *c->q_obs_d);
     if (!c->exact)
-        c->seeds = malloc((size_t)c->M * sizeof *c->seeds);
+        c->seeds = nf_malloc((size_t)c->M * sizeof *c->seeds);
     if (!c->row0 || !c->count || !c->null_q || !c->q_obs || !c->lo || !c->hi || !c->q_obs_d ||
         (!c->exact && !c->seeds))
         return NF_FAIL(run->err, NF_ENOMEM, "out of memory");
@@ -1195,10 +1195,10 @@ static void *exact_max_worker(void *arg)
 static int exact_maxima(const struct perm_ctx *c, const int64_t *todo, int64_t na, int threads, double *max_d)
 {
     int64_t n_parts = threads > 1 ? 4 * threads : 1;
-    float *R = malloc((size_t)(na * c->n) * sizeof *R);
-    double *part = malloc((size_t)(n_parts * na) * sizeof *part);
-    int64_t *perm = malloc((size_t)c->n * sizeof *perm);
-    int8_t *signs = malloc((size_t)c->n);
+    float *R = nf_malloc((size_t)(na * c->n) * sizeof *R);
+    double *part = nf_malloc((size_t)(n_parts * na) * sizeof *part);
+    int64_t *perm = nf_malloc((size_t)c->n * sizeof *perm);
+    int8_t *signs = nf_malloc((size_t)c->n);
     int rc = 0;
     if (!R || !part || !perm || !signs) {
         rc = NF_ENOMEM;
@@ -1238,14 +1238,14 @@ static int fwe_pvalues(const struct perm_ctx *c, float *pf, double denom, double
                        struct nf_error *err)
 {
     const int64_t M = c->M, V = c->V;
-    int64_t *by_max = malloc((size_t)(M ? M : 1) * sizeof *by_max);
-    int64_t *tested = malloc((size_t)(V ? V : 1) * sizeof *tested);
-    int64_t *by_lo = malloc((size_t)(V ? V : 1) * sizeof *by_lo), *by_hi = malloc((size_t)(V ? V : 1) * sizeof *by_hi);
-    float *lo = malloc((size_t)(V ? V : 1) * sizeof *lo), *hi = malloc((size_t)(V ? V : 1) * sizeof *hi);
-    float *hi_max = malloc((size_t)(V ? V : 1) * sizeof *hi_max);
-    int64_t *below_lo = malloc((size_t)(V ? V : 1) * sizeof *below_lo);
-    double *max_d = malloc((size_t)(M ? M : 1) * sizeof *max_d);
-    int64_t *todo = malloc((size_t)(M ? M : 1) * sizeof *todo), n_todo = 0;
+    int64_t *by_max = nf_malloc((size_t)(M ? M : 1) * sizeof *by_max);
+    int64_t *tested = nf_malloc((size_t)(V ? V : 1) * sizeof *tested);
+    int64_t *by_lo = nf_malloc((size_t)(V ? V : 1) * sizeof *by_lo), *by_hi = nf_malloc((size_t)(V ? V : 1) * sizeof *by_hi);
+    float *lo = nf_malloc((size_t)(V ? V : 1) * sizeof *lo), *hi = nf_malloc((size_t)(V ? V : 1) * sizeof *hi);
+    float *hi_max = nf_malloc((size_t)(V ? V : 1) * sizeof *hi_max);
+    int64_t *below_lo = nf_malloc((size_t)(V ? V : 1) * sizeof *below_lo);
+    double *max_d = nf_malloc((size_t)(M ? M : 1) * sizeof *max_d);
+    int64_t *todo = nf_malloc((size_t)(M ? M : 1) * sizeof *todo), n_todo = 0;
     int rc = 0;
     if (!by_max || !tested || !by_lo || !by_hi || !lo || !hi || !hi_max || !below_lo || !max_d || !todo) {
         rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
@@ -1359,7 +1359,7 @@ int nf_perm_finish(struct perm_ctx *c, const struct nf_run *run, uint32_t seed, 
         rc = run->err->code;
         goto fail;
     }
-    out[PERMUTE_OUT_NULL_MAX]->u.mat.col_names = calloc(1, sizeof(char *));
+    out[PERMUTE_OUT_NULL_MAX]->u.mat.col_names = nf_calloc(1, sizeof(char *));
     if (!out[PERMUTE_OUT_NULL_MAX]->u.mat.col_names || !(out[PERMUTE_OUT_NULL_MAX]->u.mat.col_names[0] = nf_strdup("null_max"))) {
         rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
         goto fail;
@@ -1437,11 +1437,11 @@ static int permute_run(struct nf_run *run)
     int64_t chunk = prm->chunk, n_chunks = (c.M + chunk - 1) / chunk, resumed = 0;
     int64_t n_tiles = (c.V + TILE_VOXELS - 1) / TILE_VOXELS;
     int64_t cbytes = c.V * (int64_t)sizeof(uint32_t);
-    R = malloc((size_t)(chunk * c.n) * sizeof *R);
-    tile_max = malloc((size_t)(n_tiles * chunk) * sizeof *tile_max);
-    cmax = malloc((size_t)chunk * sizeof *cmax);
-    ccount = malloc((size_t)cbytes + (size_t)chunk * sizeof(float));
-    have = calloc((size_t)n_chunks, sizeof *have);
+    R = nf_malloc((size_t)(chunk * c.n) * sizeof *R);
+    tile_max = nf_malloc((size_t)(n_tiles * chunk) * sizeof *tile_max);
+    cmax = nf_malloc((size_t)chunk * sizeof *cmax);
+    ccount = nf_malloc((size_t)cbytes + (size_t)chunk * sizeof(float));
+    have = nf_calloc((size_t)n_chunks, sizeof *have);
     if (!R || !tile_max || !cmax || !ccount || !have) {
         rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory for a chunk of %lld permutations", (long long)chunk);
         goto fail;

@@ -304,7 +304,7 @@ static int finish_chunk(struct gperm *gp, struct nf_gpu *g, const struct nf_run 
         /* more near ties than room (discrete data): the chunk again, with room for all */
         int64_t want = (int64_t)n_near;
         NF_TRY(rc = nf_gpu_malloc((void **)&big, (size_t)want * sizeof *big, "room for the near ties of a chunk", err));
-        if (!(host_near = malloc((size_t)want * sizeof *host_near))) {
+        if (!(host_near = nf_malloc((size_t)want * sizeof *host_near))) {
             rc = NF_FAIL(err, NF_ENOMEM, "out of memory for %lld near ties", (long long)want);
             goto fail;
         }
@@ -364,10 +364,10 @@ static int run_chunks(struct perm_ctx *c, struct nf_gpu *g, const struct nf_run 
     const int64_t n_chunks = (c->M + chunk - 1) / chunk;
     uint32_t *ckpt_buf = NULL;
     int rc = 0;
-    gp.perm = malloc((size_t)c->n * sizeof *gp.perm);
-    gp.signs = malloc((size_t)c->n);
-    gp.row = malloc((size_t)c->n * sizeof *gp.row);
-    ckpt_buf = malloc((size_t)c->V * sizeof(uint32_t) + (size_t)chunk * sizeof(float));
+    gp.perm = nf_malloc((size_t)c->n * sizeof *gp.perm);
+    gp.signs = nf_malloc((size_t)c->n);
+    gp.row = nf_malloc((size_t)c->n * sizeof *gp.row);
+    ckpt_buf = nf_malloc((size_t)c->V * sizeof(uint32_t) + (size_t)chunk * sizeof(float));
     if (!gp.perm || !gp.signs || !gp.row || !ckpt_buf) {
         rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory for a chunk of %lld permutations", (long long)chunk);
         goto fail;
@@ -431,7 +431,7 @@ int nf_permute_run_gpu(struct nf_run *run)
     NF_TRY(rc = nf_perm_begin(&c, run, out, &seed));
     /* chunks of permutations, resumed from the checkpoints of either device */
     int64_t chunk = prm->chunk, n_chunks = (c.M + chunk - 1) / chunk, resumed = 0;
-    if (!(have = calloc((size_t)n_chunks, sizeof *have))) {
+    if (!(have = nf_calloc((size_t)n_chunks, sizeof *have))) {
         rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
         goto fail;
     }

@@ -349,7 +349,7 @@ static int encode_column(const struct column *col, int64_t *id, int64_t *first, 
                          const struct nf_run *run)
 {
     int64_t n = col->n, u = 0;
-    struct entry *e = malloc((size_t)(n ? n : 1) * sizeof *e);
+    struct entry *e = nf_malloc((size_t)(n ? n : 1) * sizeof *e);
     if (!e)
         return NF_FAIL(run->err, NF_ENOMEM, "out of memory");
     for (int64_t i = 0; i < n; i++) {
@@ -422,9 +422,9 @@ static int read_target(struct predict_ctx *c, const struct nf_value *yin, const 
     if (c->col.n != c->n)
         return NF_FAIL_AT(run->err, NF_ESHAPE, loc, id, "X has %lld images (rows) but y has %lld values",
                           (long long)c->n, (long long)c->col.n);
-    c->y = malloc((size_t)c->n * sizeof *c->y);
-    c->cls = malloc((size_t)c->n * sizeof *c->cls);
-    c->first = malloc((size_t)c->n * sizeof *c->first);
+    c->y = nf_malloc((size_t)c->n * sizeof *c->y);
+    c->cls = nf_malloc((size_t)c->n * sizeof *c->cls);
+    c->first = nf_malloc((size_t)c->n * sizeof *c->first);
     if (!c->y || !c->cls || !c->first)
         return NF_FAIL(run->err, NF_ENOMEM, "out of memory");
     if (!c->classifier) {
@@ -465,8 +465,8 @@ static int make_folds(struct predict_ctx *c, const struct nf_value *groups, cons
     uint32_t seed = (uint32_t)(prm->seed >= 0 ? (uint64_t)prm->seed : run->env ? run->env->seed : 0);
     int64_t n = c->n, k = prm->cv, *gid = NULL, *gfirst = NULL, *count = NULL;
     int rc = 0;
-    c->fold_of = malloc((size_t)n * sizeof *c->fold_of);
-    count = calloc((size_t)(n + 1) * 2, sizeof *count);   /* per class, then per fold */
+    c->fold_of = nf_malloc((size_t)n * sizeof *c->fold_of);
+    count = nf_calloc((size_t)(n + 1) * 2, sizeof *count);   /* per class, then per fold */
     if (!c->fold_of || !count) {
         rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
         goto fail;
@@ -480,8 +480,8 @@ static int make_folds(struct predict_ctx *c, const struct nf_value *groups, cons
                             (long long)gcol.n, (long long)n);
             goto fail;
         }
-        gid = malloc((size_t)n * sizeof *gid);
-        gfirst = malloc((size_t)n * sizeof *gfirst);
+        gid = nf_malloc((size_t)n * sizeof *gid);
+        gfirst = nf_malloc((size_t)n * sizeof *gfirst);
         if (!gid || !gfirst) {
             rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
             goto fail;
@@ -577,11 +577,11 @@ static int fit_one(const struct predict_ctx *c, struct fit_job *job, struct nf_e
     }
     const int64_t r = n_tr < p ? n_tr : p, q = c->prm->pca > 0 ? (c->prm->pca < r ? c->prm->pca : r) : p;
     const int64_t nv = n_val ? n_val : 1;
-    float *Xtr = malloc((size_t)(n_tr * p) * sizeof *Xtr), *Xval = malloc((size_t)(nv * p) * sizeof *Xval);
-    double *ytr = malloc((size_t)n_tr * sizeof *ytr), *yval = malloc((size_t)nv * sizeof *yval);
-    double *pv = malloc((size_t)nv * sizeof *pv), *mean = malloc((size_t)p * sizeof *mean);
-    double *sd = malloc((size_t)p * sizeof *sd), *back = NULL;
-    int64_t *val_rows = malloc((size_t)nv * sizeof *val_rows);
+    float *Xtr = nf_malloc((size_t)(n_tr * p) * sizeof *Xtr), *Xval = nf_malloc((size_t)(nv * p) * sizeof *Xval);
+    double *ytr = nf_malloc((size_t)n_tr * sizeof *ytr), *yval = nf_malloc((size_t)nv * sizeof *yval);
+    double *pv = nf_malloc((size_t)nv * sizeof *pv), *mean = nf_malloc((size_t)p * sizeof *mean);
+    double *sd = nf_malloc((size_t)p * sizeof *sd), *back = NULL;
+    int64_t *val_rows = nf_malloc((size_t)nv * sizeof *val_rows);
     float *U = NULL, *s = NULL, *Vt = NULL, *Ztr = NULL, *Zval = NULL, *dec = NULL, *wq = NULL;
     struct nf_linear_model m = { 0 };
     int rc = 0;
@@ -620,11 +620,11 @@ static int fit_one(const struct predict_ctx *c, struct fit_job *job, struct nf_e
     int64_t nf = p;
     if (c->prm->pca > 0) {
         /* scores Z = X_c Vt_qᵀ = U_q S_q on the training rows */
-        U = malloc((size_t)(n_tr * r) * sizeof *U);
-        s = malloc((size_t)r * sizeof *s);
-        Vt = malloc((size_t)(r * p) * sizeof *Vt);
-        Ztr = malloc((size_t)(n_tr * q) * sizeof *Ztr);
-        Zval = malloc((size_t)(nv * q) * sizeof *Zval);
+        U = nf_malloc((size_t)(n_tr * r) * sizeof *U);
+        s = nf_malloc((size_t)r * sizeof *s);
+        Vt = nf_malloc((size_t)(r * p) * sizeof *Vt);
+        Ztr = nf_malloc((size_t)(n_tr * q) * sizeof *Ztr);
+        Zval = nf_malloc((size_t)(nv * q) * sizeof *Zval);
         if (!U || !s || !Vt || !Ztr || !Zval) {
             rc = NF_FAIL(err, NF_ENOMEM, "out of memory for the PCA of %lld images x %lld voxels",
                          (long long)n_tr, (long long)p);
@@ -633,7 +633,8 @@ static int fit_one(const struct predict_ctx *c, struct fit_job *job, struct nf_e
         rc = c->K->svd(Xtr, n_tr, p, U, s, Vt);
         if (rc < 0) {
             rc = NF_FAIL(err, rc == NF_ENOMEM ? NF_ENOMEM : NF_EDATA, "the SVD of %lld training images x %lld "
-                         "voxels (pca) did not converge", (long long)n_tr, (long long)p);
+                         "voxels (pca) %s", (long long)n_tr, (long long)p,
+                         rc == NF_ENOMEM ? "ran out of memory" : "did not converge");
             goto fail;
         }
         for (int64_t i = 0; i < n_tr; i++)
@@ -648,7 +649,7 @@ static int fit_one(const struct predict_ctx *c, struct fit_job *job, struct nf_e
     NF_TRY(rc = nf_model_fit(&c->opts, F, n_tr, nf, nf, ytr, c->n_classes, &m, err));
     job->converged = m.converged;
     if (f < c->k) {
-        dec = malloc((size_t)(nv * (m.n_out > 0 ? m.n_out : 1)) * sizeof *dec);
+        dec = nf_malloc((size_t)(nv * (m.n_out > 0 ? m.n_out : 1)) * sizeof *dec);
         if (!dec) {
             rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
             goto fail;
@@ -660,7 +661,7 @@ static int fit_one(const struct predict_ctx *c, struct fit_job *job, struct nf_e
             job->pred[val_rows[b]] = pv[b];
     }
     if (job->w) {
-        wq = malloc((size_t)nf * sizeof *wq);
+        wq = nf_malloc((size_t)nf * sizeof *wq);
         if (!wq) {
             rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
             goto fail;
@@ -668,7 +669,7 @@ static int fit_one(const struct predict_ctx *c, struct fit_job *job, struct nf_e
         nf_model_weights(&m, wq);
         if (c->prm->pca > 0) {
             /* back to voxels: w = Vt_qᵀ coef, summed in double */
-            back = calloc((size_t)p, sizeof *back);
+            back = nf_calloc((size_t)p, sizeof *back);
             if (!back) {
                 rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
                 goto fail;
@@ -785,7 +786,7 @@ static void warn_unconverged(const struct predict_ctx *c, const struct nf_run *r
 /* "fold1", "fold2", ... or ROI labels as column names of a matrix. */
 static int name_columns(struct nf_value *m, const char *prefix, const double *values, struct nf_error *err)
 {
-    m->u.mat.col_names = calloc((size_t)m->u.mat.cols + 1, sizeof *m->u.mat.col_names);
+    m->u.mat.col_names = nf_calloc((size_t)m->u.mat.cols + 1, sizeof *m->u.mat.col_names);
     if (!m->u.mat.col_names)
         return NF_FAIL(err, NF_ENOMEM, "out of memory");
     for (int64_t j = 0; j < m->u.mat.cols; j++) {
@@ -817,9 +818,9 @@ static struct nf_value *predictions_table(const struct predict_ctx *c, const dou
         col->name = nf_strdup(names[j]);
         col->numeric = j == 2 || !c->col.str;
         if (col->numeric)
-            col->num = calloc((size_t)c->n + 1, sizeof *col->num);
+            col->num = nf_calloc((size_t)c->n + 1, sizeof *col->num);
         else
-            col->str = calloc((size_t)c->n + 1, sizeof *col->str);
+            col->str = nf_calloc((size_t)c->n + 1, sizeof *col->str);
         if (!col->name || (!col->num && !col->str))
             goto oom;
     }
@@ -853,8 +854,8 @@ static int run_whole_brain(const struct predict_ctx *c, struct nf_run *run, stru
 {
     struct nf_geom *geom = run->in[PREDICT_IN_X]->u.mat.geom;
     const int64_t k = c->k, V = c->V;
-    struct fit_job *jobs = calloc((size_t)k + 1, sizeof *jobs);
-    double *pred = calloc((size_t)c->n, sizeof *pred);
+    struct fit_job *jobs = nf_calloc((size_t)k + 1, sizeof *jobs);
+    double *pred = nf_calloc((size_t)c->n, sizeof *pred);
     int rc = 0;
     if (!jobs || !pred) {
         rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
@@ -943,7 +944,7 @@ static int warn_outside_labels(const struct nf_volume *vol, const struct roi_set
                                struct nf_error *err)
 {
     int64_t nvox = nf_grid_nvox(&vol->grid), n_lab = 0, missing = 0;
-    double *lab = malloc((size_t)(nvox ? nvox : 1) * sizeof *lab);
+    double *lab = nf_malloc((size_t)(nvox ? nvox : 1) * sizeof *lab);
     if (!lab)
         return NF_FAIL(err, NF_ENOMEM, "out of memory");
     for (int64_t v = 0; v < nvox; v++)
@@ -977,7 +978,7 @@ static int roi_labels(const struct predict_ctx *c, const struct nf_value *lab, c
     const struct nf_loc *loc = nf_node_loc(run->node);
     const char *id = nf_node_id(run->node);
     const int64_t V = c->V;
-    struct entry *e = malloc((size_t)V * sizeof *e);
+    struct entry *e = nf_malloc((size_t)V * sizeof *e);
     int64_t n_in = 0, n_frac = 0;
     int rc = 0;
     if (!e) {
@@ -1018,9 +1019,9 @@ static int roi_labels(const struct predict_ctx *c, const struct nf_value *lab, c
     rs->R = 0;
     for (int64_t a = 0; a < n_in; a++)
         rs->R += a == 0 || e[a].num != e[a - 1].num;
-    rs->label = malloc((size_t)(rs->R + 1) * sizeof *rs->label);
-    rs->start = malloc((size_t)(rs->R + 2) * sizeof *rs->start);
-    rs->cols = malloc((size_t)(n_in + 1) * sizeof *rs->cols);
+    rs->label = nf_malloc((size_t)(rs->R + 1) * sizeof *rs->label);
+    rs->start = nf_malloc((size_t)(rs->R + 2) * sizeof *rs->start);
+    rs->cols = nf_malloc((size_t)(n_in + 1) * sizeof *rs->cols);
     if (!rs->label || !rs->start || !rs->cols) {
         rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
         goto fail;
@@ -1051,7 +1052,7 @@ static int roi_task(const struct predict_ctx *c, void *arg, int64_t t, struct nf
     if (p < 2)
         return 0;
     bool want_w = f == c->k || rs->fold_weights;
-    float *w = want_w ? malloc((size_t)p * sizeof *w) : NULL;
+    float *w = want_w ? nf_malloc((size_t)p * sizeof *w) : NULL;
     if (want_w && !w)
         return NF_FAIL(err, NF_ENOMEM, "out of memory");
     struct fit_job job = { .cols = cols, .p = p, .fold = f, .w = w };
@@ -1093,7 +1094,7 @@ static struct nf_value *roi_table(const struct roi_set *rs, const double *mean, 
         struct nf_column *col = &tab->u.tab.cols[j];
         col->name = nf_strdup(names[j]);
         col->numeric = true;
-        col->num = calloc((size_t)rs->R + 1, sizeof *col->num);
+        col->num = nf_calloc((size_t)rs->R + 1, sizeof *col->num);
         if (!col->name || !col->num) {
             nf_value_unref(tab);
             NF_FAIL(err, NF_ENOMEM, "out of memory");
@@ -1119,10 +1120,10 @@ static int run_roi(const struct predict_ctx *c, struct nf_run *run, struct nf_va
     int rc = 0;
     NF_TRY(rc = roi_labels(c, run->in[PREDICT_IN_LABELS], geom, &rs, run));
     const int64_t R = rs.R;
-    rs.scores = malloc((size_t)(R * k) * sizeof *rs.scores);
-    rs.failed = calloc((size_t)R, sizeof *rs.failed);
-    mean = malloc((size_t)R * sizeof *mean);
-    sd = malloc((size_t)R * sizeof *sd);
+    rs.scores = nf_malloc((size_t)(R * k) * sizeof *rs.scores);
+    rs.failed = nf_calloc((size_t)R, sizeof *rs.failed);
+    mean = nf_malloc((size_t)R * sizeof *mean);
+    sd = nf_malloc((size_t)R * sizeof *sd);
     if (!rs.scores || !rs.failed || !mean || !sd) {
         rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
         goto fail;
@@ -1259,7 +1260,7 @@ static int label_outputs(const struct predict_params *prm, enum nf_scoring scori
     struct nf_value *fw = out[PREDICT_OUT_FOLD_WEIGHTS];
     if (fw) {
         nf_value_set_stat(fw, NF_STAT_ESTIMATE, 0, "model weights of each fold, in standardised units");
-        char **names = calloc((size_t)(fw->u.mat.rows ? fw->u.mat.rows : 1), sizeof *names);
+        char **names = nf_calloc((size_t)(fw->u.mat.rows ? fw->u.mat.rows : 1), sizeof *names);
         rc = names ? 0 : NF_FAIL(err, NF_ENOMEM, "out of memory");
         for (int64_t f = 0; rc == 0 && f < fw->u.mat.rows; f++)
             if (!(names[f] = nf_asprintf("fold-%lld", (long long)f + 1)))

@@ -104,9 +104,9 @@ static int svm_dual_cd(const struct nf_model_opts *opts, const float *X, int64_t
                        int64_t ldx, const double *K, const double *yy, double *w, int64_t *iters,
                        bool *converged, struct nf_error *err)
 {
-    double *alpha = calloc((size_t)n, sizeof *alpha), *QD = malloc((size_t)n * sizeof *QD);
-    double *f = K ? calloc((size_t)n, sizeof *f) : NULL;   /* Gram form: f_i = w·x̃_i */
-    int64_t *index = malloc((size_t)n * sizeof *index);
+    double *alpha = nf_calloc((size_t)n, sizeof *alpha), *QD = nf_malloc((size_t)n * sizeof *QD);
+    double *f = K ? nf_calloc((size_t)n, sizeof *f) : NULL;   /* Gram form: f_i = w·x̃_i */
+    int64_t *index = nf_malloc((size_t)n * sizeof *index);
     int rc = 0;
     if (!alpha || !QD || !index || (K && !f)) {
         rc = NF_FAIL(err, NF_ENOMEM, "out of memory for the svm solver (%lld samples)", (long long)n);
@@ -205,8 +205,8 @@ fail:
  * solver when features outnumber samples: one SGEMM, then double. */
 static double *svm_gram(const float *X, int64_t n, int64_t p, int64_t ldx)
 {
-    float *Kf = malloc((size_t)(n * n) * sizeof *Kf);
-    double *K = malloc((size_t)(n * n) * sizeof *K);
+    float *Kf = nf_malloc((size_t)(n * n) * sizeof *Kf);
+    double *K = nf_malloc((size_t)(n * n) * sizeof *K);
     if (!Kf || !K) {
         free(Kf);
         free(K);
@@ -277,7 +277,7 @@ static int logistic_newton(const struct nf_model_opts *opts, const float *X, int
 {
     const struct logit L = { X, n, p, ldx, yy, opts->C };
     const int64_t m = p + 1;
-    double *buf = malloc((size_t)(4 * n + 7 * m) * sizeof *buf);
+    double *buf = nf_malloc((size_t)(4 * n + 7 * m) * sizeof *buf);
     int rc = 0;
     if (!buf) {
         rc = NF_FAIL(err, NF_ENOMEM, "out of memory for the logistic solver (%lld x %lld)", (long long)n,
@@ -438,9 +438,9 @@ static int ridge_fit(const struct nf_model_opts *opts, const float *X, int64_t n
 {
     const bool dual = n < p;
     const int64_t m = dual ? n : p;
-    double *xm = calloc((size_t)p, sizeof *xm), *tm = calloc((size_t)n_out, sizeof *tm);
-    double *A = calloc((size_t)(m * m), sizeof *A), *B = calloc((size_t)(m * n_out), sizeof *B);
-    double *xc = malloc((size_t)p * sizeof *xc), *W = NULL;
+    double *xm = nf_calloc((size_t)p, sizeof *xm), *tm = nf_calloc((size_t)n_out, sizeof *tm);
+    double *A = nf_calloc((size_t)(m * m), sizeof *A), *B = nf_calloc((size_t)(m * n_out), sizeof *B);
+    double *xc = nf_malloc((size_t)p * sizeof *xc), *W = NULL;
     int rc = 0;
     if (!xm || !tm || !A || !B || !xc) {
         rc = NF_FAIL(err, NF_ENOMEM, "out of memory for the ridge system (%lld x %lld)", (long long)m,
@@ -462,7 +462,7 @@ static int ridge_fit(const struct nf_model_opts *opts, const float *X, int64_t n
          * Gram is accurate whatever the means), then the Gram as one DSYRK:
          * n² p multiply-adds that took most of a whole-brain fit as scalar
          * loops */
-        double *Xc = malloc((size_t)(n * p) * sizeof *Xc);
+        double *Xc = nf_malloc((size_t)(n * p) * sizeof *Xc);
         if (!Xc) {
             rc = NF_FAIL(err, NF_ENOMEM, "out of memory for the ridge system (%lld x %lld)", (long long)n,
                          (long long)p);
@@ -503,7 +503,7 @@ static int ridge_fit(const struct nf_model_opts *opts, const float *X, int64_t n
     }
     chol_solve(A, m, B, n_out);
     if (dual) {
-        W = calloc((size_t)(p * n_out), sizeof *W);
+        W = nf_calloc((size_t)(p * n_out), sizeof *W);
         if (!W) {
             rc = NF_FAIL(err, NF_ENOMEM, "out of memory for the ridge weights");
             goto fail;
@@ -563,7 +563,7 @@ static int check_fit_input(const struct nf_model_opts *opts, const float *X, int
     }
     if (n_classes < 2)
         return NF_FAIL(err, NF_EDATA, "a classifier needs at least 2 classes (got %lld)", (long long)n_classes);
-    int64_t *count = calloc((size_t)n_classes, sizeof *count);
+    int64_t *count = nf_calloc((size_t)n_classes, sizeof *count);
     if (!count)
         return NF_FAIL(err, NF_ENOMEM, "out of memory");
     int rc = 0;
@@ -602,14 +602,14 @@ int nf_model_fit(const struct nf_model_opts *opts, const float *X, int64_t n, in
     m->n_classes = classifier ? n_classes : 0;
     m->n_out = classifier && n_classes > 2 ? n_classes : 1;
     m->converged = true;
-    m->coef = calloc((size_t)(m->n_out * p), sizeof *m->coef);
-    m->intercept = calloc((size_t)m->n_out, sizeof *m->intercept);
+    m->coef = nf_calloc((size_t)(m->n_out * p), sizeof *m->coef);
+    m->intercept = nf_calloc((size_t)m->n_out, sizeof *m->intercept);
     if (!m->coef || !m->intercept) {
         rc = NF_FAIL(err, NF_ENOMEM, "out of memory for a %lld x %lld model", (long long)m->n_out, (long long)p);
         goto fail;
     }
     if (opts->kind == NF_MODEL_RIDGE || opts->kind == NF_MODEL_RIDGE_CLASSIFIER) {
-        T = malloc((size_t)(n * m->n_out) * sizeof *T);
+        T = nf_malloc((size_t)(n * m->n_out) * sizeof *T);
         if (!T) {
             rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
             goto fail;
@@ -619,8 +619,8 @@ int nf_model_fit(const struct nf_model_opts *opts, const float *X, int64_t n, in
                 T[i * m->n_out + o] = classifier ? class_sign(y, i, o, m->n_out) : y[i];
         rc = ridge_fit(opts, X, n, p, ldx, T, m->n_out, m, err);
     } else {
-        w = malloc((size_t)(p + 1) * sizeof *w);
-        yy = malloc((size_t)n * sizeof *yy);
+        w = nf_malloc((size_t)(p + 1) * sizeof *w);
+        yy = nf_malloc((size_t)n * sizeof *yy);
         if (!w || !yy) {
             rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
             goto fail;
@@ -817,10 +817,10 @@ int nf_folds_stratified(const int64_t *cls, int64_t n, int64_t n_classes, int64_
     NF_TRY(rc = check_k(n, k, err));
     if (n_classes < 1)
         return NF_FAIL(err, NF_EDATA, "no classes to stratify by");
-    enc = malloc((size_t)n_classes * sizeof *enc);
-    count = calloc((size_t)n_classes, sizeof *count);
-    alloc = calloc((size_t)(k * n_classes), sizeof *alloc);
-    folds = malloc((size_t)n * sizeof *folds);
+    enc = nf_malloc((size_t)n_classes * sizeof *enc);
+    count = nf_calloc((size_t)n_classes, sizeof *count);
+    alloc = nf_calloc((size_t)(k * n_classes), sizeof *alloc);
+    folds = nf_malloc((size_t)n * sizeof *folds);
     if (!enc || !count || !alloc || !folds) {
         rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
         goto fail;
@@ -874,7 +874,7 @@ int nf_folds_kfold(int64_t n, int64_t k, uint32_t seed, int64_t *fold_of, struct
     int rc = check_k(n, k, err);
     if (rc < 0)
         return rc;
-    int64_t *perm = malloc((size_t)n * sizeof *perm);
+    int64_t *perm = nf_malloc((size_t)n * sizeof *perm);
     if (!perm)
         return NF_FAIL(err, NF_ENOMEM, "out of memory");
     struct nf_mt19937 mt;
@@ -1005,8 +1005,8 @@ int nf_folds_groups(const int64_t *group, int64_t n, int64_t n_groups, int64_t *
         return NF_FAIL(err, NF_EINVAL, "cross-validation needs at least 2 folds (got %lld)", (long long)*k);
     if (n_groups < 1)
         return NF_FAIL(err, NF_EDATA, "groups has no values: cross-validation needs at least 2");
-    count = calloc((size_t)n_groups, sizeof *count);
-    id = malloc((size_t)n_groups * sizeof *id);
+    count = nf_calloc((size_t)n_groups, sizeof *count);
+    id = nf_malloc((size_t)n_groups * sizeof *id);
     if (!count || !id) {
         rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
         goto fail;
@@ -1031,7 +1031,7 @@ int nf_folds_groups(const int64_t *group, int64_t n, int64_t n_groups, int64_t *
                      (long long)G, G == 1 ? "" : "s");
         goto fail;
     }
-    group_fold = malloc((size_t)G * sizeof *group_fold);
+    group_fold = nf_malloc((size_t)G * sizeof *group_fold);
     if (!group_fold) {
         rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
         goto fail;
@@ -1044,8 +1044,8 @@ int nf_folds_groups(const int64_t *group, int64_t n, int64_t n_groups, int64_t *
         /* GroupKFold: largest groups first (argsort(sizes)[::-1] with
          * numpy's unstable introsort, so ties fall as in sklearn), each to
          * the fold with the fewest samples so far (the first such fold) */
-        by_size = malloc((size_t)G * sizeof *by_size);
-        load = calloc((size_t)*k, sizeof *load);
+        by_size = nf_malloc((size_t)G * sizeof *by_size);
+        load = nf_calloc((size_t)*k, sizeof *load);
         if (!by_size || !load) {
             rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
             goto fail;
@@ -1093,7 +1093,7 @@ static int cmp_ranked(const void *a, const void *b)
  * (ties count 1/2); NAN when one side is empty or on allocation failure. */
 static double auc_one(const double *y_true, double pos, const float *decision, int64_t stride, int64_t n)
 {
-    struct ranked *r = malloc((size_t)n * sizeof *r);
+    struct ranked *r = nf_malloc((size_t)n * sizeof *r);
     if (!r)
         return NAN;
     int64_t n_pos = 0;

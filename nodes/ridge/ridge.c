@@ -227,7 +227,7 @@ int nf_ridge_new_outputs(const struct nf_run *run, int64_t n, int64_t p, int64_t
 static int name_rows_numbered(struct nf_value *m, const char *fmt, struct nf_error *err)
 {
     int64_t rows = m->u.mat.rows;
-    char **names = calloc((size_t)(rows ? rows : 1), sizeof *names);
+    char **names = nf_calloc((size_t)(rows ? rows : 1), sizeof *names);
     int rc = names ? 0 : NF_FAIL(err, NF_ENOMEM, "out of memory");
     for (int64_t r = 0; rc == 0 && r < rows; r++)
         if (!(names[r] = nf_asprintf(fmt, (long long)r + 1)))
@@ -263,7 +263,7 @@ static int label_outputs(const struct nf_run *run, struct nf_value **out)
                       : "mean cross-validated R^2 (1 - SS_res / SS_tot)");
     nf_value_set_stat(out[RIDGE_OUT_INTERCEPT], NF_STAT_ESTIMATE, 0, "intercept");
     n_names = out[RIDGE_OUT_WEIGHTS]->u.mat.rows;
-    if (!(names = calloc((size_t)(n_names ? n_names : 1), sizeof *names))) {
+    if (!(names = nf_calloc((size_t)(n_names ? n_names : 1), sizeof *names))) {
         rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
         goto fail;
     }
@@ -286,7 +286,7 @@ static int label_outputs(const struct nf_run *run, struct nf_value **out)
             free(names[j]);
         free(names);
         n_names = cv->u.mat.rows;
-        if (!(names = calloc((size_t)(n_names ? n_names : 1), sizeof *names))) {
+        if (!(names = nf_calloc((size_t)(n_names ? n_names : 1), sizeof *names))) {
             rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
             goto fail;
         }
@@ -348,11 +348,11 @@ static int factor(const struct ridge_ctx *c, int64_t skip0, int64_t skip1, enum 
                   double **u_sum, struct nf_error *err)
 {
     int64_t n = c->n - (skip1 - skip0), p = c->p, r = n < p ? n : p;
-    float *Xc = malloc((size_t)(n * p) * sizeof *Xc);
-    *U = malloc((size_t)(n * r) * sizeof **U);
-    *s = malloc((size_t)r * sizeof **s);
-    *Vt = malloc((size_t)(r * p) * sizeof **Vt);
-    *u_sum = calloc((size_t)r, sizeof **u_sum);
+    float *Xc = nf_malloc((size_t)(n * p) * sizeof *Xc);
+    *U = nf_malloc((size_t)(n * r) * sizeof **U);
+    *s = nf_malloc((size_t)r * sizeof **s);
+    *Vt = nf_malloc((size_t)(r * p) * sizeof **Vt);
+    *u_sum = nf_calloc((size_t)r, sizeof **u_sum);
     int rc = 0;
     if (!Xc || !*U || !*s || !*Vt || !*u_sum) {
         rc = NF_FAIL(err, NF_ENOMEM, "out of memory for the SVD of a %lldx%lld design", (long long)n,
@@ -366,8 +366,8 @@ static int factor(const struct ridge_ctx *c, int64_t skip0, int64_t skip1, enum 
     nf_ridge_copy_rows(c->X, c->n, p, skip0, skip1, false, how == CENTER_NONE ? NULL : x_mean, Xc);
     rc = c->K->svd(Xc, n, p, *U, *s, *Vt);
     if (rc < 0) {
-        rc = NF_FAIL(err, rc == NF_ENOMEM ? NF_ENOMEM : NF_EDATA,
-                     "the SVD of the design (%lld x %lld) did not converge", (long long)n, (long long)p);
+        rc = NF_FAIL(err, rc == NF_ENOMEM ? NF_ENOMEM : NF_EDATA, "the SVD of the design (%lld x %lld) %s",
+                     (long long)n, (long long)p, rc == NF_ENOMEM ? "ran out of memory" : "did not converge");
         goto fail;
     }
     for (int64_t i = 0; i < n; i++)
@@ -382,7 +382,7 @@ fail:
 static int setup_folds(struct ridge_ctx *c, struct nf_error *err)
 {
     int64_t start = 0;
-    c->folds = calloc((size_t)c->k, sizeof *c->folds);
+    c->folds = nf_calloc((size_t)c->k, sizeof *c->folds);
     if (!c->folds)
         return NF_FAIL(err, NF_ENOMEM, "out of memory");
     for (int64_t f = 0; f < c->k; f++) {
@@ -393,7 +393,7 @@ static int setup_folds(struct ridge_ctx *c, struct nf_error *err)
         start += size;
         fd->n_val = size;
         fd->n_tr = c->n - size;
-        fd->x_mean = calloc((size_t)c->p, sizeof *fd->x_mean);
+        fd->x_mean = nf_calloc((size_t)c->p, sizeof *fd->x_mean);
         if (!fd->x_mean)
             return NF_FAIL(err, NF_ENOMEM, "out of memory");
         /* per_voxel: re-centre on the training fold (solve_ridge_cv); shared:
@@ -406,8 +406,8 @@ static int setup_folds(struct ridge_ctx *c, struct nf_error *err)
             return rc;
         }
         int64_t r = fd->r;
-        fd->P = calloc((size_t)(fd->n_val * r), sizeof *fd->P);
-        float *Xval = malloc((size_t)(fd->n_val * c->p) * sizeof *Xval);
+        fd->P = nf_calloc((size_t)(fd->n_val * r), sizeof *fd->P);
+        float *Xval = nf_malloc((size_t)(fd->n_val * c->p) * sizeof *Xval);
         if (!fd->P || !Xval) {
             free(Vt);
             free(Xval);
@@ -421,10 +421,10 @@ static int setup_folds(struct ridge_ctx *c, struct nf_error *err)
         /* The validation error of every alpha without forming its predictions:
          * ||y - P D_a u||² = yᵀy - 2 (D_a u)ᵀ(Pᵀy) + uᵀ (D_a PᵀP D_a) u, so one
          * (A r) x r by r x V GEMM replaces the (A n_val) x r one (r < n_val). */
-        fd->M = malloc((size_t)(c->A * r * r) * sizeof *fd->M);
-        fd->d = malloc((size_t)(c->A * r) * sizeof *fd->d);
-        fd->p_sum = calloc((size_t)r, sizeof *fd->p_sum);
-        double *G = calloc((size_t)(r * r), sizeof *G);
+        fd->M = nf_malloc((size_t)(c->A * r * r) * sizeof *fd->M);
+        fd->d = nf_malloc((size_t)(c->A * r) * sizeof *fd->d);
+        fd->p_sum = nf_calloc((size_t)r, sizeof *fd->p_sum);
+        double *G = nf_calloc((size_t)(r * r), sizeof *G);
         if (!fd->M || !fd->d || !fd->p_sum || !G) {
             free(G);
             free(Vt);
@@ -590,17 +590,17 @@ static int block_alloc(const struct ridge_ctx *c, struct block *b, struct nf_err
         if (c->folds[f].r > rmax)
             rmax = c->folds[f].r;
     }
-    b->UtY = malloc((size_t)(c->k * rmax * nb) * sizeof *b->UtY);
-    b->pred = malloc((size_t)(nvmax * nb) * sizeof *b->pred);
-    b->Ybuf = c->perm ? malloc((size_t)(c->n * nb) * sizeof *b->Ybuf) : NULL;
+    b->UtY = nf_malloc((size_t)(c->k * rmax * nb) * sizeof *b->UtY);
+    b->pred = nf_malloc((size_t)(nvmax * nb) * sizeof *b->pred);
+    b->Ybuf = c->perm ? nf_malloc((size_t)(c->n * nb) * sizeof *b->Ybuf) : NULL;
     if (!b->pred || (c->perm && !b->Ybuf))
         return NF_FAIL(err, NF_ENOMEM, "out of memory for a block of %lld voxels", (long long)nb);
-    b->T = malloc((size_t)(ALPHA_GROUP * rmax * SUB_VOXELS) * sizeof *b->T);
-    b->Z = malloc((size_t)(rmax * nb) * sizeof *b->Z);
-    b->y_tr_mean = calloc((size_t)(c->k * nb), sizeof *b->y_tr_mean);
-    b->score = malloc((size_t)(c->k * c->A * nb) * sizeof *b->score);
-    b->acc = malloc((size_t)((2 + 3 * ALPHA_GROUP) * nb) * sizeof *b->acc);
-    b->dj = malloc((size_t)(2 * rmax + 1) * sizeof *b->dj);
+    b->T = nf_malloc((size_t)(ALPHA_GROUP * rmax * SUB_VOXELS) * sizeof *b->T);
+    b->Z = nf_malloc((size_t)(rmax * nb) * sizeof *b->Z);
+    b->y_tr_mean = nf_calloc((size_t)(c->k * nb), sizeof *b->y_tr_mean);
+    b->score = nf_malloc((size_t)(c->k * c->A * nb) * sizeof *b->score);
+    b->acc = nf_malloc((size_t)((2 + 3 * ALPHA_GROUP) * nb) * sizeof *b->acc);
+    b->dj = nf_malloc((size_t)(2 * rmax + 1) * sizeof *b->dj);
     if (!b->UtY || !b->T || !b->Z || !b->y_tr_mean || !b->score || !b->acc || !b->dj)
         return NF_FAIL(err, NF_ENOMEM, "out of memory for a block of %lld voxels", (long long)nb);
     return 0;
@@ -688,7 +688,7 @@ static int group_ids(const struct nf_value *g, int64_t n, int64_t *id, int64_t *
     if (len != n)
         return NF_FAIL_AT(run->err, NF_ESHAPE, loc, nid, "groups has %lld values but X has %lld samples",
                           (long long)len, (long long)n);
-    struct label *l = malloc((size_t)n * sizeof *l);
+    struct label *l = nf_malloc((size_t)n * sizeof *l);
     if (!l)
         return NF_FAIL(run->err, NF_ENOMEM, "out of memory");
     for (int64_t i = 0; i < n; i++) {
@@ -731,8 +731,8 @@ int nf_ridge_assign_folds(const struct ridge_params *prm, int64_t n, int64_t p, 
     int64_t *fold = NULL, *id = NULL, *fold_size = NULL, *perm = NULL;
     float *X_perm = NULL;
     int rc = 0;
-    fold_size = calloc((size_t)(n + 1), sizeof *fold_size);
-    fold = malloc((size_t)n * sizeof *fold);
+    fold_size = nf_calloc((size_t)(n + 1), sizeof *fold_size);
+    fold = nf_malloc((size_t)n * sizeof *fold);
     if (!fold_size || !fold) {
         rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
         goto fail;
@@ -744,7 +744,7 @@ int nf_ridge_assign_folds(const struct ridge_params *prm, int64_t n, int64_t p, 
     }
     if (groups) {
         int64_t n_groups = 0;
-        id = malloc((size_t)n * sizeof *id);
+        id = nf_malloc((size_t)n * sizeof *id);
         if (!id) {
             rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
             goto fail;
@@ -782,8 +782,8 @@ int nf_ridge_assign_folds(const struct ridge_params *prm, int64_t n, int64_t p, 
             goto fail;
         }
     /* rows in fold order, ascending within a fold (as sklearn's test indices) */
-    perm = malloc((size_t)n * sizeof *perm);
-    X_perm = malloc((size_t)(n * p) * sizeof *X_perm);
+    perm = nf_malloc((size_t)n * sizeof *perm);
+    X_perm = nf_malloc((size_t)(n * p) * sizeof *X_perm);
     if (!perm || !X_perm) {
         rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
         goto fail;
@@ -946,9 +946,9 @@ static void *ridge_worker(void *arg)
     const struct ridge_ctx *c = w->c;
     struct block b = { 0 };
     struct nf_error err = { 0 };
-    float *coef = malloc((size_t)(c->r * c->block) * sizeof *coef);
-    float *full = malloc((size_t)(c->r * c->block) * sizeof *full);
-    int64_t *best = malloc((size_t)c->block * sizeof *best);
+    float *coef = nf_malloc((size_t)(c->r * c->block) * sizeof *coef);
+    float *full = nf_malloc((size_t)(c->r * c->block) * sizeof *full);
+    int64_t *best = nf_malloc((size_t)c->block * sizeof *best);
     if (!coef || !full || !best)
         NF_FAIL(&err, NF_ENOMEM, "out of memory");
     else
@@ -1055,8 +1055,8 @@ static int ridge_run(struct nf_run *run)
     NF_TRY(rc = nf_ridge_new_outputs(run, c.n, c.p, c.k, c.A, c.V, geom, out));
 
     /* global centring (the refit, and legacy mode's only centring) */
-    c.x_mean = calloc((size_t)c.p, sizeof *c.x_mean);
-    c.y_mean = calloc((size_t)c.V, sizeof *c.y_mean);
+    c.x_mean = nf_calloc((size_t)c.p, sizeof *c.x_mean);
+    c.y_mean = nf_calloc((size_t)c.V, sizeof *c.y_mean);
     if (!c.x_mean || !c.y_mean) {
         rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
         goto fail;
@@ -1080,7 +1080,7 @@ static int ridge_run(struct nf_run *run)
     struct ridge_work w = { .c = &c, .out = out, .shared_best = -1,
                             .n_blocks = (c.V + c.block - 1) / c.block, .run = run, .passes = c.legacy ? 2 : 1 };
     if (c.legacy) {
-        alpha_score_sum = calloc((size_t)(c.A * (w.n_blocks + 1)), sizeof *alpha_score_sum);
+        alpha_score_sum = nf_calloc((size_t)(c.A * (w.n_blocks + 1)), sizeof *alpha_score_sum);
         if (!alpha_score_sum) {
             rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
             goto fail;

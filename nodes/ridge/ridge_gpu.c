@@ -254,7 +254,7 @@ static int factor(struct gctx *c, struct nf_gpu *g, int64_t skip0, int64_t skip1
                   float *dX, float *dU, float *ds, float *dVt, float *s, double *u_sum, struct nf_error *err)
 {
     int64_t n = c->n - (skip1 - skip0), p = c->p, r = n < p ? n : p;
-    float *Xc = malloc((size_t)(n * p) * sizeof *Xc), *U = malloc((size_t)(n * r) * sizeof *U);
+    float *Xc = nf_malloc((size_t)(n * p) * sizeof *Xc), *U = nf_malloc((size_t)(n * r) * sizeof *U);
     int rc = 0;
     if (!Xc || !U) {
         rc = NF_FAIL(err, NF_ENOMEM, "out of memory for the SVD of a %lldx%lld design", (long long)n, (long long)p);
@@ -347,18 +347,18 @@ static int setup_device(struct gctx *c, struct nf_gpu *g, struct nf_error *err)
     NF_TRY(rc = factor(c, g, 0, 0, c->center ? 2 : 0, c->x_mean, dX, c->dU, c->ds, c->dVt, c->s, c->u_sum, err));
     NF_TRY(rc = upload_sync(g, c->du_sum, c->u_sum, (size_t)c->r * sizeof *c->u_sum, err));
 
-    M = calloc((size_t)(k * A * rm * rm), sizeof *M);
-    sf = calloc((size_t)(k * rm), sizeof *sf);
-    dj = calloc((size_t)(k * A * rm), sizeof *dj);
-    pj = calloc((size_t)(k * A * rm), sizeof *pj);
-    us = calloc((size_t)(k * rm), sizeof *us);
-    ps = calloc((size_t)(k * rm), sizeof *ps);
-    nval = malloc((size_t)k * sizeof *nval);
-    rr = malloc((size_t)k * sizeof *rr);
-    v0 = malloc((size_t)k * sizeof *v0);
-    v1 = malloc((size_t)k * sizeof *v1);
-    G = malloc((size_t)(rm * rm) * sizeof *G);
-    Xval = malloc((size_t)(c->nvmax * p) * sizeof *Xval);
+    M = nf_calloc((size_t)(k * A * rm * rm), sizeof *M);
+    sf = nf_calloc((size_t)(k * rm), sizeof *sf);
+    dj = nf_calloc((size_t)(k * A * rm), sizeof *dj);
+    pj = nf_calloc((size_t)(k * A * rm), sizeof *pj);
+    us = nf_calloc((size_t)(k * rm), sizeof *us);
+    ps = nf_calloc((size_t)(k * rm), sizeof *ps);
+    nval = nf_malloc((size_t)k * sizeof *nval);
+    rr = nf_malloc((size_t)k * sizeof *rr);
+    v0 = nf_malloc((size_t)k * sizeof *v0);
+    v1 = nf_malloc((size_t)k * sizeof *v1);
+    G = nf_malloc((size_t)(rm * rm) * sizeof *G);
+    Xval = nf_malloc((size_t)(c->nvmax * p) * sizeof *Xval);
     if (!M || !sf || !dj || !pj || !us || !ps || !nval || !rr || !v0 || !v1 || !G || !Xval) {
         rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
         goto fail;
@@ -728,7 +728,7 @@ static int run_on_gpu(struct gctx *c, struct nf_gpu *g, struct nf_run *run, stru
     NF_TRY(rc = plan_memory(c, g, want_cv, want_pred, run));
     int64_t shared_best = -1;
     if (c->legacy) {
-        if (!(alpha_sums = calloc((size_t)c->A, sizeof *alpha_sums))) {
+        if (!(alpha_sums = nf_calloc((size_t)c->A, sizeof *alpha_sums))) {
             rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
             goto fail;
         }
@@ -781,11 +781,11 @@ int nf_ridge_run_gpu(struct nf_run *run)
     struct nf_geom *geom = yin->u.mat.geom;
     NF_TRY(rc = nf_ridge_new_outputs(run, c.n, c.p, c.k, c.A, c.V, geom, out));
     c.r = c.n < c.p ? c.n : c.p;
-    c.folds = calloc((size_t)c.k, sizeof *c.folds);
-    c.x_mean = calloc((size_t)c.p, sizeof *c.x_mean);
-    c.y_mean = calloc((size_t)c.V, sizeof *c.y_mean);
-    c.s = malloc((size_t)c.r * sizeof *c.s);
-    c.u_sum = calloc((size_t)c.r, sizeof *c.u_sum);
+    c.folds = nf_calloc((size_t)c.k, sizeof *c.folds);
+    c.x_mean = nf_calloc((size_t)c.p, sizeof *c.x_mean);
+    c.y_mean = nf_calloc((size_t)c.V, sizeof *c.y_mean);
+    c.s = nf_malloc((size_t)c.r * sizeof *c.s);
+    c.u_sum = nf_calloc((size_t)c.r, sizeof *c.u_sum);
     if (!c.folds || !c.x_mean || !c.y_mean || !c.s || !c.u_sum) {
         rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
         goto fail;
@@ -802,11 +802,11 @@ int nf_ridge_run_gpu(struct nf_run *run)
         fd->r = fd->n_tr < c.p ? fd->n_tr : c.p;
         c.rmax = fd->r > c.rmax ? fd->r : c.rmax;
         c.nvmax = fd->n_val > c.nvmax ? fd->n_val : c.nvmax;
-        fd->s = malloc((size_t)fd->r * sizeof *fd->s);
-        fd->u_sum = calloc((size_t)fd->r, sizeof *fd->u_sum);
-        fd->x_mean = calloc((size_t)c.p, sizeof *fd->x_mean);
-        fd->P = malloc((size_t)(fd->n_val * fd->r) * sizeof *fd->P);
-        fd->p_sum = calloc((size_t)fd->r, sizeof *fd->p_sum);
+        fd->s = nf_malloc((size_t)fd->r * sizeof *fd->s);
+        fd->u_sum = nf_calloc((size_t)fd->r, sizeof *fd->u_sum);
+        fd->x_mean = nf_calloc((size_t)c.p, sizeof *fd->x_mean);
+        fd->P = nf_malloc((size_t)(fd->n_val * fd->r) * sizeof *fd->P);
+        fd->p_sum = nf_calloc((size_t)fd->r, sizeof *fd->p_sum);
         if (!fd->s || !fd->u_sum || !fd->x_mean || !fd->P || !fd->p_sum) {
             rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
             goto fail;

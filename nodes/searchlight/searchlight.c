@@ -115,7 +115,7 @@ static int offsets_build(const struct nf_grid *g, double radius, struct sl_offse
     if (box > INT32_MAX / 3)
         return NF_FAIL(err, NF_EDATA, "a searchlight radius of %g mm spans %lld grid voxels: too large",
                        radius, (long long)box);
-    o->d = malloc((size_t)box * 3 * sizeof *o->d);
+    o->d = nf_malloc((size_t)box * 3 * sizeof *o->d);
     if (!o->d)
         return NF_FAIL(err, NF_ENOMEM, "out of memory for the searchlight offsets");
     double r2 = radius * radius * (1 + 2 * RADIUS_REL_TOL);
@@ -142,7 +142,7 @@ static int offsets_build(const struct nf_grid *g, double radius, struct sl_offse
 static int32_t *column_lookup(const struct nf_geom *geom, struct nf_error *err)
 {
     int64_t nvox = nf_grid_nvox(&geom->grid);
-    int32_t *lut = malloc((size_t)(nvox > 0 ? nvox : 1) * sizeof *lut);
+    int32_t *lut = nf_malloc((size_t)(nvox > 0 ? nvox : 1) * sizeof *lut);
     if (!lut) {
         NF_FAIL(err, NF_ENOMEM, "out of memory for the searchlight's voxel lookup (%lld grid voxels)",
                 (long long)nvox);
@@ -200,8 +200,8 @@ int nf_sl_spheres_build(const struct nf_geom *geom, double radius_mm, struct nf_
     s->n_centres = V;
     s->n_offsets = o.n;
     s->sub_voxel = radius_mm < o.min_spacing;
-    s->indptr = malloc((size_t)(V + 1) * sizeof *s->indptr);
-    s->indices = malloc((size_t)cap * sizeof *s->indices);
+    s->indptr = nf_malloc((size_t)(V + 1) * sizeof *s->indptr);
+    s->indices = nf_malloc((size_t)cap * sizeof *s->indices);
     if (!s->indptr || !s->indices) {
         rc = NF_FAIL(err, NF_ENOMEM, "out of memory for the searchlight spheres");
         goto fail;
@@ -210,7 +210,7 @@ int nf_sl_spheres_build(const struct nf_geom *geom, double radius_mm, struct nf_
     for (int64_t c = 0; c < V; c++) {
         if (nnz + o.n > cap) {
             int64_t want = cap * 2 > nnz + o.n ? cap * 2 : nnz + o.n;
-            int32_t *grown = realloc(s->indices, (size_t)want * sizeof *grown);
+            int32_t *grown = nf_realloc(s->indices, (size_t)want * sizeof *grown);
             if (!grown) {
                 rc = NF_FAIL(err, NF_ENOMEM, "out of memory for the searchlight spheres (%lld voxels so far)",
                              (long long)nnz);
@@ -278,22 +278,22 @@ static int folds_build(struct sl_ctx *c, const int64_t *fold_of, const double *y
                        struct nf_error *err)
 {
     int64_t n = c->n, V = c->V;
-    if (!(c->folds = calloc((size_t)c->k, sizeof *c->folds)))
+    if (!(c->folds = nf_calloc((size_t)c->k, sizeof *c->folds)))
         return NF_FAIL(err, NF_ENOMEM, "out of memory");
     for (int64_t f = 0; f < c->k; f++) {
         struct sl_fold *fd = &c->folds[f];
         for (int64_t i = 0; i < n; i++)
             fd->n_val += fold_of[i] == f;
         fd->n_tr = n - fd->n_val;
-        fd->rows = malloc((size_t)n * sizeof *fd->rows);
-        fd->mean = calloc((size_t)V, sizeof *fd->mean);
-        fd->sd = malloc((size_t)V * sizeof *fd->sd);
-        fd->inv_sd = malloc((size_t)V * sizeof *fd->inv_sd);
-        fd->y_tr = malloc((size_t)fd->n_tr * sizeof *fd->y_tr);
-        fd->y_val = malloc((size_t)fd->n_val * sizeof *fd->y_val);
-        fd->t_c = malloc((size_t)(fd->n_tr * c->n_out) * sizeof *fd->t_c);
-        fd->t_mean = calloc((size_t)c->n_out, sizeof *fd->t_mean);
-        double *sq = calloc((size_t)V, sizeof *sq);
+        fd->rows = nf_malloc((size_t)n * sizeof *fd->rows);
+        fd->mean = nf_calloc((size_t)V, sizeof *fd->mean);
+        fd->sd = nf_malloc((size_t)V * sizeof *fd->sd);
+        fd->inv_sd = nf_malloc((size_t)V * sizeof *fd->inv_sd);
+        fd->y_tr = nf_malloc((size_t)fd->n_tr * sizeof *fd->y_tr);
+        fd->y_val = nf_malloc((size_t)fd->n_val * sizeof *fd->y_val);
+        fd->t_c = nf_malloc((size_t)(fd->n_tr * c->n_out) * sizeof *fd->t_c);
+        fd->t_mean = nf_calloc((size_t)c->n_out, sizeof *fd->t_mean);
+        double *sq = nf_calloc((size_t)V, sizeof *sq);
         if (!fd->rows || !fd->mean || !fd->sd || !fd->inv_sd || !fd->y_tr || !fd->y_val || !fd->t_c || !fd->t_mean || !sq) {
             free(sq);
             return NF_FAIL(err, NF_ENOMEM, "out of memory");
@@ -394,17 +394,17 @@ static void scratch_free(struct sl_scratch *s)
 static int scratch_alloc(const struct sl_ctx *c, struct sl_scratch *s)
 {
     int64_t m = c->max_sphere > 0 ? c->max_sphere : 1, big = m > c->max_tr ? m : c->max_tr;
-    s->idx = malloc((size_t)m * sizeof *s->idx);
-    s->Z = malloc((size_t)(c->n * m) * sizeof *s->Z);
-    s->G = malloc((size_t)(c->n * c->max_tr) * sizeof *s->G);
-    s->L = malloc((size_t)(c->max_tr * c->max_tr) * sizeof *s->L);
-    s->B = malloc((size_t)(big * c->n_out) * sizeof *s->B);
-    s->dec = malloc((size_t)(c->k * c->max_val * c->n_out) * sizeof *s->dec);
-    s->solved = malloc((size_t)c->k * sizeof *s->solved);
-    s->pred = malloc((size_t)c->max_val * sizeof *s->pred);
-    s->tmp = malloc((size_t)big * sizeof *s->tmp);
-    s->mu = malloc((size_t)m * sizeof *s->mu);
-    s->inv = malloc((size_t)m * sizeof *s->inv);
+    s->idx = nf_malloc((size_t)m * sizeof *s->idx);
+    s->Z = nf_malloc((size_t)(c->n * m) * sizeof *s->Z);
+    s->G = nf_malloc((size_t)(c->n * c->max_tr) * sizeof *s->G);
+    s->L = nf_malloc((size_t)(c->max_tr * c->max_tr) * sizeof *s->L);
+    s->B = nf_malloc((size_t)(big * c->n_out) * sizeof *s->B);
+    s->dec = nf_malloc((size_t)(c->k * c->max_val * c->n_out) * sizeof *s->dec);
+    s->solved = nf_malloc((size_t)c->k * sizeof *s->solved);
+    s->pred = nf_malloc((size_t)c->max_val * sizeof *s->pred);
+    s->tmp = nf_malloc((size_t)big * sizeof *s->tmp);
+    s->mu = nf_malloc((size_t)m * sizeof *s->mu);
+    s->inv = nf_malloc((size_t)m * sizeof *s->inv);
     return s->idx && s->Z && s->G && s->L && s->B && s->dec && s->solved && s->pred && s->tmp && s->mu && s->inv
                ? 0 : NF_ENOMEM;
 }
@@ -709,7 +709,7 @@ void nf_sl_block_finished(struct sl_work *w, int64_t b)
     pthread_mutex_lock(&w->lock);
     if (w->run && w->run->ckpt) {
         size_t bytes = sizeof(struct sl_chunk_head) + (size_t)nb * sizeof(float);
-        unsigned char *buf = malloc(bytes);
+        unsigned char *buf = nf_malloc(bytes);
         if (buf) {   /* no memory for a checkpoint: the block is just not saved */
             const struct sl_counts *bc = &w->counts[b];
             struct sl_chunk_head h = { bc->n_small, bc->n_failed, bc->n_unconverged, bc->size_sum, bc->size_max, nb };
@@ -816,8 +816,8 @@ int nf_sl_work_init(struct sl_work *w, const struct sl_ctx *c, struct nf_run *ru
     w->run = run;
     w->fail_centre = INT64_MAX;
     w->map = map;
-    w->done = calloc((size_t)c->n_blocks, sizeof *w->done);
-    w->counts = calloc((size_t)c->n_blocks, sizeof *w->counts);
+    w->done = nf_calloc((size_t)c->n_blocks, sizeof *w->done);
+    w->counts = nf_calloc((size_t)c->n_blocks, sizeof *w->counts);
     if (!w->done || !w->counts)
         return NF_FAIL_AT(err, NF_ENOMEM, LOC(run), NODE_ID(run), "out of memory");
     pthread_mutex_init(&w->lock, NULL);
@@ -903,7 +903,7 @@ static int check_inputs(struct nf_run *run, const float *X, int64_t n, int64_t V
         return NF_FAIL_AT(err, NF_EDATA, loc, id, "decoding needs at least 2 classes (got %lld)", (long long)n_classes);
     if ((model->kind == NF_MODEL_RIDGE || model->kind == NF_MODEL_RIDGE_CLASSIFIER) && !(model->alpha >= 0))
         return NF_FAIL_AT(err, NF_EDATA, loc, id, "alpha must be >= 0 (got %g)", model->alpha);
-    int64_t *size = calloc((size_t)k, sizeof *size);
+    int64_t *size = nf_calloc((size_t)k, sizeof *size);
     if (!size)
         return NF_FAIL(err, NF_ENOMEM, "out of memory");
     int rc = 0;

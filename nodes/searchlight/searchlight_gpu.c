@@ -111,9 +111,9 @@ static int upload_folds(struct gsl *gs, struct nf_gpu *g, struct nf_error *err)
 {
     const struct sl_ctx *c = gs->c;
     const int64_t n = c->n, V = c->V, k = c->k, q = c->n_out, mt = c->max_tr;
-    int64_t *rows = malloc((size_t)(k * n) * sizeof *rows);
-    double *mean = malloc((size_t)(k * V) * sizeof *mean), *inv = malloc((size_t)(k * V) * sizeof *inv);
-    double *tc = calloc((size_t)(k * mt * q), sizeof *tc), *tm = malloc((size_t)(k * q) * sizeof *tm);
+    int64_t *rows = nf_malloc((size_t)(k * n) * sizeof *rows);
+    double *mean = nf_malloc((size_t)(k * V) * sizeof *mean), *inv = nf_malloc((size_t)(k * V) * sizeof *inv);
+    double *tc = nf_calloc((size_t)(k * mt * q), sizeof *tc), *tm = nf_malloc((size_t)(k * q) * sizeof *tm);
     int rc = 0;
     if (!rows || !mean || !inv || !tc || !tm) {
         rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
@@ -218,14 +218,14 @@ static int setup_device(struct gsl *gs, struct nf_gpu *g, int64_t todo, const st
                          (size_t)(B + B * m) * sizeof(int32_t) + (size_t)(k * B * gs->dec_ld) * sizeof(float));
             goto fail;
         }
-        gs->centres[i] = malloc((size_t)B * sizeof *gs->centres[i]);
+        gs->centres[i] = nf_malloc((size_t)B * sizeof *gs->centres[i]);
         if (!gs->centres[i]) {
             rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
             goto fail;
         }
     }
-    gs->cands = malloc((size_t)B * sizeof *gs->cands);
-    gs->lists = malloc((size_t)(B * m) * sizeof *gs->lists);
+    gs->cands = nf_malloc((size_t)B * sizeof *gs->cands);
+    gs->lists = nf_malloc((size_t)(B * m) * sizeof *gs->lists);
     if (!gs->cands || !gs->lists) {
         rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
         goto fail;
@@ -416,9 +416,9 @@ static int run_batches(const struct sl_ctx *c, struct sl_work *w, struct nf_gpu 
     if (c->max_sphere > c->min_tr && c->n * c->max_tr > gs.g_stride)
         gs.g_stride = c->n * c->max_tr;
     gs.dec_ld = c->max_val * c->n_out;
-    gs.pending = calloc((size_t)c->n_blocks, sizeof *gs.pending);
-    gs.tcounts = calloc((size_t)(gs.threads * c->n_blocks), sizeof *gs.tcounts);
-    gs.pred = malloc((size_t)(gs.threads * c->max_val) * sizeof *gs.pred);
+    gs.pending = nf_calloc((size_t)c->n_blocks, sizeof *gs.pending);
+    gs.tcounts = nf_calloc((size_t)(gs.threads * c->n_blocks), sizeof *gs.tcounts);
+    gs.pred = nf_malloc((size_t)(gs.threads * c->max_val) * sizeof *gs.pred);
     if (!gs.pending || !gs.tcounts || !gs.pred) {
         rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
         goto fail;

@@ -302,7 +302,7 @@ static int create(struct nf_gpu **out, struct nf_error *err)
     int rc = 0;
     if (!nf_cuda_available(why, sizeof why))
         return NF_FAIL(err, NF_EUSAGE, "no usable GPU: %s", why);
-    if (!(g = calloc(1, sizeof *g)))
+    if (!(g = nf_calloc(1, sizeof *g)))
         return NF_FAIL(err, NF_ENOMEM, "out of memory");
     NF_TRY(rc = nf_gpu_check(cudaSetDevice(0), "cudaSetDevice", err));
     NF_TRY(rc = nf_gpu_check(cudaGetDeviceProperties(&props, 0), "cudaGetDeviceProperties", err));
@@ -536,7 +536,7 @@ int nf_gpu_resident(struct nf_gpu *g, uint64_t serial, int layout, const void *h
     pthread_mutex_unlock(&copies_lock);
     if (g->n_copies == g->cap_copies) {
         size_t cap = g->cap_copies ? 2 * g->cap_copies : 8;
-        struct nf_gpu_copy *grown = realloc(g->copies, cap * sizeof *grown);
+        struct nf_gpu_copy *grown = nf_realloc(g->copies, cap * sizeof *grown);
         if (!grown)
             return NF_FAIL(err, NF_ENOMEM, "out of memory");
         pthread_mutex_lock(&copies_lock);
