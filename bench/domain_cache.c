@@ -27,6 +27,7 @@
 #include "pipeline.h"
 #include "core/util.h"
 #include "lang/ytree.h"
+#include "core/rng.h"
 
 enum cache_variant { PUT_MAPS, GET_MAPS, PUT_BOLD, GET_BOLD, RERUN };
 

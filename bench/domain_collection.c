@@ -34,6 +34,7 @@
 #include "io/io.h"
 #include "pipeline.h"
 #include "lang/ytree.h"
+#include "core/rng.h"
 
 enum coll_mode { COLL_READ_ONLY, COLL_LAZY, COLL_IN_MEMORY };
 static const char *const mode_names[] = { "read_only", "lazy", "in_memory" };

@@ -50,6 +50,7 @@
 #include "predict/predict_models.h"
 #include "ridge/ridge.h"
 #include "searchlight/searchlight.h"
+#include "core/rng.h"
 
 #define H200_FP32_FLOPS 66.9e12
 #define H200_HBM_BYTES 4.8e12

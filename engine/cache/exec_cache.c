@@ -8,6 +8,7 @@
 #include "exec_cache.h"
 #include "run_record.h"
 #include "core/util.h"
+#include "core/fault.h"
 
 int nf_run_fetch(struct nf_cache *c, struct nf_key run, const char *outputs_dir, size_t n_out,
                  struct nf_value **out, struct nf_error *err)

@@ -5,6 +5,7 @@
  * way (src/test_vfs.c); a full tmpfs would need root and a mount.
  */
 #include <errno.h>
+#include <signal.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -16,6 +17,7 @@
 #include <sqlite3.h>
 
 #include "fault.h"
+#include "switches.h"
 
 static atomic_long write_calls;
 static long fail_write_at;         /* 0: off */
@@ -174,4 +176,20 @@ static void read_environment(void)
 void nf_fault_init(void)
 {
     pthread_once(&init_once, read_environment);
+}
+
+/* A kill at the N-th dangerous point (NLFLOW_KILL_AT, core/switches.h): tests
+ * of resuming after a crash. */
+void nf_fault_point(const char *where)
+{
+    static atomic_long calls;
+    long kill_at = nf_switches()->kill_at;
+    if (kill_at == 0)
+        return;
+    long n = atomic_fetch_add(&calls, 1) + 1;
+    if (n == kill_at) {
+        if (nf_switches()->kill_verbose)
+            fprintf(stderr, "nlflow: fault injection: killed at point %ld (%s)\n", n, where);
+        raise(SIGKILL);
+    }
 }

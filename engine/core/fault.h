@@ -7,7 +7,7 @@
  * the cache's SQLite database, journal or WAL (results, checkpoints, run
  * records), through a VFS that wraps the default one. NLFLOW_WRITE_STATS=1
  * prints how many writes a run made. Read once; no effect otherwise.
- * (nf_fault_point in util.h is the other injector: a kill at a point.)
+ * (nf_fault_point below is the other injector: a kill at a point.)
  */
 #ifndef NF_FAULT_H
 #define NF_FAULT_H
@@ -17,5 +17,12 @@
 void nf_fault_init(void);
 /* Count one write: 0, or the errno it must fail with. */
 int nf_write_fault(void);
+
+/* Fault injection for crash tests: when the environment has
+ * NLFLOW_KILL_AT=N, the N-th call of nf_fault_point in the process (counted
+ * over all threads) kills the process with SIGKILL, as `kill -9` would. Points
+ * sit where a crash is most dangerous: inside cache transactions, between a
+ * run's outputs and its record, between tasks. No effect otherwise. */
+void nf_fault_point(const char *where);
 
 #endif

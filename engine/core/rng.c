@@ -1,5 +1,6 @@
 /* rng.c — MT19937 and numpy RandomState's bounded draws, sign flips and
  * permutations, bit-identical to numpy 1.24's legacy generator (see rng.h). */
+#include <math.h>
 #include <stddef.h>
 
 #include "rng.h"
@@ -135,4 +136,27 @@ void nf_mt_permutation(struct nf_mt19937 *s, int64_t *out, int64_t n)
         out[i] = out[j];
         out[j] = t;
     }
+}
+
+/* ---- splitmix64: small streams (simulate, fold shuffles) ---- */
+uint64_t nf_splitmix64(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+double nf_rand_uniform(uint64_t *state)
+{
+    return (double)(nf_splitmix64(state) >> 11) * 0x1.0p-53;
+}
+
+double nf_rand_normal(uint64_t *state)
+{
+    /* Box-Muller; one value per call keeps the stream simple to reproduce. */
+    double u1 = nf_rand_uniform(state), u2 = nf_rand_uniform(state);
+    if (u1 < 1e-300)
+        u1 = 1e-300;
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }

@@ -46,4 +46,10 @@ void nf_mt_signs(struct nf_mt19937 *s, int8_t *out, int64_t n);
 /* RandomState.permutation(n) (as RandomState.shuffle of arange(n)). */
 void nf_mt_permutation(struct nf_mt19937 *s, int64_t *out, int64_t n);
 
+/* SplitMix64: for seeding simulations deterministically. */
+uint64_t nf_splitmix64(uint64_t *state);
+/* Uniform in [0,1) and standard normal from a splitmix64 state. */
+double nf_rand_uniform(uint64_t *state);
+double nf_rand_normal(uint64_t *state);
+
 #endif

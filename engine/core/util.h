@@ -1,6 +1,8 @@
 /* util.h — small helpers shared by the engine and the nodes: a growable
- * string buffer, paths, atomic file output, byte-size parsing and the
- * run-time log (stderr). It includes the allocator, alloc.h.
+ * string buffer (strbuf.c), paths, atomic file output and whole-file reads
+ * (files.c), byte sizes and number formatting (format.c), clock and machine
+ * facts (machine.c), the run-time log on stderr (log.c) and float-array
+ * helpers (floats.c). It includes the allocator, alloc.h.
  *
  * Atomic output: nf_atomic_open() creates "<path>.tmp.<pid>.<n>" in the same
  * folder; nf_atomic_commit() fsyncs and renames it over <path>; nf_atomic_abort()
@@ -82,19 +84,6 @@ extern void (*nf_warn_hook)(const char *node, const char *msg);
 /* A status line on a terminal (progress): drawn in place ("\r", erase line),
  * cleared by the next log line or by NULL. */
 void nf_log_status(const char *line);
-
-/* Fault injection for crash tests: when the environment has
- * NLFLOW_KILL_AT=N, the N-th call of nf_fault_point in the process (counted
- * over all threads) kills the process with SIGKILL, as `kill -9` would. Points
- * sit where a crash is most dangerous: inside cache transactions, between a
- * run's outputs and its record, between tasks. No effect otherwise. */
-void nf_fault_point(const char *where);
-
-/* SplitMix64: for seeding simulations deterministically. */
-uint64_t nf_splitmix64(uint64_t *state);
-/* Uniform in [0,1) and standard normal from a splitmix64 state. */
-double nf_rand_uniform(uint64_t *state);
-double nf_rand_normal(uint64_t *state);
 
 /* printf("%.9g", (double)f) into buf (at least 32 bytes), the same text,
  * without printf for the usual range (exact integer arithmetic, round half to

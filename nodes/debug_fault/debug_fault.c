@@ -16,6 +16,7 @@
 
 #include "node.h"
 #include "core/util.h"
+#include "core/rng.h"
 
 struct debug_fault_params {
     int64_t chunks, chunk_size, seed;

@@ -27,6 +27,7 @@
 #include "simulate.h"
 #include "core/util.h"
 #include "core/value.h"
+#include "core/rng.h"
 
 #define SIM_BASELINE 100.0
 #define SIM_TR 2.0                   /* seconds, recorded in the volumes and sidecar */

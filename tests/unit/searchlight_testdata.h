@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "core/rng.h"
 #include "core/util.h"
 #include "core/value.h"
 

@@ -31,6 +31,7 @@
 #include "cache/cache.h"
 #include "core/switches.h"
 #include "core/util.h"
+#include "core/rng.h"
 
 static char tmpdir[256];
 static int n_caches;

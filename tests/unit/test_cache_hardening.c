@@ -32,6 +32,7 @@
 #include "cache/codec.h"
 #include "cache/exec_cache.h"
 #include "core/util.h"
+#include "core/rng.h"
 
 static char tmpdir[256];
 static int n_caches;

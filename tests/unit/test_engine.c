@@ -23,6 +23,7 @@
 #include "core/switches.h"
 #include "core/util.h"
 #include "lang/ytree.h"
+#include "core/rng.h"
 
 static char tmpdir[256];
 

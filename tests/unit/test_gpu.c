@@ -55,6 +55,7 @@
 #include "kernels/kernels.h"
 #include "pipeline.h"
 #include "core/util.h"
+#include "core/rng.h"
 #include "permute/permute.h"
 #include "predict/predict.h"
 #include "predict/predict_models.h"

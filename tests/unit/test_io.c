@@ -25,6 +25,7 @@
 #include "io/io.h"
 #include "core/util.h"
 #include "cache/cache.h"
+#include "core/rng.h"
 
 static char tmpdir[256];
 

@@ -32,6 +32,7 @@
 #include "core/switches.h"
 #ifdef HAVE_CUDA
 #include "kernels/cuda/cuda_internal.h"
+#include "core/rng.h"
 #endif
 
 /* The tables under test; each is compared against nf_kernels_ref. */

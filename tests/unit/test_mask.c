@@ -27,6 +27,7 @@
 #include "core/value.h"
 
 #include "mask/mask.h"
+#include "core/rng.h"
 
 enum { NX = 4, NY = 3, NZ = 5, NVOX = NX * NY * NZ };
 

@@ -18,6 +18,7 @@
 #include "io/io.h"
 #include "pipeline.h"
 #include "core/util.h"
+#include "core/rng.h"
 
 static char tmpdir[256];
 enum { NX = 7, NY = 6, NZ = 5, NSUB = 5 };

@@ -27,6 +27,7 @@
 #include "core/util.h"
 #include "predict/predict_models.h"
 #include "ref_solve.h"
+#include "core/rng.h"
 
 /* ---- data ---- */
 

@@ -28,6 +28,7 @@
 #include "searchlight/searchlight.h"
 #include "ref_solve.h"
 #include "searchlight_testdata.h"
+#include "core/rng.h"
 
 static char tmpdir[256];
 

@@ -1,0 +1,262 @@
+/* files.c — paths (join, dirname, stem, mkdir -p), atomic file output
+ * (reserve/open, commit = fsync + rename, abort; the written-files sink the
+ * executor records) and reading a whole file (util.h).
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fault.h"
+#include "util.h"
+
+/* ---- paths ---- */
+char *nf_path_join(const char *dir, const char *name)
+{
+    if (!name)
+        return NULL;
+    if (name[0] == '/' || !dir || !dir[0] || strcmp(dir, ".") == 0)
+        return nf_strdup(name);
+    size_t n = strlen(dir);
+    return nf_asprintf("%s%s%s", dir, dir[n - 1] == '/' ? "" : "/", name);
+}
+
+char *nf_path_dirname(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        return nf_strdup(".");
+    if (slash == path)
+        return nf_strdup("/");
+    return nf_strndup(path, (size_t)(slash - path));
+}
+
+char *nf_path_stem(const char *path)
+{
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    size_t n = strlen(base);
+    static const char *const exts[] = { ".nii.gz", ".nii", ".tsv", ".csv", ".npy",
+                                        ".yaml", ".yml", ".txt", ".gz", NULL };
+    for (int i = 0; exts[i]; i++) {
+        size_t e = strlen(exts[i]);
+        if (n > e && strcasecmp(base + n - e, exts[i]) == 0) {
+            n -= e;
+            break;
+        }
+    }
+    return nf_strndup(base, n);
+}
+
+bool nf_path_has_suffix(const char *path, const char *suffix)
+{
+    size_t n = strlen(path), s = strlen(suffix);
+    return n >= s && strcasecmp(path + n - s, suffix) == 0;
+}
+
+int nf_mkdirs(const char *dir, struct nf_error *err)
+{
+    char *tmp = nf_strdup(dir);
+    int rc = 0;
+    if (!tmp)
+        return NF_FAIL(err, NF_ENOMEM, "out of memory");
+    for (char *p = tmp + 1; ; p++) {
+        if (*p == '/' || *p == '\0') {
+            char saved = *p;
+            *p = '\0';
+            if (mkdir(tmp, 0777) != 0 && errno != EEXIST) {
+                rc = NF_FAIL(err, NF_EIO, "cannot create folder '%s': %s", tmp, strerror(errno));
+                goto fail;
+            }
+            *p = saved;
+            if (saved == '\0')
+                break;
+        }
+    }
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        rc = NF_FAIL(err, NF_EIO, "'%s' exists and is not a folder", dir);
+fail:
+    free(tmp);
+    return rc;
+}
+
+/* ---- atomic output ---- */
+static atomic_uint tmp_counter;
+
+int nf_atomic_reserve(struct nf_atomic *a, const char *path, const char *tmp_suffix,
+                      struct nf_error *err)
+{
+    memset(a, 0, sizeof *a);
+    char *dir = nf_path_dirname(path);
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    unsigned n = atomic_fetch_add(&tmp_counter, 1);
+    a->path = nf_strdup(path);
+    if (dir && a->path)
+        a->tmp = nf_asprintf("%s/.%s.tmp%ld.%u%s", dir, base, (long)getpid(), n,
+                             tmp_suffix ? tmp_suffix : "");
+    free(dir);
+    if (!a->path || !a->tmp) {
+        nf_atomic_abort(a);
+        return NF_FAIL(err, NF_ENOMEM, "out of memory");
+    }
+    return 0;
+}
+
+int nf_atomic_open(struct nf_atomic *a, const char *path, struct nf_error *err)
+{
+    int rc = nf_atomic_reserve(a, path, NULL, err);
+    if (rc < 0)
+        return rc;
+    a->fp = fopen(a->tmp, "wb");
+    if (!a->fp) {
+        rc = NF_FAIL(err, NF_EIO, "cannot write '%s': %s", path, strerror(errno));
+        nf_atomic_abort(a);
+        return rc;
+    }
+    return 0;
+}
+
+static _Thread_local struct nf_written *written_sink;
+
+void nf_written_begin(struct nf_written *w) { written_sink = w; }
+void nf_written_end(void) { written_sink = NULL; }
+
+void nf_written_release(struct nf_written *w)
+{
+    for (size_t i = 0; i < w->n; i++)
+        free(w->paths[i]);
+    free(w->paths);
+    memset(w, 0, sizeof *w);
+}
+
+static void written_add(const char *path)
+{
+    struct nf_written *w = written_sink;
+    if (!w)
+        return;
+    if (w->n == w->cap) {
+        size_t cap = w->cap ? w->cap * 2 : 8;
+        char **p = nf_realloc(w->paths, cap * sizeof *p);
+        if (!p)
+            return;
+        w->paths = p;
+        w->cap = cap;
+    }
+    char *copy = nf_strdup(path);
+    if (copy)
+        w->paths[w->n++] = copy;
+}
+
+int nf_atomic_commit(struct nf_atomic *a, struct nf_error *err)
+{
+    int rc = 0;
+    int injected = nf_write_fault();   /* tests: as if the disk were full */
+    if (a->fp || injected) {
+        bool bad = injected || ferror(a->fp) != 0;
+        if (a->fp && fflush(a->fp) != 0)
+            bad = true;
+        if (!bad && fsync(fileno(a->fp)) != 0 && errno != EINVAL)
+            bad = true;
+        int saved = injected ? injected : errno;
+        if (a->fp && fclose(a->fp) != 0)
+            bad = true;
+        a->fp = NULL;
+        if (bad) {
+            rc = NF_FAIL(err, NF_EIO, "cannot write '%s': %s", a->path,
+                         strerror(saved ? saved : EIO));
+            goto fail;
+        }
+    }
+    nf_fault_point("file written, not yet renamed");
+    if (rename(a->tmp, a->path) != 0) {
+        rc = NF_FAIL(err, NF_EIO, "cannot write '%s': %s", a->path, strerror(errno));
+        goto fail;
+    }
+    written_add(a->path);
+    free(a->tmp);
+    a->tmp = NULL;
+    free(a->path);
+    a->path = NULL;
+    return 0;
+fail:
+    nf_atomic_abort(a);
+    return rc;
+}
+
+void nf_atomic_abort(struct nf_atomic *a)
+{
+    if (a->fp)
+        fclose(a->fp);
+    if (a->tmp)
+        unlink(a->tmp);
+    free(a->tmp);
+    free(a->path);
+    memset(a, 0, sizeof *a);
+}
+
+int nf_write_file_atomic(const char *path, const char *text, size_t len, struct nf_error *err)
+{
+    struct nf_atomic a;
+    int rc = nf_atomic_open(&a, path, err);
+    if (rc < 0)
+        return rc;
+    if (len && fwrite(text, 1, len, a.fp) != len) {
+        rc = NF_FAIL(err, NF_EIO, "cannot write '%s': %s", path, strerror(errno));
+        nf_atomic_abort(&a);
+        return rc;
+    }
+    return nf_atomic_commit(&a, err);
+}
+
+char *nf_read_file(const char *path, size_t *len, struct nf_error *err)
+{
+    FILE *fp = fopen(path, "rb");
+    char *buf = NULL;
+    size_t cap = 0, n = 0;
+    if (!fp) {
+        NF_FAIL(err, NF_EIO, "cannot read '%s': %s", path, strerror(errno));
+        return NULL;
+    }
+    for (;;) {
+        if (n + 4096 + 1 > cap) {
+            size_t ncap = cap ? cap * 2 : 8192;
+            char *nb = nf_realloc(buf, ncap);
+            if (!nb) {
+                NF_FAIL(err, NF_ENOMEM, "out of memory reading '%s'", path);
+                goto fail;
+            }
+            buf = nb;
+            cap = ncap;
+        }
+        size_t got = fread(buf + n, 1, cap - n - 1, fp);
+        n += got;
+        if (got == 0) {
+            if (ferror(fp)) {
+                NF_FAIL(err, NF_EIO, "cannot read '%s': %s", path, strerror(errno));
+                goto fail;
+            }
+            break;
+        }
+    }
+    fclose(fp);
+    buf[n] = '\0';
+    if (len)
+        *len = n;
+    return buf;
+fail:
+    fclose(fp);
+    free(buf);
+    return NULL;
+}
