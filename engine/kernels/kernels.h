@@ -145,6 +145,12 @@ void nf_row_sq_dev_simd(double *sq, const double *sum, const float *x, double n,
 void nf_row_standardize_simd(float *z, double *cross, const float *x, const double *m, const double *sd,
                              const int64_t *keep, double cov, int64_t V);
 void nf_row_gemv_double_simd(const float *row, const float *D, int64_t n, int64_t V, double *acc);
+/* The entries of a table that come from kernels/simd/, for the tables that
+ * take them all (blas, cuda): `{ .name = "x", ..., NF_KERNELS_SIMD_ENTRIES }`. */
+#define NF_KERNELS_SIMD_ENTRIES                                                                     \
+    .perm_tile = nf_perm_tile_simd, .ridge_error_sums = nf_ridge_error_sums_simd,                   \
+    .row_accumulate = nf_row_accumulate_simd, .row_sq_dev = nf_row_sq_dev_simd,                     \
+    .row_standardize = nf_row_standardize_simd, .row_gemv_double = nf_row_gemv_double_simd
 
 extern const struct nf_kernels nf_kernels_ref;
 extern const struct nf_kernels nf_kernels_blas;

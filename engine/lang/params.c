@@ -604,23 +604,43 @@ static int num_list_spaced(const struct nf_param *p, void *field, const struct n
     return 0;
 }
 
+/* The items of a list value (a sequence, or a scalar standing as a 1-list):
+ * checks their number (*n) against the length bounds and allocates room for
+ * them, elem bytes each (at least one element). NULL with *rc set to NF_EINVAL
+ * or NF_ENOMEM and the diagnostic added. */
+static void *list_items_alloc(const struct nf_param *p, const struct nf_ynode *v, const char *node,
+                              struct nf_diags *d, size_t elem, size_t *n, int *rc)
+{
+    *n = v->type == NF_Y_SEQ ? v->n : 1;
+    *rc = NF_EINVAL;
+    if (check_len(p, *n, v, node, d) < 0)
+        return NULL;
+    void *items = nf_calloc(*n ? *n : 1, elem);
+    if (!items)
+        *rc = out_of_memory(d, v, node);
+    return items;
+}
+
+/* Item i of a list value (v itself when it is a scalar). */
+static const struct nf_ynode *list_item(const struct nf_ynode *v, size_t i)
+{
+    return v->type == NF_Y_SEQ ? v->items[i] : v;
+}
+
 /* A list, or a scalar as a 1-list, or {logspace|linspace: [lo, hi, n]}. */
 static int num_list_parse(const struct nf_param *p, void *field, const struct nf_ynode *v,
                           const char *node, const char *base_dir, struct nf_diags *d)
 {
     (void)base_dir;
     struct nf_num_list list = { 0, NULL };
-    size_t n = v->type == NF_Y_SEQ ? v->n : 1;
+    size_t n;
+    int rc;
     if (v->type == NF_Y_MAP)
         return num_list_spaced(p, field, v, node, d);
-    if (check_len(p, n, v, node, d) < 0)
-        return NF_EINVAL;
-    list.v = nf_calloc(n ? n : 1, sizeof *list.v);
-    if (!list.v)
-        return out_of_memory(d, v, node);
+    if (!(list.v = list_items_alloc(p, v, node, d, sizeof *list.v, &n, &rc)))
+        return rc;
     for (size_t i = 0; i < n; i++) {
-        const struct nf_ynode *item = v->type == NF_Y_SEQ ? v->items[i] : v;
-        if (parse_number(p, item, node, d, &list.v[i]) < 0) {
+        if (parse_number(p, list_item(v, i), node, d, &list.v[i]) < 0) {
             free(list.v);
             return NF_EINVAL;
         }
@@ -714,16 +734,14 @@ static int str_list_parse(const struct nf_param *p, void *field, const struct nf
 {
     (void)base_dir;
     struct nf_str_list list = { 0, NULL };
-    size_t n = v->type == NF_Y_SEQ ? v->n : 1;
+    size_t n;
+    int rc;
     if (v->type == NF_Y_MAP)
         return bad(d, v, node, p, "a list of strings");
-    if (check_len(p, n, v, node, d) < 0)
-        return NF_EINVAL;
-    list.v = nf_calloc(n ? n : 1, sizeof *list.v);
-    if (!list.v)
-        return out_of_memory(d, v, node);
+    if (!(list.v = list_items_alloc(p, v, node, d, sizeof *list.v, &n, &rc)))
+        return rc;
     for (size_t i = 0; i < n; i++) {
-        const struct nf_ynode *item = v->type == NF_Y_SEQ ? v->items[i] : v;
+        const struct nf_ynode *item = list_item(v, i);
         if (item->type != NF_Y_SCALAR) {
             str_list_release(&list);
             return bad(d, item, node, p, "a string");

@@ -896,36 +896,30 @@ int nf_folds_kfold(int64_t n, int64_t k, uint32_t seed, int64_t *fold_of, struct
  * heapsort past a depth of 2 log2(num). It is not stable, and sklearn's
  * GroupKFold depends on how it orders groups of equal size. (numpy >= 1.25
  * may dispatch to an AVX-512 argsort with yet another tie order.) */
+/* numpy's sift-down: tmp goes into the 1-based heap a[1..n] at slot i. */
+static void aheap_sift(const int64_t *v, int64_t *a, int64_t tmp, int64_t i, int64_t n)
+{
+    for (int64_t j = i << 1; j <= n; j += j) {
+        if (j < n && v[a[j]] < v[a[j + 1]])
+            j += 1;
+        if (!(v[tmp] < v[a[j]]))
+            break;
+        a[i] = a[j];
+        i = j;
+    }
+    a[i] = tmp;
+}
+
 static void numpy_aheapsort(const int64_t *v, int64_t *tosort, int64_t n)
 {
     int64_t *a = tosort - 1;   /* 1-based heap indexing */
-    for (int64_t l = n >> 1; l > 0; --l) {
-        int64_t tmp = a[l], i = l, j = l << 1;
-        while (j <= n) {
-            if (j < n && v[a[j]] < v[a[j + 1]])
-                j += 1;
-            if (!(v[tmp] < v[a[j]]))
-                break;
-            a[i] = a[j];
-            i = j;
-            j += j;
-        }
-        a[i] = tmp;
-    }
+    for (int64_t l = n >> 1; l > 0; --l)
+        aheap_sift(v, a, a[l], l, n);
     while (n > 1) {
-        int64_t tmp = a[n], i = 1, j = 2;
+        int64_t tmp = a[n];
         a[n] = a[1];
         n -= 1;
-        while (j <= n) {
-            if (j < n && v[a[j]] < v[a[j + 1]])
-                j++;
-            if (!(v[tmp] < v[a[j]]))
-                break;
-            a[i] = a[j];
-            i = j;
-            j += j;
-        }
-        a[i] = tmp;
+        aheap_sift(v, a, tmp, 1, n);
     }
 }
 

@@ -323,6 +323,36 @@ int nf_ridge_finish_outputs(struct nf_run *run, struct nf_value **out, bool cent
     return 0;
 }
 
+void nf_ridge_read_run(const struct nf_run *run, const float **X, const float **Y, int64_t *n, int64_t *p,
+                       int64_t *V, int64_t *k, const double **alphas, int64_t *A, bool *legacy, bool *center,
+                       bool *fold_center)
+{
+    const struct ridge_params *prm = run->params;
+    const struct nf_value *xin = run->in[RIDGE_IN_X], *yin = run->in[RIDGE_IN_Y];
+    *X = xin->u.mat.data;
+    *Y = yin->u.mat.data;
+    *n = xin->u.mat.rows;
+    *p = xin->u.mat.cols;
+    *V = yin->u.mat.cols;
+    *k = prm->cv;
+    *alphas = isnan(prm->alpha) ? prm->alphas.v : &prm->alpha;
+    *A = isnan(prm->alpha) ? (int64_t)prm->alphas.n : 1;
+    *legacy = prm->alpha_mode == RIDGE_SHARED;
+    *center = prm->fit_intercept;
+    *fold_center = prm->fit_intercept && !*legacy;
+}
+
+void nf_ridge_fold_gram(const float *P, int64_t n_val, int64_t r, double *G, double *p_sum)
+{
+    for (int64_t i = 0; i < n_val; i++)
+        for (int64_t j = 0; j < r; j++) {
+            double pij = P[i * r + j];
+            p_sum[j] += pij;
+            for (int64_t l = 0; l < r; l++)
+                G[j * r + l] += pij * P[i * r + l];
+        }
+}
+
 void nf_ridge_column_means(const float *X, int64_t n, int64_t p, int64_t skip0, int64_t skip1,
                          double *mean)
 {
@@ -431,13 +461,7 @@ static int setup_folds(struct ridge_ctx *c, struct nf_error *err)
             free(Xval);
             return NF_FAIL(err, NF_ENOMEM, "out of memory");
         }
-        for (int64_t i = 0; i < fd->n_val; i++)
-            for (int64_t j = 0; j < r; j++) {
-                double pij = fd->P[i * r + j];
-                fd->p_sum[j] += pij;
-                for (int64_t l = 0; l < r; l++)
-                    G[j * r + l] += pij * fd->P[i * r + l];
-            }
+        nf_ridge_fold_gram(fd->P, fd->n_val, r, G, fd->p_sum);
         for (int64_t a = 0; a < c->A; a++) {
             for (int64_t j = 0; j < r; j++) {
                 double sj = fd->s[j];
@@ -1013,7 +1037,7 @@ static int run_workers(struct ridge_work *w, const struct nf_run *run)
 static int ridge_run(struct nf_run *run)
 {
     const struct ridge_params *prm = run->params;
-    const struct nf_value *xin = run->in[RIDGE_IN_X], *yin = run->in[RIDGE_IN_Y];
+    const struct nf_value *yin = run->in[RIDGE_IN_Y];
     struct ridge_ctx c = { 0 };
     struct nf_value *out[6] = { 0 };
     double *alpha_score_sum = NULL;
@@ -1026,17 +1050,8 @@ static int ridge_run(struct nf_run *run)
     nf_blas_set_threads(1);
     c.prm = prm;
     c.K = nf_kernels_cpu();
-    c.X = xin->u.mat.data;
-    c.Y = yin->u.mat.data;
-    c.n = xin->u.mat.rows;
-    c.p = xin->u.mat.cols;
-    c.V = yin->u.mat.cols;
-    c.k = prm->cv;
-    c.alphas = isnan(prm->alpha) ? prm->alphas.v : &prm->alpha;
-    c.A = isnan(prm->alpha) ? (int64_t)prm->alphas.n : 1;
-    c.legacy = prm->alpha_mode == RIDGE_SHARED;
-    c.center = prm->fit_intercept;
-    c.fold_center = prm->fit_intercept && !c.legacy;
+    nf_ridge_read_run(run, &c.X, &c.Y, &c.n, &c.p, &c.V, &c.k, &c.alphas, &c.A, &c.legacy, &c.center,
+                      &c.fold_center);
 
     NF_TRY(rc = nf_ridge_check_inputs(run, c.X, c.Y, c.n, c.p, c.V, c.k, c.A, c.center));
 

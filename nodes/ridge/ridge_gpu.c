@@ -378,13 +378,7 @@ static int setup_device(struct gctx *c, struct nf_gpu *g, struct nf_error *err)
         NF_TRY(rc = download_sync(g, fd->P, fd->dP, (size_t)(fd->n_val * r) * sizeof *fd->P, err));
         /* G = PᵀP and Pᵀ1 in double; M_a = D_a G D_a, d_a = s/(s²+α), as the CPU */
         memset(G, 0, (size_t)(r * r) * sizeof *G);
-        for (int64_t i = 0; i < fd->n_val; i++)
-            for (int64_t j = 0; j < r; j++) {
-                double pij = fd->P[i * r + j];
-                fd->p_sum[j] += pij;
-                for (int64_t l = 0; l < r; l++)
-                    G[j * r + l] += pij * fd->P[i * r + l];
-            }
+        nf_ridge_fold_gram(fd->P, fd->n_val, r, G, fd->p_sum);
         for (int64_t a = 0; a < A; a++) {
             double *d = dj + (f * A + a) * rm;   /* d_a as float, held exactly in double */
             for (int64_t j = 0; j < r; j++) {
@@ -762,18 +756,9 @@ int nf_ridge_run_gpu(struct nf_run *run)
         return nf_node_ridge.run_cpu(run);
     }
     c.prm = prm;
-    c.X = xin->u.mat.data;
-    c.Y = yin->u.mat.data;
+    nf_ridge_read_run(run, &c.X, &c.Y, &c.n, &c.p, &c.V, &c.k, &c.alphas, &c.A, &c.legacy, &c.center,
+                      &c.fold_center);
     c.y_serial = yin->serial;
-    c.n = xin->u.mat.rows;
-    c.p = xin->u.mat.cols;
-    c.V = yin->u.mat.cols;
-    c.k = prm->cv;
-    c.alphas = isnan(prm->alpha) ? prm->alphas.v : &prm->alpha;
-    c.A = isnan(prm->alpha) ? (int64_t)prm->alphas.n : 1;
-    c.legacy = prm->alpha_mode == RIDGE_SHARED;
-    c.center = prm->fit_intercept;
-    c.fold_center = prm->fit_intercept && !c.legacy;
     c.threads = run->env && run->env->threads > 1 ? run->env->threads : 1;
     NF_TRY(rc = nf_ridge_check_inputs(run, c.X, c.Y, c.n, c.p, c.V, c.k, c.A, c.center));
     NF_TRY(rc = nf_ridge_assign_folds(c.prm, c.n, c.p, c.k, &c.X, &c.fold_size, &c.perm, &c.X_perm,

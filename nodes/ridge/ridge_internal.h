@@ -1,6 +1,7 @@
 /* ridge_internal.h — what the CPU and GPU ridge nodes share (nodes/ridge/ridge.c,
- * nodes/ridge/ridge_gpu.c): input checks, the fold plan, the rows of X around a
- * validation fold, and the outputs (allocation, intercept, hand-over).
+ * nodes/ridge/ridge_gpu.c): what they read off the run, input checks, the fold
+ * plan, the rows of X around a validation fold, a fold's Gram matrix, and the
+ * outputs (allocation, intercept, hand-over).
  * Defined in ridge.c. */
 #ifndef NF_NODE_RIDGE_INTERNAL_H
 #define NF_NODE_RIDGE_INTERNAL_H
@@ -23,6 +24,16 @@ int nf_ridge_check_finite(const float *a, int64_t n, const char *what, const str
 int nf_ridge_assign_folds(const struct ridge_params *prm, int64_t n, int64_t p, int64_t k, const float **X,
                           int64_t **fold_size_out, int64_t **perm_out, float **X_perm_out,
                           const struct nf_value *groups, const struct nf_run *run, int64_t *k_out);
+/* What both nodes read off the run: X (n x p) and Y (n x V), the folds asked
+ * for (k; leave-one-group-out may change it), the A alphas (`alphas`, or the
+ * single `alpha`), and the centring: legacy is shared mode, whose only
+ * centring is the global one; fold_center re-centres on each training fold. */
+void nf_ridge_read_run(const struct nf_run *run, const float **X, const float **Y, int64_t *n, int64_t *p,
+                       int64_t *V, int64_t *k, const double **alphas, int64_t *A, bool *legacy, bool *center,
+                       bool *fold_center);
+/* G += PᵀP (r x r) and p_sum += Pᵀ1 in double, for the n_val x r matrix P of
+ * a validation fold, summed over rows in order (so CPU and GPU nodes agree). */
+void nf_ridge_fold_gram(const float *P, int64_t n_val, int64_t r, double *G, double *p_sum);
 /* Per-column means of the rows of X outside [skip0, skip1). */
 void nf_ridge_column_means(const float *X, int64_t n, int64_t p, int64_t skip0, int64_t skip1, double *mean);
 /* Rows of X outside [skip0, skip1) (inside, when `inside`), minus `mean` when given. */

@@ -686,18 +686,15 @@ static int simulate_run(struct nf_run *run)
         NF_TRY(rc = build_atlas(geom, roi, n_roi, atlas->u.vol.data, run->err));
         NF_TRY(rc = write_dataset(p->write, out, &atlas->u.vol, run->err));
     }
-    for (int o = 0; o < 5; o++)
+    for (int o = 0; o < 5; o++) {
         run->out[o] = out[o];
-    nf_value_unref(atlas);
-    nf_geom_unref(geom);
-    free(X);
-    free(roi_signal);
-    free(roi);
-    sim_plan_release(&plan);
-    return 0;
+        out[o] = NULL;
+    }
+    rc = 0;
 
-fail:
-    nf_error_on_node(node, run->err, rc);
+fail:   /* and success: rc is 0, the outputs moved to run->out */
+    if (rc < 0)
+        nf_error_on_node(node, run->err, rc);
     for (int o = 0; o < 5; o++)
         nf_value_unref(out[o]);
     nf_value_unref(atlas);

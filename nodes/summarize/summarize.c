@@ -785,6 +785,15 @@ static int pick_threshold_target(const struct summarize_ctx *ctx)
     return p_index;
 }
 
+/* A table that ran out of memory while being filled: dropped, NULL with the
+ * error set. */
+static struct nf_value *table_oom(struct nf_value *tab, struct nf_error *err)
+{
+    NF_FAIL(err, NF_ENOMEM, "out of memory");
+    nf_value_unref(tab);
+    return NULL;
+}
+
 static struct nf_value *cluster_table(const struct summarize_ctx *ctx, const struct map_view *mv,
                                       const struct cluster *cl, size_t n, const float *atlas,
                                       struct nf_error *err)
@@ -827,9 +836,7 @@ static struct nf_value *cluster_table(const struct summarize_ctx *ctx, const str
     return tab;
 
 oom:
-    NF_FAIL(err, NF_ENOMEM, "out of memory");
-    nf_value_unref(tab);
-    return NULL;
+    return table_oom(tab, err);
 }
 
 /* Threshold one map, label its clusters, write the thresholded map and the
@@ -1161,9 +1168,7 @@ static struct nf_value *files_table(const struct summarize_ctx *ctx, struct nf_e
     return tab;
 
 oom:
-    NF_FAIL(err, NF_ENOMEM, "out of memory");
-    nf_value_unref(tab);
-    return NULL;
+    return table_oom(tab, err);
 }
 
 static int summarize_run(struct nf_run *run)

@@ -248,12 +248,7 @@ const struct nf_kernels nf_kernels_blas = {
     .standardize = blas_standardize,
     .svd = blas_svd,
     .dsyrk = blas_dsyrk,
-    .perm_tile = nf_perm_tile_simd,
-    .ridge_error_sums = nf_ridge_error_sums_simd,
-    .row_accumulate = nf_row_accumulate_simd,
-    .row_sq_dev = nf_row_sq_dev_simd,
-    .row_standardize = nf_row_standardize_simd,
-    .row_gemv_double = nf_row_gemv_double_simd,
+    NF_KERNELS_SIMD_ENTRIES,
 };
 
 const struct nf_kernels *nf_kernels_cpu(void)
