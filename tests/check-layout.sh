@@ -67,8 +67,16 @@ fi
 
 # ---- built objects (when run from the build folder) ----
 if [ -f libnlflow.a ] && command -v nm >/dev/null; then
-    later=$(find engine/run -name '*.o' -exec nm -g --defined-only {} + 2>/dev/null | awk 'NF == 3 { print $3 }' | sort -u)
-    for o in $(find engine/lang engine/plan -name '*.o' 2>/dev/null | sort); do
+    # the library's objects only: a build folder may hold objects of files
+    # that have since been removed or moved
+    members=" $(ar t libnlflow.a | tr '\n' ' ') "
+    objects() {   # the .o files under "$@" that are members of libnlflow.a
+        find "$@" -name '*.o' 2>/dev/null | sort | while read -r o; do
+            case "$members" in *" $(basename "$o") "*) echo "$o" ;; esac
+        done
+    }
+    later=$(objects engine/run | xargs -r nm -g --defined-only 2>/dev/null | awk 'NF == 3 { print $3 }' | sort -u)
+    for o in $(objects engine/lang engine/plan); do
         for sym in $(nm -u "$o" | awk '{ print $NF }' | sort -u); do
             if printf '%s\n' "$later" | grep -qx -- "$sym"; then
                 fail "$o (an earlier phase) calls $sym, defined in engine/run (a later one)"
@@ -79,7 +87,7 @@ if [ -f libnlflow.a ] && command -v nm >/dev/null; then
     # nodes/. A node's registry interface is not an import: its descriptor
     # (nf_node_<type>, which a GPU path falling back to the CPU calls) and the
     # GPU entry point its descriptor wires (nf_<type>_run_gpu).
-    circles=$(for o in $(find engine nodes -name '*.o' 2>/dev/null | sort); do
+    circles=$(for o in $(objects engine nodes); do
                   nm -g "$o" | awk -v o="$o" '$NF !~ /^nf_node_|^nf_[a-z]+_run_gpu$/ {
                       print o, ($1 == "U" ? "U" : NF == 3 ? "D" : "?"), $NF }'
               done | awk '

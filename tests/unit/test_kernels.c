@@ -30,9 +30,9 @@
 #include "kernels/kernels.h"
 #include "core/util.h"
 #include "core/switches.h"
+#include "core/rng.h"
 #ifdef HAVE_CUDA
 #include "kernels/cuda/cuda_internal.h"
-#include "core/rng.h"
 #endif
 
 /* The tables under test; each is compared against nf_kernels_ref. */
