@@ -313,30 +313,6 @@ static double normal_next(struct normal_stream *ns)
 /* Stream numbers: subjects use 0..subjects-1, the target column this one. */
 #define TARGET_STREAM UINT64_C(0xFFFFFFFF)
 
-static int table_numeric_column(struct nf_value *tab, int64_t c, const char *name,
-                                struct nf_error *err)
-{
-    struct nf_column *col = &tab->u.tab.cols[c];
-    col->name = nf_strdup(name);
-    col->numeric = true;
-    col->num = nf_calloc((size_t)(tab->u.tab.n_rows ? tab->u.tab.n_rows : 1), sizeof(double));
-    if (!col->name || !col->num)
-        return NF_FAIL(err, NF_ENOMEM, "out of memory");
-    return 0;
-}
-
-static int table_string_column(struct nf_value *tab, int64_t c, const char *name,
-                               struct nf_error *err)
-{
-    struct nf_column *col = &tab->u.tab.cols[c];
-    col->name = nf_strdup(name);
-    col->numeric = false;
-    col->str = nf_calloc((size_t)(tab->u.tab.n_rows ? tab->u.tab.n_rows : 1), sizeof(char *));
-    if (!col->name || !col->str)
-        return NF_FAIL(err, NF_ENOMEM, "out of memory");
-    return 0;
-}
-
 static struct nf_value *design_table(const double *X, int64_t T, int64_t F, struct nf_error *err)
 {
     struct nf_value *tab = nf_value_new_table(T, F, err);
@@ -345,7 +321,7 @@ static struct nf_value *design_table(const double *X, int64_t T, int64_t F, stru
         return NULL;
     for (int64_t f = 0; f < F; f++) {
         snprintf(name, sizeof name, "f%" PRId64, f + 1);
-        if (table_numeric_column(tab, f, name, err) < 0) {
+        if (nf_table_column_numeric(tab, f, name, err) < 0) {
             nf_value_unref(tab);
             return NULL;
         }
@@ -364,8 +340,8 @@ static struct nf_value *labels_table(const double *X, int64_t T, int64_t F, doub
     struct normal_stream ns;
     if (!tab)
         return NULL;
-    if (table_string_column(tab, 0, "trial_type", err) < 0 ||
-        table_numeric_column(tab, 1, "target", err) < 0)
+    if (nf_table_column_string(tab, 0, "trial_type", err) < 0 ||
+        nf_table_column_numeric(tab, 1, "target", err) < 0)
         goto fail;
     normal_stream_init(&ns, seed, TARGET_STREAM);
     for (int64_t t = 0; t < T; t++) {
