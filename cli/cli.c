@@ -19,6 +19,7 @@
 #include "cache/cache.h"
 #include "plan/cost.h"
 #include "run/events.h"
+#include "run/slurm.h"
 #include "lang/gen.h"
 #include "cache/keys.h"
 #include "io/io.h"
@@ -133,12 +134,21 @@ struct cli_opts {
     bool json, quiet, markdown, explain;
     const char *cache_path;
     bool no_cache, strict_cache;
+    int executor;             /* --executor: -1 not given, 0 local, 1 slurm */
+    bool detach;              /* --detach (run on SLURM) */
+    bool task;                /* the hidden `task` command: its options below */
+    const char *task_hash, *task_node, *task_units;
+    long task_index;
 };
 
-/* Parse options shared by run/plan/validate. Returns 0 or an exit status. */
-static int parse_run_opts(int argc, char **argv, struct cli_opts *o)
+/* Parse options shared by run/plan/validate/status/task. Returns 0 or an
+ * exit status. */
+static int parse_run_opts(int argc, char **argv, struct cli_opts *o, bool task)
 {
     memset(o, 0, sizeof *o);
+    o->task = task;
+    o->executor = -1;
+    o->task_index = -1;
     o->ov.device = -1;
     o->ov.memory = -1;
     o->ov.threads = -1;
@@ -188,6 +198,28 @@ static int parse_run_opts(int argc, char **argv, struct cli_opts *o)
             o->no_cache = true;
         } else if (strcmp(a, "--strict-cache") == 0) {
             o->strict_cache = true;
+        } else if (strcmp(a, "--executor") == 0) {
+            NEED_VALUE();
+            if (strcmp(val, "local") == 0) o->executor = 0;
+            else if (strcmp(val, "slurm") == 0) o->executor = 1;
+            else return usage_error("--executor must be local or slurm (got '%s')", val);
+        } else if (strcmp(a, "--detach") == 0) {
+            o->detach = true;
+        } else if (strcmp(a, "--hash") == 0 && o->task) {
+            NEED_VALUE();
+            o->task_hash = val;
+        } else if (strcmp(a, "--node") == 0 && o->task) {
+            NEED_VALUE();
+            o->task_node = val;
+        } else if (strcmp(a, "--units") == 0 && o->task) {
+            NEED_VALUE();
+            o->task_units = val;
+        } else if (strcmp(a, "--index") == 0 && o->task) {
+            NEED_VALUE();
+            int64_t ix;
+            if (!parse_threads_option(val, &ix) || ix > 10000000)
+                return usage_error("--index must be an array task index (got '%s'; is SLURM_ARRAY_TASK_ID set?)", val);
+            o->task_index = (long)ix;
         } else if (a[0] == '-' && a[1]) {
             return usage_error("unknown option '%s'", a);
         } else if (!o->pipeline) {
@@ -199,10 +231,13 @@ static int parse_run_opts(int argc, char **argv, struct cli_opts *o)
     }
     if (!o->pipeline)
         return usage_error("%s", "missing the pipeline file");
+    if (o->task && (!o->task_hash || !o->task_node || !o->task_units || o->task_index < 0))
+        return usage_error("%s", "task needs --hash, --node, --units and --index (it is run by SLURM jobs "
+                           "that `nlflow run --executor slurm` submits)");
     return 0;
 }
 
-enum stop_after { STOP_VALIDATE, STOP_PLAN, STOP_RUN };
+enum stop_after { STOP_VALIDATE, STOP_PLAN, STOP_RUN, STOP_STATUS, STOP_TASK };
 
 /* The cache file of a run: --cache, else settings.cache beside the pipeline;
  * NULL when disabled (--no-cache, cache: off). Owned. */
@@ -269,6 +304,27 @@ done:
     for (size_t i = 0; i < p->n_nodes; i++)
         nf_node_keys_release(&keys[i]);
     free(keys);
+    nf_cache_close(cache);
+    free(path);
+    return status;
+}
+
+/* plan --executor slurm: the job arrays a run would submit. */
+static int plan_slurm(struct nf_pipeline *p, const struct cli_opts *o, FILE *out)
+{
+    struct nf_error err = { 0 };
+    struct nf_cache *cache = NULL;
+    char *path = cache_file(p, o);
+    int status = 0;
+    if (path && access(path, F_OK) == 0) {
+        struct nf_cache_opts co = { 0 };
+        if (nf_cache_open(path, &co, &cache, &err) < 0) {
+            free(path);
+            return fail_with(&err);
+        }
+    }
+    if (nf_slurm_plan_print(p, cache, out, &err) < 0)
+        status = fail_with(&err);
     nf_cache_close(cache);
     free(path);
     return status;
@@ -351,10 +407,24 @@ static int run_pipeline(struct cli_opts *o, enum stop_after stop)
     nf_event_diags(&d, warned, phase);
     nf_diags_release(&d);
     nf_diags_init(&d);
+    bool slurm = o->executor >= 0 ? o->executor == 1 : p->settings.executor.slurm;
     if (stop == STOP_PLAN) {
         nf_plan_print(p, text);
         if (o->explain)
             status = explain(p, o, text);
+        if (slurm && status == 0)
+            status = plan_slurm(p, o, text);
+        goto done;
+    }
+    if (stop == STOP_TASK) {
+        nf_interrupt_install();
+        struct nf_slurm_task_opts to = { o->task_hash, o->task_node, o->task_units, o->task_index,
+                                         p->settings.threads };
+        int rc = nf_slurm_task(p, &to, &err);
+        if (rc < 0) {
+            nf_error_print(&err);
+            status = nf_err_exit_status(rc);
+        }
         goto done;
     }
     phase = "run";
@@ -369,7 +439,25 @@ static int run_pipeline(struct cli_opts *o, enum stop_after stop)
     /* caught until the process ends, so that a second Ctrl-C while the cache
      * closes still says what it does */
     nf_interrupt_install();
-    int rc = nf_execute(p, &eo, &err);
+    int rc;
+    if (slurm || stop == STOP_STATUS) {
+        char *exe = nf_realpath("/proc/self/exe");
+        struct nf_slurm_opts so = { exe ? exe : "nlflow", o->ov.set, o->ov.n_set, o->detach,
+                                    stop == STOP_STATUS, &eo };
+        if (!cache) {
+            NF_FAIL(&err, NF_EUSAGE, "the SLURM executor (and `nlflow status`) needs the result cache: "
+                    "drop --no-cache / `cache: off`, or run with --executor local");
+            rc = NF_EUSAGE;
+        } else {
+            rc = nf_slurm_run(p, &so, &err);
+        }
+        free(exe);
+        wrote = wrote && !o->detach && stop != STOP_STATUS;
+    } else {
+        rc = nf_execute(p, &eo, &err);
+    }
+    if (rc == 0 && stop == STOP_STATUS)
+        goto done;
     if (rc == NF_EINTR) {
         fprintf(stderr, "nlflow: interrupted (%s) after %.2f s; nothing partial was stored as a result; "
                 "rerun to resume\n", nf_interrupt_signal_name(), nf_now() - t0);
@@ -606,7 +694,7 @@ static int cmd_simulate(int argc, char **argv)
     {
         struct cli_opts o;
         char *args[] = { yaml };
-        if ((status = parse_run_opts(1, args, &o)) != 0)
+        if ((status = parse_run_opts(1, args, &o, false)) != 0)
             goto fail;
         status = run_pipeline(&o, STOP_RUN);
         free(o.ov.set);
@@ -772,11 +860,14 @@ int main(int argc, char **argv)
         printf("nlflow %s (commit %s)\n", NF_VERSION, NF_GIT_COMMIT);
         return 0;
     }
-    if (strcmp(cmd, "run") == 0 || strcmp(cmd, "plan") == 0 || strcmp(cmd, "validate") == 0) {
+    if (strcmp(cmd, "run") == 0 || strcmp(cmd, "plan") == 0 || strcmp(cmd, "validate") == 0 ||
+        strcmp(cmd, "status") == 0 || strcmp(cmd, "task") == 0) {
         struct cli_opts o;
-        int st = parse_run_opts(argc - 2, argv + 2, &o);
+        bool task = strcmp(cmd, "task") == 0;
+        int st = parse_run_opts(argc - 2, argv + 2, &o, task);
         if (st == 0)
-            st = run_pipeline(&o, cmd[0] == 'r' ? STOP_RUN : cmd[0] == 'p' ? STOP_PLAN : STOP_VALIDATE);
+            st = run_pipeline(&o, task ? STOP_TASK : cmd[0] == 'r' ? STOP_RUN : cmd[0] == 'p' ? STOP_PLAN
+                                  : cmd[1] == 't' ? STOP_STATUS : STOP_VALIDATE);
         free(o.ov.set);
         return st;
     }

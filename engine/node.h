@@ -182,6 +182,14 @@ int nf_ckpt_put(struct nf_checkpoint *ck, int64_t index, const void *data, size_
 /* How many chunks the run has in all, so that an interrupted run can say
  * "N of M chunks saved". NULL-safe. */
 void nf_ckpt_total(struct nf_checkpoint *ck, int64_t total);
+/* Parts (SLURM tasks, docs/hpc.md): a run may be asked for a share of its
+ * chunks only; other tasks commit the rest and the engine merges them from
+ * the checkpoints. nf_ckpt_skip: chunk number `ordinal` (0-based, in the
+ * node's own order) belongs to another part, do not compute it.
+ * nf_ckpt_partial: this run is a part, so every chunk it computes must be
+ * committed (the last one too); its outputs are discarded. NULL-safe. */
+bool nf_ckpt_skip(const struct nf_checkpoint *ck, int64_t ordinal);
+bool nf_ckpt_partial(const struct nf_checkpoint *ck);
 
 /* Progress of one run, as the engine reports it (progress.c): a redrawn line
  * on a terminal, plain lines at most every 5 s otherwise, JSON events at most
@@ -321,6 +329,10 @@ struct nf_node_type {
      * the shapes are not known yet. NULL: no estimate (`auto` keeps the CPU). */
     int (*cost)(const void *params, const struct nf_shape *in, const struct nf_shape *out,
                 struct nf_cost *c);
+    /* Checkpoint chunks of one run from resolved shapes (an upper bound is
+     * fine), so that a SLURM stage can split a long run into parts
+     * (nf_ckpt_skip). NULL or 0: one run is one unit of work. */
+    int64_t (*chunks)(const void *params, const struct nf_shape *in, const struct nf_shape *out);
 };
 enum {
     NF_NODE_SOURCE = 1u << 0,     /* reads files or generates data (no inputs) */

@@ -65,7 +65,22 @@ struct nf_node_inst {
                                      (all items; 0 when skipped or cached) */
 };
 
+/* settings.executor (docs/hpc.md): where the nodes run. */
+struct nf_executor_settings {
+    bool slurm;               /* type: slurm (default: local) */
+    char *partition, *account, *qos;   /* sbatch options, NULL: not given */
+    char *time;               /* --time for every array, NULL: from the cost model */
+    int64_t max_array_tasks;  /* tasks per array at most (default 1000) */
+    int64_t max_concurrent;   /* the array's %N (0: no limit) */
+    int64_t retries;          /* resubmissions of a failed unit (default 2) */
+    int64_t cpus_per_task;    /* 0: 1 for per-item units, settings.threads (or 4) otherwise */
+    double min_task_seconds;  /* pack small units up to this estimate (default 180) */
+    double check_every;       /* seconds between squeue calls (default 30) */
+    char **extra; size_t n_extra;   /* more sbatch options, verbatim */
+};
+
 struct nf_settings {
+    struct nf_executor_settings executor;
     enum nf_device device;
     uint64_t memory;        /* bytes */
     int threads;            /* 0 = all cores */
@@ -139,6 +154,15 @@ struct nf_exec_opts {
      * one per output port, NULL where not produced) here when it finishes */
     void (*on_outputs)(void *arg, size_t node, struct nf_value *const *out, size_t n_out);
     void *on_outputs_arg;
+    /* A SLURM task (run/task.c) computes a share of one node: with `only`,
+     * node only_node's runs r with only_runs[r] (NULL: all of them), and when
+     * parts > 0 of its one run only the checkpoint chunks of part `part`
+     * (nf_ckpt_skip). Nodes after it are skipped; a part's outputs are
+     * discarded (its checkpoints are what it made). */
+    bool only;
+    size_t only_node;
+    const bool *only_runs;
+    int64_t part, parts;
 };
 /* Execute; returns 0 or a negative code with err set. */
 int nf_execute(struct nf_pipeline *p, const struct nf_exec_opts *o, struct nf_error *err);

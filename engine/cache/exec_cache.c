@@ -182,6 +182,16 @@ int nf_ckpt_get(struct nf_checkpoint *ck, int64_t index, void **data, size_t *by
     return ck ? nf_cache_ckpt_get(ck->cache, ck->key, index, data, bytes, err) : 0;
 }
 
+bool nf_ckpt_skip(const struct nf_checkpoint *ck, int64_t ordinal)
+{
+    return ck && ck->parts > 0 && ordinal % ck->parts != ck->part;
+}
+
+bool nf_ckpt_partial(const struct nf_checkpoint *ck)
+{
+    return ck && ck->parts > 0;
+}
+
 int nf_ckpt_put(struct nf_checkpoint *ck, int64_t index, const void *data, size_t bytes,
                 struct nf_error *err)
 {

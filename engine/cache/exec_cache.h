@@ -35,6 +35,8 @@ struct nf_checkpoint {
     struct nf_key key;
     bool warned;
     int64_t total;     /* chunks in all, from nf_ckpt_total (0: not said) */
+    int64_t part, parts;   /* a SLURM task's share: chunks with ordinal % parts == part
+                              (parts 0: every chunk) */
 };
 
 #endif

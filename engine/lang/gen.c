@@ -70,7 +70,22 @@ void nf_gen_schema(FILE *out)
             nf_schema_var_ref);
     fprintf(out, "      \"cache\": {\"type\": [\"string\", \"boolean\"], \"default\": \".nlflow/cache.db\", "
                  "\"description\": \"the cache file, relative to the pipeline file; off or false: no cache\"},\n");
-    fprintf(out, "      \"outputs\": {\"type\": \"string\", \"default\": \"results\"}}},\n");
+    fprintf(out, "      \"outputs\": {\"type\": \"string\", \"default\": \"results\"},\n");
+    fprintf(out, "      \"executor\": {\"type\": \"object\", \"additionalProperties\": false, "
+                 "\"description\": \"where nodes run: local (default) or SLURM job arrays (docs/hpc.md)\", "
+                 "\"properties\": {\n");
+    fprintf(out, "        \"type\": {\"enum\": [\"local\", \"slurm\"], \"default\": \"local\"},\n");
+    fprintf(out, "        \"partition\": {\"type\": \"string\"}, \"account\": {\"type\": \"string\"}, "
+                 "\"qos\": {\"type\": \"string\"},\n");
+    fprintf(out, "        \"time\": {\"type\": \"string\", \"description\": \"sbatch --time for every array; "
+                 "default: from the cost model\"},\n");
+    fprintf(out, "        \"max_array_tasks\": {\"type\": \"integer\", \"minimum\": 1, \"default\": 1000},\n");
+    fprintf(out, "        \"max_concurrent\": {\"type\": \"integer\", \"minimum\": 0, \"default\": 0},\n");
+    fprintf(out, "        \"retries\": {\"type\": \"integer\", \"minimum\": 0, \"default\": 2},\n");
+    fprintf(out, "        \"cpus_per_task\": {\"type\": \"integer\", \"minimum\": 0, \"default\": 0},\n");
+    fprintf(out, "        \"min_task_seconds\": {\"type\": \"number\", \"minimum\": 0, \"default\": 180},\n");
+    fprintf(out, "        \"check_every\": {\"type\": \"number\", \"minimum\": 1, \"default\": 30},\n");
+    fprintf(out, "        \"extra\": {\"type\": \"array\", \"items\": {\"type\": \"string\"}}}}}},\n");
     fprintf(out, "    \"params\": {\"type\": \"object\", \"propertyNames\": {\"pattern\": \"^[A-Za-z_][A-Za-z0-9_]*$\"},\n");
     fprintf(out, "               \"additionalProperties\": {\"type\": [\"string\", \"number\", \"boolean\"]}},\n");
     fprintf(out, "    \"nodes\": {\"type\": \"object\", \"minProperties\": 1,\n");

@@ -257,6 +257,87 @@ static void parse_vars(struct nf_pipeline *p, const struct nf_ynode *params,
 }
 
 /* ---- settings ---- */
+/* settings.executor: {type, partition, account, qos, time, max_array_tasks,
+ * max_concurrent, retries, cpus_per_task, min_task_seconds, check_every,
+ * extra: [...]} */
+static void parse_executor(struct nf_executor_settings *ex, const struct nf_ynode *v, struct nf_diags *d)
+{
+    static const char *const known[] = { "type", "partition", "account", "qos", "time", "max_array_tasks",
+                                         "max_concurrent", "retries", "cpus_per_task", "min_task_seconds",
+                                         "check_every", "extra", NULL };
+    char got[256];
+    if (v->type != NF_Y_MAP) {
+        nf_ynode_describe(v, got, sizeof got);
+        NF_DIAG(d, NF_EINVAL, &v->loc, NULL, "setting 'executor' must be a mapping such as {type: slurm, "
+                "partition: short} (got %s)", got);
+        return;
+    }
+    for (size_t i = 0; i < v->n; i++) {
+        const char *k = v->keys[i]->value;
+        const struct nf_ynode *x = v->items[i];
+        nf_ynode_describe(x, got, sizeof got);
+        int64_t n;
+        double f;
+        if (strcmp(k, "type") == 0) {
+            if (x->type == NF_Y_SCALAR && (strcmp(x->value, "slurm") == 0 || strcmp(x->value, "local") == 0))
+                ex->slurm = x->value[0] == 's';
+            else
+                NF_DIAG(d, NF_EINVAL, &x->loc, NULL, "executor 'type' must be local or slurm (got %s)", got);
+        } else if (strcmp(k, "partition") == 0 || strcmp(k, "account") == 0 || strcmp(k, "qos") == 0 ||
+                   strcmp(k, "time") == 0) {
+            if (x->type != NF_Y_SCALAR || !x->value[0] || strpbrk(x->value, " \t\n'\"")) {
+                NF_DIAG(d, NF_EINVAL, &x->loc, NULL, "executor '%s' must be one word (got %s)", k, got);
+                continue;
+            }
+            char **dst = k[0] == 'p' ? &ex->partition : k[0] == 'a' ? &ex->account : k[0] == 'q' ? &ex->qos
+                                                                                              : &ex->time;
+            free(*dst);
+            *dst = nf_strdup(x->value);
+        } else if (strcmp(k, "max_array_tasks") == 0 || strcmp(k, "max_concurrent") == 0 ||
+                   strcmp(k, "retries") == 0 || strcmp(k, "cpus_per_task") == 0) {
+            int64_t lo = strcmp(k, "max_array_tasks") == 0 ? 1 : 0;
+            if (x->type != NF_Y_SCALAR || !nf_parse_int64(x->value, &n) || n < lo || n > 1000000) {
+                NF_DIAG(d, NF_EINVAL, &x->loc, NULL, "executor '%s' must be an integer between %lld and "
+                        "1000000 (got %s)", k, (long long)lo, got);
+                continue;
+            }
+            *(k[0] == 'r' ? &ex->retries : k[0] == 'c' ? &ex->cpus_per_task
+              : k[4] == 'a' ? &ex->max_array_tasks : &ex->max_concurrent) = n;
+        } else if (strcmp(k, "min_task_seconds") == 0 || strcmp(k, "check_every") == 0) {
+            char *end = NULL;
+            f = x->type == NF_Y_SCALAR ? strtod(x->value, &end) : -1;
+            double lo = k[0] == 'c' ? 1 : 0;
+            if (x->type != NF_Y_SCALAR || !end || *end || !(f >= lo && f <= 86400)) {
+                NF_DIAG(d, NF_EINVAL, &x->loc, NULL, "executor '%s' must be a number of seconds between %g "
+                        "and 86400 (got %s)", k, lo, got);
+                continue;
+            }
+            *(k[0] == 'c' ? &ex->check_every : &ex->min_task_seconds) = f;
+        } else if (strcmp(k, "extra") == 0) {
+            bool ok = x->type == NF_Y_SEQ;
+            for (size_t j = 0; ok && j < x->n; j++)
+                ok = x->items[j]->type == NF_Y_SCALAR && x->items[j]->value[0] == '-';
+            if (!ok) {
+                NF_DIAG(d, NF_EINVAL, &x->loc, NULL, "executor 'extra' must be a list of sbatch options such "
+                        "as [\"--constraint=avx2\"] (got %s)", got);
+                continue;
+            }
+            ex->extra = nf_calloc(x->n + 1, sizeof *ex->extra);
+            for (size_t j = 0; ex->extra && j < x->n; j++)
+                if ((ex->extra[j] = nf_strdup(x->items[j]->value)))
+                    ex->n_extra = j + 1;
+        } else {
+            const char *best = nf_suggest_from(k, known);
+            char hint[160] = "";
+            if (best)
+                snprintf(hint, sizeof hint, "did you mean '%s'? ", best);
+            NF_DIAG(d, NF_EINVAL, &v->keys[i]->loc, NULL, "unknown executor setting '%s' (%sknown: type, "
+                    "partition, account, qos, time, max_array_tasks, max_concurrent, retries, cpus_per_task, "
+                    "min_task_seconds, check_every, extra)", k, hint);
+        }
+    }
+}
+
 static void parse_settings(struct nf_pipeline *p, const struct nf_ynode *s, struct nf_diags *d)
 {
     struct nf_settings *st = &p->settings;
@@ -267,6 +348,8 @@ static void parse_settings(struct nf_pipeline *p, const struct nf_ynode *s, stru
     st->seed = 0;
     st->cache = nf_strdup(".nlflow/cache.db");
     st->outputs = nf_strdup("results");
+    st->executor = (struct nf_executor_settings){ .max_array_tasks = 1000, .retries = 2,
+                                                  .min_task_seconds = 180, .check_every = 30 };
     if (!s)
         return;
     if (s->type != NF_Y_MAP) {
@@ -322,14 +405,17 @@ static void parse_settings(struct nf_pipeline *p, const struct nf_ynode *s, stru
             char **dst = k[0] == 'c' ? &st->cache : &st->outputs;
             free(*dst);
             *dst = nf_strdup(v->value);
+        } else if (strcmp(k, "executor") == 0) {
+            parse_executor(&st->executor, v, d);
         } else {
-            static const char *const known[] = { "device", "memory", "threads", "seed", "cache", "outputs", NULL };
+            static const char *const known[] = { "device", "memory", "threads", "seed", "cache", "outputs",
+                                                 "executor", NULL };
             const char *best = nf_suggest_from(k, known);
             char hint[160] = "";
             if (best)
                 snprintf(hint, sizeof hint, "did you mean '%s'? ", best);
             NF_DIAG(d, NF_EINVAL, &s->keys[i]->loc, NULL,
-                    "unknown setting '%s' (%ssettings: device, memory, threads, seed, cache, outputs)", k, hint);
+                    "unknown setting '%s' (%ssettings: device, memory, threads, seed, cache, outputs, executor)", k, hint);
         }
     }
 }
@@ -1042,6 +1128,14 @@ void nf_pipeline_free(struct nf_pipeline *p)
     free(p->order);
     free(p->settings.cache);
     free(p->settings.outputs);
+    struct nf_executor_settings *ex = &p->settings.executor;
+    free(ex->partition);
+    free(ex->account);
+    free(ex->qos);
+    free(ex->time);
+    for (size_t i = 0; i < ex->n_extra; i++)
+        free(ex->extra[i]);
+    free(ex->extra);
     free(p->outputs_dir);
     free(p->file);
     free(p->dir);

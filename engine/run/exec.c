@@ -598,6 +598,10 @@ static int run_task(struct executor *x, size_t ni, size_t item, struct nf_error 
     if (s->mode == MODE_FETCH)
         return fetch_node(x, ni, err);
     size_t run_index = s->mapped ? item : 0;
+    bool target = x->o->only && ni == x->o->only_node;
+    if (target && x->o->only_runs && !x->o->only_runs[run_index])
+        return 0;   /* another SLURM task's run */
+    bool part = target && x->o->parts > 0;
     bool leased = false, hit = false, fell_back = false;
     struct nf_written written = { 0 };
     size_t n_extra = 0;
@@ -676,7 +680,12 @@ static int run_task(struct executor *x, size_t ni, size_t item, struct nf_error 
     struct nf_checkpoint ckpt = { 0 };
     bool with_ckpt = cacheable(x, ni) && !x->cache_off && run_index < x->keys[ni].n_runs;
     if (with_ckpt)
-        ckpt = (struct nf_checkpoint){ x->cache, x->keys[ni].runs[run_index], false, 0 };
+        ckpt = (struct nf_checkpoint){ x->cache, x->keys[ni].runs[run_index], false, 0,
+                                       part ? x->o->part : 0, part ? x->o->parts : 0 };
+    if (part && !with_ckpt) {
+        rc = NF_FAIL_AT(err, NF_EBUG, &node->loc, node->id, "a part of a run needs a cache for its chunks");
+        goto fail;
+    }
     struct nf_run run = {
         .node = node, .params = node->params, .env = &env, .in = in,
         .n_extra = n_extra, .extra_names = extra_names, .extra_in = extra,
@@ -710,6 +719,17 @@ static int run_task(struct executor *x, size_t ni, size_t item, struct nf_error 
         if (!err->node[0])
             snprintf(err->node, sizeof err->node, "%s", node->id);
         goto fail;
+    }
+    if (part) {   /* its chunks are what it made; the outputs it built from them are partial */
+        if (ckpt.warned) {
+            rc = NF_FAIL_AT(err, NF_EIO, &node->loc, node->id, "the chunks of this part could not be saved");
+            goto fail;
+        }
+        for (size_t o = 0; o < n_out; o++) {
+            nf_value_unref(out[o]);
+            out[o] = NULL;
+        }
+        goto publish;
     }
     for (size_t o = 0; s->mapped && o < n_out; o++)
         if (out[o] && item_label && !out[o]->label)
@@ -904,8 +924,18 @@ static int plan_cache(struct executor *x, struct nf_error *err)
                     terminal = false;
                     needed |= needs_run[j];
                 }
-        if (terminal)
+        if (x->o->only && ni == x->o->only_node) {
+            /* a SLURM task: its share of this node, nothing after it */
+            all = cacheable(x, ni) && !x->o->parts;
+            for (size_t r = 0; all && r < k->n_runs; r++) {
+                struct nf_error e = { 0 };
+                all = (x->o->only_runs && !x->o->only_runs[r]) ||
+                      nf_run_valid(x->cache, k->runs[r], p->outputs_dir, NULL, &e) == 1;
+            }
             needed = !all;
+        } else if (terminal && !x->o->only) {
+            needed = !all;
+        }
         needs_run[ni] = needed && !all;
         x->st[ni].mode = !needed ? MODE_SKIP : all ? MODE_FETCH : MODE_RUN;
         x->st[ni].up_to_date = all;

@@ -1452,14 +1452,15 @@ static int permute_run(struct nf_run *run)
     blas_set = true;
     int64_t done = resumed * chunk;
     for (int64_t ci = 0; ci < n_chunks; ci++) {
-        if (have[ci])
+        if (have[ci] || nf_ckpt_skip(run->ckpt, ci))   /* resumed, or another task's */
             continue;
         int64_t p0 = ci * chunk, len = c.M - p0 < chunk ? c.M - p0 : chunk;
         NF_TRY(rc = run_chunk(&c, run, p0, len, threads, R, ccount, tile_max, cmax, run->err));
         for (int64_t v = 0; v < c.V; v++)
             c.count[v] += ccount[v];
         memcpy(c.null_q + p0, cmax, (size_t)len * sizeof *cmax);
-        if (ci < n_chunks - 1) {
+        /* the last chunk is not worth saving, except as a part of the run */
+        if (ci < n_chunks - 1 || nf_ckpt_partial(run->ckpt)) {
             memcpy((char *)ccount + cbytes, cmax, (size_t)len * sizeof *cmax);
             nf_ckpt_put(run->ckpt, nf_perm_ckpt_index(chunk, ci), ccount,
                         (size_t)cbytes + (size_t)len * sizeof(float), run->err);
@@ -1510,5 +1511,6 @@ const struct nf_node_type nf_node_permute = {
     .run_gpu = nf_permute_run_gpu,
 #endif
     .cost = nf_permute_cost,
+    .chunks = nf_permute_chunks,
     .flags = NF_NODE_NO_MAP | NF_NODE_GPU,
 };

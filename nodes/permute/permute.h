@@ -34,6 +34,8 @@ enum { PERMUTE_OUT_STAT, PERMUTE_OUT_P, PERMUTE_OUT_P_FWE, PERMUTE_OUT_Q_FDR, PE
  * shapes are unknown. */
 int nf_permute_cost(const void *params, const struct nf_shape *in, const struct nf_shape *out,
                     struct nf_cost *c);
+/* node_type.chunks (permute_cost.c): checkpoint chunks of one run. */
+int64_t nf_permute_chunks(const void *params, const struct nf_shape *in, const struct nf_shape *out);
 #ifdef HAVE_CUDA
 /* The GPU implementation (permute_gpu.c, CUDA builds): the contract of run_cpu
  * and the same outputs, p-values identical except at documented near ties

@@ -44,3 +44,14 @@ int nf_permute_cost(const void *params, const struct nf_shape *in, const struct 
     c->host_s = N * (2e-6 + n * 1e-8) + n * V * 5e-9;
     return 1;
 }
+
+/* node_type.chunks: checkpoint chunks of one run (at most n_permutations /
+ * chunk; an exact test may enumerate fewer, and parts without chunks then
+ * have nothing to do). */
+int64_t nf_permute_chunks(const void *params, const struct nf_shape *in, const struct nf_shape *out)
+{
+    const struct permute_params *prm = params;
+    (void)in;
+    (void)out;
+    return prm->chunk > 0 ? (prm->n_permutations + prm->chunk - 1) / prm->chunk : 0;
+}

@@ -333,7 +333,7 @@ static int finish_chunk(struct gperm *gp, struct nf_gpu *g, const struct nf_run 
     for (int64_t i = 0; i < len; i++)
         cmax[i] = nf_gpu_key_to_float(keys[i]);
     memcpy(c->null_q + p0, cmax, (size_t)len * sizeof *cmax);
-    if (ci < n_chunks - 1) {   /* the CPU node's checkpoint layout: counts, then maxima */
+    if (ci < n_chunks - 1 || nf_ckpt_partial(run->ckpt)) {   /* the CPU node's layout: counts, then maxima */
         memcpy(ckpt_buf, cnt, (size_t)V * sizeof *cnt);
         nf_ckpt_put(run->ckpt, nf_perm_ckpt_index(gp->chunk, ci), ckpt_buf,
                     (size_t)V * sizeof(uint32_t) + (size_t)len * sizeof(float), run->err);
@@ -376,7 +376,7 @@ static int run_chunks(struct perm_ctx *c, struct nf_gpu *g, const struct nf_run 
     int64_t done = resumed * chunk, prev = -1, enqueued = 0;
     int prev_q = 0;
     for (int64_t ci = 0; ci < n_chunks && rc == 0; ci++) {
-        if (have[ci])
+        if (have[ci] || nf_ckpt_skip(run->ckpt, ci))   /* resumed, or another task's */
             continue;
         if (nf_run_interrupted(run)) {   /* the chunk in flight is committed first */
             if (prev >= 0) {
