@@ -19,12 +19,14 @@ PACKAGES=(build-essential autoconf automake pkg-config git
           libyaml-dev libsqlite3-dev libopenblas-dev libnifti2-dev zlib1g-dev
           libzstd-dev libxxhash-dev libcmocka-dev libpng-dev mricron-data
           clang libclang-rt-14-dev)   # the last two: `make fuzz` and its smoke test
+# only for `check`: tests/run-slurm.sh starts a one-node SLURM cluster with them
+CHECK_PACKAGES=(slurm-wlm munge)
 
 log() { printf '==> %s\n' "$*" >&2; }
 
-install_deps() {
+install_deps() {   # [extra packages]
     local missing=()
-    for p in "${PACKAGES[@]}"; do
+    for p in "${PACKAGES[@]}" "$@"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
     done
     if [ ${#missing[@]} -eq 0 ]; then
@@ -68,7 +70,7 @@ case "$cmd" in
         echo "Simulated input data: pipelines/data/quickstart/"
         ;;
     check)
-        install_deps
+        install_deps "${CHECK_PACKAGES[@]}"
         configure_build build --with-cuda=auto
         log "make check (build/)"
         make -C build check -j"$(nproc)" || { cat build/test-suite.log >&2 || true; exit 1; }

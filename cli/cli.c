@@ -473,7 +473,9 @@ static int run_pipeline(struct cli_opts *o, enum stop_after stop)
         wrote = false;
         goto done;
     }
-    if (wrote)
+    if (slurm && o->detach)
+        ;   /* the coordinator said what is in flight */
+    else if (wrote)
         nf_log("nlflow: done in %.2f s; results are in %s/", nf_now() - t0, p->outputs_dir);
     else
         nf_log("nlflow: done in %.2f s", nf_now() - t0);

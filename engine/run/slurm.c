@@ -57,6 +57,7 @@ struct unit {
     enum unit_state state;
     int failures;
     long job;                 /* array job of its current submission */
+    long failed_job;          /* the array whose task failed it last (0: none): its afterok never holds */
     long task;                /* its index in that array */
     char log[64];             /* "logs/<node>.<n>-%A_%a.log" pattern of that submission */
 };
@@ -65,6 +66,7 @@ struct stage {
     size_t node;
     struct unit *units;
     size_t n_units, n_done;
+    size_t n_said;            /* n_done when progress was last logged */
     int64_t parts;            /* > 0: the units are parts of run 0 */
     size_t per_task;          /* units packed into one array task */
     double unit_s;            /* the cost model's seconds per unit (NAN: unknown) */
@@ -86,6 +88,8 @@ struct coord {
     bool *local;              /* per node: runs on the coordinator */
     int lock_fd;
     unsigned submissions;
+    long *broken;             /* arrays with a task that failed: their afterok can never hold */
+    size_t n_broken;
     long max_cpus;            /* of the partition's nodes (0: unknown) */
     uint64_t max_mem_mib;
 };
@@ -418,6 +422,25 @@ static long *live_jobs(const struct coord *c, const struct stage *only, size_t *
     return jobs;
 }
 
+static bool job_broken(const struct coord *c, long job)
+{
+    for (size_t i = 0; i < c->n_broken; i++)
+        if (c->broken[i] == job)
+            return true;
+    return false;
+}
+
+static void mark_broken(struct coord *c, long job)
+{
+    if (job <= 0 || job_broken(c, job))
+        return;
+    long *g = nf_realloc(c->broken, (c->n_broken + 1) * sizeof *g);
+    if (g) {
+        c->broken = g;
+        c->broken[c->n_broken++] = job;
+    }
+}
+
 /* Submit the units of stage s that are U_WAITING as one array. */
 static int submit_stage(struct coord *c, struct stage *s, struct nf_error *err)
 {
@@ -490,8 +513,22 @@ static int submit_stage(struct coord *c, struct stage *s, struct nf_error *err)
             continue;
         size_t n = 0;
         long *j = live_jobs(c, up, &n);
-        for (size_t k = 0; j && k < n; k++)
-            nf_strbuf_addf(&deps, "%s%ld", n_dep++ ? ":" : "afterok:", j[k]);
+        for (size_t k = 0; j && k < n; k++) {
+            if (!job_broken(c, j[k])) {
+                nf_strbuf_addf(&deps, "%s%ld", n_dep++ ? ":" : "afterok:", j[k]);
+                continue;
+            }
+            /* an array with a failed task: wait for its live tasks one by one */
+            for (size_t u = 0; u < up->n_units; u++) {
+                const struct unit *un = &up->units[u];
+                bool first = true;
+                for (size_t v = 0; v < u && first; v++)
+                    first = !(up->units[v].state == U_SUBMITTED && up->units[v].job == un->job &&
+                              up->units[v].task == un->task);
+                if (un->state == U_SUBMITTED && un->job == j[k] && first)
+                    nf_strbuf_addf(&deps, "%s%ld_%ld", n_dep++ ? ":" : "afterok:", un->job, un->task);
+            }
+        }
         free(j);
     }
     char array[64], mem[32], cpus[32], name[96], tm[48];
@@ -628,7 +665,8 @@ static int import_unit(struct coord *c, struct stage *s, struct unit *u, struct 
         nf_warn(node->id, "discarding the shard '%s': %s; its unit will be computed again", path, why);
         unlink(path);
         if (u->state == U_SUBMITTED)
-            u->failures++;
+            u->failures++;   /* its task ended well: what follows can still start (and computes the
+                                unit itself), so nothing after it is cancelled */
         u->state = U_WAITING;
         u->job = 0;
     } else if (rc == 1) {
@@ -839,6 +877,8 @@ static int check_tasks(struct coord *c, bool *changed, struct nf_error *err)
                     seen = never[k] == un->job;
                 if (!seen && never)
                     never[n_never++] = un->job;
+                mark_broken(c, un->job);
+                un->failed_job = un->job;
                 un->state = U_WAITING;
                 un->job = 0;
                 *changed = true;
@@ -846,8 +886,9 @@ static int check_tasks(struct coord *c, bool *changed, struct nf_error *err)
             }
             /* ended: its shard would have been imported above */
             char *log = log_path(c, s, un);
+            mark_broken(c, un->job);
             un->failures++;
-            nf_warn(c->p->nodes[s->node].id, "unit %s ended (%s) without its result (failure %d of at most "
+            nf_warn(c->p->nodes[s->node].id, "unit %s ended (%s) without its result (try %d of "
                     "%" PRId64 "); SLURM's log: %s", un->name, sl, un->failures,
                     c->p->settings.executor.retries + 1, log ? log : "?");
             if (un->failures > c->p->settings.executor.retries) {
@@ -859,6 +900,7 @@ static int check_tasks(struct coord *c, bool *changed, struct nf_error *err)
                 goto fail;
             }
             free(log);
+            un->failed_job = un->job;
             un->state = U_WAITING;
             un->job = 0;
             *changed = true;
@@ -879,13 +921,24 @@ static int submit_waiting(struct coord *c, struct nf_error *err)
     int rc = 0;
     for (size_t i = 0; i < c->n_stages; i++) {
         struct stage *s = &c->stages[i];
-        bool waits = false;
-        for (size_t u = 0; u < s->n_units && !waits; u++)
-            waits = s->units[u].state == U_WAITING;
+        for (size_t u = 0; u < s->n_units; u++)
+            if (s->units[u].state == U_WAITING && s->units[u].failures > c->p->settings.executor.retries)
+                return NF_FAIL_AT(err, NF_EIO, &c->p->nodes[s->node].loc, c->p->nodes[s->node].id,
+                                  "node '%s': unit %s failed %d times on SLURM (its shards did not check out; "
+                                  "see the warnings above)", c->p->nodes[s->node].id, s->units[u].name,
+                                  s->units[u].failures);
+        bool waits = false, broke = false;
+        for (size_t u = 0; u < s->n_units; u++)
+            if (s->units[u].state == U_WAITING) {
+                waits = true;
+                broke |= s->units[u].failed_job > 0;
+                s->units[u].failed_job = 0;
+            }
         if (!waits)
             continue;
-        /* stages after it that are submitted behind its old jobs */
-        for (size_t j = i + 1; j < c->n_stages; j++) {
+        /* stages after it that wait behind an array with a failed task: their
+         * afterok can never hold */
+        for (size_t j = i + 1; j < c->n_stages && broke; j++) {
             struct stage *d = &c->stages[j];
             if (!stage_before(c, s->node, d->node))
                 continue;
@@ -977,6 +1030,7 @@ static void coord_close(struct coord *c)
         nf_node_keys_release(&c->keys[i]);
     free(c->keys);
     stages_release(c);
+    free(c->broken);
     free(c->root);
 }
 
@@ -1003,8 +1057,10 @@ int nf_slurm_run(struct nf_pipeline *p, const struct nf_slurm_opts *o, struct nf
     partition_limits(&c);
     for (size_t i = 0; i < c.n_stages; i++)
         size_stage(&c, &c.stages[i]);
-    NF_TRY(rc = import_arrived(&c, false, err));
     adopt_jobs(&c);
+    NF_TRY(rc = import_arrived(&c, false, err));
+    for (size_t i = 0; i < c.n_stages; i++)
+        c.stages[i].n_said = c.stages[i].n_done;
     if (o->status_only) {
         bool changed = false;
         if (!all_done(&c))
@@ -1051,11 +1107,14 @@ int nf_slurm_run(struct nf_pipeline *p, const struct nf_slurm_opts *o, struct nf
         sleep_s(scan_every);
         int got;
         NF_TRY(got = import_arrived(&c, false, err));
-        if (got > 0)
-            for (size_t i = 0; i < c.n_stages; i++)
-                if (c.stages[i].n_done == c.stages[i].n_units && c.stages[i].n_units)
-                    nf_log("nlflow: node '%s': %zu/%zu units in", p->nodes[c.stages[i].node].id,
-                           c.stages[i].n_done, c.stages[i].n_units);
+        for (size_t i = 0; got > 0 && i < c.n_stages; i++) {
+            struct stage *s = &c.stages[i];
+            if (s->n_done > s->n_said) {
+                s->n_said = s->n_done;
+                nf_log("nlflow: node '%s': %zu of %zu %s in", p->nodes[s->node].id, s->n_done, s->n_units,
+                       s->parts ? "parts" : c.keys[s->node].mapped ? "items" : "runs");
+            }
+        }
         bool resubmit = false;
         for (size_t i = 0; i < c.n_stages; i++)
             for (size_t u = 0; u < c.stages[i].n_units; u++)

@@ -890,8 +890,8 @@ static void test_searchlight_resume(void **state)
     char *path = nf_asprintf("%s/cache.db", sl_tmpdir);
     struct nf_cache *cache = NULL;
     assert_int_equal(nf_cache_open(path, NULL, &cache, &err), 0);
-    struct nf_checkpoint ck1 = { cache, { 1, 1 }, false, 0 }, ck2 = { cache, { 1, 2 }, false, 0 },
-                         ck3 = { cache, { 1, 3 }, false, 0 };
+    struct nf_checkpoint ck1 = { cache, { 1, 1 }, false, 0, 0, 0 }, ck2 = { cache, { 1, 2 }, false, 0, 0, 0 },
+                         ck3 = { cache, { 1, 3 }, false, 0, 0, 0 };
     struct nf_run run1 = { .ckpt = &ck1 }, run2 = { .ckpt = &ck2 }, run3 = { .ckpt = &ck3 };
     float *ref = malloc((size_t)d.V * sizeof *ref), *map = malloc((size_t)d.V * sizeof *map);
     float *gmap = malloc((size_t)d.V * sizeof *gmap);

@@ -1,0 +1,189 @@
+#!/usr/bin/env bash
+# run-slurm.sh — the SLURM executor (docs/hpc.md) on a one-node cluster that
+# this test starts on the machine itself (tests/slurm/cluster.sh: munged,
+# slurmctld and slurmd as root from a generated slurm.conf, stopped by pid at
+# the end). One pipeline — per-subject items (mask, ridge per subject) and a
+# chunked permutation test — is run:
+#   1. locally (the reference), and `plan --executor slurm` shows its arrays;
+#   2. with --executor slurm: outputs byte-identical, one job array per stage
+#      (4 sbatch calls for 21 units);
+#   3. with one array task cancelled (scancel JOB_5) before it starts: the
+#      unit is resubmitted, the stages after it wait for the new array, the
+#      outputs are identical;
+#   4. --detach, then `nlflow status`, then (all tasks ended) one shard
+#      damaged, then `nlflow run` again: the damaged shard is discarded and its
+#      unit computed again, nothing else is submitted, identical outputs;
+#   5. SIGINT to the coordinator: exit 130 and its jobs are cancelled;
+#   6. tasks themselves: a task killed at each of its dangerous points leaves
+#      no shard file (only hidden temporaries), and a task for a pipeline file
+#      that changed since submission refuses to run.
+# Skips (exit 77, with the reason) only where SLURM or munge is not installed
+# or the daemons cannot start (build.sh installs slurm-wlm and munge).
+set -u
+: "${NLFLOW:?path to the nlflow binary}" "${srcdir:?source folder}"
+NLFLOW=$(cd "$(dirname "$NLFLOW")" && pwd)/$(basename "$NLFLOW")
+work=$(mktemp -d /tmp/nlflow-slurm-XXXXXX)
+cluster="$work/cluster"
+coord=
+cleanup() {
+    [ -n "$coord" ] && kill -9 "$coord" 2>/dev/null
+    [ -n "${SLURM_CONF:-}" ] && scancel --user=root 2>/dev/null
+    bash "$srcdir/tests/slurm/cluster.sh" stop "$cluster" 2>/dev/null
+    rm -rf "$work"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; [ -f "$cluster/slurmctld.log" ] && tail -5 "$cluster/slurmctld.log"; exit 1; }
+
+conf=$(bash "$srcdir/tests/slurm/cluster.sh" start "$cluster")
+st=$?
+if [ "$st" = 77 ]; then
+    echo "SKIP: no one-node SLURM cluster on this machine (see the reason above); the SLURM executor is untested here"
+    exit 77
+fi
+[ "$st" = 0 ] || fail "cluster.sh start exited $st"
+export SLURM_CONF=$conf
+echo "ok   one-node SLURM cluster up ($(sinfo -h -o '%c CPUs, %m MiB'))"
+
+d="$work/p"
+mkdir -p "$d"
+cat >"$d/p.yaml" <<'EOF'
+nlflow: 1
+name: slurmtest
+settings:
+  seed: 8
+  outputs: out
+  executor: {min_task_seconds: 0, check_every: 2, cpus_per_task: 1, max_concurrent: 2, retries: 2}
+nodes:
+  sim: {type: simulate, subjects: 6, images: 30, features: 1, voxel_size: 6, effect_size: 0.5}
+  voxels: {type: mask, in: {data: sim.data, mask: sim.mask}, standardize: zscore}
+  beta: {type: ridge, in: {X: sim.X, Y: voxels}, alphas: [0.1, 1, 10], cv: 2}
+  group: {type: permute, in: {data: beta.weights}, test: one_sample, stat: t, n_permutations: 4000, chunk: 500, exact: never}
+  maps: {type: summarize, in: {t: group.stat, p: group.p, p_fwe: group.p_fwe, null_max: group.null_max}}
+EOF
+
+same_outputs() {   # $1 $2: results folders
+    local a n=0
+    for a in "$1"/*; do
+        cmp -s "$a" "$2/$(basename "$a")" || { echo "differs: $(basename "$a")"; return 1; }
+        n=$((n + 1))
+    done
+    [ "$n" -gt 0 ] && [ "$(ls "$1" | wc -l)" = "$(ls "$2" | wc -l)" ]
+}
+fresh() { rm -rf "$d/out" "$d/.nlflow"; }
+wait_idle() {   # until no job is left in the queue (120 s at most)
+    local i
+    for i in $(seq 1 120); do
+        [ -z "$(squeue -h 2>/dev/null)" ] && return 0
+        sleep 1
+    done
+    return 1
+}
+
+# 1. reference and plan
+"$NLFLOW" run --quiet --no-cache "$d/p.yaml" || fail "local reference run"
+mv "$d/out" "$work/ref"
+"$NLFLOW" plan "$d/p.yaml" --executor slurm >"$work/plan.txt" 2>&1 || { cat "$work/plan.txt"; fail "plan --executor slurm"; }
+grep -q "SLURM job arrays" "$work/plan.txt" && grep -qE "^  group +8 parts +8 " "$work/plan.txt" \
+    && grep -qE "^  voxels +6 items +6 " "$work/plan.txt" && grep -q "on the coordinator: maps" "$work/plan.txt" \
+    || { cat "$work/plan.txt"; fail "plan --executor slurm does not show the arrays"; }
+[ -z "$(squeue -h)" ] || fail "plan submitted something"
+echo "ok   plan --executor slurm: 4 arrays (1 run, 6 items, 6 items, 8 parts), maps on the coordinator"
+
+# 2. the same pipeline on SLURM
+fresh
+t0=$(date +%s%N)
+"$NLFLOW" run "$d/p.yaml" --executor slurm 2>"$work/run.err" || { cat "$work/run.err"; fail "run --executor slurm"; }
+t1=$(date +%s%N)
+same_outputs "$work/ref" "$d/out" || { cat "$work/run.err"; fail "SLURM outputs differ from the local run's"; }
+n_sub=$(grep -c "submitted node" "$work/run.err")
+[ "$n_sub" = 4 ] || { cat "$work/run.err"; fail "expected 4 sbatch calls (one array per stage), saw $n_sub"; }
+grep -q "submitted node 'group': job array [0-9]*, 8 tasks for 8 units" "$work/run.err" || fail "no 8-task array for the permutation parts"
+grep -q "resumed 8 of 8 chunks" "$work/run.err" || fail "the permutation test was not merged from its parts"
+[ -e "$d/.nlflow/shards/"* ] 2>/dev/null && fail "the shard folder was left behind after a finished run"
+echo "ok   --executor slurm: byte-identical outputs; 4 job arrays for 21 units; in $(( (t1 - t0) / 1000000 )) ms"
+
+# 3. one array task cancelled before it ran
+fresh
+"$NLFLOW" run "$d/p.yaml" --executor slurm 2>"$work/cancel.err" &
+coord=$!
+for _ in $(seq 1 100); do grep -q "submitted node 'voxels'" "$work/cancel.err" 2>/dev/null && break; sleep 0.1; done
+job=$(grep -o "submitted node 'voxels': job array [0-9]*" "$work/cancel.err" | grep -o '[0-9]*$')
+[ -n "$job" ] || { cat "$work/cancel.err"; fail "no voxels array submitted"; }
+scancel "${job}_5" || fail "scancel ${job}_5"
+wait "$coord"
+st=$?
+coord=
+[ "$st" = 0 ] || { cat "$work/cancel.err"; fail "the run with a cancelled task exited $st"; }
+grep -q "unit item-00005 ended .* without its result (try 1 of 3)" "$work/cancel.err" \
+    || { cat "$work/cancel.err"; fail "the cancelled task was not noticed"; }
+grep -q "submitted node 'voxels': job array [0-9]*, 1 task for 1 unit" "$work/cancel.err" \
+    || { cat "$work/cancel.err"; fail "the cancelled unit was not resubmitted (alone)"; }
+grep -qE "submitted node 'beta': .*--dependency=afterok:${job}_[0-9]" "$work/cancel.err" \
+    || { cat "$work/cancel.err"; fail "the stage after it was not resubmitted behind the live tasks"; }
+same_outputs "$work/ref" "$d/out" || { cat "$work/cancel.err"; fail "outputs after a resubmission differ"; }
+echo "ok   scancel ${job}_5: resubmitted as its own array, later stages chained behind it, identical outputs"
+
+# 4. --detach, status, a damaged shard, run again
+fresh
+t0=$(date +%s%N)
+"$NLFLOW" run "$d/p.yaml" --executor slurm --detach 2>"$work/detach.err" || { cat "$work/detach.err"; fail "--detach"; }
+t1=$(date +%s%N)
+grep -q "detached: 4 job arrays in flight" "$work/detach.err" || { cat "$work/detach.err"; fail "--detach did not say what is in flight"; }
+[ -e "$d/out" ] && fail "--detach wrote outputs"
+"$NLFLOW" status "$d/p.yaml" >"$work/status.txt" 2>&1 || { cat "$work/status.txt"; fail "nlflow status"; }
+grep -qE "^group +8 parts" "$work/status.txt" || { cat "$work/status.txt"; fail "status does not list the stages"; }
+wait_idle || fail "the detached jobs did not finish within 120 s"
+shard=$(ls "$d"/.nlflow/shards/*/beta/item-00002.shard 2>/dev/null)
+[ -n "$shard" ] || fail "no shard of beta item 2 after the detached jobs ended"
+python3 - "$shard" <<'EOF' || printf '\xff' | dd of="$shard" bs=1 seek=600 conv=notrunc 2>/dev/null
+import sys
+b = bytearray(open(sys.argv[1], 'rb').read()); b[len(b) // 2] ^= 0xff
+open(sys.argv[1], 'wb').write(b)
+EOF
+"$NLFLOW" run "$d/p.yaml" --executor slurm 2>"$work/resume.err" || { cat "$work/resume.err"; fail "run after --detach"; }
+grep -q "discarding the shard .*beta/item-00002.shard': checksum mismatch" "$work/resume.err" \
+    || { cat "$work/resume.err"; fail "the damaged shard was not discarded"; }
+n_sub=$(grep -c "submitted node" "$work/resume.err")
+grep -q "submitted node 'beta': job array [0-9]*, 1 task for 1 unit" "$work/resume.err" && [ "$n_sub" = 1 ] \
+    || { cat "$work/resume.err"; fail "expected only the damaged unit to be submitted again ($n_sub submissions)"; }
+same_outputs "$work/ref" "$d/out" || { cat "$work/resume.err"; fail "outputs after --detach and a damaged shard differ"; }
+echo "ok   --detach ($(( (t1 - t0) / 1000000 )) ms for 4 arrays), status, damaged shard discarded and recomputed, identical outputs"
+
+# 5. SIGINT to the coordinator cancels its jobs
+fresh
+"$NLFLOW" run "$d/p.yaml" --executor slurm 2>"$work/int.err" &
+coord=$!
+for _ in $(seq 1 100); do grep -q "submitted node 'group'" "$work/int.err" 2>/dev/null && break; sleep 0.1; done
+kill -INT "$coord"
+wait "$coord"
+st=$?
+coord=
+[ "$st" = 130 ] || { cat "$work/int.err"; fail "SIGINT: exit $st, expected 130"; }
+grep -q "cancelled [0-9]* job arrays (scancel)" "$work/int.err" || { cat "$work/int.err"; fail "SIGINT did not cancel the jobs"; }
+wait_idle || fail "jobs still queued after the coordinator was interrupted"
+echo "ok   SIGINT: exit 130, jobs cancelled"
+
+# 6. tasks: killed at every dangerous point, and a changed pipeline file
+fresh
+hash=$("$NLFLOW" validate --json "$d/p.yaml" 2>/dev/null | grep -o '"pipeline_hash":"[0-9a-f]*"' | cut -d'"' -f4)
+[ -n "$hash" ] || fail "no pipeline hash from validate --json"
+printf 'item-00001\n' >"$work/units"
+killed=0
+for k in $(seq 1 60); do
+    rm -rf "$d/.nlflow"
+    (TMPDIR="$work" NLFLOW_KILL_AT=$k exec "$NLFLOW" task "$d/p.yaml" --hash "$hash" --node voxels \
+        --units "$work/units" --index 0) >/dev/null 2>&1
+    st=$?
+    [ "$st" = 0 ] && break
+    killed=$((killed + 1))
+    left=$(find "$d/.nlflow" -name '*.shard' 2>/dev/null)
+    [ -z "$left" ] || fail "a task killed at point $k (exit $st) left a shard: $left"
+done
+[ "$st" = 0 ] || fail "the task never finished (60 kill points?)"
+[ "$killed" -gt 0 ] || fail "no kill point was reached in a task"
+ls "$d"/.nlflow/shards/*/voxels/item-00001.shard >/dev/null 2>&1 || fail "the finished task wrote no shard"
+echo "ok   a task killed at each of its $killed dangerous points leaves no shard; the finished one writes it"
+"$NLFLOW" task "$d/p.yaml" --hash 0123456789abcdef0123456789abcdef --node voxels --units "$work/units" --index 0 \
+    >/dev/null 2>"$work/task.err" && fail "a task for a changed pipeline ran"
+grep -q "changed since these jobs were submitted" "$work/task.err" || { cat "$work/task.err"; fail "no message for a changed pipeline"; }
+echo "ok   a task for a pipeline that changed since submission refuses to run"
