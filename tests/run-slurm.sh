@@ -171,7 +171,7 @@ printf 'item-00001\n' >"$work/units"
 killed=0
 for k in $(seq 1 60); do
     rm -rf "$d/.nlflow"
-    (TMPDIR="$work" NLFLOW_KILL_AT=$k exec "$NLFLOW" task "$d/p.yaml" --hash "$hash" --node voxels \
+    (TMPDIR="$work" NLFLOW_KILL_AT=$k "$NLFLOW" task "$d/p.yaml" --hash "$hash" --node voxels \
         --units "$work/units" --index 0) >/dev/null 2>&1
     st=$?
     [ "$st" = 0 ] && break

@@ -95,6 +95,19 @@ int nf_cache_file_hash(struct nf_cache *c, const char *path, struct nf_key *out,
                        struct nf_error *err);
 /* Same without a cache (no memo): for --no-cache runs. */
 int nf_file_hash(const char *path, struct nf_key *out, struct nf_error *err);
+/* Handing hashes to SLURM tasks (run/slurm.c), so that a task does not read
+ * every input file again. A memo entry as this machine sees the file: 1 when
+ * the memo holds a trusted hash for it as it is now (size, mtime, when it was
+ * hashed), 0 when not. */
+struct nf_file_memo { int64_t size, mtime_ns, hashed_at; struct nf_key hash; };
+int nf_cache_file_memo(struct nf_cache *c, const char *path, struct nf_file_memo *m, struct nf_error *err);
+/* Take another machine's entry for the same (shared) file: stored under this
+ * machine's device and inode when the file here has the same size and
+ * modification time (1), else nothing (0: it will be hashed here). The
+ * device number of a network mount differs between machines; size and
+ * mtime_ns come from the file server and do not. */
+int nf_cache_file_memo_adopt(struct nf_cache *c, const char *path, const struct nf_file_memo *m,
+                             struct nf_error *err);
 
 /* ---- what each node was computed from, for `plan --explain` ---- */
 /* components: a JSON object text (the engine's description of the key

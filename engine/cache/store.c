@@ -839,6 +839,47 @@ fail:
     return rc;
 }
 
+int nf_cache_file_memo(struct nf_cache *c, const char *path, struct nf_file_memo *m, struct nf_error *err)
+{
+    struct stat st;
+    sqlite3_stmt *q = NULL;
+    int rc;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+        return 0;
+    cache_lock(c);
+    NF_TRY(rc = db_row(c, &q, "looking up a file hash", err,
+                       "SELECT hash, hashed_at FROM files WHERE dev = ?1 AND ino = ?2 AND size = ?3 AND mtime_ns = ?4",
+                       "iiii", (int64_t)st.st_dev, (int64_t)st.st_ino, (int64_t)st.st_size, mtime_ns_of(&st)));
+    if (rc == 1) {
+        m->size = (int64_t)st.st_size;
+        m->mtime_ns = mtime_ns_of(&st);
+        m->hashed_at = sqlite3_column_int64(q, 1);
+        rc = m->hashed_at - m->mtime_ns >= MTIME_GUARD_NS && nf_key_parse(column_text(q, 0), &m->hash) == 0;
+    }
+fail:
+    sqlite3_finalize(q);
+    cache_unlock(c);
+    return rc;
+}
+
+int nf_cache_file_memo_adopt(struct nf_cache *c, const char *path, const struct nf_file_memo *m,
+                             struct nf_error *err)
+{
+    struct stat st;
+    char hex[33];
+    (void)err;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || (int64_t)st.st_size != m->size ||
+        mtime_ns_of(&st) != m->mtime_ns || m->hashed_at - m->mtime_ns < MTIME_GUARD_NS)
+        return 0;   /* not the file that was hashed: it will be hashed here */
+    nf_key_hex(m->hash, hex);
+    cache_lock(c);
+    db_try(c, "remembering a file's hash",
+           "INSERT OR REPLACE INTO files(dev, ino, size, mtime_ns, hash, hashed_at) VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
+           "iiiiti", (int64_t)st.st_dev, (int64_t)st.st_ino, (int64_t)st.st_size, m->mtime_ns, hex, m->hashed_at);
+    cache_unlock(c);
+    return 1;
+}
+
 /* ---- what each node was computed from ---- */
 /* Best effort: `plan --explain` says less without it, nothing else changes. */
 int nf_cache_record_node(struct nf_cache *c, const char *pipeline_path, const char *node_id,

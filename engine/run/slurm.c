@@ -798,6 +798,79 @@ static struct task_report *query_tasks(const long *jobs, size_t n_jobs, size_t *
     return r;
 }
 
+/* ---- input file hashes, handed to the tasks ---- */
+
+/* files.tsv: the content hash of every input file as the coordinator's memo
+ * has it (hash, size, mtime_ns, hashed_at, absolute path), so that a task
+ * need not read every input file of the pipeline again to compute keys: it
+ * takes an entry only when the file it sees has the same size and mtime. */
+static int write_file_hashes(struct coord *c, struct nf_error *err)
+{
+    struct nf_pipeline *p = c->p;
+    struct nf_env env;
+    struct nf_strbuf sb;
+    nf_pipeline_env(p, &env);
+    nf_strbuf_init(&sb);
+    for (size_t ni = 0; ni < p->n_nodes; ni++) {
+        const struct nf_node_type *t = p->nodes[ni].type;
+        char **paths = NULL, **labels = NULL;
+        size_t n = 0;
+        bool coll = false;
+        struct nf_error e = { 0 };
+        if (t->input_files && t->input_files(p->nodes[ni].params, &paths, &labels, &n, &coll, &e) < 0)
+            n = 0;
+        if (!t->input_files && t->key_files && t->key_files(p->nodes[ni].params, &env, &paths, &n, &e) < 0)
+            n = 0;
+        for (size_t i = 0; i < n; i++) {
+            struct nf_file_memo m;
+            char *abs = paths[i] ? nf_realpath(paths[i]) : NULL, hex[33];
+            if (abs && !strchr(abs, '\n') && !strchr(abs, '\t') && nf_cache_file_memo(c->cache, abs, &m, &e) == 1) {
+                nf_key_hex(m.hash, hex);
+                nf_strbuf_addf(&sb, "%s\t%" PRId64 "\t%" PRId64 "\t%" PRId64 "\t%s\n", hex, m.size, m.mtime_ns,
+                               m.hashed_at, abs);
+            }
+            free(abs);
+            free(paths[i]);
+            if (labels)
+                free(labels[i]);
+        }
+        free(paths);
+        free(labels);
+    }
+    char *path = nf_asprintf("%s/files.tsv", c->root);
+    int rc = sb.oom || !path ? NF_FAIL(err, NF_ENOMEM, "out of memory")
+                             : nf_write_file_atomic(path, sb.buf ? sb.buf : "", sb.len, err);
+    free(path);
+    nf_strbuf_release(&sb);
+    return rc;
+}
+
+/* The task's side: adopt the coordinator's hashes of files that did not change. */
+static void adopt_file_hashes(struct nf_cache *cache, const char *root)
+{
+    char *path = nf_asprintf("%s/files.tsv", root), *text;
+    size_t len;
+    struct nf_error e = { 0 };
+    if (!path || !(text = nf_read_file(path, &len, &e))) {
+        free(path);
+        return;
+    }
+    for (char *save = NULL, *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char hex[40], file[4096];
+        long long size, mtime, at;
+        struct nf_file_memo m;
+        if (sscanf(line, "%39[^\t]\t%lld\t%lld\t%lld\t%4095[^\n]", hex, &size, &mtime, &at, file) != 5 ||
+            nf_key_parse(hex, &m.hash) != 0)
+            continue;
+        m.size = size;
+        m.mtime_ns = mtime;
+        m.hashed_at = at;
+        nf_cache_file_memo_adopt(cache, file, &m, &e);
+    }
+    free(text);
+    free(path);
+}
+
 /* ---- the coordinator ---- */
 
 /* Units recorded in jobs.tsv by an earlier coordinator (detached): adopt
@@ -1057,6 +1130,8 @@ int nf_slurm_run(struct nf_pipeline *p, const struct nf_slurm_opts *o, struct nf
     partition_limits(&c);
     for (size_t i = 0; i < c.n_stages; i++)
         size_stage(&c, &c.stages[i]);
+    if (!o->status_only)
+        NF_TRY(rc = write_file_hashes(&c, err));
     adopt_jobs(&c);
     NF_TRY(rc = import_arrived(&c, false, err));
     for (size_t i = 0; i < c.n_stages; i++)
@@ -1307,7 +1382,11 @@ int nf_slurm_task(struct nf_pipeline *p, const struct nf_slurm_task_opts *o, str
     cache_path = nf_asprintf("%s/cache.db", tmp);
     struct nf_cache_opts co = { .strict = true, .interrupt = &nf_interrupted };
     NF_TRY(rc = nf_cache_open(cache_path, &co, &cache, err));
+    adopt_file_hashes(cache, root);
+    uint64_t hashed_before = nf_cache_hashed_bytes(cache);
     NF_TRY(rc = nf_keys_plan(p, cache, keys, err));
+    nf_log("nlflow: task: keys computed, %" PRIu64 " bytes of input files hashed here",
+           nf_cache_hashed_bytes(cache) - hashed_before);
     const struct nf_node_keys *k = &keys[ni];
     if (!k->known) {
         rc = NF_FAIL(err, NF_EBUG, "node '%s' has no keys before running; it cannot run as a SLURM task", o->node_id);
