@@ -16,7 +16,11 @@
 #   5. SIGINT to the coordinator: exit 130 and its jobs are cancelled;
 #   6. tasks themselves: a task killed at each of its dangerous points leaves
 #      no shard file (only hidden temporaries), and a task for a pipeline file
-#      that changed since submission refuses to run.
+#      that changed since submission refuses to run;
+#   7. subjects loaded from files on the shared folder (load stays on the
+#      coordinator, mask per subject in tasks): identical outputs, and the
+#      tasks take the coordinator's input file hashes instead of reading every
+#      input file again.
 # Skips (exit 77, with the reason) only where SLURM or munge is not installed
 # or the daemons cannot start (build.sh installs slurm-wlm and munge).
 set -u
@@ -171,9 +175,10 @@ printf 'item-00001\n' >"$work/units"
 killed=0
 for k in $(seq 1 60); do
     rm -rf "$d/.nlflow"
+    # in a subshell that outlives it, so that "Killed" is not reported here
     (TMPDIR="$work" NLFLOW_KILL_AT=$k "$NLFLOW" task "$d/p.yaml" --hash "$hash" --node voxels \
-        --units "$work/units" --index 0) >/dev/null 2>&1
-    st=$?
+        --units "$work/units" --index 0; echo $? >"$work/st") >/dev/null 2>&1
+    st=$(cat "$work/st")
     [ "$st" = 0 ] && break
     killed=$((killed + 1))
     left=$(find "$d/.nlflow" -name '*.shard' 2>/dev/null)
@@ -187,3 +192,29 @@ echo "ok   a task killed at each of its $killed dangerous points leaves no shard
     >/dev/null 2>"$work/task.err" && fail "a task for a changed pipeline ran"
 grep -q "changed since these jobs were submitted" "$work/task.err" || { cat "$work/task.err"; fail "no message for a changed pipeline"; }
 echo "ok   a task for a pipeline that changed since submission refuses to run"
+
+# 7. inputs from files: tasks read their subject, not every file for hashing
+lt="$work/lt"
+mkdir -p "$lt"
+"$NLFLOW" simulate --out "$lt/data" --subjects 4 --images 20 --voxel-size 6 >/dev/null 2>&1 || fail "simulate --out"
+find "$lt/data" -type f -exec touch -d '-1 min' {} +   # older than the hash memo's 2 s guard
+cat >"$lt/p.yaml" <<'EOF'
+nlflow: 1
+name: loadtest
+settings: {seed: 3, outputs: out, executor: {min_task_seconds: 0, check_every: 2, cpus_per_task: 1}}
+nodes:
+  bold: {type: load, path: "data/sub-*/func/sub-*_task-sim_bold.nii.gz"}
+  brain: {type: load, path: data/mask.nii.gz}
+  voxels: {type: mask, in: {data: bold, mask: brain}, standardize: zscore}
+  maps: {type: summarize, in: {bold: voxels}}
+EOF
+"$NLFLOW" run --quiet --no-cache "$lt/p.yaml" || fail "load pipeline: local run"
+mv "$lt/out" "$work/lt-ref"
+"$NLFLOW" run --executor slurm --detach "$lt/p.yaml" 2>"$work/lt.err" || { cat "$work/lt.err"; fail "load pipeline: --detach"; }
+grep -q "submitted node 'voxels': job array [0-9]*, 4 tasks for 4 units" "$work/lt.err" || { cat "$work/lt.err"; fail "load pipeline: no 4-task array for mask"; }
+wait_idle || fail "load pipeline: jobs did not finish"
+n_zero=$(cat "$lt"/.nlflow/shards/*/logs/*.log 2>/dev/null | grep -c "keys computed, 0 bytes of input files hashed here")
+[ "$n_zero" = 4 ] || { cat "$lt"/.nlflow/shards/*/logs/*.log; fail "load pipeline: tasks hashed input files themselves ($n_zero of 4 did not)"; }
+"$NLFLOW" run --executor slurm "$lt/p.yaml" 2>"$work/lt2.err" || { cat "$work/lt2.err"; fail "load pipeline: collect"; }
+same_outputs "$work/lt-ref" "$lt/out" || fail "load pipeline: SLURM outputs differ from the local run's"
+echo "ok   subjects from shared files: identical outputs; 4 tasks took the coordinator's file hashes (0 bytes rehashed)"
