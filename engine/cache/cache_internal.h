@@ -117,4 +117,11 @@ int ckpt_read(struct nf_cache *c, const char *hex, int64_t index, void **data, s
 bool lease_alive(const struct nf_cache *c, int64_t pid, const char *host, int64_t heartbeat,
                  int64_t now);
 
+/* Store a result in its stored encoding as it is (a shard's entries,
+ * shards.c): one transaction, like nf_cache_put; checked by the caller
+ * (nf_cache_check_encoded) and again by every fetch. */
+int nf_cache_put_encoded(struct nf_cache *c, struct nf_key key, enum nf_kind kind, const char *shape,
+                         uint64_t raw_bytes, const uint8_t *hdr, size_t hdr_len, const struct nf_chunk *chunks,
+                         size_t n_chunks, const struct nf_cache_meta *meta, struct nf_error *err);
+
 #endif

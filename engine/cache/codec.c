@@ -896,3 +896,29 @@ fail:
     nf_layout_release(&L);
     return rc < 0 ? rc : rc == 0 ? 1 : 0;
 }
+
+int nf_cache_check_encoded(struct nf_codec *k, const uint8_t *hdr, size_t hdr_len, const struct nf_chunk *chunks,
+                           size_t n_chunks, uint64_t max_bytes, bool verify_data, enum nf_kind *kind,
+                           uint64_t *raw_bytes, char *what, size_t what_size, struct nf_error *err)
+{
+    struct nf_layout L = { 0 };
+    struct chunk_array a = { chunks, n_chunks, 0 };
+    uint64_t raw = 0;
+    int rc;
+    for (size_t i = 0; i < n_chunks; i++)
+        if (chunks[i].raw_size < 0 || chunks[i].idx != (int64_t)i ||
+            __builtin_add_overflow(raw, (uint64_t)chunks[i].raw_size, &raw))
+            raw = UINT64_MAX;
+    NF_TRY(rc = nf_layout_from_header(hdr, hdr_len, false, &L, what, what_size, err));
+    if (rc == 0)
+        rc = nf_layout_check_chunks(&L, n_chunks, raw, max_bytes, what, what_size);
+    if (rc == 0 && verify_data)
+        NF_TRY(rc = nf_layout_read_chunks(k, &L, next_in_array, &a, what, what_size, err));
+    if (rc == 0) {
+        *kind = L.kind;
+        *raw_bytes = L.raw_bytes;
+    }
+fail:
+    nf_layout_release(&L);
+    return rc;
+}

@@ -116,4 +116,14 @@ int nf_cache_decode(struct nf_codec *k, const uint8_t *hdr, size_t hdr_len,
                     const struct nf_chunk *chunks, size_t n_chunks, uint64_t max_bytes,
                     struct nf_value **out, char *what, size_t what_size, struct nf_error *err);
 
+/* A stored encoding checked without building the value (shards.c imports
+ * encodings as they are): the header, the chunk count and sizes against it,
+ * the memory bound, and with verify_data every chunk decompressed and
+ * checksummed (into k->scratch). 0 good (*kind, *raw_bytes set), 1 corrupt
+ * (what says why), <0 error. Cell-level checks (table strings, voxel index)
+ * are left to the fetch, which deletes what fails them. */
+int nf_cache_check_encoded(struct nf_codec *k, const uint8_t *hdr, size_t hdr_len, const struct nf_chunk *chunks,
+                           size_t n_chunks, uint64_t max_bytes, bool verify_data, enum nf_kind *kind,
+                           uint64_t *raw_bytes, char *what, size_t what_size, struct nf_error *err);
+
 #endif

@@ -13,6 +13,13 @@
 int nf_run_fetch(struct nf_cache *c, struct nf_key run, const char *outputs_dir, size_t n_out,
                  struct nf_value **out, struct nf_error *err)
 {
+    return nf_run_fetch_some(c, run, outputs_dir, n_out, out, NULL, NULL, err);
+}
+
+int nf_run_fetch_some(struct nf_cache *c, struct nf_key run, const char *outputs_dir, size_t n_out,
+                      struct nf_value **out, bool (*want)(void *arg, int port, int64_t item), void *want_arg,
+                      struct nf_error *err)
+{
     struct nf_value *rec = NULL;
     char why[128];
     int rc = nf_cache_get(c, run, &rec, err);
@@ -41,6 +48,8 @@ int nf_run_fetch(struct nf_cache *c, struct nf_key run, const char *outputs_dir,
             goto miss;
         }
         struct nf_key okey = nf_key_output(run, port);
+        if (want && !want(want_arg, port, -1))
+            continue;
         if (n < 0) {   /* a single value */
             rc = nf_cache_get(c, okey, &out[port], err);
             if (rc != 1)
@@ -57,6 +66,8 @@ int nf_run_fetch(struct nf_cache *c, struct nf_key run, const char *outputs_dir,
             goto miss;
         }
         for (int64_t i = 0; i < n; i++) {
+            if (want && !want(want_arg, port, i))
+                continue;   /* left NULL: the caller does not read it */
             rc = nf_cache_get(c, nf_key_output(okey, (int)i), &out[port]->u.coll.items[i], err);
             if (rc != 1)
                 goto miss;
@@ -69,7 +80,8 @@ int nf_run_fetch(struct nf_cache *c, struct nf_key run, const char *outputs_dir,
         int port = (int)t->cols[NF_REC_PORT].num[r];
         int64_t i = (int64_t)t->cols[NF_REC_INDEX].num[r];
         struct nf_value *coll = port >= 0 && (size_t)port < n_out ? out[port] : NULL;
-        if (coll && coll->kind == NF_KIND_COLLECTION && i >= 0 && (size_t)i < coll->u.coll.n)
+        if (coll && coll->kind == NF_KIND_COLLECTION && i >= 0 && (size_t)i < coll->u.coll.n &&
+            coll->u.coll.items[i])
             nf_value_set_label(coll->u.coll.items[i], t->cols[NF_REC_TEXT].str[r]);
     }
     nf_value_unref(rec);

@@ -22,6 +22,12 @@
  * outputs folder) as they were written is a miss. */
 int nf_run_fetch(struct nf_cache *c, struct nf_key run, const char *outputs_dir, size_t n_out,
                  struct nf_value **out, struct nf_error *err);
+/* The same, reading only what want(arg, port, item) accepts (item -1: a
+ * single value; items of a collection that are not wanted stay NULL, ports
+ * not wanted stay NULL). For SLURM tasks, which need one item of a collection. */
+int nf_run_fetch_some(struct nf_cache *c, struct nf_key run, const char *outputs_dir, size_t n_out,
+                      struct nf_value **out, bool (*want)(void *arg, int port, int64_t item), void *want_arg,
+                      struct nf_error *err);
 /* Store outputs and written files of one run, then its record. pipeline_path
  * (absolute, may be NULL) is recorded with each entry for `cache ls`; files
  * inside `outputs_dir` are recorded relative to it. */

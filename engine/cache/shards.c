@@ -3,11 +3,12 @@
  *
  * Layout (integers little-endian as the machine writes them; shards are read
  * back on the same cluster):
- *   "NLFSHRD1", u32 header length, header text ("key=value" lines: pipeline,
+ *   "NLFSHRD2", u32 header length, header text ("key=value" lines: pipeline,
  *   node, unit, key, part, parts, entries),
  *   entries: u8 type ('v' a value, 'r' the run record, 'c' a checkpoint
  *   chunk), 32 hex digits of its key, then
- *     'v'/'r': port and label (u32 length + bytes each), the codec header
+ *     'v'/'r': port and label (u32 length + bytes each), u32 kind, shape
+ *              (for `cache ls`; u32 length + bytes), the codec header
  *              (u32 length + bytes), u64 chunk count, per chunk i64 raw size,
  *              u64 checksum, u32 length + the zstd frame (exactly the cache's
  *              own encoding, codec.h);
@@ -23,13 +24,14 @@
 #include <xxhash.h>
 
 #include "shards.h"
+#include "cache_internal.h"
 #include "codec.h"
 #include "keys.h"
 #include "run_record.h"
 #include "core/fault.h"
 #include "core/util.h"
 
-static const char shard_magic[8] = { 'N', 'L', 'F', 'S', 'H', 'R', 'D', '1' };
+static const char shard_magic[8] = { 'N', 'L', 'F', 'S', 'H', 'R', 'D', '2' };
 static const char shard_end[8] = { 'N', 'L', 'F', 'S', 'E', 'N', 'D', '1' };
 
 /* ---- writing ---- */
@@ -79,6 +81,8 @@ static int put_value(struct shard_out *w, struct nf_codec *k, char type, struct 
     put_entry_head(w, type, key);
     put_str(w, port);
     put_str(w, v->label);
+    put_u32(w, (uint32_t)v->kind);
+    put_str(w, L.shape);
     put_u32(w, (uint32_t)hdr.len);
     put_bytes(w, hdr.p, hdr.len);
     put_u64(w, L.n_chunks);
@@ -342,16 +346,23 @@ struct shard_entry {
     int64_t index;            /* 'c' */
     const void *data;         /* 'c' */
     size_t bytes;
-    struct nf_value *value;   /* 'v', 'r' (owned) */
-    char *port, *label;
+    /* 'v', 'r': the stored encoding, pointing into the file's bytes */
+    char *port, *label, *shape;
+    enum nf_kind kind;
+    uint64_t raw_bytes;
+    const uint8_t *hdr;
+    size_t hdr_len;
+    struct nf_chunk *chunks;  /* owned */
+    size_t n_chunks;
 };
 
 static void entries_release(struct shard_entry *e, size_t n)
 {
     for (size_t i = 0; e && i < n; i++) {
-        nf_value_unref(e[i].value);
         free(e[i].port);
         free(e[i].label);
+        free(e[i].shape);
+        free(e[i].chunks);
     }
     free(e);
 }
@@ -360,13 +371,12 @@ static void entries_release(struct shard_entry *e, size_t n)
 
 int nf_shard_import(struct nf_cache *c, const char *path, const struct nf_shard_head *expect,
                     const struct nf_cache_meta *meta, const char *const *port_names, size_t n_ports,
-                    char *why, size_t why_size, struct nf_error *err)
+                    bool verify, char *why, size_t why_size, struct nf_error *err)
 {
     struct nf_error rerr = { 0 };
     size_t len = 0;
     uint8_t *buf = (uint8_t *)nf_read_file(path, &len, &rerr);
     struct shard_entry *ent = NULL;
-    struct nf_chunk *chunks = NULL;
     struct nf_codec k = { 0 };
     size_t n_ent = 0;
     int rc = 0;
@@ -440,35 +450,41 @@ int nf_shard_import(struct nf_cache *c, const char *path, const struct nf_shard_
             BAD("entry %zu has an unexpected type", n_ent);
         e->port = take_str(&r);
         e->label = take_str(&r);
+        uint32_t kind = take_u32(&r);
+        e->shape = take_str(&r);
         uint32_t hlen = take_u32(&r);
-        const uint8_t *hdr = take(&r, hlen);
+        e->hdr = take(&r, hlen);
+        e->hdr_len = hlen;
         uint64_t n_chunks = take_u64(&r);
-        if (!e->port || !e->label || !hdr || r.bad || n_chunks > r.len / 20)
+        if (!e->port || !e->label || !e->shape || strlen(e->shape) > 63 || !e->hdr || r.bad ||
+            n_chunks > r.len / 20)
             BAD("entry %zu cut short", n_ent);
-        free(chunks);
-        chunks = nf_calloc((size_t)n_chunks + 1, sizeof *chunks);
-        if (!chunks) {
+        e->chunks = nf_calloc((size_t)n_chunks + 1, sizeof *e->chunks);
+        if (!e->chunks) {
             rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
             goto fail;
         }
+        e->n_chunks = (size_t)n_chunks;
         for (uint64_t i = 0; i < n_chunks; i++) {
-            chunks[i].idx = (int64_t)i;
-            chunks[i].raw_size = (int64_t)take_u64(&r);
-            chunks[i].checksum = take_u64(&r);
-            chunks[i].len = take_u32(&r);
-            chunks[i].data = take(&r, chunks[i].len);
-            if (!chunks[i].data)
+            struct nf_chunk *ch = &e->chunks[i];
+            ch->idx = (int64_t)i;
+            ch->raw_size = (int64_t)take_u64(&r);
+            ch->checksum = take_u64(&r);
+            ch->len = take_u32(&r);
+            ch->data = take(&r, ch->len);
+            if (!ch->data)
                 BAD("entry %zu cut short", n_ent);
         }
         char what[160] = "";
-        NF_TRY(rc = nf_cache_decode(&k, hdr, hlen, chunks, (size_t)n_chunks, max_bytes, &e->value, what,
-                                    sizeof what, err));
-        if (rc == 0)
+        NF_TRY(rc = nf_cache_check_encoded(&k, e->hdr, hlen, e->chunks, e->n_chunks, max_bytes, verify, &e->kind,
+                                           &e->raw_bytes, what, sizeof what, err));
+        if (rc != 0)
             BAD("entry %zu does not decode (%s)", n_ent, what);
-        if (e->type == 'r' && (!nf_key_equal(e->key, expect->key) || n_ent + 1 != (size_t)n_claimed))
+        if ((uint32_t)e->kind != kind)
+            BAD("entry %zu says it holds another kind of value than its header", n_ent);
+        if ((e->type == 'r') != nf_key_equal(e->key, expect->key) ||
+            (e->type == 'r' && n_ent + 1 != (size_t)n_claimed))
             BAD("the run record is not the unit's or not last");
-        if (e->type == 'v' && e->label[0])
-            nf_value_set_label(e->value, e->label);
     }
     if (r.off != r.len)
         BAD("%zu bytes after the last entry", r.len - r.off);
@@ -486,12 +502,12 @@ int nf_shard_import(struct nf_cache *c, const char *path, const struct nf_shard_
         char *pend = NULL;
         long port = e->type == 'v' && e->port[0] ? strtol(e->port, &pend, 10) : -1;
         m.port = pend && !*pend && port >= 0 && (size_t)port < n_ports ? port_names[port] : NULL;
-        NF_TRY(rc = nf_cache_put(c, e->key, e->value, &m, err));
+        NF_TRY(rc = nf_cache_put_encoded(c, e->key, e->kind, e->shape, e->raw_bytes, e->hdr, e->hdr_len, e->chunks,
+                                         e->n_chunks, &m, err));
     }
     rc = 1;
 fail:
     entries_release(ent, ent ? n_ent + 1 : 0);
-    free(chunks);
     nf_codec_release(&k);
     free(buf);
     return rc;

@@ -7,9 +7,13 @@
  * to the pipeline, atomically (a hidden temporary name, fsync, rename). The
  * coordinator checks a shard whole (length, trailer, XXH3 checksum), then its
  * header against the unit it expects (pipeline hash, node, unit name and
- * key), then decodes every value as the cache does (trusting nothing), and
- * only then puts the entries into its own cache, run record last. A shard
- * that fails any check is reported and discarded; the unit is computed again.
+ * key), then every entry's header and chunk sizes as the cache reads them
+ * (and, with `verify`, decompresses and checksums every chunk), and only then
+ * puts the entries into its own cache as they are encoded, without
+ * compressing anything again, run record last. A shard that fails any check
+ * is reported and discarded; the unit is computed again. (Tasks import
+ * shards of earlier nodes without `verify`: every fetch checks the chunks
+ * again anyway.)
  */
 #ifndef NF_SHARDS_H
 #define NF_SHARDS_H
@@ -45,6 +49,6 @@ int nf_shard_write(struct nf_cache *c, const char *path, const struct nf_shard_h
  * why; nothing was put), <0 an error of the cache. */
 int nf_shard_import(struct nf_cache *c, const char *path, const struct nf_shard_head *expect,
                     const struct nf_cache_meta *meta, const char *const *port_names, size_t n_ports,
-                    char *why, size_t why_size, struct nf_error *err);
+                    bool verify, char *why, size_t why_size, struct nf_error *err);
 
 #endif

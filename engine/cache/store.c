@@ -630,6 +630,58 @@ fail:
     return rc;
 }
 
+int nf_cache_put_encoded(struct nf_cache *c, struct nf_key key, enum nf_kind kind, const char *shape,
+                         uint64_t raw_bytes, const uint8_t *hdr, size_t hdr_len, const struct nf_chunk *chunks,
+                         size_t n_chunks, const struct nf_cache_meta *meta, struct nf_error *err)
+{
+    char hex[33];
+    sqlite3_stmt *exists = NULL, *chunk = NULL;
+    int rc;
+    nf_key_hex(key, hex);
+    cache_lock(c);
+    NF_TRY(rc = tx_begin(c, err));
+    NF_TRY(rc = db_row(c, &exists, "storing a result", err, "SELECT 1 FROM results WHERE key = ?1", "t", hex));
+    if (rc == 1) {   /* already there: same key, same content */
+        rc = tx_commit(c, err);
+        goto done;
+    }
+    NF_TRY(rc = db_run(c, "storing a result", err, "DELETE FROM chunks WHERE key = ?1", "t", hex));
+    NF_TRY(rc = db_prepare(c, "INSERT INTO chunks(key, idx, data, raw_size, checksum) VALUES(?1, ?2, ?3, ?4, ?5)",
+                           &chunk, err));
+    uint64_t stored = hdr_len;
+    for (size_t i = 0; i < n_chunks; i++) {
+        sqlite3_reset(chunk);
+        sqlite3_bind_text(chunk, 1, hex, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_int64(chunk, 2, chunks[i].idx);
+        sqlite3_bind_blob(chunk, 3, chunks[i].data, (int)chunks[i].len, SQLITE_STATIC);
+        sqlite3_bind_int64(chunk, 4, chunks[i].raw_size);
+        sqlite3_bind_int64(chunk, 5, (int64_t)chunks[i].checksum);
+        NF_TRY(rc = db_step_done(c, chunk, "storing a result", err));
+        stored += chunks[i].len;
+    }
+    NF_TRY(rc = db_run(c, "storing a result", err,
+                       c->has_origin ? "INSERT INTO results(key, kind, shape, bytes, stored, node_type, "
+                                       "node_id, label, pipeline, created, used, header, port, "
+                                       "pipeline_path) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
+                                       "?10, ?10, ?11, ?12, ?13)"
+                                     : "INSERT INTO results(key, kind, shape, bytes, stored, node_type, "
+                                       "node_id, label, pipeline, created, used, header) VALUES(?1, "
+                                       "?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?11)",
+                       c->has_origin ? "tttiittttibtt" : "tttiittttib", hex, nf_kind_name(kind), shape,
+                       (int64_t)raw_bytes, (int64_t)stored, meta->node_type, meta->node_id, meta->label,
+                       meta->pipeline, now_s(), (const void *)hdr, (int)hdr_len, meta->port,
+                       meta->pipeline_path));
+    rc = tx_commit(c, err);
+    goto done;
+fail:
+    tx_rollback(c);
+done:
+    sqlite3_finalize(exists);
+    sqlite3_finalize(chunk);
+    cache_unlock(c);
+    return rc;
+}
+
 int nf_cache_put(struct nf_cache *c, struct nf_key key, const struct nf_value *v,
                  const struct nf_cache_meta *meta, struct nf_error *err)
 {

@@ -537,6 +537,40 @@ static void interrupted_run(struct executor *x, size_t ni, struct nf_checkpoint 
     pthread_mutex_unlock(&x->lock);
 }
 
+/* A SLURM task fetches only what its share reads: outputs that a node that
+ * computes consumes, and of a collection that only the task's node maps over,
+ * the items of its runs. port -1: any port (the runs of a mapped node). */
+struct fetch_want { struct executor *x; size_t ni; };
+
+static bool task_wants(void *arg, int port, int64_t item)
+{
+    const struct fetch_want *fw = arg;
+    const struct executor *x = fw->x;
+    const struct nf_pipeline *p = x->p;
+    bool whole = false, any = false;
+    for (size_t j = 0; j < p->n_nodes; j++) {
+        if (x->st[j].mode != MODE_RUN)   /* skipped, or fetched: reads no input */
+            continue;
+        const struct nf_node_inst *node = &p->nodes[j];
+        for (size_t e = 0; e < node->n_edges; e++) {
+            const struct nf_edge *edge = &node->edges[e];
+            if ((size_t)edge->src != fw->ni || (port >= 0 && edge->src_port != port))
+                continue;
+            any = true;
+            const struct nf_port *in = edge->port >= 0 ? &node->type->inputs[edge->port] : NULL;
+            bool mapped = in && !(in->types & NF_PT_COLL) && !(in->flags & NF_PORT_STACK) &&
+                          !(node->type->flags & NF_NODE_NO_MAP);
+            if (!(j == x->o->only_node && mapped && x->o->only_runs && x->o->parts == 0))
+                whole = true;
+        }
+    }
+    if (!any)
+        return false;
+    if (whole || item < 0)
+        return true;
+    return (size_t)item < x->keys[x->o->only_node].n_runs && x->o->only_runs[item];
+}
+
 /* MODE_FETCH: every run of the node comes from the cache. */
 static int fetch_node(struct executor *x, size_t ni, struct nf_error *err)
 {
@@ -556,7 +590,11 @@ static int fetch_node(struct executor *x, size_t ni, struct nf_error *err)
                 goto fail;
             }
     for (size_t r = 0; r < k->n_runs; r++) {
-        rc = nf_run_fetch(x->cache, k->runs[r], x->p->outputs_dir, n_out, k->mapped ? one : out, err);
+        struct fetch_want fw = { x, ni };
+        if (x->o->only && k->mapped && !task_wants(&fw, -1, (int64_t)r))
+            continue;   /* an item this task's runs do not read */
+        rc = nf_run_fetch_some(x->cache, k->runs[r], x->p->outputs_dir, n_out, k->mapped ? one : out,
+                               x->o->only ? task_wants : NULL, &fw, err);
         if (rc < 0)
             goto fail;
         if (rc == 0) {

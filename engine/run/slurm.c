@@ -659,7 +659,7 @@ static int import_unit(struct coord *c, struct stage *s, struct unit *u, struct 
     char why[256];
     size_t n_ports;
     const char *const *names = port_names(node, &n_ports);
-    int rc = nf_shard_import(c->cache, path, &want, &meta, names, n_ports, why, sizeof why, err);
+    int rc = nf_shard_import(c->cache, path, &want, &meta, names, n_ports, true, why, sizeof why, err);
     free(abs);
     if (rc == 0) {
         nf_warn(node->id, "discarding the shard '%s': %s; its unit will be computed again", path, why);
@@ -1274,12 +1274,12 @@ static int import_upstream(struct nf_pipeline *p, struct nf_cache *cache, const 
         if (seen[src])
             continue;
         seen[src] = true;
-        int rc = import_upstream(p, cache, keys, root, src, seen, err);
-        if (rc < 0)
-            return rc;
+        int rc = 0;
         const struct nf_node_keys *k = &keys[src];
-        if (!k->known || k->reads_files)
+        if (!k->known || k->reads_files) {
+            NF_TRY(rc = import_upstream(p, cache, keys, root, src, seen, err));
             continue;
+        }
         char *dir = nf_asprintf("%s/%s", root, p->nodes[src].id);
         DIR *d = dir ? opendir(dir) : NULL;
         struct dirent *de;
@@ -1302,7 +1302,7 @@ static int import_upstream(struct nf_pipeline *p, struct nf_cache *cache, const 
             char *path = nf_asprintf("%s/%s", dir, de->d_name), why[256];
             size_t n_ports;
             const char *const *names = port_names(&p->nodes[src], &n_ports);
-            rc = path ? nf_shard_import(cache, path, &want, &meta, names, n_ports, why, sizeof why, err)
+            rc = path ? nf_shard_import(cache, path, &want, &meta, names, n_ports, false, why, sizeof why, err)
                       : NF_FAIL(err, NF_ENOMEM, "out of memory");
             if (rc == 0)
                 nf_warn(p->nodes[src].id, "not using the shard '%s' (%s); computing what it held here", path, why);
@@ -1315,8 +1315,18 @@ static int import_upstream(struct nf_pipeline *p, struct nf_cache *cache, const 
         free(dir);
         if (rc < 0)
             return rc;
+        /* what it was computed from is needed only when it is not all here */
+        bool all = true;
+        for (size_t r = 0; all && r < k->n_runs; r++) {
+            struct nf_error e = { 0 };
+            all = nf_run_valid(cache, k->runs[r], p->outputs_dir, NULL, &e) == 1;
+        }
+        if (!all)
+            NF_TRY(rc = import_upstream(p, cache, keys, root, src, seen, err));
     }
     return 0;
+fail:
+    return err->code ? err->code : NF_EBUG;
 }
 
 int nf_slurm_task(struct nf_pipeline *p, const struct nf_slurm_task_opts *o, struct nf_error *err)
