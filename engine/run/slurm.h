@@ -50,4 +50,11 @@ struct nf_slurm_task_opts {
 };
 int nf_slurm_task(struct nf_pipeline *p, const struct nf_slurm_task_opts *o, struct nf_error *err);
 
+/* Shared by the coordinator and the task (slurm.c): the shard folder of a
+ * pipeline (owned), its node's output port names (a per-thread table, up to
+ * 64), and removing a folder with everything in it. */
+char *nf_slurm_shard_root(const struct nf_pipeline *p);
+const char *const *nf_slurm_port_names(const struct nf_node_inst *node, size_t *n);
+void nf_slurm_remove_tree(const char *dir);
+
 #endif

@@ -46,7 +46,19 @@ for r in $(seq 1 "$reps"); do
     submit_t+=("$(ms "$t0" "$t1")")
     scancel --user="$(id -un)"; sleep 2
 done
+# the same with the default packing (min_task_seconds: 180): small units share tasks
+sed 's/min_task_seconds: 0, //' p.yaml >packed.yaml
+packed_t=()
+for r in $(seq 1 "$reps"); do
+    rm -rf out .nlflow
+    t0=$(date +%s%N); "$NLFLOW" run -q packed.yaml --executor slurm 2>packed.err; t1=$(date +%s%N)
+    packed_t+=("$(ms "$t0" "$t1")")
+done
+rm -rf .nlflow
+"$NLFLOW" run packed.yaml --executor slurm --detach 2>packed.err >/dev/null; scancel --user="$(id -un)"
+n_tasks=$(grep -o "[0-9]* tasks\? for" packed.err | awk '{s += $1} END {print s}')
 lm=$(printf '%s\n' "${local_t[@]}" | median)
+pm=$(printf '%s\n' "${packed_t[@]}" | median)
 sm=$(printf '%s\n' "${slurm_t[@]}" | median)
 dm=$(printf '%s\n' "${submit_t[@]}" | median)
 echo "machine: $(nproc) cores; SLURM $(sinfo -V | awk '{print $2}'); $reps repetitions, medians"
@@ -54,3 +66,4 @@ echo "20 subjects, 4 stages (1 + 20 + 20 + 8 units = 49 units in 4 arrays):"
 echo "  local run:                 $lm ms   (all: ${local_t[*]})"
 echo "  --executor slurm:          $sm ms   (all: ${slurm_t[*]})   ratio slurm/local: $(awk "BEGIN {printf \"%.1f\", $sm / $lm}")"
 echo "  submission (--detach):     $dm ms for 4 arrays = $(awk "BEGIN {printf \"%.0f\", $dm / 4}") ms per stage (plan + keys + sbatch)"
+echo "  --executor slurm, packed:  $pm ms   (all: ${packed_t[*]})   $n_tasks tasks for the 49 units with min_task_seconds 180"
