@@ -343,6 +343,8 @@ enum {
                                      materialise them first */
     NF_NODE_GPU    = 1u << 4,     /* has a GPU implementation in CUDA builds (run_gpu is
                                      set only there): generated docs say so in every build */
+    NF_NODE_GPU_PARTS = 1u << 5,  /* its GPU path honours nf_ckpt_skip too: a GPU-placed run
+                                     may be split into parts (node_type.chunks) */
 };
 
 /* ---- what a node may ask about its own instance (node.c) ----

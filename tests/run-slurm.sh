@@ -20,7 +20,9 @@
 #   7. subjects loaded from files on the shared folder (load stays on the
 #      coordinator, mask per subject in tasks): identical outputs, and the
 #      tasks take the coordinator's input file hashes instead of reading every
-#      input file again.
+#      input file again;
+#   8. one ridge over all voxels split into parts (its voxel blocks):
+#      identical outputs, merged from its parts.
 # Skips (exit 77, with the reason) only where SLURM or munge is not installed
 # or the daemons cannot start (build.sh installs slurm-wlm and munge).
 set -u
@@ -218,3 +220,29 @@ n_zero=$(cat "$lt"/.nlflow/shards/*/logs/*.log 2>/dev/null | grep -c "keys compu
 "$NLFLOW" run --executor slurm "$lt/p.yaml" 2>"$work/lt2.err" || { cat "$work/lt2.err"; fail "load pipeline: collect"; }
 same_outputs "$work/lt-ref" "$lt/out" || fail "load pipeline: SLURM outputs differ from the local run's"
 echo "ok   subjects from shared files: identical outputs; 4 tasks took the coordinator's file hashes (0 bytes rehashed)"
+
+# 8. one large ridge split into voxel-block parts
+rd="$work/rd"
+mkdir -p "$rd"
+cat >"$rd/p.yaml" <<'EOF'
+nlflow: 1
+name: ridgeparts
+settings: {seed: 5, outputs: out, executor: {min_task_seconds: 0, check_every: 2, cpus_per_task: 1}}
+nodes:
+  sim: {type: simulate, subjects: 1, images: 60, features: 6, voxel_size: 6}
+  voxels: {type: mask, in: {data: sim.data, mask: sim.mask}, standardize: zscore}
+  fit: {type: ridge, in: {X: sim.X, Y: voxels}, alphas: {logspace: [-2, 3, 6]}, cv: 3}
+  maps: {type: summarize, in: {score: fit.score, alpha: fit.alpha, w: fit.weights, pred: fit.predictions, cv: fit.cv_scores}}
+EOF
+"$NLFLOW" run --quiet --no-cache "$rd/p.yaml" || fail "ridge parts: local run"
+mv "$rd/out" "$work/rd-ref"
+"$NLFLOW" plan --executor slurm "$rd/p.yaml" >"$work/rd.plan" 2>&1
+# parts come from the planned shape: the mask's grid, an upper bound on its voxels
+parts=$(grep -oE "^  fit +[0-9]+ parts" "$work/rd.plan" | grep -oE "[0-9]+ parts" | cut -d' ' -f1)
+[ -n "$parts" ] && [ "$parts" -gt 1 ] || { cat "$work/rd.plan"; fail "ridge parts: plan shows no parts for the ridge"; }
+"$NLFLOW" run --executor slurm "$rd/p.yaml" 2>"$work/rd.err" || { cat "$work/rd.err"; fail "ridge parts: run"; }
+blocks=$(grep -oE "([0-9]+) of \1 voxel blocks from its parts" "$work/rd.err" | cut -d' ' -f1)
+[ -n "$blocks" ] && [ "$blocks" -gt 1 ] || { cat "$work/rd.err"; fail "ridge parts: not merged from its parts"; }
+grep -q "submitted node 'fit': job array [0-9]*, $parts tasks for $parts units" "$work/rd.err" || { cat "$work/rd.err"; fail "ridge parts: not one array of $parts parts"; }
+same_outputs "$work/rd-ref" "$rd/out" || { cat "$work/rd.err"; fail "ridge parts: SLURM outputs differ from the local run's"; }
+echo "ok   one ridge as one array of $parts parts: $blocks voxel blocks merged, identical outputs (weights, scores, alphas, predictions, cv scores)"

@@ -217,8 +217,9 @@ static int build_stages(struct coord *c, struct nf_error *err)
         struct stage *s = &c->stages[c->n_stages];
         s->node = ni;
         s->unit_s = node->est_cpu_s;
-        int64_t chunks = node->type->chunks && !k->mapped && k->n_runs == 1
-                             ? node->type->chunks(node->params, node->in_shape, node->out_shape) : 0;
+        bool splits = node->type->chunks && k->n_runs == 1 &&   /* one run (or one item) */
+                      (node->device != NF_DEV_GPU || (node->type->flags & NF_NODE_GPU_PARTS));
+        int64_t chunks = splits ? node->type->chunks(node->params, node->in_shape, node->out_shape) : 0;
         if (chunks > 1) {
             /* parts of one run: as many as the packing asks, each at least a chunk */
             double chunk_s = isfinite(node->est_cpu_s) ? node->est_cpu_s / (double)chunks : NAN;

@@ -1512,5 +1512,5 @@ const struct nf_node_type nf_node_permute = {
 #endif
     .cost = nf_permute_cost,
     .chunks = nf_permute_chunks,
-    .flags = NF_NODE_NO_MAP | NF_NODE_GPU,
+    .flags = NF_NODE_NO_MAP | NF_NODE_GPU | NF_NODE_GPU_PARTS,
 };

@@ -883,6 +883,108 @@ int nf_ridge_check_inputs(const struct nf_run *run, const float *X, const float 
     return 0;
 }
 
+/* ---- voxel blocks as parts of a SLURM run (node.h: nf_ckpt_skip) ----
+ * A part computes the blocks it is given and commits each block's outputs
+ * as one checkpoint chunk; the run that merges the parts resumes every block
+ * from them. Only parts commit blocks: a local run would write every output
+ * twice. Per-voxel mode only (shared mode chooses its alpha from all voxels). */
+struct block_head { int64_t nb, has_cv, has_pred; };
+
+/* Row `row` of a block's chunk: alpha, score, the k·A cv_scores rows, the n
+ * prediction rows, the p weight rows (the optional ones when present). */
+static float *block_row(const struct ridge_ctx *c, struct nf_value **out, int64_t row, int64_t b0)
+{
+    if (row < 2)
+        return out[row == 0 ? RIDGE_OUT_ALPHA : RIDGE_OUT_SCORE]->u.mat.data + b0;
+    row -= 2;
+    if (out[RIDGE_OUT_CV_SCORES]) {
+        if (row < c->k * c->A)
+            return out[RIDGE_OUT_CV_SCORES]->u.mat.data + row * c->V + b0;
+        row -= c->k * c->A;
+    }
+    if (out[RIDGE_OUT_PREDICTIONS]) {
+        if (row < c->n)
+            return out[RIDGE_OUT_PREDICTIONS]->u.mat.data + row * c->V + b0;
+        row -= c->n;
+    }
+    return out[RIDGE_OUT_WEIGHTS]->u.mat.data + row * c->V + b0;
+}
+
+static int64_t block_rows_in_chunk(const struct ridge_ctx *c, struct nf_value **out)
+{
+    return 2 + (out[RIDGE_OUT_CV_SCORES] ? c->k * c->A : 0) + (out[RIDGE_OUT_PREDICTIONS] ? c->n : 0) + c->p;
+}
+
+static void block_commit(const struct ridge_ctx *c, struct nf_value **out, const struct nf_run *run, int64_t i,
+                         int64_t b0, int64_t nb)
+{
+    int64_t rows = block_rows_in_chunk(c, out);
+    size_t bytes = sizeof(struct block_head) + (size_t)(rows * nb) * sizeof(float);
+    unsigned char *buf = nf_malloc(bytes);
+    if (!buf)
+        return;   /* not committed: the merging run computes this block itself */
+    struct block_head h = { nb, out[RIDGE_OUT_CV_SCORES] != NULL, out[RIDGE_OUT_PREDICTIONS] != NULL };
+    memcpy(buf, &h, sizeof h);
+    float *dst = (float *)(buf + sizeof h);
+    for (int64_t r = 0; r < rows; r++)
+        memcpy(dst + r * nb, block_row(c, out, r, b0), (size_t)nb * sizeof(float));
+    struct nf_error e = { 0 };
+    nf_ckpt_put(run->ckpt, i, buf, bytes, &e);
+    free(buf);
+}
+
+/* Blocks committed by parts of this run: their outputs, done[] set. */
+static int resume_blocks(const struct ridge_ctx *c, struct nf_value **out, const struct nf_run *run,
+                         int64_t n_blocks, bool *done, int64_t *n_done)
+{
+    int64_t *idx = NULL;
+    size_t n_idx = 0;
+    int rc;
+    *n_done = 0;
+    NF_TRY(rc = nf_ckpt_list(run->ckpt, &idx, &n_idx, run->err));
+    int64_t rows = block_rows_in_chunk(c, out);
+    for (size_t t = 0; t < n_idx; t++) {
+        int64_t i = idx[t], b0 = i * c->block, nb = c->V - b0 < c->block ? c->V - b0 : c->block;
+        void *data = NULL;
+        size_t bytes = 0;
+        struct nf_error e = { 0 };
+        if (i < 0 || i >= n_blocks || done[i] || nf_ckpt_get(run->ckpt, i, &data, &bytes, &e) != 1)
+            continue;
+        struct block_head h;
+        if (bytes == sizeof h + (size_t)(rows * nb) * sizeof(float)) {
+            memcpy(&h, data, sizeof h);
+            if (h.nb == nb && h.has_cv == (out[RIDGE_OUT_CV_SCORES] != NULL) &&
+                h.has_pred == (out[RIDGE_OUT_PREDICTIONS] != NULL)) {
+                const float *src = (const float *)((const unsigned char *)data + sizeof h);
+                for (int64_t r = 0; r < rows; r++)
+                    memcpy(block_row(c, out, r, b0), src + r * nb, (size_t)nb * sizeof(float));
+                done[i] = true;
+                (*n_done)++;
+            }
+        }
+        free(data);
+    }
+    if (*n_done)
+        nf_log("nlflow: node '%s': %lld of %lld voxel blocks from its parts", nf_node_id(run->node),
+               (long long)*n_done, (long long)n_blocks);
+fail:
+    free(idx);
+    return rc;
+}
+
+/* node_type.chunks: the voxel blocks of one run (as ridge_run cuts them). */
+static int64_t ridge_chunks(const void *params, const struct nf_shape *in, const struct nf_shape *out)
+{
+    const struct ridge_params *prm = params;
+    (void)out;
+    if (prm->alpha_mode == RIDGE_SHARED || in[RIDGE_IN_Y].kind != NF_KIND_MATRIX || in[RIDGE_IN_Y].dim[1] < 1)
+        return 0;
+    int64_t V = in[RIDGE_IN_Y].dim[1], block = (V + 7) / 8;
+    if (block > BLOCK_VOXELS)
+        block = BLOCK_VOXELS;
+    return (V + block - 1) / block;
+}
+
 /* ---- voxel blocks over threads ---- */
 
 struct ridge_work {
@@ -892,6 +994,7 @@ struct ridge_work {
     int64_t shared_best;      /* pass 2, shared mode: the chosen alpha, else -1 */
     double *block_sums;       /* pass 1: n_blocks x A */
     int64_t n_blocks;
+    const bool *done;         /* pass 2: blocks resumed from parts (NULL: none) */
     const struct nf_run *run; /* interrupts and progress */
     int64_t passes;           /* voxels are reported once per pass */
     atomic_long next, voxels_done;
@@ -984,6 +1087,8 @@ static void *ridge_worker(void *arg)
         }
         b.b0 = i * c->block;
         b.nb = c->V - b.b0 < c->block ? c->V - b.b0 : c->block;
+        if (w->pass == 2 && ((w->done && w->done[i]) || nf_ckpt_skip(w->run->ckpt, i)))
+            continue;   /* resumed from a part, or another part's */
         block_cv(c, &b);
         if (w->pass == 1) {
             double *sums = w->block_sums + i * c->A;
@@ -993,6 +1098,11 @@ static void *ridge_worker(void *arg)
                         sums[a] += b.score[(f * c->A + a) * b.nb + v];
         } else {
             finish_block(c, &b, w->out, w->shared_best, coef, full, best);
+            if (nf_ckpt_partial(w->run->ckpt)) {
+                pthread_mutex_lock(&w->lock);
+                block_commit(c, w->out, w->run, i, b.b0, b.nb);
+                pthread_mutex_unlock(&w->lock);
+            }
         }
         nf_progress(w->run, atomic_fetch_add(&w->voxels_done, b.nb) + b.nb, w->passes * c->V, "voxels");
     }
@@ -1041,6 +1151,7 @@ static int ridge_run(struct nf_run *run)
     struct ridge_ctx c = { 0 };
     struct nf_value *out[6] = { 0 };
     double *alpha_score_sum = NULL;
+    bool *done = NULL;
     int rc = 0, blas = nf_blas_threads();
 
     /* Single-threaded BLAS for the whole node, factorisations included: the
@@ -1114,6 +1225,16 @@ static int ridge_run(struct nf_run *run)
     w.pass = 2;
     w.shared_best = shared_best;
     atomic_store(&w.next, 0);
+    if (!c.legacy && run->ckpt) {   /* the parts of a SLURM run, merged */
+        int64_t resumed = 0;
+        if (!(done = nf_calloc((size_t)w.n_blocks + 1, sizeof *done))) {
+            rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+            goto fail;
+        }
+        NF_TRY(rc = resume_blocks(&c, out, run, w.n_blocks, done, &resumed));
+        w.done = done;
+        atomic_store(&w.voxels_done, 0);
+    }
     NF_TRY(rc = run_workers(&w, run));
     rc = nf_ridge_finish_outputs(run, out, c.center, c.x_mean, c.y_mean, c.p, c.V);
 fail:
@@ -1121,6 +1242,7 @@ fail:
     for (int o = 0; o < RIDGE_N_OUT; o++)
         nf_value_unref(out[o]);
     free(alpha_score_sum);
+    free(done);
     free_ctx(&c);
     return rc;
 }
@@ -1150,5 +1272,6 @@ const struct nf_node_type nf_node_ridge = {
     .run_gpu = nf_ridge_run_gpu,
 #endif
     .cost = nf_ridge_cost,
+    .chunks = ridge_chunks,
     .flags = NF_NODE_GPU,
 };
