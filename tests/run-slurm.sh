@@ -22,7 +22,8 @@
 #      tasks take the coordinator's input file hashes instead of reading every
 #      input file again;
 #   8. one ridge over all voxels split into parts (its voxel blocks):
-#      identical outputs, merged from its parts.
+#      identical outputs, merged from its parts;
+#   9. a searchlight split into parts (its sphere blocks): the same.
 # Skips (exit 77, with the reason) only where SLURM or munge is not installed
 # or the daemons cannot start (build.sh installs slurm-wlm and munge).
 set -u
@@ -246,3 +247,24 @@ blocks=$(grep -oE "([0-9]+) of \1 voxel blocks from its parts" "$work/rd.err" | 
 grep -q "submitted node 'fit': job array [0-9]*, $parts tasks for $parts units" "$work/rd.err" || { cat "$work/rd.err"; fail "ridge parts: not one array of $parts parts"; }
 same_outputs "$work/rd-ref" "$rd/out" || { cat "$work/rd.err"; fail "ridge parts: SLURM outputs differ from the local run's"; }
 echo "ok   one ridge as one array of $parts parts: $blocks voxel blocks merged, identical outputs (weights, scores, alphas, predictions, cv scores)"
+
+# 9. a searchlight split into sphere-block parts
+sl="$work/sl"
+mkdir -p "$sl"
+cat >"$sl/p.yaml" <<'EOF'
+nlflow: 1
+name: slparts
+settings: {seed: 5, outputs: out, executor: {min_task_seconds: 0, check_every: 2, cpus_per_task: 1, max_array_tasks: 6}}
+nodes:
+  sim: {type: simulate, subjects: 1, images: 60, voxel_size: 6}
+  voxels: {type: mask, in: {data: sim.data, mask: sim.mask}, standardize: zscore}
+  decode: {type: predict, in: {X: voxels, y: sim.y}, mode: searchlight, model: ridge_classifier, radius: 7, cv: 5}
+  maps: {type: summarize, in: {accuracy: decode.map}}
+EOF
+"$NLFLOW" run --quiet --no-cache "$sl/p.yaml" || fail "searchlight parts: local run"
+mv "$sl/out" "$work/sl-ref"
+"$NLFLOW" run --executor slurm "$sl/p.yaml" 2>"$work/sl.err" || { cat "$work/sl.err"; fail "searchlight parts: run"; }
+grep -q "submitted node 'decode': job array [0-9]*, 6 tasks for 6 units" "$work/sl.err" || { cat "$work/sl.err"; fail "searchlight parts: not one array of 6 parts (max_array_tasks)"; }
+grep -qE "searchlight resumed ([0-9]+) of \1 spheres" "$work/sl.err" || { cat "$work/sl.err"; fail "searchlight parts: not merged from its parts"; }
+same_outputs "$work/sl-ref" "$sl/out" || { cat "$work/sl.err"; fail "searchlight parts: SLURM outputs differ from the local run's"; }
+echo "ok   a searchlight as one array of 6 parts: every sphere merged from them, identical outputs"

@@ -238,6 +238,17 @@ static int predict_resolve(struct nf_resolve *r)
     return 0;
 }
 
+/* node_type.chunks: a searchlight's sphere blocks (the other modes are one
+ * unit of work). */
+static int64_t predict_chunks(const void *params, const struct nf_shape *in, const struct nf_shape *out)
+{
+    const struct predict_params *p = params;
+    (void)out;
+    if (p->mode != PREDICT_SEARCHLIGHT || in[PREDICT_IN_X].kind != NF_KIND_MATRIX)
+        return 0;
+    return nf_searchlight_blocks(in[PREDICT_IN_X].dim[1]);
+}
+
 /* Working memory: the fits that run at once (folds and the refit, over the
  * cores), each with a copy of its rows, a model's worth more, and the PCA
  * factors; the searchlight says its own. */
@@ -1401,5 +1412,6 @@ const struct nf_node_type nf_node_predict = {
     .run_gpu = nf_predict_run_gpu,
 #endif
     .cost = nf_predict_cost,
+    .chunks = predict_chunks,
     .flags = NF_NODE_GPU,
 };

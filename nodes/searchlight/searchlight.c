@@ -738,7 +738,7 @@ static void *sl_worker(void *arg)
         work_fail(w, &e);
     }
     for (long long b; !atomic_load(&w->failed) && (b = atomic_fetch_add(&w->next, 1)) < c->n_blocks;) {
-        if (w->done[b])
+        if (w->done[b] || nf_ckpt_skip(w->run ? w->run->ckpt : NULL, b))   /* resumed, or another part's */
             continue;
         if (nf_run_interrupted(w->run)) {   /* between blocks: finished ones are checkpointed */
             NF_FAIL(&e, NF_EINTR, "interrupted");
@@ -881,6 +881,11 @@ static int64_t block_size(int64_t V)
 {
     int64_t b = (V + 63) / 64;
     return b > 512 ? 512 : b < 16 ? 16 : b;
+}
+
+int64_t nf_searchlight_blocks(int64_t V)
+{
+    return V > 0 ? (V + block_size(V) - 1) / block_size(V) : 0;
 }
 
 static int check_inputs(struct nf_run *run, const float *X, int64_t n, int64_t V, int64_t ldx,

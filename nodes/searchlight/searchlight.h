@@ -117,6 +117,9 @@ int nf_searchlight_run_gpu(struct nf_run *run, const float *X, int64_t n, int64_
  * of spheres to keep the device's memory pipes busy; larger maps still get
  * several batches, whose host scoring overlaps the next batch. */
 enum { NF_SEARCHLIGHT_GPU_BLOCK = 65536 };
+/* The checkpoint blocks of a searchlight over V centres (each block's map
+ * is committed when done; a SLURM part computes only its blocks). */
+int64_t nf_searchlight_blocks(int64_t V);
 
 /* Working bytes nf_searchlight_run needs beyond its inputs and the map, for the
  * node's estimate: an upper bound from the shapes alone (the sphere lists are
