@@ -23,7 +23,12 @@
 #      input file again;
 #   8. one ridge over all voxels split into parts (its voxel blocks):
 #      identical outputs, merged from its parts;
-#   9. a searchlight split into parts (its sphere blocks): the same.
+#   9. a searchlight split into parts (its sphere blocks): the same;
+#  10. a running task cancelled (scancel while it computes): resubmitted,
+#      identical output;
+#  11. a task killed every time it runs (debug_fault kill_after): after
+#      `retries` resubmissions the run fails (exit 1) naming the unit and
+#      SLURM's log of it, and cancels nothing else.
 # Skips (exit 77, with the reason) only where SLURM or munge is not installed
 # or the daemons cannot start (build.sh installs slurm-wlm and munge).
 set -u
@@ -49,6 +54,8 @@ if [ "$st" = 77 ]; then
 fi
 [ "$st" = 0 ] || fail "cluster.sh start exited $st"
 export SLURM_CONF=$conf
+export TMPDIR="$work/tmp"   # the tasks' private caches (sbatch passes it on)
+mkdir -p "$TMPDIR"
 echo "ok   one-node SLURM cluster up ($(sinfo -h -o '%c CPUs, %m MiB'))"
 
 d="$work/p"
@@ -179,7 +186,7 @@ killed=0
 for k in $(seq 1 60); do
     rm -rf "$d/.nlflow"
     # in a subshell that outlives it, so that "Killed" is not reported here
-    (TMPDIR="$work" NLFLOW_KILL_AT=$k "$NLFLOW" task "$d/p.yaml" --hash "$hash" --node voxels \
+    (NLFLOW_KILL_AT=$k "$NLFLOW" task "$d/p.yaml" --hash "$hash" --node voxels \
         --units "$work/units" --index 0; echo $? >"$work/st") >/dev/null 2>&1
     st=$(cat "$work/st")
     [ "$st" = 0 ] && break
@@ -268,3 +275,50 @@ grep -q "submitted node 'decode': job array [0-9]*, 6 tasks for 6 units" "$work/
 grep -qE "searchlight resumed ([0-9]+) of \1 spheres" "$work/sl.err" || { cat "$work/sl.err"; fail "searchlight parts: not merged from its parts"; }
 same_outputs "$work/sl-ref" "$sl/out" || { cat "$work/sl.err"; fail "searchlight parts: SLURM outputs differ from the local run's"; }
 echo "ok   a searchlight as one array of 6 parts: every sphere merged from them, identical outputs"
+
+# 10. a running task cancelled
+df="$work/df"
+mkdir -p "$df"
+cat >"$df/p.yaml" <<'EOF'
+nlflow: 1
+name: dfault
+settings: {seed: 5, outputs: out, executor: {min_task_seconds: 0, check_every: 1, cpus_per_task: 1, retries: 1}}
+nodes:
+  work: {type: debug_fault, chunks: 20, chunk_size: 20000000}
+  keep: {type: summarize, in: {w: work}}
+EOF
+"$NLFLOW" run --quiet --no-cache "$df/p.yaml" || fail "running task: local run"
+mv "$df/out" "$work/df-ref"
+"$NLFLOW" run --executor slurm "$df/p.yaml" 2>"$work/df.err" &
+coord=$!
+running=
+for _ in $(seq 1 300); do
+    running=$(squeue -h -t RUNNING -n nlflow-work -o %i 2>/dev/null | head -1)
+    [ -n "$running" ] && break
+    sleep 0.1
+done
+[ -n "$running" ] || { kill "$coord"; cat "$work/df.err"; fail "running task: the task never ran"; }
+scancel "$running" || fail "scancel $running"
+wait "$coord"
+st=$?
+coord=
+[ "$st" = 0 ] || { cat "$work/df.err"; fail "running task: the run exited $st after a running task was cancelled"; }
+grep -qE "unit run ended \((CANCELLED|FAILED|gone from squeue)[^)]*\) without its result \(try 1 of 2\)" "$work/df.err" \
+    || { cat "$work/df.err"; fail "running task: the cancelled task was not noticed"; }
+[ "$(grep -c "submitted node 'work'" "$work/df.err")" = 2 ] || { cat "$work/df.err"; fail "running task: not resubmitted once"; }
+same_outputs "$work/df-ref" "$df/out" || fail "running task: outputs differ"
+echo "ok   a running task cancelled ($running): resubmitted, identical output"
+
+# 11. a task that is killed every time: retries, then a clear failure
+rm -rf "$df/out" "$df/.nlflow"
+sed -i 's/chunk_size: 20000000}/chunk_size: 1000, kill_after: 3}/' "$df/p.yaml"
+"$NLFLOW" run --executor slurm "$df/p.yaml" 2>"$work/kill.err"
+st=$?
+[ "$st" = 1 ] || { cat "$work/kill.err"; fail "killed task: exit $st, expected 1"; }
+log=$(grep -o "unit run failed 2 times on SLURM; see its log [^ ]*" "$work/kill.err" | awk '{print $NF}')
+[ -n "$log" ] || { cat "$work/kill.err"; fail "killed task: no message naming the unit and its log"; }
+[ -f "$log" ] || fail "killed task: the log it names ($log) does not exist"
+[ -e "$df/out" ] && fail "killed task: outputs were written"
+left=$(ls -d "$TMPDIR"/nlflow-task-* 2>/dev/null | wc -l)
+[ "$left" -le 1 ] || fail "killed task: $left private task caches left in \$TMPDIR (stale ones are removed by the next task)"
+echo "ok   a task killed at every try: 2 tries (retries: 1), then exit 1 naming the unit and its SLURM log"

@@ -10,8 +10,10 @@
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "slurm.h"
 #include "events.h"
@@ -113,6 +115,29 @@ fail:
     return err->code ? err->code : NF_EBUG;
 }
 
+/* Private caches of tasks on this machine that were killed (SIGKILL, a
+ * node's out-of-memory killer) and could not remove theirs: their folder
+ * names carry the pid, which is gone. */
+static void remove_stale_task_dirs(const char *tmpdir)
+{
+    DIR *d = opendir(tmpdir);
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        long pid = 0;
+        char rest[16];
+        if (sscanf(de->d_name, "nlflow-task-%ld-%15s", &pid, rest) != 2 || pid <= 0 || pid == (long)getpid())
+            continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue;   /* alive (or not ours to judge) */
+        char *path = nf_asprintf("%s/%s", tmpdir, de->d_name);
+        if (path)
+            nf_slurm_remove_tree(path);
+        free(path);
+    }
+    if (d)
+        closedir(d);
+}
+
 int nf_slurm_task(struct nf_pipeline *p, const struct nf_slurm_task_opts *o, struct nf_error *err)
 {
     int ni = nf_node_index(p, o->node_id);
@@ -165,10 +190,11 @@ int nf_slurm_task(struct nf_pipeline *p, const struct nf_slurm_task_opts *o, str
         units[n_units++] = w;
     /* a private cache on node-local disk: no database on the shared file system */
     const char *tmpdir = getenv("TMPDIR");
-    tmp = nf_asprintf("%s/nlflow-task-XXXXXX", tmpdir && tmpdir[0] ? tmpdir : "/tmp");
+    tmpdir = tmpdir && tmpdir[0] ? tmpdir : "/tmp";
+    remove_stale_task_dirs(tmpdir);
+    tmp = nf_asprintf("%s/nlflow-task-%ld-XXXXXX", tmpdir, (long)getpid());
     if (!tmp || !mkdtemp(tmp)) {
-        rc = NF_FAIL(err, NF_EIO, "cannot make a temporary folder under %s: %s", tmpdir ? tmpdir : "/tmp",
-                     strerror(errno));
+        rc = NF_FAIL(err, NF_EIO, "cannot make a temporary folder under %s: %s", tmpdir, strerror(errno));
         free(tmp);
         tmp = NULL;
         goto fail;
