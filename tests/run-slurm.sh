@@ -132,8 +132,12 @@ grep -q "unit item-00005 ended .* without its result (try 1 of 3)" "$work/cancel
     || { cat "$work/cancel.err"; fail "the cancelled task was not noticed"; }
 grep -q "submitted node 'voxels': job array [0-9]*, 1 task for 1 unit" "$work/cancel.err" \
     || { cat "$work/cancel.err"; fail "the cancelled unit was not resubmitted (alone)"; }
-grep -qE "submitted node 'beta': .*--dependency=afterok:${job}_[0-9]" "$work/cancel.err" \
-    || { cat "$work/cancel.err"; fail "the stage after it was not resubmitted behind the live tasks"; }
+# beta again, behind the new array (and behind the first array's tasks still
+# running then, one by one: afterok on the whole first array can never hold)
+new=$(grep -o "submitted node 'voxels': job array [0-9]*, 1 task for 1 unit" "$work/cancel.err" | grep -o "array [0-9]*" | cut -d' ' -f2)
+grep -E "submitted node 'beta': .*--dependency=afterok:" "$work/cancel.err" | tail -1 \
+    | grep -qE "afterok:([0-9_]+:)*${new}([: )]|$)" \
+    || { cat "$work/cancel.err"; fail "the stage after it was not resubmitted behind the new array ($new)"; }
 same_outputs "$work/ref" "$d/out" || { cat "$work/cancel.err"; fail "outputs after a resubmission differ"; }
 echo "ok   scancel ${job}_5: resubmitted as its own array, later stages chained behind it, identical outputs"
 
