@@ -130,9 +130,9 @@ void nf_scene_voxel_mm(const struct nf_scene *s, const int64_t voxel[3], double 
 /* The slice of `view` through display voxel `voxel` (NF_EUSAGE outside the grid). */
 int nf_render_slice(const struct nf_scene *s, enum nf_view view, const int64_t voxel[3],
                     struct nf_image *out, struct nf_error *err);
-/* Axial slices evenly spaced through the overlay's extent along z (the
- * display slices holding a shown or defined overlay value; the whole grid when
- * none does): the extent cut into n_slices equal runs and the middle slice of
+/* Axial slices evenly spaced through the overlay's extent along z (from the
+ * lowest to the highest display slice holding a finite nonzero overlay value,
+ * whether or not above threshold; the whole grid when none does): the extent cut into n_slices equal runs and the middle slice of
  * each taken (fewer slices when the extent is thinner than n_slices), drawn
  * inferior to superior, left to right then top to bottom, n_cols tiles to a
  * row, tiles black where the last row is short. The image is n_cols * (axial

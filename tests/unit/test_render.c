@@ -684,6 +684,59 @@ static void test_out_of_memory(void **state)
     assert_true(done);
 }
 
+/* Image sizes follow render.h: a voxel axis permuted and flipped by the
+ * affine is shown along its world axis, the scale reaches min_short_side
+ * unless the long side would pass 6 times it, and style settings win over
+ * what the values suggest. */
+static void test_sizes_and_style(void **state)
+{
+    (void)state;
+    static float flat[40 * 50 * 3];
+    struct nf_grid g = {0};
+    g.dim[0] = 40;
+    g.dim[1] = 50;
+    g.dim[2] = 3;
+    /* x = 2 j, y = -2 k, z = 2 i */
+    g.affine[0][1] = 2;
+    g.affine[1][2] = -2;
+    g.affine[2][0] = 2;
+    g.affine[3][3] = 1;
+    flat[7] = -3;
+    flat[8] = 2;
+    struct nf_render_map o = {&g, flat, NULL};
+    struct nf_render_style style = {.vmax = 10, .scale = NF_SCALE_POSITIVE};
+    struct nf_error err = {0};
+    struct nf_scene s;
+    assert_int_equal(nf_scene_init(&s, NULL, &o, &style, &err), 0);
+    assert_int_equal(s.axis[0], 1);
+    assert_int_equal(s.axis[1], 2);
+    assert_int_equal(s.axis[2], 0);
+    assert_int_equal(s.flip[0], 0);
+    assert_int_equal(s.flip[1], 1);
+    assert_int_equal(s.flip[2], 0);
+    /* shortest axis 3: 200 / 3 -> 67, but the longest (50) may reach 1200: 24 */
+    assert_int_equal(s.scale, 24);
+    int w, h;
+    nf_scene_view_size(&s, NF_VIEW_AXIAL, &w, &h);      /* x: 50 voxels (j), y: 3 (k) */
+    assert_int_equal(w, 50 * 24);
+    assert_int_equal(h, 3 * 24);
+    nf_scene_view_size(&s, NF_VIEW_SAGITTAL, &w, &h);   /* y: 3, z: 40 (i) */
+    assert_int_equal(w, 3 * 24);
+    assert_int_equal(h, 40 * 24);
+    /* positive scale and vmax as asked, although values are signed and below 10 */
+    assert_false(s.signed_map);
+    assert_int_equal(s.map, NF_CMAP_VIRIDIS);
+    struct nf_colorbar cb;
+    nf_scene_colorbar(&s, &cb);
+    assert_true(cb.lo == 0 && cb.hi == 10 && cb.ticks[1] == 2.5);
+    nf_scene_release(&s);
+    /* a smaller target: 50 / 3 -> 17, capped by the long side at 300 / 50 = 6 */
+    style.min_short_side = 50;
+    assert_int_equal(nf_scene_init(&s, NULL, &o, &style, &err), 0);
+    assert_int_equal(s.scale, 6);
+    nf_scene_release(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -696,6 +749,7 @@ int main(void)
         cmocka_unit_test(test_colorbar),
         cmocka_unit_test(test_masked_overlay),
         cmocka_unit_test(test_deterministic),
+        cmocka_unit_test(test_sizes_and_style),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_out_of_memory),
     };
