@@ -13,6 +13,7 @@ extern const struct nf_node_type nf_node_mask;
 extern const struct nf_node_type nf_node_moments;
 extern const struct nf_node_type nf_node_permute;
 extern const struct nf_node_type nf_node_predict;
+extern const struct nf_node_type nf_node_report;
 extern const struct nf_node_type nf_node_ridge;
 extern const struct nf_node_type nf_node_simulate;
 extern const struct nf_node_type nf_node_summarize;
@@ -23,6 +24,7 @@ const struct nf_node_type *const nf_node_types[] = {
     &nf_node_moments,
     &nf_node_permute,
     &nf_node_predict,
+    &nf_node_report,
     &nf_node_ridge,
     &nf_node_simulate,
     &nf_node_summarize,

@@ -1,0 +1,432 @@
+/* report.c — the `report` node: one self-contained HTML page of a pipeline's
+ * results, <name>_report.html in the outputs folder, that opens offline and
+ * can be mailed (every image inline, no external file; report_page.h).
+ *
+ * It takes named inputs like summarize (`in: {t: group.stat, null: ...}`) and
+ * shows each by what it is: a map (a 1xV matrix with voxel geometry, or a 3-D
+ * volume) as orthogonal slices through its peak, an axial mosaic and
+ * glass-brain projections over an anatomical underlay with a colour bar
+ * (render.h); a column of numbers (a permutation test's null distribution of
+ * the maximum) as a histogram with its 95th percentile marked; a table as a
+ * table; a collection of maps as one glass-brain thumbnail per item. The
+ * header names the pipeline, its hash and nlflow's version, and holds the
+ * pipeline file itself. Same inputs, same bytes, except the date line.
+ *
+ * The underlay is the `underlay` input, else the file named by the
+ * parameter, else mricron-data's ch2 template (MNI space, as the simulated
+ * data) when installed; the file's content is part of the node's key.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "node.h"
+#include "io/io.h"
+#include "core/util.h"
+#include "report.h"
+#include "report_page.h"
+#include "render.h"
+#include "encode.h"
+
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+#ifndef NF_VERSION
+#define NF_VERSION "0.1.0"
+#endif
+#ifndef NF_GIT_COMMIT
+#define NF_GIT_COMMIT "unknown"
+#endif
+
+#define DEFAULT_UNDERLAY "/usr/share/mricron/templates/ch2better.nii.gz"
+
+struct report_params {
+    char *title;        /* NULL: "<pipeline> report" */
+    char *name;         /* file prefix; NULL: the pipeline's name */
+    double threshold;   /* show |v| >= threshold */
+    char *underlay;     /* a NIfTI file; NULL: the default template; "none": no underlay */
+    int64_t mosaic;     /* axial slices in the mosaic */
+};
+
+#define FIELD(f) offsetof(struct report_params, f)
+static const struct nf_param report_param_table[] = {
+    NF_PARAM_STR_F("title", FIELD(title), "", NF_PF_OPTIONAL, "page title (default: '<pipeline name> report')"),
+    NF_PARAM_STR_F("name", FIELD(name), "", NF_PF_OPTIONAL,
+                   "file prefix: <name>_report.html (default: the pipeline's name)"),
+    NF_PARAM_NUM("threshold", FIELD(threshold), 0, 0, 1e30,
+                 "maps show voxels with |value| >= threshold (0: every nonzero voxel)"),
+    NF_PARAM_PATH_F("underlay", FIELD(underlay), "", NF_PF_OPTIONAL,
+                    "anatomical image under the maps, any grid in the same space (default: mricron-data's "
+                    "ch2better MNI template when installed; none: no underlay); the `underlay` input wins"),
+    NF_PARAM_INT("mosaic", FIELD(mosaic), 12, 1, 64, "axial slices in each map's mosaic"),
+    NF_PARAM_END,
+};
+#undef FIELD
+
+static const struct nf_port report_inputs[] = {
+    { "underlay", "anatomical volume under the maps (any grid in the same space)", NF_PT_VOLUME,
+      NF_PORT_OPTIONAL },
+    { "*", "any named results to show, e.g. {t: perm.stat, null: perm.null_max, fit: ridge1.score}", NF_PT_ANY,
+      NF_PORT_VARIADIC | NF_PORT_OPTIONAL },
+    NF_PORT_END,
+};
+static const struct nf_port report_outputs[] = {
+    { "files", "the page written: columns key and path (relative to settings.outputs)", NF_PT_TABLE, 0 },
+    NF_PORT_END,
+};
+NF_PORTS_MATCH(report_inputs, REPORT_N_IN);
+NF_PORTS_MATCH(report_outputs, REPORT_N_OUT);
+
+/* The underlay file the node reads itself, or NULL. */
+static const char *underlay_path(const struct report_params *p)
+{
+    if (p->underlay && strcmp(p->underlay, "none") == 0)
+        return NULL;
+    if (p->underlay)
+        return p->underlay;
+    struct stat st;
+    return stat(DEFAULT_UNDERLAY, &st) == 0 ? DEFAULT_UNDERLAY : NULL;
+}
+
+static int report_key_files(const void *params, const struct nf_env *env, char ***paths, size_t *n,
+                            struct nf_error *err)
+{
+    (void)env;
+    const char *u = underlay_path(params);
+    *paths = NULL;
+    *n = 0;
+    if (!u)
+        return 0;
+    if (!(*paths = nf_calloc(2, sizeof **paths)) || !((*paths)[0] = nf_strdup(u))) {
+        free(*paths);
+        *paths = NULL;
+        return NF_FAIL(err, NF_ENOMEM, "out of memory");
+    }
+    *n = 1;
+    return 0;
+}
+
+static int report_resolve(struct nf_resolve *r)
+{
+    for (size_t i = 0; i < r->n_extra; i++)
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(r->extra_names[i], r->extra_names[j]) == 0)
+                return NF_FAIL_AT(r->err, NF_EINVAL, nf_node_loc(r->node), nf_node_id(r->node),
+                                  "input '%s' is named twice", r->extra_names[i]);
+    r->out[REPORT_OUT_FILES] = (struct nf_shape){ .kind = NF_KIND_TABLE, .dim = { 1, 2 } };
+    return 0;
+}
+
+/* ---- sections ---- */
+
+struct report_ctx {
+    const struct report_params *p;
+    struct nf_run *run;
+    struct report_page pg;
+    const struct nf_value *underlay;
+    int n_colorbars;
+};
+
+/* Encode an image and put it on the page. */
+static int add_image(struct report_ctx *c, const struct nf_image *im, const char *alt)
+{
+    uint8_t *png = NULL;
+    size_t n = 0;
+    int rc = nf_png_encode(im->rgb, im->width, im->height, &png, &n, c->run->err);
+    if (rc == 0 && report_page_png(&c->pg, png, n, im->width, im->height, alt) < 0)
+        rc = NF_FAIL(c->run->err, NF_ENOMEM, "out of memory");
+    free(png);
+    return rc;
+}
+
+static const char *const view_names[] = { "sagittal", "coronal", "axial" };
+
+static int map_section(struct report_ctx *c, const char *key, const struct nf_value *v)
+{
+    struct nf_render_map over, under;
+    struct nf_render_style style = { .threshold = c->p->threshold };
+    struct nf_scene scene;
+    struct nf_image im = { 0 };
+    struct nf_error *err = c->run->err;
+    int rc;
+    memset(&scene, 0, sizeof scene);
+    NF_TRY(rc = nf_render_map_of_value(v, 0, &over, err));
+    bool with_under = c->underlay && nf_render_map_of_value(c->underlay, 0, &under, err) == 0;
+    NF_TRY(rc = nf_scene_init(&scene, with_under ? &under : NULL, &over, &style, err));
+    int64_t peak[3];
+    double mm[3];
+    bool shown = nf_scene_peak(&scene, peak);
+    nf_scene_voxel_mm(&scene, peak, mm);
+    char text[320];
+    if (shown)
+        snprintf(text, sizeof text, "Peak |value| %.4g at (%.1f, %.1f, %.1f) mm; voxels with |value| >= %g are "
+                 "coloured%s.", scene.vmax, mm[0], mm[1], mm[2], c->p->threshold,
+                 with_under ? " over the underlay" : "");
+    else
+        snprintf(text, sizeof text, "No voxel reaches |value| >= %g.", c->p->threshold);
+    report_page_paragraph(&c->pg, text);
+    for (int view = 0; view < 3; view++) {
+        NF_TRY(rc = nf_render_slice(&scene, (enum nf_view)view, peak, &im, err));
+        snprintf(text, sizeof text, "%s: %s slice through the peak", key, view_names[view]);
+        NF_TRY(rc = add_image(c, &im, text));
+        nf_image_release(&im);
+    }
+    struct nf_colorbar cb;
+    nf_scene_colorbar(&scene, &cb);
+    char id[32];
+    snprintf(id, sizeof id, "cb%d", c->n_colorbars++);
+    char *svg = report_svg_colorbar(&cb.colors[0][0], cb.lo, cb.hi, key, id);
+    report_page_svg(&c->pg, svg);
+    free(svg);
+    NF_TRY(rc = nf_render_mosaic(&scene, (int)c->p->mosaic, 6, &im, NULL, NULL, err));
+    snprintf(text, sizeof text, "%s: axial mosaic", key);
+    NF_TRY(rc = add_image(c, &im, text));
+    nf_image_release(&im);
+    for (int view = 0; view < 3; view++) {
+        NF_TRY(rc = nf_render_glass(&scene, (enum nf_view)view, &im, err));
+        snprintf(text, sizeof text, "%s: glass brain, %s projection", key, view_names[view]);
+        NF_TRY(rc = add_image(c, &im, text));
+        nf_image_release(&im);
+    }
+fail:
+    nf_image_release(&im);
+    nf_scene_release(&scene);
+    return rc;
+}
+
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+/* A column of numbers: its histogram, the 95th percentile marked (for a
+ * permutation test's null maxima, the 5% family-wise threshold). */
+static int values_section(struct report_ctx *c, const char *key, const struct nf_matrix *m)
+{
+    size_t n = (size_t)(m->rows * m->cols), k = 0;
+    float *sorted = nf_malloc_array(n ? n : 1, sizeof *sorted);
+    if (!sorted)
+        return NF_FAIL(c->run->err, NF_ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++)
+        if (isfinite(m->data[i]))
+            sorted[k++] = m->data[i];
+    qsort(sorted, k, sizeof *sorted, cmp_float);
+    double q95 = k ? sorted[(size_t)ceil(0.95 * (double)k) - 1 < k ? (size_t)ceil(0.95 * (double)k) - 1 : k - 1]
+                   : NAN;
+    char text[200];
+    snprintf(text, sizeof text, "%zu values (%zu finite); 95th percentile %.4g.", n, k, q95);
+    report_page_paragraph(&c->pg, text);
+    char *svg = report_svg_histogram(m->data, n, 40, q95, "95th percentile", key);
+    report_page_svg(&c->pg, svg);
+    free(svg);
+    free(sorted);
+    return 0;
+}
+
+static int table_section(struct report_ctx *c, const struct nf_table *t)
+{
+    enum { MAX_ROWS = 200 };
+    size_t rows = t->n_rows > MAX_ROWS ? MAX_ROWS : (size_t)t->n_rows, cols = (size_t)t->n_cols;
+    const char **headers = nf_calloc(cols + 1, sizeof *headers);
+    char **cells = nf_calloc(rows * cols + 1, sizeof *cells);
+    int rc = 0;
+    if (!headers || !cells) {
+        rc = NF_FAIL(c->run->err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    for (size_t j = 0; j < cols; j++)
+        headers[j] = t->cols[j].name;
+    for (size_t r = 0; r < rows; r++)
+        for (size_t j = 0; j < cols; j++) {
+            const struct nf_column *col = &t->cols[j];
+            cells[r * cols + j] = col->str ? nf_strdup(col->str[r] ? col->str[r] : "")
+                                           : nf_asprintf("%.6g", col->num[r]);
+        }
+    struct report_table tab = { headers, cols, rows, (const char *const *)cells, -1, NULL, NULL };
+    report_page_table(&c->pg, &tab);
+    if ((size_t)t->n_rows > rows) {
+        char text[96];
+        snprintf(text, sizeof text, "(the first %zu of %lld rows)", rows, (long long)t->n_rows);
+        report_page_paragraph(&c->pg, text);
+    }
+fail:
+    for (size_t i = 0; cells && i < rows * cols; i++)
+        free(cells[i]);
+    free(cells);
+    free(headers);
+    return rc;
+}
+
+/* A collection of maps: one glass-brain (axial) thumbnail per item, up to 48. */
+static int collection_section(struct report_ctx *c, const char *key, const struct nf_value *v)
+{
+    char text[200];
+    size_t n = v->u.coll.n, shown = 0;
+    snprintf(text, sizeof text, "%zu items%s.", n, n > 48 ? " (the first 48 shown)" : "");
+    report_page_paragraph(&c->pg, text);
+    for (size_t i = 0; i < n && shown < 48; i++) {
+        const struct nf_value *it = v->u.coll.items[i];
+        struct nf_render_map over;
+        struct nf_error e = { 0 };
+        if (!it || nf_render_map_of_value(it, 0, &over, &e) < 0)
+            continue;   /* not a map: nothing to draw for it */
+        struct nf_render_style style = { .threshold = c->p->threshold, .min_short_side = 90 };
+        struct nf_scene scene;
+        struct nf_image im = { 0 };
+        memset(&scene, 0, sizeof scene);
+        int rc = nf_scene_init(&scene, NULL, &over, &style, c->run->err);
+        if (rc == 0)
+            rc = nf_render_glass(&scene, NF_VIEW_AXIAL, &im, c->run->err);
+        snprintf(text, sizeof text, "%s: %s", key, it->label ? it->label : "item");
+        if (rc == 0)
+            rc = add_image(c, &im, text);
+        nf_image_release(&im);
+        nf_scene_release(&scene);
+        if (rc < 0)
+            return rc;
+        shown++;
+    }
+    return 0;
+}
+
+static int input_section(struct report_ctx *c, const char *key, const struct nf_value *v)
+{
+    char heading[160], anchor[160];
+    snprintf(heading, sizeof heading, "%s", key);
+    snprintf(anchor, sizeof anchor, "in-%s", key);
+    report_page_section(&c->pg, heading, anchor);
+    bool is_map = (v->kind == NF_KIND_MATRIX && v->u.mat.geom && v->u.mat.rows == 1) ||
+                  (v->kind == NF_KIND_VOLUME && v->u.vol.nt == 1);
+    if (is_map)
+        return map_section(c, key, v);
+    if (v->kind == NF_KIND_MATRIX && (v->u.mat.rows == 1 || v->u.mat.cols == 1))
+        return values_section(c, key, &v->u.mat);
+    if (v->kind == NF_KIND_TABLE)
+        return table_section(c, &v->u.tab);
+    if (v->kind == NF_KIND_COLLECTION)
+        return collection_section(c, key, v);
+    char text[200];
+    snprintf(text, sizeof text, "A %s (not drawn: the report shows maps, columns of numbers, tables and "
+             "collections of maps).", nf_kind_name(v->kind));
+    report_page_paragraph(&c->pg, text);
+    return 0;
+}
+
+static void header(struct report_ctx *c)
+{
+    const struct nf_env *env = c->run->env;
+    char date[64] = "";
+    time_t now = time(NULL);
+    struct tm tm;
+    if (gmtime_r(&now, &tm))
+        strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", &tm);
+    char version[96];
+    snprintf(version, sizeof version, "%s (commit %s)", NF_VERSION, NF_GIT_COMMIT);
+    const char *names[] = { "pipeline", "pipeline file", "pipeline hash", "nlflow", "made" };
+    const char *values[] = { env && env->pipeline_name ? env->pipeline_name : "",
+                             env && env->pipeline_file ? env->pipeline_file : "",
+                             env && env->pipeline_hash ? env->pipeline_hash : "", version, date };
+    report_page_facts(&c->pg, names, values, 5);
+    if (env && env->pipeline_file) {
+        struct nf_error e = { 0 };
+        size_t len;
+        char *text = nf_read_file(env->pipeline_file, &len, &e);
+        if (text)
+            report_page_details(&c->pg, "the pipeline file", text);
+        free(text);
+    }
+}
+
+static int report_run(struct nf_run *run)
+{
+    const struct report_params *p = run->params;
+    const struct nf_env *env = run->env;
+    struct report_ctx c = { .p = p, .run = run };
+    struct nf_value *owned_under = NULL, *files = NULL;
+    char *html = NULL, *path = NULL, *file = NULL;
+    int rc = 0;
+    if (!env || !env->outputs_dir)
+        return NF_FAIL(run->err, NF_EBUG, "report run without an outputs folder");
+    c.underlay = run->in[REPORT_IN_UNDERLAY];
+    if (!c.underlay && underlay_path(p)) {
+        owned_under = nf_nifti_read(underlay_path(p), run->err);
+        if (!owned_under)
+            return nf_error_on_node(run->node, run->err, run->err->code);
+        c.underlay = owned_under;
+    }
+    const char *pipeline = env->pipeline_name ? env->pipeline_name : "nlflow";
+    char title[256];
+    snprintf(title, sizeof title, "%s", p->title ? p->title : "");
+    if (!p->title)
+        snprintf(title, sizeof title, "%s report", pipeline);
+    report_page_begin(&c.pg, title);
+    header(&c);
+    for (size_t i = 0; i < run->n_extra; i++)
+        if (run->extra_in[i])
+            NF_TRY(rc = input_section(&c, run->extra_names[i], run->extra_in[i]));
+    size_t len = 0;
+    html = report_page_end(&c.pg, &len);
+    if (!html) {
+        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory building the report");
+        goto fail;
+    }
+    file = nf_asprintf("%s_report.html", p->name ? p->name : pipeline);
+    path = file ? nf_path_join(env->outputs_dir, file) : NULL;
+    if (!path) {
+        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    NF_TRY(rc = nf_mkdirs(env->outputs_dir, run->err));
+    NF_TRY(rc = nf_write_file_atomic(path, html, len, run->err));
+    if (!(files = nf_value_new_table(1, 2, run->err)) ||
+        nf_table_column_string(files, 0, "key", run->err) < 0 ||
+        nf_table_column_string(files, 1, "path", run->err) < 0) {
+        rc = run->err->code ? run->err->code : NF_ENOMEM;
+        goto fail;
+    }
+    files->u.tab.cols[0].str[0] = nf_strdup("report");
+    files->u.tab.cols[1].str[0] = nf_strdup(file);
+    if (!files->u.tab.cols[0].str[0] || !files->u.tab.cols[1].str[0]) {
+        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    run->out[REPORT_OUT_FILES] = files;
+    files = NULL;
+    nf_log("nlflow: node '%s': wrote %s (%.1f MB)", nf_node_id(run->node), path, (double)len / 1e6);
+fail:
+    report_page_release(&c.pg);
+    nf_value_unref(owned_under);
+    nf_value_unref(files);
+    free(html);
+    free(path);
+    free(file);
+    return rc < 0 ? nf_error_on_node(run->node, run->err, rc) : 0;
+}
+
+const struct nf_node_type nf_node_report = {
+    .name = "report",
+    .summary = "one self-contained HTML page of the results: maps as slices, mosaics and glass brains, charts, tables",
+    .description =
+        "Writes <name>_report.html under settings.outputs: one file, every image inline (PNG data: URIs, "
+        "SVG charts), no external script, font or style, so it opens offline and can be mailed. Each named "
+        "input is shown by what it is: a map (1xV with voxel geometry, or a 3-D volume) as sagittal, coronal "
+        "and axial slices through its peak, an axial mosaic and three glass-brain projections over an "
+        "underlay, thresholded at `threshold`, with a colour bar (RdBu_r for signed maps, viridis for "
+        "positive ones); a column of numbers (e.g. a permutation test's null_max) as a histogram with its "
+        "95th percentile marked; a table as a table; a collection of maps as one glass-brain thumbnail per "
+        "item. The header names the pipeline, its hash, nlflow's version and holds the pipeline file. The "
+        "same inputs give the same bytes except the date line.",
+    .version = 1,
+    .params = report_param_table,
+    .params_size = sizeof(struct report_params),
+    .inputs = report_inputs,
+    .outputs = report_outputs,
+    .resolve = report_resolve,
+    .run_cpu = report_run,
+    .key_files = report_key_files,
+    .flags = NF_NODE_SINK | NF_NODE_NO_MAP,
+};
