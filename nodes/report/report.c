@@ -120,6 +120,53 @@ static int report_resolve(struct nf_resolve *r)
     return 0;
 }
 
+/* The underlay at most ~1.5 million voxels: a template at 1 mm (7 million)
+ * is averaged over 2x2x2 blocks. Every picture is drawn on the underlay's
+ * grid, so its size sets the report's time (percentiles, sampling, PNGs),
+ * and maps are rarely finer than 2 mm. Owned; NULL on out of memory. */
+static struct nf_value *underlay_for_display(const struct nf_value *u, struct nf_error *err)
+{
+    const struct nf_grid *g = &u->u.vol.grid;
+    int64_t nvox = nf_grid_nvox(g), f = 1;
+    while (nvox / (f * f * f) > 1500000)
+        f++;
+    if (f == 1)
+        return nf_value_ref((struct nf_value *)u);
+    struct nf_grid d = *g;
+    for (int a = 0; a < 3; a++) {
+        d.dim[a] = (g->dim[a] + f - 1) / f;
+        d.pixdim[a] = g->pixdim[a] * (double)f;
+    }
+    /* voxel i of the new grid is the block [f i, f i + f) of the old: its centre */
+    for (int r = 0; r < 3; r++) {
+        for (int c = 0; c < 3; c++) {
+            d.affine[r][3] += g->affine[r][c] * (double)(f - 1) / 2;
+            d.affine[r][c] = g->affine[r][c] * (double)f;
+        }
+    }
+    struct nf_value *out = nf_value_new_volume(&d, 3, 1, err);
+    if (!out)
+        return NULL;
+    const float *src = u->u.vol.data;
+    for (int64_t z = 0; z < d.dim[2]; z++)
+        for (int64_t y = 0; y < d.dim[1]; y++)
+            for (int64_t x = 0; x < d.dim[0]; x++) {
+                double sum = 0;
+                int64_t n = 0;
+                for (int64_t k = z * f; k < z * f + f && k < g->dim[2]; k++)
+                    for (int64_t j = y * f; j < y * f + f && j < g->dim[1]; j++)
+                        for (int64_t i = x * f; i < x * f + f && i < g->dim[0]; i++) {
+                            float v = src[(k * g->dim[1] + j) * g->dim[0] + i];
+                            if (isfinite(v)) {
+                                sum += v;
+                                n++;
+                            }
+                        }
+                out->u.vol.data[(z * d.dim[1] + y) * d.dim[0] + x] = n ? (float)(sum / (double)n) : NAN;
+            }
+    return out;
+}
+
 /* ---- sections ---- */
 
 struct report_ctx {
@@ -351,12 +398,21 @@ static int report_run(struct nf_run *run)
     int rc = 0;
     if (!env || !env->outputs_dir)
         return NF_FAIL(run->err, NF_EBUG, "report run without an outputs folder");
-    c.underlay = run->in[REPORT_IN_UNDERLAY];
-    if (!c.underlay && underlay_path(p)) {
-        owned_under = nf_nifti_read(underlay_path(p), run->err);
-        if (!owned_under)
+    const struct nf_value *under = run->in[REPORT_IN_UNDERLAY];
+    struct nf_value *read = NULL;
+    if (!under && underlay_path(p)) {
+        if (!(read = nf_nifti_read(underlay_path(p), run->err)))
             return nf_error_on_node(run->node, run->err, run->err->code);
+        under = read;
+    }
+    if (under && under->kind == NF_KIND_VOLUME) {
+        owned_under = underlay_for_display(under, run->err);
+        nf_value_unref(read);
+        if (!owned_under)
+            return nf_error_on_node(run->node, run->err, run->err->code ? run->err->code : NF_ENOMEM);
         c.underlay = owned_under;
+    } else {
+        nf_value_unref(read);
     }
     const char *pipeline = env->pipeline_name ? env->pipeline_name : "nlflow";
     char title[256];
