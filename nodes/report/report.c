@@ -346,6 +346,8 @@ static int input_section(struct report_ctx *c, const char *key, const struct nf_
     snprintf(heading, sizeof heading, "%s", key);
     snprintf(anchor, sizeof anchor, "in-%s", key);
     report_page_section(&c->pg, heading, anchor);
+    if (v->kind == NF_KIND_COLLECTION && v->u.coll.n == 1 && v->u.coll.items[0])
+        v = v->u.coll.items[0];   /* one subject: shown in full */
     bool is_map = (v->kind == NF_KIND_MATRIX && v->u.mat.geom && v->u.mat.rows == 1) ||
                   (v->kind == NF_KIND_VOLUME && v->u.vol.nt == 1);
     if (is_map)
