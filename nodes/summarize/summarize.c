@@ -1340,8 +1340,9 @@ static int summarize_threshold(struct summarize_ctx *ctx, struct nf_value **tabl
     nf_strbuf_addf(sb, ",\n    \"min_cluster_size\": %" PRId64 ", \"connectivity\": 26, "
                    "\"atlas\": %s, \"atlas_labels\": ", p->min_cluster_size,
                    atlas ? "true" : "false");
-    if (names.path)
-        nf_strbuf_add_json_str(sb, names.path);
+    if (names.path)   /* its name only: the same results wherever the data lie */
+        nf_strbuf_add_json_str(sb, strrchr(names.path, '/') ? strrchr(names.path, '/') + 1
+                                                            : names.path);
     else
         nf_strbuf_addf(sb, "null");
     nf_strbuf_addf(sb, ", \"min_peak_distance_mm\": %g, \"n_voxels\": %" PRId64

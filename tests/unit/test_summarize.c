@@ -471,8 +471,7 @@ static void test_atlas_regions(void **state)
     assert_string_equal(col[8].str[2], "Background 100%");   /* nothing but label 0 */
     assert_true(col[9].num[0] == 64 && isnan(col[9].num[1]) && col[9].num[2] == 8);
     char *summary = read_out(fx, "summary.json");
-    assert_non_null(strstr(summary, "\"atlas_labels\": \"") );
-    assert_non_null(strstr(summary, "atl.nii.txt\""));
+    assert_non_null(strstr(summary, "\"atlas_labels\": \"atl.nii.txt\""));
     free(summary);
     result_release(&r);
 
