@@ -902,8 +902,10 @@ static int cmp_cand(const void *pa, const void *pb)
 /* The peaks of one cluster, as nilearn's get_clusters_table finds them: its
  * local maxima of |value| (no 26-neighbour in the cluster larger), by
  * decreasing |value| (ties in C order, as for the cluster's peak, which comes
- * first), each kept when at least SUM_PEAK_DISTANCE_MM from every peak kept
- * before it; at most 1 + SUM_MAX_SUBPEAKS. slot: grid offset -> map voxel
+ * first), each kept when more than SUM_PEAK_DISTANCE_MM from every peak kept
+ * before it; at most 1 + SUM_MAX_SUBPEAKS. Unlike nilearn, a plateau of equal
+ * maxima is not replaced by its centre of mass: its voxels are candidates in
+ * C order, and the distance rule keeps the first. slot: grid offset -> map voxel
  * for surviving voxels (every surviving neighbour of a member is a member:
  * clusters are connected components). cand holds n. */
 static size_t cluster_peaks(const struct map_view *mv, const int64_t *slot,
@@ -941,7 +943,7 @@ static size_t cluster_peaks(const struct map_view *mv, const int64_t *slot,
             offset_to_world(g, map_offset(mv, peaks[r]), other);
             for (int a = 0; a < 3; a++)
                 d2 += (xyz[a] - other[a]) * (xyz[a] - other[a]);
-            far = d2 >= SUM_PEAK_DISTANCE_MM * SUM_PEAK_DISTANCE_MM;
+            far = d2 > SUM_PEAK_DISTANCE_MM * SUM_PEAK_DISTANCE_MM;
         }
         if (far)
             peaks[n_peaks++] = cand[q].voxel;
@@ -1600,7 +1602,7 @@ static void summarize_check(const void *params, const struct nf_loc *loc, const 
 }
 
 /* Thresholding works on one map: a pass flag, a cluster id and a thresholded copy
- * per voxel, plus a grid-sized lookup; 2 MNI grids' worth is a fair bound when
+ * per voxel, plus grid-sized lookups; 2 MNI grids' worth is a fair bound when
  * the map's grid is not known here (the atlas grid is used when connected). */
 static uint64_t summarize_estimate(const void *params, const struct nf_shape *in,
                                    const struct nf_shape *out)
@@ -1613,7 +1615,9 @@ static uint64_t summarize_estimate(const void *params, const struct nf_shape *in
     if (in && in[SUMMARIZE_IN_ATLAS].kind == NF_KIND_VOLUME)
         nvox = (uint64_t)(in[SUMMARIZE_IN_ATLAS].dim[0] * in[SUMMARIZE_IN_ATLAS].dim[1] *
                           in[SUMMARIZE_IN_ATLAS].dim[2]);
-    return nvox * (1 + 8 + 4 + 8 + 4 + 4);
+    /* + the cluster table: a grid-sized slot (8) and, per surviving voxel at
+     * most, its member index, label and peak candidate (8 + 8 + 24) */
+    return nvox * (1 + 8 + 4 + 8 + 4 + 4 + 8 + 40);
 }
 
 /* atlas_labels (node.h key_files): the file's content, not its name, is part
@@ -1672,7 +1676,7 @@ static const struct nf_port summarize_inputs[] = {
 
 static const struct nf_port summarize_outputs[] = {
     {"table", "clusters of the thresholded map (cluster, size, peak_value, peak_x, peak_y, "
-     "peak_z, label, peak_region, regions, size_mm3; sub-peak rows 1a, 1b, ...); empty "
+     "peak_z, label, peak_region, regions, size_mm3; sub-peak rows 1a, 1b, 1c); empty "
      "without thresholding", NF_PT_TABLE, 0},
     {"files", "every file written: columns key and path (relative to settings.outputs)",
      NF_PT_TABLE, 0},
@@ -1695,8 +1699,8 @@ const struct nf_node_type nf_node_summarize = {
         "and 1 (not 0) outside the mask. With `threshold` and/or `p_below`, one map is "
         "thresholded and its 26-connected clusters are listed with size (voxels and mm3), "
         "peak (world mm), the atlas label and region name there, and the regions the cluster "
-        "covers by share of its voxels; local maxima at least 8 mm from the cluster's "
-        "stronger peaks follow as sub-peak rows (1a, 1b, ..., as nilearn's "
+        "covers by share of its voxels; up to three local maxima more than 8 mm from the "
+        "cluster's stronger peaks follow as sub-peak rows (1a, 1b, 1c, as nilearn's "
         "get_clusters_table). Region names come from `atlas_labels` or a label file beside "
         "the atlas. summary.json and dataset_description.json are written last.",
     .version = 2,

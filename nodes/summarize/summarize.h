@@ -28,10 +28,11 @@ enum { SUMMARIZE_OUT_TABLE, SUMMARIZE_OUT_FILES, SUMMARIZE_N_OUT };
 /* Columns of the cluster table: cluster, size, peak_value, peak_x, peak_y,
  * peak_z, label, peak_region, regions, size_mm3. */
 #define SUM_CLUSTER_COLUMNS 10
-/* Sub-peaks: local maxima at least this far (mm) from the cluster's stronger
- * listed peaks (nilearn's min_distance), at most SUM_MAX_SUBPEAKS per cluster. */
+/* Sub-peaks: local maxima more than this far (mm) from the cluster's stronger
+ * listed peaks (nilearn's min_distance), at most SUM_MAX_SUBPEAKS per cluster
+ * (nilearn's get_clusters_table reports the peak and at most three). */
 #define SUM_PEAK_DISTANCE_MM 8.0
-#define SUM_MAX_SUBPEAKS 26
+#define SUM_MAX_SUBPEAKS 3
 
 extern const struct nf_node_type nf_node_summarize;
 

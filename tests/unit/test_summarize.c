@@ -415,8 +415,8 @@ static void write_text(const char *path, const char *text)
  * i at (j, k) = (4, 4) with values 9 4 3 5 3 4 7 6 for i = 1..8 (local maxima
  * 9 at i=1, 5 at i=4, 7 at i=7), and one voxel -8 at (8, 1, 1). The atlas has
  * label 1 for i <= 2, 2 for i = 3..4, 3 for i >= 5 and 0 at the lone voxel.
- * Peaks are kept 8 mm apart: 7 at i=7 is 12 mm from the peak (sub-peak 1a),
- * 5 at i=4 only 6 mm (dropped). Voxels are 2 mm: 8 mm3 each. */
+ * Peaks are kept more than 8 mm apart: 7 at i=7 is 12 mm from the peak
+ * (sub-peak 1a), 5 at i=4 only 6 mm (dropped). Voxels are 2 mm: 8 mm3 each. */
 static void test_atlas_regions(void **state)
 {
     struct fixture *fx = *state;
@@ -529,6 +529,48 @@ static void test_atlas_regions(void **state)
     free(txt);
     free(dseg);
     free(bad);
+    nf_params_release(&nf_node_summarize, &p);
+}
+
+/* Sub-peaks are more than 8 mm apart and at most three: a plane of 3s at k = 6
+ * (i 0..9, j 1..8) with maxima A 10 at (0,1), B 9.5 at (4,1) (exactly 8 mm
+ * from A: dropped), C 9 at (9,1), D 8 at (0,8), E 7 at (9,8), F 6 at (5,5)
+ * (10+ mm from all, but a fourth sub-peak: dropped). */
+static void test_subpeak_rules(void **state)
+{
+    struct fixture *fx = *state;
+    float full[NX * NY * NZ] = {0};
+    for (int j = 1; j < NY; j++)
+        for (int i = 0; i < NX; i++)
+            full[OFF(i, j, 6)] = 3.0f;
+    full[OFF(0, 1, 6)] = 10.0f;
+    full[OFF(4, 1, 6)] = 9.5f;
+    full[OFF(9, 1, 6)] = 9.0f;
+    full[OFF(0, 8, 6)] = 8.0f;
+    full[OFF(9, 8, 6)] = 7.0f;
+    full[OFF(5, 5, 6)] = 6.0f;
+    struct nf_value *m = map_matrix(fx, full);
+    struct summarize_params p;
+    struct sum_result r;
+    const char *names[] = {"score"};
+    params_init(&p);
+    p.threshold = 2.5;
+    run_summarize(fx, &p, 1, names, &m, NULL, &r);
+    assert_int_equal(r.rc, 0);
+    const struct nf_value *tab = r.out[SUMMARIZE_OUT_TABLE];
+    assert_int_equal(tab->u.tab.n_rows, 4);
+    static const char *const ids[] = {"1", "1a", "1b", "1c"};
+    static const double values[] = {10, 9, 8, 7};
+    static const int at[4][2] = {{0, 1}, {9, 1}, {0, 8}, {9, 8}};
+    for (int q = 0; q < 4; q++) {
+        assert_string_equal(tab->u.tab.cols[0].str[q], ids[q]);
+        assert_true(num_at(tab, 2, q) == values[q]);
+        assert_peak(fx, tab, q, at[q][0], at[q][1], 6);
+        assert_string_equal(tab->u.tab.cols[7].str[q], "n/a");   /* no atlas */
+    }
+    assert_true(num_at(tab, 1, 0) == 80 && num_at(tab, 9, 0) == 640);
+    result_release(&r);
+    nf_value_unref(m);
     nf_params_release(&nf_node_summarize, &p);
 }
 
@@ -907,6 +949,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_clusters_matrix, setup, teardown),
         cmocka_unit_test_setup_teardown(test_clusters_volume, setup, teardown),
         cmocka_unit_test_setup_teardown(test_atlas_regions, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_subpeak_rules, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tails_and_min_size, setup, teardown),
         cmocka_unit_test_setup_teardown(test_map_semantics, setup, teardown),
         cmocka_unit_test_setup_teardown(test_p_below, setup, teardown),
