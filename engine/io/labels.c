@@ -182,7 +182,8 @@ static int parse_line(struct nf_label_names *l, const char *path, int line, char
     if (fmt == LBL_LUT) {
         /* "index R G B name with spaces": keep the name's spaces */
         if (strlen(text) >= sizeof copy)
-            return NF_FAIL(err, NF_EDATA, "label file '%s', line %d: line too long", path, line);
+            return NF_FAIL(err, NF_EDATA, "label file '%s', line %d: longer than %zu characters",
+                           path, line, sizeof copy - 1);
         strcpy(copy, text);
         size_t n = split_fields(copy, false, field, 5);
         if (n == 5 && is_number(field[1]) && is_number(field[2]) && is_number(field[3])) {

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/util.h"
@@ -250,7 +251,8 @@ static void test_malformed(void **state)
                  "'name')");
 }
 
-/* Size guard: a file over the bound is refused before it is read. */
+/* Size guard: a file over the bound is refused before it is read; missing
+ * files, folders and FIFOs are i/o errors. */
 static void test_too_large(void **state)
 {
     (void)state;
@@ -275,6 +277,13 @@ static void test_too_large(void **state)
                                  "directory");
     assert_int_equal(nf_label_names_read(dir, &l, &err), NF_EIO);
     assert_non_null(strstr(err.msg, "it is a folder"));
+    /* a FIFO would block the reader: refused before opening */
+    char *fifo = nf_path_join(dir, "names.txt");
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    assert_int_equal(nf_label_names_read(fifo, &l, &err), NF_EIO);
+    assert_non_null(strstr(err.msg, "FIFO"));
+    unlink(fifo);
+    free(fifo);
 }
 
 int main(void)
