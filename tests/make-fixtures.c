@@ -40,6 +40,16 @@ fail:
 static float ramp(int64_t v, int64_t t) { return (float)(v + 100 * t) * 0.5f; }
 static float inside(int64_t v, int64_t t) { (void)t; return (v % 7 != 0) ? 1.0f : 0.0f; }
 static float nothing(int64_t v, int64_t t) { (void)v; (void)t; return 0.0f; }
+static float three_regions(int64_t v, int64_t t) { (void)t; return (float)(1 + v % 3); }
+
+/* Label-name files for atlas.nii.gz (summarize's atlas_labels): each broken
+ * in one way; atlas_bad.nii.txt is found beside atlas_bad.nii.gz. */
+static const struct { const char *name, *text; size_t len; } label_files[] = {
+    { "labels_dup.txt", "1 Left\n2 Right\n1 Middle\n", 0 },
+    { "labels_nocol_dseg.tsv", "index\tlabel\n1\tLeft\n", 0 },
+    { "labels_binary.lut", "\x00\x01\x02\xcc\xcb", 5 },
+    { "atlas_bad.nii.txt", "1 Left\n2.5 Right\n", 0 },
+};
 
 int main(int argc, char **argv)
 {
@@ -70,8 +80,19 @@ int main(int argc, char **argv)
         write_vol(dir, "truncated.nii.gz", &g, 8, ramp) < 0 ||
         write_vol(dir, "sub-01_bold.nii.gz", &g, 8, ramp) < 0 ||
         write_vol(dir, "sub-02_bold.nii.gz", &g, 8, ramp) < 0 ||
-        write_vol(dir, "sub-03_bold.nii.gz", &g, 6, ramp) < 0)
+        write_vol(dir, "sub-03_bold.nii.gz", &g, 6, ramp) < 0 ||
+        write_vol(dir, "atlas.nii.gz", &g, 1, three_regions) < 0 ||
+        write_vol(dir, "atlas_bad.nii.gz", &g, 1, three_regions) < 0)
         return 1;
+    for (size_t i = 0; i < sizeof label_files / sizeof *label_files; i++) {
+        char *path = nf_path_join(dir, label_files[i].name);
+        size_t len = label_files[i].len ? label_files[i].len : strlen(label_files[i].text);
+        if (nf_write_file_atomic(path, label_files[i].text, len, &err) < 0) {
+            nf_error_print(&err);
+            return 1;
+        }
+        free(path);
+    }
     /* cut the gzip stream in the middle of the voxel data */
     char *trunc = nf_path_join(dir, "truncated.nii.gz");
     FILE *f = fopen(trunc, "rb");

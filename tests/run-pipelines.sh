@@ -45,9 +45,16 @@ g="$work/pipelines/results/group-permutation/group_stat-t_clusters.tsv"
 [ -s "$g" ] || fail "group-permutation wrote no cluster table"
 awk -F'\t' 'NR == 2 { d = ($4-40)^2 + ($5+20)^2 + ($6-40)^2; exit !(d <= 225 && $2 >= 20) }' "$g" ||
     { cat "$g"; fail "group-permutation: the largest cluster is not the planted sphere"; }
+# the atlas simulate wrote (atlas.nii.txt beside it) names the planted sphere,
+# which covers most of the cluster
+awk -F'\t' 'NR == 1 { ok = $8 == "peak_region" && $9 == "regions" && $10 == "size_mm3" }
+            NR == 2 { split($9, first, " "); ok = ok && $1 == "1" && $7 == "1" && $8 == "planted_roi" &&
+                      first[1] == "planted_roi" && first[2] + 0 >= 50 && $10 == $2 * 64 }
+            END { exit !ok }' "$g" ||
+    { cat "$g"; fail "group-permutation: the cluster table does not name the planted region"; }
 grep -q "^exact	yes" "$work/pipelines/results/group-permutation/group_stat-permutation.tsv" ||
     fail "group-permutation: 2^12 sign flips <= 5000 should make the test exact"
-echo "ok   group-permutation finds the planted sphere at p_fwe < 0.05"
+echo "ok   group-permutation finds the planted sphere at p_fwe < 0.05 and names its region"
 
 # An independent reader: nibabel (Debian's python3-nibabel), when installed.
 PY=/usr/bin/python3

@@ -103,4 +103,29 @@ struct nf_value *nf_npy_read(const char *path, struct nf_error *err);
 int nf_npy_read_info(const char *path, int64_t *rows, int64_t *cols, struct nf_error *err);
 int nf_npy_write(const char *path, const struct nf_matrix *m, struct nf_error *err);
 
+/* Names of an atlas's labels (labels.c): mricron's "index name [code]" text
+ * (aal.nii.txt), colour look-up tables (.lut: "index name R G B [A]" or
+ * "index R G B name"), BIDS _dseg.tsv (header columns index and name), chosen
+ * by the file name. A malformed file (an index that is not an integer from 0
+ * to NF_LABELS_MAX_INDEX, a duplicate, an empty name, binary data, no label at
+ * all, a file over NF_LABELS_MAX_BYTES) is NF_EDATA naming the file and line. */
+#define NF_LABELS_MAX_BYTES (16 << 20)
+#define NF_LABELS_MAX_INDEX (1 << 24)   /* labels are float32 integers in a volume */
+#define NF_LABELS_MAX_NAME 255
+struct nf_label_name { int64_t index; char *name; int line; };
+struct nf_label_names {
+    size_t n;
+    struct nf_label_name *v;   /* in file order */
+    char *path;                /* the file they came from */
+};
+int nf_label_names_read(const char *path, struct nf_label_names *out, struct nf_error *err);
+void nf_label_names_release(struct nf_label_names *l);
+/* The name of label `index`, NULL when the file does not name it. */
+const char *nf_label_name(const struct nf_label_names *l, int64_t index);
+/* The label file beside an atlas volume, first found of: FILE.txt without .gz
+ * (aal.nii.gz -> aal.nii.txt, as mricron-data ships them), STEM.txt, STEM.lut
+ * (STEM: FILE without .nii/.nii.gz), and for STEM ending in _dseg, STEM.tsv.
+ * *found: an owned path, or NULL when there is none. */
+int nf_label_names_sidecar(const char *volume_path, char **found, struct nf_error *err);
+
 #endif

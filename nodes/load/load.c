@@ -516,6 +516,34 @@ static int load_input_files(const void *params, char ***paths, char ***labels, s
     return *n == found ? 0 : NF_FAIL(err, NF_ENOMEM, "out of memory");
 }
 
+/* The label-name file beside an atlas image (io.h nf_label_names_sidecar:
+ * aal.nii.gz -> aal.nii.txt, ...), which summarize reads by the loaded
+ * value's path: its content is part of this node's key (node.h key_files),
+ * so that editing the names reruns the tables that show them, while the image
+ * itself keeps its own content key. Globs (collections of subjects) have none. */
+static int load_key_files(const void *params, const struct nf_env *env, char ***paths, size_t *n,
+                          struct nf_error *err)
+{
+    const struct load_params *p = params;
+    char *found = NULL;
+    (void)env;
+    *paths = NULL;
+    *n = 0;
+    if (path_has_glob(p->path) || nf_file_format_of(p->path) != NF_FMT_NIFTI)
+        return 0;
+    int rc = nf_label_names_sidecar(p->path, &found, err);
+    if (rc < 0 || !found)
+        return rc;
+    *paths = nf_calloc(1, sizeof **paths);
+    if (!*paths) {
+        free(found);
+        return NF_FAIL(err, NF_ENOMEM, "out of memory");
+    }
+    (*paths)[0] = found;
+    *n = 1;
+    return 0;
+}
+
 const struct nf_node_type nf_node_load = {
     .name = "load",
     .summary = "read a NIfTI image, a TSV/CSV table or a .npy array (a glob gives a collection)",
@@ -543,5 +571,6 @@ const struct nf_node_type nf_node_load = {
     .run_cpu = load_run,
     .run_gpu = NULL,
     .input_files = load_input_files,
+    .key_files = load_key_files,
     .flags = NF_NODE_SOURCE,
 };

@@ -476,7 +476,27 @@ static int build_atlas(const struct nf_geom *geom, const int64_t *roi, int64_t n
     return 0;
 }
 
-/* write/: sub-XX/func/sub-XX_task-sim_bold.nii.gz, mask, truth, atlas, design,
+/* atlas.nii.txt, the names of the atlas's labels in mricron's format (found
+ * beside atlas.nii.gz by summarize, io.h nf_label_names_sidecar): label 1 is
+ * the planted ROI, the boxes are parcel_2, parcel_3, ... */
+static int write_atlas_names(const char *dir, const struct nf_volume *atlas, struct nf_error *err)
+{
+    struct nf_strbuf sb;
+    float top = 0;
+    int64_t nvox = nf_grid_nvox(&atlas->grid);
+    for (int64_t v = 0; v < nvox; v++)
+        top = fmaxf(top, atlas->data[v]);
+    nf_strbuf_init(&sb);
+    nf_strbuf_addf(&sb, "1 planted_roi\n");
+    for (int64_t label = 2; label <= (int64_t)top; label++)
+        nf_strbuf_addf(&sb, "%" PRId64 " parcel_%" PRId64 "\n", label, label);
+    int rc = sb.oom ? NF_FAIL(err, NF_ENOMEM, "out of memory") : write_text(dir, "atlas.nii.txt", sb.buf, err);
+    nf_strbuf_release(&sb);
+    return rc;
+}
+
+/* write/: sub-XX/func/sub-XX_task-sim_bold.nii.gz, mask, truth, atlas (and its
+ * names, atlas.nii.txt), design,
  * labels, plus the two JSON files that make it a valid BIDS raw data set. */
 static int write_dataset(const char *dir, struct nf_value **out, const struct nf_volume *atlas,
                          struct nf_error *err)
@@ -526,6 +546,7 @@ static int write_dataset(const char *dir, struct nf_value **out, const struct nf
                                             "nlflow simulate truth", err));
     WRITE_IN("atlas.nii.gz", nf_nifti_write(path, &atlas->grid, 1, atlas->data, SIM_INTENT_LABEL,
                                             "nlflow simulate atlas", err));
+    NF_TRY(rc = write_atlas_names(dir, atlas, err));
     WRITE_IN("design.tsv", nf_table_write(path, &out[SIMULATE_OUT_X]->u.tab, err));
     WRITE_IN("labels.tsv", nf_table_write(path, &out[SIMULATE_OUT_Y]->u.tab, err));
 #undef WRITE_IN
@@ -778,7 +799,7 @@ static const struct nf_param simulate_param_table[] = {
     NF_PARAM_PATH_F("write", FIELD(write), "", NF_PF_OPTIONAL,
                     "folder to also write the data set to as BIDS-like files (sub-XX/func/"
                     "sub-XX_task-sim_bold.nii.gz, mask, truth, design.tsv, labels.tsv, and atlas.nii.gz: label 1 the "
-                    "ROI sphere, 2, 3, ... 30 mm boxes of the other brain voxels)"),
+                    "ROI sphere, 2, 3, ... 30 mm boxes of the other brain voxels; names in atlas.nii.txt)"),
     NF_PARAM_END,
 };
 #undef FIELD

@@ -661,6 +661,7 @@ struct cluster {
     int64_t peak;       /* map voxel of the largest |value| (first in C order on ties) */
     int64_t peak_rank;  /* c_order_rank of the peak, for deterministic ties */
     float peak_value;
+    int64_t id;         /* component number from label_clusters (cid values) */
 };
 
 static int cluster_order(const void *pa, const void *pb)
@@ -725,7 +726,7 @@ static int label_clusters(const struct map_view *mv, const bool *pass, int64_t *
             cl = grown;
         }
         struct cluster *k = &cl[n];
-        *k = (struct cluster){.size = 0, .peak = seed,
+        *k = (struct cluster){.size = 0, .peak = seed, .id = (int64_t)n,
                               .peak_rank = c_order_rank(g, map_offset(mv, seed)),
                               .peak_value = mv->values[seed]};
         int64_t head = 0, tail = 0;
@@ -794,49 +795,315 @@ static struct nf_value *table_oom(struct nf_value *tab, struct nf_error *err)
     return NULL;
 }
 
-static struct nf_value *cluster_table(const struct summarize_ctx *ctx, const struct map_view *mv,
-                                      const struct cluster *cl, size_t n, const float *atlas,
-                                      struct nf_error *err)
+/* What an atlas says about a cluster table: the label volume (by grid offset)
+ * and the names of its labels (names NULL: no label file). */
+struct atlas_info {
+    const float *labels;
+    const struct nf_label_names *names;
+};
+
+/* The integer label of grid offset off, -1 when the atlas holds something else
+ * there (NaN, a fraction, a negative number). */
+static int64_t atlas_label_at(const struct atlas_info *at, int64_t off)
+{
+    float a = at->labels[off];
+    if (!isfinite(a) || a != rintf(a) || a < 0 || a > (float)NF_LABELS_MAX_INDEX)
+        return -1;
+    return (int64_t)a;
+}
+
+/* peak_region: the name of a labelled region, "" for label 0 or a label the
+ * file does not name (n/a without an atlas). */
+static char *peak_region_text(const struct atlas_info *at, int64_t off)
+{
+    if (!at->labels)
+        return nf_strdup("n/a");
+    int64_t label = atlas_label_at(at, off);
+    const char *name = label > 0 ? nf_label_name(at->names, label) : NULL;
+    return nf_strdup(name ? name : "");
+}
+
+struct label_count { int64_t label, count; };
+
+static int cmp_i64(const void *pa, const void *pb)
+{
+    int64_t a = *(const int64_t *)pa, b = *(const int64_t *)pb;
+    return (a > b) - (a < b);
+}
+
+static int cmp_share(const void *pa, const void *pb)
+{
+    const struct label_count *a = pa, *b = pb;
+    if (a->count != b->count)
+        return a->count > b->count ? -1 : 1;
+    return (a->label > b->label) - (a->label < b->label);
+}
+
+/* regions: the labels a cluster covers, "name 62%; name 30%" by decreasing
+ * share of its voxels (ties by label), label 0 left out unless it is all there
+ * is; a label without a name is written as its number. `work` holds n. */
+static char *regions_text(const struct atlas_info *at, const struct map_view *mv,
+                          const int64_t *members, int64_t n, int64_t *work)
+{
+    struct nf_strbuf sb;
+    struct label_count *lc;
+    size_t n_lc = 0;
+    int64_t n_labelled = 0;
+    if (!at->labels)
+        return nf_strdup("n/a");
+    for (int64_t m = 0; m < n; m++) {
+        int64_t label = atlas_label_at(at, map_offset(mv, members[m]));
+        if (label >= 0)
+            work[n_labelled++] = label;
+    }
+    qsort(work, (size_t)n_labelled, sizeof *work, cmp_i64);
+    lc = nf_malloc((size_t)(n_labelled ? n_labelled : 1) * sizeof *lc);
+    if (!lc)
+        return NULL;
+    bool only_zero = n_labelled == 0 || work[n_labelled - 1] == 0;
+    for (int64_t m = 0; m < n_labelled; m++) {
+        if (work[m] == 0 && !only_zero)
+            continue;
+        if (n_lc && lc[n_lc - 1].label == work[m])
+            lc[n_lc - 1].count++;
+        else
+            lc[n_lc++] = (struct label_count){work[m], 1};
+    }
+    qsort(lc, n_lc, sizeof *lc, cmp_share);
+    nf_strbuf_init(&sb);
+    for (size_t i = 0; i < n_lc; i++) {
+        const char *name = nf_label_name(at->names, lc[i].label);
+        if (name)
+            nf_strbuf_addf(&sb, "%s%s %.0f%%", i ? "; " : "", name,
+                           100.0 * (double)lc[i].count / (double)n);
+        else
+            nf_strbuf_addf(&sb, "%s%" PRId64 " %.0f%%", i ? "; " : "", lc[i].label,
+                           100.0 * (double)lc[i].count / (double)n);
+    }
+    free(lc);
+    if (sb.oom) {
+        nf_strbuf_release(&sb);
+        return NULL;
+    }
+    char *text = nf_strbuf_detach(&sb);
+    return text ? text : nf_strdup("");
+}
+
+struct peak_cand { int64_t voxel; float mag; int64_t rank; };
+
+static int cmp_cand(const void *pa, const void *pb)
+{
+    const struct peak_cand *a = pa, *b = pb;
+    if (a->mag != b->mag)
+        return a->mag > b->mag ? -1 : 1;
+    return (a->rank > b->rank) - (a->rank < b->rank);
+}
+
+/* The peaks of one cluster, as nilearn's get_clusters_table finds them: its
+ * local maxima of |value| (no 26-neighbour in the cluster larger), by
+ * decreasing |value| (ties in C order, as for the cluster's peak, which comes
+ * first), each kept when more than SUM_PEAK_DISTANCE_MM from every peak kept
+ * before it; at most 1 + SUM_MAX_SUBPEAKS. Unlike nilearn, a plateau of equal
+ * maxima is not replaced by its centre of mass: its voxels are candidates in
+ * C order, and the distance rule keeps the first. slot: grid offset -> map voxel
+ * for surviving voxels (every surviving neighbour of a member is a member:
+ * clusters are connected components). cand holds n. */
+static size_t cluster_peaks(const struct map_view *mv, const int64_t *slot,
+                            const int64_t *members, int64_t n, struct peak_cand *cand,
+                            int64_t peaks[1 + SUM_MAX_SUBPEAKS])
+{
+    const struct nf_grid *g = mv->grid;
+    const int64_t nx = g->dim[0], ny = g->dim[1], nz = g->dim[2];
+    size_t n_cand = 0, n_peaks = 0;
+    for (int64_t m = 0; m < n; m++) {
+        int64_t c = members[m], off = map_offset(mv, c);
+        int64_t i = off % nx, j = (off / nx) % ny, k = off / (nx * ny);
+        float mag = fabsf(mv->values[c]);
+        bool is_max = true;
+        for (int64_t dk = -1; dk <= 1 && is_max; dk++)
+            for (int64_t dj = -1; dj <= 1 && is_max; dj++)
+                for (int64_t di = -1; di <= 1 && is_max; di++) {
+                    int64_t a = i + di, b = j + dj, z = k + dk;
+                    if (a < 0 || a >= nx || b < 0 || b >= ny || z < 0 || z >= nz)
+                        continue;
+                    int64_t nb = slot[a + nx * (b + ny * z)];
+                    if (nb >= 0 && fabsf(mv->values[nb]) > mag)
+                        is_max = false;
+                }
+        if (is_max)
+            cand[n_cand++] = (struct peak_cand){c, mag, c_order_rank(g, off)};
+    }
+    qsort(cand, n_cand, sizeof *cand, cmp_cand);
+    for (size_t q = 0; q < n_cand && n_peaks < 1 + SUM_MAX_SUBPEAKS; q++) {
+        double xyz[3];
+        bool far = true;
+        offset_to_world(g, map_offset(mv, cand[q].voxel), xyz);
+        for (size_t r = 0; r < n_peaks && far; r++) {
+            double other[3], d2 = 0;
+            offset_to_world(g, map_offset(mv, peaks[r]), other);
+            for (int a = 0; a < 3; a++)
+                d2 += (xyz[a] - other[a]) * (xyz[a] - other[a]);
+            far = d2 > SUM_PEAK_DISTANCE_MM * SUM_PEAK_DISTANCE_MM;
+        }
+        if (far)
+            peaks[n_peaks++] = cand[q].voxel;
+    }
+    return n_peaks;
+}
+
+static int new_cluster_table(size_t rows, struct nf_value **out, struct nf_error *err)
 {
     static const char *const names[SUM_CLUSTER_COLUMNS] = {
-        "cluster", "size", "peak_value", "peak_x", "peak_y", "peak_z", "label"};
-    struct nf_value *tab = nf_value_new_table((int64_t)n, SUM_CLUSTER_COLUMNS, err);
-    (void)ctx;
+        "cluster", "size", "peak_value", "peak_x", "peak_y", "peak_z", "label",
+        "peak_region", "regions", "size_mm3"};
+    static const bool numeric[SUM_CLUSTER_COLUMNS] = {
+        false, true, true, true, true, true, false, false, false, true};
+    struct nf_value *tab = nf_value_new_table((int64_t)rows, SUM_CLUSTER_COLUMNS, err);
+    *out = NULL;
     if (!tab)
-        return NULL;
+        return err->code ? err->code : NF_ENOMEM;
     for (int c = 0; c < SUM_CLUSTER_COLUMNS; c++) {
         struct nf_column *col = &tab->u.tab.cols[c];
         col->name = nf_strdup(names[c]);
-        col->numeric = c < SUM_CLUSTER_COLUMNS - 1;
+        col->numeric = numeric[c];
         if (col->numeric)
-            col->num = nf_calloc(n ? n : 1, sizeof(double));
+            col->num = nf_calloc(rows ? rows : 1, sizeof(double));
         else
-            col->str = nf_calloc(n ? n : 1, sizeof(char *));
-        if (!col->name || (col->numeric ? !col->num : !col->str))
-            goto oom;
+            col->str = nf_calloc(rows ? rows : 1, sizeof(char *));
+        if (!col->name || (col->numeric ? !col->num : !col->str)) {
+            table_oom(tab, err);
+            return NF_ENOMEM;
+        }
     }
+    *out = tab;
+    return 0;
+}
+
+/* The cluster table: one row per cluster (its id, size, peak, the atlas label
+ * and region there, the regions it covers, its volume), then a row per
+ * sub-peak ("3a", "3b": position, value and region; size and regions n/a and
+ * ""). cid: each map voxel's component; row_of: a component's cluster (-1:
+ * dropped). */
+static struct nf_value *cluster_table(const struct map_view *mv, const struct cluster *cl,
+                                      size_t n, const int64_t *cid, const int64_t *row_of,
+                                      const struct atlas_info *at, struct nf_error *err)
+{
+    struct nf_value *tab = NULL;
+    int64_t *slot = NULL, *members = NULL, *start = NULL, *work = NULL;
+    int64_t (*peaks)[1 + SUM_MAX_SUBPEAKS] = NULL;
+    size_t *n_peaks = NULL, rows = 0;
+    struct peak_cand *cand = NULL;
+
+    if (n == 0) {
+        new_cluster_table(0, &tab, err);
+        return tab;
+    }
+    const struct nf_grid *g = mv->grid;
+    int64_t nvox = nf_grid_nvox(g), total = 0;
+    for (size_t r = 0; r < n; r++)
+        total += cl[r].size;
+    slot = nf_malloc((size_t)nvox * sizeof *slot);
+    members = nf_malloc((size_t)total * sizeof *members);
+    start = nf_calloc(n + 1, sizeof *start);
+    work = nf_malloc((size_t)total * sizeof *work);
+    cand = nf_malloc((size_t)total * sizeof *cand);
+    peaks = nf_malloc(n * sizeof *peaks);
+    n_peaks = nf_calloc(n, sizeof *n_peaks);
+    if (!slot || !members || !start || !work || !cand || !peaks || !n_peaks)
+        goto oom;
+    /* the members of each cluster, grouped by row (counting sort) */
+    for (int64_t o = 0; o < nvox; o++)
+        slot[o] = -1;
+    for (size_t r = 0; r < n; r++)
+        start[r + 1] = start[r] + cl[r].size;
+    for (int64_t c = 0; c < mv->n; c++)
+        if (cid[c] >= 0 && row_of[cid[c]] >= 0) {
+            slot[map_offset(mv, c)] = c;
+            members[start[row_of[cid[c]]]++] = c;
+        }
+    for (size_t r = n; r > 0; r--)   /* back to each row's first member */
+        start[r] = start[r - 1];
+    start[0] = 0;
     for (size_t r = 0; r < n; r++) {
-        int64_t off = map_offset(mv, cl[r].peak);
-        double xyz[3];
-        offset_to_world(mv->grid, off, xyz);
-        tab->u.tab.cols[0].num[r] = (double)(r + 1);
-        tab->u.tab.cols[1].num[r] = (double)cl[r].size;
-        tab->u.tab.cols[2].num[r] = cl[r].peak_value;
-        for (int a = 0; a < 3; a++)
-            tab->u.tab.cols[3 + a].num[r] = xyz[a];
-        if (atlas && isfinite(atlas[off]) && atlas[off] == rint(atlas[off]))
-            tab->u.tab.cols[6].str[r] = nf_asprintf("%.0f", (double)atlas[off]);
-        else if (atlas)
-            tab->u.tab.cols[6].str[r] = nf_asprintf("%g", (double)atlas[off]);
-        else
-            tab->u.tab.cols[6].str[r] = nf_strdup("n/a");
-        if (!tab->u.tab.cols[6].str[r])
-            goto oom;
+        n_peaks[r] = cluster_peaks(mv, slot, members + start[r], cl[r].size, cand, peaks[r]);
+        rows += n_peaks[r] ? n_peaks[r] : 1;
     }
-    return tab;
+    if (new_cluster_table(rows, &tab, err) < 0)
+        goto fail;
+    /* voxel volume: |det| of the affine's 3x3 part */
+    const double (*A)[4] = g->affine;
+    double voxel_mm3 = fabs(A[0][0] * (A[1][1] * A[2][2] - A[1][2] * A[2][1]) -
+                            A[0][1] * (A[1][0] * A[2][2] - A[1][2] * A[2][0]) +
+                            A[0][2] * (A[1][0] * A[2][1] - A[1][1] * A[2][0]));
+    struct nf_column *col = tab->u.tab.cols;
+    size_t row = 0;
+    for (size_t r = 0; r < n; r++) {
+        size_t np = n_peaks[r] ? n_peaks[r] : 1;
+        for (size_t q = 0; q < np; q++, row++) {
+            int64_t voxel = q == 0 ? cl[r].peak : peaks[r][q];
+            int64_t off = map_offset(mv, voxel);
+            double xyz[3];
+            offset_to_world(g, off, xyz);
+            col[0].str[row] = q == 0 ? nf_asprintf("%zu", r + 1)
+                                     : nf_asprintf("%zu%c", r + 1, (char)('a' + q - 1));
+            col[1].num[row] = q == 0 ? (double)cl[r].size : NAN;
+            col[2].num[row] = mv->values[voxel];
+            for (int a = 0; a < 3; a++)
+                col[3 + a].num[row] = xyz[a];
+            if (!at->labels)
+                col[6].str[row] = nf_strdup("n/a");
+            else if (isfinite(at->labels[off]) && at->labels[off] == rintf(at->labels[off]))
+                col[6].str[row] = nf_asprintf("%.0f", (double)at->labels[off]);
+            else
+                col[6].str[row] = nf_asprintf("%g", (double)at->labels[off]);
+            col[7].str[row] = peak_region_text(at, off);
+            col[8].str[row] = q == 0 ? regions_text(at, mv, members + start[r], cl[r].size, work)
+                                     : nf_strdup("");
+            col[9].num[row] = q == 0 ? (double)cl[r].size * voxel_mm3 : NAN;
+            if (!col[0].str[row] || !col[6].str[row] || !col[7].str[row] || !col[8].str[row])
+                goto oom;
+        }
+    }
+    goto done;
 
 oom:
-    return table_oom(tab, err);
+    NF_FAIL(err, NF_ENOMEM, "out of memory building the cluster table");
+fail:
+    nf_value_unref(tab);
+    tab = NULL;
+done:
+    free(slot);
+    free(members);
+    free(start);
+    free(work);
+    free(cand);
+    free(peaks);
+    free(n_peaks);
+    return tab;
+}
+
+/* The names of the atlas's labels: from atlas_labels when given, else from a
+ * file found beside the one the atlas was loaded from (io.h
+ * nf_label_names_sidecar); names->n == 0 when there is none. A malformed file
+ * is an error on the node. */
+static int read_atlas_names(const struct summarize_params *p, const char *atlas_path,
+                            const struct nf_node_inst *node, struct nf_label_names *names,
+                            struct nf_error *err)
+{
+    char *path = NULL;
+    int rc = 0;
+    memset(names, 0, sizeof *names);
+    if (p->atlas_labels)
+        path = nf_strdup(p->atlas_labels);
+    else
+        NF_TRY(rc = nf_label_names_sidecar(atlas_path, &path, err));
+    if (p->atlas_labels && !path)
+        return NF_FAIL(err, NF_ENOMEM, "out of memory");
+    if (path)
+        rc = nf_label_names_read(path, names, err);
+    free(path);
+fail:
+    return nf_error_on_node(node, err, rc);
 }
 
 /* Threshold one map, label its clusters, write the thresholded map and the
@@ -850,9 +1117,10 @@ static int summarize_threshold(struct summarize_ctx *ctx, struct nf_value **tabl
     struct nf_value *target = NULL, *pmap = NULL, *atlas = NULL, *table = NULL;
     struct map_view mv, pv;
     struct cluster *cl = NULL;
+    struct nf_label_names names = {0};
     size_t n_cl = 0, n_kept = 0;
     bool *pass = NULL, *kept = NULL;
-    int64_t *cid = NULL, n_pass = 0;
+    int64_t *cid = NULL, *row_of = NULL, n_pass = 0;
     float *pfull = NULL, *thr = NULL;
     char bids[128], list[512];
     char *name = NULL, *path = NULL;
@@ -946,6 +1214,12 @@ static int summarize_threshold(struct summarize_ctx *ctx, struct nf_value **tabl
                             ga);
             goto fail;
         }
+        NF_TRY(rc = read_atlas_names(p, run->in[SUMMARIZE_IN_ATLAS]->path, node, &names, err));
+    } else if (p->atlas_labels) {
+        rc = NF_FAIL_AT(err, NF_EINVAL, nf_node_loc(node), nf_node_id(node),
+                        "atlas_labels names the regions of an atlas, but no atlas input is "
+                        "connected");
+        goto fail;
     }
 
     pass = nf_calloc((size_t)(mv.n ? mv.n : 1), sizeof *pass);
@@ -982,6 +1256,15 @@ static int summarize_threshold(struct summarize_ctx *ctx, struct nf_value **tabl
         }
     if (n_kept > 1)     /* cl is NULL when nothing passed the threshold */
         qsort(cl, n_kept, sizeof *cl, cluster_order);
+    row_of = nf_malloc((n_cl ? n_cl : 1) * sizeof *row_of);
+    if (!row_of) {
+        rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    for (size_t k = 0; k < n_cl; k++)
+        row_of[k] = -1;
+    for (size_t r = 0; r < n_kept; r++)
+        row_of[cl[r].id] = (int64_t)r;
 
     name = file_name(ctx, NULL, bids, "_desc-thresholded_statmap.nii.gz");
     path = name ? nf_path_join(ctx->outdir, name) : NULL;
@@ -1027,7 +1310,9 @@ static int summarize_threshold(struct summarize_ctx *ctx, struct nf_value **tabl
     free(path);
     name = path = NULL;
 
-    table = cluster_table(ctx, &mv, cl, n_kept, atlas ? atlas->u.vol.data : NULL, err);
+    struct atlas_info at = {.labels = atlas ? atlas->u.vol.data : NULL,
+                            .names = names.n ? &names : NULL};
+    table = cluster_table(&mv, cl, n_kept, cid, row_of, &at, err);
     if (!table) {
         rc = err->code ? err->code : NF_ENOMEM;
         goto fail;
@@ -1055,9 +1340,15 @@ static int summarize_threshold(struct summarize_ctx *ctx, struct nf_value **tabl
     else
         nf_strbuf_add_json_str(sb, p_key_of(p));
     nf_strbuf_addf(sb, ",\n    \"min_cluster_size\": %" PRId64 ", \"connectivity\": 26, "
-                   "\"atlas\": %s, \"n_voxels\": %" PRId64 ", \"n_clusters\": %zu, "
-                   "\"files\": [", p->min_cluster_size, atlas ? "true" : "false", n_pass,
-                   n_kept);
+                   "\"atlas\": %s, \"atlas_labels\": ", p->min_cluster_size,
+                   atlas ? "true" : "false");
+    if (names.path)   /* its name only: the same results wherever the data lie */
+        nf_strbuf_add_json_str(sb, strrchr(names.path, '/') ? strrchr(names.path, '/') + 1
+                                                            : names.path);
+    else
+        nf_strbuf_addf(sb, "null");
+    nf_strbuf_addf(sb, ", \"min_peak_distance_mm\": %g, \"n_voxels\": %" PRId64
+                   ", \"n_clusters\": %zu, \"files\": [", SUM_PEAK_DISTANCE_MM, n_pass, n_kept);
     /* the thresholded map, its sidecar, the cluster table */
     for (size_t f = ctx->n_files - 3; f < ctx->n_files; f++) {
         nf_strbuf_add_json_str(sb, ctx->files[f].name);
@@ -1077,6 +1368,8 @@ fail:
     free(pass);
     free(kept);
     free(cid);
+    free(row_of);
+    nf_label_names_release(&names);
     free(pfull);
     free(thr);
     free(name);
@@ -1203,7 +1496,7 @@ static int summarize_run(struct nf_run *run)
     if (thresholding(p)) {
         NF_TRY(rc = summarize_threshold(&ctx, &clusters));
     } else {
-        clusters = cluster_table(&ctx, NULL, NULL, 0, NULL, run->err);
+        clusters = cluster_table(NULL, NULL, 0, NULL, NULL, &(struct atlas_info){0}, run->err);
         if (!clusters) {
             rc = run->err->code ? run->err->code : NF_ENOMEM;
             goto fail;
@@ -1270,6 +1563,20 @@ static int summarize_resolve(struct nf_resolve *r)
             goto fail;
         }
     }
+    /* the label file is read now, so that `nlflow validate` reports a bad one */
+    if (p->atlas_labels && !nf_node_input_wired(r->node, SUMMARIZE_IN_ATLAS)) {
+        rc = NF_FAIL_AT(r->err, NF_EINVAL, nf_node_loc(r->node), nf_node_id(r->node),
+                        "atlas_labels names the regions of an atlas, but no atlas input is "
+                        "connected");
+        goto fail;
+    }
+    const char *atlas_path = r->in ? r->in[SUMMARIZE_IN_ATLAS].path : NULL;
+    if (thresholding(p) && (p->atlas_labels || atlas_path)) {
+        struct nf_label_names names;
+        rc = read_atlas_names(p, atlas_path, r->node, &names, r->err);
+        nf_label_names_release(&names);
+        NF_TRY(rc);
+    }
     r->out[SUMMARIZE_OUT_TABLE] = (struct nf_shape){.kind = NF_KIND_TABLE,
                                               .dim = {0, SUM_CLUSTER_COLUMNS}};
     r->out[SUMMARIZE_OUT_FILES] = (struct nf_shape){.kind = NF_KIND_TABLE, .dim = {0, 2}};
@@ -1295,7 +1602,7 @@ static void summarize_check(const void *params, const struct nf_loc *loc, const 
 }
 
 /* Thresholding works on one map: a pass flag, a cluster id and a thresholded copy
- * per voxel, plus a grid-sized lookup; 2 MNI grids' worth is a fair bound when
+ * per voxel, plus grid-sized lookups; 2 MNI grids' worth is a fair bound when
  * the map's grid is not known here (the atlas grid is used when connected). */
 static uint64_t summarize_estimate(const void *params, const struct nf_shape *in,
                                    const struct nf_shape *out)
@@ -1308,7 +1615,31 @@ static uint64_t summarize_estimate(const void *params, const struct nf_shape *in
     if (in && in[SUMMARIZE_IN_ATLAS].kind == NF_KIND_VOLUME)
         nvox = (uint64_t)(in[SUMMARIZE_IN_ATLAS].dim[0] * in[SUMMARIZE_IN_ATLAS].dim[1] *
                           in[SUMMARIZE_IN_ATLAS].dim[2]);
-    return nvox * (1 + 8 + 4 + 8 + 4 + 4);
+    /* + the cluster table: a grid-sized slot (8) and, per surviving voxel at
+     * most, its member index, label and peak candidate (8 + 8 + 24) */
+    return nvox * (1 + 8 + 4 + 8 + 4 + 4 + 8 + 40);
+}
+
+/* atlas_labels (node.h key_files): the file's content, not its name, is part
+ * of the key, so that an edited label file rewrites the tables. A label file
+ * found beside the atlas enters the key through load's (load.c). */
+static int summarize_key_files(const void *params, const struct nf_env *env, char ***paths,
+                               size_t *n, struct nf_error *err)
+{
+    const struct summarize_params *p = params;
+    (void)env;
+    *paths = NULL;
+    *n = 0;
+    if (!p->atlas_labels)
+        return 0;
+    *paths = nf_calloc(1, sizeof **paths);
+    if (!*paths || !((*paths)[0] = nf_strdup(p->atlas_labels))) {
+        free(*paths);
+        *paths = NULL;
+        return NF_FAIL(err, NF_ENOMEM, "out of memory");
+    }
+    *n = 1;
+    return 0;
 }
 
 #define FIELD(f) offsetof(struct summarize_params, f)
@@ -1326,12 +1657,17 @@ static const struct nf_param summarize_param_table[] = {
                  "drop clusters (26-connected) with fewer voxels"),
     NF_PARAM_STR_F("name", FIELD(name), "", NF_PF_OPTIONAL,
                    "file-name prefix (default: the pipeline name)"),
+    NF_PARAM_PATH_F("atlas_labels", FIELD(atlas_labels), "", NF_PF_OPTIONAL | NF_PF_NOT_KEYED,
+                    "names of the atlas's labels (mricron .txt, .lut, BIDS _dseg.tsv); default: "
+                    "the file beside the atlas (aal.nii.gz: aal.nii.txt, aal.txt, aal.lut; "
+                    "x_dseg.nii.gz: x_dseg.tsv)"),
     NF_PARAM_END,
 };
 #undef FIELD
 
 static const struct nf_port summarize_inputs[] = {
-    {"atlas", "integer label image on the maps' grid: names the peak of each cluster",
+    {"atlas", "integer label image on the maps' grid: labels and names the regions of each "
+     "cluster",
      NF_PT_VOLUME, NF_PORT_OPTIONAL},
     {"*", "any named results to write, e.g. {score: ridge1.score, p: perm.p}", NF_PT_ANY,
      NF_PORT_VARIADIC | NF_PORT_OPTIONAL},
@@ -1340,7 +1676,8 @@ static const struct nf_port summarize_inputs[] = {
 
 static const struct nf_port summarize_outputs[] = {
     {"table", "clusters of the thresholded map (cluster, size, peak_value, peak_x, peak_y, "
-     "peak_z, label); empty without thresholding", NF_PT_TABLE, 0},
+     "peak_z, label, peak_region, regions, size_mm3; sub-peak rows 1a, 1b, 1c); empty "
+     "without thresholding", NF_PT_TABLE, 0},
     {"files", "every file written: columns key and path (relative to settings.outputs)",
      NF_PT_TABLE, 0},
     NF_PORT_END,
@@ -1360,9 +1697,13 @@ const struct nf_node_type nf_node_summarize = {
         "name of each volume of a 4D map; t maps carry intent t-test with their degrees of "
         "freedom, correlation maps intent correl, z maps z-score, p/p_fwe/q maps intent pval "
         "and 1 (not 0) outside the mask. With `threshold` and/or `p_below`, one map is "
-        "thresholded and its 26-connected clusters are listed with size, peak (world mm) and "
-        "atlas label. summary.json and dataset_description.json are written last.",
-    .version = 1,
+        "thresholded and its 26-connected clusters are listed with size (voxels and mm3), "
+        "peak (world mm), the atlas label and region name there, and the regions the cluster "
+        "covers by share of its voxels; up to three local maxima more than 8 mm from the "
+        "cluster's stronger peaks follow as sub-peak rows (1a, 1b, 1c, as nilearn's "
+        "get_clusters_table). Region names come from `atlas_labels` or a label file beside "
+        "the atlas. summary.json and dataset_description.json are written last.",
+    .version = 2,
     .params = summarize_param_table,
     .params_size = sizeof(struct summarize_params),
     .inputs = summarize_inputs,
@@ -1371,5 +1712,6 @@ const struct nf_node_type nf_node_summarize = {
     .resolve = summarize_resolve,
     .estimate = summarize_estimate,
     .run_cpu = summarize_run,
+    .key_files = summarize_key_files,
     .flags = NF_NODE_SINK | NF_NODE_NO_MAP,
 };

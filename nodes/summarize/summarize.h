@@ -17,6 +17,7 @@ struct summarize_params {
     char *p_key;               /* input holding the p-values ("p") */
     int64_t min_cluster_size;  /* smaller clusters are dropped */
     char *name;                /* file-name prefix; NULL: the pipeline name */
+    char *atlas_labels;        /* label-name file of the atlas; NULL: found beside it */
 };
 
 /* Ports, in table order. */
@@ -24,8 +25,14 @@ struct summarize_params {
 enum { SUMMARIZE_IN_ATLAS, SUMMARIZE_IN_MAPS, SUMMARIZE_N_IN };
 enum { SUMMARIZE_OUT_TABLE, SUMMARIZE_OUT_FILES, SUMMARIZE_N_OUT };
 
-/* Columns of the cluster table. */
-#define SUM_CLUSTER_COLUMNS 7
+/* Columns of the cluster table: cluster, size, peak_value, peak_x, peak_y,
+ * peak_z, label, peak_region, regions, size_mm3. */
+#define SUM_CLUSTER_COLUMNS 10
+/* Sub-peaks: local maxima more than this far (mm) from the cluster's stronger
+ * listed peaks (nilearn's min_distance), at most SUM_MAX_SUBPEAKS per cluster
+ * (nilearn's get_clusters_table reports the peak and at most three). */
+#define SUM_PEAK_DISTANCE_MM 8.0
+#define SUM_MAX_SUBPEAKS 3
 
 extern const struct nf_node_type nf_node_summarize;
 

@@ -64,6 +64,11 @@ static char *tmpdir;
                       "  m: {type: mask, in: {data: truth, mask: brain}}\n" \
                       "  a: {type: mask, in: {data: atlas, mask: brain}}\n" \
                       "  t: {type: summarize, in: {m: m, a: a, p: a}, @P}\n"
+#define CTX_SUMMARIZE_ATLAS "  brain: {type: load, path: data/mask.nii.gz}\n" \
+                            "  truth: {type: load, path: data/truth.nii.gz}\n" \
+                            "  atlas: {type: load, path: data/atlas.nii.gz}\n" \
+                            "  m: {type: mask, in: {data: truth, mask: brain}}\n" \
+                            "  t: {type: summarize, in: {atlas: atlas, m: m}, @P}\n"
 #define CTX_FAULT "  t: {type: debug_fault, @P}\n"
 #define CTX_MOMENTS IMAGES "  t: {type: moments, in: {data: voxels}@P}\n"
 
@@ -143,6 +148,8 @@ static const struct decision decisions[] = {
     { "summarize", "min_cluster_size", CTX_SUMMARIZE, "threshold: 0.5, threshold_key: m", "min_cluster_size: 1",
       "min_cluster_size: 1000", true, NULL },
     { "summarize", "name", CTX_SUMMARIZE, "", "name: one", "name: two", true, NULL },
+    { "summarize", "atlas_labels", CTX_SUMMARIZE_ATLAS, "threshold: 0.5, threshold_key: m",
+      "atlas_labels: data/names1.txt", "atlas_labels: data/names2.txt", true, NULL },
     { "debug_fault", "chunks", CTX_FAULT, "", "chunks: 3", "chunks: 4", true, NULL },
     { "debug_fault", "chunk_size", CTX_FAULT, "", "chunk_size: 10", "chunk_size: 20", true, NULL },
     { "debug_fault", "seed", CTX_FAULT, "", "seed: 1", "seed: 2", true, NULL },
@@ -471,6 +478,46 @@ static void test_load_labels_keyed(void **state)
     free(cmd);
 }
 
+static void write_names(const char *name, const char *text)
+{
+    struct nf_error err = { 0 };
+    char *path = nf_asprintf("%s/%s", tmpdir, name);
+    assert_int_equal(nf_write_file_atomic(path, text, strlen(text), &err), 0);
+    free(path);
+}
+
+/* Label names are read by content: summarize's atlas_labels, and the file
+ * beside a loaded atlas (through load's key). Other names under the same file
+ * name change the key and the cluster table. */
+static void test_atlas_label_files_keyed(void **state)
+{
+    (void)state;
+    const struct decision given = { "summarize", "atlas_labels", CTX_SUMMARIZE_ATLAS,
+                                    "threshold: 0.5, threshold_key: m", "atlas_labels: n.txt",
+                                    "atlas_labels: n.txt", true, NULL };
+    write_names("n.txt", "1 Roi\n");
+    struct outcome a = run_version(&given, false);
+    write_names("n.txt", "1 Sphere\n");
+    struct outcome b = run_version(&given, true);
+    assert_false(nf_key_equal(a.key, b.key));
+    assert_false(nf_key_equal(a.results, b.results));
+
+    const struct decision beside = { "summarize", "threshold", CTX_SUMMARIZE_ATLAS, "threshold_key: m",
+                                     "threshold: 0.5", "threshold: 0.5", true, NULL };
+    struct outcome none = run_version(&beside, false);
+    write_names("data/atlas.nii.txt", "1 Roi\n");
+    a = run_version(&beside, false);
+    write_names("data/atlas.nii.txt", "1 Sphere\n");
+    b = run_version(&beside, true);
+    assert_false(nf_key_equal(none.key, a.key));
+    assert_false(nf_key_equal(none.results, a.results));
+    assert_false(nf_key_equal(a.key, b.key));
+    assert_false(nf_key_equal(a.results, b.results));
+    char *cmd = nf_asprintf("rm -f '%s/n.txt' '%s/data/atlas.nii.txt'", tmpdir, tmpdir);
+    assert_int_equal(system(cmd), 0);
+    free(cmd);
+}
+
 /* ---- fixtures ---- */
 
 static int setup(void **state)
@@ -498,7 +545,8 @@ static int setup(void **state)
         return -1;
     nf_pipeline_free(p);
     nf_diags_release(&d);
-    char *cmd = nf_asprintf("cd '%s' && rm -f make-data.yaml && mkdir -p data/copy && cp data/design.tsv data/copy/",
+    char *cmd = nf_asprintf("cd '%s' && rm -f make-data.yaml && mkdir -p data/copy && cp data/design.tsv data/copy/"
+                            " && printf '1 Roi\\n' > data/names1.txt && printf '1 Sphere\\n' > data/names2.txt",
                             tmpdir);
     int rc = system(cmd);
     free(cmd);
@@ -523,6 +571,7 @@ int main(void)
         cmocka_unit_test(test_key_changes_exactly_when_results_do),
         cmocka_unit_test(test_simulate_mask_content_keyed),
         cmocka_unit_test(test_load_labels_keyed),
+        cmocka_unit_test(test_atlas_label_files_keyed),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -335,7 +335,8 @@ static void check_two_tailed(struct fixture *fx, struct nf_value *map, bool with
     assert_string_equal(tab->u.tab.cols[6].name, "label");
     /* A and B merge through their shared corner: 16 voxels, then C with 4. */
     assert_int_equal(tab->u.tab.n_rows, 2);
-    assert_true(num_at(tab, 0, 0) == 1 && num_at(tab, 0, 1) == 2);
+    assert_string_equal(tab->u.tab.cols[0].str[0], "1");
+    assert_string_equal(tab->u.tab.cols[0].str[1], "2");
     assert_true(num_at(tab, 1, 0) == 16);
     assert_true(num_at(tab, 2, 0) == 6.0);
     assert_peak(fx, tab, 0, 4, 4, 4);
@@ -344,6 +345,11 @@ static void check_two_tailed(struct fixture *fx, struct nf_value *map, bool with
     assert_peak(fx, tab, 1, 8, 7, 1);
     assert_string_equal(tab->u.tab.cols[6].str[0], with_atlas ? "11" : "n/a");
     assert_string_equal(tab->u.tab.cols[6].str[1], with_atlas ? "22" : "n/a");
+    /* no label file: no names; A and B lie where i < 6 (11), C where i >= 6 (22) */
+    assert_string_equal(tab->u.tab.cols[7].str[0], with_atlas ? "" : "n/a");
+    assert_string_equal(tab->u.tab.cols[8].str[0], with_atlas ? "11 100%" : "n/a");
+    assert_string_equal(tab->u.tab.cols[8].str[1], with_atlas ? "22 100%" : "n/a");
+    assert_true(num_at(tab, 9, 0) == 16 * 8.0 && num_at(tab, 9, 1) == 4 * 8.0);
 
     /* The thresholded map keeps exactly the supra-threshold voxels. */
     struct nf_error err = {0};
@@ -395,6 +401,177 @@ static void test_clusters_volume(void **state)
     struct nf_value *v = map_volume(fx, fx->full);
     check_two_tailed(fx, v, true);
     nf_value_unref(v);
+}
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *fp = fopen(path, "wb");
+    assert_non_null(fp);
+    fputs(text, fp);
+    fclose(fp);
+}
+
+/* Region names, shares, volume and sub-peaks, worked out by hand: a bar along
+ * i at (j, k) = (4, 4) with values 9 4 3 5 3 4 7 6 for i = 1..8 (local maxima
+ * 9 at i=1, 5 at i=4, 7 at i=7), and one voxel -8 at (8, 1, 1). The atlas has
+ * label 1 for i <= 2, 2 for i = 3..4, 3 for i >= 5 and 0 at the lone voxel.
+ * Peaks are kept more than 8 mm apart: 7 at i=7 is 12 mm from the peak
+ * (sub-peak 1a), 5 at i=4 only 6 mm (dropped). Voxels are 2 mm: 8 mm3 each. */
+static void test_atlas_regions(void **state)
+{
+    struct fixture *fx = *state;
+    static const float bar[8] = {9, 4, 3, 5, 3, 4, 7, 6};
+    float full[NX * NY * NZ] = {0}, labels[NX * NY * NZ] = {0};
+    for (int i = 1; i <= 8; i++) {
+        full[OFF(i, 4, 4)] = bar[i - 1];
+        labels[OFF(i, 4, 4)] = i <= 2 ? 1.0f : i <= 4 ? 2.0f : 3.0f;
+    }
+    full[OFF(8, 1, 1)] = -8.0f;
+    struct nf_value *m = map_matrix(fx, full), *atlas = map_volume(fx, labels);
+    char *atlas_path = nf_path_join(fx->dir, "atl.nii.gz");
+    char *txt = nf_path_join(fx->dir, "atl.nii.txt");
+    char *dseg = nf_path_join(fx->dir, "names_dseg.tsv");
+    char *bad = nf_path_join(fx->dir, "bad.txt");
+    write_text(txt, "0 Background\r\n1 Region_A 11\r\n2 Region_B 12\r\n3 Region_C 13\r\n");
+    write_text(dseg, "index\tname\n1\tAlpha\n3\tGamma\n");
+    write_text(bad, "1 A\n1 B\n");
+    nf_value_set_path(atlas, atlas_path);
+
+    struct summarize_params p;
+    struct sum_result r;
+    const char *names[] = {"score"};
+    params_init(&p);
+    p.threshold = 2.5;
+    run_summarize(fx, &p, 1, names, &m, atlas, &r);
+    assert_int_equal(r.rc, 0);
+    const struct nf_value *tab = r.out[SUMMARIZE_OUT_TABLE];
+    assert_int_equal(tab->u.tab.n_cols, SUM_CLUSTER_COLUMNS);
+    static const char *const cols[] = {"cluster", "size", "peak_value", "peak_x", "peak_y",
+                                       "peak_z", "label", "peak_region", "regions", "size_mm3"};
+    for (int c = 0; c < SUM_CLUSTER_COLUMNS; c++)
+        assert_string_equal(tab->u.tab.cols[c].name, cols[c]);
+    assert_int_equal(tab->u.tab.n_rows, 3);
+    const struct nf_column *col = tab->u.tab.cols;
+    assert_string_equal(col[0].str[0], "1");
+    assert_string_equal(col[0].str[1], "1a");
+    assert_string_equal(col[0].str[2], "2");
+    assert_true(col[1].num[0] == 8 && isnan(col[1].num[1]) && col[1].num[2] == 1);
+    assert_true(col[2].num[0] == 9 && col[2].num[1] == 7 && col[2].num[2] == -8);
+    assert_peak(fx, tab, 0, 1, 4, 4);
+    assert_peak(fx, tab, 1, 7, 4, 4);
+    assert_peak(fx, tab, 2, 8, 1, 1);
+    assert_string_equal(col[6].str[0], "1");
+    assert_string_equal(col[6].str[1], "3");
+    assert_string_equal(col[6].str[2], "0");
+    assert_string_equal(col[7].str[0], "Region_A");
+    assert_string_equal(col[7].str[1], "Region_C");
+    assert_string_equal(col[7].str[2], "");   /* label 0, named or not */
+    assert_string_equal(col[8].str[0], "Region_C 50%; Region_A 25%; Region_B 25%");
+    assert_string_equal(col[8].str[1], "");
+    assert_string_equal(col[8].str[2], "Background 100%");   /* nothing but label 0 */
+    assert_true(col[9].num[0] == 64 && isnan(col[9].num[1]) && col[9].num[2] == 8);
+    char *summary = read_out(fx, "summary.json");
+    assert_non_null(strstr(summary, "\"atlas_labels\": \"atl.nii.txt\""));
+    free(summary);
+    result_release(&r);
+
+    /* The written table reads back with the sub-peak's n/a size. */
+    struct nf_error err = {0};
+    char *path = nf_path_join(fx->outdir, "test_stat-score_clusters.tsv");
+    char *text = nf_read_file(path, NULL, &err);
+    free(path);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "\n1a\tn/a\t7\t"));
+    assert_non_null(strstr(text, "\tRegion_C\t\tn/a\n"));
+    free(text);
+
+    /* atlas_labels overrides the file beside the atlas; unnamed labels are numbers */
+    p.atlas_labels = strdup(dseg);
+    run_summarize(fx, &p, 1, names, &m, atlas, &r);
+    assert_int_equal(r.rc, 0);
+    col = r.out[SUMMARIZE_OUT_TABLE]->u.tab.cols;
+    assert_string_equal(col[7].str[0], "Alpha");
+    assert_string_equal(col[8].str[0], "Gamma 50%; Alpha 25%; 2 25%");
+    assert_string_equal(col[8].str[2], "0 100%");
+    result_release(&r);
+
+    /* a malformed label file fails the node, naming file and line */
+    free(p.atlas_labels);
+    p.atlas_labels = strdup(bad);
+    run_summarize(fx, &p, 1, names, &m, atlas, &r);
+    assert_int_equal(r.rc, NF_EDATA);
+    char *want = nf_asprintf("label file '%s', line 2: label 1 is named twice ('A' and 'B')", bad);
+    assert_string_equal(r.err.msg, want);
+    assert_string_equal(r.err.node, "maps");
+    free(want);
+    result_release(&r);
+
+    /* without an atlas, atlas_labels is an error */
+    run_summarize(fx, &p, 1, names, &m, NULL, &r);
+    assert_int_equal(r.rc, NF_EINVAL);
+    assert_non_null(strstr(r.err.msg, "no atlas input is connected"));
+    result_release(&r);
+
+    /* no label file anywhere: labels only, names empty, regions by number */
+    free(p.atlas_labels);
+    p.atlas_labels = NULL;
+    unlink(txt);
+    run_summarize(fx, &p, 1, names, &m, atlas, &r);
+    assert_int_equal(r.rc, 0);
+    col = r.out[SUMMARIZE_OUT_TABLE]->u.tab.cols;
+    assert_string_equal(col[7].str[0], "");
+    assert_string_equal(col[8].str[0], "3 50%; 1 25%; 2 25%");
+    result_release(&r);
+
+    nf_value_unref(m);
+    nf_value_unref(atlas);
+    free(atlas_path);
+    free(txt);
+    free(dseg);
+    free(bad);
+    nf_params_release(&nf_node_summarize, &p);
+}
+
+/* Sub-peaks are more than 8 mm apart and at most three: a plane of 3s at k = 6
+ * (i 0..9, j 1..8) with maxima A 10 at (0,1), B 9.5 at (4,1) (exactly 8 mm
+ * from A: dropped), C 9 at (9,1), D 8 at (0,8), E 7 at (9,8), F 6 at (5,5)
+ * (10+ mm from all, but a fourth sub-peak: dropped). */
+static void test_subpeak_rules(void **state)
+{
+    struct fixture *fx = *state;
+    float full[NX * NY * NZ] = {0};
+    for (int j = 1; j < NY; j++)
+        for (int i = 0; i < NX; i++)
+            full[OFF(i, j, 6)] = 3.0f;
+    full[OFF(0, 1, 6)] = 10.0f;
+    full[OFF(4, 1, 6)] = 9.5f;
+    full[OFF(9, 1, 6)] = 9.0f;
+    full[OFF(0, 8, 6)] = 8.0f;
+    full[OFF(9, 8, 6)] = 7.0f;
+    full[OFF(5, 5, 6)] = 6.0f;
+    struct nf_value *m = map_matrix(fx, full);
+    struct summarize_params p;
+    struct sum_result r;
+    const char *names[] = {"score"};
+    params_init(&p);
+    p.threshold = 2.5;
+    run_summarize(fx, &p, 1, names, &m, NULL, &r);
+    assert_int_equal(r.rc, 0);
+    const struct nf_value *tab = r.out[SUMMARIZE_OUT_TABLE];
+    assert_int_equal(tab->u.tab.n_rows, 4);
+    static const char *const ids[] = {"1", "1a", "1b", "1c"};
+    static const double values[] = {10, 9, 8, 7};
+    static const int at[4][2] = {{0, 1}, {9, 1}, {0, 8}, {9, 8}};
+    for (int q = 0; q < 4; q++) {
+        assert_string_equal(tab->u.tab.cols[0].str[q], ids[q]);
+        assert_true(num_at(tab, 2, q) == values[q]);
+        assert_peak(fx, tab, q, at[q][0], at[q][1], 6);
+        assert_string_equal(tab->u.tab.cols[7].str[q], "n/a");   /* no atlas */
+    }
+    assert_true(num_at(tab, 1, 0) == 80 && num_at(tab, 9, 0) == 640);
+    result_release(&r);
+    nf_value_unref(m);
+    nf_params_release(&nf_node_summarize, &p);
 }
 
 static void test_tails_and_min_size(void **state)
@@ -771,6 +948,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_write_files, setup, teardown),
         cmocka_unit_test_setup_teardown(test_clusters_matrix, setup, teardown),
         cmocka_unit_test_setup_teardown(test_clusters_volume, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_atlas_regions, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_subpeak_rules, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tails_and_min_size, setup, teardown),
         cmocka_unit_test_setup_teardown(test_map_semantics, setup, teardown),
         cmocka_unit_test_setup_teardown(test_p_below, setup, teardown),
