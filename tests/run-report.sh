@@ -3,7 +3,8 @@
 # pipelines/ ends in a `report` node), in a scratch copy:
 #   1. each run writes exactly one *_report.html, under 10 MB, that refers to
 #      nothing outside itself, and whose inline PNGs libpng decodes to the
-#      sizes their tags declare (tests/check-report);
+#      sizes their tags declare (tests/check-report); group-permutation's
+#      cluster table names the planted region (simulate's atlas label file);
 #   2. the same run again gives the same bytes, except the date line;
 #   3. headless Chromium (Debian's chromium; build.sh installs it for
 #      `check`) renders each page: the screenshot is not blank, and in the
@@ -37,6 +38,9 @@ for yaml in "$work"/pipelines/*.yaml; do
     "$NLFLOW" run --quiet --no-cache "$yaml" || fail "$name does not run twice"
     diff <(grep -v '<dt>made</dt>' "$work/first.html") <(grep -v '<dt>made</dt>' "$page") >/dev/null \
         || fail "$name: two runs wrote different reports"
+    if [ "$name" = group-permutation ]; then   # the planted region, named from simulate's atlas.nii.txt
+        grep -q '<td>planted_roi</td>' "$page" || fail "$name: the report's cluster table does not name planted_roi"
+    fi
     echo "ok   $name: $(cut -d: -f2- "$work/check.txt" | sed 's/^ //') in $(( (t1 - t0) / 1000000 )) ms (whole run)"
     if [ -z "$CHROMIUM" ]; then
         continue
