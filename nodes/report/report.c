@@ -291,7 +291,7 @@ static int table_section(struct report_ctx *c, const struct nf_table *t)
         for (size_t j = 0; j < cols; j++) {
             const struct nf_column *col = &t->cols[j];
             cells[r * cols + j] = col->str ? nf_strdup(col->str[r] ? col->str[r] : "")
-                                           : nf_asprintf("%.6g", col->num[r]);
+                                  : isnan(col->num[r]) ? nf_strdup("n/a") : nf_asprintf("%.6g", col->num[r]);
         }
     struct report_table tab = { headers, cols, rows, (const char *const *)cells, -1, NULL, NULL };
     report_page_table(&c->pg, &tab);
