@@ -40,7 +40,7 @@ same_outputs() {   # $1 $2: results folders
 
 d="$work/main"; setup "$d"
 "$NLFLOW" run --quiet --json "$d/q.yaml" >"$work/ev1" || fail "first run"
-[ "$(computed "$work/ev1")" = "fit maps sim voxels " ] || fail "first run computed: $(computed "$work/ev1")"
+[ "$(computed "$work/ev1")" = "fit maps page sim voxels " ] || fail "first run computed: $(computed "$work/ev1")"
 cp -r "$d/results/quickstart" "$work/ref"
 [ -f "$d/.nlflow/cache.db" ] || fail "no cache file beside the pipeline"
 
@@ -62,14 +62,14 @@ sed -i 's/threshold: 0.5/threshold: 0.25/' "$d/q.yaml"
 grep -q "maps .*parameter 'threshold' changed (0.5 -> 0.25)" "$work/explain" || { cat "$work/explain"; fail "explain does not name the parameter"; }
 grep -qE "^voxels +mask +cached" "$work/explain" || { cat "$work/explain"; fail "explain: voxels should be cached"; }
 "$NLFLOW" run --quiet --json "$d/q.yaml" >"$work/ev4" || fail "run after threshold change"
-[ "$(computed "$work/ev4")" = "maps " ] || fail "threshold change computed: $(computed "$work/ev4")"
+[ "$(computed "$work/ev4")" = "maps page " ] || fail "threshold change computed: $(computed "$work/ev4")"
 sed -i 's/standardize: zscore/standardize: center/' "$d/q.yaml"
 "$NLFLOW" run --quiet --json "$d/q.yaml" >"$work/ev5" || fail "run after standardize change"
-[ "$(computed "$work/ev5")" = "fit maps voxels " ] || fail "standardize change computed: $(computed "$work/ev5")"
+[ "$(computed "$work/ev5")" = "fit maps page voxels " ] || fail "standardize change computed: $(computed "$work/ev5")"
 sed -i 's/threshold: 0.25/threshold: 0.5/; s/standardize: center/standardize: zscore/' "$d/q.yaml"
 "$NLFLOW" run --quiet --json "$d/q.yaml" >"$work/ev6" || fail "run after reverting"
 # only summarize runs again: its earlier files were overwritten meanwhile
-[ "$(computed "$work/ev6")" = "maps " ] || fail "reverting computed: $(computed "$work/ev6")"
+[ "$(computed "$work/ev6")" = "maps page " ] || fail "reverting computed: $(computed "$work/ev6")"
 same_outputs "$work/ref" "$d/results/quickstart" || fail "outputs after reverting differ"
 echo "ok   one parameter reruns exactly its node and descendants; explain names it"
 

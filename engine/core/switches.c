@@ -40,6 +40,9 @@ void nf_switches_reload(void)
     if (s.kill_at < 0)
         s.kill_at = 0;
     s.kill_verbose = getenv("NLFLOW_KILL_VERBOSE") != NULL;
+    char *end = NULL;
+    if ((v = env_value("SOURCE_DATE_EPOCH")) && (s.source_date = strtoll(v, &end, 10)) >= 0 && end && !*end)
+        s.source_date_set = true;
     switches = s;
 }
 

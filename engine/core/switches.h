@@ -20,6 +20,9 @@
  *   NLFLOW_KILL_AT           N > 0: SIGKILL at the N-th fault point of the run
  *                            (tests of resuming after a crash, util.h)
  *   NLFLOW_KILL_VERBOSE      set: say where the kill happened on stderr
+ *   SOURCE_DATE_EPOCH        seconds since 1970 (reproducible-builds.org): the
+ *                            date a report states instead of now, so that two
+ *                            runs write the same bytes (the test suite sets it)
  *
  * The fault-injection switches are read once too, but by their own modules'
  * init, because nf_switches() itself allocates: NLFLOW_FAIL_ALLOC,
@@ -42,6 +45,8 @@ struct nf_switches {
     const char *perm_tile;            /* NULL when unset */
     long kill_at;                     /* 0: off */
     bool kill_verbose;
+    bool source_date_set;
+    long long source_date;            /* SOURCE_DATE_EPOCH, when set */
 };
 
 /* The switches, read from the environment at the first call. */

@@ -12,8 +12,8 @@
  * header names the pipeline, its hash and nlflow's version, and holds the
  * pipeline file itself. Same inputs, same bytes, except the date line.
  *
- * The underlay is the `underlay` input, else the file named by the
- * parameter, else mricron-data's ch2 template (MNI space, as the simulated
+ * The underlay is the `underlay` input, else the file named by `template`,
+ * else mricron-data's ch2better template (MNI space, as the simulated
  * data) when installed; the file's content is part of the node's key.
  */
 #include <math.h>
@@ -25,15 +25,13 @@
 
 #include "node.h"
 #include "io/io.h"
+#include "core/switches.h"
 #include "core/util.h"
 #include "report.h"
 #include "report_page.h"
 #include "render.h"
 #include "encode.h"
 
-#ifdef HAVE_CONFIG_H
-#include "config.h"
-#endif
 #ifndef NF_VERSION
 #define NF_VERSION "0.1.0"
 #endif
@@ -58,8 +56,8 @@ static const struct nf_param report_param_table[] = {
                    "file prefix: <name>_report.html (default: the pipeline's name)"),
     NF_PARAM_NUM("threshold", FIELD(threshold), 0, 0, 1e30,
                  "maps show voxels with |value| >= threshold (0: every nonzero voxel)"),
-    NF_PARAM_PATH_F("underlay", FIELD(underlay), "", NF_PF_OPTIONAL,
-                    "anatomical image under the maps, any grid in the same space (default: mricron-data's "
+    NF_PARAM_STR_F("template", FIELD(underlay), "", NF_PF_OPTIONAL,
+                    "anatomical image file under the maps, any grid in the same space (default: mricron-data's "
                     "ch2better MNI template when installed; none: no underlay); the `underlay` input wins"),
     NF_PARAM_INT("mosaic", FIELD(mosaic), 12, 1, 64, "axial slices in each map's mosaic"),
     NF_PARAM_END,
@@ -80,31 +78,31 @@ static const struct nf_port report_outputs[] = {
 NF_PORTS_MATCH(report_inputs, REPORT_N_IN);
 NF_PORTS_MATCH(report_outputs, REPORT_N_OUT);
 
-/* The underlay file the node reads itself, or NULL. */
-static const char *underlay_path(const struct report_params *p)
+/* The underlay file the node reads itself (owned: relative to the pipeline
+ * file's folder), or NULL: `template: none`, or no template installed. */
+static char *underlay_path(const struct report_params *p, const struct nf_env *env)
 {
     if (p->underlay && strcmp(p->underlay, "none") == 0)
         return NULL;
     if (p->underlay)
-        return p->underlay;
+        return env && env->pipeline_dir ? nf_path_join(env->pipeline_dir, p->underlay) : nf_strdup(p->underlay);
     struct stat st;
-    return stat(DEFAULT_UNDERLAY, &st) == 0 ? DEFAULT_UNDERLAY : NULL;
+    return stat(DEFAULT_UNDERLAY, &st) == 0 ? nf_strdup(DEFAULT_UNDERLAY) : NULL;
 }
 
 static int report_key_files(const void *params, const struct nf_env *env, char ***paths, size_t *n,
                             struct nf_error *err)
 {
-    (void)env;
-    const char *u = underlay_path(params);
+    char *u = underlay_path(params, env);
     *paths = NULL;
     *n = 0;
     if (!u)
         return 0;
-    if (!(*paths = nf_calloc(2, sizeof **paths)) || !((*paths)[0] = nf_strdup(u))) {
-        free(*paths);
-        *paths = NULL;
+    if (!(*paths = nf_calloc(2, sizeof **paths))) {
+        free(u);
         return NF_FAIL(err, NF_ENOMEM, "out of memory");
     }
+    (*paths)[0] = u;
     *n = 1;
     return 0;
 }
@@ -116,6 +114,17 @@ static int report_resolve(struct nf_resolve *r)
             if (strcmp(r->extra_names[i], r->extra_names[j]) == 0)
                 return NF_FAIL_AT(r->err, NF_EINVAL, nf_node_loc(r->node), nf_node_id(r->node),
                                   "input '%s' is named twice", r->extra_names[i]);
+    const struct report_params *p = r->params;
+    if (p->underlay && strcmp(p->underlay, "none") != 0) {
+        char *path = underlay_path(p, r->env);
+        struct nf_nifti_info info;
+        struct nf_error e = { 0 };
+        int rc = path ? nf_nifti_read_info(path, &info, &e) : NF_FAIL(&e, NF_ENOMEM, "out of memory");
+        free(path);
+        if (rc < 0)
+            return NF_FAIL_AT(r->err, NF_EINVAL, nf_node_loc(r->node), nf_node_id(r->node),
+                              "template '%s': %s", p->underlay, e.msg);
+    }
     r->out[REPORT_OUT_FILES] = (struct nf_shape){ .kind = NF_KIND_TABLE, .dim = { 1, 2 } };
     return 0;
 }
@@ -369,15 +378,18 @@ static void header(struct report_ctx *c)
 {
     const struct nf_env *env = c->run->env;
     char date[64] = "";
-    time_t now = time(NULL);
+    const struct nf_switches *sw = nf_switches();
+    time_t now = sw->source_date_set ? (time_t)sw->source_date : time(NULL);
     struct tm tm;
     if (gmtime_r(&now, &tm))
         strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", &tm);
     char version[96];
     snprintf(version, sizeof version, "%s (commit %s)", NF_VERSION, NF_GIT_COMMIT);
     const char *names[] = { "pipeline", "pipeline file", "pipeline hash", "nlflow", "made" };
-    const char *values[] = { env && env->pipeline_name ? env->pipeline_name : "",
-                             env && env->pipeline_file ? env->pipeline_file : "",
+    /* the file's name, not where it is: results do not depend on the folder */
+    const char *file = env && env->pipeline_file ? env->pipeline_file : "";
+    const char *base = strrchr(file, '/');
+    const char *values[] = { env && env->pipeline_name ? env->pipeline_name : "", base ? base + 1 : file,
                              env && env->pipeline_hash ? env->pipeline_hash : "", version, date };
     report_page_facts(&c->pg, names, values, 5);
     if (env && env->pipeline_file) {
@@ -402,8 +414,11 @@ static int report_run(struct nf_run *run)
         return NF_FAIL(run->err, NF_EBUG, "report run without an outputs folder");
     const struct nf_value *under = run->in[REPORT_IN_UNDERLAY];
     struct nf_value *read = NULL;
-    if (!under && underlay_path(p)) {
-        if (!(read = nf_nifti_read(underlay_path(p), run->err)))
+    char *template = under ? NULL : underlay_path(p, env);
+    if (template) {
+        read = nf_nifti_read(template, run->err);
+        free(template);
+        if (!read)
             return nf_error_on_node(run->node, run->err, run->err->code);
         under = read;
     }

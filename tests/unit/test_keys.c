@@ -70,6 +70,10 @@ static char *tmpdir;
                             "  m: {type: mask, in: {data: truth, mask: brain}}\n" \
                             "  t: {type: summarize, in: {atlas: atlas, m: m}, @P}\n"
 #define CTX_FAULT "  t: {type: debug_fault, @P}\n"
+#define CTX_REPORT "  brain: {type: load, path: data/mask.nii.gz}\n" \
+                   "  truth: {type: load, path: data/truth.nii.gz}\n" \
+                   "  m: {type: mask, in: {data: truth, mask: brain}}\n" \
+                   "  t: {type: report, in: {m: m}, @P}\n"
 #define CTX_MOMENTS IMAGES "  t: {type: moments, in: {data: voxels}@P}\n"
 
 #define SIM "images: 12, voxel_size: 10, mask: synthetic"
@@ -150,6 +154,12 @@ static const struct decision decisions[] = {
     { "summarize", "name", CTX_SUMMARIZE, "", "name: one", "name: two", true, NULL },
     { "summarize", "atlas_labels", CTX_SUMMARIZE_ATLAS, "threshold: 0.5, threshold_key: m",
       "atlas_labels: data/names1.txt", "atlas_labels: data/names2.txt", true, NULL },
+    /* report writes a page: like summarize, it reruns when anything changes */
+    { "report", "title", CTX_REPORT, "template: none", "title: one", "title: two", true, NULL },
+    { "report", "name", CTX_REPORT, "template: none", "name: one", "name: two", true, NULL },
+    { "report", "threshold", CTX_REPORT, "template: none", "threshold: 0", "threshold: 0.3", true, NULL },
+    { "report", "template", CTX_REPORT, "", "template: none", "template: data/truth.nii.gz", true, NULL },
+    { "report", "mosaic", CTX_REPORT, "template: none", "mosaic: 4", "mosaic: 6", true, NULL },
     { "debug_fault", "chunks", CTX_FAULT, "", "chunks: 3", "chunks: 4", true, NULL },
     { "debug_fault", "chunk_size", CTX_FAULT, "", "chunk_size: 10", "chunk_size: 20", true, NULL },
     { "debug_fault", "seed", CTX_FAULT, "", "seed: 1", "seed: 2", true, NULL },
