@@ -971,8 +971,10 @@ static int plan_cache(struct executor *x, struct nf_error *err)
                       nf_run_valid(x->cache, k->runs[r], p->outputs_dir, NULL, &e) == 1;
             }
             needed = !all;
-        } else if (terminal && !x->o->only) {
-            needed = !all;
+        } else if ((terminal || (p->nodes[ni].type->flags & NF_NODE_SINK)) && !x->o->only) {
+            /* what writes files is wanted for its files, also when another
+             * node reads its results (a report after summarize) */
+            needed |= !all;
         }
         needs_run[ni] = needed && !all;
         x->st[ni].mode = !needed ? MODE_SKIP : all ? MODE_FETCH : MODE_RUN;

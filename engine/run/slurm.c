@@ -141,7 +141,7 @@ static void find_needed(struct coord *c, bool *needed)
                     terminal = false;
                     wanted |= needed[j];
                 }
-        needed[ni] = (terminal || wanted) && !all;
+        needed[ni] = (terminal || wanted || (p->nodes[ni].type->flags & NF_NODE_SINK)) && !all;
     }
 }
 
