@@ -3,7 +3,8 @@
  * nothing outside itself (no http(s) or protocol-relative source, no link,
  * @import, external script, frame or object), and every inline image is a
  * PNG that libpng decodes to the width and height its tag declares and that
- * is not one flat colour. With --screenshot, a PNG of the rendered page
+ * is not one flat colour, nor are the images the cluster table's links swap
+ * in. With --screenshot, a PNG of the rendered page
  * (headless Chromium) must not be blank: enough non-white pixels and
  * colours.
  *
@@ -212,6 +213,26 @@ int main(int argc, char **argv)
         free(png);
         images++;
     }
+    /* the images a link swaps in (cluster peaks) travel in its onclick: they must decode too */
+    long linked = 0;
+    for (const char *p = strstr(html, "nfShow('"); p; p = strstr(p + 1, "nfShow('")) {
+        const char *d = strstr(p, "data:image/png;base64,");
+        if (!d || d > strchr(p, ')'))
+            continue;
+        size_t pn;
+        uint8_t *png = unbase64(d + 22, &pn);
+        int w = 0, h = 0;
+        long colours = 0;
+        double nw = 0;
+        if (!png_stats(png, pn, &w, &h, &colours, &nw) || colours < 2) {
+            printf("FAIL: the image of link %ld does not decode (or is flat)\n", linked);
+            bad++;
+        }
+        free(png);
+        linked++;
+    }
+    if (linked)
+        printf("%ld linked images (cluster peaks) decode\n", linked);
     if (images < min_images) {
         printf("FAIL: %ld images, expected at least %ld\n", images, min_images);
         bad++;

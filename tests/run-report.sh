@@ -10,7 +10,9 @@
 #      `check`) renders each page: the screenshot is not blank, and in the
 #      browser every image decodes to its declared pixel size (an onload
 #      script writes naturalWidth x naturalHeight into the DOM, read back
-#      with --dump-dom).
+#      with --dump-dom); in group-permutation, clicking the second row of
+#      the cluster table puts the slices through that peak into the map's
+#      slice figure.
 # The Chromium part skips (saying so) only where chromium is not installed.
 set -u
 : "${NLFLOW:?path to the nlflow binary}" "${srcdir:?source folder}"
@@ -40,8 +42,9 @@ for yaml in "$work"/pipelines/*.yaml; do
         || fail "$name: two runs wrote different reports"
     if [ "$name" = group-permutation ]; then   # the planted region, named from simulate's atlas.nii.txt
         grep -q '<td>planted_roi</td>' "$page" || fail "$name: the report's cluster table does not name planted_roi"
+        grep -q 'linked images (cluster peaks) decode' "$work/check.txt" || fail "$name: the cluster table has no peak links"
     fi
-    echo "ok   $name: $(cut -d: -f2- "$work/check.txt" | sed 's/^ //') in $(( (t1 - t0) / 1000000 )) ms (whole run)"
+    echo "ok   $name: $(tail -1 "$work/check.txt" | cut -d: -f2- | sed 's/^ //') in $(( (t1 - t0) / 1000000 )) ms (whole run)"
     if [ -z "$CHROMIUM" ]; then
         continue
     fi
@@ -59,6 +62,13 @@ for yaml in "$work"/pipelines/*.yaml; do
            | awk '$1 == $2' | wc -l)
     [ "$n_img" -gt 0 ] && [ "$n_ok" = "$n_img" ] \
         || fail "$name: in the browser $n_ok of $n_img images have their declared pixel size"
+    if [ "$name" = group-permutation ]; then   # a cluster's link shows the slices through its peak
+        sed 's|</body>|<script>window.addEventListener("load",function(){var a=document.querySelectorAll("a.peak")[1];var want=a.getAttribute("onclick").match(/(data:[^\x27]*)/)[1];a.click();document.body.setAttribute("data-linked",document.getElementById("fig0").src===want?"yes":"no")})</script></body>|' \
+            "$page" >"$work/click.html"
+        timeout 120 "$CHROMIUM" --headless --no-sandbox --disable-gpu --virtual-time-budget=10000 --dump-dom \
+            "file://$work/click.html" 2>/dev/null | grep -q 'data-linked="yes"' \
+            || fail "$name: clicking a cluster did not show the slices through its peak"
+    fi
     echo "ok   $name in chromium: $(cut -d: -f2- "$work/shot.txt" | sed 's/^ //'); $n_img images at their pixel size"
 done
 [ -n "$CHROMIUM" ] || echo "SKIP (part): chromium is not installed; the pages were not rendered in a browser"

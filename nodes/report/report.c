@@ -184,7 +184,69 @@ struct report_ctx {
     struct report_page pg;
     const struct nf_value *underlay;
     int n_colorbars;
+    /* the first map's scene and its slice figure: a cluster table's peaks
+     * link to views of it (kept until the page is done) */
+    struct nf_scene link_scene;
+    bool have_link;
+    int link_figure;
 };
+
+/* The three orthogonal slices through a voxel side by side, 8 white pixels
+ * apart, as one image (one figure a peak's link can swap). */
+static int ortho_image(const struct nf_scene *s, const int64_t voxel[3], struct nf_image *out, struct nf_error *err)
+{
+    struct nf_image v[3] = { { 0 } };
+    int rc = 0, w = 0, h = 0;
+    memset(out, 0, sizeof *out);
+    for (int k = 0; k < 3; k++) {
+        NF_TRY(rc = nf_render_slice(s, (enum nf_view)k, voxel, &v[k], err));
+        w += v[k].width + (k ? 8 : 0);
+        h = v[k].height > h ? v[k].height : h;
+    }
+    out->rgb = nf_malloc_array((size_t)w * (size_t)h, 3);
+    if (!out->rgb) {
+        rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    out->width = w;
+    out->height = h;
+    memset(out->rgb, 255, (size_t)w * (size_t)h * 3);
+    for (int k = 0, x0 = 0; k < 3; x0 += v[k].width + 8, k++)
+        for (int y = 0; y < v[k].height; y++)
+            memcpy(out->rgb + ((size_t)y * (size_t)w + (size_t)x0) * 3, v[k].rgb + (size_t)y * (size_t)v[k].width * 3,
+                   (size_t)v[k].width * 3);
+fail:
+    for (int k = 0; k < 3; k++)
+        nf_image_release(&v[k]);
+    if (rc < 0)
+        nf_image_release(out);
+    return rc;
+}
+
+/* The display voxel nearest to a point in mm (the inverse of the grid's affine). */
+static void voxel_of_mm(const struct nf_scene *s, const double mm[3], int64_t voxel[3])
+{
+    const double (*a)[4] = s->grid.affine;
+    double m[3][3], inv[3][3], b[3];
+    for (int r = 0; r < 3; r++) {
+        for (int c = 0; c < 3; c++)
+            m[r][c] = a[r][c];
+        b[r] = mm[r] - a[r][3];
+    }
+    double det = m[0][0] * (m[1][1] * m[2][2] - m[1][2] * m[2][1]) - m[0][1] * (m[1][0] * m[2][2] - m[1][2] * m[2][0]) +
+                 m[0][2] * (m[1][0] * m[2][1] - m[1][1] * m[2][0]);
+    for (int r = 0; r < 3; r++)
+        for (int c = 0; c < 3; c++) {
+            /* the cofactor of (c, r) over the determinant */
+            int r1 = (c + 1) % 3, r2 = (c + 2) % 3, c1 = (r + 1) % 3, c2 = (r + 2) % 3;
+            inv[r][c] = (m[r1][c1] * m[r2][c2] - m[r1][c2] * m[r2][c1]) / det;
+        }
+    for (int r = 0; r < 3; r++) {
+        double v = inv[r][0] * b[0] + inv[r][1] * b[1] + inv[r][2] * b[2];
+        int64_t i = (int64_t)llround(v);
+        voxel[r] = i < 0 ? 0 : i >= s->grid.dim[r] ? s->grid.dim[r] - 1 : i;
+    }
+}
 
 /* Encode an image and put it on the page. */
 static int add_image(struct report_ctx *c, const struct nf_image *im, const char *alt)
@@ -198,7 +260,7 @@ static int add_image(struct report_ctx *c, const struct nf_image *im, const char
     return rc;
 }
 
-static const char *const view_names[] = { "sagittal", "coronal", "axial" };
+static const char *const view_names[] = { "sagittal", "coronal", "axial" };   /* enum nf_view order */
 
 static int map_section(struct report_ctx *c, const char *key, const struct nf_value *v)
 {
@@ -224,12 +286,11 @@ static int map_section(struct report_ctx *c, const char *key, const struct nf_va
     else
         snprintf(text, sizeof text, "No voxel reaches |value| >= %g.", c->p->threshold);
     report_page_paragraph(&c->pg, text);
-    for (int view = 0; view < 3; view++) {
-        NF_TRY(rc = nf_render_slice(&scene, (enum nf_view)view, peak, &im, err));
-        snprintf(text, sizeof text, "%s: %s slice through the peak", key, view_names[view]);
-        NF_TRY(rc = add_image(c, &im, text));
-        nf_image_release(&im);
-    }
+    NF_TRY(rc = ortho_image(&scene, peak, &im, err));
+    snprintf(text, sizeof text, "%s: sagittal, coronal and axial slices through the peak", key);
+    int figure = c->pg.n_figures;
+    NF_TRY(rc = add_image(c, &im, text));
+    nf_image_release(&im);
     struct nf_colorbar cb;
     nf_scene_colorbar(&scene, &cb);
     char id[32];
@@ -246,6 +307,12 @@ static int map_section(struct report_ctx *c, const char *key, const struct nf_va
         snprintf(text, sizeof text, "%s: glass brain, %s projection", key, view_names[view]);
         NF_TRY(rc = add_image(c, &im, text));
         nf_image_release(&im);
+    }
+    if (!c->have_link) {   /* the first map: what a cluster table's peaks show */
+        c->link_scene = scene;
+        memset(&scene, 0, sizeof scene);
+        c->have_link = true;
+        c->link_figure = figure;
     }
 fail:
     nf_image_release(&im);
@@ -289,6 +356,8 @@ static int table_section(struct report_ctx *c, const struct nf_table *t)
     size_t rows = t->n_rows > MAX_ROWS ? MAX_ROWS : (size_t)t->n_rows, cols = (size_t)t->n_cols;
     const char **headers = nf_calloc(cols + 1, sizeof *headers);
     char **cells = nf_calloc(rows * cols + 1, sizeof *cells);
+    uint8_t **row_png = NULL;
+    size_t *row_len = NULL;
     int rc = 0;
     if (!headers || !cells) {
         rc = NF_FAIL(c->run->err, NF_ENOMEM, "out of memory");
@@ -302,8 +371,33 @@ static int table_section(struct report_ctx *c, const struct nf_table *t)
             cells[r * cols + j] = col->str ? nf_strdup(col->str[r] ? col->str[r] : "")
                                   : isnan(col->num[r]) ? nf_strdup("n/a") : nf_asprintf("%.6g", col->num[r]);
         }
-    struct report_table tab = { headers, cols, rows, (const char *const *)cells, -1, NULL, NULL };
+    /* a cluster table: each row links to the slices through its peak */
+    int64_t px = nf_table_find(t, "peak_x"), py = nf_table_find(t, "peak_y"), pz = nf_table_find(t, "peak_z");
+    bool links = c->have_link && px >= 0 && py >= 0 && pz >= 0 && t->cols[px].num && t->cols[py].num &&
+                 t->cols[pz].num && rows <= 50;
+    if (links && (!(row_png = nf_calloc(rows + 1, sizeof *row_png)) || !(row_len = nf_calloc(rows + 1, sizeof *row_len)))) {
+        rc = NF_FAIL(c->run->err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    for (size_t r = 0; links && r < rows; r++) {
+        double mm[3] = { t->cols[px].num[r], t->cols[py].num[r], t->cols[pz].num[r] };
+        if (!isfinite(mm[0]) || !isfinite(mm[1]) || !isfinite(mm[2]))
+            continue;
+        int64_t vox[3];
+        struct nf_image im = { 0 };
+        voxel_of_mm(&c->link_scene, mm, vox);
+        rc = ortho_image(&c->link_scene, vox, &im, c->run->err);
+        if (rc == 0)
+            rc = nf_png_encode(im.rgb, im.width, im.height, &row_png[r], &row_len[r], c->run->err);
+        nf_image_release(&im);
+        if (rc < 0)
+            goto fail;
+    }
+    struct report_table tab = { headers, cols, rows, (const char *const *)cells, links ? c->link_figure : -1,
+                                (const uint8_t *const *)row_png, row_len };
     report_page_table(&c->pg, &tab);
+    if (links)
+        report_page_paragraph(&c->pg, "Click a cluster to see the slices through its peak in the first map above.");
     if ((size_t)t->n_rows > rows) {
         char text[96];
         snprintf(text, sizeof text, "(the first %zu of %lld rows)", rows, (long long)t->n_rows);
@@ -312,6 +406,10 @@ static int table_section(struct report_ctx *c, const struct nf_table *t)
 fail:
     for (size_t i = 0; cells && i < rows * cols; i++)
         free(cells[i]);
+    for (size_t r = 0; row_png && r < rows; r++)
+        free(row_png[r]);
+    free(row_png);
+    free(row_len);
     free(cells);
     free(headers);
     return rc;
@@ -471,6 +569,8 @@ static int report_run(struct nf_run *run)
     files = NULL;
     nf_log("nlflow: node '%s': wrote %s (%.1f MB)", nf_node_id(run->node), path, (double)len / 1e6);
 fail:
+    if (c.have_link)
+        nf_scene_release(&c.link_scene);
     report_page_release(&c.pg);
     nf_value_unref(owned_under);
     nf_value_unref(files);
