@@ -630,6 +630,25 @@ fail:
     return rc;
 }
 
+/* The row of a result whose chunks are in (one statement for both puts). A
+ * cache from before format 2 has no port and pipeline_path columns: the same
+ * row without the last two values. */
+static int insert_result_row(struct nf_cache *c, const char *hex, enum nf_kind kind, const char *shape,
+                             uint64_t raw_bytes, uint64_t stored, const uint8_t *hdr, size_t hdr_len,
+                             const struct nf_cache_meta *meta, struct nf_error *err)
+{
+    return db_run(c, "storing a result", err,
+                  c->has_origin ? "INSERT INTO results(key, kind, shape, bytes, stored, node_type, node_id, label, "
+                                  "pipeline, created, used, header, port, pipeline_path) VALUES(?1, ?2, ?3, ?4, "
+                                  "?5, ?6, ?7, ?8, ?9, ?10, ?10, ?11, ?12, ?13)"
+                                : "INSERT INTO results(key, kind, shape, bytes, stored, node_type, node_id, label, "
+                                  "pipeline, created, used, header) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
+                                  "?10, ?10, ?11)",
+                  c->has_origin ? "tttiittttibtt" : "tttiittttib", hex, nf_kind_name(kind), shape,
+                  (int64_t)raw_bytes, (int64_t)stored, meta->node_type, meta->node_id, meta->label,
+                  meta->pipeline, now_s(), (const void *)hdr, (int)hdr_len, meta->port, meta->pipeline_path);
+}
+
 int nf_cache_put_encoded(struct nf_cache *c, struct nf_key key, enum nf_kind kind, const char *shape,
                          uint64_t raw_bytes, const uint8_t *hdr, size_t hdr_len, const struct nf_chunk *chunks,
                          size_t n_chunks, const struct nf_cache_meta *meta, struct nf_error *err)
@@ -659,18 +678,7 @@ int nf_cache_put_encoded(struct nf_cache *c, struct nf_key key, enum nf_kind kin
         NF_TRY(rc = db_step_done(c, chunk, "storing a result", err));
         stored += chunks[i].len;
     }
-    NF_TRY(rc = db_run(c, "storing a result", err,
-                       c->has_origin ? "INSERT INTO results(key, kind, shape, bytes, stored, node_type, "
-                                       "node_id, label, pipeline, created, used, header, port, "
-                                       "pipeline_path) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
-                                       "?10, ?10, ?11, ?12, ?13)"
-                                     : "INSERT INTO results(key, kind, shape, bytes, stored, node_type, "
-                                       "node_id, label, pipeline, created, used, header) VALUES(?1, "
-                                       "?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?11)",
-                       c->has_origin ? "tttiittttibtt" : "tttiittttib", hex, nf_kind_name(kind), shape,
-                       (int64_t)raw_bytes, (int64_t)stored, meta->node_type, meta->node_id, meta->label,
-                       meta->pipeline, now_s(), (const void *)hdr, (int)hdr_len, meta->port,
-                       meta->pipeline_path));
+    NF_TRY(rc = insert_result_row(c, hex, kind, shape, raw_bytes, stored, hdr, hdr_len, meta, err));
     rc = tx_commit(c, err);
     goto done;
 fail:
@@ -713,21 +721,7 @@ int nf_cache_put(struct nf_cache *c, struct nf_key key, const struct nf_value *v
     NF_TRY(rc = db_run(c, "storing a result", err, "DELETE FROM chunks WHERE key = ?1", "t", hex));
     uint64_t stored = hdr.len;
     NF_TRY(rc = put_chunks(c, hex, &L, &stored, err));
-    int64_t now = now_s();
-    /* a cache from before format 2 has no port and pipeline_path columns:
-     * the same row without the last two values */
-    NF_TRY(rc = db_run(c, "storing a result", err,
-                       c->has_origin ? "INSERT INTO results(key, kind, shape, bytes, stored, node_type, "
-                                       "node_id, label, pipeline, created, used, header, port, "
-                                       "pipeline_path) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
-                                       "?10, ?10, ?11, ?12, ?13)"
-                                     : "INSERT INTO results(key, kind, shape, bytes, stored, node_type, "
-                                       "node_id, label, pipeline, created, used, header) VALUES(?1, "
-                                       "?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?11)",
-                       c->has_origin ? "tttiittttibtt" : "tttiittttib", hex, nf_kind_name(v->kind),
-                       L.shape, (int64_t)L.raw_bytes, (int64_t)stored, meta->node_type,
-                       meta->node_id, meta->label, meta->pipeline, now, (const void *)hdr.p,
-                       (int)hdr.len, meta->port, meta->pipeline_path));
+    NF_TRY(rc = insert_result_row(c, hex, v->kind, L.shape, L.raw_bytes, stored, hdr.p, hdr.len, meta, err));
     rc = tx_commit(c, err);
 fail:
     if (rc < 0 && locked)

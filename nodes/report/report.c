@@ -32,13 +32,6 @@
 #include "render.h"
 #include "encode.h"
 
-#ifndef NF_VERSION
-#define NF_VERSION "0.1.0"
-#endif
-#ifndef NF_GIT_COMMIT
-#define NF_GIT_COMMIT "unknown"
-#endif
-
 #define DEFAULT_UNDERLAY "/usr/share/mricron/templates/ch2better.nii.gz"
 
 struct report_params {
