@@ -103,9 +103,26 @@ bool nf_node_input_source(const struct nf_node_inst *node, const struct nf_env *
         src->node_id = from->id;
         src->node_type = from->type->name;
         src->port = from->type->outputs[edge->src_port].name;
+        src->type = from->type;
+        src->params = from->params;
         return true;
     }
     return false;
+}
+
+size_t nf_pipeline_size(const struct nf_env *env)
+{
+    return env && env->pipeline ? env->pipeline->n_nodes : 0;
+}
+
+bool nf_pipeline_node(const struct nf_env *env, size_t i, struct nf_node_info *info)
+{
+    const struct nf_pipeline *pl = env ? env->pipeline : NULL;
+    if (!pl || i >= pl->n_nodes)
+        return false;
+    const struct nf_node_inst *n = &pl->nodes[pl->order ? pl->order[i] : (int)i];
+    *info = (struct nf_node_info){ n->id, n->type, n->params };
+    return true;
 }
 
 /* ---- the environment handed to nodes ---- */

@@ -158,6 +158,15 @@ struct nf_env {
     const struct nf_pipeline *pipeline;   /* the whole pipeline, opaque to nodes (sinks
                                              ask nf_node_input_source where their inputs
                                              came from); NULL in unit tests */
+    /* How the run stands when a sink starts (the report's header): filled by
+     * the executor for NF_NODE_SINK nodes only (known false otherwise). */
+    struct nf_run_facts {
+        bool known;
+        double seconds;          /* since execution began (after planning) */
+        size_t nodes;            /* nodes in the pipeline */
+        size_t nodes_done;       /* finished before this sink started */
+        size_t nodes_cached;     /* of those, served from the cache */
+    } facts;
 };
 
 struct nf_node_inst;
@@ -333,6 +342,12 @@ struct nf_node_type {
      * fine), so that a SLURM stage can split a long run into parts
      * (nf_ckpt_skip). NULL or 0: one run is one unit of work. */
     int64_t (*chunks)(const void *params, const struct nf_shape *in, const struct nf_shape *out);
+    /* What the node did, for the methods paragraph of a report: one or two
+     * sentences in the past tense as a paper's methods section has them, with
+     * the parameter values filled in ("Each subject's beta map was estimated
+     * by ridge regression (alpha = 1) ..."). Owned by the caller (nf_malloc);
+     * NULL when out of memory. NULL callback: the report uses `summary`. */
+    char *(*methods)(const void *params);
 };
 enum {
     NF_NODE_SOURCE = 1u << 0,     /* reads files or generates data (no inputs) */
@@ -366,9 +381,24 @@ const struct nf_shape *nf_node_planned_output(const struct nf_node_inst *node, i
 /* Where the variadic input `key` (summarize's named inputs) comes from: the
  * producing node's id, type name and output port name, borrowed from the
  * pipeline (env->pipeline). false without a pipeline or such an input. */
-struct nf_input_source { const char *node_id, *node_type, *port; };
+struct nf_input_source {
+    const char *node_id, *node_type, *port;
+    const struct nf_node_type *type;
+    const void *params;          /* the producing node's parameters (type->params layout) */
+};
 bool nf_node_input_source(const struct nf_node_inst *node, const struct nf_env *env, const char *key,
                           struct nf_input_source *src);
+
+/* The pipeline's nodes in the order they run (topological), for sinks that
+ * describe the whole run (the report's methods paragraph): 0 / false without
+ * a pipeline (env->pipeline NULL). Borrowed from the pipeline. */
+struct nf_node_info {
+    const char *id;
+    const struct nf_node_type *type;
+    const void *params;
+};
+size_t nf_pipeline_size(const struct nf_env *env);
+bool nf_pipeline_node(const struct nf_env *env, size_t i, struct nf_node_info *info);
 
 /* ---- registry (nodes/node_list.c lists the types; node.c looks them up) ---- */
 /* NULL-terminated. */
@@ -388,5 +418,12 @@ void nf_params_release(const struct nf_node_type *t, void *params);
 const struct nf_param *nf_param_find(const struct nf_param *table, const char *name);
 /* Default value as text (for docs/help), "" when none. */
 void nf_param_default_text(const struct nf_param *p, char *buf, size_t size);
+/* A parameter's value in a filled params struct as JSON text (strings
+ * quoted, lists in brackets, unset optional values null); owned, NULL when
+ * out of memory. */
+char *nf_param_value_json(const struct nf_param *p, const void *params);
+/* Is the value of p (a parameter of type t) in params its default? Unset
+ * optional values are; false when out of memory. */
+bool nf_param_is_default(const struct nf_node_type *t, const struct nf_param *p, const void *params);
 
 #endif

@@ -841,6 +841,29 @@ void nf_param_default_text(const struct nf_param *p, char *buf, size_t size)
     nf_ptype_ops(p->type)->default_text(p, buf, size);
 }
 
+char *nf_param_value_json(const struct nf_param *p, const void *params)
+{
+    struct nf_strbuf sb;
+    nf_strbuf_init(&sb);
+    nf_ptype_ops(p->type)->json(p, (const char *)params + p->offset, &sb);
+    return nf_strbuf_detach(&sb);
+}
+
+bool nf_param_is_default(const struct nf_node_type *t, const struct nf_param *p, const void *params)
+{
+    void *defaults = nf_malloc(t->params_size ? t->params_size : 1);
+    if (!defaults)
+        return false;
+    nf_params_defaults(t, defaults);
+    char *value = nf_param_value_json(p, params), *def = nf_param_value_json(p, defaults);
+    bool same = value && def && strcmp(value, def) == 0;
+    free(value);
+    free(def);
+    nf_params_release(t, defaults);
+    free(defaults);
+    return same;
+}
+
 int nf_param_set(const struct nf_param *p, void *params, const struct nf_ynode *v,
                  const char *node, const char *base_dir, struct nf_diags *d)
 {

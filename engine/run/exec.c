@@ -88,6 +88,7 @@ struct executor {
     char *pipeline_abs;       /* for explain records */
     bool finished;            /* workers are done: the heartbeat thread stops */
     bool interrupt_said;      /* the interrupt event is out */
+    double t_start;           /* nf_now() when execution began */
 };
 
 /* Keeps this process's cache leases fresh (other hosts judge them by age)
@@ -120,6 +121,25 @@ static const char *node_source(const struct nstate *s)
     if (s->runs_computed == 0 && s->runs_fetched > 0)
         return "cache";
     return s->runs_fetched > 0 ? "partly cached" : "run";
+}
+
+/* How the run stands, for a sink's page (nf_env.facts). */
+static void run_facts(struct executor *x, struct nf_run_facts *f)
+{
+    memset(f, 0, sizeof *f);
+    f->known = true;
+    f->nodes = x->p->n_nodes;
+    pthread_mutex_lock(&x->lock);
+    f->seconds = nf_now() - x->t_start;
+    for (size_t i = 0; i < x->p->n_nodes; i++) {
+        const struct nstate *s = &x->st[i];
+        if (!s->done && s->mode != MODE_SKIP)
+            continue;
+        f->nodes_done++;
+        if (strcmp(node_source(s), "cache") == 0)
+            f->nodes_cached++;
+    }
+    pthread_mutex_unlock(&x->lock);
 }
 
 /* The process's peak resident set so far, bytes (Linux: ru_maxrss in KiB). */
@@ -711,6 +731,8 @@ static int run_task(struct executor *x, size_t ni, size_t item, struct nf_error 
     struct nf_env env = x->env;
     if (s->mapped && s->items_total > 1)
         env.threads = 1;
+    if (t->flags & NF_NODE_SINK)
+        run_facts(x, &env.facts);
     bool wanted[64];
     uint64_t wanted_mask = nf_outputs_wanted(x->p, ni);
     for (size_t o = 0; o < n_out && o < 64; o++)
@@ -1033,6 +1055,7 @@ static int execute_once(struct nf_pipeline *p, const struct nf_exec_opts *o, str
     memset(&x, 0, sizeof x);
     x.p = p;
     x.o = o;
+    x.t_start = nf_now();
     nf_pipeline_env(p, &x.env);
     int rc = 0;
     int nthreads = o->threads > 0 ? o->threads : nf_cpu_count();
