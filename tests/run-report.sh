@@ -5,6 +5,11 @@
 #      nothing outside itself, and whose inline PNGs libpng decodes to the
 #      sizes their tags declare (tests/check-report); group-permutation's
 #      cluster table names the planted region (simulate's atlas label file);
+#      every page has a methods paragraph; group-permutation's null
+#      distribution marks the 5% FWE threshold, which splits the t map as
+#      p_fwe < 0.05 does (python3's standard library reads the maps), and
+#      shows the test's parameters; decoding-roi's ROI bars name planted_roi
+#      (the report's atlas input); encoding charts the chosen alphas;
 #   2. the same run again gives the same bytes, except the date line;
 #   3. headless Chromium (Debian's chromium; build.sh installs it for
 #      `check`) renders each page: the screenshot is not blank, and in the
@@ -13,6 +18,8 @@
 #      with --dump-dom); in group-permutation, clicking the second row of
 #      the cluster table puts the slices through that peak into the map's
 #      slice figure.
+#   4. tests/report/whole-brain.yaml: the confusion matrix of a classifier's
+#      out-of-fold predictions gives the accuracy of predict's fold scores.
 # The Chromium part skips (saying so) only where chromium is not installed.
 set -u
 : "${NLFLOW:?path to the nlflow binary}" "${srcdir:?source folder}"
@@ -22,6 +29,38 @@ trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 cp -r "$srcdir/pipelines" "$work/"
 rm -rf "$work/pipelines/results" "$work/pipelines/data"
+
+# The 5% FWE threshold the page marks on permute's null distribution splits
+# the t map exactly as p_fwe < 0.05 does: voxels above it = voxels with
+# p_fwe < 0.05, both counted from the NIfTI files by python3's standard
+# library (skipped without python3).
+check_fwe_threshold() {
+    local page=$1 dir=$2 thr
+    thr=$(sed -n 's/.*Voxels above \([-0-9.e+]*\) have p_fwe &lt; 0.05.*/\1/p' "$page")
+    [ -n "$thr" ] || fail "the group report marks no FWE threshold"
+    if ! command -v python3 >/dev/null; then
+        echo "skip FWE threshold cross-check (no python3)"
+        return
+    fi
+    python3 - "$dir" "$thr" <<'PY' || fail "the FWE threshold does not split the t map as p_fwe < 0.05"
+import glob, gzip, struct, sys
+def floats(path):
+    b = gzip.open(path).read()
+    dims = struct.unpack('<8h', b[40:56])
+    assert struct.unpack('<h', b[70:72])[0] == 16, 'float32 expected'
+    n = 1
+    for d in dims[1:1 + dims[0]]:
+        n *= d
+    off = int(struct.unpack('<f', b[108:112])[0])
+    return struct.unpack('<%df' % n, b[off:off + 4 * n])
+d, thr = sys.argv[1], float(sys.argv[2])
+t = floats(glob.glob(d + '/*_stat-t_statmap.nii.gz')[0])
+p = floats(glob.glob(d + '/*_stat-pFwe_statmap.nii.gz')[0])
+above, sig = sum(abs(x) > thr for x in t), sum(x < 0.05 for x in p)
+print('FWE threshold %g: %d voxels above it, %d with p_fwe < 0.05' % (thr, above, sig))
+sys.exit(0 if above == sig and sig > 0 else 1)
+PY
+}
 
 CHROMIUM=$(command -v chromium || command -v chromium-browser || true)
 for yaml in "$work"/pipelines/*.yaml; do
@@ -40,9 +79,18 @@ for yaml in "$work"/pipelines/*.yaml; do
     "$NLFLOW" run --quiet --no-cache "$yaml" || fail "$name does not run twice"
     diff <(grep -v '<dt>made</dt>' "$work/first.html") <(grep -v '<dt>made</dt>' "$page") >/dev/null \
         || fail "$name: two runs wrote different reports"
+    grep -q '<h2>Methods</h2>' "$page" || fail "$name: the report has no methods paragraph"
     if [ "$name" = group-permutation ]; then   # the planted region, named from simulate's atlas.nii.txt
         grep -q '<td>planted_roi</td>' "$page" || fail "$name: the report's cluster table does not name planted_roi"
         grep -q 'linked images (cluster peaks) decode' "$work/check.txt" || fail "$name: the cluster table has no peak links"
+        grep -q 'Parameters of node &#39;group&#39; (permute)' "$page" || fail "$name: the test's parameters are not shown"
+        check_fwe_threshold "$page" "$(dirname "$page")"
+    fi
+    if [ "$name" = decoding-roi ]; then   # ROI bars named from the atlas's label file, the planted one first
+        grep -q '>planted_roi (1)</text>' "$page" || fail "$name: the ROI bars do not name planted_roi"
+    fi
+    if [ "$name" = encoding ]; then
+        grep -q 'The alpha each voxel.*chose: [0-9]* distinct values' "$page" || fail "$name: no chosen-alpha chart"
     fi
     echo "ok   $name: $(tail -1 "$work/check.txt" | cut -d: -f2- | sed 's/^ //') in $(( (t1 - t0) / 1000000 )) ms (whole run)"
     if [ -z "$CHROMIUM" ]; then
@@ -71,4 +119,17 @@ for yaml in "$work"/pipelines/*.yaml; do
     fi
     echo "ok   $name in chromium: $(cut -d: -f2- "$work/shot.txt" | sed 's/^ //'); $n_img images at their pixel size"
 done
+# A whole-brain classifier: the confusion matrix the report counts from
+# predict's out-of-fold predictions gives the accuracy predict's own fold
+# scores average to (4 equal folds).
+mkdir -p "$work/wb" && cp "$srcdir/tests/report/whole-brain.yaml" "$work/wb/"
+"$NLFLOW" run --quiet --no-cache "$work/wb/whole-brain.yaml" || fail "whole-brain does not run"
+page="$work/wb/results/whole-brain_report.html"
+"$CHECK" "$page" --max-bytes $((10 * 1024 * 1024)) --min-images 1 >"$work/check.txt" \
+    || { cat "$work/check.txt"; fail "whole-brain: the report does not check out"; }
+confusion=$(sed -n 's/.*correct, accuracy \([0-9.]*\)\..*/\1/p' "$page")
+folds=$(sed -n 's/.*mean over 4 folds \([0-9.]*\)\..*/\1/p' "$page")
+[ -n "$confusion" ] && [ "$confusion" = "$folds" ] \
+    || fail "whole-brain: confusion matrix accuracy '$confusion', mean fold score '$folds'"
+echo "ok   whole-brain: confusion matrix accuracy $confusion = mean of predict's fold scores"
 [ -n "$CHROMIUM" ] || echo "SKIP (part): chromium is not installed; the pages were not rendered in a browser"

@@ -123,6 +123,11 @@ const char *nf_stat_name(enum nf_stat s);
 /* p-like maps (p, p_fwe, q_fdr): 1 means "nothing here", 0 "significant". */
 bool nf_stat_is_p(enum nf_stat s);
 
+/* The description of a permutation test's null distribution of the maximum
+ * (permute's null_max) ends with one of these: how p_fwe follows from it. */
+#define NF_NULL_MAX_EXACT "p_fwe = count / N"
+#define NF_NULL_MAX_RANDOM "p_fwe = (count + 1) / (N + 1)"
+
 struct nf_stat_info {
     enum nf_stat kind;
     double dof;             /* degrees of freedom (t, correl); 0 when not applicable */

@@ -1366,6 +1366,11 @@ int nf_perm_finish(struct perm_ctx *c, const struct nf_run *run, uint32_t seed, 
     }
     for (int64_t i = 0; i < c->M; i++)
         out[PERMUTE_OUT_NULL_MAX]->u.mat.data[i] = nf_perm_null_units(c, c->null_q[i]);
+    /* how p_fwe follows from these maxima: the report marks the 5% threshold by it */
+    nf_value_set_stat(out[PERMUTE_OUT_NULL_MAX], NF_STAT_NONE, 0,
+                      c->exact ? "maximum statistic over voxels of every permutation (the identity "
+                                 "included): " NF_NULL_MAX_EXACT
+                               : "maximum statistic over voxels of each random permutation: " NF_NULL_MAX_RANDOM);
     NF_TRY(rc = nf_perm_info_table(c, seed, &out[PERMUTE_OUT_INFO], run->err));
     label_outputs(c, out);
     for (int o = 0; o < 6; o++) {
@@ -1499,7 +1504,7 @@ const struct nf_node_type nf_node_permute = {
         "maximum within float round-off of an observed value is decided again in double, so ties "
         "(mirror-image flips, relabellings within groups) count exactly and p-values do not depend on "
         "the CPU, thread count or device. Chunks of permutations are checkpointed: a killed run resumes.",
-    .version = 2,
+    .version = 3,
     .params = permute_params_table,
     .params_size = sizeof(struct permute_params),
     .inputs = permute_inputs,

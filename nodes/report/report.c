@@ -28,19 +28,10 @@
 #include "core/switches.h"
 #include "core/util.h"
 #include "report.h"
-#include "report_page.h"
-#include "render.h"
+#include "report_internal.h"
 #include "encode.h"
 
 #define DEFAULT_UNDERLAY "/usr/share/mricron/templates/ch2better.nii.gz"
-
-struct report_params {
-    char *title;        /* NULL: "<pipeline> report" */
-    char *name;         /* file prefix; NULL: the pipeline's name */
-    double threshold;   /* show |v| >= threshold */
-    char *underlay;     /* a NIfTI file; NULL: the default template; "none": no underlay */
-    int64_t mosaic;     /* axial slices in the mosaic */
-};
 
 #define FIELD(f) offsetof(struct report_params, f)
 static const struct nf_param report_param_table[] = {
@@ -48,7 +39,10 @@ static const struct nf_param report_param_table[] = {
     NF_PARAM_STR_F("name", FIELD(name), "", NF_PF_OPTIONAL,
                    "file prefix: <name>_report.html (default: the pipeline's name)"),
     NF_PARAM_NUM("threshold", FIELD(threshold), 0, 0, 1e30,
-                 "maps show voxels with |value| >= threshold (0: every nonzero voxel)"),
+                 "maps of a statistic (t, z, r) show voxels with |value| >= threshold (0: every nonzero voxel); "
+                 "other maps show every nonzero voxel"),
+    NF_PARAM_NUM("p_below", FIELD(p_below), 0.05, 1e-300, 1,
+                 "p maps (p, p_fwe, q_fdr) are shown as -log10 p where p < p_below"),
     NF_PARAM_STR_F("template", FIELD(underlay), "", NF_PF_OPTIONAL,
                     "anatomical image file under the maps, any grid in the same space (default: mricron-data's "
                     "ch2better MNI template when installed; none: no underlay); the `underlay` input wins"),
@@ -60,6 +54,8 @@ static const struct nf_param report_param_table[] = {
 static const struct nf_port report_inputs[] = {
     { "underlay", "anatomical volume under the maps (any grid in the same space)", NF_PT_VOLUME,
       NF_PORT_OPTIONAL },
+    { "atlas", "an atlas loaded from a file with a label file beside it (mricron .nii.txt, .lut, BIDS dseg.tsv): "
+      "names ROIs in predict's ROI scores", NF_PT_VOLUME, NF_PORT_OPTIONAL },
     { "*", "any named results to show, e.g. {t: perm.stat, null: perm.null_max, fit: ridge1.score}", NF_PT_ANY,
       NF_PORT_VARIADIC | NF_PORT_OPTIONAL },
     NF_PORT_END,
@@ -100,6 +96,23 @@ static int report_key_files(const void *params, const struct nf_env *env, char *
     return 0;
 }
 
+/* The region names of an atlas read from `path`: the label file beside it
+ * (io.h nf_label_names_sidecar); names->n == 0 when there is none or the
+ * atlas was not read from a file. A malformed label file is an error. */
+static int atlas_names(const char *path, struct nf_label_names *names, struct nf_error *err)
+{
+    char *found = NULL;
+    int rc = 0;
+    memset(names, 0, sizeof *names);
+    if (path)
+        NF_TRY(rc = nf_label_names_sidecar(path, &found, err));
+    if (found)
+        rc = nf_label_names_read(found, names, err);
+fail:
+    free(found);
+    return rc;
+}
+
 static int report_resolve(struct nf_resolve *r)
 {
     for (size_t i = 0; i < r->n_extra; i++)
@@ -117,6 +130,14 @@ static int report_resolve(struct nf_resolve *r)
         if (rc < 0)
             return NF_FAIL_AT(r->err, NF_EINVAL, nf_node_loc(r->node), nf_node_id(r->node),
                               "template '%s': %s", p->underlay, e.msg);
+    }
+    if (r->in && r->in[REPORT_IN_ATLAS].path) {   /* a bad label file fails `nlflow validate` */
+        struct nf_label_names names;
+        struct nf_error e = { 0 };
+        int rc = atlas_names(r->in[REPORT_IN_ATLAS].path, &names, &e);
+        nf_label_names_release(&names);
+        if (rc < 0)
+            return NF_FAIL_AT(r->err, rc, nf_node_loc(r->node), nf_node_id(r->node), "atlas: %s", e.msg);
     }
     r->out[REPORT_OUT_FILES] = (struct nf_shape){ .kind = NF_KIND_TABLE, .dim = { 1, 2 } };
     return 0;
@@ -170,19 +191,6 @@ static struct nf_value *underlay_for_display(const struct nf_value *u, struct nf
 }
 
 /* ---- sections ---- */
-
-struct report_ctx {
-    const struct report_params *p;
-    struct nf_run *run;
-    struct report_page pg;
-    const struct nf_value *underlay;
-    int n_colorbars;
-    /* the first map's scene and its slice figure: a cluster table's peaks
-     * link to views of it (kept until the page is done) */
-    struct nf_scene link_scene;
-    bool have_link;
-    int link_figure;
-};
 
 /* The three orthogonal slices through a voxel side by side, 8 white pixels
  * apart, as one image (one figure a peak's link can swap). */
@@ -255,16 +263,56 @@ static int add_image(struct report_ctx *c, const struct nf_image *im, const char
 
 static const char *const view_names[] = { "sagittal", "coronal", "axial" };   /* enum nf_view order */
 
-static int map_section(struct report_ctx *c, const char *key, const struct nf_value *v)
+/* What a map shows, by what it holds: a p-like map (p, p_fwe, q_fdr) as
+ * -log10 p above -log10 p_below; a statistic (t, z, r) above `threshold`;
+ * anything else (effects, scores, a simulation's truth) every nonzero value. */
+struct map_display {
+    float *transformed;     /* owned: -log10 p of a p map, else NULL */
+    double threshold;
+    char label[96];         /* the colour bar's */
+    char rule[160];         /* what is coloured, for the text */
+};
+
+static int map_display_of(const struct report_ctx *c, const char *key, const struct nf_value *v,
+                          struct nf_render_map *over, struct map_display *d)
+{
+    enum nf_stat kind = v->stat.kind;
+    memset(d, 0, sizeof *d);
+    snprintf(d->label, sizeof d->label, "%s", key);
+    if (nf_stat_is_p(kind)) {
+        int64_t n = over->geom ? over->geom->n_voxels : nf_grid_nvox(over->grid);
+        if (!(d->transformed = nf_malloc_array((size_t)(n ? n : 1), sizeof *d->transformed)))
+            return NF_FAIL(c->run->err, NF_ENOMEM, "out of memory");
+        for (int64_t i = 0; i < n; i++) {
+            float p = over->data[i];
+            /* p == 1 (nothing, and outside the mask) is 0: not shown */
+            d->transformed[i] = isfinite(p) && p > 0 && p < 1 ? (float)-log10((double)p) : 0.0f;
+        }
+        over->data = d->transformed;
+        d->threshold = -log10(c->p->p_below);
+        snprintf(d->label, sizeof d->label, "-log10 %s", key);
+        snprintf(d->rule, sizeof d->rule, "shown as -log10 p: voxels with %s < %g are coloured", key, c->p->p_below);
+    } else if (kind == NF_STAT_T || kind == NF_STAT_Z || kind == NF_STAT_CORREL) {
+        d->threshold = c->p->threshold;
+        snprintf(d->rule, sizeof d->rule, "voxels with |%s| >= %g are coloured", nf_stat_name(kind), d->threshold);
+    } else {
+        snprintf(d->rule, sizeof d->rule, "every nonzero voxel is coloured");
+    }
+    return 0;
+}
+
+int report_map_section(struct report_ctx *c, const char *key, const struct nf_value *v)
 {
     struct nf_render_map over, under;
-    struct nf_render_style style = { .threshold = c->p->threshold };
+    struct map_display d = { 0 };
     struct nf_scene scene;
     struct nf_image im = { 0 };
     struct nf_error *err = c->run->err;
     int rc;
     memset(&scene, 0, sizeof scene);
     NF_TRY(rc = nf_render_map_of_value(v, 0, &over, err));
+    NF_TRY(rc = map_display_of(c, key, v, &over, &d));
+    struct nf_render_style style = { .threshold = d.threshold };
     bool with_under = c->underlay && nf_render_map_of_value(c->underlay, 0, &under, err) == 0;
     NF_TRY(rc = nf_scene_init(&scene, with_under ? &under : NULL, &over, &style, err));
     int64_t peak[3];
@@ -273,11 +321,10 @@ static int map_section(struct report_ctx *c, const char *key, const struct nf_va
     nf_scene_voxel_mm(&scene, peak, mm);
     char text[320];
     if (shown)
-        snprintf(text, sizeof text, "Peak |value| %.4g at (%.1f, %.1f, %.1f) mm; voxels with |value| >= %g are "
-                 "coloured%s.", scene.vmax, mm[0], mm[1], mm[2], c->p->threshold,
-                 with_under ? " over the underlay" : "");
+        snprintf(text, sizeof text, "Peak %s%.4g at (%.1f, %.1f, %.1f) mm; %s%s.", d.transformed ? "-log10 p " : "|value| ",
+                 scene.vmax, mm[0], mm[1], mm[2], d.rule, with_under ? " over the underlay" : "");
     else
-        snprintf(text, sizeof text, "No voxel reaches |value| >= %g.", c->p->threshold);
+        snprintf(text, sizeof text, "Nothing to show: %s, and none is.", d.rule);
     report_page_paragraph(&c->pg, text);
     NF_TRY(rc = ortho_image(&scene, peak, &im, err));
     snprintf(text, sizeof text, "%s: sagittal, coronal and axial slices through the peak", key);
@@ -288,7 +335,7 @@ static int map_section(struct report_ctx *c, const char *key, const struct nf_va
     nf_scene_colorbar(&scene, &cb);
     char id[32];
     snprintf(id, sizeof id, "cb%d", c->n_colorbars++);
-    char *svg = report_svg_colorbar(&cb.colors[0][0], cb.lo, cb.hi, key, id);
+    char *svg = report_svg_colorbar(&cb.colors[0][0], cb.lo, cb.hi, d.label, id);
     report_page_svg(&c->pg, svg);
     free(svg);
     NF_TRY(rc = nf_render_mosaic(&scene, (int)c->p->mosaic, 6, &im, NULL, NULL, err));
@@ -308,6 +355,7 @@ static int map_section(struct report_ctx *c, const char *key, const struct nf_va
         c->link_figure = figure;
     }
 fail:
+    free(d.transformed);
     nf_image_release(&im);
     nf_scene_release(&scene);
     return rc;
@@ -343,7 +391,7 @@ static int values_section(struct report_ctx *c, const char *key, const struct nf
     return 0;
 }
 
-static int table_section(struct report_ctx *c, const struct nf_table *t)
+int report_table_section(struct report_ctx *c, const struct nf_table *t)
 {
     enum { MAX_ROWS = 200 };
     size_t rows = t->n_rows > MAX_ROWS ? MAX_ROWS : (size_t)t->n_rows, cols = (size_t)t->n_cols;
@@ -421,23 +469,45 @@ static int collection_section(struct report_ctx *c, const char *key, const struc
         struct nf_error e = { 0 };
         if (!it || nf_render_map_of_value(it, 0, &over, &e) < 0)
             continue;   /* not a map: nothing to draw for it */
-        struct nf_render_style style = { .threshold = c->p->threshold, .min_short_side = 90 };
+        struct map_display d;
+        int rc = map_display_of(c, key, it, &over, &d);
+        if (rc < 0)
+            return rc;
+        struct nf_render_style style = { .threshold = d.threshold, .min_short_side = 90 };
         struct nf_scene scene;
         struct nf_image im = { 0 };
         memset(&scene, 0, sizeof scene);
-        int rc = nf_scene_init(&scene, NULL, &over, &style, c->run->err);
+        rc = nf_scene_init(&scene, NULL, &over, &style, c->run->err);
         if (rc == 0)
             rc = nf_render_glass(&scene, NF_VIEW_AXIAL, &im, c->run->err);
-        snprintf(text, sizeof text, "%s: %s", key, it->label ? it->label : "item");
+        double sum = 0, peak = 0;
+        int64_t n_vox = over.geom ? over.geom->n_voxels : nf_grid_nvox(over.grid), n_fin = 0;
+        for (int64_t k = 0; k < n_vox; k++)
+            if (isfinite(over.data[k])) {
+                sum += over.data[k];
+                peak = n_fin++ == 0 || fabs(over.data[k]) > fabs(peak) ? over.data[k] : peak;
+            }
+        snprintf(text, sizeof text, "%s: %s, mean %.3g, peak %.3g", key, it->label ? it->label : "item",
+                 n_fin ? sum / (double)n_fin : NAN, peak);
         if (rc == 0)
             rc = add_image(c, &im, text);
         nf_image_release(&im);
         nf_scene_release(&scene);
+        free(d.transformed);
         if (rc < 0)
             return rc;
         shown++;
     }
     return 0;
+}
+
+/* Where input `key` was made: the node and port it is wired from. */
+static bool input_origin(const struct report_params *p, const struct nf_run *run, const char *key,
+                         struct nf_input_source *src)
+{
+    (void)p;
+    memset(src, 0, sizeof *src);
+    return nf_node_input_source(run->node, run->env, key, src);
 }
 
 static int input_section(struct report_ctx *c, const char *key, const struct nf_value *v)
@@ -446,22 +516,72 @@ static int input_section(struct report_ctx *c, const char *key, const struct nf_
     snprintf(heading, sizeof heading, "%s", key);
     snprintf(anchor, sizeof anchor, "in-%s", key);
     report_page_section(&c->pg, heading, anchor);
+    struct nf_input_source src;
+    bool known = input_origin(c->p, c->run, key, &src);
+    if (known) {
+        char from[320];
+        snprintf(from, sizeof from, "Output '%s' of node '%s' (%s)%s%s.", src.port, src.node_id ? src.node_id : "?",
+                 src.node_type, v->stat.description ? ": " : "", v->stat.description ? v->stat.description : "");
+        report_page_paragraph(&c->pg, from);
+    }
     if (v->kind == NF_KIND_COLLECTION && v->u.coll.n == 1 && v->u.coll.items[0])
         v = v->u.coll.items[0];   /* one subject: shown in full */
+    bool handled = false;
+    int rc = known ? report_node_section(c, key, v, &src, &handled) : 0;
+    if (rc < 0 || handled)
+        return rc;
     bool is_map = (v->kind == NF_KIND_MATRIX && v->u.mat.geom && v->u.mat.rows == 1) ||
                   (v->kind == NF_KIND_VOLUME && v->u.vol.nt == 1);
     if (is_map)
-        return map_section(c, key, v);
+        return report_map_section(c, key, v);
     if (v->kind == NF_KIND_MATRIX && (v->u.mat.rows == 1 || v->u.mat.cols == 1))
         return values_section(c, key, &v->u.mat);
     if (v->kind == NF_KIND_TABLE)
-        return table_section(c, &v->u.tab);
+        return report_table_section(c, &v->u.tab);
     if (v->kind == NF_KIND_COLLECTION)
         return collection_section(c, key, v);
     char text[200];
     snprintf(text, sizeof text, "A %s (not drawn: the report shows maps, columns of numbers, tables and "
              "collections of maps).", nf_kind_name(v->kind));
     report_page_paragraph(&c->pg, text);
+    return 0;
+}
+
+/* The methods paragraph: each node's own sentences (node_type.methods) in
+ * the order the nodes ran, then the software. */
+static int methods_section(struct report_ctx *c)
+{
+    const struct nf_env *env = c->run->env;
+    size_t n = nf_pipeline_size(env);
+    if (n == 0)
+        return 0;
+    struct nf_strbuf sb;
+    nf_strbuf_init(&sb);
+    for (size_t i = 0; i < n; i++) {
+        struct nf_node_info info;
+        if (!nf_pipeline_node(env, i, &info) || (info.type->flags & NF_NODE_SINK && !info.type->methods))
+            continue;
+        char *text = info.type->methods ? info.type->methods(info.params) : NULL;
+        if (info.type->methods && !text) {
+            nf_strbuf_release(&sb);
+            return NF_FAIL(c->run->err, NF_ENOMEM, "out of memory");
+        }
+        if (text)
+            nf_strbuf_addf(&sb, "%s%s", sb.len ? " " : "", text);
+        else
+            nf_strbuf_addf(&sb, "%sNode '%s' (%s): %s.", sb.len ? " " : "", info.id, info.type->name,
+                           info.type->summary);
+        free(text);
+    }
+    nf_strbuf_addf(&sb, "%sThe analysis was run with nlflow %s (commit %s) from the pipeline file %s (hash %s).",
+                   sb.len ? " " : "", NF_VERSION, NF_GIT_COMMIT, env->pipeline_name ? env->pipeline_name : "",
+                   env->pipeline_hash ? env->pipeline_hash : "");
+    char *text = nf_strbuf_detach(&sb);
+    if (!text)
+        return NF_FAIL(c->run->err, NF_ENOMEM, "out of memory");
+    report_page_section(&c->pg, "Methods", "methods");
+    report_page_paragraph(&c->pg, text);
+    free(text);
     return 0;
 }
 
@@ -476,12 +596,22 @@ static void header(struct report_ctx *c)
         strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", &tm);
     char version[96];
     snprintf(version, sizeof version, "%s (commit %s)", NF_VERSION, NF_GIT_COMMIT);
+    /* where and how: on one line with the date, the only line two runs of
+     * the same pipeline may differ in */
+    char cpu[128] = "", made[512];
+    nf_cpu_model(cpu, sizeof cpu);
+    size_t len = (size_t)snprintf(made, sizeof made, "%s on %s (%d CPUs)", date, cpu[0] ? cpu : "an unknown CPU",
+                                  nf_cpu_count());
+    if (env && env->facts.known && len < sizeof made)
+        snprintf(made + len, sizeof made - len, ", %.1f s into the run; %zu of %zu nodes had finished, %zu of "
+                 "them from the cache", env->facts.seconds, env->facts.nodes_done, env->facts.nodes,
+                 env->facts.nodes_cached);
     const char *names[] = { "pipeline", "pipeline file", "pipeline hash", "nlflow", "made" };
     /* the file's name, not where it is: results do not depend on the folder */
     const char *file = env && env->pipeline_file ? env->pipeline_file : "";
     const char *base = strrchr(file, '/');
     const char *values[] = { env && env->pipeline_name ? env->pipeline_name : "", base ? base + 1 : file,
-                             env && env->pipeline_hash ? env->pipeline_hash : "", version, date };
+                             env && env->pipeline_hash ? env->pipeline_hash : "", version, made };
     report_page_facts(&c->pg, names, values, 5);
     if (env && env->pipeline_file) {
         struct nf_error e = { 0 };
@@ -522,6 +652,8 @@ static int report_run(struct nf_run *run)
     } else {
         nf_value_unref(read);
     }
+    if (run->in[REPORT_IN_ATLAS])
+        NF_TRY(rc = atlas_names(run->in[REPORT_IN_ATLAS]->path, &c.names, run->err));
     const char *pipeline = env->pipeline_name ? env->pipeline_name : "nlflow";
     char title[256];
     snprintf(title, sizeof title, "%s", p->title ? p->title : "");
@@ -532,6 +664,7 @@ static int report_run(struct nf_run *run)
     for (size_t i = 0; i < run->n_extra; i++)
         if (run->extra_in[i])
             NF_TRY(rc = input_section(&c, run->extra_names[i], run->extra_in[i]));
+    NF_TRY(rc = methods_section(&c));
     size_t len = 0;
     html = report_page_end(&c.pg, &len);
     if (!html) {
@@ -564,6 +697,7 @@ static int report_run(struct nf_run *run)
 fail:
     if (c.have_link)
         nf_scene_release(&c.link_scene);
+    nf_label_names_release(&c.names);
     report_page_release(&c.pg);
     nf_value_unref(owned_under);
     nf_value_unref(files);

@@ -158,6 +158,7 @@ static const struct decision decisions[] = {
     { "report", "title", CTX_REPORT, "template: none", "title: one", "title: two", true, NULL },
     { "report", "name", CTX_REPORT, "template: none", "name: one", "name: two", true, NULL },
     { "report", "threshold", CTX_REPORT, "template: none", "threshold: 0", "threshold: 0.3", true, NULL },
+    { "report", "p_below", CTX_REPORT, "template: none", "p_below: 0.05", "p_below: 0.01", true, NULL },
     { "report", "template", CTX_REPORT, "", "template: none", "template: data/truth.nii.gz", true, NULL },
     { "report", "mosaic", CTX_REPORT, "template: none", "mosaic: 4", "mosaic: 6", true, NULL },
     { "debug_fault", "chunks", CTX_FAULT, "", "chunks: 3", "chunks: 4", true, NULL },
