@@ -119,6 +119,16 @@ for yaml in "$work"/pipelines/*.yaml; do
     fi
     echo "ok   $name in chromium: $(cut -d: -f2- "$work/shot.txt" | sed 's/^ //'); $n_img images at their pixel size"
 done
+# Without SOURCE_DATE_EPOCH (make check sets it) the header says where and
+# how the page was made: the machine, the run time, nodes from the cache (a
+# second run with the cache on: every node before the report from it).
+mkdir -p "$work/facts" && cp "$srcdir/tests/report/whole-brain.yaml" "$work/facts/"
+( cd "$work/facts" && env -u SOURCE_DATE_EPOCH "$NLFLOW" run --quiet whole-brain.yaml && rm results/*_report.html \
+    && env -u SOURCE_DATE_EPOCH "$NLFLOW" run --quiet whole-brain.yaml ) || fail "whole-brain with the cache does not run"
+grep -q '<dt>made</dt><dd>[^<]* UTC on [^<]*CPUs), [0-9.]* s into the run; 3 of 4 nodes had finished, 3 of them from the cache' \
+    "$work/facts/results/whole-brain_report.html" || fail "the header does not give the machine, run time and cache hits"
+echo "ok   header facts: $(sed -n 's/.*<dt>made<\/dt><dd>\([^<]*\)<.*/\1/p' "$work/facts/results/whole-brain_report.html")"
+
 # A whole-brain classifier: the confusion matrix the report counts from
 # predict's out-of-fold predictions gives the accuracy predict's own fold
 # scores average to (4 equal folds).

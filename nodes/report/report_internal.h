@@ -1,11 +1,12 @@
-/* report_internal.h — what report.c shares with report_nodes.c: the node's
- * parameters, the page being built, and the sections every input can get.
+/* report_internal.h — what the report node's files share: its parameters,
+ * the page being built, and the sections.
  *
- * report.c reads the inputs and shows each by what it is (a map, a column of
- * numbers, a table, a collection); report_nodes.c adds what only the node
- * that made an input knows how to show (a permutation test's FWE threshold,
- * ridge's chosen alphas, a classifier's confusion matrix, ROI scores by
- * region name).
+ * report.c reads the inputs and picks each one's section: what only the node
+ * that made it knows how to show (report_nodes.c: a permutation test's FWE
+ * threshold, ridge's chosen alphas, a classifier's confusion matrix, ROI
+ * scores by region name), else by what it is (report_sections.c: a map, a
+ * column of numbers, a table, a collection). Calls go one way: report.c ->
+ * report_nodes.c -> report_sections.c.
  */
 #ifndef NF_REPORT_INTERNAL_H
 #define NF_REPORT_INTERNAL_H
@@ -43,9 +44,13 @@ struct report_ctx {
     size_t n_shown_params;
 };
 
-/* Sections of report.c that node sections reuse; 0 or a negative NF_E*. */
+/* Sections by what an input is (report_sections.c); 0 or a negative NF_E*.
+ * A map: a 1xV matrix with voxel geometry or a 3-D volume. A table whose
+ * rows have peak_x/y/z links them to the first map's slices. */
 int report_map_section(struct report_ctx *c, const char *key, const struct nf_value *v);
+int report_values_section(struct report_ctx *c, const char *key, const struct nf_matrix *m);
 int report_table_section(struct report_ctx *c, const struct nf_table *t);
+int report_collection_section(struct report_ctx *c, const char *key, const struct nf_value *v);
 
 /* What the node that made input `key` knows to show (report_nodes.c): adds
  * its sections and sets *handled, or leaves *handled false for report.c's
