@@ -7,9 +7,12 @@
  * with the item's label (e.g. sub-01) in front. Optionally one map is
  * thresholded (by value with a tail, and/or by a p-value map), its supra-
  * threshold voxels grouped into 26-connected clusters, and the clusters listed
- * with size, peak and atlas label. summary.json (statistics of every input) and
- * dataset_description.json (provenance) are written last, so a run that fails
- * half way leaves no JSON claiming it finished. All writes are atomic.
+ * with size, peak and atlas label. With `naming: fsl` the statistic, p and
+ * p_fwe maps are also written under fsl/ with FSL randomise's names and its
+ * 1 - p convention, for users whose next tools are FSL's. summary.json
+ * (statistics of every input) and dataset_description.json (provenance) are
+ * written last, so a run that fails half way leaves no JSON claiming it
+ * finished. All writes are atomic.
  */
 #include <ctype.h>
 #include <inttypes.h>
@@ -44,6 +47,7 @@
 
 
 static const char *const tail_names[] = {"two", "upper", "lower", NULL};
+static const char *const naming_names[] = {"bids", "fsl", NULL};
 
 
 /* ---- names ---- */
@@ -242,6 +246,106 @@ static int check_named_inputs(const struct summarize_params *p, const char *cons
     return 0;
 }
 
+/* ---- FSL randomise's names ---- */
+
+/* With `naming: fsl` three inputs are also written as randomise names its
+ * one-contrast outputs, under <outputs>/fsl/: the statistic as
+ * <prefix>_tstat1, 1 - p as <prefix>_vox_p_tstat1 and 1 - p_fwe as
+ * <prefix>_vox_corrp_tstat1 (randomise stores p maps as 1 - p, "bigger is
+ * better"). Roles in that order; fsl_roles[r].from_p: the file holds 1 - p. */
+enum { FSL_STAT, FSL_P, FSL_P_FWE, FSL_N_ROLES };
+static const struct {
+    const char *suffix;   /* randomise's name after "<prefix>_" */
+    const char *port;     /* the permute output that holds the input */
+    bool from_p;
+} fsl_roles[FSL_N_ROLES] = {
+    {"tstat1", "stat", false},
+    {"vox_p_tstat1", "p", true},
+    {"vox_corrp_tstat1", "p_fwe", true},
+};
+
+struct fsl_pick {
+    int input[FSL_N_ROLES];   /* the input written in each role; -1: none */
+};
+
+/* The first input that comes from output `port` of a permute node (of node
+ * `from` when not NULL), or -1; *second: the next such input, or -1. */
+static int permute_input(const struct nf_node_inst *node, const struct nf_env *env,
+                         const char *const *names, size_t n, const char *port, const char *from,
+                         int *second)
+{
+    int first = -1;
+    *second = -1;
+    for (size_t i = 0; i < n; i++) {
+        struct nf_input_source src;
+        if (!nf_node_input_source(node, env, names[i], &src) ||
+            strcmp(src.node_type, "permute") != 0 || strcmp(src.port, port) != 0 ||
+            (from && strcmp(src.node_id, from) != 0))
+            continue;
+        if (first < 0)
+            first = (int)i;
+        else if (*second < 0)
+            *second = (int)i;
+    }
+    return first;
+}
+
+/* Which inputs fill the FSL roles (plan and run time alike). The statistic:
+ * the input named by threshold_key, else the one input from a permute node's
+ * `stat`, else the input keyed `t` or `stat`; there must be one. p and p_fwe:
+ * from the `p` and `p_fwe` ports of the statistic's permute node (any permute
+ * node's when the statistic has none), else the inputs keyed `p` and `p_fwe`;
+ * either may be missing (that file is not written). */
+static int fsl_pick_inputs(const struct summarize_params *p, const struct nf_node_inst *node,
+                           const struct nf_env *env, const char *const *names, size_t n,
+                           struct fsl_pick *pick, struct nf_error *err)
+{
+    char list[512];
+    int second;
+    for (int r = 0; r < FSL_N_ROLES; r++)
+        pick->input[r] = -1;
+    if (p->naming != SUM_NAMING_FSL)
+        return 0;
+    list_names(names, n, list, sizeof list);
+    int stat = p->threshold_key ? find_input(names, n, p->threshold_key) : -1;
+    if (p->threshold_key && stat < 0)
+        return NF_FAIL_AT(err, NF_EINVAL, nf_node_loc(node), nf_node_id(node),
+                          "threshold_key '%s' is not an input of this node (inputs: %s)",
+                          p->threshold_key, list);
+    if (stat < 0) {
+        stat = permute_input(node, env, names, n, "stat", NULL, &second);
+        if (second >= 0)
+            return NF_FAIL_AT(err, NF_EINVAL, nf_node_loc(node), nf_node_id(node),
+                              "naming: fsl writes one test's maps (<prefix>_tstat1), but "
+                              "inputs '%s' and '%s' are both a permute statistic: write each "
+                              "test with its own summarize node (and name), or pick one with "
+                              "threshold_key", names[stat], names[second]);
+    }
+    if (stat < 0)
+        stat = find_input(names, n, "t");
+    if (stat < 0)
+        stat = find_input(names, n, "stat");
+    if (stat < 0)
+        return NF_FAIL_AT(err, NF_EINVAL, nf_node_loc(node), nf_node_id(node),
+                          "naming: fsl needs a statistic map for <prefix>_tstat1, and no input "
+                          "is one: wire a permute node's stat (e.g. t: perm.stat), key the "
+                          "map 't', or name it with threshold_key (inputs: %s)", list);
+    struct nf_input_source src;
+    const char *from = nf_node_input_source(node, env, names[stat], &src) &&
+                               !strcmp(src.node_type, "permute") ? src.node_id : NULL;
+    pick->input[FSL_STAT] = stat;
+    for (int r = FSL_P; r < FSL_N_ROLES; r++) {
+        int i = permute_input(node, env, names, n, fsl_roles[r].port, from, &second);
+        pick->input[r] = i >= 0 ? i : find_input(names, n, fsl_roles[r].port);
+        if (pick->input[r] == stat)
+            return NF_FAIL_AT(err, NF_EINVAL, nf_node_loc(node), nf_node_id(node),
+                              "naming: fsl: input '%s' is the %s map, not a statistic for "
+                              "<prefix>_tstat1 (threshold_key names it)", names[stat],
+                              fsl_roles[r].port);
+    }
+    return 0;
+}
+
 /* ---- maps: a view of a value as voxel values on a grid ---- */
 
 struct map_view {
@@ -319,6 +423,7 @@ struct summarize_ctx {
     size_t n_files, cap_files;
     struct nf_strbuf inputs_json;     /* the "inputs" array body */
     struct nf_strbuf threshold_json;  /* the "thresholding" object, or empty */
+    struct fsl_pick fsl;              /* naming: fsl: the inputs of randomise's names */
 };
 
 static void stats_add(struct stats *s, double x)
@@ -451,16 +556,18 @@ static char *sidecar_name(const char *map_name)
     return nf_asprintf("%.*s.json", (int)n, map_name);
 }
 
-/* Write the JSON sidecar of the map just written as `map_name`: what it holds
- * (statistic, degrees of freedom, units, NIfTI intent, the value outside the
- * mask), where it came from (input key, node and port, item), and for k x V
- * maps the name of each volume. `extra` is more members ("\"A\": ..."), or NULL. */
+/* Write the JSON sidecar of the map just written as `map_name` with header
+ * label `nl`: what it holds (statistic, degrees of freedom, units, NIfTI
+ * intent, the value outside the mask), where it came from (input key, node
+ * and port, item), and for k x V maps the name of each volume. `extra` is more
+ * members ("\"A\": ..."), or NULL. */
 static int write_sidecar(struct summarize_ctx *ctx, const char *key, const char *map_name,
                          const char *label, const struct nf_value *data,
-                         const struct nf_stat_info *st, const char *extra)
+                         const struct nf_stat_info *st, const struct nf_nifti_label *header,
+                         const char *extra)
 {
     struct nf_error *err = ctx->run->err;
-    struct nf_nifti_label nl = nifti_label(st, NULL);
+    struct nf_nifti_label nl = *header;
     const char *node_id, *node_type, *port, *units = units_of(st->kind);
     struct nf_strbuf sb;
     char *name = NULL, *path = NULL;
@@ -583,13 +690,103 @@ static int write_item(struct summarize_ctx *ctx, const char *key, const char *bi
     NF_TRY(rc);
     NF_TRY(rc = record_file(ctx, key, name, path));
     if (as_nifti)
-        NF_TRY(rc = write_sidecar(ctx, key, name, label, data, &what, NULL));
+        NF_TRY(rc = write_sidecar(ctx, key, name, label, data, &what, &nl, NULL));
     stats_add_value(st, data);
 
 fail:
     nf_value_unref(data);
     free(name);
     free(path);
+    return rc;
+}
+
+/* Write input `key` (value v) in FSL role `role` under fsl/, with a sidecar:
+ * the statistic as it is, a p map as 1.0f - p. Outside the mask the
+ * statistic holds 0 as in its BIDS map, and 1 - p holds 0 as randomise's
+ * files do (our p maps hold 1 there). 1 - p is no p-value: intent none. */
+static int write_fsl(struct summarize_ctx *ctx, int role, const char *key, struct nf_value *v)
+{
+    const struct nf_node_inst *node = ctx->run->node;
+    struct nf_error *err = ctx->run->err;
+    struct nf_value *data = NULL;
+    struct map_view mv;
+    struct nf_strbuf extra;
+    char *name = NULL, *path = NULL, *dir = NULL, *description = NULL;
+    float *one_minus = NULL;
+    char bids[128], descrip[80];
+    int rc = 0;
+
+    nf_strbuf_init(&extra);
+    bids_key(key, bids, sizeof bids);
+    data = v && v->kind != NF_KIND_COLLECTION ? nf_value_materialize(v, err) : NULL;
+    if (v && v->kind != NF_KIND_COLLECTION && !data) {
+        rc = err->code ? err->code : NF_EIO;
+        goto fail;
+    }
+    if (!data || !map_view_of(data, &mv) || mv.rows != 1) {
+        rc = NF_FAIL_AT(err, NF_EINVAL, nf_node_loc(node), nf_node_id(node),
+                        "naming: fsl: cannot write input '%s' as <prefix>_%s: it is %s (expected "
+                        "one 1xV map or 3D volume)", key, fsl_roles[role].suffix,
+                        !data ? "a collection" : mv.grid ? "several maps"
+                                                         : "not a map with voxel geometry");
+        goto fail;
+    }
+    struct nf_stat_info what = stat_of(v, NULL, bids);
+    struct nf_nifti_label nl = nifti_label(&what, NULL);
+    const float *values = mv.values;
+    if (fsl_roles[role].from_p) {
+        one_minus = nf_malloc((size_t)(mv.n ? mv.n : 1) * sizeof *one_minus);
+        if (!one_minus) {
+            rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+            goto fail;
+        }
+        for (int64_t c = 0; c < mv.n; c++)
+            one_minus[c] = 1.0f - mv.values[c];
+        values = one_minus;
+        description = nf_asprintf("1 - p (FSL randomise's convention), where p is: %s",
+                                  what.description ? what.description : nf_stat_name(what.kind));
+        what = (struct nf_stat_info){NF_STAT_NONE, 0, description};
+        nl = (struct nf_nifti_label){.intent = INTENT_NONE, .intent_name = "1-p", .outside = 0};
+    }
+    snprintf(descrip, sizeof descrip, "nlflow summarize %s%.40s (randomise %s)",
+             fsl_roles[role].from_p ? "1-" : "", bids, fsl_roles[role].suffix);
+    nl.descrip = descrip;
+
+    dir = nf_path_join(ctx->outdir, "fsl");
+    name = nf_asprintf("fsl/%s_%s.nii.gz", ctx->prefix, fsl_roles[role].suffix);
+    path = name ? nf_path_join(ctx->outdir, name) : NULL;
+    if (!dir || !path || (fsl_roles[role].from_p && !description)) {
+        rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    NF_TRY(rc = nf_mkdirs(dir, err));
+    if (data->kind == NF_KIND_MATRIX) {
+        struct nf_matrix m = data->u.mat;
+        m.data = (float *)values;
+        m.col_names = NULL;
+        m.row_names = NULL;
+        rc = nf_nifti_write_matrix_labelled(path, &m, &nl, err);
+    } else {
+        rc = nf_nifti_write_labelled(path, mv.grid, 1, values, &nl, err);
+    }
+    NF_TRY(rc);
+    NF_TRY(rc = record_file(ctx, key, name, path));
+    nf_strbuf_addf(&extra, "\"Fsl\": {\"Name\": \"%s\", \"Values\": \"%s\"}",
+                   fsl_roles[role].suffix, fsl_roles[role].from_p ? "1 - p" : "statistic");
+    if (extra.oom) {
+        rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    NF_TRY(rc = write_sidecar(ctx, key, name, NULL, data, &what, &nl, extra.buf));
+
+fail:
+    nf_strbuf_release(&extra);
+    nf_value_unref(data);
+    free(one_minus);
+    free(description);
+    free(name);
+    free(path);
+    free(dir);
     return rc;
 }
 
@@ -627,6 +824,9 @@ static int summarize_input(struct summarize_ctx *ctx, size_t i)
     } else {
         NF_TRY(rc = write_item(ctx, key, bids, NULL, v, NULL, &st));
     }
+    for (int r = 0; r < FSL_N_ROLES; r++)
+        if (ctx->fsl.input[r] == (int)i)
+            NF_TRY(rc = write_fsl(ctx, r, key, v));
 
     struct nf_strbuf *sb = &ctx->inputs_json;
     nf_strbuf_addf(sb, "%s\n    {\"key\": ", i ? "," : "");
@@ -1302,7 +1502,7 @@ static int summarize_threshold(struct summarize_ctx *ctx, struct nf_value **tabl
                        ", \"FailingValue\": %g}", p->min_cluster_size, n_pass,
                        (double)outside_of(&what));
         rc = extra.oom ? NF_FAIL(err, NF_ENOMEM, "out of memory")
-                       : write_sidecar(ctx, key, name, NULL, target, &what, extra.buf);
+                       : write_sidecar(ctx, key, name, NULL, target, &what, &nl, extra.buf);
         nf_strbuf_release(&extra);
         NF_TRY(rc);
     }
@@ -1395,10 +1595,24 @@ static int write_json_files(struct summarize_ctx *ctx)
     nf_strbuf_add_json_str(&sb, hash);
     nf_strbuf_addf(&sb, ",\n  \"prefix\": ");
     nf_strbuf_add_json_str(&sb, ctx->prefix);
-    nf_strbuf_addf(&sb, ",\n  \"inputs\": [%s%s],\n  \"thresholding\": %s\n}\n",
+    nf_strbuf_addf(&sb, ",\n  \"inputs\": [%s%s],\n  \"thresholding\": %s",
                    ctx->inputs_json.buf ? ctx->inputs_json.buf : "",
                    ctx->inputs_json.len ? "\n  " : "",
                    ctx->threshold_json.len ? ctx->threshold_json.buf : "null");
+    if (ctx->p->naming == SUM_NAMING_FSL) {
+        /* which input each of randomise's names holds (the files are in its list) */
+        nf_strbuf_addf(&sb, ",\n  \"fsl\": {");
+        for (int r = 0; r < FSL_N_ROLES; r++) {
+            int i = ctx->fsl.input[r];
+            nf_strbuf_addf(&sb, "%s\"%s\": ", r ? ", " : "", fsl_roles[r].suffix);
+            if (i >= 0)
+                nf_strbuf_add_json_str(&sb, ctx->run->extra_names[i]);
+            else
+                nf_strbuf_addf(&sb, "null");
+        }
+        nf_strbuf_addf(&sb, "}");
+    }
+    nf_strbuf_addf(&sb, "\n}\n");
     /* Two summarize nodes with their own `name` get their own summary. */
     name = ctx->p->name ? nf_asprintf("%s_summary.json", ctx->prefix) : nf_strdup("summary.json");
     path = name ? nf_path_join(ctx->outdir, name) : NULL;
@@ -1486,6 +1700,8 @@ static int summarize_run(struct nf_run *run)
         snprintf(ctx.prefix, sizeof ctx.prefix, "nlflow");
     NF_TRY(rc = check_keys(run->extra_names, run->n_extra, node, run->err));
     NF_TRY(rc = check_named_inputs(p, run->extra_names, run->n_extra, node, run->err));
+    NF_TRY(rc = fsl_pick_inputs(p, node, env, run->extra_names, run->n_extra, &ctx.fsl,
+                                run->err));
     if (run->n_extra == 0)
         nf_warn(nf_node_id(node), "no inputs: only summary.json and dataset_description.json "
                 "are written");
@@ -1531,8 +1747,31 @@ fail:
     return rc;
 }
 
-/* Plan time: input names exist and stay distinct; a thresholded input that is
- * known to lack geometry is an error now rather than after hours of compute. */
+/* Plan time: named input i must be one map with voxel geometry when its shape
+ * is known ("cannot <verb> input 'x'<as>: ..."). */
+static int check_one_map(const struct nf_resolve *r, int i, const char *verb, const char *as)
+{
+    const struct nf_shape *s = &r->extra_in[i];
+    const char *key = r->extra_names[i];
+    if (s->kind == NF_KIND_TABLE || (s->kind == NF_KIND_MATRIX && !s->has_geom))
+        return NF_FAIL_AT(r->err, NF_EINVAL, nf_node_loc(r->node), nf_node_id(r->node),
+                          "cannot %s input '%s'%s: it is a %s without voxel geometry", verb, key,
+                          as, nf_kind_name(s->kind));
+    if (s->kind == NF_KIND_COLLECTION)
+        return NF_FAIL_AT(r->err, NF_EINVAL, nf_node_loc(r->node), nf_node_id(r->node),
+                          "cannot %s input '%s'%s: it is a collection (%s a single map, e.g. a "
+                          "group result)", verb, key, as, verb);
+    int64_t maps = s->kind == NF_KIND_VOLUME ? s->dim[3] : s->dim[0];
+    if ((s->kind == NF_KIND_VOLUME || s->kind == NF_KIND_MATRIX) && maps > 1)
+        return NF_FAIL_AT(r->err, NF_EINVAL, nf_node_loc(r->node), nf_node_id(r->node),
+                          "cannot %s input '%s'%s: it holds %" PRId64 " maps (expected one 1xV "
+                          "map or 3D volume)", verb, key, as, maps);
+    return 0;
+}
+
+/* Plan time: input names exist and stay distinct; a thresholded input (or one
+ * written with FSL's names) that is known to lack geometry is an error now
+ * rather than after hours of compute. */
 static int summarize_resolve(struct nf_resolve *r)
 {
     const struct summarize_params *p = r->params;
@@ -1540,28 +1779,16 @@ static int summarize_resolve(struct nf_resolve *r)
 
     NF_TRY(rc = check_keys(r->extra_names, r->n_extra, r->node, r->err));
     NF_TRY(rc = check_named_inputs(p, r->extra_names, r->n_extra, r->node, r->err));
-    if (thresholding(p) && p->threshold_key) {
-        int ti = find_input(r->extra_names, r->n_extra, p->threshold_key);
-        const struct nf_shape *s = &r->extra_in[ti];
-        if (s->kind == NF_KIND_TABLE || (s->kind == NF_KIND_MATRIX && !s->has_geom)) {
-            rc = NF_FAIL_AT(r->err, NF_EINVAL, nf_node_loc(r->node), nf_node_id(r->node),
-                            "cannot threshold input '%s': it is a %s without voxel geometry",
-                            p->threshold_key, nf_kind_name(s->kind));
-            goto fail;
-        }
-        if (s->kind == NF_KIND_COLLECTION) {
-            rc = NF_FAIL_AT(r->err, NF_EINVAL, nf_node_loc(r->node), nf_node_id(r->node),
-                            "cannot threshold input '%s': it is a collection (threshold a "
-                            "single map, e.g. a group result)", p->threshold_key);
-            goto fail;
-        }
-        int64_t maps = s->kind == NF_KIND_VOLUME ? s->dim[3] : s->dim[0];
-        if ((s->kind == NF_KIND_VOLUME || s->kind == NF_KIND_MATRIX) && maps > 1) {
-            rc = NF_FAIL_AT(r->err, NF_EINVAL, nf_node_loc(r->node), nf_node_id(r->node),
-                            "cannot threshold input '%s': it holds %" PRId64 " maps "
-                            "(expected one 1xV map or 3D volume)", p->threshold_key, maps);
-            goto fail;
-        }
+    if (thresholding(p) && p->threshold_key)
+        NF_TRY(rc = check_one_map(r, find_input(r->extra_names, r->n_extra, p->threshold_key),
+                                  "threshold", ""));
+    struct fsl_pick fsl;
+    NF_TRY(rc = fsl_pick_inputs(p, r->node, r->env, r->extra_names, r->n_extra, &fsl, r->err));
+    for (int k = 0; k < FSL_N_ROLES; k++) {
+        char as[64];
+        snprintf(as, sizeof as, " as <prefix>_%s (naming: fsl)", fsl_roles[k].suffix);
+        if (fsl.input[k] >= 0)
+            NF_TRY(rc = check_one_map(r, fsl.input[k], "write", as));
     }
     /* the label file is read now, so that `nlflow validate` reports a bad one */
     if (p->atlas_labels && !nf_node_input_wired(r->node, SUMMARIZE_IN_ATLAS)) {
@@ -1591,7 +1818,7 @@ static void summarize_check(const void *params, const struct nf_loc *loc, const 
     const struct summarize_params *p = params;
     if (thresholding(p))
         return;
-    if (p->threshold_key)
+    if (p->threshold_key && p->naming != SUM_NAMING_FSL)   /* fsl: it names tstat1's map */
         NF_DIAG(d, NF_EINVAL, loc, node,
                 "threshold_key is set but neither threshold nor p_below is: nothing would "
                 "be thresholded");
@@ -1610,14 +1837,16 @@ static uint64_t summarize_estimate(const void *params, const struct nf_shape *in
     const struct summarize_params *p = params;
     uint64_t nvox = 91 * 109 * 91;
     (void)out;
-    if (!thresholding(p))
-        return 0;
     if (in && in[SUMMARIZE_IN_ATLAS].kind == NF_KIND_VOLUME)
         nvox = (uint64_t)(in[SUMMARIZE_IN_ATLAS].dim[0] * in[SUMMARIZE_IN_ATLAS].dim[1] *
                           in[SUMMARIZE_IN_ATLAS].dim[2]);
+    /* naming: fsl: a 1 - p copy of one map at a time */
+    uint64_t fsl = p->naming == SUM_NAMING_FSL ? nvox * sizeof(float) : 0;
+    if (!thresholding(p))
+        return fsl;
     /* + the cluster table: a grid-sized slot (8) and, per surviving voxel at
      * most, its member index, label and peak candidate (8 + 8 + 24) */
-    return nvox * (1 + 8 + 4 + 8 + 4 + 4 + 8 + 40);
+    return fsl + nvox * (1 + 8 + 4 + 8 + 4 + 4 + 8 + 40);
 }
 
 /* atlas_labels (node.h key_files): the file's content, not its name, is part
@@ -1647,7 +1876,8 @@ static const struct nf_param summarize_param_table[] = {
     NF_PARAM_NUM_F("threshold", FIELD(threshold), NAN, 0, INFINITY, NF_PF_OPTIONAL,
                    "keep voxels whose value passes this threshold (see tail); none if absent"),
     NF_PARAM_STR_F("threshold_key", FIELD(threshold_key), "", NF_PF_OPTIONAL,
-                   "input to threshold (default: the first single map, not the p map)"),
+                   "input to threshold (default: the first single map, not the p map); with "
+                   "naming: fsl also the statistic written as <prefix>_tstat1"),
     NF_PARAM_ENUM("tail", FIELD(tail), tail_names, SUM_TAIL_TWO,
                   "which values pass: two |x| >= t, upper x >= t, lower x <= -t"),
     NF_PARAM_NUM_F("p_below", FIELD(p_below), NAN, 1e-300, 1, NF_PF_OPTIONAL,
@@ -1661,6 +1891,10 @@ static const struct nf_param summarize_param_table[] = {
                     "names of the atlas's labels (mricron .txt, .lut, BIDS _dseg.tsv); default: "
                     "the file beside the atlas (aal.nii.gz: aal.nii.txt, aal.txt, aal.lut; "
                     "x_dseg.nii.gz: x_dseg.tsv)"),
+    NF_PARAM_ENUM("naming", FIELD(naming), naming_names, SUM_NAMING_BIDS,
+                  "bids: BIDS-derivative names; fsl: also FSL randomise's names under fsl/: "
+                  "<prefix>_tstat1 (the statistic), _vox_p_tstat1 (1 - p) and "
+                  "_vox_corrp_tstat1 (1 - p_fwe)"),
     NF_PARAM_END,
 };
 #undef FIELD
@@ -1702,7 +1936,16 @@ const struct nf_node_type nf_node_summarize = {
         "covers by share of its voxels; up to three local maxima more than 8 mm from the "
         "cluster's stronger peaks follow as sub-peak rows (1a, 1b, 1c, as nilearn's "
         "get_clusters_table). Region names come from `atlas_labels` or a label file beside "
-        "the atlas. summary.json and dataset_description.json are written last.",
+        "the atlas. With `naming: fsl` the statistic, p and p_fwe maps are also written "
+        "under fsl/ as FSL randomise names one contrast's outputs: <prefix>_tstat1 (the "
+        "statistic as it is, whatever it is: t, r, mean), <prefix>_vox_p_tstat1 = 1 - p and "
+        "<prefix>_vox_corrp_tstat1 = 1 - p_fwe (float 1 - p; 0 outside the mask, intent "
+        "none); the p values are those of the permute node's tail, so a two-tailed test "
+        "gives two-tailed 1 - p where randomise's tstat1 files hold the positive tail only. "
+        "The statistic is the input named by threshold_key, else the one from a permute "
+        "node's stat, else the input keyed t (or stat); p and p_fwe come from that permute "
+        "node's p and p_fwe, else the inputs keyed p and p_fwe. summary.json and "
+        "dataset_description.json are written last.",
     .version = 2,
     .params = summarize_param_table,
     .params_size = sizeof(struct summarize_params),

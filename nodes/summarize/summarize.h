@@ -8,6 +8,8 @@
 #include "node.h"
 
 enum summarize_tail { SUM_TAIL_TWO, SUM_TAIL_UPPER, SUM_TAIL_LOWER };
+/* File names: BIDS-derivative only, or also FSL randomise's under fsl/. */
+enum summarize_naming { SUM_NAMING_BIDS, SUM_NAMING_FSL };
 
 struct summarize_params {
     double threshold;          /* NaN: no value threshold */
@@ -18,6 +20,7 @@ struct summarize_params {
     int64_t min_cluster_size;  /* smaller clusters are dropped */
     char *name;                /* file-name prefix; NULL: the pipeline name */
     char *atlas_labels;        /* label-name file of the atlas; NULL: found beside it */
+    int naming;                /* enum summarize_naming */
 };
 
 /* Ports, in table order. */

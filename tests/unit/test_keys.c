@@ -154,6 +154,9 @@ static const struct decision decisions[] = {
     { "summarize", "name", CTX_SUMMARIZE, "", "name: one", "name: two", true, NULL },
     { "summarize", "atlas_labels", CTX_SUMMARIZE_ATLAS, "threshold: 0.5, threshold_key: m",
       "atlas_labels: data/names1.txt", "atlas_labels: data/names2.txt", true, NULL },
+    /* fsl: randomise's names under fsl/ as well (threshold_key names the statistic) */
+    { "summarize", "naming", CTX_SUMMARIZE, "threshold: 0.5, threshold_key: m", "naming: bids",
+      "naming: fsl", true, NULL },
     /* report writes a page: like summarize, it reruns when anything changes */
     { "report", "title", CTX_REPORT, "template: none", "title: one", "title: two", true, NULL },
     { "report", "name", CTX_REPORT, "template: none", "name: one", "name: two", true, NULL },
