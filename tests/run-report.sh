@@ -88,6 +88,7 @@ for yaml in "$work"/pipelines/*.yaml; do
     fi
     if [ "$name" = decoding-roi ]; then   # ROI bars named from the atlas's label file, the planted one first
         grep -q '>planted_roi (1)</text>' "$page" || fail "$name: the ROI bars do not name planted_roi"
+        grep -q '<td>planted_roi</td>' "$page" || fail "$name: the ROI table has no region column"
     fi
     if [ "$name" = encoding ]; then
         grep -q 'The alpha each voxel.*chose: [0-9]* distinct values' "$page" || fail "$name: no chosen-alpha chart"

@@ -11,7 +11,8 @@
  *   predict  predictions  the confusion matrix (classifiers), or observed
  *                         against predicted r (regression);
  *   predict  table        mean score per ROI as bars named by region (the
- *                         report's atlas input), then the table;
+ *                         report's atlas input), then the table with a
+ *                         region column;
  *   predict  map, scores  the map with its score distribution; a bar per fold.
  * Anything else falls back to report.c's section by kind.
  */
@@ -420,6 +421,44 @@ static int cmp_roi_bar(const void *a, const void *b)
     return (x->row > y->row) - (x->row < y->row);
 }
 
+/* A copy of table t with a `region` column after its label column (label
+ * `il`): the atlas's name of each label, "" where it has none. */
+static int with_region_column(struct report_ctx *c, const struct nf_table *t, int64_t il, struct nf_value **out)
+{
+    struct nf_error *err = c->run->err;
+    struct nf_value *named = nf_value_new_table(t->n_rows, t->n_cols + 1, err);
+    if (!named)
+        return err->code;
+    int rc = 0;
+    for (int64_t j = 0, k = 0; j <= t->n_cols; j++, k++) {
+        bool region = j == il + 1;
+        const struct nf_column *from = region ? NULL : &t->cols[k];
+        if (region)
+            k--;
+        rc = region || from->str ? nf_table_column_string(named, j, region ? "region" : from->name, err)
+                                 : nf_table_column_numeric(named, j, from->name, err);
+        for (int64_t r = 0; rc == 0 && r < t->n_rows; r++) {
+            struct nf_column *to = &named->u.tab.cols[j];
+            if (region) {
+                const char *name = nf_label_name(&c->names, (int64_t)t->cols[il].num[r]);
+                if (!(to->str[r] = nf_strdup(name ? name : "")))
+                    rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+            } else if (from->str) {
+                if (!(to->str[r] = nf_strdup(from->str[r] ? from->str[r] : "")))
+                    rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+            } else {
+                to->num[r] = from->num[r];
+            }
+        }
+        if (rc < 0) {
+            nf_value_unref(named);
+            return rc;
+        }
+    }
+    *out = named;
+    return 0;
+}
+
 static int roi_table_section(struct report_ctx *c, const struct nf_value *v, const struct nf_input_source *src)
 {
     enum { MAX_BARS = 40 };
@@ -429,6 +468,7 @@ static int roi_table_section(struct report_ctx *c, const struct nf_value *v, con
         return report_table_section(c, t);
     size_t n_rows = (size_t)t->n_rows, n = n_rows > MAX_BARS ? MAX_BARS : n_rows;
     struct roi_bar *bars = nf_malloc_array(n_rows ? n_rows : 1, sizeof *bars);
+    struct nf_value *named_table = NULL;
     char **labels = nf_calloc(n + 1, sizeof *labels);
     double *score = nf_malloc_array(n ? n : 1, sizeof *score);
     int rc = 0;
@@ -460,6 +500,10 @@ static int roi_table_section(struct report_ctx *c, const struct nf_value *v, con
     char *svg = report_svg_bars((const char *const *)labels, score, n, 0, NAN, "mean score");
     report_page_svg(&c->pg, svg);
     free(svg);
+    if (named) {
+        NF_TRY(rc = with_region_column(c, t, il, &named_table));
+        t = &named_table->u.tab;
+    }
     NF_TRY(rc = report_table_section(c, t));
     rc = params_table(c, src);
 fail:
@@ -468,6 +512,7 @@ fail:
     free(labels);
     free(score);
     free(bars);
+    nf_value_unref(named_table);
     return rc;
 }
 
