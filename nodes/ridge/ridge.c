@@ -112,8 +112,9 @@ static char *ridge_methods(const void *params)
         nf_strbuf_addf(&sb, " (shuffled folds, seed %" PRId64 ")", p->seed);
     else
         nf_strbuf_addf(&sb, " (shuffled folds)");
-    nf_strbuf_addf(&sb, "%s the mean %s over folds; the weights were then refit on all samples.",
-                   isnan(p->alpha) ? " maximising" : " as", score);
+    nf_strbuf_addf(&sb, "%s the mean %s over folds%s; the weights were then refit on all samples.",
+                   isnan(p->alpha) ? " maximising" : " as", score,
+                   isnan(p->alpha) && p->alpha_mode == RIDGE_SHARED ? " and voxels" : "");
     return nf_strbuf_detach(&sb);
 }
 

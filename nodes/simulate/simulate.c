@@ -831,7 +831,7 @@ static char *simulate_methods(const void *params)
             "Synthetic data were simulated for %" PRId64 " subject%s of %" PRId64 " images%s, on %s "
             "resampled to %g mm voxels%s. Each voxel's series was a baseline of 100 plus a design of %s "
             "whose weights, scaled by an effect size of %g, were nonzero only within a sphere of radius "
-            "%g mm centred at (%g, %g, %g) mm (where a subject effect of %g was also added), plus Gaussian "
+            "%g mm centred at (%g, %g, %g) mm (where a constant effect of %g was also added), plus Gaussian "
             "noise with a standard deviation of %g.",
             p->subjects, p->subjects == 1 ? "" : "s", p->images, p->subjects == 1 ? "" : " each", brain,
             p->voxel_size, seed, design,

@@ -141,7 +141,7 @@ static void test_simulate(void **state)
     set_str(&p->mask, "synthetic");
     expect("simulate", p,
            HAS("12 subjects", "60 images", "3 regressors (a boxcar and 2 sines)", "3 mm voxels",
-               "effect size of 0.8", "sphere of radius 8 mm", "(10, -30, 22) mm", "subject effect of 0.4",
+               "effect size of 0.8", "sphere of radius 8 mm", "(10, -30, 22) mm", "constant effect of 0.4",
                "standard deviation of 2.5", "seed 42", "synthetic ellipsoid"),
            NULL);
     set_str(&p->mask, "masks/brain_mask.nii.gz");
@@ -198,7 +198,7 @@ static void test_ridge(void **state)
     expect("ridge", p,
            HAS("ridge regression without an intercept", "each voxel's penalty",
                "20 values log-spaced from 0.01 to 10000", "5-fold", "contiguous, unshuffled", "R\u00b2"),
-           HAS("seed", "Pearson", "fixed"));
+           HAS("seed", "Pearson", "fixed", "and voxels"));
     set_nums(&p->alphas, 3, (const double[]){ 0.1, 1, 10 });
     p->cv = 3;
     p->alpha_mode = RIDGE_SHARED;
@@ -208,7 +208,7 @@ static void test_ridge(void **state)
     p->fit_intercept = true;
     expect("ridge", p,
            HAS("with an intercept", "one penalty for all voxels", "{0.1, 1, 10}", "3-fold",
-               "shuffled folds, seed 7", "Pearson correlation"),
+               "shuffled folds, seed 7", "Pearson correlation", "over folds and voxels"),
            HAS("log-spaced", "each voxel's", "R\u00b2", "unshuffled"));
     /* a long grid that is not log-spaced is summarised by its range */
     double lin[15];
@@ -217,7 +217,8 @@ static void test_ridge(void **state)
     set_nums(&p->alphas, 15, lin);
     expect("ridge", p, HAS("15 values from 1 to 15"), HAS("log-spaced", "{"));
     p->alpha = 2.5;
-    expect("ridge", p, HAS("fixed penalty (alpha = 2.5)", "3-fold", "scored by"), HAS("chosen", "15 values"));
+    expect("ridge", p, HAS("fixed penalty (alpha = 2.5)", "3-fold", "scored by"),
+           HAS("chosen", "15 values", "and voxels"));
     nf_params_release(t, p);
 }
 
