@@ -90,6 +90,41 @@ static bool path_has_glob(const char *path)
     return strpbrk(path, "*?[") != NULL;
 }
 
+/* node_type.methods: what was read, by file name only (the folder is the
+ * user's machine, not a method). */
+static char *load_methods(const void *params)
+{
+    const struct load_params *p = params;
+    const char *path = p->path ? p->path : "";   /* required: only unset in a bare params struct */
+    bool glob_path = path_has_glob(path);
+    /* a glob from the folder of its first wildcard on, so that wildcard folders
+     * show; else the file name */
+    const char *name = path, *end = glob_path ? strpbrk(path, "*?[") : path + strlen(path);
+    for (const char *c = path; c < end; c++)
+        if (*c == '/')
+            name = c + 1;
+    const char *what;
+    switch (nf_file_format_of(path)) {
+    case NF_FMT_NIFTI: what = glob_path ? "NIfTI images" : "A NIfTI image"; break;
+    case NF_FMT_TABLE: what = glob_path ? "Tables" : "A table"; break;
+    case NF_FMT_NPY:   what = glob_path ? "NumPy arrays" : "A NumPy array"; break;
+    default:           what = glob_path ? "Files" : "A file"; break;
+    }
+    struct nf_strbuf sb;
+    nf_strbuf_init(&sb);
+    if (glob_path)
+        nf_strbuf_addf(&sb, "%s were read from every file matching %s (one item per file, sorted by path)", what, name);
+    else
+        nf_strbuf_addf(&sb, "%s was read from %s", what, name);
+    if (p->columns.n > 0) {
+        nf_strbuf_addf(&sb, ", keeping the column%s", p->columns.n > 1 ? "s" : "");
+        for (size_t i = 0; i < p->columns.n; i++)
+            nf_strbuf_addf(&sb, "%s %s", i == 0 ? "" : i + 1 < p->columns.n ? "," : " and", p->columns.v[i]);
+    }
+    nf_strbuf_addf(&sb, ".");
+    return nf_strbuf_detach(&sb);
+}
+
 static const char *const *selected_columns(const struct load_params *p)
 {
     return p->columns.n > 0 ? (const char *const *)p->columns.v : NULL;
@@ -572,5 +607,6 @@ const struct nf_node_type nf_node_load = {
     .run_gpu = NULL,
     .input_files = load_input_files,
     .key_files = load_key_files,
+    .methods = load_methods,
     .flags = NF_NODE_SOURCE,
 };

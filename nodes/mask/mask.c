@@ -38,6 +38,19 @@ static const struct nf_param mask_params_table[] = {
                   "std (a constant voxel becomes 0); or center, x - mean"),
     NF_PARAM_END,
 };
+
+/* node_type.methods */
+static char *mask_methods(const void *params)
+{
+    const struct mask_params *p = params;
+    static const char *const how[] = {
+        [MASK_STD_NONE] = "",
+        [MASK_STD_ZSCORE] = ", and each voxel was z-scored over images (population standard deviation)",
+        [MASK_STD_CENTER] = ", and each voxel was mean-centred over images",
+    };
+    return nf_asprintf("The voxels inside the brain mask were extracted from every image into an "
+                       "images-by-voxels matrix%s.", how[p->standardize]);
+}
 #undef FIELD
 
 static const struct nf_port mask_inputs[] = {
@@ -452,5 +465,6 @@ const struct nf_node_type nf_node_mask = {
     .estimate = mask_estimate,
     .run_cpu = mask_run,
     .run_gpu = NULL,
+    .methods = mask_methods,
     .flags = NF_NODE_LAZY_INPUTS,
 };

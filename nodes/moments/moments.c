@@ -21,6 +21,14 @@ struct moments_params { int dummy; };
 
 static const struct nf_param moments_params_table[] = { NF_PARAM_END };
 
+/* node_type.methods (no parameters) */
+static char *moments_methods(const void *params)
+{
+    (void)params;
+    return nf_strdup("The mean and the population standard deviation of every voxel were computed over "
+                     "all images of all subjects.");
+}
+
 static const struct nf_port moments_inputs[] = {
     { "data", "images x voxels matrix, or a collection of them (one per subject)",
       NF_PT_MATRIX | NF_PT_COLL, 0 },
@@ -220,4 +228,5 @@ const struct nf_node_type nf_node_moments = {
     .fold_begin = moments_begin,
     .fold_item = moments_item,
     .fold_end = moments_end,
+    .methods = moments_methods,
 };

@@ -32,6 +32,7 @@
  * number of threads.
  */
 #include <float.h>
+#include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
@@ -84,6 +85,48 @@ static const struct nf_param permute_params_table[] = {
     NF_PARAM_END,
 };
 #undef FIELD
+
+/* node_type.methods */
+static char *permute_methods(const void *params)
+{
+    const struct permute_params *p = params;
+    static const char *const test[] = {
+        [PERM_ONE_SAMPLE] = "a one-sample sign-flip permutation test of %s",
+        [PERM_TWO_SAMPLE] = "a two-sample permutation test of %s, the group labels permuted",
+        [PERM_CORRELATION] = "a permutation test of %s between each voxel and the covariate, the subjects permuted",
+    };
+    static const char *const every[] = {
+        [PERM_ONE_SAMPLE] = "all 2^n sign flips of the n subjects",
+        [PERM_TWO_SAMPLE] = "every relabelling of the subjects",
+        [PERM_CORRELATION] = "every ordering of the subjects",
+    };
+    static const char *const tail[] = {
+        [PERM_TAIL_TWO] = "two-tailed", [PERM_TAIL_UPPER] = "one-tailed, upper", [PERM_TAIL_LOWER] = "one-tailed, lower",
+    };
+    const char *stat = p->test == PERM_CORRELATION ? (p->method == PERM_SPEARMAN ? "the Spearman rank correlation"
+                                                                                   : "the Pearson correlation")
+                       : p->test == PERM_TWO_SAMPLE ? (p->stat == PERM_STAT_T ? "Student's pooled-variance t statistic"
+                                                                               : "the difference of means")
+                       : p->stat == PERM_STAT_T ? "the one-sample t statistic" : "the mean";
+    struct nf_strbuf sb;
+    nf_strbuf_init(&sb);
+    nf_strbuf_addf(&sb, "Group inference used ");
+    nf_strbuf_addf(&sb, test[p->test], stat);
+    nf_strbuf_addf(&sb, " (%s", tail[p->tail]);
+    if (p->column && p->test == PERM_CORRELATION)
+        nf_strbuf_addf(&sb, "; covariate column %s", p->column);
+    else if (p->column && p->test == PERM_TWO_SAMPLE)
+        nf_strbuf_addf(&sb, "; groups from column %s", p->column);
+    nf_strbuf_addf(&sb, ") with %" PRId64 " random permutation%s", p->n_permutations,
+                   p->n_permutations == 1 ? "" : "s");
+    if (p->seed >= 0)
+        nf_strbuf_addf(&sb, " (seed %" PRId64 ")", p->seed);
+    if (p->exact == PERM_EXACT_AUTO)
+        nf_strbuf_addf(&sb, ", or %s when there were no more than %" PRId64, every[p->test], p->n_permutations);
+    nf_strbuf_addf(&sb, ". Family-wise error was controlled by the maximum statistic over voxels (single "
+                        "step) and the false discovery rate by the Benjamini\u2013Hochberg procedure.");
+    return nf_strbuf_detach(&sb);
+}
 
 static const struct nf_port permute_inputs[] = {
     { "data", "subjects x voxels (one row per subject; a collection of 1 x V maps is stacked)",
@@ -1517,5 +1560,6 @@ const struct nf_node_type nf_node_permute = {
 #endif
     .cost = nf_permute_cost,
     .chunks = nf_permute_chunks,
+    .methods = permute_methods,
     .flags = NF_NODE_NO_MAP | NF_NODE_GPU | NF_NODE_GPU_PARTS,
 };

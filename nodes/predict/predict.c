@@ -31,6 +31,7 @@
  * Classes are its sorted unique values (numbers ascending, text in byte order,
  * as numpy.unique) and messages name them.
  */
+#include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -91,6 +92,57 @@ static const struct nf_param predict_params_table[] = {
     NF_PARAM_END,
 };
 #undef FIELD
+
+/* node_type.methods */
+static char *predict_methods(const void *params)
+{
+    const struct predict_params *p = params;
+    bool classifier = nf_model_is_classifier(p->model);
+    static const char *const score[] = {
+        [NF_SCORE_ACCURACY] = "accuracy", [NF_SCORE_BALANCED_ACCURACY] = "balanced accuracy",
+        [NF_SCORE_R2] = "R²", [NF_SCORE_AUC] = "area under the ROC curve",
+    };
+    struct nf_strbuf sb;
+    nf_strbuf_init(&sb);
+    nf_strbuf_addf(&sb, "Multivariate pattern %s of %s used ", classifier ? "classification" : "regression",
+                   p->target ? p->target : classifier ? "the class labels" : "the target values");
+    switch (p->model) {
+    case NF_MODEL_SVM:
+        nf_strbuf_addf(&sb, "a linear support vector machine (squared hinge loss, L2 penalty, C = %g)", p->C);
+        break;
+    case NF_MODEL_LOGISTIC:
+        nf_strbuf_addf(&sb, "L2-penalised logistic regression (C = %g)", p->C);
+        break;
+    case NF_MODEL_RIDGE_CLASSIFIER:
+        nf_strbuf_addf(&sb, "a ridge classifier (alpha = %g)", p->alpha);
+        break;
+    default:
+        nf_strbuf_addf(&sb, "ridge regression (alpha = %g)", p->alpha);
+        break;
+    }
+    if (p->mode == PREDICT_SEARCHLIGHT)
+        nf_strbuf_addf(&sb, " in a searchlight of %g mm radius around every voxel (each sphere's mean score "
+                            "assigned to its centre)", p->radius);
+    else if (p->mode == PREDICT_ROI)
+        nf_strbuf_addf(&sb, " within each region of interest separately");
+    else
+        nf_strbuf_addf(&sb, " on the pattern of all voxels");
+    nf_strbuf_addf(&sb, ", evaluated by %sshuffled %" PRId64 "-fold cross-validation", classifier ? "stratified, " : "",
+                   p->cv);
+    if (p->seed >= 0)
+        nf_strbuf_addf(&sb, " (seed %" PRId64 ")", p->seed);
+    nf_strbuf_addf(&sb, " with %s on the held-out images as the score.",
+                   score[p->scoring != NF_SCORE_AUTO ? p->scoring : classifier ? NF_SCORE_ACCURACY : NF_SCORE_R2]);
+    if (p->standardize && p->pca > 0)
+        nf_strbuf_addf(&sb, " Within each training fold, voxels were z-scored and reduced to %" PRId64
+                            " principal components before fitting.", p->pca);
+    else if (p->standardize)
+        nf_strbuf_addf(&sb, " Voxels were z-scored with a scaler fitted on each training fold.");
+    else if (p->pca > 0)
+        nf_strbuf_addf(&sb, " Within each training fold, voxels were reduced to %" PRId64
+                            " principal components before fitting.", p->pca);
+    return nf_strbuf_detach(&sb);
+}
 
 static const struct nf_port predict_inputs[] = {
     { "X", "images x voxels (from mask; searchlight needs its voxel geometry)", NF_PT_MATRIX, 0 },
@@ -1413,5 +1465,6 @@ const struct nf_node_type nf_node_predict = {
 #endif
     .cost = nf_predict_cost,
     .chunks = predict_chunks,
+    .methods = predict_methods,
     .flags = NF_NODE_GPU,
 };

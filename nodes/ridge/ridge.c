@@ -19,6 +19,7 @@
  * a solve per alpha or per voxel. Voxel blocks are sized so that the working
  * set stays small; GEMMs use the threaded BLAS. Sums of squares are in double.
  */
+#include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -62,6 +63,60 @@ static const struct nf_param ridge_params_table[] = {
     NF_PARAM_END,
 };
 #undef FIELD
+
+/* The candidate penalties as a methods section gives them: the values, or
+ * the range of a long grid ("20 values log-spaced from 0.01 to 10000"). */
+static void add_alpha_grid(struct nf_strbuf *sb, const struct nf_num_list *a)
+{
+    bool log_spaced = a->n > 2 && a->v[0] > 0 && a->v[1] != a->v[0];
+    for (size_t i = 1; log_spaced && i < a->n; i++)
+        log_spaced = a->v[i] > 0 && fabs(log(a->v[i] / a->v[i - 1]) - log(a->v[1] / a->v[0])) <= 1e-9;
+    if (a->n > 6 && log_spaced) {
+        nf_strbuf_addf(sb, "%zu values log-spaced from %g to %g", a->n, a->v[0], a->v[a->n - 1]);
+    } else if (a->n > 12) {
+        double lo = a->v[0], hi = a->v[0];
+        for (size_t i = 1; i < a->n; i++) {
+            lo = fmin(lo, a->v[i]);
+            hi = fmax(hi, a->v[i]);
+        }
+        nf_strbuf_addf(sb, "%zu values from %g to %g", a->n, lo, hi);
+    } else {
+        for (size_t i = 0; i < a->n; i++)
+            nf_strbuf_addf(sb, "%s%g", i ? ", " : "{", a->v[i]);
+        nf_strbuf_addf(sb, "}");
+    }
+}
+
+/* node_type.methods */
+static char *ridge_methods(const void *params)
+{
+    const struct ridge_params *p = params;
+    const char *score = p->score == RIDGE_PEARSON ? "Pearson correlation of predicted and observed responses"
+                                                  : "coefficient of determination (R²)";
+    struct nf_strbuf sb;
+    nf_strbuf_init(&sb);
+    nf_strbuf_addf(&sb, "Voxel-wise encoding models were fit by ridge regression %s an intercept",
+                   p->fit_intercept ? "with" : "without");
+    if (isnan(p->alpha)) {
+        nf_strbuf_addf(&sb, ", with %s chosen from ",
+                       p->alpha_mode == RIDGE_SHARED ? "one penalty for all voxels" : "each voxel's penalty");
+        add_alpha_grid(&sb, &p->alphas);
+        nf_strbuf_addf(&sb, " by %" PRId64 "-fold cross-validation", p->cv);
+    } else {
+        nf_strbuf_addf(&sb, " and a fixed penalty (alpha = %g), scored by %" PRId64 "-fold cross-validation",
+                       p->alpha, p->cv);
+    }
+    if (!p->shuffle)
+        nf_strbuf_addf(&sb, " (contiguous, unshuffled folds)");
+    else if (p->seed >= 0)
+        nf_strbuf_addf(&sb, " (shuffled folds, seed %" PRId64 ")", p->seed);
+    else
+        nf_strbuf_addf(&sb, " (shuffled folds)");
+    nf_strbuf_addf(&sb, "%s the mean %s over folds%s; the weights were then refit on all samples.",
+                   isnan(p->alpha) ? " maximising" : " as", score,
+                   isnan(p->alpha) && p->alpha_mode == RIDGE_SHARED ? " and voxels" : "");
+    return nf_strbuf_detach(&sb);
+}
 
 /* The seed only shuffles the samples (node.h param_matters). */
 static bool ridge_param_matters(const void *params, const struct nf_param *p)
@@ -1273,5 +1328,6 @@ const struct nf_node_type nf_node_ridge = {
 #endif
     .cost = nf_ridge_cost,
     .chunks = ridge_chunks,
+    .methods = ridge_methods,
     .flags = NF_NODE_GPU,
 };

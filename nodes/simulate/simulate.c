@@ -94,6 +94,13 @@ static void sim_plan_release(struct sim_plan *plan)
     plan->path = NULL;
 }
 
+/* `mask: synthetic`, or `auto` without the template installed. */
+static bool mask_is_synthetic(const char *mask)
+{
+    return strcmp(mask, "synthetic") == 0 ||
+           (strcmp(mask, "auto") == 0 && access(NF_SIMULATE_TEMPLATE, R_OK) != 0);
+}
+
 /* Decide the mask source and the simulated grid from headers only (plan time). */
 static int sim_plan_init(const struct simulate_params *p, const struct nf_env *env,
                          const struct nf_node_inst *node, struct sim_plan *plan,
@@ -105,7 +112,7 @@ static int sim_plan_init(const struct simulate_params *p, const struct nf_env *e
     int rc = 0;
 
     memset(plan, 0, sizeof *plan);
-    if (strcmp(mask, "synthetic") == 0 || (is_auto && access(NF_SIMULATE_TEMPLATE, R_OK) != 0)) {
+    if (mask_is_synthetic(mask)) {
         plan->source = MASK_SYNTHETIC;
         synthetic_source_grid(&plan->src_grid);
     } else {
@@ -804,6 +811,38 @@ static const struct nf_param simulate_param_table[] = {
 };
 #undef FIELD
 
+/* node_type.methods: the generative model of the description, values filled in. */
+static char *simulate_methods(const void *params)
+{
+    const struct simulate_params *p = params;
+    const char *mask = p->mask ? p->mask : "auto";
+    const char *slash = strrchr(mask, '/');
+    char *brain = mask_is_synthetic(mask) ? nf_strdup("a synthetic ellipsoid brain mask")
+                  : strcmp(mask, "auto") == 0 ? nf_strdup("the ch2bet template brain mask")
+                  : nf_asprintf("the brain mask %s", slash ? slash + 1 : mask);
+    char *seed = p->seed >= 0 ? nf_asprintf(" (seed %" PRId64 ")", p->seed) : nf_strdup("");
+    char *design = p->features == 1 ? nf_strdup("1 regressor (a boxcar)")
+                   : p->features == 2 ? nf_strdup("2 regressors (a boxcar and a sine)")
+                   : nf_asprintf("%" PRId64 " regressors (a boxcar and %" PRId64 " sines)", p->features,
+                                 p->features - 1);
+    char *text = NULL;
+    if (brain && seed && design)
+        text = nf_asprintf(
+            "Synthetic data were simulated for %" PRId64 " subject%s of %" PRId64 " images%s, on %s "
+            "resampled to %g mm voxels%s. Each voxel's series was a baseline of 100 plus a design of %s "
+            "whose weights, scaled by an effect size of %g, were nonzero only within a sphere of radius "
+            "%g mm centred at (%g, %g, %g) mm (where a constant effect of %g was also added), plus Gaussian "
+            "noise with a standard deviation of %g.",
+            p->subjects, p->subjects == 1 ? "" : "s", p->images, p->subjects == 1 ? "" : " each", brain,
+            p->voxel_size, seed, design,
+            p->effect_size, p->roi_radius, p->roi_center.v[0], p->roi_center.v[1], p->roi_center.v[2],
+            SIM_SUBJECT_EFFECT * p->effect_size, p->noise);
+    free(brain);
+    free(seed);
+    free(design);
+    return text;
+}
+
 static const struct nf_port simulate_inputs[] = {
     NF_PORT_END,
 };
@@ -841,5 +880,6 @@ const struct nf_node_type nf_node_simulate = {
     .estimate = simulate_estimate,
     .run_cpu = simulate_run,
     .key_files = simulate_key_files,
+    .methods = simulate_methods,
     .flags = NF_NODE_SOURCE,
 };

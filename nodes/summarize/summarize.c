@@ -1899,6 +1899,34 @@ static const struct nf_param summarize_param_table[] = {
 };
 #undef FIELD
 
+/* node_type.methods */
+static char *summarize_methods(const void *params)
+{
+    const struct summarize_params *p = params;
+    if (isnan(p->threshold) && isnan(p->p_below))
+        return nf_strdup("Results were written as BIDS-derivative files (maps as NIfTI images with JSON "
+                         "sidecars).");
+    struct nf_strbuf sb;
+    nf_strbuf_init(&sb);
+    if (p->threshold_key)
+        nf_strbuf_addf(&sb, "The %s map was thresholded", p->threshold_key);
+    else
+        nf_strbuf_addf(&sb, "The result map was thresholded");
+    if (!isnan(p->threshold))
+        nf_strbuf_addf(&sb, p->tail == SUM_TAIL_UPPER   ? " at values >= %g (upper tail)"
+                            : p->tail == SUM_TAIL_LOWER ? " at values <= -%g (lower tail)"
+                                                        : " at |values| >= %g (two-tailed)",
+                       p->threshold);
+    if (!isnan(p->p_below))
+        nf_strbuf_addf(&sb, "%s where the %s map was below %g", isnan(p->threshold) ? "" : " and",
+                       p->p_key ? p->p_key : "p", p->p_below);
+    nf_strbuf_addf(&sb, "; the surviving voxels were grouped into 26-connected clusters");
+    if (p->min_cluster_size > 1)
+        nf_strbuf_addf(&sb, ", clusters of fewer than %" PRId64 " voxels were discarded", p->min_cluster_size);
+    nf_strbuf_addf(&sb, ", and each cluster was reported with its size and peak location.");
+    return nf_strbuf_detach(&sb);
+}
+
 static const struct nf_port summarize_inputs[] = {
     {"atlas", "integer label image on the maps' grid: labels and names the regions of each "
      "cluster",
@@ -1956,5 +1984,6 @@ const struct nf_node_type nf_node_summarize = {
     .estimate = summarize_estimate,
     .run_cpu = summarize_run,
     .key_files = summarize_key_files,
+    .methods = summarize_methods,
     .flags = NF_NODE_SINK | NF_NODE_NO_MAP,
 };
