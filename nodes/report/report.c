@@ -262,8 +262,9 @@ static int methods_section(struct report_ctx *c)
                            info.type->summary);
         free(text);
     }
+    const char *file = env->pipeline_file ? env->pipeline_file : "", *base = strrchr(file, '/');
     nf_strbuf_addf(&sb, "%sThe analysis was run with nlflow %s (commit %s) from the pipeline file %s (hash %s).",
-                   sb.len ? " " : "", NF_VERSION, NF_GIT_COMMIT, env->pipeline_name ? env->pipeline_name : "",
+                   sb.len ? " " : "", NF_VERSION, NF_GIT_COMMIT, base ? base + 1 : file,
                    env->pipeline_hash ? env->pipeline_hash : "");
     char *text = nf_strbuf_detach(&sb);
     if (!text)
