@@ -407,7 +407,7 @@ static char *pipeline_text(const struct nf_rebuild_opts *o, const struct nf_rebu
 {
     struct nf_strbuf sb;
     nf_strbuf_init(&sb);
-    nf_strbuf_addf(&sb, "# written by `nlflow report %s`\nnlflow: 1\nname: ", rb->results);
+    nf_strbuf_addf(&sb, "# written by `nlflow report`\nnlflow: 1\nname: ");
     nf_strbuf_add_json_str(&sb, name);
     nf_strbuf_addf(&sb, "\nsettings:\n  cache: \"off\"\n  outputs: ");
     nf_strbuf_add_json_str(&sb, rb->tmpdir);
@@ -487,14 +487,15 @@ int nf_rebuild_prepare(const struct nf_rebuild_opts *o, struct nf_rebuild *rb, s
                         "one in summary.json)");
         goto fail;
     }
-    char tmpl[] = "/tmp/nlflow-rebuild-XXXXXX";
-    if (!mkdtemp(tmpl)) {
-        rc = NF_FAIL(err, NF_EIO, "cannot create a scratch folder in /tmp: %s", strerror(errno));
+    const char *tmp = getenv("TMPDIR") && getenv("TMPDIR")[0] ? getenv("TMPDIR") : "/tmp";
+    if (!(rb->tmpdir = nf_asprintf("%s/nlflow-rebuild-XXXXXX", tmp))) {
+        rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
         goto fail;
     }
-    if (!(rb->tmpdir = nf_strdup(tmpl))) {
-        rmdir(tmpl);
-        rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+    if (!mkdtemp(rb->tmpdir)) {
+        rc = NF_FAIL(err, NF_EIO, "cannot create a scratch folder in '%s': %s", tmp, strerror(errno));
+        free(rb->tmpdir);
+        rb->tmpdir = NULL;
         goto fail;
     }
     for (size_t i = 0; i < inputs->n; i++)
