@@ -61,6 +61,13 @@ static bool is_file(const char *path)
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
+/* Why path is not a regular file, for a message. */
+static const char *not_a_file(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) != 0 ? "is missing" : S_ISDIR(st.st_mode) ? "is a folder" : "is not a regular file";
+}
+
 static int compare_strings(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
@@ -145,25 +152,31 @@ static const char *json_str(const struct nf_ynode *n, const char *key)
     return v && v->type == NF_Y_SCALAR && v->quoted ? v->value : NULL;
 }
 
-/* "type.port" from a map sidecar's Source, when it names a node type of this
- * nlflow and one of its outputs; NULL otherwise. A sidecar is provenance,
- * not data: one that cannot be read only loses the origin, with a warning. */
-static char *sidecar_source(const char *path)
+/* *out = "type.port" from a map sidecar's Source, when it names a node type
+ * of this nlflow and one of its outputs, else NULL. A sidecar is provenance,
+ * not data: one that cannot be read only loses the origin, with a warning;
+ * running out of memory is an error. */
+static int sidecar_source(const char *path, char **out, struct nf_error *err)
 {
     struct nf_error e = { 0 };
     struct nf_ynode *root = read_json(path, &e);
+    *out = NULL;
+    if (!root && e.code == NF_ENOMEM)
+        return NF_FAIL(err, NF_ENOMEM, "out of memory");
     if (!root) {
         char msg[1200];
         nf_error_format(&e, msg, sizeof msg);
         nf_warn(NULL, "%s (the page will not say where this map was made)", msg);
-        return NULL;
+        return 0;
     }
     const struct nf_ynode *src = root->type == NF_Y_MAP ? nf_ymap_get(root, "Source") : NULL;
     const char *type = json_str(src, "NodeType"), *port = json_str(src, "Port");
     const struct nf_node_type *t = type ? nf_node_type_find(type) : NULL;
-    char *out = t && port && nf_port_index(t->outputs, port) >= 0 ? nf_asprintf("%s.%s", type, port) : NULL;
+    int rc = 0;
+    if (t && port && nf_port_index(t->outputs, port) >= 0 && !(*out = nf_asprintf("%s.%s", type, port)))
+        rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
     nf_ynode_free(root);
-    return out;
+    return rc;
 }
 
 enum data_format { DATA_NONE, DATA_NIFTI_GZ, DATA_NIFTI, DATA_TSV };
@@ -193,7 +206,8 @@ static int listed_file(const struct nf_rebuild *rb, const char *summary, const s
     if (!(*path = nf_path_join(rb->results, f->value)))
         return NF_FAIL(err, NF_ENOMEM, "out of memory");
     if (!is_file(*path)) {
-        NF_FAIL(err, NF_EIO, "%s lists '%s' (input '%s'), but '%s' is missing", summary, f->value, key, *path);
+        NF_FAIL(err, NF_EIO, "%s lists '%s' (input '%s'), but '%s' %s", summary, f->value, key, *path,
+                not_a_file(*path));
         free(*path);
         *path = NULL;
         return NF_EIO;
@@ -309,9 +323,10 @@ static int summary_input(const struct nf_rebuild *rb, const char *summary, const
         NF_TRY(rc = listed_file(rb, summary, files->items[f], key, &file, err));
         enum data_format ff = data_format(file);
         if (nf_path_has_suffix(file, ".json")) {
-            if (!source)
-                source = sidecar_source(file);
+            rc = source ? 0 : sidecar_source(file, &source, err);
             free(file);
+            if (rc < 0)
+                goto fail;
             continue;
         }
         if (ff == DATA_NONE) {   /* nothing `load` reads: not part of the page */
@@ -517,6 +532,11 @@ int nf_rebuild_prepare(const struct nf_rebuild_opts *o, struct nf_rebuild *rb, s
     text = pipeline_text(o, rb, name ? name : "nlflow", json_str(root, "PipelineHash"), &in, template_abs);
     if (!rb->target || !rb->pipeline || !rb->page || !text || (o->template_path && !template_abs)) {
         rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    if (template_abs && strcmp(template_abs, "none") != 0 && !is_file(template_abs)) {
+        rc = NF_FAIL(err, NF_EUSAGE, "--template '%s': '%s' %s", o->template_path, template_abs,
+                     not_a_file(template_abs));
         goto fail;
     }
     rc = nf_write_file_atomic(rb->pipeline, text, strlen(text), err);

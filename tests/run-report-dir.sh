@@ -20,11 +20,12 @@
 #      page and no scratch folder: a missing folder, a file, a folder without
 #      summary.json, malformed JSON (file and line), a listed file missing
 #      (named), nothing to show, two summaries (and --summary choosing one),
-#      a file name that leaves the folder.
+#      a file name that leaves the folder, a damaged map, a bad --threshold
+#      or --template.
 set -u
 : "${NLFLOW:?path to the nlflow binary}" "${srcdir:?source folder}"
 CHECK=${CHECK_REPORT:-$(dirname "$NLFLOW")/tests/check-report}
-work=$(mktemp -d /tmp/nlflow-report-dir-XXXXXX)
+work=$(cd "$(mktemp -d /tmp/nlflow-report-dir-XXXXXX)" && pwd -P)   # as nlflow names it in messages
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 cp -r "$srcdir/pipelines" "$work/"
@@ -138,6 +139,8 @@ cp -r "$res" "$bad/escape"
 sed -i 's|"group_stat-t_statmap.nii.gz"|"../group-permutation/group_stat-t_statmap.nii.gz"|' "$bad/escape/summary.json"
 expect "a name outside the folder" 1 "is not the name of a file in the folder" "$bad/escape" "$bad/escape"
 expect "bad threshold" 2 "--threshold must be a number" "$res" "$res" --threshold x
+expect "missing template" 2 "--template 'no/such.nii.gz': '$work/pipelines/no/such.nii.gz' is missing" "$res" \
+    "$res" --template no/such.nii.gz
 # --summary chooses: the files are beside it
 cp "$res"/*.nii.gz "$res"/*_statmap.json "$res"/*.tsv "$bad/two/"
 "$NLFLOW" report "$bad/two" --summary a_summary.json --quiet || fail "--summary did not choose"

@@ -160,7 +160,7 @@ static const struct decision decisions[] = {
     { "report", "threshold", CTX_REPORT, "template: none", "threshold: 0", "threshold: 0.3", true, NULL },
     { "report", "template", CTX_REPORT, "", "template: none", "template: data/truth.nii.gz", true, NULL },
     { "report", "mosaic", CTX_REPORT, "template: none", "mosaic: 4", "mosaic: 6", true, NULL },
-    /* where an input was made is printed under its heading (and picks its section) */
+    /* where an input was made is printed under its heading */
     { "report", "sources", CTX_REPORT, "template: none", "sources: [m=mask.out]", "sources: [m=simulate.truth]", true,
       NULL },
     { "report", "rebuilt_from", CTX_REPORT, "template: none", "", "rebuilt_from: results/old", true, NULL },
