@@ -2,9 +2,10 @@
  * before, from its outputs folder alone.
  *
  * summarize leaves summary.json in the outputs folder: each input's key,
- * kind, shape and files (maps as NIfTI with a JSON sidecar whose "Source"
- * names the node type and port that made them; tables and columns of numbers
- * as TSV) and the thresholding's cluster table. JSON is YAML, so the
+ * kind, shape, files (maps as NIfTI with a JSON sidecar whose "Source" names
+ * the node type and port that made them; tables and columns of numbers as
+ * TSV) and, from summarize version 3 on, its "source" (for tables too), and
+ * the thresholding's cluster table. JSON is YAML, so the
  * pipeline language's tree reader parses it with line numbers for messages.
  * From it this file writes an ordinary pipeline — one `load` node per input,
  * one `report` node wired to them under the original keys, told where each
@@ -152,10 +153,22 @@ static const char *json_str(const struct nf_ynode *n, const char *key)
     return v && v->type == NF_Y_SCALAR && v->quoted ? v->value : NULL;
 }
 
-/* *out = "type.port" from a map sidecar's Source, when it names a node type
- * of this nlflow and one of its outputs, else NULL. A sidecar is provenance,
- * not data: one that cannot be read only loses the origin, with a warning;
- * running out of memory is an error. */
+/* *out = "type.port" from a Source object ({"Node", "NodeType", "Port"}, as
+ * summarize writes into map sidecars and summary.json) when it names a node
+ * type of this nlflow and one of its outputs, else NULL. */
+static int origin_of(const struct nf_ynode *src, char **out, struct nf_error *err)
+{
+    const char *type = json_str(src, "NodeType"), *port = json_str(src, "Port");
+    const struct nf_node_type *t = type ? nf_node_type_find(type) : NULL;
+    *out = NULL;
+    if (t && port && nf_port_index(t->outputs, port) >= 0 && !(*out = nf_asprintf("%s.%s", type, port)))
+        return NF_FAIL(err, NF_ENOMEM, "out of memory");
+    return 0;
+}
+
+/* The origin a map's sidecar names. A sidecar is provenance, not data: one
+ * that cannot be read only loses the origin, with a warning; running out of
+ * memory is an error. */
 static int sidecar_source(const char *path, char **out, struct nf_error *err)
 {
     struct nf_error e = { 0 };
@@ -169,12 +182,7 @@ static int sidecar_source(const char *path, char **out, struct nf_error *err)
         nf_warn(NULL, "%s (the page will not say where this map was made)", msg);
         return 0;
     }
-    const struct nf_ynode *src = root->type == NF_Y_MAP ? nf_ymap_get(root, "Source") : NULL;
-    const char *type = json_str(src, "NodeType"), *port = json_str(src, "Port");
-    const struct nf_node_type *t = type ? nf_node_type_find(type) : NULL;
-    int rc = 0;
-    if (t && port && nf_port_index(t->outputs, port) >= 0 && !(*out = nf_asprintf("%s.%s", type, port)))
-        rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+    int rc = origin_of(root->type == NF_Y_MAP ? nf_ymap_get(root, "Source") : NULL, out, err);
     nf_ynode_free(root);
     return rc;
 }
@@ -297,7 +305,8 @@ static bool key_taken(const struct page_inputs *in, const char *key)
 }
 
 /* One entry of the summary's "inputs": its data file(s) as something `load`
- * reads, and its origin from the first sidecar that names one. */
+ * reads, and its origin: the entry's "source", else the first sidecar that
+ * names one. */
 static int summary_input(const struct nf_rebuild *rb, const char *summary, const struct nf_ynode *item,
                          struct page_inputs *in, struct nf_error *err)
 {
@@ -318,6 +327,8 @@ static int summary_input(const struct nf_rebuild *rb, const char *summary, const
         return NF_FAIL_AT(err, NF_EDATA, &item->loc, NULL, "input '%s' has no \"files\" list", key);
     if (!(data = nf_calloc(files->n + 1, sizeof *data)))
         return NF_FAIL(err, NF_ENOMEM, "out of memory");
+    /* the origin: summary.json names it (since summarize version 3), else a sidecar */
+    NF_TRY(rc = origin_of(nf_ymap_get(item, "source"), &source, err));
     for (size_t f = 0; f < files->n; f++) {
         char *file;
         NF_TRY(rc = listed_file(rb, summary, files->items[f], key, &file, err));

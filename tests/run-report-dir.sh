@@ -8,7 +8,8 @@
 #      table's peak links decode), names planted_roi, has a section for every
 #      key of summary.json (and the clusters), says it was rebuilt from that
 #      folder by `nlflow report` with the original name and hash, and where
-#      each map was made (from the sidecars);
+#      each input was made (summary.json's "source"; for a summary without
+#      them, as summarize wrote before version 3, the maps' sidecars);
 #   2. it shows what the original page showed: the t map's pictures are the
 #      same bytes (the run's report had threshold 3, given here too), the
 #      null distribution is a histogram again (the TSV column read back as
@@ -63,6 +64,7 @@ grep -qF "<dt>rebuilt from</dt><dd>$abs_res by \`nlflow report\` (the run of pip
     || fail "the page does not say it was rebuilt from $abs_res by nlflow report, hash $hash"
 grep -qF "<p>From a permute node, output &#39;stat&#39;.</p>" "$page" || fail "t's origin (permute.stat) is not shown"
 grep -qF "<p>From a simulate node, output &#39;truth&#39;.</p>" "$page" || fail "truth's origin (simulate.truth) is not shown"
+grep -qF "<p>From a permute node, output &#39;null_max&#39;.</p>" "$page" || fail "null_max's origin (from summary.json) is not shown"
 echo "ok   rebuilt page: $(tail -1 "$work/check.txt" | cut -d: -f2- | sed 's/^ //')"
 
 # ---- 2. what the original showed ----
@@ -92,6 +94,18 @@ grep -q "^nlflow: replaced $abs_res/group_report.html" "$work/log" || { cat "$wo
 grep -qF '<h1>Old run</h1>' "$work/elsewhere/page.html" || fail "--output/--title: no page titled 'Old run'"
 no_scratch "--output"
 echo "ok   a second rebuild replaces the page (and says so); --output, --title, --quiet"
+
+# a summary written before summarize's version 3 names no origins: the map
+# sidecars still do (a TSV column has none)
+cp -r "$res" "$work/old"
+perl -0pi -e 's/,\n\s*"source": \{[^}]*\}//g' "$work/old/summary.json"
+! grep -q '"source"' "$work/old/summary.json" || fail "could not make an old summary"
+"$NLFLOW" report "$work/old" --quiet --threshold 3 || fail "an old summary does not rebuild"
+grep -qF "<p>From a permute node, output &#39;stat&#39;.</p>" "$work/old/group_report.html" \
+    || fail "old summary: t's origin (from its sidecar) is not shown"
+! section "$work/old/group_report.html" null_max | grep -q '<p>From ' \
+    || fail "old summary: null_max shows an origin nothing recorded"
+echo "ok   an old summary without origins: the maps' come from their sidecars"
 
 # ---- 4. bad input ----
 rm "$page"
