@@ -1,5 +1,5 @@
 /* cli.c — the `nlflow` command line: run, plan, validate, nodes, schema,
- * simulate, devices, and bench (in bench/). It strings the engine phases
+ * simulate, devices, report (rebuild.c) and bench (in bench/). It strings the engine phases
  * together (parse/validate -> shapes -> place -> memory plan -> execute), maps
  * errors to exit statuses (0 ok, 1 runtime failure, 2 invalid pipeline or
  * usage, 130 interrupted) and keeps stdout for results (plans, JSON events)
@@ -27,6 +27,7 @@
 #include "lang/params.h"
 #include "pipeline.h"
 #include "core/util.h"
+#include "rebuild.h"
 
 #ifndef NF_VERSION
 #define NF_VERSION "0.1.0"
@@ -49,6 +50,8 @@ static const char usage_text[] =
     "  devices [--calibrate]           CPU, BLAS kernel and GPU of this machine; --calibrate\n"
     "                                  measures their rates for device: auto (docs/gpu.md)\n"
     "  cache ls|info|verify|gc|repair  inspect and maintain the result cache\n"
+    "  report RESULTS_DIR [options]    rebuild a run's HTML report from its outputs folder\n"
+    "                                  (summary.json and the files it lists)\n"
     "  bench [--quick] [options]       benchmarks next to their peers -> bench/results/,\n"
     "                                  docs/performance.md (see 'nlflow bench --help')\n"
     "\n"
@@ -70,6 +73,12 @@ static const char usage_text[] =
     "                 [--older-than DAYS]   (each with [--cache PATH]; gc without a limit removes\n"
     "                 nothing and says what each limit would remove) | repair (rebuild a damaged\n"
     "                 cache file from its intact entries)\n"
+    "\n"
+    "report options:\n"
+    "  --output FILE      the page (default RESULTS_DIR/<name>_report.html; replaced if there)\n"
+    "  --summary FILE     which summary, when the folder holds several *_summary.json\n"
+    "  --title TEXT  --threshold X  --template FILE|none   as the report node's parameters\n"
+    "  --quiet\n"
     "\n"
     "simulate options:\n"
     "  --out DIR  --subjects N  --images N  --features N  --seed N  --voxel-size MM\n"
@@ -715,6 +724,58 @@ fail:
     return status;
 }
 
+/* `nlflow report RESULTS_DIR`: the report of a run made before, rebuilt from
+ * its outputs folder by a generated pipeline (rebuild.c) that runs like any
+ * other, without a cache; only a finished page is put in place. */
+static int cmd_report(int argc, char **argv)
+{
+    struct nf_rebuild_opts ro = { 0 };
+    struct nf_rebuild rb;
+    struct nf_error err = { 0 };
+    bool quiet = false;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        const char **dest = strcmp(a, "--output") == 0 ? &ro.output : strcmp(a, "--summary") == 0 ? &ro.summary
+                            : strcmp(a, "--title") == 0 ? &ro.title : strcmp(a, "--threshold") == 0 ? &ro.threshold
+                            : strcmp(a, "--template") == 0 ? &ro.template_path : NULL;
+        if (dest) {
+            if (!val)
+                return usage_error("option '%s' needs a value", a);
+            *dest = val;
+            i++;
+        } else if (strcmp(a, "--quiet") == 0 || strcmp(a, "-q") == 0) {
+            quiet = true;
+        } else if (a[0] == '-' && a[1]) {
+            return usage_error("unknown report option '%s'", a);
+        } else if (!ro.results) {
+            ro.results = a;
+        } else {
+            return usage_error("unexpected argument '%s' (one results folder at a time)", a);
+        }
+    }
+    double threshold;
+    if (!ro.results)
+        return usage_error("%s", "report needs the outputs folder of a run (nlflow report RESULTS_DIR)");
+    if (ro.threshold && (!nf_parse_double(ro.threshold, &threshold) || !(threshold >= 0)))
+        return usage_error("--threshold must be a number of at least 0 (got '%s')", ro.threshold);
+    nf_log_quiet = quiet;
+    if (nf_rebuild_prepare(&ro, &rb, &err) < 0) {
+        nf_rebuild_release(&rb);
+        return fail_with(&err);
+    }
+    struct cli_opts o;
+    char *args[] = { rb.pipeline, "--no-cache", "--quiet" };   /* its progress is a detail: one line at the end */
+    int status = parse_run_opts(3, args, &o, false);
+    if (status == 0)
+        status = run_pipeline(&o, STOP_RUN);
+    free(o.ov.set);
+    nf_log_quiet = quiet;
+    if (status == 0 && nf_rebuild_finish(&rb, &err) < 0)
+        status = fail_with(&err);
+    nf_rebuild_release(&rb);
+    return status;
+}
+
 static void print_bad(const char *key, const char *what, void *arg)
 {
     (void)arg;
@@ -895,6 +956,8 @@ int main(int argc, char **argv)
         return cmd_cache(argc - 2, argv + 2);
     if (strcmp(cmd, "simulate") == 0)
         return cmd_simulate(argc - 2, argv + 2);
+    if (strcmp(cmd, "report") == 0)
+        return cmd_report(argc - 2, argv + 2);
     if (strcmp(cmd, "bench") == 0)
         return nf_bench_main(argc - 1, argv + 1);
     return usage_error("unknown command '%s'", cmd);

@@ -47,6 +47,12 @@ static const struct nf_param report_param_table[] = {
                     "anatomical image file under the maps, any grid in the same space (default: mricron-data's "
                     "ch2better MNI template when installed; none: no underlay); the `underlay` input wins"),
     NF_PARAM_INT("mosaic", FIELD(mosaic), 12, 1, 64, "axial slices in each map's mosaic"),
+    NF_PARAM_STR_LIST_F("sources", FIELD(sources), "", 1, 0, NF_PF_OPTIONAL,
+                        "where inputs were made, for reports rebuilt by `nlflow report`: key=type.port "
+                        "entries, e.g. [null_max=permute.null_max, t=permute.stat] (default: the wiring)"),
+    NF_PARAM_STR_F("rebuilt_from", FIELD(rebuilt_from), "", NF_PF_OPTIONAL,
+                   "for reports rebuilt by `nlflow report`: the results they were rebuilt from, shown in "
+                   "the header in place of this pipeline's file and hash"),
     NF_PARAM_END,
 };
 #undef FIELD
@@ -113,6 +119,22 @@ fail:
     return rc;
 }
 
+/* A `sources` entry "key=type.port": the length of its key, the node type
+ * and the index of its output; false when it is not of that form or names no
+ * node type or output. */
+static bool source_entry(const char *entry, size_t *key_len, const struct nf_node_type **type, int *port)
+{
+    const char *eq = strchr(entry, '='), *dot = eq ? strchr(eq + 1, '.') : NULL;
+    char name[64];
+    if (!eq || eq == entry || !dot || dot == eq + 1 || (size_t)(dot - eq - 1) >= sizeof name)
+        return false;
+    snprintf(name, sizeof name, "%.*s", (int)(dot - eq - 1), eq + 1);
+    *key_len = (size_t)(eq - entry);
+    *type = nf_node_type_find(name);
+    *port = *type ? nf_port_index((*type)->outputs, dot + 1) : -1;
+    return *port >= 0;
+}
+
 static int report_resolve(struct nf_resolve *r)
 {
     for (size_t i = 0; i < r->n_extra; i++)
@@ -139,8 +161,49 @@ static int report_resolve(struct nf_resolve *r)
         if (rc < 0)
             return NF_FAIL_AT(r->err, rc, nf_node_loc(r->node), nf_node_id(r->node), "atlas: %s", e.msg);
     }
+    for (size_t i = 0; i < p->sources.n; i++) {
+        const char *entry = p->sources.v[i];
+        const struct nf_node_type *type;
+        size_t key_len;
+        int port;
+        bool wired = false;
+        if (!source_entry(entry, &key_len, &type, &port))
+            return NF_FAIL_AT(r->err, NF_EINVAL, nf_node_loc(r->node), nf_node_id(r->node),
+                              "sources entry '%s' must be key=type.port: an input of this node, a node type "
+                              "and one of its outputs (e.g. null_max=permute.null_max)", entry);
+        for (size_t k = 0; k < r->n_extra && !wired; k++)
+            wired = strlen(r->extra_names[k]) == key_len && strncmp(r->extra_names[k], entry, key_len) == 0;
+        if (!wired)
+            return NF_FAIL_AT(r->err, NF_EINVAL, nf_node_loc(r->node), nf_node_id(r->node),
+                              "sources entry '%s': this node has no input '%.*s'", entry, (int)key_len, entry);
+        for (size_t j = 0; j < i; j++)
+            if (strncmp(p->sources.v[j], entry, key_len + 1) == 0)
+                return NF_FAIL_AT(r->err, NF_EINVAL, nf_node_loc(r->node), nf_node_id(r->node),
+                                  "sources names input '%.*s' twice", (int)key_len, entry);
+    }
     r->out[REPORT_OUT_FILES] = (struct nf_shape){ .kind = NF_KIND_TABLE, .dim = { 1, 2 } };
     return 0;
+}
+
+/* Where input `key` was made: its `sources` entry (node_type and port filled,
+ * no node id or parameters), else the node wired to it. A rebuilt page
+ * (rebuilt_from) is wired to load nodes that read the files, which say
+ * nothing of where the data came from: there only `sources` counts. */
+static bool input_origin(const struct report_params *p, const struct nf_run *run, const char *key,
+                         struct nf_input_source *src)
+{
+    for (size_t i = 0; i < p->sources.n; i++) {
+        const struct nf_node_type *type;
+        size_t key_len;
+        int port;
+        if (source_entry(p->sources.v[i], &key_len, &type, &port) && strlen(key) == key_len &&
+            strncmp(p->sources.v[i], key, key_len) == 0) {
+            *src = (struct nf_input_source){ .node_type = type->name, .port = type->outputs[port].name,
+                                             .type = type };
+            return true;
+        }
+    }
+    return !p->rebuilt_from && nf_node_input_source(run->node, run->env, key, src);
 }
 
 /* The underlay at most ~1.5 million voxels: a template at 1 mm (7 million)
@@ -190,15 +253,6 @@ static struct nf_value *underlay_for_display(const struct nf_value *u, struct nf
     return out;
 }
 
-/* Where input `key` was made: the node and port it is wired from. */
-static bool input_origin(const struct report_params *p, const struct nf_run *run, const char *key,
-                         struct nf_input_source *src)
-{
-    (void)p;
-    memset(src, 0, sizeof *src);
-    return nf_node_input_source(run->node, run->env, key, src);
-}
-
 static int input_section(struct report_ctx *c, const char *key, const struct nf_value *v)
 {
     char heading[160], anchor[160];
@@ -208,9 +262,14 @@ static int input_section(struct report_ctx *c, const char *key, const struct nf_
     struct nf_input_source src;
     bool known = input_origin(c->p, c->run, key, &src);
     if (known) {
-        char from[320];
-        snprintf(from, sizeof from, "Output '%s' of node '%s' (%s)%s%s.", src.port, src.node_id ? src.node_id : "?",
-                 src.node_type, v->stat.description ? ": " : "", v->stat.description ? v->stat.description : "");
+        char from[400];
+        const char *desc = v->stat.description;
+        if (src.node_id)
+            snprintf(from, sizeof from, "From node '%s' (%s), output '%s'%s%s.", src.node_id, src.node_type,
+                     src.port, desc ? ": " : "", desc ? desc : "");
+        else
+            snprintf(from, sizeof from, "From a %s node, output '%s'%s%s.", src.node_type, src.port,
+                     desc ? ": " : "", desc ? desc : "");
         report_page_paragraph(&c->pg, from);
     }
     if (v->kind == NF_KIND_COLLECTION && v->u.coll.n == 1 && v->u.coll.items[0])
@@ -242,7 +301,7 @@ static int methods_section(struct report_ctx *c)
 {
     const struct nf_env *env = c->run->env;
     size_t n = nf_pipeline_size(env);
-    if (n == 0)
+    if (n == 0 || c->p->rebuilt_from)   /* a rebuilt page's pipeline only read files back */
         return 0;
     struct nf_strbuf sb;
     nf_strbuf_init(&sb);
@@ -297,10 +356,17 @@ static void header(struct report_ctx *c)
     else
         len += (size_t)snprintf(made + len, sizeof made - len, " on %s (%d CPUs)", cpu[0] ? cpu : "an unknown CPU",
                                 nf_cpu_count());
-    if (!sw->source_date_set && env && env->facts.known && len < sizeof made)
+    if (!sw->source_date_set && !c->p->rebuilt_from && env && env->facts.known && len < sizeof made)
         snprintf(made + len, sizeof made - len, ", %.1f s into the run; %zu of %zu nodes had finished, %zu of "
                  "them from the cache", env->facts.seconds, env->facts.nodes_done, env->facts.nodes,
                  env->facts.nodes_cached);
+    if (c->p->rebuilt_from) {   /* this pipeline only read the files: its own file and hash say nothing */
+        const char *names[] = { "pipeline", "rebuilt from", "nlflow", "made" };
+        const char *values[] = { env && env->pipeline_name ? env->pipeline_name : "", c->p->rebuilt_from, version,
+                                 made };
+        report_page_facts(&c->pg, names, values, 4);
+        return;
+    }
     const char *names[] = { "pipeline", "pipeline file", "pipeline hash", "nlflow", "made" };
     /* the file's name, not where it is: results do not depend on the folder */
     const char *file = env && env->pipeline_file ? env->pipeline_file : "";
@@ -310,8 +376,8 @@ static void header(struct report_ctx *c)
     report_page_facts(&c->pg, names, values, 5);
     if (env && env->pipeline_file) {
         struct nf_error e = { 0 };
-        size_t len;
-        char *text = nf_read_file(env->pipeline_file, &len, &e);
+        size_t file_len;
+        char *text = nf_read_file(env->pipeline_file, &file_len, &e);
         if (text)
             report_page_details(&c->pg, "the pipeline file", text);
         free(text);

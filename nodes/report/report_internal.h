@@ -25,6 +25,8 @@ struct report_params {
     double p_below;     /* p maps show p < p_below, as -log10 p */
     char *underlay;     /* a NIfTI file; NULL: the default template; "none": no underlay */
     int64_t mosaic;     /* axial slices in the mosaic */
+    struct nf_str_list sources;   /* "key=type.port": where inputs were made (rebuilt pages) */
+    char *rebuilt_from;           /* NULL, or what a rebuilt page was made from (the header says) */
 };
 
 struct report_ctx {

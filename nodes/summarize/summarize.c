@@ -846,8 +846,21 @@ static int summarize_input(struct summarize_ctx *ctx, size_t i)
     json_number(sb, st.n_finite ? st.max : NAN);
     nf_strbuf_addf(sb, ", \"mean\": ");
     json_number(sb, st.n_finite ? st.sum / (double)st.n_finite : NAN);
-    nf_strbuf_addf(sb, ", \"n_nonzero\": %" PRId64 ", \"n_nonfinite\": %" PRId64 "}",
-                   st.n_nonzero, st.n_nonfinite);
+    nf_strbuf_addf(sb, ", \"n_nonzero\": %" PRId64 ", \"n_nonfinite\": %" PRId64, st.n_nonzero,
+                   st.n_nonfinite);
+    /* where it was made, as a map's sidecar says it: tables and columns have
+     * no sidecar, and `nlflow report RESULTS_DIR` reads this */
+    const char *node_id, *node_type, *port;
+    if (source_of(ctx, key, &node_id, &node_type, &port)) {
+        nf_strbuf_addf(sb, ",\n     \"source\": {\"Node\": ");
+        nf_strbuf_add_json_str(sb, node_id);
+        nf_strbuf_addf(sb, ", \"NodeType\": ");
+        nf_strbuf_add_json_str(sb, node_type);
+        nf_strbuf_addf(sb, ", \"Port\": ");
+        nf_strbuf_add_json_str(sb, port);
+        nf_strbuf_addf(sb, "}");
+    }
+    nf_strbuf_addf(sb, "}");
     return 0;
 
 fail:
@@ -1974,7 +1987,7 @@ const struct nf_node_type nf_node_summarize = {
         "node's stat, else the input keyed t (or stat); p and p_fwe come from that permute "
         "node's p and p_fwe, else the inputs keyed p and p_fwe. summary.json and "
         "dataset_description.json are written last.",
-    .version = 2,
+    .version = 3,
     .params = summarize_param_table,
     .params_size = sizeof(struct summarize_params),
     .inputs = summarize_inputs,

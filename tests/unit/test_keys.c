@@ -164,6 +164,10 @@ static const struct decision decisions[] = {
     { "report", "p_below", CTX_REPORT, "template: none", "p_below: 0.05", "p_below: 0.01", true, NULL },
     { "report", "template", CTX_REPORT, "", "template: none", "template: data/truth.nii.gz", true, NULL },
     { "report", "mosaic", CTX_REPORT, "template: none", "mosaic: 4", "mosaic: 6", true, NULL },
+    /* where an input was made is printed under its heading */
+    { "report", "sources", CTX_REPORT, "template: none", "sources: [m=mask.out]", "sources: [m=simulate.truth]", true,
+      NULL },
+    { "report", "rebuilt_from", CTX_REPORT, "template: none", "", "rebuilt_from: results/old", true, NULL },
     { "debug_fault", "chunks", CTX_FAULT, "", "chunks: 3", "chunks: 4", true, NULL },
     { "debug_fault", "chunk_size", CTX_FAULT, "", "chunk_size: 10", "chunk_size: 20", true, NULL },
     { "debug_fault", "seed", CTX_FAULT, "", "seed: 1", "seed: 2", true, NULL },

@@ -746,6 +746,17 @@ static void test_map_semantics(void **state)
     assert_non_null(strstr(side, "\"OutsideMask\": 0"));
     assert_null(strstr(side, "Source"));   /* not connected in this pipeline */
     free(side);
+    /* summary.json names each input's origin too (tables have no sidecar) */
+    char *summary = read_out(fx, "summary.json");
+    assert_non_null(summary);
+    assert_non_null(strstr(summary, "\"key\": \"p\""));
+    assert_non_null(strstr(summary, "\"source\": {\"Node\": \"perm\", \"NodeType\": \"permute\", \"Port\": \"p\"}"));
+    assert_non_null(strstr(summary, "\"Port\": \"weights\"}"));
+    int sources = 0;
+    for (const char *at = strstr(summary, "\"source\""); at; at = strstr(at + 1, "\"source\""))
+        sources++;
+    assert_int_equal(sources, 2);   /* p and w; t, r, z are not connected */
+    free(summary);
     side = read_out(fx, "test_stat-w_statmap.json");
     assert_non_null(side);
     assert_non_null(strstr(side, "\"Statistic\": \"estimate\""));
