@@ -446,6 +446,21 @@ static int check_file_size(const char *path, const nifti_image *nim, int64_t nvo
     return 0;
 }
 
+/* What a statistical map's header says it holds (its NIfTI intent, as
+ * summarize writes them): a t, r, z or p map keeps that kind when read back,
+ * so that it is thresholded and shown as such (a p map as -log10 p). Other
+ * intents say nothing a node uses. */
+static void stat_from_intent(struct nf_value *v, const nifti_image *nim)
+{
+    switch (nim->intent_code) {
+    case NIFTI_INTENT_TTEST: nf_value_set_stat(v, NF_STAT_T, nim->intent_p1, NULL); break;
+    case NIFTI_INTENT_CORREL: nf_value_set_stat(v, NF_STAT_CORREL, nim->intent_p1, NULL); break;
+    case NIFTI_INTENT_ZSCORE: nf_value_set_stat(v, NF_STAT_Z, 0, NULL); break;
+    case NIFTI_INTENT_PVAL: nf_value_set_stat(v, NF_STAT_P, 0, NULL); break;
+    default: break;
+    }
+}
+
 /* The whole-image read behind nf_nifti_read and nf_value_materialize. */
 static struct nf_value *read_volume(const char *path, struct nf_nifti_info *info_out,
                                     struct nf_error *err)
@@ -465,6 +480,7 @@ static struct nf_value *read_volume(const char *path, struct nf_nifti_info *info
     NF_TRY(rc = read_voxels(path, nim, nf_grid_nvox(&info.grid) * info.nt,
                             v->u.vol.data, err));
     nf_value_set_path(v, path);
+    stat_from_intent(v, nim);
     if (info_out)
         *info_out = info;
     nifti_image_free(nim);

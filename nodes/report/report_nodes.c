@@ -131,15 +131,20 @@ static int null_max_section(struct report_ctx *c, const char *key, const struct 
     const struct nf_matrix *m = &v->u.mat;
     size_t n = (size_t)(m->rows * m->cols);
     const char *desc = v->stat.description;
-    bool exact = desc && strstr(desc, NF_NULL_MAX_EXACT);
+    bool exact = desc && strstr(desc, NF_NULL_MAX_EXACT), known = exact || (desc && strstr(desc, NF_NULL_MAX_RANDOM));
     double thr = report_fwe_threshold(m->data, n, exact, 0.05);
-    char text[600], mark[64];
+    char text[900], mark[64];
     snprintf(text, sizeof text,
              "The null distribution of the maximum statistic over voxels, from %zu %s. A voxel's family-wise "
              "corrected p is %s, with count the permutations whose maximum reaches its statistic (on the scale "
              "of these maxima: |stat| for a two-tailed test, -stat for the lower tail). ",
-             n, exact ? "permutations (every one, the identity included)" : "random permutations",
+             n, exact ? "permutations (every one, the identity included)" : known ? "random permutations" : "permutations",
              exact ? "count / N" : "(count + 1) / (N + 1)");
+    if (!known) {   /* values read back from a file: how they were drawn is not recorded */
+        size_t len0 = strlen(text);
+        snprintf(text + len0, sizeof text - len0, "(Whether every permutation was enumerated is not recorded "
+                 "with these values: the cut assumes random ones; enumerated, it is one permutation lower.) ");
+    }
     size_t len = strlen(text);
     if (isfinite(thr))
         snprintf(text + len, sizeof text - len, "Voxels above %.6g have p_fwe < 0.05 (the red line).", thr);
