@@ -85,6 +85,11 @@ for yaml in "$work"/pipelines/*.yaml; do
         grep -q 'linked images (cluster peaks) decode' "$work/check.txt" || fail "$name: the cluster table has no peak links"
         grep -q 'Parameters of node &#39;group&#39; (permute)' "$page" || fail "$name: the test's parameters are not shown"
         check_fwe_threshold "$page" "$(dirname "$page")"
+        # p_key: the t map coloured where p_fwe < 0.05 — the voxels summarize kept
+        kept=$(sed -n 's/.*"n_voxels": \([0-9]*\).*/\1/p' "$(dirname "$page")/summary.json")
+        group_kept=$kept
+        grep -q "voxels with |t| &gt;= 3 and p_fwe &lt; 0.05 are coloured over the underlay: $kept voxels\." "$page" \
+            || fail "$name: the t map does not show the $kept voxels summarize kept at p_fwe < 0.05"
     fi
     if [ "$name" = decoding-roi ]; then   # ROI bars named from the atlas's label file, the planted one first
         grep -q '>planted_roi (1)</text>' "$page" || fail "$name: the ROI bars do not name planted_roi"
@@ -129,6 +134,26 @@ mkdir -p "$work/facts" && cp "$srcdir/tests/report/whole-brain.yaml" "$work/fact
 grep -q '<dt>made</dt><dd>[^<]* UTC on [^<]*CPUs), [0-9.]* s into the run; 3 of 4 nodes had finished, 3 of them from the cache' \
     "$work/facts/results/whole-brain_report.html" || fail "the header does not give the machine, run time and cache hits"
 echo "ok   header facts: $(sed -n 's/.*<dt>made<\/dt><dd>\([^<]*\)<.*/\1/p' "$work/facts/results/whole-brain_report.html")"
+
+# min_cluster_size: group-permutation's one cluster at p_fwe < 0.05 has
+# $kept voxels (summarize's table): kept at min_cluster_size $kept, gone at
+# one more (the other nodes come from the cache)
+kept=${group_kept:?group-permutation gave no voxel count}
+rm -rf "$work/pipelines/results"
+for size in "$kept" $((kept + 1)); do
+    sed "s/^    p_key: p_fwe  *# the t map.*/    p_key: p_fwe\n    min_cluster_size: $size/" "$srcdir/pipelines/group-permutation.yaml" \
+        >"$work/pipelines/clusters.yaml"
+    ( cd "$work/pipelines" && "$NLFLOW" run --quiet clusters.yaml ) || fail "min_cluster_size $size does not run"
+    page="$work/pipelines/results/group-permutation/group_report.html"
+    if [ "$size" = "$kept" ]; then
+        grep -q "(in clusters of at least $size voxels) over the underlay: $kept voxels\." "$page" \
+            || fail "min_cluster_size $size: the $kept-voxel cluster is not shown"
+    else
+        grep -q "Nothing to show: voxels with |t| &gt;= 3 and p_fwe &lt; 0.05 are coloured (in clusters of at least $size voxels)" "$page" \
+            || fail "min_cluster_size $size: the $kept-voxel cluster is still shown"
+    fi
+done
+echo "ok   min_cluster_size: the $kept-voxel cluster shown at $kept, hidden at $((kept + 1))"
 
 # A whole-brain classifier: the confusion matrix the report counts from
 # predict's out-of-fold predictions gives the accuracy predict's own fold

@@ -43,6 +43,11 @@ static const struct nf_param report_param_table[] = {
                  "other maps show every nonzero voxel"),
     NF_PARAM_NUM("p_below", FIELD(p_below), 0.05, 1e-300, 1,
                  "p maps (p, p_fwe, q_fdr) are shown as -log10 p where p < p_below"),
+    NF_PARAM_STR_F("p_key", FIELD(p_key), "", NF_PF_OPTIONAL,
+                   "an input holding a p map (e.g. p_fwe): statistic maps (t, z, r) are shown only where it is "
+                   "below p_below, as summarize's p_key"),
+    NF_PARAM_INT("min_cluster_size", FIELD(min_cluster_size), 1, 1, 1e12,
+                 "thresholded maps (statistics, p maps) hide clusters of fewer voxels (26-connected, signs apart)"),
     NF_PARAM_STR_F("template", FIELD(underlay), "", NF_PF_OPTIONAL,
                     "anatomical image file under the maps, any grid in the same space (default: mricron-data's "
                     "ch2better MNI template when installed; none: no underlay); the `underlay` input wins"),
@@ -143,6 +148,13 @@ static int report_resolve(struct nf_resolve *r)
                 return NF_FAIL_AT(r->err, NF_EINVAL, nf_node_loc(r->node), nf_node_id(r->node),
                                   "input '%s' is named twice", r->extra_names[i]);
     const struct report_params *p = r->params;
+    bool p_key_found = !p->p_key;
+    for (size_t i = 0; i < r->n_extra && !p_key_found; i++)
+        p_key_found = strcmp(r->extra_names[i], p->p_key) == 0;
+    if (!p_key_found)
+        return NF_FAIL_AT(r->err, NF_EINVAL, nf_node_loc(r->node), nf_node_id(r->node),
+                          "p_key '%s' names no input of this node (it selects the voxels of statistic maps "
+                          "by a p map given as another input)", p->p_key);
     if (p->underlay && strcmp(p->underlay, "none") != 0) {
         char *path = underlay_path(p, r->env);
         struct nf_nifti_info info;

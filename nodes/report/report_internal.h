@@ -23,6 +23,8 @@ struct report_params {
     char *name;         /* file prefix; NULL: the pipeline's name */
     double threshold;   /* statistic maps (t, z, r) show |v| >= threshold */
     double p_below;     /* p maps show p < p_below, as -log10 p */
+    char *p_key;        /* NULL, or the input whose p map selects statistic maps' voxels */
+    int64_t min_cluster_size;   /* thresholded maps hide smaller clusters */
     char *underlay;     /* a NIfTI file; NULL: the default template; "none": no underlay */
     int64_t mosaic;     /* axial slices in the mosaic */
     struct nf_str_list sources;   /* "key=type.port": where inputs were made (rebuilt pages) */

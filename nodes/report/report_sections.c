@@ -90,38 +90,180 @@ static const char *const view_names[] = { "sagittal", "coronal", "axial" };   /*
  * -log10 p above -log10 p_below; a statistic (t, z, r) above `threshold`;
  * anything else (effects, scores, a simulation's truth) every nonzero value. */
 struct map_display {
-    float *transformed;     /* owned: -log10 p of a p map, else NULL */
+    float *transformed;     /* owned: the values shown when they differ from the map's, else NULL */
     double threshold;
+    int64_t n_shown;        /* voxels of the map (its own grid) that are coloured */
     char label[96];         /* the colour bar's */
-    char rule[160];         /* what is coloured, for the text */
+    char rule[240];         /* what is coloured, for the text */
 };
 
+static int64_t map_len(const struct nf_render_map *m)
+{
+    return m->geom ? m->geom->n_voxels : nf_grid_nvox(m->grid);
+}
+
+/* The values the picture will show, as a copy the display may change. */
+static int own_values(const struct report_ctx *c, struct nf_render_map *over, struct map_display *d)
+{
+    if (d->transformed)
+        return 0;
+    int64_t n = map_len(over);
+    if (!(d->transformed = nf_malloc_array((size_t)(n ? n : 1), sizeof *d->transformed)))
+        return NF_FAIL(c->run->err, NF_ENOMEM, "out of memory");
+    memcpy(d->transformed, over->data, (size_t)n * sizeof *d->transformed);
+    over->data = d->transformed;
+    return 0;
+}
+
+static bool is_shown(float v, double threshold)
+{
+    return isfinite(v) && v != 0 && fabs(v) >= threshold;
+}
+
+/* A statistic map shown only where the p_key map is below p_below (as
+ * summarize's p_key): both must have the same voxels. */
+static int mask_by_p(const struct report_ctx *c, const char *key, struct nf_render_map *over, struct map_display *d)
+{
+    const struct nf_run *run = c->run;
+    const struct nf_value *pv = NULL;
+    for (size_t i = 0; i < run->n_extra; i++)
+        if (strcmp(run->extra_names[i], c->p->p_key) == 0)
+            pv = run->extra_in[i];
+    if (pv && pv->kind == NF_KIND_COLLECTION && pv->u.coll.n == 1)
+        pv = pv->u.coll.items[0];
+    struct nf_render_map pm;
+    struct nf_error e = { 0 };
+    if (!pv || nf_render_map_of_value(pv, 0, &pm, &e) < 0)
+        return NF_FAIL(run->err, NF_EDATA, "p_key '%s' is not a map: it cannot select the voxels of '%s'",
+                       c->p->p_key, key);
+    bool same = (pm.geom && over->geom && pm.geom->n_voxels == over->geom->n_voxels &&
+                 nf_grid_same(&pm.geom->grid, &over->geom->grid) &&
+                 memcmp(pm.geom->index, over->geom->index, (size_t)pm.geom->n_voxels * sizeof *pm.geom->index) == 0) ||
+                (!pm.geom && !over->geom && nf_grid_same(pm.grid, over->grid));
+    if (!same)
+        return NF_FAIL(run->err, NF_EDATA, "p_key '%s' and '%s' are maps of different voxels: the p map cannot "
+                       "select the statistic's voxels", c->p->p_key, key);
+    int rc = own_values(c, over, d);
+    if (rc < 0)
+        return rc;
+    for (int64_t i = 0; i < map_len(over); i++)
+        if (!(pm.data[i] < c->p->p_below))
+            d->transformed[i] = 0;
+    return 0;
+}
+
+/* Hide the shown voxels that form clusters of fewer than min_size voxels
+ * (26-connected on the map's grid, positive and negative values apart, as
+ * summarize's clusters). */
+static int drop_small_clusters(const struct report_ctx *c, struct nf_render_map *over, struct map_display *d,
+                               int64_t min_size)
+{
+    int rc = own_values(c, over, d);
+    if (rc < 0)
+        return rc;
+    const struct nf_grid *g = over->grid;
+    int64_t n = map_len(over), nvox = nf_grid_nvox(g);
+    int64_t *col_of = over->geom ? nf_malloc_array((size_t)nvox, sizeof *col_of) : NULL;
+    int64_t *stack = nf_malloc_array((size_t)(n ? n : 1), sizeof *stack);
+    int64_t *members = nf_malloc_array((size_t)(n ? n : 1), sizeof *members);
+    bool *seen = nf_calloc((size_t)(n ? n : 1), sizeof *seen);
+    if ((over->geom && !col_of) || !stack || !members || !seen) {
+        rc = NF_FAIL(c->run->err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    if (col_of) {
+        for (int64_t i = 0; i < nvox; i++)
+            col_of[i] = -1;
+        for (int64_t k = 0; k < n; k++)
+            col_of[over->geom->index[k]] = k;
+    }
+    float *v = d->transformed;
+    const int64_t nx = g->dim[0], ny = g->dim[1], nz = g->dim[2];
+    for (int64_t start = 0; start < n; start++) {
+        if (seen[start] || !is_shown(v[start], d->threshold))
+            continue;
+        bool positive = v[start] > 0;
+        int64_t top = 0, size = 0;
+        stack[top++] = start;
+        seen[start] = true;
+        while (top > 0) {
+            int64_t k = stack[--top];
+            members[size++] = k;
+            int64_t vox = col_of ? over->geom->index[k] : k;
+            int64_t x = vox % nx, y = vox / nx % ny, z = vox / (nx * ny);
+            for (int dz = -1; dz <= 1; dz++)
+                for (int dy = -1; dy <= 1; dy++)
+                    for (int dx = -1; dx <= 1; dx++) {
+                        int64_t X = x + dx, Y = y + dy, Z = z + dz;
+                        if ((!dx && !dy && !dz) || X < 0 || Y < 0 || Z < 0 || X >= nx || Y >= ny || Z >= nz)
+                            continue;
+                        int64_t nb = X + nx * (Y + ny * Z), j = col_of ? col_of[nb] : nb;
+                        if (j >= 0 && !seen[j] && is_shown(v[j], d->threshold) && (v[j] > 0) == positive) {
+                            seen[j] = true;
+                            stack[top++] = j;
+                        }
+                    }
+        }
+        if (size < min_size)
+            for (int64_t i = 0; i < size; i++)
+                v[members[i]] = 0;
+    }
+fail:
+    free(col_of);
+    free(stack);
+    free(members);
+    free(seen);
+    return rc;
+}
+
+/* What a map shows, by what it holds: a p-like map (p, p_fwe, q_fdr) as
+ * -log10 p above -log10 p_below; a statistic (t, z, r) above `threshold`,
+ * and where the p_key map is below p_below when p_key is set; anything else
+ * (effects, scores, a simulation's truth) every nonzero value. Thresholded
+ * maps lose clusters smaller than min_cluster_size. */
 static int map_display_of(const struct report_ctx *c, const char *key, const struct nf_value *v,
                           struct nf_render_map *over, struct map_display *d)
 {
     enum nf_stat kind = v->stat.kind;
+    const struct report_params *p = c->p;
+    int rc = 0;
+    bool thresholded = true;
     memset(d, 0, sizeof *d);
     snprintf(d->label, sizeof d->label, "%s", key);
     if (nf_stat_is_p(kind)) {
-        int64_t n = over->geom ? over->geom->n_voxels : nf_grid_nvox(over->grid);
-        if (!(d->transformed = nf_malloc_array((size_t)(n ? n : 1), sizeof *d->transformed)))
-            return NF_FAIL(c->run->err, NF_ENOMEM, "out of memory");
-        for (int64_t i = 0; i < n; i++) {
-            float p = over->data[i];
+        NF_TRY(rc = own_values(c, over, d));
+        for (int64_t i = 0; i < map_len(over); i++) {
+            float pv = d->transformed[i];
             /* p == 1 (nothing, and outside the mask) is 0: not shown */
-            d->transformed[i] = isfinite(p) && p > 0 && p < 1 ? (float)-log10((double)p) : 0.0f;
+            d->transformed[i] = isfinite(pv) && pv > 0 && pv < 1 ? (float)-log10((double)pv) : 0.0f;
         }
-        over->data = d->transformed;
-        d->threshold = -log10(c->p->p_below);
+        d->threshold = -log10(p->p_below);
         snprintf(d->label, sizeof d->label, "-log10 %s", key);
-        snprintf(d->rule, sizeof d->rule, "shown as -log10 p: voxels with %s < %g are coloured", key, c->p->p_below);
+        snprintf(d->rule, sizeof d->rule, "shown as -log10 p: voxels with %s < %g are coloured", key, p->p_below);
     } else if (kind == NF_STAT_T || kind == NF_STAT_Z || kind == NF_STAT_CORREL) {
-        d->threshold = c->p->threshold;
-        snprintf(d->rule, sizeof d->rule, "voxels with |%s| >= %g are coloured", nf_stat_name(kind), d->threshold);
+        d->threshold = p->threshold;
+        snprintf(d->rule, sizeof d->rule, "voxels with |%s| >= %g", nf_stat_name(kind), d->threshold);
+        if (p->p_key && strcmp(p->p_key, key) != 0) {
+            NF_TRY(rc = mask_by_p(c, key, over, d));
+            size_t len = strlen(d->rule);
+            snprintf(d->rule + len, sizeof d->rule - len, " and %s < %g", p->p_key, p->p_below);
+        }
+        size_t len = strlen(d->rule);
+        snprintf(d->rule + len, sizeof d->rule - len, " are coloured");
     } else {
+        thresholded = false;
         snprintf(d->rule, sizeof d->rule, "every nonzero voxel is coloured");
     }
-    return 0;
+    if (thresholded && p->min_cluster_size > 1) {
+        NF_TRY(rc = drop_small_clusters(c, over, d, p->min_cluster_size));
+        size_t len = strlen(d->rule);
+        snprintf(d->rule + len, sizeof d->rule - len, " (in clusters of at least %lld voxels)",
+                 (long long)p->min_cluster_size);
+    }
+    for (int64_t i = 0; i < map_len(over); i++)
+        d->n_shown += is_shown(over->data[i], d->threshold);
+fail:
+    return rc;
 }
 
 int report_map_section(struct report_ctx *c, const char *key, const struct nf_value *v)
@@ -142,10 +284,11 @@ int report_map_section(struct report_ctx *c, const char *key, const struct nf_va
     double mm[3];
     bool shown = nf_scene_peak(&scene, peak);
     nf_scene_voxel_mm(&scene, peak, mm);
-    char text[320];
+    char text[480];
     if (shown)
-        snprintf(text, sizeof text, "Peak %s%.4g at (%.1f, %.1f, %.1f) mm; %s%s.", d.transformed ? "-log10 p " : "|value| ",
-                 scene.vmax, mm[0], mm[1], mm[2], d.rule, with_under ? " over the underlay" : "");
+        snprintf(text, sizeof text, "Peak %s%.4g at (%.1f, %.1f, %.1f) mm; %s%s: %lld voxels.",
+                 nf_stat_is_p(v->stat.kind) ? "-log10 p " : "|value| ", scene.vmax, mm[0], mm[1], mm[2], d.rule,
+                 with_under ? " over the underlay" : "", (long long)d.n_shown);
     else
         snprintf(text, sizeof text, "Nothing to show: %s, and none is.", d.rule);
     report_page_paragraph(&c->pg, text);

@@ -162,6 +162,8 @@ static const struct decision decisions[] = {
     { "report", "name", CTX_REPORT, "template: none", "name: one", "name: two", true, NULL },
     { "report", "threshold", CTX_REPORT, "template: none", "threshold: 0", "threshold: 0.3", true, NULL },
     { "report", "p_below", CTX_REPORT, "template: none", "p_below: 0.05", "p_below: 0.01", true, NULL },
+    { "report", "p_key", CTX_REPORT, "template: none", "mosaic: 12", "p_key: m", true, NULL },
+    { "report", "min_cluster_size", CTX_REPORT, "template: none", "min_cluster_size: 1", "min_cluster_size: 3", true, NULL },
     { "report", "template", CTX_REPORT, "", "template: none", "template: data/truth.nii.gz", true, NULL },
     { "report", "mosaic", CTX_REPORT, "template: none", "mosaic: 4", "mosaic: 6", true, NULL },
     /* where an input was made is printed under its heading */
