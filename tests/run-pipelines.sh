@@ -3,7 +3,8 @@
 # and run, in a scratch copy so that the source tree is not written to. For the
 # quickstart, check what a user is promised: NIfTI/TSV/JSON outputs, the
 # planted ROI found by the cluster table, machine-readable --json events, and
-# that a second process sees the same results (determinism from the seed).
+# that a second process sees the same results (determinism from the seed);
+# the group cluster table and decoding-roi's ROI table name the planted region.
 set -u
 : "${NLFLOW:?path to the nlflow binary}" "${srcdir:?source folder}"
 work=$(mktemp -d /tmp/nlflow-pipelines-XXXXXX)
@@ -55,6 +56,17 @@ awk -F'\t' 'NR == 1 { ok = $8 == "peak_region" && $9 == "regions" && $10 == "siz
 grep -q "^exact	yes" "$work/pipelines/results/group-permutation/group_stat-permutation.tsv" ||
     fail "group-permutation: 2^12 sign flips <= 5000 should make the test exact"
 echo "ok   group-permutation finds the planted sphere at p_fwe < 0.05 and names its region"
+
+# decoding-roi: summarize has the atlas, so the ROI table it writes names every
+# region from atlas.nii.txt beside the atlas: label 1 planted_roi, N parcel_N
+d="$work/pipelines/results/decoding-roi/decoding-roi_stat-rois.tsv"
+[ -s "$d" ] || fail "decoding-roi wrote no ROI table"
+awk -F'\t' 'NR == 1 { ok = $1 == "label" && $2 == "region" && $3 == "n_voxels" && NF == 5 }
+            NR > 1 && $1 == "1" { found = 1; ok = ok && $2 == "planted_roi" }
+            NR > 1 && $1 != "1" { ok = ok && $2 == "parcel_" $1 }
+            END { exit !(ok && found) }' "$d" ||
+    { head -5 "$d"; fail "decoding-roi: the ROI table does not name its regions (label 1: planted_roi)"; }
+echo "ok   decoding-roi's ROI table names its regions (label 1: planted_roi)"
 
 # An independent reader: nibabel (Debian's python3-nibabel), when installed.
 PY=/usr/bin/python3

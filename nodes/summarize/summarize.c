@@ -7,7 +7,9 @@
  * with the item's label (e.g. sub-01) in front. Optionally one map is
  * thresholded (by value with a tail, and/or by a p-value map), its supra-
  * threshold voxels grouped into 26-connected clusters, and the clusters listed
- * with size, peak and atlas label. With `naming: fsl` the statistic, p and
+ * with size, peak and atlas label. When the atlas's region names are known,
+ * a table with a numeric `label` column (predict's ROI table) is written with
+ * a `region` column after it. With `naming: fsl` the statistic, p and
  * p_fwe maps are also written under fsl/ with FSL randomise's names and its
  * 1 - p convention, for users whose next tools are FSL's. summary.json
  * (statistics of every input) and dataset_description.json (provenance) are
@@ -424,6 +426,7 @@ struct summarize_ctx {
     struct nf_strbuf inputs_json;     /* the "inputs" array body */
     struct nf_strbuf threshold_json;  /* the "thresholding" object, or empty */
     struct fsl_pick fsl;              /* naming: fsl: the inputs of randomise's names */
+    struct nf_label_names names;      /* the atlas's region names; n == 0: none known */
 };
 
 static void stats_add(struct stats *s, double x)
@@ -644,6 +647,56 @@ fail:
     return rc;
 }
 
+/* Write table t to path. When the atlas's region names are known and t has a
+ * numeric `label` column (predict's ROI table), a `region` column follows it
+ * with the label file's name of each row's label, empty where the file names
+ * none (or the label is no integer); t is written as it is otherwise, and
+ * when it already has a `region` column (a warning says so). */
+static int write_table(struct summarize_ctx *ctx, const char *key, const char *path,
+                       const struct nf_table *t)
+{
+    struct nf_error *err = ctx->run->err;
+    int64_t label = nf_table_find(t, "label");
+    if (!ctx->names.n || label < 0 || !t->cols[label].numeric)
+        return nf_table_write(path, t, err);
+    if (nf_table_find(t, "region") >= 0) {
+        nf_warn(nf_node_id(ctx->run->node), "input '%s' already has a region column: it is "
+                "written without the atlas's region names", key);
+        return nf_table_write(path, t, err);
+    }
+    /* what is written: t's own columns (borrowed) with the region column */
+    char region_name[] = "region";
+    struct nf_column *cols = nf_calloc((size_t)t->n_cols + 1, sizeof *cols);
+    char **region = nf_calloc((size_t)(t->n_rows ? t->n_rows : 1), sizeof *region);
+    int rc = 0;
+    if (!cols || !region) {
+        rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    for (int64_t r = 0; r < t->n_rows; r++) {
+        double x = t->cols[label].num[r];
+        const char *name = isfinite(x) && x == rint(x) && x >= 0 && x <= NF_LABELS_MAX_INDEX
+                               ? nf_label_name(&ctx->names, (int64_t)x) : NULL;
+        /* NULL is written as an empty cell */
+        if (name && !(region[r] = nf_strdup(name))) {
+            rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+            goto fail;
+        }
+    }
+    memcpy(cols, t->cols, (size_t)(label + 1) * sizeof *cols);
+    cols[label + 1] = (struct nf_column){.name = region_name, .numeric = false, .str = region};
+    memcpy(cols + label + 2, t->cols + label + 1, (size_t)(t->n_cols - label - 1) * sizeof *cols);
+    struct nf_table with_regions = {.n_rows = t->n_rows, .n_cols = t->n_cols + 1, .cols = cols};
+    rc = nf_table_write(path, &with_regions, err);
+
+fail:
+    for (int64_t r = 0; region && r < t->n_rows; r++)
+        free(region[r]);
+    free(region);
+    free(cols);
+    return rc;
+}
+
 /* Write one non-collection value under its file name (a map with its
  * sidecar); add its statistics. `outer` is the collection it belongs to. */
 static int write_item(struct summarize_ctx *ctx, const char *key, const char *bids,
@@ -686,7 +739,7 @@ static int write_item(struct summarize_ctx *ctx, const char *key, const char *bi
     else if (data->kind == NF_KIND_MATRIX)
         rc = nf_matrix_write_tsv(path, &data->u.mat, err);
     else
-        rc = nf_table_write(path, &data->u.tab, err);
+        rc = write_table(ctx, key, path, &data->u.tab);
     NF_TRY(rc);
     NF_TRY(rc = record_file(ctx, key, name, path));
     if (as_nifti)
@@ -1330,7 +1383,6 @@ static int summarize_threshold(struct summarize_ctx *ctx, struct nf_value **tabl
     struct nf_value *target = NULL, *pmap = NULL, *atlas = NULL, *table = NULL;
     struct map_view mv, pv;
     struct cluster *cl = NULL;
-    struct nf_label_names names = {0};
     size_t n_cl = 0, n_kept = 0;
     bool *pass = NULL, *kept = NULL;
     int64_t *cid = NULL, *row_of = NULL, n_pass = 0;
@@ -1427,12 +1479,6 @@ static int summarize_threshold(struct summarize_ctx *ctx, struct nf_value **tabl
                             ga);
             goto fail;
         }
-        NF_TRY(rc = read_atlas_names(p, run->in[SUMMARIZE_IN_ATLAS]->path, node, &names, err));
-    } else if (p->atlas_labels) {
-        rc = NF_FAIL_AT(err, NF_EINVAL, nf_node_loc(node), nf_node_id(node),
-                        "atlas_labels names the regions of an atlas, but no atlas input is "
-                        "connected");
-        goto fail;
     }
 
     pass = nf_calloc((size_t)(mv.n ? mv.n : 1), sizeof *pass);
@@ -1524,7 +1570,7 @@ static int summarize_threshold(struct summarize_ctx *ctx, struct nf_value **tabl
     name = path = NULL;
 
     struct atlas_info at = {.labels = atlas ? atlas->u.vol.data : NULL,
-                            .names = names.n ? &names : NULL};
+                            .names = ctx->names.n ? &ctx->names : NULL};
     table = cluster_table(&mv, cl, n_kept, cid, row_of, &at, err);
     if (!table) {
         rc = err->code ? err->code : NF_ENOMEM;
@@ -1555,9 +1601,10 @@ static int summarize_threshold(struct summarize_ctx *ctx, struct nf_value **tabl
     nf_strbuf_addf(sb, ",\n    \"min_cluster_size\": %" PRId64 ", \"connectivity\": 26, "
                    "\"atlas\": %s, \"atlas_labels\": ", p->min_cluster_size,
                    atlas ? "true" : "false");
-    if (names.path)   /* its name only: the same results wherever the data lie */
-        nf_strbuf_add_json_str(sb, strrchr(names.path, '/') ? strrchr(names.path, '/') + 1
-                                                            : names.path);
+    const char *names_path = ctx->names.path;
+    if (names_path)   /* its name only: the same results wherever the data lie */
+        nf_strbuf_add_json_str(sb, strrchr(names_path, '/') ? strrchr(names_path, '/') + 1
+                                                            : names_path);
     else
         nf_strbuf_addf(sb, "null");
     nf_strbuf_addf(sb, ", \"min_peak_distance_mm\": %g, \"n_voxels\": %" PRId64
@@ -1582,7 +1629,6 @@ fail:
     free(kept);
     free(cid);
     free(row_of);
-    nf_label_names_release(&names);
     free(pfull);
     free(thr);
     free(name);
@@ -1718,6 +1764,16 @@ static int summarize_run(struct nf_run *run)
     if (run->n_extra == 0)
         nf_warn(nf_node_id(node), "no inputs: only summary.json and dataset_description.json "
                 "are written");
+    /* the region names, for the cluster table and tables with a label column */
+    if (run->in && run->in[SUMMARIZE_IN_ATLAS]) {
+        NF_TRY(rc = read_atlas_names(p, run->in[SUMMARIZE_IN_ATLAS]->path, node, &ctx.names,
+                                     run->err));
+    } else if (p->atlas_labels) {
+        rc = NF_FAIL_AT(run->err, NF_EINVAL, nf_node_loc(node), nf_node_id(node),
+                        "atlas_labels names the regions of an atlas, but no atlas input is "
+                        "connected");
+        goto fail;
+    }
     NF_TRY(rc = nf_mkdirs(ctx.outdir, run->err));
 
     for (size_t i = 0; i < run->n_extra; i++)
@@ -1755,6 +1811,7 @@ fail:
         free(ctx.files[f].path);
     }
     free(ctx.files);
+    nf_label_names_release(&ctx.names);
     nf_strbuf_release(&ctx.inputs_json);
     nf_strbuf_release(&ctx.threshold_json);
     return rc;
@@ -1803,7 +1860,8 @@ static int summarize_resolve(struct nf_resolve *r)
         if (fsl.input[k] >= 0)
             NF_TRY(rc = check_one_map(r, fsl.input[k], "write", as));
     }
-    /* the label file is read now, so that `nlflow validate` reports a bad one */
+    /* the label file is read now (whenever an atlas is connected, as at run
+     * time), so that `nlflow validate` reports a bad one */
     if (p->atlas_labels && !nf_node_input_wired(r->node, SUMMARIZE_IN_ATLAS)) {
         rc = NF_FAIL_AT(r->err, NF_EINVAL, nf_node_loc(r->node), nf_node_id(r->node),
                         "atlas_labels names the regions of an atlas, but no atlas input is "
@@ -1811,7 +1869,7 @@ static int summarize_resolve(struct nf_resolve *r)
         goto fail;
     }
     const char *atlas_path = r->in ? r->in[SUMMARIZE_IN_ATLAS].path : NULL;
-    if (thresholding(p) && (p->atlas_labels || atlas_path)) {
+    if (p->atlas_labels || atlas_path) {
         struct nf_label_names names;
         rc = read_atlas_names(p, atlas_path, r->node, &names, r->err);
         nf_label_names_release(&names);
@@ -1942,7 +2000,7 @@ static char *summarize_methods(const void *params)
 
 static const struct nf_port summarize_inputs[] = {
     {"atlas", "integer label image on the maps' grid: labels and names the regions of each "
-     "cluster",
+     "cluster; its label file also names the rows of tables with a label column",
      NF_PT_VOLUME, NF_PORT_OPTIONAL},
     {"*", "any named results to write, e.g. {score: ridge1.score, p: perm.p}", NF_PT_ANY,
      NF_PORT_VARIADIC | NF_PORT_OPTIONAL},
@@ -1977,7 +2035,9 @@ const struct nf_node_type nf_node_summarize = {
         "covers by share of its voxels; up to three local maxima more than 8 mm from the "
         "cluster's stronger peaks follow as sub-peak rows (1a, 1b, 1c, as nilearn's "
         "get_clusters_table). Region names come from `atlas_labels` or a label file beside "
-        "the atlas. With `naming: fsl` the statistic, p and p_fwe maps are also written "
+        "the atlas; when they are known, a table with a numeric `label` column (predict's ROI "
+        "table) is written with a `region` column after it naming each row's label (empty "
+        "where the file names none). With `naming: fsl` the statistic, p and p_fwe maps are also written "
         "under fsl/ as FSL randomise names one contrast's outputs: <prefix>_tstat1 (the "
         "statistic as it is, whatever it is: t, r, mean), <prefix>_vox_p_tstat1 = 1 - p and "
         "<prefix>_vox_corrp_tstat1 = 1 - p_fwe (float 1 - p; 0 outside the mask, intent "
@@ -1987,7 +2047,7 @@ const struct nf_node_type nf_node_summarize = {
         "node's stat, else the input keyed t (or stat); p and p_fwe come from that permute "
         "node's p and p_fwe, else the inputs keyed p and p_fwe. summary.json and "
         "dataset_description.json are written last.",
-    .version = 3,
+    .version = 4,
     .params = summarize_param_table,
     .params_size = sizeof(struct summarize_params),
     .inputs = summarize_inputs,

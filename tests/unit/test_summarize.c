@@ -532,6 +532,156 @@ static void test_atlas_regions(void **state)
     nf_params_release(&nf_node_summarize, &p);
 }
 
+/* A table with n rows and the given columns: numeric ones from nums (NaN for
+ * n/a), string ones (name in strs_of) from strs. */
+static struct nf_value *table_of(int64_t n, int n_cols, const char *const *names,
+                                 const double *const *nums, const char *const *const *strs)
+{
+    struct nf_error err = {0};
+    struct nf_value *t = nf_value_new_table(n, n_cols, &err);
+    assert_non_null(t);
+    for (int c = 0; c < n_cols; c++) {
+        if (nums[c]) {
+            assert_int_equal(nf_table_column_numeric(t, c, names[c], &err), 0);
+            memcpy(t->u.tab.cols[c].num, nums[c], (size_t)n * sizeof(double));
+        } else {
+            assert_int_equal(nf_table_column_string(t, c, names[c], &err), 0);
+            for (int64_t r = 0; r < n; r++)
+                t->u.tab.cols[c].str[r] = strdup(strs[c][r]);
+        }
+    }
+    return t;
+}
+
+static char last_warning[512];
+static void keep_warning(const char *node, const char *msg)
+{
+    snprintf(last_warning, sizeof last_warning, "%s: %s", node ? node : "", msg);
+}
+
+/* Tables with a numeric `label` column get a `region` column after it from
+ * the atlas's label file (atl.nii.txt beside the atlas): 1 and 3 are named,
+ * 2 is not, NaN and 2.5 are no labels, 0 is named Background; the expected
+ * TSV is written out by hand. Tables without such a column (none, a text
+ * label column, or a region column already there) are written byte for byte
+ * as without an atlas. A malformed label file fails the node even with
+ * nothing thresholded. */
+static void test_table_regions(void **state)
+{
+    struct fixture *fx = *state;
+    float labels[NX * NY * NZ] = {0};
+    struct nf_value *atlas = map_volume(fx, labels);
+    char *atlas_path = nf_path_join(fx->dir, "atl.nii.gz");
+    char *txt = nf_path_join(fx->dir, "atl.nii.txt");
+    char *bad = nf_path_join(fx->dir, "bad.txt");
+    write_text(txt, "0 Background\n1 Region_A\n3 Region_C\n");
+    write_text(bad, "1 A\n1 B\n");
+    nf_value_set_path(atlas, atlas_path);
+
+    static const double score[] = {0.75, 0.5, NAN, 0.25, 0.5, 0.125};
+    static const double label[] = {1, 2, 3, NAN, 2.5, 0};
+    static const double n_vox[] = {10, 20, 30, 1, 2, 3};
+    static const double alpha[] = {1.5, NAN};
+    static const char *const word[] = {"x", "y"};
+    static const char *const text_label[] = {"1", "3"};
+    static const char *const region[] = {"mine", ""};
+    const char *rois_cols[] = {"mean_score", "label", "n_voxels"};
+    const char *other_cols[] = {"alpha", "name"};
+    const char *text_cols[] = {"label", "alpha"};
+    const char *own_cols[] = {"label", "region"};
+    struct nf_value *values[] = {
+        table_of(6, 3, rois_cols, (const double *const[]){score, label, n_vox},
+                 (const char *const *const[]){NULL, NULL, NULL}),
+        table_of(2, 2, other_cols, (const double *const[]){alpha, NULL},
+                 (const char *const *const[]){NULL, word}),
+        table_of(2, 2, text_cols, (const double *const[]){NULL, alpha},
+                 (const char *const *const[]){text_label, NULL}),
+        table_of(2, 2, own_cols, (const double *const[]){label, NULL},
+                 (const char *const *const[]){NULL, region}),
+    };
+    const char *names[] = {"rois", "other", "text_label", "own_region"};
+    const char *files[] = {"test_stat-rois.tsv", "test_stat-other.tsv",
+                           "test_stat-textLabel.tsv", "test_stat-ownRegion.tsv"};
+    static const char *const plain[] = {
+        "mean_score\tlabel\tn_voxels\n0.75\t1\t10\n0.5\t2\t20\nn/a\t3\t30\n0.25\tn/a\t1\n"
+        "0.5\t2.5\t2\n0.125\t0\t3\n",
+        "alpha\tname\n1.5\tx\nn/a\ty\n",
+        "label\talpha\n1\t1.5\n3\tn/a\n",
+        "label\tregion\n1\tmine\n2\t\n",
+    };
+    static const char *const rois_named =
+        "mean_score\tlabel\tregion\tn_voxels\n0.75\t1\tRegion_A\t10\n0.5\t2\t\t20\n"
+        "n/a\t3\tRegion_C\t30\n0.25\tn/a\t\t1\n0.5\t2.5\t\t2\n0.125\t0\tBackground\t3\n";
+
+    struct summarize_params p;
+    struct sum_result r;
+    params_init(&p);
+    /* without an atlas: every table as it is */
+    run_summarize(fx, &p, 4, names, values, NULL, &r);
+    assert_int_equal(r.rc, 0);
+    for (int i = 0; i < 4; i++) {
+        char *text = read_out(fx, files[i]);
+        assert_non_null(text);
+        assert_string_equal(text, plain[i]);
+        free(text);
+    }
+    result_release(&r);
+
+    /* with it: the ROI table names its regions, the others are unchanged */
+    nf_warn_hook = keep_warning;
+    run_summarize(fx, &p, 4, names, values, atlas, &r);
+    nf_warn_hook = NULL;
+    assert_int_equal(r.rc, 0);
+    assert_string_equal(last_warning, "maps: input 'own_region' already has a region column: "
+                                      "it is written without the atlas's region names");
+    char *text = read_out(fx, files[0]);
+    assert_non_null(text);
+    assert_string_equal(text, rois_named);
+    free(text);
+    for (int i = 1; i < 4; i++) {
+        text = read_out(fx, files[i]);
+        assert_non_null(text);
+        assert_string_equal(text, plain[i]);
+        free(text);
+    }
+    /* the input itself is not changed: it may feed other nodes */
+    assert_int_equal(values[0]->u.tab.n_cols, 3);
+    result_release(&r);
+
+    /* atlas_labels instead of the file beside the atlas */
+    char *dseg = nf_path_join(fx->dir, "names_dseg.tsv");
+    write_text(dseg, "index\tname\n2\tBeta\n");
+    p.atlas_labels = strdup(dseg);
+    run_summarize(fx, &p, 1, names, values, atlas, &r);
+    assert_int_equal(r.rc, 0);
+    text = read_out(fx, files[0]);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "mean_score\tlabel\tregion\tn_voxels\n0.75\t1\t\t10\n"
+                                 "0.5\t2\tBeta\t20\n"));
+    free(text);
+    result_release(&r);
+
+    /* a malformed label file fails the node, though nothing is thresholded */
+    free(p.atlas_labels);
+    p.atlas_labels = strdup(bad);
+    run_summarize(fx, &p, 1, names, values, atlas, &r);
+    assert_int_equal(r.rc, NF_EDATA);
+    char *want = nf_asprintf("label file '%s', line 2: label 1 is named twice ('A' and 'B')", bad);
+    assert_string_equal(r.err.msg, want);
+    assert_string_equal(r.err.node, "maps");
+    free(want);
+    result_release(&r);
+
+    for (int i = 0; i < 4; i++)
+        nf_value_unref(values[i]);
+    nf_value_unref(atlas);
+    free(atlas_path);
+    free(txt);
+    free(bad);
+    free(dseg);
+    nf_params_release(&nf_node_summarize, &p);
+}
+
 /* Sub-peaks are more than 8 mm apart and at most three: a plane of 3s at k = 6
  * (i 0..9, j 1..8) with maxima A 10 at (0,1), B 9.5 at (4,1) (exactly 8 mm
  * from A: dropped), C 9 at (9,1), D 8 at (0,8), E 7 at (9,8), F 6 at (5,5)
@@ -960,6 +1110,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_clusters_matrix, setup, teardown),
         cmocka_unit_test_setup_teardown(test_clusters_volume, setup, teardown),
         cmocka_unit_test_setup_teardown(test_atlas_regions, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_table_regions, setup, teardown),
         cmocka_unit_test_setup_teardown(test_subpeak_rules, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tails_and_min_size, setup, teardown),
         cmocka_unit_test_setup_teardown(test_map_semantics, setup, teardown),
