@@ -22,7 +22,6 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -579,19 +578,11 @@ int nf_rebuild_finish(const struct nf_rebuild *rb, struct nf_error *err)
     return rc;
 }
 
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    remove(path);
-    return 0;
-}
 
 void nf_rebuild_release(struct nf_rebuild *rb)
 {
     if (rb->tmpdir)
-        nftw(rb->tmpdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+        nf_remove_tree(rb->tmpdir);
     free(rb->tmpdir);
     free(rb->pipeline);
     free(rb->page);

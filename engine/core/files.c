@@ -1,8 +1,9 @@
-/* files.c — paths (join, dirname, stem, mkdir -p), atomic file output
+/* files.c — paths (join, dirname, stem, mkdir -p, removing a scratch tree), atomic file output
  * (reserve/open, commit = fsync + rename, abort; the written-files sink the
  * executor records) and reading a whole file (util.h).
  */
 #include <ctype.h>
+#include <ftw.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -259,4 +260,19 @@ fail:
     fclose(fp);
     free(buf);
     return NULL;
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    remove(path);
+    return 0;
+}
+
+void nf_remove_tree(const char *dir)
+{
+    if (dir)
+        nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }

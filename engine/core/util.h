@@ -38,6 +38,9 @@ char *nf_path_stem(const char *path);                     /* "a/b.nii.gz" -> "b"
 bool nf_path_has_suffix(const char *path, const char *suffix);  /* case-insensitive */
 /* mkdir -p; 0 or NF_EIO with err naming the folder. */
 int nf_mkdirs(const char *dir, struct nf_error *err);
+/* Remove a folder and everything in it, best effort (scratch folders:
+ * what cannot be removed stays; links are removed, not followed). */
+void nf_remove_tree(const char *dir);
 
 /* Atomic file output. */
 struct nf_atomic { char *path; char *tmp; FILE *fp; };

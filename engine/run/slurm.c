@@ -27,7 +27,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <math.h>
 #include <dirent.h>
@@ -1034,19 +1033,6 @@ static void print_status(const struct coord *c, FILE *out)
         fprintf(out, "(nothing left to run on SLURM: `nlflow run` finishes it locally)\n");
 }
 
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    remove(path);
-    return 0;
-}
-
-void nf_slurm_remove_tree(const char *dir)
-{
-    nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
 
 static void sleep_s(double s)
 {
@@ -1187,7 +1173,7 @@ int nf_slurm_run(struct nf_pipeline *p, const struct nf_slurm_opts *o, struct nf
         close(c.lock_fd);
         c.lock_fd = -1;
     }
-    nf_slurm_remove_tree(c.root);
+    nf_remove_tree(c.root);
 fail:
     if (rc < 0 && rc != NF_EINTR && !o->detach && !o->status_only) {
         size_t n = 0;

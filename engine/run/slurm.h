@@ -52,9 +52,8 @@ int nf_slurm_task(struct nf_pipeline *p, const struct nf_slurm_task_opts *o, str
 
 /* Shared by the coordinator and the task (slurm.c): the shard folder of a
  * pipeline (owned), its node's output port names (a per-thread table, up to
- * 64), and removing a folder with everything in it. */
+ * 64). */
 char *nf_slurm_shard_root(const struct nf_pipeline *p);
 const char *const *nf_slurm_port_names(const struct nf_node_inst *node, size_t *n);
-void nf_slurm_remove_tree(const char *dir);
 
 #endif

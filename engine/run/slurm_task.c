@@ -131,7 +131,7 @@ static void remove_stale_task_dirs(const char *tmpdir)
             continue;   /* alive (or not ours to judge) */
         char *path = nf_asprintf("%s/%s", tmpdir, de->d_name);
         if (path)
-            nf_slurm_remove_tree(path);
+            nf_remove_tree(path);
         free(path);
     }
     if (d)
@@ -258,7 +258,7 @@ int nf_slurm_task(struct nf_pipeline *p, const struct nf_slurm_task_opts *o, str
 fail:
     nf_cache_close(cache);
     if (tmp)
-        nf_slurm_remove_tree(tmp);
+        nf_remove_tree(tmp);
     for (size_t i = 0; keys && i < p->n_nodes; i++)
         nf_node_keys_release(&keys[i]);
     free(keys);
