@@ -3,31 +3,35 @@
  *
  * TFCE: a voxel with value x on its side of the map reaches the thresholds
  * h_1 .. h_L(x) (L: its level, exactly the largest k with x >= h_k in double),
- * so only levels matter and the voxels are put in order by a counting sort on
- * the level (steps + 1 buckets), highest first. Voxels are then added level by
- * level into a union-find forest (union by size, path halving), each joined
- * with its already added neighbours on the same side. Once level k's voxels
- * are in, the components are exactly the clusters at h_k, and every member of
- * a component of s voxels gains s^E h_k^H. That sum is kept lazily in the
- * forest: a voxel's TFCE is the sum of `acc` along its path to the root, and a
- * root's acc counts its current size as if it lasted down to level 1 —
- * s^E P(k) with P(k) = sum of h_j^H for j <= k. When a component of size s
- * changes to size s' at level k, its root adds (s'^E - s^E) P(k); when root a
- * is attached under root b at level k, a's acc becomes (acc_a - s_a^E P(k)) -
- * (acc_b - s_b^E P(k)): what a's members gained above level k, less what b's
- * path will add that they never had. Path halving keeps path sums (a node
- * skipping its parent takes the parent's acc). At the end each voxel's TFCE
- * is acc(v) + TFCE(parent(v)), evaluated once per voxel with the parent first,
- * so the value is a function of the final forest alone and the max-only entry
- * (null maps) gets the same bits as the per-voxel one. The two signs of a
- * two-tailed map never share a component, so both are done in the same pass.
- * Cost: O(V α(V)) plus one pass over the neighbour lists, with no pow() per
- * map beyond the `steps` heights (s^E is a table in the plan).
+ * so only levels matter: the clusters at h_k are the connected components of
+ * the voxels of level >= k, and they only grow and merge as k goes down. One
+ * pass in column order computes the levels; a second writes, per level (a
+ * counting sort with steps + 1 buckets), each voxel followed by its
+ * neighbours on the same side that come before it (a higher level, or the
+ * same level and an earlier column): reading the levels from the highest down,
+ * every neighbour pair is met once, in the order a union-find needs, and the
+ * neighbour lists are read in column order rather than at random. The sweep
+ * then adds the voxels to a union-find forest (union by size, path halving)
+ * and records the components over levels as a tree: a node is a component of
+ * s voxels from the level where it formed or last changed down to the level
+ * where it grew or merged (its parent, formed there); changes within one
+ * level update that level's node. A node contributes s^E (P(top) - P(end))
+ * to every voxel below it, P(k) = sum of h_j^H for j <= k, so a voxel's TFCE
+ * is the sum over its chain of nodes, evaluated once per node from the roots
+ * down (parents are created after their children, so one backward pass over
+ * the nodes). Each voxel's value is that of the node it joined when it was
+ * added; a node's value never exceeds its children's (contributions are >= 0,
+ * and so are their rounded sums), so the largest node value is the largest
+ * voxel value bit for bit, and null maps need neither per-voxel output nor
+ * per-voxel births. The two signs of a two-tailed map never share a
+ * component and go through the same pass. Cost: two streaming passes over the
+ * neighbour lists, O(V alpha(V)) union-find steps, no pow() per map beyond the
+ * `steps` heights (s^E is a table in the plan).
  *
- * Clusters at one threshold T: the same forest without levels (voxels beyond T
- * joined with their earlier neighbours on the same side), then sizes, masses
- * and peaks summed per cluster in column order, so that the max-only entry
- * and the labelling sum each mass in the same order. Mass is nilearn's,
+ * Clusters at one threshold T: the same union-find in column order (voxels
+ * beyond T joined with their earlier neighbours on the same side), then sizes,
+ * masses and peaks per cluster summed in column order, so that the max-only
+ * entry and the labelling sum each mass in the same order. Mass is nilearn's,
  * sum of (|stat| - T) over the cluster; FSL randomise -C instead clusters the
  * voxels >= T and sums the statistic itself (its mass is this mass plus
  * size * T).
@@ -43,10 +47,13 @@
 
 #include "tfce.h"
 
-struct nf_uf_node {
-    double acc;            /* TFCE: this node's share of its path sum; clusters: a root's mass */
-    int32_t parent;        /* itself at a root */
-    int32_t size;          /* a root's voxel count; -1 once a TFCE value is final */
+/* A component of one side of the map over a range of levels: `size` voxels
+ * from level `level` down to (not including) its parent's level; parent -1:
+ * down to level 1. Children are created before their parents. */
+struct nf_tfce_tree_node {
+    int32_t parent;
+    int32_t size;
+    int32_t level;
 };
 
 /* ---- the voxel graph ---- */
@@ -192,11 +199,18 @@ int nf_tfce_work_init(struct nf_tfce_work *w, const struct nf_voxel_graph *g, in
         return NF_FAIL(err, NF_EINVAL, "TFCE: steps must be 1 .. %d (got %d)", NF_TFCE_MAX_STEPS, steps);
     size_t V = (size_t)g->n_voxels + 1;
     w->level = nf_malloc_array(V, sizeof *w->level);
-    w->order = nf_malloc_array(V, sizeof *w->order);
-    w->node = nf_malloc_array(V, sizeof *w->node);
-    w->bucket = nf_malloc_array((size_t)steps + 2, sizeof *w->bucket);
+    w->parent = nf_malloc_array(V, sizeof *w->parent);
+    w->comp = nf_malloc_array(V, sizeof *w->comp);
+    w->value = nf_malloc_array(2 * V, sizeof *w->value);
+    if (steps > 0) {
+        w->stream = nf_malloc_array(V + (size_t)g->first[g->n_voxels], sizeof *w->stream);
+        w->birth = nf_malloc_array(V, sizeof *w->birth);
+        w->tree = nf_malloc_array(2 * V, sizeof *w->tree);
+    }
+    w->bucket = nf_malloc_array(2 * ((size_t)steps + 1), sizeof *w->bucket);
     w->height_sum = nf_malloc_array((size_t)steps + 1, sizeof *w->height_sum);
-    if (!w->level || !w->order || !w->node || !w->bucket || !w->height_sum) {
+    if (!w->level || !w->parent || !w->comp || !w->value || !w->bucket || !w->height_sum ||
+        (steps > 0 && (!w->stream || !w->birth || !w->tree))) {
         nf_tfce_work_release(w);
         return NF_FAIL(err, NF_ENOMEM, "out of memory for TFCE's workspace (%lld voxels)", (long long)g->n_voxels);
     }
@@ -210,30 +224,28 @@ void nf_tfce_work_release(struct nf_tfce_work *w)
     if (!w)
         return;
     free(w->level);
-    free(w->order);
-    free(w->node);
+    free(w->stream);
     free(w->bucket);
     free(w->height_sum);
+    free(w->parent);
+    free(w->comp);
+    free(w->birth);
+    free(w->tree);
+    free(w->value);
     memset(w, 0, sizeof *w);
 }
 
 /* ---- union-find ---- */
 
-/* The root of x, halving the path; a node that skips its parent takes the
- * parent's acc, so every path sum stays the same. */
-static inline int32_t uf_find(struct nf_uf_node *node, int32_t x)
+/* The root of x, halving the path. */
+static inline int32_t uf_find(int32_t *parent, int32_t x)
 {
-    for (;;) {
-        int32_t p = node[x].parent;
-        if (p == x)
-            return x;
-        int32_t gp = node[p].parent;
-        if (gp == p)
-            return p;
-        node[x].acc += node[p].acc;
-        node[x].parent = gp;
-        x = gp;
+    while (parent[x] != x) {
+        int32_t p = parent[x];
+        parent[x] = parent[p];
+        x = p;
     }
+    return x;
 }
 
 /* ---- TFCE ---- */
@@ -245,9 +257,9 @@ static inline double threshold_at(int k, int steps, double m, double dh)
     return k == steps ? m : k * dh;
 }
 
-/* The largest k in 0 .. steps with a >= h_k (0 for NaN and values above m,
- * that is infinities): a first guess from a / dh, then corrected against the
- * thresholds themselves so that values exactly on a threshold count. */
+/* The largest k in 0 .. steps with a >= h_k (0 for NaN and for values above
+ * m, that is infinities): a first guess from a / dh, then corrected against
+ * the thresholds themselves so that values exactly on a threshold count. */
 static inline int level_of(double a, int steps, double m, double dh, double inv_dh)
 {
     if (!(a >= dh && a <= m))   /* h_1 = dh */
@@ -277,9 +289,30 @@ static double tail_height(const float *stat, int64_t V, int tail)
     return tail == NF_TAIL_UPPER ? up : tail == NF_TAIL_LOWER ? down : (up > down ? up : down);
 }
 
-/* The sweep: levels, the counting sort, the forest with every root's acc
- * final. Returns how many voxels reach level 1 (their order in w->order). */
-static int64_t tfce_sweep(const struct nf_tfce_plan *p, struct nf_tfce_work *w, const float *stat)
+/* A new tree node: `size` voxels from `level` down. */
+static inline int32_t tree_add(struct nf_tfce_tree_node *tree, int32_t *n_tree, int32_t size, int level)
+{
+    int32_t t = (*n_tree)++;
+    tree[t] = (struct nf_tfce_tree_node){ .parent = -1, .size = size, .level = level };
+    return t;
+}
+
+/* The node that component c continues in at level k: c itself when it formed
+ * at k, else a new node at k (c's range ends above k). */
+static inline int32_t tree_continue(struct nf_tfce_tree_node *tree, int32_t *n_tree, int32_t c, int k)
+{
+    if (tree[c].level == k)
+        return c;
+    int32_t t = tree_add(tree, n_tree, tree[c].size, k);
+    tree[c].parent = t;
+    return t;
+}
+
+/* The sweep: levels, the per-level streams, the union-find and the tree of
+ * components with every node's value final. birth[v] is set only when
+ * `births`. Returns the number of tree nodes (0: the map has no voxel on its
+ * side). */
+static int32_t tfce_sweep(const struct nf_tfce_plan *p, struct nf_tfce_work *w, const float *stat, bool births)
 {
     const struct nf_voxel_graph *g = p->graph;
     int64_t V = g->n_voxels;
@@ -290,17 +323,19 @@ static int64_t tfce_sweep(const struct nf_tfce_plan *p, struct nf_tfce_work *w, 
         return 0;
     double dh = m / steps, inv_dh = steps / m;
 
-    /* heights: P(k) = sum of h_j^H for j <= k */
+    /* P(k) = sum of h_j^H for j <= k */
     double *P = w->height_sum;
     P[0] = 0;
     for (int k = 1; k <= steps; k++)
         P[k] = P[k - 1] + pow(threshold_at(k, steps, m, dh), p->H);
 
-    /* levels, signed by side, and the counting sort (highest level first,
-     * ascending column within a level) */
-    int64_t *bucket = w->bucket;
-    memset(bucket, 0, (size_t)(steps + 2) * sizeof *bucket);
+    /* levels, signed by side; room in each level's stream for its voxels and
+     * all their neighbours */
+    int64_t *start = w->bucket, *end = w->bucket + steps + 1;
+    memset(start, 0, (size_t)(steps + 1) * sizeof *start);
     bool up = p->tail != NF_TAIL_LOWER, down = p->tail != NF_TAIL_UPPER;
+    const int64_t *first = g->first;
+    const int32_t *nbr = g->nbr;
     for (int64_t v = 0; v < V; v++) {
         double x = stat[v];
         int k = 0;
@@ -309,126 +344,148 @@ static int64_t tfce_sweep(const struct nf_tfce_plan *p, struct nf_tfce_work *w, 
         else if (down && x < 0)
             k = -level_of(-x, steps, m, dh, inv_dh);
         level[v] = (int16_t)k;
-        bucket[steps - abs(k)]++;
+        start[abs(k)] += 1 + (first[v + 1] - first[v]);
     }
-    int64_t n_in = V - bucket[steps];
     int64_t at = 0;
-    for (int b = 0; b <= steps; b++) {
-        int64_t c = bucket[b];
-        bucket[b] = at;
-        at += c;
+    for (int k = steps; k >= 1; k--) {
+        int64_t room = start[k];
+        start[k] = end[k] = at;
+        at += room;
     }
-    int32_t *order = w->order;
-    for (int64_t v = 0; v < V; v++)
-        order[bucket[steps - abs(level[v])]++] = (int32_t)v;
 
-    /* add the voxels level by level */
-    struct nf_uf_node *node = w->node;
-    const double *sp = p->size_pow;
-    const int64_t *first = g->first;
-    const int32_t *nbr = g->nbr;
-    for (int64_t i = 0; i < n_in; i++) {
-        int32_t v = order[i];
+    /* the streams: voxel v as ~v, then its neighbours added before it */
+    int32_t *stream = w->stream;
+    for (int64_t v = 0; v < V; v++) {
         int lv = level[v];
+        if (!lv)
+            continue;
         int side = lv > 0 ? 1 : -1, k = lv * side;
-        double Pk = P[k];
-        node[v].acc = sp[1] * Pk;
-        node[v].parent = v;
-        node[v].size = 1;
-        int32_t root = v;
-        for (int64_t e = first[v]; e < first[v + 1]; e++) {
-            int32_t u = nbr[e];
+        int64_t e = end[k];
+        stream[e++] = ~(int32_t)v;
+        for (int64_t j = first[v]; j < first[v + 1]; j++) {
+            int32_t u = nbr[j];
             int key = level[u] * side;
-            /* added already: a higher level on this side, or this level and
-             * an earlier column (the sort keeps columns ascending in a level) */
-            if (key < k || (key == k && u > v))
+            stream[e] = u;   /* kept when added before v; no branch: half are */
+            e += (key > k) | ((key == k) & (u < v));
+        }
+        end[k] = e;
+    }
+
+    /* the sweep, highest level first */
+    int32_t *parent = w->parent, *comp = w->comp, *birth = w->birth;
+    struct nf_tfce_tree_node *tree = w->tree;
+    int32_t n_tree = 0;
+    for (int k = steps; k >= 1; k--) {
+        int32_t v = -1, rv = -1;
+        for (int64_t e = start[k]; e < end[k]; e++) {
+            int32_t x = stream[e];
+            if (x < 0) {
+                if (v >= 0 && rv < 0) {   /* the previous voxel met no component: a new one */
+                    parent[v] = v;
+                    comp[v] = tree_add(tree, &n_tree, 1, k);
+                    if (births)
+                        birth[v] = comp[v];
+                }
+                v = ~x;
+                rv = -1;
                 continue;
-            int32_t r = uf_find(node, u);
-            if (r == root)
-                continue;
-            int32_t big = root, small = r;
-            if (node[r].size > node[root].size) {
-                big = r;
-                small = root;
             }
-            int32_t sb = node[big].size, ss = node[small].size;
-            node[small].acc = (node[small].acc - sp[ss] * Pk) - (node[big].acc - sp[sb] * Pk);
-            node[small].parent = big;
-            node[big].acc += (sp[sb + ss] - sp[sb]) * Pk;
-            node[big].size = sb + ss;
-            root = big;
+            int32_t r = uf_find(parent, x);
+            if (rv < 0) {   /* v joins r's component */
+                int32_t t = tree_continue(tree, &n_tree, comp[r], k);
+                tree[t].size++;
+                comp[r] = t;
+                parent[v] = r;
+                rv = r;
+                if (births)
+                    birth[v] = t;
+                continue;
+            }
+            if (r == rv)
+                continue;
+            /* two components merge at level k: into one node formed at k (the
+             * later one if both formed at k, so that parents come after their
+             * children; the other's range is empty) */
+            int32_t ca = comp[rv], cb = comp[r], t;
+            int32_t sa = tree[ca].size, sb = tree[cb].size;
+            if (tree[ca].level == k && tree[cb].level == k) {
+                t = ca > cb ? ca : cb;
+                tree[ca + cb - t].parent = t;
+            } else if (tree[ca].level == k) {
+                t = ca;
+                tree[cb].parent = t;
+            } else if (tree[cb].level == k) {
+                t = cb;
+                tree[ca].parent = t;
+            } else {
+                t = tree_add(tree, &n_tree, 0, k);
+                tree[ca].parent = tree[cb].parent = t;
+            }
+            tree[t].size = sa + sb;
+            int32_t big = sa >= sb ? rv : r;
+            parent[big == rv ? r : rv] = big;
+            comp[big] = t;
+            rv = big;
+        }
+        if (v >= 0 && rv < 0) {
+            parent[v] = v;
+            comp[v] = tree_add(tree, &n_tree, 1, k);
+            if (births)
+                birth[v] = comp[v];
         }
     }
-    return n_in;
-}
 
-/* The final TFCE magnitude of voxel v, acc(v) + TFCE(parent(v)), with every
- * node on its path made final (size -1, acc its TFCE) on the way. */
-static inline double tfce_value(struct nf_uf_node *node, int32_t v)
-{
-    if (node[v].size < 0)
-        return node[v].acc;
-    int32_t path[64];   /* union by size: depth <= log2(2^31) */
-    int n = 0;
-    int32_t x = v;
-    while (node[x].size >= 0 && node[x].parent != x) {
-        path[n++] = x;
-        x = node[x].parent;
+    /* node values, roots first */
+    const double *sp = p->size_pow;
+    double *value = w->value;
+    for (int32_t t = n_tree - 1; t >= 0; t--) {
+        int32_t up_node = tree[t].parent;
+        double below = up_node < 0 ? 0 : P[tree[up_node].level];
+        value[t] = sp[tree[t].size] * (P[tree[t].level] - below) + (up_node < 0 ? 0 : value[up_node]);
     }
-    node[x].size = -1;   /* a root's value is its acc; a final node's already is */
-    while (n > 0) {
-        int32_t y = path[--n];
-        node[y].acc += node[node[y].parent].acc;
-        node[y].size = -1;
-    }
-    return node[v].acc;
+    return n_tree;
 }
 
 void nf_tfce_map(const struct nf_tfce_plan *p, struct nf_tfce_work *w, const float *stat, float *out)
 {
     int64_t V = p->graph->n_voxels;
-    int64_t n_in = tfce_sweep(p, w, stat);
-    memset(out, 0, (size_t)V * sizeof *out);
-    for (int64_t i = 0; i < n_in; i++) {
-        int32_t v = w->order[i];
-        float t = (float)tfce_value(w->node, v);
-        out[v] = w->level[v] > 0 ? t : -t;
+    int32_t n_tree = tfce_sweep(p, w, stat, true);
+    for (int64_t v = 0; v < V; v++) {
+        int lv = n_tree ? w->level[v] : 0;
+        float t = lv ? (float)w->value[w->birth[v]] : 0.0f;
+        out[v] = lv >= 0 ? t : -t;
     }
 }
 
 float nf_tfce_max(const struct nf_tfce_plan *p, struct nf_tfce_work *w, const float *stat)
 {
-    int64_t n_in = tfce_sweep(p, w, stat);
+    int32_t n_tree = tfce_sweep(p, w, stat, false);
     double best = 0;
-    for (int64_t i = 0; i < n_in; i++) {
-        double t = tfce_value(w->node, w->order[i]);
-        best = t > best ? t : best;
-    }
+    for (int32_t t = 0; t < n_tree; t++)
+        best = w->value[t] > best ? w->value[t] : best;
     return (float)best;
 }
 
 /* ---- clusters ---- */
 
 /* Which voxels are beyond T (w->level: +1, -1, 0), joined with their earlier
- * neighbours on the same side; every node's acc zeroed. Returns how many. */
-static int64_t cluster_forest(const struct nf_cluster_plan *p, struct nf_tfce_work *w, const float *stat)
+ * neighbours on the same side (w->comp: a root's size). */
+static void cluster_forest(const struct nf_cluster_plan *p, struct nf_tfce_work *w, const float *stat)
 {
     const struct nf_voxel_graph *g = p->graph;
-    int64_t V = g->n_voxels, n_in = 0;
+    int64_t V = g->n_voxels;
     double T = p->threshold;
     bool up = p->tail != NF_TAIL_LOWER, down = p->tail != NF_TAIL_UPPER;
     int16_t *side = w->level;
-    struct nf_uf_node *node = w->node;
+    int32_t *parent = w->parent, *size = w->comp;
     for (int64_t v = 0; v < V; v++) {
         double x = stat[v];
         int s = up && x > T && isfinite(x) ? 1 : down && x < -T && isfinite(x) ? -1 : 0;
         side[v] = (int16_t)s;
         if (!s)
             continue;
-        n_in++;
-        node[v].acc = 0;
-        node[v].parent = (int32_t)v;
-        node[v].size = 1;
+        parent[v] = (int32_t)v;
+        size[v] = 1;
         int32_t root = (int32_t)v;
         for (int64_t e = g->first[v]; e < g->first[v + 1]; e++) {
             int32_t u = g->nbr[e];
@@ -436,16 +493,15 @@ static int64_t cluster_forest(const struct nf_cluster_plan *p, struct nf_tfce_wo
                 break;   /* neighbours are ascending: the rest come later */
             if (side[u] != s)
                 continue;
-            int32_t r = uf_find(node, u);
+            int32_t r = uf_find(parent, u);
             if (r == root)
                 continue;
-            int32_t big = node[r].size > node[root].size ? r : root, small = big == r ? root : r;
-            node[small].parent = big;
-            node[big].size += node[small].size;
+            int32_t big = size[r] > size[root] ? r : root, small = big == r ? root : r;
+            parent[small] = big;
+            size[big] += size[small];
             root = big;
         }
     }
-    return n_in;
 }
 
 int64_t nf_clusters_label(const struct nf_cluster_plan *p, struct nf_tfce_work *w, const float *stat,
@@ -461,10 +517,10 @@ int64_t nf_clusters_label(const struct nf_cluster_plan *p, struct nf_tfce_work *
         for (int64_t v = 0; v < V; v++) {
             if (w->level[v] != s)
                 continue;
-            int32_t r = uf_find(w->node, (int32_t)v);
+            int32_t r = uf_find(w->parent, (int32_t)v);
             if (!ids[r]) {
                 ids[r] = (int32_t)++n;
-                clusters[n - 1] = (struct nf_cluster){ .sign = s, .size = w->node[r].size, .mass = 0,
+                clusters[n - 1] = (struct nf_cluster){ .sign = s, .size = w->comp[r], .mass = 0,
                                                       .peak = stat[v], .peak_voxel = v };
             }
             struct nf_cluster *c = &clusters[ids[r] - 1];
@@ -484,18 +540,21 @@ void nf_clusters_max(const struct nf_cluster_plan *p, struct nf_tfce_work *w, co
     int64_t V = p->graph->n_voxels;
     double T = p->threshold;
     cluster_forest(p, w, stat);
-    struct nf_uf_node *node = w->node;
     /* masses summed per root in column order, as nf_clusters_label sums them */
+    double *mass = w->value;
     for (int64_t v = 0; v < V; v++)
         if (w->level[v])
-            node[uf_find(node, (int32_t)v)].acc += fabs((double)stat[v]) - T;
-    int64_t size = 0;
-    double mass = 0;
+            mass[v] = 0;
     for (int64_t v = 0; v < V; v++)
-        if (w->level[v] && node[v].parent == v) {
-            size = node[v].size > size ? node[v].size : size;
-            mass = node[v].acc > mass ? node[v].acc : mass;
+        if (w->level[v])
+            mass[uf_find(w->parent, (int32_t)v)] += fabs((double)stat[v]) - T;
+    int64_t best_size = 0;
+    double best_mass = 0;
+    for (int64_t v = 0; v < V; v++)
+        if (w->level[v] && w->parent[v] == v) {
+            best_size = w->comp[v] > best_size ? w->comp[v] : best_size;
+            best_mass = mass[v] > best_mass ? mass[v] : best_mass;
         }
-    *max_size = size;
-    *max_mass = mass;
+    *max_size = best_size;
+    *max_mass = best_mass;
 }

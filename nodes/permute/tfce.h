@@ -75,16 +75,22 @@ struct nf_cluster_plan {
 int nf_cluster_plan_init(struct nf_cluster_plan *p, const struct nf_voxel_graph *g, int tail, double threshold,
                          struct nf_error *err);
 
-/* One thread's scratch for either kind of plan on a graph of n_voxels
- * (about 30 bytes per voxel). */
+/* One thread's scratch for either kind of plan on a graph (tfce.c says how
+ * each part is used): about 60 bytes per voxel plus 4 per entry of the
+ * graph's neighbour lists. */
+struct nf_tfce_tree_node;
 struct nf_tfce_work {
     int64_t n_voxels;
-    int steps;             /* the largest `steps` it holds tables for */
+    int steps;             /* the most thresholds it holds tables for */
     int16_t *level;        /* per voxel: +k / -k, the last threshold it reaches on its side; 0: none */
-    int32_t *order;        /* voxels by level, highest first */
-    struct nf_uf_node *node;   /* union-find forest (tfce.c) */
-    int64_t *bucket;       /* steps + 2 */
+    int32_t *stream;       /* per level: each voxel, then its neighbours added before it */
+    int64_t *bucket;       /* 2 (steps + 1): where each level's stream starts, and its end */
     double *height_sum;    /* steps + 1: sum of h_j^H for j <= k */
+    int32_t *parent;       /* union-find over voxels */
+    int32_t *comp;         /* a root's component (TFCE) or size (clusters) */
+    int32_t *birth;        /* per voxel: the component it joined when added */
+    struct nf_tfce_tree_node *tree;   /* components over levels (2 V) */
+    double *value;         /* per component: TFCE (2 V); per root: cluster mass */
 };
 /* Sized for the graph and up to `steps` thresholds (0 for clusters only).
  * 0, or NF_ENOMEM. */
