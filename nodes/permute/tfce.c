@@ -200,7 +200,7 @@ int nf_tfce_work_init(struct nf_tfce_work *w, const struct nf_voxel_graph *g, in
     size_t V = (size_t)g->n_voxels + 1;
     w->level = nf_malloc_array(V, sizeof *w->level);
     w->parent = nf_malloc_array(V, sizeof *w->parent);
-    w->comp = nf_malloc_array(V, sizeof *w->comp);
+    w->size = nf_malloc_array(V, sizeof *w->size);
     w->value = nf_malloc_array(2 * V, sizeof *w->value);
     if (steps > 0) {
         w->stream = nf_malloc_array(V + (size_t)g->first[g->n_voxels], sizeof *w->stream);
@@ -209,7 +209,7 @@ int nf_tfce_work_init(struct nf_tfce_work *w, const struct nf_voxel_graph *g, in
     }
     w->bucket = nf_malloc_array(2 * ((size_t)steps + 1), sizeof *w->bucket);
     w->height_sum = nf_malloc_array((size_t)steps + 1, sizeof *w->height_sum);
-    if (!w->level || !w->parent || !w->comp || !w->value || !w->bucket || !w->height_sum ||
+    if (!w->level || !w->parent || !w->size || !w->value || !w->bucket || !w->height_sum ||
         (steps > 0 && (!w->stream || !w->birth || !w->tree))) {
         nf_tfce_work_release(w);
         return NF_FAIL(err, NF_ENOMEM, "out of memory for TFCE's workspace (%lld voxels)", (long long)g->n_voxels);
@@ -228,7 +228,7 @@ void nf_tfce_work_release(struct nf_tfce_work *w)
     free(w->bucket);
     free(w->height_sum);
     free(w->parent);
-    free(w->comp);
+    free(w->size);
     free(w->birth);
     free(w->tree);
     free(w->value);
@@ -237,7 +237,24 @@ void nf_tfce_work_release(struct nf_tfce_work *w)
 
 /* ---- union-find ---- */
 
-/* The root of x, halving the path. */
+/* The root of x in a forest whose roots hold negative payloads in parent[],
+ * halving the path. */
+static inline int32_t uf_root(int32_t *parent, int32_t x)
+{
+    for (;;) {
+        int32_t p = parent[x];
+        if (p < 0)
+            return x;
+        int32_t gp = parent[p];
+        if (gp < 0)
+            return p;
+        parent[x] = gp;
+        x = gp;
+    }
+}
+
+/* The root of x in a forest whose roots are their own parents, halving the
+ * path. */
 static inline int32_t uf_find(int32_t *parent, int32_t x)
 {
     while (parent[x] != x) {
@@ -333,18 +350,15 @@ static int32_t tfce_sweep(const struct nf_tfce_plan *p, struct nf_tfce_work *w, 
      * all their neighbours */
     int64_t *start = w->bucket, *end = w->bucket + steps + 1;
     memset(start, 0, (size_t)(steps + 1) * sizeof *start);
-    bool up = p->tail != NF_TAIL_LOWER, down = p->tail != NF_TAIL_UPPER;
     const int64_t *first = g->first;
     const int32_t *nbr = g->nbr;
+    int tail = p->tail;
     for (int64_t v = 0; v < V; v++) {
         double x = stat[v];
-        int k = 0;
-        if (up && x > 0)
-            k = level_of(x, steps, m, dh, inv_dh);
-        else if (down && x < 0)
-            k = -level_of(-x, steps, m, dh, inv_dh);
-        level[v] = (int16_t)k;
-        start[abs(k)] += 1 + (first[v + 1] - first[v]);
+        double a = tail == NF_TAIL_UPPER ? x : tail == NF_TAIL_LOWER ? -x : fabs(x);
+        int k = level_of(a, steps, m, dh, inv_dh);
+        level[v] = (int16_t)(tail == NF_TAIL_LOWER || (tail == NF_TAIL_TWO && x < 0) ? -k : k);
+        start[k] += 1 + (first[v + 1] - first[v]);
     }
     int64_t at = 0;
     for (int k = steps; k >= 1; k--) {
@@ -371,30 +385,36 @@ static int32_t tfce_sweep(const struct nf_tfce_plan *p, struct nf_tfce_work *w, 
         end[k] = e;
     }
 
-    /* the sweep, highest level first */
-    int32_t *parent = w->parent, *comp = w->comp, *birth = w->birth;
+    /* the sweep, highest level first; a root r holds ~(its component) in
+     * parent[r] */
+    int32_t *parent = w->parent, *birth = w->birth;
     struct nf_tfce_tree_node *tree = w->tree;
     int32_t n_tree = 0;
+    enum { AHEAD = 8 };   /* stream entries whose parent is fetched ahead */
     for (int k = steps; k >= 1; k--) {
         int32_t v = -1, rv = -1;
         for (int64_t e = start[k]; e < end[k]; e++) {
+            if (e + AHEAD < end[k]) {
+                int32_t y = stream[e + AHEAD];
+                __builtin_prefetch(&parent[y < 0 ? ~y : y]);
+            }
             int32_t x = stream[e];
             if (x < 0) {
                 if (v >= 0 && rv < 0) {   /* the previous voxel met no component: a new one */
-                    parent[v] = v;
-                    comp[v] = tree_add(tree, &n_tree, 1, k);
+                    int32_t t = tree_add(tree, &n_tree, 1, k);
+                    parent[v] = ~t;
                     if (births)
-                        birth[v] = comp[v];
+                        birth[v] = t;
                 }
                 v = ~x;
                 rv = -1;
                 continue;
             }
-            int32_t r = uf_find(parent, x);
+            int32_t r = uf_root(parent, x);
             if (rv < 0) {   /* v joins r's component */
-                int32_t t = tree_continue(tree, &n_tree, comp[r], k);
+                int32_t t = tree_continue(tree, &n_tree, ~parent[r], k);
                 tree[t].size++;
-                comp[r] = t;
+                parent[r] = ~t;
                 parent[v] = r;
                 rv = r;
                 if (births)
@@ -406,7 +426,7 @@ static int32_t tfce_sweep(const struct nf_tfce_plan *p, struct nf_tfce_work *w, 
             /* two components merge at level k: into one node formed at k (the
              * later one if both formed at k, so that parents come after their
              * children; the other's range is empty) */
-            int32_t ca = comp[rv], cb = comp[r], t;
+            int32_t ca = ~parent[rv], cb = ~parent[r], t;
             int32_t sa = tree[ca].size, sb = tree[cb].size;
             if (tree[ca].level == k && tree[cb].level == k) {
                 t = ca > cb ? ca : cb;
@@ -424,14 +444,14 @@ static int32_t tfce_sweep(const struct nf_tfce_plan *p, struct nf_tfce_work *w, 
             tree[t].size = sa + sb;
             int32_t big = sa >= sb ? rv : r;
             parent[big == rv ? r : rv] = big;
-            comp[big] = t;
+            parent[big] = ~t;
             rv = big;
         }
         if (v >= 0 && rv < 0) {
-            parent[v] = v;
-            comp[v] = tree_add(tree, &n_tree, 1, k);
+            int32_t t = tree_add(tree, &n_tree, 1, k);
+            parent[v] = ~t;
             if (births)
-                birth[v] = comp[v];
+                birth[v] = t;
         }
     }
 
@@ -469,7 +489,7 @@ float nf_tfce_max(const struct nf_tfce_plan *p, struct nf_tfce_work *w, const fl
 /* ---- clusters ---- */
 
 /* Which voxels are beyond T (w->level: +1, -1, 0), joined with their earlier
- * neighbours on the same side (w->comp: a root's size). */
+ * neighbours on the same side (w->size: a root's voxel count). */
 static void cluster_forest(const struct nf_cluster_plan *p, struct nf_tfce_work *w, const float *stat)
 {
     const struct nf_voxel_graph *g = p->graph;
@@ -477,7 +497,7 @@ static void cluster_forest(const struct nf_cluster_plan *p, struct nf_tfce_work 
     double T = p->threshold;
     bool up = p->tail != NF_TAIL_LOWER, down = p->tail != NF_TAIL_UPPER;
     int16_t *side = w->level;
-    int32_t *parent = w->parent, *size = w->comp;
+    int32_t *parent = w->parent, *size = w->size;
     for (int64_t v = 0; v < V; v++) {
         double x = stat[v];
         int s = up && x > T && isfinite(x) ? 1 : down && x < -T && isfinite(x) ? -1 : 0;
@@ -520,7 +540,7 @@ int64_t nf_clusters_label(const struct nf_cluster_plan *p, struct nf_tfce_work *
             int32_t r = uf_find(w->parent, (int32_t)v);
             if (!ids[r]) {
                 ids[r] = (int32_t)++n;
-                clusters[n - 1] = (struct nf_cluster){ .sign = s, .size = w->comp[r], .mass = 0,
+                clusters[n - 1] = (struct nf_cluster){ .sign = s, .size = w->size[r], .mass = 0,
                                                       .peak = stat[v], .peak_voxel = v };
             }
             struct nf_cluster *c = &clusters[ids[r] - 1];
@@ -552,7 +572,7 @@ void nf_clusters_max(const struct nf_cluster_plan *p, struct nf_tfce_work *w, co
     double best_mass = 0;
     for (int64_t v = 0; v < V; v++)
         if (w->level[v] && w->parent[v] == v) {
-            best_size = w->comp[v] > best_size ? w->comp[v] : best_size;
+            best_size = w->size[v] > best_size ? w->size[v] : best_size;
             best_mass = mass[v] > best_mass ? mass[v] : best_mass;
         }
     *max_size = best_size;

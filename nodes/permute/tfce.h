@@ -86,8 +86,8 @@ struct nf_tfce_work {
     int32_t *stream;       /* per level: each voxel, then its neighbours added before it */
     int64_t *bucket;       /* 2 (steps + 1): where each level's stream starts, and its end */
     double *height_sum;    /* steps + 1: sum of h_j^H for j <= k */
-    int32_t *parent;       /* union-find over voxels */
-    int32_t *comp;         /* a root's component (TFCE) or size (clusters) */
+    int32_t *parent;       /* union-find over voxels (TFCE: a root holds ~its component) */
+    int32_t *size;         /* clusters: a root's voxel count */
     int32_t *birth;        /* per voxel: the component it joined when added */
     struct nf_tfce_tree_node *tree;   /* components over levels (2 V) */
     double *value;         /* per component: TFCE (2 V); per root: cluster mass */
