@@ -65,8 +65,8 @@ int nf_voxel_graph_build(const struct nf_geom *geom, int connectivity, struct nf
     if (connectivity != 6 && connectivity != 18 && connectivity != 26)
         return NF_FAIL(err, NF_EINVAL, "connectivity must be 6, 18 or 26 (got %d)", connectivity);
     int64_t V = geom->n_voxels;
-    if (V < 0 || V > INT32_MAX)
-        return NF_FAIL(err, NF_EDATA, "a mask of %lld voxels is more than TFCE and clusters handle (2^31 - 1)",
+    if (V < 0 || V > (int64_t)1 << 30)   /* TFCE's tree has up to 2 V components, numbered in int32 */
+        return NF_FAIL(err, NF_EDATA, "a mask of %lld voxels is more than TFCE and clusters handle (2^30)",
                        (long long)V);
     int64_t nx = geom->grid.dim[0], ny = geom->grid.dim[1], nz = geom->grid.dim[2];
     size_t cells;

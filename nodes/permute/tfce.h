@@ -31,10 +31,7 @@
 
 #include "core/error.h"
 #include "core/value.h"
-
-/* Which side of the map is enhanced / clustered (the values of the permute
- * node's PERM_TAIL_TWO / UPPER / LOWER). */
-enum nf_tail { NF_TAIL_TWO = 0, NF_TAIL_UPPER = 1, NF_TAIL_LOWER = 2 };
+#include "kernels/kernels.h"   /* enum nf_tail: which side is enhanced / clustered */
 
 /* The neighbours of every mask voxel on the grid: voxels v and w (column
  * indices) are neighbours when they share a face (connectivity 6), a face or
@@ -46,8 +43,8 @@ struct nf_voxel_graph {
     int32_t *nbr;          /* column indices, ascending for each voxel */
 };
 /* Build from a mask's geometry (geom->index: columns → grid offsets). 0, or
- * NF_EINVAL (connectivity not 6, 18 or 26), NF_EDATA (more than 2^31 - 1
- * voxels, an offset off the grid or twice), NF_ENOMEM. */
+ * NF_EINVAL (connectivity not 6, 18 or 26), NF_EDATA (more than 2^30 voxels,
+ * an offset off the grid or twice), NF_ENOMEM. */
 int nf_voxel_graph_build(const struct nf_geom *geom, int connectivity, struct nf_voxel_graph *g,
                          struct nf_error *err);
 void nf_voxel_graph_release(struct nf_voxel_graph *g);   /* zeroed afterwards; NULL-safe */
