@@ -390,14 +390,9 @@ static int32_t tfce_sweep(const struct nf_tfce_plan *p, struct nf_tfce_work *w, 
     int32_t *parent = w->parent, *birth = w->birth;
     struct nf_tfce_tree_node *tree = w->tree;
     int32_t n_tree = 0;
-    enum { AHEAD = 8 };   /* stream entries whose parent is fetched ahead */
     for (int k = steps; k >= 1; k--) {
         int32_t v = -1, rv = -1;
         for (int64_t e = start[k]; e < end[k]; e++) {
-            if (e + AHEAD < end[k]) {
-                int32_t y = stream[e + AHEAD];
-                __builtin_prefetch(&parent[y < 0 ? ~y : y]);
-            }
             int32_t x = stream[e];
             if (x < 0) {
                 if (v >= 0 && rv < 0) {   /* the previous voxel met no component: a new one */
