@@ -23,7 +23,9 @@
  *  - clusters at threshold T: voxels with stat > T (upper), stat < -T (lower)
  *    or either (two tails, the signs clustered separately) — strictly beyond
  *    T, as nilearn; size = voxel count, mass = sum of (|stat| - T).
- * NaN and infinite values belong to no cluster at any threshold. */
+ * NaN and infinite values belong to no cluster at any threshold and do not
+ * count for m (nilearn's labelling would count NaN voxels as members; the
+ * permute node's maps are finite). */
 #ifndef NF_NODE_PERMUTE_TFCE_H
 #define NF_NODE_PERMUTE_TFCE_H
 
@@ -87,7 +89,7 @@ struct nf_tfce_work {
     int32_t *size;         /* clusters: a root's voxel count */
     int32_t *birth;        /* per voxel: the component it joined when added */
     struct nf_tfce_tree_node *tree;   /* components over levels (2 V) */
-    double *value;         /* per component: TFCE (2 V); per root: cluster mass */
+    double *value;         /* per component: its TFCE (2 V); clusters: a root's mass */
 };
 /* Sized for the graph and up to `steps` thresholds (0 for clusters only).
  * 0, or NF_ENOMEM. */
@@ -95,7 +97,8 @@ int nf_tfce_work_init(struct nf_tfce_work *w, const struct nf_voxel_graph *g, in
 void nf_tfce_work_release(struct nf_tfce_work *w);       /* NULL-safe */
 
 /* TFCE of one map: out[v] for every voxel (V floats; negative for the
- * negative side). The plan's steps must not exceed the workspace's. */
+ * negative side). The workspace is for the plan's graph and at least its
+ * steps. */
 void nf_tfce_map(const struct nf_tfce_plan *p, struct nf_tfce_work *w, const float *stat, float *out);
 /* max over v of |TFCE(v)| of one map, the same float as the largest |out[v]|
  * of nf_tfce_map on the same map, bit for bit; 0 when none. For null maps. */
