@@ -499,6 +499,64 @@ static void test_tfce_random_grids(void **state)
     assert_true(n_checked > 300);
 }
 
+/* Levels exactly at the thresholds: voxel 0 holds a value a next to some
+ * h_k, a separate voxel 1 holds m (the height), so TFCE(0) = sum of h_k^H over
+ * the thresholds a reaches. Values m j / 4 are floats while k (m / steps) in
+ * double may round above or below them, so the first guess (a steps / m,
+ * truncated) is off by one in both directions for some of them; the test
+ * makes sure both happen. */
+static void test_levels_at_thresholds(void **state)
+{
+    (void)state;
+    unsigned char in[3] = { 1, 0, 1 };
+    struct fixture f;
+    fixture_init(&f, 3, 1, 1, in, 6);
+    struct nf_error err = { 0 };
+    struct nf_tfce_work work;
+    assert_int_equal(nf_tfce_work_init(&work, &f.graph, 1000, &err), 0);
+    const int steps_list[] = { 4, 8, 12, 100, 1000 };
+    int guess_high = 0, guess_low = 0, n = 0;
+    for (size_t si = 0; si < sizeof steps_list / sizeof steps_list[0]; si++) {
+        int steps = steps_list[si];
+        struct nf_tfce_plan plan;
+        assert_int_equal(nf_tfce_plan_init(&plan, &f.graph, NF_TAIL_UPPER, 0.5, 1, steps, &err), 0);
+        for (int trial = 0; trial < 400; trial++) {
+            float m = (float)(0.1 + 10 * uniform());
+            for (int j = 1; j <= 3; j++)
+                for (int d = -1; d <= 1; d++) {
+                    float a = m * (float)j / 4;
+                    a = d < 0 ? nextafterf(a, 0) : d > 0 ? nextafterf(a, m) : a;
+                    int L = 0;
+                    double want = 0;
+                    for (int k = 1; k <= steps; k++) {
+                        double h = k == steps ? m : k * ((double)m / steps);
+                        if ((double)a >= h) {
+                            L = k;
+                            want += h;
+                        }
+                    }
+                    int guess = (int)((double)a * (steps / (double)m));
+                    guess_high += guess > L;
+                    guess_low += guess < L;
+                    const float stat[2] = { a, m };
+                    float out[2];
+                    nf_tfce_map(&plan, &work, stat, out);
+                    if (!(fabs(out[0] - want) <= 1e-6 * want))
+                        fail_msg("steps %d m %.9g a %.9g: TFCE %.9g, definition %.9g (level %d)", steps, m, a,
+                                 out[0], want, L);
+                    n++;
+                }
+        }
+        nf_tfce_plan_release(&plan);
+    }
+    if (!guess_high || !guess_low)
+        fail_msg("the cases never put the first guess of a level above (%d) or below (%d) the level", guess_high,
+                 guess_low);
+    (void)n;
+    nf_tfce_work_release(&work);
+    fixture_release(&f);
+}
+
 /* Degenerate masks and maps: one voxel, no voxel, all zero. */
 static void test_tfce_degenerate(void **state)
 {
@@ -780,6 +838,7 @@ int main(void)
         cmocka_unit_test(test_by_hand_clusters),
         cmocka_unit_test(test_graph),
         cmocka_unit_test(test_tfce_random_grids),
+        cmocka_unit_test(test_levels_at_thresholds),
         cmocka_unit_test(test_tfce_degenerate),
         cmocka_unit_test(test_workspace_reuse),
         cmocka_unit_test(test_clusters_random_grids),
