@@ -36,6 +36,7 @@
  * voxels >= T and sums the statistic itself (its mass is this mass plus
  * size * T).
  */
+#include <float.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -76,9 +77,8 @@ int nf_voxel_graph_build(const struct nf_geom *geom, int connectivity, struct nf
                        (long long)nx, (long long)ny, (long long)nz);
     /* grid offset -> column, -1 outside the mask */
     int32_t *column = nf_malloc_array(cells, sizeof *column);
-    g->first = nf_malloc_array((size_t)V + 1, sizeof *g->first);
     g->nbr = nf_malloc_array((size_t)V * (size_t)connectivity + 1, sizeof *g->nbr);
-    if (!column || !g->first || !g->nbr) {
+    if (!column || !g->nbr) {
         free(column);
         nf_voxel_graph_release(g);
         return NF_FAIL(err, NF_ENOMEM, "out of memory for the neighbours of %lld voxels", (long long)V);
@@ -110,7 +110,6 @@ int nf_voxel_graph_build(const struct nf_geom *geom, int connectivity, struct nf
             }
     int64_t n = 0;
     for (int64_t c = 0; c < V; c++) {
-        g->first[c] = n;
         int64_t off = geom->index[c];
         int64_t i = off % nx, j = off / nx % ny, k = off / nx / ny;
         for (int s = 0; s < n_steps; s++) {
@@ -121,8 +120,9 @@ int nf_voxel_graph_build(const struct nf_geom *geom, int connectivity, struct nf
             if (w >= 0)
                 g->nbr[n++] = w;
         }
+        while (n < (c + 1) * n_steps)
+            g->nbr[n++] = (int32_t)V;
     }
-    g->first[V] = n;
     free(column);
     g->n_voxels = V;
     g->connectivity = connectivity;
@@ -133,7 +133,6 @@ void nf_voxel_graph_release(struct nf_voxel_graph *g)
 {
     if (!g)
         return;
-    free(g->first);
     free(g->nbr);
     memset(g, 0, sizeof *g);
 }
@@ -203,13 +202,14 @@ int nf_tfce_work_init(struct nf_tfce_work *w, const struct nf_voxel_graph *g, in
     w->size = nf_malloc_array(V, sizeof *w->size);
     w->value = nf_malloc_array(2 * V, sizeof *w->value);
     if (steps > 0) {
-        w->stream = nf_malloc_array(V + (size_t)g->first[g->n_voxels], sizeof *w->stream);
+        w->stream = nf_malloc_array(V * (1 + (size_t)g->connectivity), sizeof *w->stream);
         w->birth = nf_malloc_array(V, sizeof *w->birth);
         w->tree = nf_malloc_array(2 * V, sizeof *w->tree);
     }
     w->bucket = nf_malloc_array(2 * ((size_t)steps + 1), sizeof *w->bucket);
+    w->height = nf_malloc_array((size_t)steps + 2, sizeof *w->height);
     w->height_sum = nf_malloc_array((size_t)steps + 1, sizeof *w->height_sum);
-    if (!w->level || !w->parent || !w->size || !w->value || !w->bucket || !w->height_sum ||
+    if (!w->level || !w->parent || !w->size || !w->value || !w->bucket || !w->height || !w->height_sum ||
         (steps > 0 && (!w->stream || !w->birth || !w->tree))) {
         nf_tfce_work_release(w);
         return NF_FAIL(err, NF_ENOMEM, "out of memory for TFCE's workspace (%lld voxels)", (long long)g->n_voxels);
@@ -226,6 +226,7 @@ void nf_tfce_work_release(struct nf_tfce_work *w)
     free(w->level);
     free(w->stream);
     free(w->bucket);
+    free(w->height);
     free(w->height_sum);
     free(w->parent);
     free(w->size);
@@ -267,26 +268,19 @@ static inline int32_t uf_find(int32_t *parent, int32_t x)
 
 /* ---- TFCE ---- */
 
-/* The height of threshold k of a map whose tail height is m, as numpy's
- * linspace(0, m, steps + 1)[k] in double. */
-static inline double threshold_at(int k, int steps, double m, double dh)
+/* The largest k in 0 .. steps with a >= h_k, given the thresholds h[0] = 0,
+ * h[1 .. steps] and h[steps + 1] = +inf (0 for NaN, negative values and
+ * values above m, that is infinities): a first guess from a / dh, then
+ * corrected against the thresholds themselves so that values exactly on a
+ * threshold count. */
+static inline int level_of(double a, int steps, double m, double inv_dh, const double *h)
 {
-    return k == steps ? m : k * dh;
-}
-
-/* The largest k in 0 .. steps with a >= h_k (0 for NaN and for values above
- * m, that is infinities): a first guess from a / dh, then corrected against
- * the thresholds themselves so that values exactly on a threshold count. */
-static inline int level_of(double a, int steps, double m, double dh, double inv_dh)
-{
-    if (!(a >= dh && a <= m))   /* h_1 = dh */
-        return 0;
+    a = a > 0 && a <= m ? a : 0;
     int k = (int)(a * inv_dh);
-    if (k > steps)
-        k = steps;
-    while (k < steps && a >= threshold_at(k + 1, steps, m, dh))
+    k = k < steps ? k : steps;
+    while (a >= h[k + 1])
         k++;
-    while (k > 0 && a < threshold_at(k, steps, m, dh))
+    while (a < h[k])
         k--;
     return k;
 }
@@ -297,10 +291,8 @@ static double tail_height(const float *stat, int64_t V, int tail)
     float hi = 0, lo = 0;
     for (int64_t v = 0; v < V; v++) {
         float x = stat[v];
-        if (isfinite(x)) {
-            hi = x > hi ? x : hi;
-            lo = x < lo ? x : lo;
-        }
+        hi = x > hi && x <= FLT_MAX ? x : hi;     /* NaN and inf fail */
+        lo = x < lo && x >= -FLT_MAX ? x : lo;
     }
     double up = hi, down = -(double)lo;
     return tail == NF_TAIL_UPPER ? up : tail == NF_TAIL_LOWER ? down : (up > down ? up : down);
@@ -325,6 +317,31 @@ static inline int32_t tree_continue(struct nf_tfce_tree_node *tree, int32_t *n_t
     return t;
 }
 
+/* Each voxel with a level, as ~v, followed by its neighbours on its side that
+ * the sweep adds before it (a higher level, or the same level and an earlier
+ * column), into its level's stream; `conn` is a constant where it is called,
+ * so the neighbour loop has a fixed count. */
+static inline __attribute__((always_inline)) void write_streams(int64_t V, const int16_t *level, const int32_t *nbr,
+                                                                const int conn, int32_t *stream, int64_t *end)
+{
+    for (int64_t v = 0; v < V; v++) {
+        int lv = level[v];
+        if (!lv)
+            continue;
+        int side = lv > 0 ? 1 : -1, k = lv * side;
+        int64_t e = end[k];
+        stream[e++] = ~(int32_t)v;
+        const int32_t *nb = nbr + v * conn;
+        for (int j = 0; j < conn; j++) {
+            int32_t u = nb[j];
+            int key = level[u] * side;
+            stream[e] = u;   /* kept when added before v; no branch: half are */
+            e += (key > k) | ((key == k) & (u < v));
+        }
+        end[k] = e;
+    }
+}
+
 /* The sweep: levels, the per-level streams, the union-find and the tree of
  * components with every node's value final. birth[v] is set only when
  * `births`. Returns the number of tree nodes (0: the map has no voxel on its
@@ -338,52 +355,47 @@ static int32_t tfce_sweep(const struct nf_tfce_plan *p, struct nf_tfce_work *w, 
     double m = tail_height(stat, V, p->tail);
     if (!(m > 0))
         return 0;
-    double dh = m / steps, inv_dh = steps / m;
 
-    /* P(k) = sum of h_j^H for j <= k */
-    double *P = w->height_sum;
+    /* thresholds h_k = k (m / steps), h_steps = m, as numpy's linspace(0, m,
+     * steps + 1) in double; P(k) = sum of h_j^H for j <= k */
+    double *h = w->height, *P = w->height_sum, dh = m / steps, inv_dh = steps / m;
+    h[0] = 0;
     P[0] = 0;
-    for (int k = 1; k <= steps; k++)
-        P[k] = P[k - 1] + pow(threshold_at(k, steps, m, dh), p->H);
+    for (int k = 1; k <= steps; k++) {
+        h[k] = k == steps ? m : k * dh;
+        P[k] = P[k - 1] + pow(h[k], p->H);
+    }
+    h[steps + 1] = INFINITY;
 
     /* levels, signed by side; room in each level's stream for its voxels and
      * all their neighbours */
     int64_t *start = w->bucket, *end = w->bucket + steps + 1;
     memset(start, 0, (size_t)(steps + 1) * sizeof *start);
-    const int64_t *first = g->first;
-    const int32_t *nbr = g->nbr;
     int tail = p->tail;
     for (int64_t v = 0; v < V; v++) {
         double x = stat[v];
         double a = tail == NF_TAIL_UPPER ? x : tail == NF_TAIL_LOWER ? -x : fabs(x);
-        int k = level_of(a, steps, m, dh, inv_dh);
+        int k = level_of(a, steps, m, inv_dh, h);
         level[v] = (int16_t)(tail == NF_TAIL_LOWER || (tail == NF_TAIL_TWO && x < 0) ? -k : k);
-        start[k] += 1 + (first[v + 1] - first[v]);
+        start[k]++;
     }
+    level[V] = 0;   /* the graph's "no neighbour" */
+    int conn = g->connectivity;
     int64_t at = 0;
     for (int k = steps; k >= 1; k--) {
-        int64_t room = start[k];
+        int64_t room = start[k] * (1 + conn);
         start[k] = end[k] = at;
         at += room;
     }
 
     /* the streams: voxel v as ~v, then its neighbours added before it */
-    int32_t *stream = w->stream;
-    for (int64_t v = 0; v < V; v++) {
-        int lv = level[v];
-        if (!lv)
-            continue;
-        int side = lv > 0 ? 1 : -1, k = lv * side;
-        int64_t e = end[k];
-        stream[e++] = ~(int32_t)v;
-        for (int64_t j = first[v]; j < first[v + 1]; j++) {
-            int32_t u = nbr[j];
-            int key = level[u] * side;
-            stream[e] = u;   /* kept when added before v; no branch: half are */
-            e += (key > k) | ((key == k) & (u < v));
-        }
-        end[k] = e;
-    }
+    if (conn == 6)
+        write_streams(V, level, g->nbr, 6, w->stream, end);
+    else if (conn == 18)
+        write_streams(V, level, g->nbr, 18, w->stream, end);
+    else
+        write_streams(V, level, g->nbr, 26, w->stream, end);
+    const int32_t *stream = w->stream;
 
     /* the sweep, highest level first; a root r holds ~(its component) in
      * parent[r] */
@@ -502,10 +514,11 @@ static void cluster_forest(const struct nf_cluster_plan *p, struct nf_tfce_work 
         parent[v] = (int32_t)v;
         size[v] = 1;
         int32_t root = (int32_t)v;
-        for (int64_t e = g->first[v]; e < g->first[v + 1]; e++) {
-            int32_t u = g->nbr[e];
+        const int32_t *nb = g->nbr + v * g->connectivity;
+        for (int j = 0; j < g->connectivity; j++) {
+            int32_t u = nb[j];
             if (u > v)
-                break;   /* neighbours are ascending: the rest come later */
+                break;   /* ascending, "none" last: the rest come later */
             if (side[u] != s)
                 continue;
             int32_t r = uf_find(parent, u);

@@ -37,12 +37,13 @@
 
 /* The neighbours of every mask voxel on the grid: voxels v and w (column
  * indices) are neighbours when they share a face (connectivity 6), a face or
- * an edge (18), or a face, an edge or a corner (26). */
+ * an edge (18), or a face, an edge or a corner (26). Every voxel has
+ * `connectivity` slots, so that the per-map loops have a fixed count. */
 struct nf_voxel_graph {
     int64_t n_voxels;
     int connectivity;
-    int64_t *first;        /* n_voxels + 1: v's neighbours are nbr[first[v] .. first[v+1]) */
-    int32_t *nbr;          /* column indices, ascending for each voxel */
+    int32_t *nbr;          /* v's neighbours: nbr[v * connectivity + j], ascending, then n_voxels
+                              (none) in the slots left over at the mask's edge */
 };
 /* Build from a mask's geometry (geom->index: columns → grid offsets). 0, or
  * NF_EINVAL (connectivity not 6, 18 or 26), NF_EDATA (more than 2^30 voxels,
@@ -75,8 +76,7 @@ int nf_cluster_plan_init(struct nf_cluster_plan *p, const struct nf_voxel_graph 
                          struct nf_error *err);
 
 /* One thread's scratch for either kind of plan on a graph (tfce.c says how
- * each part is used): about 60 bytes per voxel plus 4 per entry of the
- * graph's neighbour lists. */
+ * each part is used): about 60 + 4 * connectivity bytes per voxel. */
 struct nf_tfce_tree_node;
 struct nf_tfce_work {
     int64_t n_voxels;
@@ -84,6 +84,7 @@ struct nf_tfce_work {
     int16_t *level;        /* per voxel: +k / -k, the last threshold it reaches on its side; 0: none */
     int32_t *stream;       /* per level: each voxel, then its neighbours added before it */
     int64_t *bucket;       /* 2 (steps + 1): where each level's stream starts, and its end */
+    double *height;        /* steps + 2: h_0 = 0, the thresholds h_1 .. h_steps, +inf */
     double *height_sum;    /* steps + 1: sum of h_j^H for j <= k */
     int32_t *parent;       /* union-find over voxels (TFCE: a root holds ~its component) */
     int32_t *size;         /* clusters: a root's voxel count */
