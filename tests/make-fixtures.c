@@ -1,6 +1,7 @@
 /* make-fixtures.c — writes the small data files the golden failure tests read
  * (tests/fail/): a 3D and a 4D volume, matching / shifted / empty masks, a
- * truncated .nii.gz and a design table, all on a 6x5x4 grid, and a mask on a
+ * truncated .nii.gz, a design table, events and confounds tables (the design
+ * node's), all on a 6x5x4 grid, and a mask on a
  * 9x8x6 grid of 2 mm voxels (another grid), and two special files named like
  * inputs (a FIFO fifo.nii, a link urandom.tsv to /dev/urandom) that readers
  * must refuse rather than block on or read without end. Usage:
@@ -51,6 +52,16 @@ static const struct { const char *name, *text; size_t len; } label_files[] = {
     { "atlas_bad.nii.txt", "1 Left\n2.5 Right\n", 0 },
 };
 
+/* Events and confounds for the design node: one well-formed pair (8 rows of
+ * confounds, as bold.nii.gz has 8 volumes) and events broken in one way each. */
+static const struct { const char *name, *text; } design_files[] = {
+    { "events.tsv", "onset\tduration\ttrial_type\n1\t2\tface\n6\t2\thouse\n" },
+    { "events_negative.tsv", "onset\tduration\ttrial_type\n1\t2\tface\n6\t-2\thouse\n" },
+    { "events_text_onset.tsv", "onset\tduration\ttrial_type\n1\t2\tface\nlate\t2\thouse\n" },
+    { "events_nan.tsv", "onset\tduration\ttrial_type\n1\tn/a\tface\n6\t2\thouse\n" },
+    { "confounds.tsv", "trans_x\tcsf\n0.1\t1\n0.2\t2\n0.1\t1\n0\t3\n0.3\t1\n0.2\t2\n0.1\t2\n0\t1\n" },
+};
+
 int main(int argc, char **argv)
 {
     struct nf_error err = { 0 };
@@ -88,6 +99,14 @@ int main(int argc, char **argv)
         char *path = nf_path_join(dir, label_files[i].name);
         size_t len = label_files[i].len ? label_files[i].len : strlen(label_files[i].text);
         if (nf_write_file_atomic(path, label_files[i].text, len, &err) < 0) {
+            nf_error_print(&err);
+            return 1;
+        }
+        free(path);
+    }
+    for (size_t i = 0; i < sizeof design_files / sizeof *design_files; i++) {
+        char *path = nf_path_join(dir, design_files[i].name);
+        if (nf_write_file_atomic(path, design_files[i].text, strlen(design_files[i].text), &err) < 0) {
             nf_error_print(&err);
             return 1;
         }

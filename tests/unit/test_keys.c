@@ -39,7 +39,9 @@ static char *tmpdir;
 /* The node under test is `t`; @P is replaced by its parameters. The data
  * folder (made once, by simulate) holds sub-0[1-3]/func/sub-0N_task-sim_bold.nii.gz,
  * mask.nii.gz, truth.nii.gz, atlas.nii.gz, design.tsv (f1 f2), labels.tsv
- * (trial_type target), and copy/design.tsv (the same bytes as design.tsv). */
+ * (trial_type target), copy/design.tsv (the same bytes as design.tsv) and
+ * events.tsv (onset duration trial_type amp: one event 10 s before the first
+ * frame, the others within the 16 frames). */
 #define IMAGES "  bold: {type: load, path: data/sub-01/func/sub-01_task-sim_bold.nii.gz}\n" \
                "  brain: {type: load, path: data/mask.nii.gz}\n" \
                "  voxels: {type: mask, in: {data: bold, mask: brain}, standardize: zscore}\n"
@@ -74,6 +76,9 @@ static char *tmpdir;
                    "  truth: {type: load, path: data/truth.nii.gz}\n" \
                    "  m: {type: mask, in: {data: truth, mask: brain}}\n" \
                    "  t: {type: report, in: {m: m}, @P}\n"
+#define CTX_DESIGN IMAGES "  ev: {type: load, path: data/events.tsv}\n" \
+                          "  cf: {type: load, path: data/design.tsv}\n" \
+                          "  t: {type: design, in: {events: ev, frames: voxels, confounds: cf}, @P}\n"
 #define CTX_MOMENTS IMAGES "  t: {type: moments, in: {data: voxels}@P}\n"
 
 #define SIM "images: 12, voxel_size: 10, mask: synthetic"
@@ -195,6 +200,21 @@ static const struct decision decisions[] = {
     { "ridge", "settings.cache", CTX_RIDGE, "cv: 2", SEED ", cache: off", SEED ", cache: c/cache.db", false, NULL },
     { "ridge", "settings.device", CTX_RIDGE, "cv: 2", SEED ", device: cpu", SEED ", device: auto", false, NULL },
     { "moments", "(none)", CTX_MOMENTS, "", "", "", false, NULL },
+    { "design", "hrf", CTX_DESIGN, "tr: 2", "hrf: glover", "hrf: spm + derivative", true, NULL },
+    { "design", "fir_delays", CTX_DESIGN, "tr: 2, hrf: fir", "fir_delays: [0]", "fir_delays: [0, 2]", true, NULL },
+    /* delays are read by the fir model only (param_matters) */
+    { "design", "fir_delays (not fir)", CTX_DESIGN, "tr: 2", "fir_delays: [0]", "fir_delays: [2]", false, NULL },
+    { "design", "drift", CTX_DESIGN, "tr: 2", "drift: cosine", "drift: polynomial", true, NULL },
+    { "design", "high_pass", CTX_DESIGN, "tr: 2", "high_pass: 0.01", "high_pass: 0.05", true, NULL },
+    { "design", "high_pass (polynomial)", CTX_DESIGN, "tr: 2, drift: polynomial", "high_pass: 0.01",
+      "high_pass: 0.05", false, NULL },
+    { "design", "drift_order", CTX_DESIGN, "tr: 2, drift: polynomial", "drift_order: 1", "drift_order: 3", true, NULL },
+    { "design", "oversampling", CTX_DESIGN, "tr: 2", "oversampling: 50", "oversampling: 10", true, NULL },
+    { "design", "min_onset", CTX_DESIGN, "tr: 2", "min_onset: -24", "min_onset: -4", true, NULL },
+    { "design", "slice_time_ref", CTX_DESIGN, "tr: 2", "slice_time_ref: 0", "slice_time_ref: 0.5", true, NULL },
+    { "design", "tr", CTX_DESIGN, "", "tr: 2", "tr: 2.5", true, NULL },
+    { "design", "confound_columns", CTX_DESIGN, "tr: 2", "confound_columns: [f1]", "confound_columns: [f*]", true, NULL },
+    { "design", "modulation", CTX_DESIGN, "tr: 2", "", "modulation: amp", true, NULL },
 };
 
 /* ---- digests ---- */
@@ -566,7 +586,9 @@ static int setup(void **state)
     nf_pipeline_free(p);
     nf_diags_release(&d);
     char *cmd = nf_asprintf("cd '%s' && rm -f make-data.yaml && mkdir -p data/copy && cp data/design.tsv data/copy/"
-                            " && printf '1 Roi\\n' > data/names1.txt && printf '1 Sphere\\n' > data/names2.txt",
+                            " && printf '1 Roi\\n' > data/names1.txt && printf '1 Sphere\\n' > data/names2.txt"
+                            " && printf 'onset\\tduration\\ttrial_type\\tamp\\n-10\\t4\\ta\\t1\\n2\\t4\\ta\\t1\\n8\\t0\\tb\\t2\\n"
+                            "14\\t3\\ta\\t0.5\\n20\\t2\\tb\\t1\\n' > data/events.tsv",
                             tmpdir);
     int rc = system(cmd);
     free(cmd);

@@ -22,6 +22,7 @@
 
 #include "node.h"
 #include "core/util.h"
+#include "design/design.h"
 #include "load/load.h"
 #include "mask/mask.h"
 #include "permute/permute.h"
@@ -33,6 +34,7 @@
 
 /* Large enough for any node's params struct (checked against params_size). */
 union any_params {
+    struct design_params design;
     struct load_params load;
     struct mask_params mask;
     struct permute_params permute;
@@ -332,6 +334,41 @@ static void test_summarize(void **state)
     nf_params_release(t, p);
 }
 
+static void test_design(void **state)
+{
+    (void)state;
+    union any_params u;
+    const struct nf_node_type *t = defaults("design", &u);
+    struct design_params *p = &u.design;
+    expect("design", p,
+           HAS("make_first_level_design_matrix", "the Glover HRF at 50 time steps per TR", "from 24 s before",
+               "the start of each frame", "a discrete cosine drift basis with a 0.01 Hz high-pass cut-off"),
+           HAS("TR =", "confounds", "polynomial", "derivative"));
+    p->hrf = DESIGN_HRF_FIR;
+    set_nums(&p->fir_delays, 3, (const double[]){ 0, 1, 3 });
+    p->drift = DESIGN_DRIFT_POLYNOMIAL;
+    p->drift_order = 3;
+    p->oversampling = 16;
+    p->min_onset = -10;
+    p->slice_time_ref = 0.5;
+    p->tr = 2.5;
+    set_str(&p->modulation, "rt");
+    p->confound_columns.v = nf_calloc(2, sizeof *p->confound_columns.v);
+    p->confound_columns.v[0] = nf_strdup("trans_*");
+    p->confound_columns.v[1] = nf_strdup("csf");
+    p->confound_columns.n = 2;
+    expect("design", p,
+           HAS("finite impulse response basis (delays of 0, 1, 3 frames)", "16 time steps per TR",
+               "from 10 s before", "0.5 of each frame (slice_time_ref) (TR = 2.5 s)", "events column rt",
+               "the confounds trans_* and csf", "polynomial drifts up to order 3"),
+           HAS("Glover", "cosine"));
+    p->hrf = DESIGN_HRF_SPM_DERIV_DISP;
+    p->drift = DESIGN_DRIFT_NONE;
+    expect("design", p, HAS("the SPM HRF and its time and dispersion derivatives", "a constant and no drift"),
+           HAS("delays", "polynomial"));
+    nf_params_release(t, p);
+}
+
 /* Out of memory at any allocation: NULL, never a partial sentence; the same
  * sentence once nothing fails. */
 static void test_out_of_memory(void **state)
@@ -377,6 +414,7 @@ int main(void)
         cmocka_unit_test(test_permute),
         cmocka_unit_test(test_predict),
         cmocka_unit_test(test_summarize),
+        cmocka_unit_test(test_design),
         cmocka_unit_test(test_out_of_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
