@@ -82,6 +82,19 @@ static const struct nf_param permute_params_table[] = {
     NF_PARAM_INT_F("chunk", FIELD(chunk), 1000, 1, 1e9, NF_PF_NOT_KEYED,
                    "permutations per checkpoint chunk (a killed run resumes at the next chunk); "
                    "not part of the cache key: results do not depend on it"),
+    NF_PARAM_BOOL("tfce", FIELD(tfce), 0,
+                  "threshold-free cluster enhancement: the outputs tfce, p_tfce_fwe (FWE by the maximum TFCE "
+                  "over voxels) and null_max_tfce; needs data from a mask node (a voxel grid). As FSL "
+                  "randomise -T and nilearn permuted_ols(tfce=True)"),
+    NF_PARAM_NUM("tfce_e", FIELD(tfce_e), 0.5, 0, 10,
+                 "TFCE extent exponent E (randomise --tfce_E, nilearn's E = 0.5)"),
+    NF_PARAM_NUM("tfce_h", FIELD(tfce_h), 2, 0, 10,
+                 "TFCE height exponent H (randomise --tfce_H, nilearn's H = 2)"),
+    NF_PARAM_INT("tfce_steps", FIELD(tfce_steps), 100, 1, NF_TFCE_MAX_STEPS,
+                 "TFCE thresholds per map: h_k = k max / steps, each map its own max (nilearn's dh='auto')"),
+    NF_PARAM_INT("connectivity", FIELD(connectivity), 6, 6, 26,
+                 "TFCE clusters: 6 (voxels sharing a face, as randomise -T and nilearn), 18 (or an edge) or "
+                 "26 (or a corner)"),
     NF_PARAM_END,
 };
 #undef FIELD
@@ -154,6 +167,12 @@ static const struct nf_port permute_outputs[] = {
       NF_PT_MATRIX, 0 },
     { "info", "table of key, value: test, statistic, tail, permutations, exact, seed, subjects, "
       "voxels, zero-variance voxels", NF_PT_TABLE, 0 },
+    { "tfce", "tfce: 1 x V threshold-free cluster enhancement of the statistic (negative where the "
+      "statistic is, two tails)", NF_PT_MATRIX, NF_PORT_ON_DEMAND },
+    { "p_tfce_fwe", "tfce: 1 x V family-wise corrected p by the maximum |TFCE| over voxels: (count + 1) / "
+      "(N + 1), count / total when exact", NF_PT_MATRIX, NF_PORT_ON_DEMAND },
+    { "null_max_tfce", "tfce: N x 1 null distribution of the maximum |TFCE| over voxels",
+      NF_PT_MATRIX, NF_PORT_ON_DEMAND },
     NF_PORT_END
 };
 NF_PORTS_MATCH(permute_inputs, PERMUTE_N_IN);
@@ -203,8 +222,14 @@ static int permute_resolve(struct nf_resolve *r)
             return NF_FAIL_AT(r->err, NF_ESHAPE, loc, id, "%s has %lld values but data has %lld subjects",
                               per_subject[i].name, (long long)values, (long long)x->dim[0]);
     }
+    if (p->tfce && p->connectivity != 6 && p->connectivity != 18 && p->connectivity != 26)
+        return NF_FAIL_AT(r->err, NF_EUSAGE, loc, id, "connectivity must be 6, 18 or 26 (got %lld)",
+                          (long long)p->connectivity);
     if (x->kind == NF_KIND_NONE)
         return 0;
+    if (p->tfce && !x->has_geom)
+        return NF_FAIL_AT(r->err, NF_EUSAGE, loc, id,
+                          "tfce needs data whose columns are voxels of a grid (the output of a mask node)");
     if (has2 && r->in[PERMUTE_IN_DATA2].dim[1] > 0 && x->dim[1] > 0 && r->in[PERMUTE_IN_DATA2].dim[1] != x->dim[1])
         return NF_FAIL_AT(r->err, NF_ESHAPE, loc, id, "data has %lld voxels but data2 has %lld",
                           (long long)x->dim[1], (long long)r->in[PERMUTE_IN_DATA2].dim[1]);
@@ -236,6 +261,10 @@ static int permute_resolve(struct nf_resolve *r)
     r->out[PERMUTE_OUT_NULL_MAX].dim[0] = rows;
     r->out[PERMUTE_OUT_NULL_MAX].dim[1] = 1;
     r->out[PERMUTE_OUT_INFO].kind = NF_KIND_TABLE;
+    if (p->tfce) {
+        r->out[PERMUTE_OUT_TFCE] = r->out[PERMUTE_OUT_P_TFCE_FWE] = r->out[PERMUTE_OUT_STAT];
+        r->out[PERMUTE_OUT_NULL_MAX_TFCE] = r->out[PERMUTE_OUT_NULL_MAX];
+    }
     return 0;
 }
 
@@ -512,8 +541,7 @@ struct chunk_work {
     atomic_int failed, interrupted;
 };
 
-/* fn over `threads` threads (the caller is one of them). */
-static void run_threads(void *(*fn)(void *), void *arg, int threads)
+void nf_perm_run_threads(void *(*fn)(void *), void *arg, int threads)
 {
     pthread_t tids[64];
     int started = 0;
@@ -571,7 +599,7 @@ static int run_chunk(const struct perm_ctx *c, const struct nf_run *run, int64_t
                             .run = run };
     w.n_tiles = (c->V + TILE_VOXELS - 1) / TILE_VOXELS;
     memset(ccount, 0, (size_t)c->V * sizeof *ccount);
-    run_threads(chunk_team, &w, threads);
+    nf_perm_run_threads(chunk_team, &w, threads);
     if (atomic_load(&w.interrupted))
         return NF_FAIL(err, NF_EINTR, "interrupted");
     if (atomic_load(&w.failed))
@@ -1128,6 +1156,11 @@ int nf_perm_begin(struct perm_ctx *c, const struct nf_run *run, struct nf_value 
     return 0;
 }
 
+int64_t nf_perm_ckpt_bytes(const struct perm_ctx *c, int64_t len)
+{
+    return c->V * (int64_t)sizeof(uint32_t) + len * (int64_t)sizeof(float) * (c->tfce ? 2 : 1);
+}
+
 /* Adds the committed chunks (counts and maxima) of an interrupted run; have[]
  * (n_chunks) marks them. Returns 0 or an error of the cache. */
 int nf_perm_resume(struct perm_ctx *c, const struct nf_run *run, int64_t chunk, bool *have, int64_t *resumed)
@@ -1147,11 +1180,14 @@ int nf_perm_resume(struct perm_ctx *c, const struct nf_run *run, int64_t chunk, 
             nf_ckpt_get(run->ckpt, done_idx[i], &data, &bytes, run->err) != 1)
             continue;
         int64_t len = c->M - ci * chunk < chunk ? c->M - ci * chunk : chunk;
-        if (bytes == (size_t)cbytes + (size_t)len * sizeof(float)) {
+        if (bytes == (size_t)nf_perm_ckpt_bytes(c, len)) {
             const uint32_t *cnt = data;
             for (int64_t v = 0; v < c->V; v++)
                 c->count[v] += cnt[v];
             memcpy(c->null_q + ci * chunk, (const char *)data + cbytes, (size_t)len * sizeof(float));
+            if (c->tfce)
+                memcpy(c->null_tfce + ci * chunk, (const char *)data + cbytes + len * (int64_t)sizeof(float),
+                       (size_t)len * sizeof(float));
             have[ci] = true;
             (*resumed)++;
         }
@@ -1252,7 +1288,7 @@ static int exact_maxima(const struct perm_ctx *c, const int64_t *todo, int64_t n
     for (int64_t e = 0; e < n_parts * na; e++)
         part[e] = -INFINITY;
     struct exact_max_work w = { .c = c, .R = R, .na = na, .n_parts = n_parts, .part = part };
-    run_threads(exact_max_worker, &w, threads < n_parts ? threads : (int)n_parts);
+    nf_perm_run_threads(exact_max_worker, &w, threads < n_parts ? threads : (int)n_parts);
     for (int64_t a = 0; a < na; a++) {
         double m = -INFINITY;
         for (int64_t t = 0; t < n_parts; t++)
@@ -1416,7 +1452,9 @@ int nf_perm_finish(struct perm_ctx *c, const struct nf_run *run, uint32_t seed, 
                                : "maximum statistic over voxels of each random permutation: " NF_NULL_MAX_RANDOM);
     NF_TRY(rc = nf_perm_info_table(c, seed, &out[PERMUTE_OUT_INFO], run->err));
     label_outputs(c, out);
-    for (int o = 0; o < 6; o++) {
+    if (c->tfce)
+        NF_TRY(rc = nf_perm_tfce_finish(c, run, out));
+    for (int o = 0; o < (c->tfce ? PERMUTE_N_OUT : PERMUTE_N_BASE_OUT); o++) {
         run->out[o] = out[o];
         out[o] = NULL;
     }
@@ -1445,6 +1483,7 @@ void nf_perm_release(struct perm_ctx *c)
     free(c->ss_d);
     free(c->shift_d);
     free(c->abs_sum);
+    nf_perm_tfce_release(c);
 }
 
 _Static_assert(PERM_TAIL_TWO == (int)NF_TAIL_TWO && PERM_TAIL_UPPER == (int)NF_TAIL_UPPER &&
@@ -1472,7 +1511,7 @@ static int permute_run(struct nf_run *run)
 {
     const struct permute_params *prm = run->params;
     struct perm_ctx c = { 0 };
-    struct nf_value *out[6] = { 0 };
+    struct nf_value *out[PERMUTE_N_OUT] = { 0 };
     float *R = NULL, *tile_max = NULL, *cmax = NULL;
     uint32_t *ccount = NULL, seed = 0;
     bool *have = NULL;
@@ -1481,6 +1520,9 @@ static int permute_run(struct nf_run *run)
 
     NF_TRY(rc = nf_perm_begin(&c, run, out, &seed));
     tile_setup(&c);
+    if (prm->tfce && (nf_run_wants(run, PERMUTE_OUT_TFCE) || nf_run_wants(run, PERMUTE_OUT_P_TFCE_FWE) ||
+                      nf_run_wants(run, PERMUTE_OUT_NULL_MAX_TFCE)))
+        NF_TRY(rc = nf_perm_tfce_begin(&c, run));
     /* chunks of permutations, resumed from checkpoints */
     int64_t chunk = prm->chunk, n_chunks = (c.M + chunk - 1) / chunk, resumed = 0;
     int64_t n_tiles = (c.V + TILE_VOXELS - 1) / TILE_VOXELS;
@@ -1488,7 +1530,7 @@ static int permute_run(struct nf_run *run)
     R = nf_malloc((size_t)(chunk * c.n) * sizeof *R);
     tile_max = nf_malloc((size_t)(n_tiles * chunk) * sizeof *tile_max);
     cmax = nf_malloc((size_t)chunk * sizeof *cmax);
-    ccount = nf_malloc((size_t)cbytes + (size_t)chunk * sizeof(float));
+    ccount = nf_malloc((size_t)nf_perm_ckpt_bytes(&c, chunk));
     have = nf_calloc((size_t)n_chunks, sizeof *have);
     if (!R || !tile_max || !cmax || !ccount || !have) {
         rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory for a chunk of %lld permutations", (long long)chunk);
@@ -1504,14 +1546,19 @@ static int permute_run(struct nf_run *run)
             continue;
         int64_t p0 = ci * chunk, len = c.M - p0 < chunk ? c.M - p0 : chunk;
         NF_TRY(rc = run_chunk(&c, run, p0, len, threads, R, ccount, tile_max, cmax, run->err));
+        if (c.tfce)
+            NF_TRY(rc = nf_perm_tfce_chunk(&c, run, R, p0, len, threads, run->err));
         for (int64_t v = 0; v < c.V; v++)
             c.count[v] += ccount[v];
         memcpy(c.null_q + p0, cmax, (size_t)len * sizeof *cmax);
         /* the last chunk is not worth saving, except as a part of the run */
         if (ci < n_chunks - 1 || nf_ckpt_partial(run->ckpt)) {
             memcpy((char *)ccount + cbytes, cmax, (size_t)len * sizeof *cmax);
-            nf_ckpt_put(run->ckpt, nf_perm_ckpt_index(chunk, ci), ccount,
-                        (size_t)cbytes + (size_t)len * sizeof(float), run->err);
+            if (c.tfce)
+                memcpy((char *)ccount + cbytes + len * (int64_t)sizeof(float), c.null_tfce + p0,
+                       (size_t)len * sizeof(float));
+            nf_ckpt_put(run->ckpt, nf_perm_ckpt_index(chunk, ci), ccount, (size_t)nf_perm_ckpt_bytes(&c, len),
+                        run->err);
         }
         done = done + len > c.M ? c.M : done + len;
         nf_progress(run, done, c.M, "permutations");
@@ -1520,7 +1567,7 @@ static int permute_run(struct nf_run *run)
 fail:
     if (blas_set)
         nf_blas_set_threads(blas);
-    for (int o = 0; o < 6; o++)
+    for (int o = 0; o < PERMUTE_N_OUT; o++)
         nf_value_unref(out[o]);
     free(R);
     free(tile_max);
@@ -1547,7 +1594,7 @@ const struct nf_node_type nf_node_permute = {
         "maximum within float round-off of an observed value is decided again in double, so ties "
         "(mirror-image flips, relabellings within groups) count exactly and p-values do not depend on "
         "the CPU, thread count or device. Chunks of permutations are checkpointed: a killed run resumes.",
-    .version = 3,
+    .version = 4,
     .params = permute_params_table,
     .params_size = sizeof(struct permute_params),
     .inputs = permute_inputs,

@@ -13,6 +13,7 @@
 #include "kernels/kernels.h"
 #include "node.h"
 #include "permute.h"
+#include "tfce.h"
 
 /* The CPU's null-statistic blocks: voxels per tile (a thread's unit of work;
  * the tile kernel is nf_kernels.perm_tile, kernels.h). */
@@ -45,6 +46,12 @@ struct perm_ctx {
     double *q_obs_d;           /* V: the observed transformed statistic in double */
     double *ss_d, *shift_d;    /* V: the epilogue's constants in double */
     struct nf_perm_tile tile;  /* the CPU's tile kernel's view of the above (permute.c) */
+    /* TFCE (permute_tfce.c), when prm->tfce */
+    bool tfce;
+    struct nf_voxel_graph graph;
+    struct nf_tfce_plan tfce_plan;
+    float *tfce_obs;           /* V: the observed map's TFCE, signed */
+    float *null_tfce;          /* M: each permutation's max |TFCE| */
 };
 
 /* Size of the full permutation set (+inf beyond 2^62). */
@@ -82,6 +89,25 @@ static inline int64_t nf_perm_ckpt_index(int64_t chunk, int64_t ci)
 {
     return (int64_t)((uint64_t)chunk << 32 | (uint64_t)ci);
 }
+/* Bytes of chunk ci's checkpoint: V counts, then the len maxima, then (TFCE)
+ * the len maxima of |TFCE|. */
+int64_t nf_perm_ckpt_bytes(const struct perm_ctx *c, int64_t len);
+
+/* fn over `threads` threads (the caller is one of them). */
+void nf_perm_run_threads(void *(*fn)(void *), void *arg, int threads);
+
+/* TFCE (permute_tfce.c). Setup after nf_perm_begin: the voxel graph of the
+ * data's geometry, the plan, and the observed map's TFCE; a located error
+ * when the data has no geometry. */
+int nf_perm_tfce_begin(struct perm_ctx *c, const struct nf_run *run);
+/* max |TFCE| of each of the len permutations whose rows are R (len x n) into
+ * null_tfce[p0..]. NF_EINTR (interrupted) or NF_ENOMEM set in err. */
+int nf_perm_tfce_chunk(struct perm_ctx *c, const struct nf_run *run, const float *R, int64_t p0, int64_t len,
+                       int threads, struct nf_error *err);
+/* The outputs tfce, p_tfce_fwe and null_max_tfce into out[]. */
+int nf_perm_tfce_finish(const struct perm_ctx *c, const struct nf_run *run, struct nf_value **out);
+void nf_perm_tfce_release(struct perm_ctx *c);
+
 int nf_perm_finish(struct perm_ctx *c, const struct nf_run *run, uint32_t seed, struct nf_value **out);
 void nf_perm_release(struct perm_ctx *c);
 
