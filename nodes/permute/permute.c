@@ -141,6 +141,14 @@ static char *permute_methods(const void *params)
     return nf_strbuf_detach(&sb);
 }
 
+/* The TFCE options only matter with tfce on (node.h param_matters): runs
+ * without TFCE keep one cache key whatever they say. */
+static bool permute_param_matters(const void *params, const struct nf_param *p)
+{
+    const struct permute_params *prm = params;
+    return prm->tfce || (strncmp(p->name, "tfce_", 5) != 0 && strcmp(p->name, "connectivity") != 0);
+}
+
 static const struct nf_port permute_inputs[] = {
     { "data", "subjects x voxels (one row per subject; a collection of 1 x V maps is stacked)",
       NF_PT_MATRIX, NF_PORT_STACK | NF_PORT_TABLE_AS_MATRIX },
@@ -166,7 +174,7 @@ static const struct nf_port permute_outputs[] = {
       "statistic's units: max |stat| (two tails), max stat (upper), max -stat (lower)",
       NF_PT_MATRIX, 0 },
     { "info", "table of key, value: test, statistic, tail, permutations, exact, seed, subjects, "
-      "voxels, zero-variance voxels", NF_PT_TABLE, 0 },
+      "voxels, zero-variance voxels (and the TFCE options with tfce)", NF_PT_TABLE, 0 },
     { "tfce", "tfce: 1 x V threshold-free cluster enhancement of the statistic (negative where the "
       "statistic is, two tails)", NF_PT_MATRIX, NF_PORT_ON_DEMAND },
     { "p_tfce_fwe", "tfce: 1 x V family-wise corrected p by the maximum |TFCE| over voxels: (count + 1) / "
@@ -880,9 +888,11 @@ float nf_perm_null_units(const struct perm_ctx *c, float q)
 int nf_perm_info_table(const struct perm_ctx *c, uint32_t seed, struct nf_value **out, struct nf_error *err)
 {
     static const char *const test_names[] = { "one_sample", "two_sample", "correlation" };
-    char vals[9][64];
-    const char *keys[9] = { "test", "statistic", "tail", "permutations", "exact", "seed", "subjects",
-                            "voxels", "zero_variance_voxels" };
+    char vals[10][64];
+    const char *keys[10] = { "test", "statistic", "tail", "permutations", "exact", "seed", "subjects",
+                             "voxels", "zero_variance_voxels", "tfce" };
+    const struct permute_params *prm = c->prm;
+    int rows = prm->tfce ? 10 : 9;   /* the TFCE options, when on (maps computed when consumed) */
     snprintf(vals[0], 64, "%s", test_names[c->test]);
     snprintf(vals[1], 64, "%s", c->test == PERM_CORRELATION ? (c->prm->method == PERM_SPEARMAN ? "spearman r" : "pearson r")
                                 : c->t_stat ? (c->test == PERM_ONE_SAMPLE ? "t" : "t (pooled variance)")
@@ -897,13 +907,15 @@ int nf_perm_info_table(const struct perm_ctx *c, uint32_t seed, struct nf_value 
     snprintf(vals[6], 64, "%lld", (long long)c->n);
     snprintf(vals[7], 64, "%lld", (long long)c->V);
     snprintf(vals[8], 64, "%lld", (long long)c->n_flat);
-    struct nf_value *t = nf_value_new_table(9, 2, err);
+    snprintf(vals[9], 64, "E %g, H %g, %lld steps, connectivity %lld", prm->tfce_e, prm->tfce_h,
+             (long long)prm->tfce_steps, (long long)prm->connectivity);
+    struct nf_value *t = nf_value_new_table(rows, 2, err);
     if (!t)
         return err->code;
     int rc = nf_table_column_string(t, 0, "key", err);
     if (!rc)
         rc = nf_table_column_string(t, 1, "value", err);
-    for (int i = 0; !rc && i < 9; i++) {
+    for (int i = 0; !rc && i < rows; i++) {
         t->u.tab.cols[0].str[i] = nf_strdup(keys[i]);
         t->u.tab.cols[1].str[i] = nf_strdup(vals[i]);
         if (!t->u.tab.cols[0].str[i] || !t->u.tab.cols[1].str[i])
@@ -1608,5 +1620,6 @@ const struct nf_node_type nf_node_permute = {
     .cost = nf_permute_cost,
     .chunks = nf_permute_chunks,
     .methods = permute_methods,
+    .param_matters = permute_param_matters,
     .flags = NF_NODE_NO_MAP | NF_NODE_GPU | NF_NODE_GPU_PARTS,
 };
