@@ -46,12 +46,18 @@ struct perm_ctx {
     double *q_obs_d;           /* V: the observed transformed statistic in double */
     double *ss_d, *shift_d;    /* V: the epilogue's constants in double */
     struct nf_perm_tile tile;  /* the CPU's tile kernel's view of the above (permute.c) */
-    /* TFCE (permute_tfce.c), when prm->tfce */
-    bool tfce;
+    /* TFCE and cluster inference (permute_tfce.c), when asked for */
+    bool tfce, clusters;
     struct nf_voxel_graph graph;
     struct nf_tfce_plan tfce_plan;
     float *tfce_obs;           /* V: the observed map's TFCE, signed */
     float *null_tfce;          /* M: each permutation's max |TFCE| */
+    struct nf_cluster_plan cluster_plan;
+    double cluster_T;          /* the cluster-forming threshold on the statistic's scale */
+    int32_t *cluster_ids;      /* V: the observed map's cluster of each voxel (1..; 0: none) */
+    struct nf_cluster *cluster_obs;   /* the observed clusters (room for V) */
+    int64_t n_clusters;
+    double *null_csize, *null_cmass;  /* M: each permutation's largest cluster size and mass */
 };
 
 /* Size of the full permutation set (+inf beyond 2^62). */
@@ -90,21 +96,32 @@ static inline int64_t nf_perm_ckpt_index(int64_t chunk, int64_t ci)
     return (int64_t)((uint64_t)chunk << 32 | (uint64_t)ci);
 }
 /* Bytes of chunk ci's checkpoint: V counts, then the len maxima, then (TFCE)
- * the len maxima of |TFCE|. */
+ * the len maxima of |TFCE| (floats), then (clusters) the len largest sizes
+ * and the len largest masses (doubles). */
 int64_t nf_perm_ckpt_bytes(const struct perm_ctx *c, int64_t len);
+
+/* The upper-tail quantile of Student's t with dof degrees of freedom:
+ * P(T > t) = p (0 < p < 1). */
+double nf_perm_t_isf(double p, double dof);
+/* The cluster-forming threshold of a run on the statistic's scale:
+ * cluster_threshold, or cluster_p through the t (r) distribution with the
+ * test's degrees of freedom (c: gathered, so n and the groups are known). */
+double nf_perm_cluster_threshold(const struct perm_ctx *c);
 
 /* fn over `threads` threads (the caller is one of them). */
 void nf_perm_run_threads(void *(*fn)(void *), void *arg, int threads);
 
-/* TFCE (permute_tfce.c). Setup after nf_perm_begin: the voxel graph of the
- * data's geometry, the plan, and the observed map's TFCE; a located error
+/* TFCE and clusters (permute_tfce.c). Setup after nf_perm_begin (tfce and
+ * clusters: whether each is asked for): the voxel graph of the data's
+ * geometry, the plans, the observed map's TFCE and clusters; a located error
  * when the data has no geometry. */
-int nf_perm_tfce_begin(struct perm_ctx *c, const struct nf_run *run);
-/* max |TFCE| of each of the len permutations whose rows are R (len x n) into
- * null_tfce[p0..]. NF_EINTR (interrupted) or NF_ENOMEM set in err. */
+int nf_perm_tfce_begin(struct perm_ctx *c, const struct nf_run *run, bool tfce, bool clusters);
+/* max |TFCE| and the largest cluster of each of the len permutations whose
+ * rows are R (len x n) into null_tfce / null_csize / null_cmass [p0..].
+ * NF_EINTR (interrupted) or NF_ENOMEM set in err. */
 int nf_perm_tfce_chunk(struct perm_ctx *c, const struct nf_run *run, const float *R, int64_t p0, int64_t len,
                        int threads, struct nf_error *err);
-/* The outputs tfce, p_tfce_fwe and null_max_tfce into out[]. */
+/* The TFCE and cluster outputs into out[]. */
 int nf_perm_tfce_finish(const struct perm_ctx *c, const struct nf_run *run, struct nf_value **out);
 void nf_perm_tfce_release(struct perm_ctx *c);
 

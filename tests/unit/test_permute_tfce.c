@@ -9,7 +9,10 @@
  * p_tfce_fwe < 0.05 inside the 99% binomial interval of 5%), sensitivity to
  * a planted blob against voxelwise p_fwe, identical results for any thread
  * count, a run resumed from some of its checkpoint chunks, and the error for
- * data without a voxel grid. */
+ * data without a voxel grid. The same for cluster-extent and cluster-mass
+ * inference: clusters by flood fill at the threshold, their largest size and
+ * mass per permutation, each voxel's cluster p, the clusters table, and
+ * cluster_p converted through Student's t. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -57,6 +60,9 @@ static void make_problem(struct problem *pb, int nx, int ny, int nz, int n, int 
     for (int d = 0; d < 3; d++)
         grid.affine[d][d] = 2;
     grid.affine[3][3] = 1;
+    grid.affine[0][3] = -10;
+    grid.affine[1][3] = 20;
+    grid.affine[2][3] = -4;
     float *mask = calloc((size_t)cells, sizeof *mask);
     double *noise = calloc((size_t)cells, sizeof *noise);
     assert_true(mask && noise);
@@ -281,6 +287,51 @@ static void drawn(const struct permute_params *prm, const struct problem *pb, ui
     }
 }
 
+/* Clusters of one map at T by flood fill on the grid (bfs_label), each sign
+ * separately as the tail says: per voxel its cluster (0: none; positive
+ * clusters numbered first), each cluster's size and mass (sum |stat| - T),
+ * and the largest of each. cl_size / cl_mass: room for V. */
+static int ref_clusters(const struct nf_geom *geom, const float *stat, int connectivity, int tail, double T,
+                        int *vox, double *cl_size, double *cl_mass, double *max_size, double *max_mass)
+{
+    int nx = (int)geom->grid.dim[0], ny = (int)geom->grid.dim[1], nz = (int)geom->grid.dim[2];
+    int64_t cells = (int64_t)nx * ny * nz, V = geom->n_voxels;
+    bool *member = calloc((size_t)cells, sizeof *member);
+    int *label = calloc((size_t)cells, sizeof *label);
+    int64_t *queue = calloc((size_t)cells, sizeof *queue);
+    assert_true(member && label && queue);
+    int total = 0;
+    *max_size = *max_mass = 0;
+    for (int64_t v = 0; v < V; v++)
+        vox[v] = 0;
+    for (int sign = 1; sign >= -1; sign -= 2) {
+        if ((sign > 0 && tail == NF_TAIL_LOWER) || (sign < 0 && tail == NF_TAIL_UPPER))
+            continue;
+        for (int64_t v = 0; v < V; v++)
+            member[geom->index[v]] = sign * (double)stat[v] > T;
+        int n = bfs_label(nx, ny, nz, member, connectivity, geom->index, V, label, queue);
+        for (int k = 0; k < n; k++)
+            cl_size[total + k] = cl_mass[total + k] = 0;
+        for (int64_t v = 0; v < V; v++) {
+            int l = label[geom->index[v]];
+            if (l) {
+                vox[v] = total + l;
+                cl_size[total + l - 1] += 1;
+                cl_mass[total + l - 1] += fabs((double)stat[v]) - T;
+            }
+        }
+        for (int k = 0; k < n; k++) {
+            *max_size = cl_size[total + k] > *max_size ? cl_size[total + k] : *max_size;
+            *max_mass = cl_mass[total + k] > *max_mass ? cl_mass[total + k] : *max_mass;
+        }
+        total += n;
+    }
+    free(member);
+    free(label);
+    free(queue);
+    return total;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -301,7 +352,12 @@ static double max_abs(const double *t, int V)
  * float round-off at a threshold (the map's TFCE is not continuous in its
  * values); exact ties (the identity, mirror-image flips) count, and the rest
  * is counted exactly. */
-static void check_case(int test, int stat, int tail, int connectivity, int n, int n1, int64_t N, bool exact)
+static void check_clusters(const struct permute_params *prm, const struct problem *pb, struct nf_value **out,
+                           const float *obs_map, const double *null_size, const double *null_mass, long M,
+                           bool exact, double T);
+
+static void check_case(int test, int stat, int tail, int connectivity, int n, int n1, int64_t N, bool exact,
+                       double T)
 {
     struct permute_params prm;
     struct problem pb;
@@ -309,6 +365,7 @@ static void check_case(int test, int stat, int tail, int connectivity, int n, in
     struct nf_error err = { 0 };
     defaults(&prm, test, stat, tail, N);
     prm.connectivity = connectivity;
+    prm.cluster_threshold = T;
     make_problem(&pb, 8, 7, 5, n, test == PERM_TWO_SAMPLE ? n1 : 0, 0.8, 300 + (uint64_t)(test * 7 + tail + n));
     if (test == PERM_CORRELATION)
         follow_covariate(&pb, 0.8);
@@ -323,8 +380,14 @@ static void check_case(int test, int stat, int tail, int connectivity, int n, in
     float *map = malloc((size_t)V * sizeof *map);
     double *t = malloc((size_t)V * sizeof *t), *obs = malloc((size_t)V * sizeof *obs);
     double *maxes = malloc((size_t)(N > 50000 ? N : 50000) * sizeof *maxes);
-    assert_true(map && t && obs && maxes);
+    double *null_size = malloc((size_t)(N > 50000 ? N : 50000) * sizeof *null_size);
+    double *null_mass = malloc((size_t)(N > 50000 ? N : 50000) * sizeof *null_mass);
+    double *cl_size = malloc((size_t)V * sizeof *cl_size), *cl_mass = malloc((size_t)V * sizeof *cl_mass);
+    int *vox = malloc((size_t)V * sizeof *vox);
+    float *obs_map = malloc((size_t)V * sizeof *obs_map);
+    assert_true(map && t && obs && maxes && null_size && null_mass && cl_size && cl_mass && vox && obs_map);
     stat_map(&prm, &pb, sign, in1, perm, map);
+    memcpy(obs_map, map, (size_t)V * sizeof *map);
     ref_tfce(pb.geom, map, connectivity, tail, 0.5, 2, STEPS, obs);
     double scale = max_abs(obs, V);
     const float *got_t = out[PERMUTE_OUT_TFCE]->u.mat.data;
@@ -336,6 +399,8 @@ static void check_case(int test, int stat, int tail, int connectivity, int n, in
         while (relabelling(&prm, &pb, M, sign, in1, perm)) {
             stat_map(&prm, &pb, sign, in1, perm, map);
             ref_tfce(pb.geom, map, connectivity, tail, 0.5, 2, STEPS, t);
+            if (!isnan(T))
+                ref_clusters(pb.geom, map, connectivity, tail, T, vox, cl_size, cl_mass, &null_size[M], &null_mass[M]);
             maxes[M++] = max_abs(t, V);
         }
     } else {
@@ -345,6 +410,8 @@ static void check_case(int test, int stat, int tail, int connectivity, int n, in
             drawn(&prm, &pb, seeds[M], sign, in1, perm);
             stat_map(&prm, &pb, sign, in1, perm, map);
             ref_tfce(pb.geom, map, connectivity, tail, 0.5, 2, STEPS, t);
+            if (!isnan(T))
+                ref_clusters(pb.geom, map, connectivity, tail, T, vox, cl_size, cl_mass, &null_size[M], &null_mass[M]);
             maxes[M] = max_abs(t, V);
         }
     }
@@ -381,6 +448,14 @@ static void check_case(int test, int stat, int tail, int connectivity, int n, in
             vmax = fabsf(got_t[v]) > fabsf(got_t[vmax]) ? v : vmax;
         assert_true(out[PERMUTE_OUT_P_TFCE_FWE]->u.mat.data[vmax] >= (float)(1.0 / (double)M) * 0.999f);
     }
+    if (!isnan(T))
+        check_clusters(&prm, &pb, out, obs_map, null_size, null_mass, M, exact, T);
+    free(null_size);
+    free(null_mass);
+    free(cl_size);
+    free(cl_mass);
+    free(vox);
+    free(obs_map);
     free(seeds);
     free(map);
     free(t);
@@ -391,31 +466,120 @@ static void check_case(int test, int stat, int tail, int connectivity, int n, in
     release(&prm, out);
 }
 
+/* The cluster outputs against flood fill: the null maxima (a voxel within
+ * float round-off of T may fall on either side: a few permutations may
+ * differ), each voxel's cluster p, and the table. */
+static void check_clusters(const struct permute_params *prm, const struct problem *pb, struct nf_value **out,
+                           const float *obs_map, const double *null_size, const double *null_mass, long M,
+                           bool exact, double T)
+{
+    const int V = pb->V;
+    int *vox = malloc((size_t)V * sizeof *vox);
+    double *cl_size = malloc((size_t)V * sizeof *cl_size), *cl_mass = malloc((size_t)V * sizeof *cl_mass);
+    double *rs = malloc((size_t)M * sizeof *rs), *rm = malloc((size_t)M * sizeof *rm);
+    double *gs = malloc((size_t)M * sizeof *gs), *gm = malloc((size_t)M * sizeof *gm);
+    double mx_s, mx_m;
+    assert_true(vox && cl_size && cl_mass && rs && rm && gs && gm);
+    int n_cl = ref_clusters(pb->geom, obs_map, (int)prm->connectivity, prm->tail, T, vox, cl_size, cl_mass, &mx_s,
+                            &mx_m);
+    assert_int_equal(out[PERMUTE_OUT_NULL_MAX_CLUSTER_SIZE]->u.mat.rows, M);
+    for (long k = 0; k < M; k++) {
+        rs[k] = null_size[k];
+        rm[k] = null_mass[k];
+        gs[k] = out[PERMUTE_OUT_NULL_MAX_CLUSTER_SIZE]->u.mat.data[k];
+        gm[k] = out[PERMUTE_OUT_NULL_MAX_CLUSTER_MASS]->u.mat.data[k];
+    }
+    if (exact) {
+        qsort(rs, (size_t)M, sizeof *rs, cmp_double);
+        qsort(rm, (size_t)M, sizeof *rm, cmp_double);
+        qsort(gs, (size_t)M, sizeof *gs, cmp_double);
+        qsort(gm, (size_t)M, sizeof *gm, cmp_double);
+    }
+    long differ = 0;
+    for (long k = 0; k < M; k++)
+        differ += gs[k] != rs[k] || fabs(gm[k] - rm[k]) > 1e-3 * (1 + rm[k]);
+    assert_true(differ <= M / 50);
+    double denom = exact ? (double)M : (double)M + 1, add = exact ? 0 : 1;
+    int same = 0;
+    for (int v = 0; v < V; v++) {
+        double ps = 1, pm = 1;
+        if (vox[v]) {
+            double cs = 0, cm = 0;
+            for (long k = 0; k < M; k++) {
+                cs += null_size[k] >= cl_size[vox[v] - 1];
+                cm += null_mass[k] >= cl_mass[vox[v] - 1];
+            }
+            ps = (cs + add) / denom;
+            pm = (cm + add) / denom;
+        }
+        double gps = out[PERMUTE_OUT_CLUSTER_P_FWE]->u.mat.data[v], gpm = out[PERMUTE_OUT_CLUSTER_MASS_P_FWE]->u.mat.data[v];
+        assert_true(fabs(gps - ps) <= 0.05 && fabs(gpm - pm) <= 0.05);
+        same += fabs(gps - ps) < 1e-6 && fabs(gpm - pm) < 1e-6;
+    }
+    assert_true(same >= V * 95 / 100);
+    /* the table: one row per cluster, sizes as flood fill's (as a multiset),
+     * the peak's coordinates in mm land on a voxel holding the peak value */
+    const struct nf_table *tab = &out[PERMUTE_OUT_CLUSTERS]->u.tab;
+    assert_int_equal(tab->n_rows, n_cl);
+    assert_int_equal(tab->n_cols, 10);
+    assert_string_equal(tab->cols[8].name, "p_size_fwe");
+    double *a = malloc((size_t)(n_cl + 1) * sizeof *a), *b = malloc((size_t)(n_cl + 1) * sizeof *b);
+    for (int k = 0; k < n_cl; k++) {
+        a[k] = tab->cols[2].num[k];
+        b[k] = cl_size[k];
+        const struct nf_geom *g = pb->geom;
+        int64_t i = lround((tab->cols[5].num[k] - g->grid.affine[0][3]) / g->grid.affine[0][0]);
+        int64_t j = lround((tab->cols[6].num[k] - g->grid.affine[1][3]) / g->grid.affine[1][1]);
+        int64_t z = lround((tab->cols[7].num[k] - g->grid.affine[2][3]) / g->grid.affine[2][2]);
+        int64_t off = i + g->grid.dim[0] * (j + g->grid.dim[1] * z), v = -1;
+        for (int w = 0; w < V; w++)
+            v = g->index[w] == off ? w : v;
+        assert_true(v >= 0);
+        assert_true(fabs(out[PERMUTE_OUT_STAT]->u.mat.data[v] - tab->cols[4].num[k]) <= 1e-3 * (1 + fabs(tab->cols[4].num[k])));
+        assert_true(tab->cols[1].num[k] * tab->cols[4].num[k] > T - 1e-4);
+        assert_true(fabs(out[PERMUTE_OUT_CLUSTER_P_FWE]->u.mat.data[v] - tab->cols[8].num[k]) < 1e-6);
+        assert_true(fabs(out[PERMUTE_OUT_CLUSTER_MASS_P_FWE]->u.mat.data[v] - tab->cols[9].num[k]) < 1e-6);
+    }
+    qsort(a, (size_t)n_cl, sizeof *a, cmp_double);
+    qsort(b, (size_t)n_cl, sizeof *b, cmp_double);
+    for (int k = 0; k < n_cl; k++)
+        assert_true(a[k] == b[k]);
+    free(a);
+    free(b);
+    free(vox);
+    free(cl_size);
+    free(cl_mass);
+    free(rs);
+    free(rm);
+    free(gs);
+    free(gm);
+}
+
 static void test_one_sample(void **state)
 {
     (void)state;
     for (int tail = 0; tail < 3; tail++)
-        check_case(PERM_ONE_SAMPLE, PERM_STAT_T, tail, 6, 10, 0, 200, false);
-    check_case(PERM_ONE_SAMPLE, PERM_STAT_MEAN, PERM_TAIL_TWO, 26, 10, 0, 200, false);
-    check_case(PERM_ONE_SAMPLE, PERM_STAT_T, PERM_TAIL_TWO, 18, 8, 0, 300, true);    /* 2^8 = 256 */
-    check_case(PERM_ONE_SAMPLE, PERM_STAT_T, PERM_TAIL_UPPER, 6, 8, 0, 300, true);
+        check_case(PERM_ONE_SAMPLE, PERM_STAT_T, tail, 6, 10, 0, 200, false, 1.8);
+    check_case(PERM_ONE_SAMPLE, PERM_STAT_MEAN, PERM_TAIL_TWO, 26, 10, 0, 200, false, NAN);   /* TFCE only */
+    check_case(PERM_ONE_SAMPLE, PERM_STAT_T, PERM_TAIL_TWO, 18, 8, 0, 300, true, 1.8);    /* 2^8 = 256 */
+    check_case(PERM_ONE_SAMPLE, PERM_STAT_T, PERM_TAIL_UPPER, 6, 8, 0, 300, true, 1.8);
 }
 
 static void test_two_sample(void **state)
 {
     (void)state;
-    check_case(PERM_TWO_SAMPLE, PERM_STAT_T, PERM_TAIL_TWO, 6, 12, 6, 200, false);
-    check_case(PERM_TWO_SAMPLE, PERM_STAT_T, PERM_TAIL_LOWER, 6, 12, 6, 200, false);
-    check_case(PERM_TWO_SAMPLE, PERM_STAT_MEAN, PERM_TAIL_UPPER, 18, 11, 5, 200, false);
-    check_case(PERM_TWO_SAMPLE, PERM_STAT_T, PERM_TAIL_TWO, 6, 8, 4, 100, true);     /* 8 choose 4 = 70 */
+    check_case(PERM_TWO_SAMPLE, PERM_STAT_T, PERM_TAIL_TWO, 6, 12, 6, 200, false, 1.8);
+    check_case(PERM_TWO_SAMPLE, PERM_STAT_T, PERM_TAIL_LOWER, 6, 12, 6, 200, false, 1.8);
+    check_case(PERM_TWO_SAMPLE, PERM_STAT_MEAN, PERM_TAIL_UPPER, 18, 11, 5, 200, false, 0.5);
+    check_case(PERM_TWO_SAMPLE, PERM_STAT_T, PERM_TAIL_TWO, 6, 8, 4, 100, true, 1.8);     /* 8 choose 4 = 70 */
 }
 
 static void test_correlation(void **state)
 {
     (void)state;
-    check_case(PERM_CORRELATION, PERM_STAT_MEAN, PERM_TAIL_TWO, 6, 10, 0, 200, false);
-    check_case(PERM_CORRELATION, PERM_STAT_MEAN, PERM_TAIL_UPPER, 26, 10, 0, 200, false);
-    check_case(PERM_CORRELATION, PERM_STAT_MEAN, PERM_TAIL_TWO, 6, 5, 0, 200, true);  /* 5! = 120 */
+    check_case(PERM_CORRELATION, PERM_STAT_MEAN, PERM_TAIL_TWO, 6, 10, 0, 200, false, 0.45);
+    check_case(PERM_CORRELATION, PERM_STAT_MEAN, PERM_TAIL_UPPER, 26, 10, 0, 200, false, 0.45);
+    check_case(PERM_CORRELATION, PERM_STAT_MEAN, PERM_TAIL_TWO, 6, 5, 0, 200, true, 0.45);  /* 5! = 120 */
 }
 
 /* ---- calibration and power ---- */
@@ -437,7 +601,7 @@ static void test_calibration(void **state)
 {
     (void)state;
     enum { SETS = 200, NP = 200 };
-    int hits = 0, hits_fwe = 0;
+    int hits = 0, hits_fwe = 0, hits_cl = 0, hits_mass = 0;
     for (int s = 0; s < SETS; s++) {
         struct permute_params prm;
         struct problem pb;
@@ -446,15 +610,20 @@ static void test_calibration(void **state)
         defaults(&prm, PERM_ONE_SAMPLE, PERM_STAT_T, PERM_TAIL_TWO, NP);
         prm.tfce_steps = 100;
         prm.seed = 1000 + s;
+        prm.cluster_threshold = 2.5;
         make_problem(&pb, 7, 7, 6, 12, 0, 0.0, 5000 + (uint64_t)s);
         assert_int_equal(run_node(&prm, &pb, out, NULL, &err), 0);
-        bool any = false, any_fwe = false;
+        bool any = false, any_fwe = false, any_cl = false, any_mass = false;
         for (int v = 0; v < pb.V; v++) {
+            any_cl |= out[PERMUTE_OUT_CLUSTER_P_FWE]->u.mat.data[v] < 0.05f;
+            any_mass |= out[PERMUTE_OUT_CLUSTER_MASS_P_FWE]->u.mat.data[v] < 0.05f;
             any |= out[PERMUTE_OUT_P_TFCE_FWE]->u.mat.data[v] < 0.05f;
             any_fwe |= out[PERMUTE_OUT_P_FWE]->u.mat.data[v] < 0.05f;
         }
         hits += any;
         hits_fwe += any_fwe;
+        hits_cl += any_cl;
+        hits_mass += any_mass;
         problem_release(&pb);
         release(&prm, out);
     }
@@ -464,9 +633,12 @@ static void test_calibration(void **state)
         lo++;
     while (hi > 0 && binom_cdf(hi - 1, SETS, rate) > 0.995)
         hi--;
-    printf("calibration: %d of %d null data sets with p_tfce_fwe < 0.05 somewhere (%d with voxelwise p_fwe); "
-           "99%% binomial interval [%d, %d]\n", hits, SETS, hits_fwe, lo, hi);
+    printf("calibration: of %d null data sets, with p < 0.05 somewhere: p_tfce_fwe %d, cluster_p_fwe %d, "
+           "cluster_mass_p_fwe %d (T = 2.5), voxelwise p_fwe %d; 99%% binomial interval [%d, %d]\n", SETS, hits,
+           hits_cl, hits_mass, hits_fwe, lo, hi);
     assert_true(hits >= lo && hits <= hi);
+    assert_true(hits_cl >= lo && hits_cl <= hi);
+    assert_true(hits_mass >= lo && hits_mass <= hi);
     assert_true(hits_fwe >= lo && hits_fwe <= hi);
 }
 
@@ -498,11 +670,65 @@ static void test_power(void **state)
     release(&prm, out);
 }
 
+/* The t quantile against closed forms (1 and 2 degrees of freedom) and
+ * scipy's t.isf; cluster_p is that threshold (r for correlation). */
+static void test_cluster_p(void **state)
+{
+    (void)state;
+    const double ps[] = { 0.1, 0.05, 0.01, 0.001 };
+    for (int i = 0; i < 4; i++) {
+        double p = ps[i], q = 1 - 2 * p;
+        assert_true(fabs(nf_perm_t_isf(p, 1) - tan(M_PI * (0.5 - p))) <= 1e-9 * tan(M_PI * (0.5 - p)));
+        double t2 = q * sqrt(2 / (1 - q * q));
+        assert_true(fabs(nf_perm_t_isf(p, 2) - t2) <= 1e-9 * t2);
+    }
+    assert_true(fabs(nf_perm_t_isf(0.001, 10) - 4.143700494) < 1e-6);   /* scipy.stats.t.isf(0.001, 10) */
+    assert_true(fabs(nf_perm_t_isf(0.05, 5) - 2.015048373) < 1e-6);
+    assert_true(fabs(nf_perm_t_isf(0.01, 9) - 2.821437925) < 1e-6);
+    assert_true(fabs(nf_perm_t_isf(0.025, 1000) - 1.962339081) < 1e-6);
+    /* through the node: the clusters of cluster_p equal those of the threshold it stands for */
+    for (int test = PERM_ONE_SAMPLE; test <= PERM_CORRELATION; test++) {
+        struct permute_params a, b;
+        struct problem pb;
+        struct nf_value *oa[PERMUTE_N_OUT] = { 0 }, *ob[PERMUTE_N_OUT] = { 0 };
+        struct nf_error err = { 0 };
+        int n = 12, n1 = test == PERM_TWO_SAMPLE ? 6 : 0;
+        make_problem(&pb, 8, 8, 6, n, n1, 0.8, 61 + (uint64_t)test);
+        if (test == PERM_CORRELATION)
+            follow_covariate(&pb, 0.8);
+        defaults(&a, test, PERM_STAT_T, PERM_TAIL_TWO, 100);
+        defaults(&b, test, PERM_STAT_T, PERM_TAIL_TWO, 100);
+        a.tfce = b.tfce = false;
+        a.cluster_p = 0.01;
+        double dof = test == PERM_ONE_SAMPLE ? n - 1 : n - 2, t = nf_perm_t_isf(0.01, dof);
+        b.cluster_threshold = test == PERM_CORRELATION ? t / sqrt(t * t + dof) : t;
+        assert_int_equal(run_node(&a, &pb, oa, NULL, &err), 0);
+        assert_int_equal(run_node(&b, &pb, ob, NULL, &err), 0);
+        assert_null(oa[PERMUTE_OUT_TFCE]);
+        assert_true(oa[PERMUTE_OUT_CLUSTERS]->u.tab.n_rows > 0);
+        assert_int_equal(oa[PERMUTE_OUT_CLUSTERS]->u.tab.n_rows, ob[PERMUTE_OUT_CLUSTERS]->u.tab.n_rows);
+        assert_memory_equal(oa[PERMUTE_OUT_CLUSTER_P_FWE]->u.mat.data, ob[PERMUTE_OUT_CLUSTER_P_FWE]->u.mat.data,
+                            (size_t)pb.V * sizeof(float));
+        assert_memory_equal(oa[PERMUTE_OUT_NULL_MAX_CLUSTER_MASS]->u.mat.data,
+                            ob[PERMUTE_OUT_NULL_MAX_CLUSTER_MASS]->u.mat.data, 100 * sizeof(float));
+        release(&a, oa);
+        release(&b, ob);
+        problem_release(&pb);
+    }
+}
+
 /* ---- threads, resume, errors ---- */
 
 static void assert_same_outputs(struct nf_value **a, struct nf_value **b)
 {
-    for (int o = PERMUTE_OUT_TFCE; o <= PERMUTE_OUT_NULL_MAX_TFCE; o++) {
+    for (int o = PERMUTE_OUT_TFCE; o < PERMUTE_N_OUT; o++) {
+        if (o == PERMUTE_OUT_CLUSTERS) {
+            const struct nf_table *x = &a[o]->u.tab, *y = &b[o]->u.tab;
+            assert_int_equal(x->n_rows, y->n_rows);
+            for (int64_t j = 0; j < x->n_cols; j++)
+                assert_memory_equal(x->cols[j].num, y->cols[j].num, (size_t)x->n_rows * sizeof(double));
+            continue;
+        }
         assert_int_equal(a[o]->u.mat.rows * a[o]->u.mat.cols, b[o]->u.mat.rows * b[o]->u.mat.cols);
         assert_memory_equal(a[o]->u.mat.data, b[o]->u.mat.data,
                             (size_t)(a[o]->u.mat.rows * a[o]->u.mat.cols) * sizeof(float));
@@ -520,11 +746,13 @@ static void test_threads_identical(void **state)
     struct nf_error err = { 0 };
     make_problem(&pb, 9, 8, 7, 11, 0, 0.5, 91);
     defaults(&prm, PERM_ONE_SAMPLE, PERM_STAT_T, PERM_TAIL_TWO, 150);
+    prm.cluster_threshold = 2;
     test_threads = 1;
     assert_int_equal(run_node(&prm, &pb, ref, NULL, &err), 0);
     nf_params_release(&nf_node_permute, &prm);
     defaults(&prm, PERM_ONE_SAMPLE, PERM_STAT_T, PERM_TAIL_TWO, 150);
     prm.chunk = 37;
+    prm.cluster_threshold = 2;
     test_threads = 3;
     assert_int_equal(run_node(&prm, &pb, out, NULL, &err), 0);
     test_threads = 1;
@@ -559,6 +787,7 @@ static void test_resume(void **state)
     make_problem(&pb, 9, 8, 7, 12, 6, 0.5, 92);
     defaults(&prm, PERM_TWO_SAMPLE, PERM_STAT_T, PERM_TAIL_TWO, 300);
     prm.chunk = 50;
+    prm.cluster_threshold = 2;
     assert_int_equal(run_node(&prm, &pb, ref, &ck1, &err), 0);
     int64_t *idx = NULL;
     size_t n_idx = 0;
@@ -571,7 +800,7 @@ static void test_resume(void **state)
         if (i < 2)
             nf_ckpt_put(&ck2, idx[i], data, bytes, &err);
         else if (i == 2)
-            nf_ckpt_put(&ck2, idx[i], data, bytes - 50 * sizeof(float), &err);   /* without TFCE maxima */
+            nf_ckpt_put(&ck2, idx[i], data, bytes - 50 * sizeof(float), &err);   /* cut short: not read */
         free(data);
     }
     free(idx);
@@ -610,6 +839,7 @@ int main(void)
         cmocka_unit_test(test_one_sample),
         cmocka_unit_test(test_two_sample),
         cmocka_unit_test(test_correlation),
+        cmocka_unit_test(test_cluster_p),
         cmocka_unit_test(test_calibration),
         cmocka_unit_test(test_power),
         cmocka_unit_test(test_threads_identical),
