@@ -148,6 +148,18 @@ static char *permute_methods(const void *params)
         nf_strbuf_addf(&sb, ", or %s when there were no more than %" PRId64, every[p->test], p->n_permutations);
     nf_strbuf_addf(&sb, ". Family-wise error was controlled by the maximum statistic over voxels (single "
                         "step) and the false discovery rate by the Benjamini\u2013Hochberg procedure.");
+    if (p->tfce)
+        nf_strbuf_addf(&sb, " Threshold-free cluster enhancement (E = %g, H = %g, %lld steps, %lld-connectivity) "
+                            "was corrected by the maximum TFCE over voxels.", p->tfce_e, p->tfce_h,
+                       (long long)p->tfce_steps, (long long)p->connectivity);
+    if (!isnan(p->cluster_threshold) || !isnan(p->cluster_p)) {
+        nf_strbuf_addf(&sb, " Clusters (%lld-connectivity) formed at ", (long long)p->connectivity);
+        if (isnan(p->cluster_p))
+            nf_strbuf_addf(&sb, "a threshold of %g", p->cluster_threshold);
+        else
+            nf_strbuf_addf(&sb, "p < %g (one-sided, through the t distribution)", p->cluster_p);
+        nf_strbuf_addf(&sb, " were tested by the maximum cluster size and cluster mass over each permutation.");
+    }
     return nf_strbuf_detach(&sb);
 }
 
@@ -333,8 +345,16 @@ static uint64_t permute_estimate(const void *params, const struct nf_shape *in, 
     /* per voxel: 7 float and 4 double constants, the flag, two counts; per
      * permutation: its seed, its maximum and the sorted copy; one chunk's rows
      * and tile maxima; a GEMM tile per thread (16 threads at most) */
+    /* TFCE and clusters: the voxel graph, the observed maps, per permutation
+     * two doubles and a float, and per thread (16 at most) a block of maps and
+     * a workspace (tfce.h) */
+    bool clusters = !isnan(p->cluster_threshold) || !isnan(p->cluster_p);
+    uint64_t spatial = p->tfce || clusters
+                           ? V * (uint64_t)(4 * p->connectivity + 40) + (uint64_t)p->n_permutations * 20 +
+                                 16 * V * (uint64_t)(32 + 60 + 4 * p->connectivity)
+                           : 0;
     return copy + V * 72 + (uint64_t)p->n_permutations * 12 + chunk * n * 4 + tiles * chunk * 4 +
-           (uint64_t)SUB_ROWS * TILE_VOXELS * 4 * 16;
+           (uint64_t)SUB_ROWS * TILE_VOXELS * 4 * 16 + spatial;
 }
 
 /* ---- the computation ---- */
