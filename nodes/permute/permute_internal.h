@@ -6,6 +6,8 @@
 #ifndef NF_NODE_PERMUTE_INTERNAL_H
 #define NF_NODE_PERMUTE_INTERNAL_H
 
+#include <float.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -78,8 +80,19 @@ int nf_perm_gather_inputs(struct perm_ctx *c, const struct nf_run *run);
 /* Per-voxel constants and the observed statistic (stat_out: V). */
 int nf_perm_prepare(struct perm_ctx *c, const struct nf_run *run, float *stat_out);
 int nf_perm_bh_qvalues(const float *p, const bool *flat, int64_t V, float *q, struct nf_error *err);
-/* A transformed maximum back in the statistic's units. */
-float nf_perm_null_units(const struct perm_ctx *c, float q);
+/* A transformed value back in the statistic's units (inline: the TFCE maps
+ * convert every voxel of every permutation). */
+static inline float nf_perm_null_units(const struct perm_ctx *c, float q)
+{
+    if (q == -FLT_MAX)
+        return 0;
+    if (!c->t_stat)
+        return c->test == PERM_ONE_SAMPLE || c->test == PERM_CORRELATION ? q / (float)c->n : q;
+    double k = c->test == PERM_ONE_SAMPLE ? (double)(c->n - 1) / (double)c->n
+                                          : (double)(c->n - 2) / (1.0 / (double)c->n1 + 1.0 / (double)c->n2);
+    double t = sqrt(fabs((double)q) * k);
+    return (float)(q < 0 ? -t : t);
+}
 int nf_perm_info_table(const struct perm_ctx *c, uint32_t seed, struct nf_value **out, struct nf_error *err);
 
 /* The run around the device-specific chunk loop (the same on CPU and GPU):

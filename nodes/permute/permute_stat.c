@@ -1,8 +1,8 @@
 /* permute_stat.c — the permute node's statistic transform and thread team,
  * shared by the CPU node (permute.c), the GPU node (permute_gpu.c) and the
  * TFCE and cluster maps (permute_tfce.c): the GEMM value of a permutation row
- * and a voxel → the transformed statistic that the node compares, that value
- * back in the statistic's units, and a function run over a team of threads.
+ * and a voxel → the transformed statistic that the node compares, and a
+ * function run over a team of threads.
  * A file of its own so that the files that use them do not import each
  * other. */
 #include <float.h>
@@ -35,19 +35,6 @@ void nf_perm_transform(const struct perm_ctx *c, float *g, int64_t v0, int64_t l
             g[v] = q < cap[v] ? q : cap[v];
         }
     }
-}
-
-/* The maximum statistic back in the statistic's units. */
-float nf_perm_null_units(const struct perm_ctx *c, float q)
-{
-    if (q == -FLT_MAX)
-        return 0;
-    if (!c->t_stat)
-        return c->test == PERM_ONE_SAMPLE || c->test == PERM_CORRELATION ? q / (float)c->n : q;
-    double k = c->test == PERM_ONE_SAMPLE ? (double)(c->n - 1) / (double)c->n
-                                          : (double)(c->n - 2) / (1.0 / (double)c->n1 + 1.0 / (double)c->n2);
-    double t = sqrt(fabs((double)q) * k);
-    return (float)(q < 0 ? -t : t);
 }
 
 void nf_perm_run_threads(void *(*fn)(void *), void *arg, int threads)
