@@ -13,10 +13,10 @@
  * statistic by the node's own transform (nf_perm_transform with the upper
  * tail gives the signed q, nf_perm_null_units its value in the statistic's
  * units), and reduced to their max |TFCE| and largest cluster (nf_tfce_max,
- * nf_clusters_max, tfce.c). The observed
- * map goes through the very same kernel and transform: the identity
- * permutation of an exact test and a mirror-image sign flip give the same
- * bits as the observed map, so those ties count exactly, with no tie window.
+ * nf_clusters_max, tfce.c). The observed map goes through the very same
+ * kernel and transform: the identity permutation of an exact test and a
+ * mirror-image sign flip give the same bits as the observed map, so those
+ * ties count exactly, with no tie window.
  * The kernel sums every element over the subjects in order whatever the rows
  * beside it, so the maps do not depend on the chunk or thread count. */
 #include <float.h>
