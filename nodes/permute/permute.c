@@ -82,6 +82,29 @@ static const struct nf_param permute_params_table[] = {
     NF_PARAM_INT_F("chunk", FIELD(chunk), 1000, 1, 1e9, NF_PF_NOT_KEYED,
                    "permutations per checkpoint chunk (a killed run resumes at the next chunk); "
                    "not part of the cache key: results do not depend on it"),
+    NF_PARAM_BOOL("tfce", FIELD(tfce), 0,
+                  "threshold-free cluster enhancement: the outputs tfce, p_tfce_fwe (FWE by the maximum TFCE "
+                  "over voxels) and null_max_tfce; needs data from a mask node (a voxel grid). As FSL "
+                  "randomise -T and nilearn permuted_ols(tfce=True)"),
+    NF_PARAM_NUM("tfce_e", FIELD(tfce_e), 0.5, 0, 10,
+                 "TFCE extent exponent E (randomise --tfce_E, nilearn's E = 0.5)"),
+    NF_PARAM_NUM("tfce_h", FIELD(tfce_h), 2, 0, 10,
+                 "TFCE height exponent H (randomise --tfce_H, nilearn's H = 2)"),
+    NF_PARAM_INT("tfce_steps", FIELD(tfce_steps), 100, 1, NF_TFCE_MAX_STEPS,
+                 "TFCE thresholds per map: h_k = k max / steps, each map its own max (nilearn's dh='auto')"),
+    NF_PARAM_INT("connectivity", FIELD(connectivity), 6, 6, 26,
+                 "TFCE clusters: 6 (voxels sharing a face, as randomise -T and nilearn), 18 (or an edge) or "
+                 "26 (or a corner)"),
+    NF_PARAM_NUM_F("cluster_threshold", FIELD(cluster_threshold), NAN, 0, 1e30, NF_PF_OPTIONAL,
+                   "cluster-extent and cluster-mass FWE inference: clusters of voxels beyond this "
+                   "cluster-forming threshold on the statistic's scale (stat > T, stat < -T, or both signs "
+                   "separately, by tail), each tested by the maximum cluster size and mass over the voxels "
+                   "of each permutation; needs data from a mask node. As randomise -c / -C and nilearn "
+                   "permuted_ols(threshold=T)"),
+    NF_PARAM_NUM_F("cluster_p", FIELD(cluster_p), NAN, 1e-300, 0.5, NF_PF_OPTIONAL,
+                   "the cluster-forming threshold as an upper-tail p: T with P(t > T) = cluster_p for Student's "
+                   "t with the test's degrees of freedom (n - 1 one-sample, n - 2 two-sample), or the r with "
+                   "that t for correlation (n - 2); not for stat: mean; instead of cluster_threshold"),
     NF_PARAM_END,
 };
 #undef FIELD
@@ -125,7 +148,32 @@ static char *permute_methods(const void *params)
         nf_strbuf_addf(&sb, ", or %s when there were no more than %" PRId64, every[p->test], p->n_permutations);
     nf_strbuf_addf(&sb, ". Family-wise error was controlled by the maximum statistic over voxels (single "
                         "step) and the false discovery rate by the Benjamini\u2013Hochberg procedure.");
+    if (p->tfce)
+        nf_strbuf_addf(&sb, " Threshold-free cluster enhancement (E = %g, H = %g, %lld steps, %lld-connectivity) "
+                            "was corrected by the maximum TFCE over voxels.", p->tfce_e, p->tfce_h,
+                       (long long)p->tfce_steps, (long long)p->connectivity);
+    if (!isnan(p->cluster_threshold) || !isnan(p->cluster_p)) {
+        nf_strbuf_addf(&sb, " Clusters (%lld-connectivity) formed at ", (long long)p->connectivity);
+        if (isnan(p->cluster_p))
+            nf_strbuf_addf(&sb, "a threshold of %g", p->cluster_threshold);
+        else
+            nf_strbuf_addf(&sb, "p < %g (one-sided, through the t distribution)", p->cluster_p);
+        nf_strbuf_addf(&sb, " were tested by the maximum cluster size and cluster mass over each permutation.");
+    }
     return nf_strbuf_detach(&sb);
+}
+
+/* The TFCE options only matter with tfce on, connectivity with TFCE or
+ * clusters (node.h param_matters): runs without them keep one cache key
+ * whatever they say. */
+static bool permute_param_matters(const void *params, const struct nf_param *p)
+{
+    const struct permute_params *prm = params;
+    if (strncmp(p->name, "tfce_", 5) == 0)
+        return prm->tfce;
+    if (strcmp(p->name, "connectivity") == 0)
+        return prm->tfce || !isnan(prm->cluster_threshold) || !isnan(prm->cluster_p);
+    return true;
 }
 
 static const struct nf_port permute_inputs[] = {
@@ -153,7 +201,24 @@ static const struct nf_port permute_outputs[] = {
       "statistic's units: max |stat| (two tails), max stat (upper), max -stat (lower)",
       NF_PT_MATRIX, 0 },
     { "info", "table of key, value: test, statistic, tail, permutations, exact, seed, subjects, "
-      "voxels, zero-variance voxels", NF_PT_TABLE, 0 },
+      "voxels, zero-variance voxels (and the TFCE options with tfce)", NF_PT_TABLE, 0 },
+    { "tfce", "tfce: 1 x V threshold-free cluster enhancement of the statistic (negative where the "
+      "statistic is, two tails)", NF_PT_MATRIX, NF_PORT_ON_DEMAND },
+    { "p_tfce_fwe", "tfce: 1 x V family-wise corrected p by the maximum |TFCE| over voxels: (count + 1) / "
+      "(N + 1), count / total when exact", NF_PT_MATRIX, NF_PORT_ON_DEMAND },
+    { "null_max_tfce", "tfce: N x 1 null distribution of the maximum |TFCE| over voxels",
+      NF_PT_MATRIX, NF_PORT_ON_DEMAND },
+    { "cluster_p_fwe", "clusters: 1 x V family-wise corrected p of each voxel's cluster by the maximum "
+      "cluster size; 1 outside clusters", NF_PT_MATRIX, NF_PORT_ON_DEMAND },
+    { "cluster_mass_p_fwe", "clusters: 1 x V family-wise corrected p of each voxel's cluster by the maximum "
+      "cluster mass (sum of |stat| - T over its voxels); 1 outside clusters", NF_PT_MATRIX, NF_PORT_ON_DEMAND },
+    { "clusters", "clusters: table of the observed clusters: id (as in the maps' order, positive clusters "
+      "first), sign, size (voxels), mass, peak (the statistic), x, y, z (the peak in mm), p_size_fwe, "
+      "p_mass_fwe", NF_PT_TABLE, NF_PORT_ON_DEMAND },
+    { "null_max_cluster_size", "clusters: N x 1 null distribution of the largest cluster size",
+      NF_PT_MATRIX, NF_PORT_ON_DEMAND },
+    { "null_max_cluster_mass", "clusters: N x 1 null distribution of the largest cluster mass",
+      NF_PT_MATRIX, NF_PORT_ON_DEMAND },
     NF_PORT_END
 };
 NF_PORTS_MATCH(permute_inputs, PERMUTE_N_IN);
@@ -203,8 +268,23 @@ static int permute_resolve(struct nf_resolve *r)
             return NF_FAIL_AT(r->err, NF_ESHAPE, loc, id, "%s has %lld values but data has %lld subjects",
                               per_subject[i].name, (long long)values, (long long)x->dim[0]);
     }
+    bool clusters = !isnan(p->cluster_threshold) || !isnan(p->cluster_p);
+    if (!isnan(p->cluster_threshold) && !isnan(p->cluster_p))
+        return NF_FAIL_AT(r->err, NF_EUSAGE, loc, id,
+                          "give cluster_threshold or cluster_p, not both (both set the cluster-forming threshold)");
+    if (!isnan(p->cluster_p) && p->test != PERM_CORRELATION && p->stat == PERM_STAT_MEAN)
+        return NF_FAIL_AT(r->err, NF_EUSAGE, loc, id,
+                          "cluster_p needs stat: t (a mean has no distribution to convert a p through); give "
+                          "cluster_threshold on the mean's scale instead");
+    if ((p->tfce || clusters) && p->connectivity != 6 && p->connectivity != 18 && p->connectivity != 26)
+        return NF_FAIL_AT(r->err, NF_EUSAGE, loc, id, "connectivity must be 6, 18 or 26 (got %lld)",
+                          (long long)p->connectivity);
     if (x->kind == NF_KIND_NONE)
         return 0;
+    if ((p->tfce || clusters) && !x->has_geom)
+        return NF_FAIL_AT(r->err, NF_EUSAGE, loc, id,
+                          "%s needs data whose columns are voxels of a grid (the output of a mask node)",
+                          p->tfce ? "tfce" : "cluster inference");
     if (has2 && r->in[PERMUTE_IN_DATA2].dim[1] > 0 && x->dim[1] > 0 && r->in[PERMUTE_IN_DATA2].dim[1] != x->dim[1])
         return NF_FAIL_AT(r->err, NF_ESHAPE, loc, id, "data has %lld voxels but data2 has %lld",
                           (long long)x->dim[1], (long long)r->in[PERMUTE_IN_DATA2].dim[1]);
@@ -236,6 +316,16 @@ static int permute_resolve(struct nf_resolve *r)
     r->out[PERMUTE_OUT_NULL_MAX].dim[0] = rows;
     r->out[PERMUTE_OUT_NULL_MAX].dim[1] = 1;
     r->out[PERMUTE_OUT_INFO].kind = NF_KIND_TABLE;
+    if (p->tfce) {
+        r->out[PERMUTE_OUT_TFCE] = r->out[PERMUTE_OUT_P_TFCE_FWE] = r->out[PERMUTE_OUT_STAT];
+        r->out[PERMUTE_OUT_NULL_MAX_TFCE] = r->out[PERMUTE_OUT_NULL_MAX];
+    }
+    if (clusters) {
+        r->out[PERMUTE_OUT_CLUSTER_P_FWE] = r->out[PERMUTE_OUT_CLUSTER_MASS_P_FWE] = r->out[PERMUTE_OUT_STAT];
+        r->out[PERMUTE_OUT_NULL_MAX_CLUSTER_SIZE] = r->out[PERMUTE_OUT_NULL_MAX_CLUSTER_MASS] =
+            r->out[PERMUTE_OUT_NULL_MAX];
+        r->out[PERMUTE_OUT_CLUSTERS].kind = NF_KIND_TABLE;
+    }
     return 0;
 }
 
@@ -255,8 +345,16 @@ static uint64_t permute_estimate(const void *params, const struct nf_shape *in, 
     /* per voxel: 7 float and 4 double constants, the flag, two counts; per
      * permutation: its seed, its maximum and the sorted copy; one chunk's rows
      * and tile maxima; a GEMM tile per thread (16 threads at most) */
+    /* TFCE and clusters: the voxel graph, the observed maps, per permutation
+     * two doubles and a float, and per thread (16 at most) a block of maps and
+     * a workspace (tfce.h) */
+    bool clusters = !isnan(p->cluster_threshold) || !isnan(p->cluster_p);
+    uint64_t spatial = p->tfce || clusters
+                           ? V * (uint64_t)(4 * p->connectivity + 40) + (uint64_t)p->n_permutations * 20 +
+                                 16 * V * (uint64_t)(32 + 60 + 4 * p->connectivity)
+                           : 0;
     return copy + V * 72 + (uint64_t)p->n_permutations * 12 + chunk * n * 4 + tiles * chunk * 4 +
-           (uint64_t)SUB_ROWS * TILE_VOXELS * 4 * 16;
+           (uint64_t)SUB_ROWS * TILE_VOXELS * 4 * 16 + spatial;
 }
 
 /* ---- the computation ---- */
@@ -415,30 +513,6 @@ int nf_perm_rows(const struct perm_ctx *c, int64_t p0, int64_t count, float *R)
     return rc;
 }
 
-/* The transformed statistic of GEMM values g[0..len) of voxels v0.. (in place).
- * Written as simple loops over float arrays so that the compiler vectorises. */
-void nf_perm_transform(const struct perm_ctx *c, float *g, int64_t v0, int64_t len)
-{
-    const float a = (float)c->a, cc = (float)c->c;
-    const float *shift = c->shift + v0, *ss = c->ss + v0, *fl = c->floor_ + v0, *cap = c->cap + v0;
-    const int tail = c->tail;
-    if (c->t_stat) {
-        for (int64_t v = 0; v < len; v++) {
-            float d = a * g[v] - shift[v];
-            float den = ss[v] - cc * d * d;
-            den = den > fl[v] ? den : fl[v];
-            float ad = d < 0 ? -d : d;
-            float q = (tail == PERM_TAIL_TWO ? ad : tail == PERM_TAIL_UPPER ? d : -d) * ad / den;
-            g[v] = q < cap[v] ? q : cap[v];
-        }
-    } else {
-        for (int64_t v = 0; v < len; v++) {
-            float d = a * g[v] - shift[v];
-            float q = tail == PERM_TAIL_TWO ? (d < 0 ? -d : d) : tail == PERM_TAIL_UPPER ? d : -d;
-            g[v] = q < cap[v] ? q : cap[v];
-        }
-    }
-}
 
 /* The transform in double of the GEMM value g of voxel v. */
 static inline __attribute__((always_inline)) double q_of_g_double(const struct perm_ctx *c, double g,
@@ -512,18 +586,6 @@ struct chunk_work {
     atomic_int failed, interrupted;
 };
 
-/* fn over `threads` threads (the caller is one of them). */
-static void run_threads(void *(*fn)(void *), void *arg, int threads)
-{
-    pthread_t tids[64];
-    int started = 0;
-    for (int t = 0; t < threads - 1 && t < 64; t++)
-        if (pthread_create(&tids[t], NULL, fn, arg) == 0)
-            started++;
-    fn(arg);
-    for (int t = 0; t < started; t++)
-        pthread_join(tids[t], NULL);
-}
 
 /* One chunk on one thread of the team: first the chunk's rows of R, 64 at a
  * time (seeding a generator per permutation is a good part of the work at
@@ -571,7 +633,7 @@ static int run_chunk(const struct perm_ctx *c, const struct nf_run *run, int64_t
                             .run = run };
     w.n_tiles = (c->V + TILE_VOXELS - 1) / TILE_VOXELS;
     memset(ccount, 0, (size_t)c->V * sizeof *ccount);
-    run_threads(chunk_team, &w, threads);
+    nf_perm_run_threads(chunk_team, &w, threads);
     if (atomic_load(&w.interrupted))
         return NF_FAIL(err, NF_EINTR, "interrupted");
     if (atomic_load(&w.failed))
@@ -836,25 +898,15 @@ fail:
 }
 
 
-/* The maximum statistic back in the statistic's units. */
-float nf_perm_null_units(const struct perm_ctx *c, float q)
-{
-    if (q == -FLT_MAX)
-        return 0;
-    if (!c->t_stat)
-        return c->test == PERM_ONE_SAMPLE || c->test == PERM_CORRELATION ? q / (float)c->n : q;
-    double k = c->test == PERM_ONE_SAMPLE ? (double)(c->n - 1) / (double)c->n
-                                          : (double)(c->n - 2) / (1.0 / (double)c->n1 + 1.0 / (double)c->n2);
-    double t = sqrt(fabs((double)q) * k);
-    return (float)(q < 0 ? -t : t);
-}
 
 int nf_perm_info_table(const struct perm_ctx *c, uint32_t seed, struct nf_value **out, struct nf_error *err)
 {
     static const char *const test_names[] = { "one_sample", "two_sample", "correlation" };
-    char vals[9][64];
-    const char *keys[9] = { "test", "statistic", "tail", "permutations", "exact", "seed", "subjects",
-                            "voxels", "zero_variance_voxels" };
+    char vals[11][64];
+    const char *keys[11] = { "test", "statistic", "tail", "permutations", "exact", "seed", "subjects",
+                             "voxels", "zero_variance_voxels" };
+    const struct permute_params *prm = c->prm;
+    int rows = 9;   /* then the TFCE and cluster options, when on (maps computed when consumed) */
     snprintf(vals[0], 64, "%s", test_names[c->test]);
     snprintf(vals[1], 64, "%s", c->test == PERM_CORRELATION ? (c->prm->method == PERM_SPEARMAN ? "spearman r" : "pearson r")
                                 : c->t_stat ? (c->test == PERM_ONE_SAMPLE ? "t" : "t (pooled variance)")
@@ -869,13 +921,26 @@ int nf_perm_info_table(const struct perm_ctx *c, uint32_t seed, struct nf_value 
     snprintf(vals[6], 64, "%lld", (long long)c->n);
     snprintf(vals[7], 64, "%lld", (long long)c->V);
     snprintf(vals[8], 64, "%lld", (long long)c->n_flat);
-    struct nf_value *t = nf_value_new_table(9, 2, err);
+    if (prm->tfce) {
+        keys[rows] = "tfce";
+        snprintf(vals[rows++], 64, "E %g, H %g, %lld steps, connectivity %lld", prm->tfce_e, prm->tfce_h,
+                 (long long)prm->tfce_steps, (long long)prm->connectivity);
+    }
+    if (!isnan(prm->cluster_threshold) || !isnan(prm->cluster_p)) {
+        keys[rows] = "cluster_threshold";
+        if (isnan(prm->cluster_p))
+            snprintf(vals[rows++], 64, "%.9g, connectivity %lld", prm->cluster_threshold, (long long)prm->connectivity);
+        else
+            snprintf(vals[rows++], 64, "%.9g (cluster_p %g), connectivity %lld", nf_perm_cluster_threshold(c),
+                     prm->cluster_p, (long long)prm->connectivity);
+    }
+    struct nf_value *t = nf_value_new_table(rows, 2, err);
     if (!t)
         return err->code;
     int rc = nf_table_column_string(t, 0, "key", err);
     if (!rc)
         rc = nf_table_column_string(t, 1, "value", err);
-    for (int i = 0; !rc && i < 9; i++) {
+    for (int i = 0; !rc && i < rows; i++) {
         t->u.tab.cols[0].str[i] = nf_strdup(keys[i]);
         t->u.tab.cols[1].str[i] = nf_strdup(vals[i]);
         if (!t->u.tab.cols[0].str[i] || !t->u.tab.cols[1].str[i])
@@ -1128,6 +1193,12 @@ int nf_perm_begin(struct perm_ctx *c, const struct nf_run *run, struct nf_value 
     return 0;
 }
 
+int64_t nf_perm_ckpt_bytes(const struct perm_ctx *c, int64_t len)
+{
+    return c->V * (int64_t)sizeof(uint32_t) + len * (int64_t)sizeof(float) * (c->tfce ? 2 : 1) +
+           (c->clusters ? 2 * len * (int64_t)sizeof(double) : 0);
+}
+
 /* Adds the committed chunks (counts and maxima) of an interrupted run; have[]
  * (n_chunks) marks them. Returns 0 or an error of the cache. */
 int nf_perm_resume(struct perm_ctx *c, const struct nf_run *run, int64_t chunk, bool *have, int64_t *resumed)
@@ -1147,11 +1218,21 @@ int nf_perm_resume(struct perm_ctx *c, const struct nf_run *run, int64_t chunk, 
             nf_ckpt_get(run->ckpt, done_idx[i], &data, &bytes, run->err) != 1)
             continue;
         int64_t len = c->M - ci * chunk < chunk ? c->M - ci * chunk : chunk;
-        if (bytes == (size_t)cbytes + (size_t)len * sizeof(float)) {
+        if (bytes == (size_t)nf_perm_ckpt_bytes(c, len)) {
             const uint32_t *cnt = data;
             for (int64_t v = 0; v < c->V; v++)
                 c->count[v] += cnt[v];
             memcpy(c->null_q + ci * chunk, (const char *)data + cbytes, (size_t)len * sizeof(float));
+            const char *extra = (const char *)data + cbytes + len * (int64_t)sizeof(float);
+            if (c->tfce) {
+                memcpy(c->null_tfce + ci * chunk, extra, (size_t)len * sizeof(float));
+                extra += len * (int64_t)sizeof(float);
+            }
+            if (c->clusters) {
+                memcpy(c->null_csize + ci * chunk, extra, (size_t)len * sizeof(double));
+                memcpy(c->null_cmass + ci * chunk, extra + len * (int64_t)sizeof(double),
+                       (size_t)len * sizeof(double));
+            }
             have[ci] = true;
             (*resumed)++;
         }
@@ -1252,7 +1333,7 @@ static int exact_maxima(const struct perm_ctx *c, const int64_t *todo, int64_t n
     for (int64_t e = 0; e < n_parts * na; e++)
         part[e] = -INFINITY;
     struct exact_max_work w = { .c = c, .R = R, .na = na, .n_parts = n_parts, .part = part };
-    run_threads(exact_max_worker, &w, threads < n_parts ? threads : (int)n_parts);
+    nf_perm_run_threads(exact_max_worker, &w, threads < n_parts ? threads : (int)n_parts);
     for (int64_t a = 0; a < na; a++) {
         double m = -INFINITY;
         for (int64_t t = 0; t < n_parts; t++)
@@ -1416,7 +1497,9 @@ int nf_perm_finish(struct perm_ctx *c, const struct nf_run *run, uint32_t seed, 
                                : "maximum statistic over voxels of each random permutation: " NF_NULL_MAX_RANDOM);
     NF_TRY(rc = nf_perm_info_table(c, seed, &out[PERMUTE_OUT_INFO], run->err));
     label_outputs(c, out);
-    for (int o = 0; o < 6; o++) {
+    if (c->tfce || c->clusters)
+        NF_TRY(rc = nf_perm_tfce_finish(c, run, out));
+    for (int o = 0; o < (c->tfce || c->clusters ? PERMUTE_N_OUT : PERMUTE_N_BASE_OUT); o++) {
         run->out[o] = out[o];
         out[o] = NULL;
     }
@@ -1445,6 +1528,7 @@ void nf_perm_release(struct perm_ctx *c)
     free(c->ss_d);
     free(c->shift_d);
     free(c->abs_sum);
+    nf_perm_tfce_release(c);
 }
 
 _Static_assert(PERM_TAIL_TWO == (int)NF_TAIL_TWO && PERM_TAIL_UPPER == (int)NF_TAIL_UPPER &&
@@ -1472,7 +1556,7 @@ static int permute_run(struct nf_run *run)
 {
     const struct permute_params *prm = run->params;
     struct perm_ctx c = { 0 };
-    struct nf_value *out[6] = { 0 };
+    struct nf_value *out[PERMUTE_N_OUT] = { 0 };
     float *R = NULL, *tile_max = NULL, *cmax = NULL;
     uint32_t *ccount = NULL, seed = 0;
     bool *have = NULL;
@@ -1481,6 +1565,13 @@ static int permute_run(struct nf_run *run)
 
     NF_TRY(rc = nf_perm_begin(&c, run, out, &seed));
     tile_setup(&c);
+    bool tfce = prm->tfce && (nf_run_wants(run, PERMUTE_OUT_TFCE) || nf_run_wants(run, PERMUTE_OUT_P_TFCE_FWE) ||
+                              nf_run_wants(run, PERMUTE_OUT_NULL_MAX_TFCE));
+    bool clusters = false;
+    for (int o = PERMUTE_OUT_CLUSTER_P_FWE; o <= PERMUTE_OUT_NULL_MAX_CLUSTER_MASS; o++)
+        clusters |= (!isnan(prm->cluster_threshold) || !isnan(prm->cluster_p)) && nf_run_wants(run, o);
+    if (tfce || clusters)
+        NF_TRY(rc = nf_perm_tfce_begin(&c, run, tfce, clusters));
     /* chunks of permutations, resumed from checkpoints */
     int64_t chunk = prm->chunk, n_chunks = (c.M + chunk - 1) / chunk, resumed = 0;
     int64_t n_tiles = (c.V + TILE_VOXELS - 1) / TILE_VOXELS;
@@ -1488,7 +1579,7 @@ static int permute_run(struct nf_run *run)
     R = nf_malloc((size_t)(chunk * c.n) * sizeof *R);
     tile_max = nf_malloc((size_t)(n_tiles * chunk) * sizeof *tile_max);
     cmax = nf_malloc((size_t)chunk * sizeof *cmax);
-    ccount = nf_malloc((size_t)cbytes + (size_t)chunk * sizeof(float));
+    ccount = nf_malloc((size_t)nf_perm_ckpt_bytes(&c, chunk));
     have = nf_calloc((size_t)n_chunks, sizeof *have);
     if (!R || !tile_max || !cmax || !ccount || !have) {
         rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory for a chunk of %lld permutations", (long long)chunk);
@@ -1504,14 +1595,25 @@ static int permute_run(struct nf_run *run)
             continue;
         int64_t p0 = ci * chunk, len = c.M - p0 < chunk ? c.M - p0 : chunk;
         NF_TRY(rc = run_chunk(&c, run, p0, len, threads, R, ccount, tile_max, cmax, run->err));
+        if (c.tfce || c.clusters)
+            NF_TRY(rc = nf_perm_tfce_chunk(&c, run, R, p0, len, threads, run->err));
         for (int64_t v = 0; v < c.V; v++)
             c.count[v] += ccount[v];
         memcpy(c.null_q + p0, cmax, (size_t)len * sizeof *cmax);
         /* the last chunk is not worth saving, except as a part of the run */
         if (ci < n_chunks - 1 || nf_ckpt_partial(run->ckpt)) {
             memcpy((char *)ccount + cbytes, cmax, (size_t)len * sizeof *cmax);
-            nf_ckpt_put(run->ckpt, nf_perm_ckpt_index(chunk, ci), ccount,
-                        (size_t)cbytes + (size_t)len * sizeof(float), run->err);
+            char *extra = (char *)ccount + cbytes + len * (int64_t)sizeof(float);
+            if (c.tfce) {
+                memcpy(extra, c.null_tfce + p0, (size_t)len * sizeof(float));
+                extra += len * (int64_t)sizeof(float);
+            }
+            if (c.clusters) {
+                memcpy(extra, c.null_csize + p0, (size_t)len * sizeof(double));
+                memcpy(extra + len * (int64_t)sizeof(double), c.null_cmass + p0, (size_t)len * sizeof(double));
+            }
+            nf_ckpt_put(run->ckpt, nf_perm_ckpt_index(chunk, ci), ccount, (size_t)nf_perm_ckpt_bytes(&c, len),
+                        run->err);
         }
         done = done + len > c.M ? c.M : done + len;
         nf_progress(run, done, c.M, "permutations");
@@ -1520,7 +1622,7 @@ static int permute_run(struct nf_run *run)
 fail:
     if (blas_set)
         nf_blas_set_threads(blas);
-    for (int o = 0; o < 6; o++)
+    for (int o = 0; o < PERMUTE_N_OUT; o++)
         nf_value_unref(out[o]);
     free(R);
     free(tile_max);
@@ -1547,7 +1649,7 @@ const struct nf_node_type nf_node_permute = {
         "maximum within float round-off of an observed value is decided again in double, so ties "
         "(mirror-image flips, relabellings within groups) count exactly and p-values do not depend on "
         "the CPU, thread count or device. Chunks of permutations are checkpointed: a killed run resumes.",
-    .version = 3,
+    .version = 4,
     .params = permute_params_table,
     .params_size = sizeof(struct permute_params),
     .inputs = permute_inputs,
@@ -1561,5 +1663,6 @@ const struct nf_node_type nf_node_permute = {
     .cost = nf_permute_cost,
     .chunks = nf_permute_chunks,
     .methods = permute_methods,
+    .param_matters = permute_param_matters,
     .flags = NF_NODE_NO_MAP | NF_NODE_GPU | NF_NODE_GPU_PARTS,
 };

@@ -24,11 +24,22 @@ struct permute_params {
     int exact;               /* PERM_EXACT_AUTO: enumerate when the full set has <= N members */
     char *column;            /* covariate / groups column name (NULL: the first column) */
     int64_t chunk;           /* permutations per checkpoint chunk */
+    bool tfce;               /* TFCE maps and their max-TFCE FWE p (permute_tfce.c) */
+    double tfce_e, tfce_h;   /* TFCE extent and height exponents (0.5, 2) */
+    int64_t tfce_steps;      /* thresholds per map (100) */
+    int64_t connectivity;    /* 6, 18 or 26: voxels sharing a face / an edge / a corner */
+    double cluster_threshold;   /* cluster-forming threshold on the statistic's scale; NaN: none */
+    double cluster_p;           /* or as an upper-tail p of the t (r) distribution; NaN: none */
 };
 
 enum { PERMUTE_IN_DATA, PERMUTE_IN_DATA2, PERMUTE_IN_COVARIATE, PERMUTE_IN_GROUPS, PERMUTE_N_IN };
 enum { PERMUTE_OUT_STAT, PERMUTE_OUT_P, PERMUTE_OUT_P_FWE, PERMUTE_OUT_Q_FDR, PERMUTE_OUT_NULL_MAX,
-       PERMUTE_OUT_INFO, PERMUTE_N_OUT };
+       PERMUTE_OUT_INFO, PERMUTE_OUT_TFCE, PERMUTE_OUT_P_TFCE_FWE, PERMUTE_OUT_NULL_MAX_TFCE,
+       PERMUTE_OUT_CLUSTER_P_FWE, PERMUTE_OUT_CLUSTER_MASS_P_FWE, PERMUTE_OUT_CLUSTERS,
+       PERMUTE_OUT_NULL_MAX_CLUSTER_SIZE, PERMUTE_OUT_NULL_MAX_CLUSTER_MASS, PERMUTE_N_OUT };
+/* The outputs every run produces; the TFCE and cluster ones follow, only when
+ * asked for. */
+enum { PERMUTE_N_BASE_OUT = PERMUTE_OUT_INFO + 1 };
 
 /* node_type.cost (permute_cost.c, every build): 1 and *c filled, or 0 while
  * shapes are unknown. */

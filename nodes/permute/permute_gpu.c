@@ -424,6 +424,11 @@ int nf_permute_run_gpu(struct nf_run *run)
     int rc = 0;
     const char *id = nf_node_id(run->node);
 
+    if (prm->tfce || !isnan(prm->cluster_threshold) || !isnan(prm->cluster_p)) {
+        /* the permutations' whole maps are computed on the CPU only (permute_tfce.c) */
+        nf_warn(id, "TFCE and cluster inference are computed on the CPU; running the node there");
+        return nf_node_permute.run_cpu(run);
+    }
     if (!(g = nf_gpu_acquire(&gpu_err))) {
         nf_warn(id, "%s; running on the CPU", gpu_err.msg);
         return nf_node_permute.run_cpu(run);

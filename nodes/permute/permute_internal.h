@@ -6,6 +6,8 @@
 #ifndef NF_NODE_PERMUTE_INTERNAL_H
 #define NF_NODE_PERMUTE_INTERNAL_H
 
+#include <float.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -13,6 +15,7 @@
 #include "kernels/kernels.h"
 #include "node.h"
 #include "permute.h"
+#include "tfce.h"
 
 /* The CPU's null-statistic blocks: voxels per tile (a thread's unit of work;
  * the tile kernel is nf_kernels.perm_tile, kernels.h). */
@@ -45,6 +48,18 @@ struct perm_ctx {
     double *q_obs_d;           /* V: the observed transformed statistic in double */
     double *ss_d, *shift_d;    /* V: the epilogue's constants in double */
     struct nf_perm_tile tile;  /* the CPU's tile kernel's view of the above (permute.c) */
+    /* TFCE and cluster inference (permute_tfce.c), when asked for */
+    bool tfce, clusters;
+    struct nf_voxel_graph graph;
+    struct nf_tfce_plan tfce_plan;
+    float *tfce_obs;           /* V: the observed map's TFCE, signed */
+    float *null_tfce;          /* M: each permutation's max |TFCE| */
+    struct nf_cluster_plan cluster_plan;
+    double cluster_T;          /* the cluster-forming threshold on the statistic's scale */
+    int32_t *cluster_ids;      /* V: the observed map's cluster of each voxel (1..; 0: none) */
+    struct nf_cluster *cluster_obs;   /* the observed clusters (room for V) */
+    int64_t n_clusters;
+    double *null_csize, *null_cmass;  /* M: each permutation's largest cluster size and mass */
 };
 
 /* Size of the full permutation set (+inf beyond 2^62). */
@@ -65,8 +80,19 @@ int nf_perm_gather_inputs(struct perm_ctx *c, const struct nf_run *run);
 /* Per-voxel constants and the observed statistic (stat_out: V). */
 int nf_perm_prepare(struct perm_ctx *c, const struct nf_run *run, float *stat_out);
 int nf_perm_bh_qvalues(const float *p, const bool *flat, int64_t V, float *q, struct nf_error *err);
-/* A transformed maximum back in the statistic's units. */
-float nf_perm_null_units(const struct perm_ctx *c, float q);
+/* A transformed value back in the statistic's units (inline: the TFCE maps
+ * convert every voxel of every permutation). */
+static inline float nf_perm_null_units(const struct perm_ctx *c, float q)
+{
+    if (q == -FLT_MAX)
+        return 0;
+    if (!c->t_stat)
+        return c->test == PERM_ONE_SAMPLE || c->test == PERM_CORRELATION ? q / (float)c->n : q;
+    double k = c->test == PERM_ONE_SAMPLE ? (double)(c->n - 1) / (double)c->n
+                                          : (double)(c->n - 2) / (1.0 / (double)c->n1 + 1.0 / (double)c->n2);
+    double t = sqrt(fabs((double)q) * k);
+    return (float)(q < 0 ? -t : t);
+}
 int nf_perm_info_table(const struct perm_ctx *c, uint32_t seed, struct nf_value **out, struct nf_error *err);
 
 /* The run around the device-specific chunk loop (the same on CPU and GPU):
@@ -82,6 +108,36 @@ static inline int64_t nf_perm_ckpt_index(int64_t chunk, int64_t ci)
 {
     return (int64_t)((uint64_t)chunk << 32 | (uint64_t)ci);
 }
+/* Bytes of chunk ci's checkpoint: V counts, then the len maxima, then (TFCE)
+ * the len maxima of |TFCE| (floats), then (clusters) the len largest sizes
+ * and the len largest masses (doubles). */
+int64_t nf_perm_ckpt_bytes(const struct perm_ctx *c, int64_t len);
+
+/* The upper-tail quantile of Student's t with dof degrees of freedom:
+ * P(T > t) = p (0 < p < 1). */
+double nf_perm_t_isf(double p, double dof);
+/* The cluster-forming threshold of a run on the statistic's scale:
+ * cluster_threshold, or cluster_p through the t (r) distribution with the
+ * test's degrees of freedom (c: gathered, so n and the groups are known). */
+double nf_perm_cluster_threshold(const struct perm_ctx *c);
+
+/* fn over `threads` threads (the caller is one of them). */
+void nf_perm_run_threads(void *(*fn)(void *), void *arg, int threads);
+
+/* TFCE and clusters (permute_tfce.c). Setup after nf_perm_begin (tfce and
+ * clusters: whether each is asked for): the voxel graph of the data's
+ * geometry, the plans, the observed map's TFCE and clusters; a located error
+ * when the data has no geometry. */
+int nf_perm_tfce_begin(struct perm_ctx *c, const struct nf_run *run, bool tfce, bool clusters);
+/* max |TFCE| and the largest cluster of each of the len permutations whose
+ * rows are R (len x n) into null_tfce / null_csize / null_cmass [p0..].
+ * NF_EINTR (interrupted) or NF_ENOMEM set in err. */
+int nf_perm_tfce_chunk(struct perm_ctx *c, const struct nf_run *run, const float *R, int64_t p0, int64_t len,
+                       int threads, struct nf_error *err);
+/* The TFCE and cluster outputs into out[]. */
+int nf_perm_tfce_finish(const struct perm_ctx *c, const struct nf_run *run, struct nf_value **out);
+void nf_perm_tfce_release(struct perm_ctx *c);
+
 int nf_perm_finish(struct perm_ctx *c, const struct nf_run *run, uint32_t seed, struct nf_value **out);
 void nf_perm_release(struct perm_ctx *c);
 

@@ -650,6 +650,53 @@ static void test_permute_agreement(void **state)
     free(D);
 }
 
+/* TFCE and clusters are computed on the CPU: asked of the GPU node, it says
+ * so and runs the CPU node, whose outputs it returns bit for bit. */
+static void test_permute_tfce_on_cpu(void **state)
+{
+    (void)state;
+    if (!have_gpu)
+        skip();
+    enum { NX = 10, NY = 10, NZ = 7, N = 12 };
+    struct nf_grid grid = { .dim = { NX, NY, NZ }, .pixdim = { 2, 2, 2 } };
+    float *mask = malloc(NX * NY * NZ * sizeof *mask);
+    for (int c = 0; c < NX * NY * NZ; c++)
+        mask[c] = 1;
+    struct nf_geom *geom = nf_geom_from_mask(&grid, mask);
+    free(mask);
+    assert_non_null(geom);
+    const int64_t V = geom->n_voxels;
+    struct nf_error err = { 0 };
+    struct nf_value *in[PERMUTE_N_IN] = { 0 }, *cpu[PERMUTE_N_OUT] = { 0 }, *gpu[PERMUTE_N_OUT] = { 0 };
+    in[PERMUTE_IN_DATA] = nf_value_new_matrix(N, V, geom, &err);
+    rng_state = 99;
+    for (int64_t e = 0; e < N * V; e++)
+        in[PERMUTE_IN_DATA]->u.mat.data[e] = randn() + (e % V < V / 5 ? 0.7f : 0.0f);
+    struct permute_params prm;
+    nf_params_defaults(&nf_node_permute, &prm);
+    prm.stat = PERM_STAT_T;
+    prm.n_permutations = 100;
+    prm.tfce = true;
+    prm.cluster_threshold = 2;
+    struct nf_env env = { .threads = 2, .seed = 11 };
+    struct nf_run rc_run = { .params = &prm, .env = &env, .in = in, .out = cpu, .err = &err };
+    struct nf_run rg_run = { .params = &prm, .env = &env, .in = in, .out = gpu, .err = &err };
+    assert_int_equal(nf_node_permute.run_cpu(&rc_run), 0);
+    assert_int_equal(nf_permute_run_gpu(&rg_run), 0);
+    const int ports[] = { PERMUTE_OUT_P_FWE, PERMUTE_OUT_TFCE, PERMUTE_OUT_P_TFCE_FWE, PERMUTE_OUT_NULL_MAX_TFCE,
+                          PERMUTE_OUT_CLUSTER_P_FWE, PERMUTE_OUT_NULL_MAX_CLUSTER_MASS };
+    for (size_t i = 0; i < sizeof ports / sizeof *ports; i++) {
+        const struct nf_matrix *a = &cpu[ports[i]]->u.mat, *b = &gpu[ports[i]]->u.mat;
+        assert_int_equal(a->rows * a->cols, b->rows * b->cols);
+        assert_memory_equal(a->data, b->data, (size_t)(a->rows * a->cols) * sizeof(float));
+    }
+    unref_all(cpu, PERMUTE_N_OUT);
+    unref_all(gpu, PERMUTE_N_OUT);
+    nf_value_unref(in[PERMUTE_IN_DATA]);
+    nf_params_release(&nf_node_permute, &prm);
+    nf_geom_unref(geom);
+}
+
 /* Discrete data: the sign-flip statistics of many permutations equal the
  * observed one exactly, more near ties than the device's list holds, so a
  * chunk is computed again with room for all; counts must still be the CPU's. */
@@ -1258,6 +1305,7 @@ int main(void)
         cmocka_unit_test(test_ridge_bad_input),
         cmocka_unit_test(test_permute_agreement),
         cmocka_unit_test(test_permute_many_ties),
+        cmocka_unit_test(test_permute_tfce_on_cpu),
         cmocka_unit_test(test_searchlight_agreement),
         cmocka_unit_test(test_searchlight_resume),
         cmocka_unit_test(test_searchlight_no_gpu_path),

@@ -24,6 +24,7 @@
 #include "core/util.h"
 #include "permute/permute_internal.h"   /* the node that uses tfce.h: both compile together */
 #include "permute/tfce.h"
+#include "tfce_ref.h"
 
 /* ---- fixtures ---- */
 
@@ -66,98 +67,7 @@ static void fixture_release(struct fixture *f)
     nf_geom_unref(f->geom);
 }
 
-/* ---- the direct reference ---- */
-
-static bool neighbours(int di, int dj, int dk, int connectivity)
-{
-    int d2 = di * di + dj * dj + dk * dk;
-    return d2 > 0 && d2 <= (connectivity == 6 ? 1 : connectivity == 18 ? 2 : 3);
-}
-
-/* Connected components of the grid cells with member[cell] set, by breadth-
- * first search; label[cell] = 1.. in the order of `visit` (cells), 0 for
- * non-members. Returns the number of components. */
-static int bfs_label(int nx, int ny, int nz, const bool *member, int connectivity, const int64_t *visit,
-                     int64_t n_visit, int *label, int64_t *queue)
-{
-    int64_t cells = (int64_t)nx * ny * nz;
-    memset(label, 0, (size_t)cells * sizeof *label);
-    int n = 0;
-    for (int64_t q = 0; q < n_visit; q++) {
-        int64_t start = visit[q];
-        if (!member[start] || label[start])
-            continue;
-        n++;
-        int64_t head = 0, tail = 0;
-        queue[tail++] = start;
-        label[start] = n;
-        while (head < tail) {
-            int64_t c = queue[head++];
-            int i = (int)(c % nx), j = (int)(c / nx % ny), k = (int)(c / nx / ny);
-            for (int di = -1; di <= 1; di++)
-                for (int dj = -1; dj <= 1; dj++)
-                    for (int dk = -1; dk <= 1; dk++) {
-                        int a = i + di, b = j + dj, d = k + dk;
-                        if (!neighbours(di, dj, dk, connectivity) || a < 0 || a >= nx || b < 0 || b >= ny ||
-                            d < 0 || d >= nz)
-                            continue;
-                        int64_t e = a + (int64_t)nx * (b + (int64_t)ny * d);
-                        if (member[e] && !label[e]) {
-                            label[e] = n;
-                            queue[tail++] = e;
-                        }
-                    }
-        }
-    }
-    return n;
-}
-
-/* TFCE by its definition (tfce.h), every threshold labelled separately. */
-static void ref_tfce(const struct nf_geom *geom, const float *stat, int connectivity, int tail, double E,
-                     double H, int steps, double *out)
-{
-    int nx = (int)geom->grid.dim[0], ny = (int)geom->grid.dim[1], nz = (int)geom->grid.dim[2];
-    int64_t cells = (int64_t)nx * ny * nz, V = geom->n_voxels;
-    bool *member = calloc((size_t)cells, sizeof *member);
-    int *label = calloc((size_t)cells, sizeof *label);
-    int64_t *queue = calloc((size_t)cells, sizeof *queue);
-    int64_t *count = calloc((size_t)cells + 1, sizeof *count);
-    assert_true(member && label && queue && count);
-    for (int64_t v = 0; v < V; v++)
-        out[v] = 0;
-    double m = 0;
-    for (int64_t v = 0; v < V; v++) {
-        double x = stat[v];
-        if (!isfinite(x))
-            continue;
-        double a = tail == NF_TAIL_UPPER ? x : tail == NF_TAIL_LOWER ? -x : fabs(x);
-        m = a > m ? a : m;
-    }
-    if (m > 0)
-        for (int sign = 1; sign >= -1; sign -= 2) {
-            if ((sign > 0 && tail == NF_TAIL_LOWER) || (sign < 0 && tail == NF_TAIL_UPPER))
-                continue;
-            for (int k = 1; k <= steps; k++) {
-                double h = k == steps ? m : k * (m / steps);
-                memset(member, 0, (size_t)cells * sizeof *member);
-                for (int64_t v = 0; v < V; v++)
-                    member[geom->index[v]] = isfinite(stat[v]) && sign * (double)stat[v] >= h;
-                int n = bfs_label(nx, ny, nz, member, connectivity, geom->index, V, label, queue);
-                memset(count, 0, (size_t)(n + 1) * sizeof *count);
-                for (int64_t v = 0; v < V; v++)
-                    count[label[geom->index[v]]]++;
-                for (int64_t v = 0; v < V; v++) {
-                    int l = label[geom->index[v]];
-                    if (l)
-                        out[v] += sign * pow((double)count[l], E) * pow(h, H);
-                }
-            }
-        }
-    free(member);
-    free(label);
-    free(queue);
-    free(count);
-}
+/* ---- the direct reference (tfce_ref.h), and clusters by flood fill ---- */
 
 struct ref_cluster {
     int sign;

@@ -1,0 +1,50 @@
+/* permute_stat.c — the permute node's statistic transform and thread team,
+ * shared by the CPU node (permute.c), the GPU node (permute_gpu.c) and the
+ * TFCE and cluster maps (permute_tfce.c): the GEMM value of a permutation row
+ * and a voxel → the transformed statistic that the node compares, and a
+ * function run over a team of threads.
+ * A file of its own so that the files that use them do not import each
+ * other. */
+#include <float.h>
+#include <math.h>
+#include <pthread.h>
+
+#include "permute.h"
+#include "permute_internal.h"
+
+/* The transformed statistic of GEMM values g[0..len) of voxels v0.. (in place).
+ * Written as simple loops over float arrays so that the compiler vectorises. */
+void nf_perm_transform(const struct perm_ctx *c, float *g, int64_t v0, int64_t len)
+{
+    const float a = (float)c->a, cc = (float)c->c;
+    const float *shift = c->shift + v0, *ss = c->ss + v0, *fl = c->floor_ + v0, *cap = c->cap + v0;
+    const int tail = c->tail;
+    if (c->t_stat) {
+        for (int64_t v = 0; v < len; v++) {
+            float d = a * g[v] - shift[v];
+            float den = ss[v] - cc * d * d;
+            den = den > fl[v] ? den : fl[v];
+            float ad = d < 0 ? -d : d;
+            float q = (tail == PERM_TAIL_TWO ? ad : tail == PERM_TAIL_UPPER ? d : -d) * ad / den;
+            g[v] = q < cap[v] ? q : cap[v];
+        }
+    } else {
+        for (int64_t v = 0; v < len; v++) {
+            float d = a * g[v] - shift[v];
+            float q = tail == PERM_TAIL_TWO ? (d < 0 ? -d : d) : tail == PERM_TAIL_UPPER ? d : -d;
+            g[v] = q < cap[v] ? q : cap[v];
+        }
+    }
+}
+
+void nf_perm_run_threads(void *(*fn)(void *), void *arg, int threads)
+{
+    pthread_t tids[64];
+    int started = 0;
+    for (int t = 0; t < threads - 1 && t < 64; t++)
+        if (pthread_create(&tids[t], NULL, fn, arg) == 0)
+            started++;
+    fn(arg);
+    for (int t = 0; t < started; t++)
+        pthread_join(tids[t], NULL);
+}
