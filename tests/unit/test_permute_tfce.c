@@ -287,48 +287,28 @@ static void drawn(const struct permute_params *prm, const struct problem *pb, ui
     }
 }
 
-/* Clusters of one map at T by flood fill on the grid (bfs_label), each sign
- * separately as the tail says: per voxel its cluster (0: none; positive
- * clusters numbered first), each cluster's size and mass (sum |stat| - T),
- * and the largest of each. cl_size / cl_mass: room for V. */
-static int ref_clusters(const struct nf_geom *geom, const float *stat, int connectivity, int tail, double T,
-                        int *vox, double *cl_size, double *cl_mass, double *max_size, double *max_mass)
+/* Clusters of one map at T (tfce_ref.h ref_clusters): per voxel its cluster
+ * (0: none; positive clusters numbered first), each cluster's size and mass
+ * (sum |stat| - T), and the largest of each. cl_size / cl_mass: room for V. */
+static int ref_cluster_measures(const struct nf_geom *geom, const float *stat, int connectivity, int tail, double T,
+                                int *vox, double *cl_size, double *cl_mass, double *max_size, double *max_mass)
 {
-    int nx = (int)geom->grid.dim[0], ny = (int)geom->grid.dim[1], nz = (int)geom->grid.dim[2];
-    int64_t cells = (int64_t)nx * ny * nz, V = geom->n_voxels;
-    bool *member = calloc((size_t)cells, sizeof *member);
-    int *label = calloc((size_t)cells, sizeof *label);
-    int64_t *queue = calloc((size_t)cells, sizeof *queue);
-    assert_true(member && label && queue);
-    int total = 0;
+    int64_t V = geom->n_voxels;
+    int32_t *ids = calloc((size_t)V + 1, sizeof *ids);
+    struct ref_cluster *cl = calloc((size_t)V + 1, sizeof *cl);
+    assert_true(ids && cl);
+    int total = ref_clusters(geom, stat, connectivity, tail, T, ids, cl);
     *max_size = *max_mass = 0;
     for (int64_t v = 0; v < V; v++)
-        vox[v] = 0;
-    for (int sign = 1; sign >= -1; sign -= 2) {
-        if ((sign > 0 && tail == NF_TAIL_LOWER) || (sign < 0 && tail == NF_TAIL_UPPER))
-            continue;
-        for (int64_t v = 0; v < V; v++)
-            member[geom->index[v]] = sign * (double)stat[v] > T;
-        int n = bfs_label(nx, ny, nz, member, connectivity, geom->index, V, label, queue);
-        for (int k = 0; k < n; k++)
-            cl_size[total + k] = cl_mass[total + k] = 0;
-        for (int64_t v = 0; v < V; v++) {
-            int l = label[geom->index[v]];
-            if (l) {
-                vox[v] = total + l;
-                cl_size[total + l - 1] += 1;
-                cl_mass[total + l - 1] += fabs((double)stat[v]) - T;
-            }
-        }
-        for (int k = 0; k < n; k++) {
-            *max_size = cl_size[total + k] > *max_size ? cl_size[total + k] : *max_size;
-            *max_mass = cl_mass[total + k] > *max_mass ? cl_mass[total + k] : *max_mass;
-        }
-        total += n;
+        vox[v] = ids[v];
+    for (int k = 0; k < total; k++) {
+        cl_size[k] = (double)cl[k].size;
+        cl_mass[k] = cl[k].mass;
+        *max_size = cl_size[k] > *max_size ? cl_size[k] : *max_size;
+        *max_mass = cl_mass[k] > *max_mass ? cl_mass[k] : *max_mass;
     }
-    free(member);
-    free(label);
-    free(queue);
+    free(ids);
+    free(cl);
     return total;
 }
 
@@ -400,7 +380,7 @@ static void check_case(int test, int stat, int tail, int connectivity, int n, in
             stat_map(&prm, &pb, sign, in1, perm, map);
             ref_tfce(pb.geom, map, connectivity, tail, 0.5, 2, STEPS, t);
             if (!isnan(T))
-                ref_clusters(pb.geom, map, connectivity, tail, T, vox, cl_size, cl_mass, &null_size[M], &null_mass[M]);
+                ref_cluster_measures(pb.geom, map, connectivity, tail, T, vox, cl_size, cl_mass, &null_size[M], &null_mass[M]);
             maxes[M++] = max_abs(t, V);
         }
     } else {
@@ -411,7 +391,7 @@ static void check_case(int test, int stat, int tail, int connectivity, int n, in
             stat_map(&prm, &pb, sign, in1, perm, map);
             ref_tfce(pb.geom, map, connectivity, tail, 0.5, 2, STEPS, t);
             if (!isnan(T))
-                ref_clusters(pb.geom, map, connectivity, tail, T, vox, cl_size, cl_mass, &null_size[M], &null_mass[M]);
+                ref_cluster_measures(pb.geom, map, connectivity, tail, T, vox, cl_size, cl_mass, &null_size[M], &null_mass[M]);
             maxes[M] = max_abs(t, V);
         }
     }
@@ -480,7 +460,7 @@ static void check_clusters(const struct permute_params *prm, const struct proble
     double *gs = malloc((size_t)M * sizeof *gs), *gm = malloc((size_t)M * sizeof *gm);
     double mx_s, mx_m;
     assert_true(vox && cl_size && cl_mass && rs && rm && gs && gm);
-    int n_cl = ref_clusters(pb->geom, obs_map, (int)prm->connectivity, prm->tail, T, vox, cl_size, cl_mass, &mx_s,
+    int n_cl = ref_cluster_measures(pb->geom, obs_map, (int)prm->connectivity, prm->tail, T, vox, cl_size, cl_mass, &mx_s,
                             &mx_m);
     assert_int_equal(out[PERMUTE_OUT_NULL_MAX_CLUSTER_SIZE]->u.mat.rows, M);
     for (long k = 0; k < M; k++) {

@@ -69,57 +69,6 @@ static void fixture_release(struct fixture *f)
 
 /* ---- the direct reference (tfce_ref.h), and clusters by flood fill ---- */
 
-struct ref_cluster {
-    int sign;
-    int64_t size, peak_voxel;
-    double mass;
-    float peak;
-};
-
-/* Clusters by their definition: voxels strictly beyond T, positive clusters
- * numbered first, each side by its first voxel in column order. */
-static int ref_clusters(const struct nf_geom *geom, const float *stat, int connectivity, int tail, double T,
-                        int32_t *ids, struct ref_cluster *cl)
-{
-    int nx = (int)geom->grid.dim[0], ny = (int)geom->grid.dim[1], nz = (int)geom->grid.dim[2];
-    int64_t cells = (int64_t)nx * ny * nz, V = geom->n_voxels;
-    bool *member = calloc((size_t)cells, sizeof *member);
-    int *label = calloc((size_t)cells, sizeof *label);
-    int64_t *queue = calloc((size_t)cells, sizeof *queue);
-    assert_true(member && label && queue);
-    int total = 0;
-    for (int64_t v = 0; v < V; v++)
-        ids[v] = 0;
-    for (int sign = 1; sign >= -1; sign -= 2) {
-        if ((sign > 0 && tail == NF_TAIL_LOWER) || (sign < 0 && tail == NF_TAIL_UPPER))
-            continue;
-        memset(member, 0, (size_t)cells * sizeof *member);
-        for (int64_t v = 0; v < V; v++)
-            member[geom->index[v]] = isfinite(stat[v]) && sign * (double)stat[v] > T;
-        int n = bfs_label(nx, ny, nz, member, connectivity, geom->index, V, label, queue);
-        for (int c = 0; c < n; c++)
-            cl[total + c] = (struct ref_cluster){ .sign = sign, .peak_voxel = -1 };
-        for (int64_t v = 0; v < V; v++) {
-            int l = label[geom->index[v]];
-            if (!l)
-                continue;
-            struct ref_cluster *c = &cl[total + l - 1];
-            ids[v] = total + l;
-            c->size++;
-            c->mass += fabs((double)stat[v]) - T;
-            if (c->peak_voxel < 0 || fabs(stat[v]) > fabs(c->peak)) {
-                c->peak = stat[v];
-                c->peak_voxel = v;
-            }
-        }
-        total += n;
-    }
-    free(member);
-    free(label);
-    free(queue);
-    return total;
-}
-
 /* ---- comparisons ---- */
 
 static const int connectivities[3] = { 6, 18, 26 };
