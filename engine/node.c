@@ -115,6 +115,21 @@ size_t nf_pipeline_size(const struct nf_env *env)
     return env && env->pipeline ? env->pipeline->n_nodes : 0;
 }
 
+size_t nf_pipeline_used_files(const struct nf_env *env)
+{
+    return env && env->pipeline ? env->pipeline->n_used_files : 0;
+}
+
+bool nf_pipeline_used_file(const struct nf_env *env, size_t i, struct nf_used_file_info *info)
+{
+    const struct nf_pipeline *pl = env ? env->pipeline : NULL;
+    if (!pl || i >= pl->n_used_files)
+        return false;
+    const struct nf_used_file *u = &pl->used_files[i];
+    *info = (struct nf_used_file_info){ u->path, u->hash, u->commit, u->used_by };
+    return true;
+}
+
 bool nf_pipeline_node(const struct nf_env *env, size_t i, struct nf_node_info *info)
 {
     const struct nf_pipeline *pl = env ? env->pipeline : NULL;

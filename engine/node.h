@@ -399,6 +399,14 @@ struct nf_node_info {
 };
 size_t nf_pipeline_size(const struct nf_env *env);
 bool nf_pipeline_node(const struct nf_env *env, size_t i, struct nf_node_info *info);
+/* The pipeline files the pipeline uses (`type: use`), for provenance: path,
+ * content hash, the git commit of the work tree holding it (NULL outside one)
+ * and the use node's id. 0 / false without a pipeline. */
+struct nf_used_file_info {
+    const char *path, *hash, *commit, *used_by;
+};
+size_t nf_pipeline_used_files(const struct nf_env *env);
+bool nf_pipeline_used_file(const struct nf_env *env, size_t i, struct nf_used_file_info *info);
 
 /* ---- registry (nodes/node_list.c lists the types; node.c looks them up) ---- */
 /* NULL-terminated. */

@@ -43,6 +43,9 @@ struct nf_node_inst {
     struct nf_edge *edges;    /* inputs */
     size_t n_edges;
     enum nf_device device_req;    /* from `device:` or settings */
+    size_t used_file;             /* 1 + index in the pipeline's used_files of the
+                                     file this node comes from (`type: use`); 0: the
+                                     pipeline file itself */
     /* filled by the planning phases */
     struct nf_shape *in_shape;    /* per input port, after stacking */
     struct nf_shape *extra_shape; /* per variadic edge */
@@ -91,6 +94,17 @@ struct nf_settings {
 
 struct nf_var { char *name; char *value; struct nf_loc loc; bool used; };
 
+/* A pipeline file brought in by a `type: use` node (engine/lang/use.c). Its
+ * nodes are namespaced by the use node's id ("faces.glm"); its content hash is
+ * part of their cache keys and of the provenance in results. */
+struct nf_used_file {
+    const char *path;       /* as found (nf_intern'ed: error locations point into it) */
+    char hash[33];          /* hex XXH3-128 of its text */
+    char *commit;           /* HEAD of the git work tree holding it, or NULL */
+    char *used_by;          /* the use node's (namespaced) id */
+    struct nf_loc used_at;  /* where that node is */
+};
+
 struct nf_pipeline {
     char *file;             /* path as given */
     char *dir;              /* folder of the file */
@@ -99,6 +113,7 @@ struct nf_pipeline {
     struct nf_settings settings;
     struct nf_var *vars; size_t n_vars;
     struct nf_node_inst *nodes; size_t n_nodes;
+    struct nf_used_file *used_files; size_t n_used_files;
     int *order;             /* topological order (indices into nodes) */
     uint64_t est_total_peak;
     char *outputs_dir;      /* settings.outputs resolved against dir */

@@ -316,7 +316,15 @@ int nf_node_keys_compute(const struct nf_pipeline *p, size_t ni, struct nf_node_
         param_value_json(node, prm, &comp);
         nf_strbuf_addf(&comp, "\n");
     }
-    rc = key_environment(p, node, &base, &comp, cache, err);
+    if (node->used_file) {   /* a node of a used file: that file's content is part of its key */
+        const struct nf_used_file *uf = &p->used_files[node->used_file - 1];
+        XXH3_state_t state, *st = start(&state, "used file");
+        feed_key(st, base);
+        feed_str(st, uf->hash);
+        base = digest(st);
+        nf_strbuf_addf(&comp, "pipeline file %s=%s\n", uf->path, uf->hash);
+    }
+        rc = key_environment(p, node, &base, &comp, cache, err);
     if (rc < 0)
         goto fail;
     if (rc == 0)

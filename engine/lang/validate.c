@@ -16,6 +16,8 @@
 #include "params.h"
 #include "pipeline.h"
 #include "suggest.h"
+#include "use.h"
+#include "vars.h"
 #include "core/util.h"
 #include "ytree.h"
 
@@ -98,163 +100,6 @@ static void kinds_text(unsigned types, char *buf, size_t size)
 }
 
 /* ---- variables ---- */
-static bool valid_var_name(const char *s)
-{
-    if (!(isalpha((unsigned char)*s) || *s == '_'))
-        return false;
-    for (; *s; s++)
-        if (!(isalnum((unsigned char)*s) || *s == '_'))
-            return false;
-    return true;
-}
-
-static struct nf_var *find_var(struct nf_pipeline *p, const char *name, size_t len)
-{
-    for (size_t i = 0; i < p->n_vars; i++)
-        if (strlen(p->vars[i].name) == len && strncmp(p->vars[i].name, name, len) == 0)
-            return &p->vars[i];
-    return NULL;
-}
-
-/* The closest variable name to name[0..len), for "did you mean". */
-static void var_suggest(const struct nf_pipeline *p, const char *name, size_t len, char *hint, size_t size)
-{
-    char word[128];
-    struct nf_suggest sg;
-    snprintf(word, sizeof word, "%.*s", (int)len, name);
-    nf_suggest_init(&sg, word);
-    for (size_t i = 0; i < p->n_vars; i++)
-        nf_suggest_add(&sg, p->vars[i].name);
-    nf_suggest_hint(&sg, hint, size);
-}
-
-static void var_list(const struct nf_pipeline *p, char *buf, size_t size)
-{
-    struct nf_strbuf sb;
-    nf_strbuf_init(&sb);
-    for (size_t i = 0; i < p->n_vars; i++)
-        nf_strbuf_addf(&sb, "%s%s", i ? ", " : "", p->vars[i].name);
-    snprintf(buf, size, "%s", sb.len ? sb.buf : "none");
-    nf_strbuf_release(&sb);
-}
-
-/* Replace ${name} in every scalar below n (keys excluded). A scalar made only
- * of references ("${n}", "${a}${b}") is typed by the text it resolves to,
- * quoted or not: in a flow mapping ({cv: ${n}}) a reference must be quoted for
- * YAML's sake, and that quoting should not make it a string. A quoted literal
- * ("5") stays a string. */
-static void substitute(struct nf_pipeline *p, struct nf_ynode *n, const char *node, struct nf_diags *d)
-{
-    if (n->type != NF_Y_SCALAR) {
-        for (size_t i = 0; i < n->n; i++)
-            substitute(p, n->items[i], node, d);
-        return;
-    }
-    if (!strstr(n->value, "${"))
-        return;
-    struct nf_strbuf sb;
-    nf_strbuf_init(&sb);
-    const char *s = n->value;
-    bool ok = true, literal_text = false;
-    while (*s) {
-        const char *open = strstr(s, "${");
-        if (!open) {
-            nf_strbuf_add(&sb, s, strlen(s));
-            literal_text = true;
-            break;
-        }
-        nf_strbuf_add(&sb, s, (size_t)(open - s));
-        literal_text |= open > s;
-        const char *close = strchr(open + 2, '}');
-        if (!close) {
-            NF_DIAG(d, NF_EINVAL, &n->loc, node, "unterminated '${' in '%s'", n->value);
-            ok = false;
-            break;
-        }
-        struct nf_var *v = find_var(p, open + 2, (size_t)(close - open - 2));
-        if (!v) {
-            char names[512], hint[160];
-            var_list(p, names, sizeof names);
-            var_suggest(p, open + 2, (size_t)(close - open - 2), hint, sizeof hint);
-            NF_DIAG(d, NF_EINVAL, &n->loc, node, "undefined variable '${%.*s}' (%sdefined in params: %s)",
-                    (int)(close - open - 2), open + 2, hint, names);
-            ok = false;
-            s = close + 1;
-            continue;
-        }
-        v->used = true;
-        nf_strbuf_add(&sb, v->value, strlen(v->value));
-        s = close + 1;
-    }
-    if (ok && !sb.oom) {
-        free(n->value);
-        n->value = nf_strbuf_detach(&sb);
-        if (!literal_text)
-            n->quoted = false;
-    }
-    nf_strbuf_release(&sb);
-}
-
-static void parse_vars(struct nf_pipeline *p, const struct nf_ynode *params,
-                       const struct nf_overrides *ov, struct nf_diags *d)
-{
-    if (params && params->type != NF_Y_MAP) {
-        NF_DIAG(d, NF_EINVAL, &params->loc, NULL, "'params' must be a mapping of name: value");
-        params = NULL;
-    }
-    size_t n = params ? params->n : 0;
-    p->vars = nf_calloc(n + (ov ? ov->n_set : 0) + 1, sizeof *p->vars);
-    if (!p->vars)
-        return;
-    for (size_t i = 0; i < n; i++) {
-        const struct nf_ynode *k = params->keys[i], *v = params->items[i];
-        if (!valid_var_name(k->value)) {
-            NF_DIAG(d, NF_EINVAL, &k->loc, NULL, "invalid variable name '%s' (expected letters, digits and _)", k->value);
-            continue;
-        }
-        if (v->type != NF_Y_SCALAR) {
-            NF_DIAG(d, NF_EINVAL, &v->loc, NULL, "variable '%s' must be a single value (got %s)", k->value,
-                    v->type == NF_Y_MAP ? "a mapping" : "a list");
-            continue;
-        }
-        if (find_var(p, k->value, strlen(k->value))) {
-            NF_DIAG(d, NF_EINVAL, &k->loc, NULL, "variable '%s' is defined twice", k->value);
-            continue;
-        }
-        struct nf_var *var = &p->vars[p->n_vars];
-        var->name = nf_strdup(k->value);
-        var->value = nf_strdup(v->value);
-        var->loc = v->loc;
-        if (!var->name || !var->value) {   /* out of memory: nf_pipeline_load says so */
-            free(var->name);
-            free(var->value);
-            memset(var, 0, sizeof *var);
-            return;
-        }
-        p->n_vars++;
-    }
-    for (size_t i = 0; ov && i < ov->n_set; i++) {
-        const char *eq = strchr(ov->set[i], '=');
-        if (!eq || eq == ov->set[i]) {
-            NF_DIAG(d, NF_EUSAGE, NULL, NULL, "--set expects name=value (got '%s')", ov->set[i]);
-            continue;
-        }
-        struct nf_var *var = find_var(p, ov->set[i], (size_t)(eq - ov->set[i]));
-        if (!var) {
-            char names[512], hint[160];
-            var_list(p, names, sizeof names);
-            var_suggest(p, ov->set[i], (size_t)(eq - ov->set[i]), hint, sizeof hint);
-            NF_DIAG(d, NF_EUSAGE, NULL, NULL, "--set %.*s: the pipeline has no such variable (%sparams: %s)",
-                    (int)(eq - ov->set[i]), ov->set[i], hint, names);
-            continue;
-        }
-        char *value = nf_strdup(eq + 1);
-        if (!value)
-            return;
-        free(var->value);
-        var->value = value;
-    }
-}
 
 /* ---- settings ---- */
 /* settings.executor: {type, partition, account, qos, time, max_array_tasks,
@@ -508,9 +353,8 @@ static bool add_pending(struct vstate *vs, size_t node, const char *name, const 
     memset(e, 0, sizeof *e);
     e->node = node;
     e->name = nf_strdup(name);
-    const char *dot = strchr(ref, '.');
-    e->src = dot ? nf_strndup(ref, (size_t)(dot - ref)) : nf_strdup(ref);
-    e->src_port = nf_strdup(dot ? dot + 1 : "");
+    e->src = nf_strdup(ref);   /* "id" or "id.port"; split when resolved (ids of used files have dots) */
+    e->src_port = nf_strdup("");
     e->loc = *loc;
     e->port = port;
     if (!e->name || !e->src || !e->src_port) {   /* out of memory: nf_pipeline_load says so */
@@ -530,7 +374,13 @@ static void parse_node(struct nf_pipeline *p, size_t idx, const struct nf_ynode 
     const char *id = key->value;
     node->loc = key->loc;
     node->id = nf_strdup(id);
-    if (!valid_node_id(id))
+    bool valid = true;   /* a used file's nodes are namespaced: "faces.glm" */
+    for (const char *seg = id; valid && seg; seg = node->used_file && strchr(seg, '.') ? strchr(seg, '.') + 1 : NULL) {
+        char part[256];
+        snprintf(part, sizeof part, "%.*s", (int)(node->used_file ? strcspn(seg, ".") : strlen(seg)), seg);
+        valid = valid_node_id(part);
+    }
+    if (!valid)
         NF_DIAG(d, NF_EINVAL, &key->loc, id,
                 "invalid node id (expected a lowercase letter followed by lowercase letters, digits or _)");
     for (size_t j = vs->first_same_id ? (size_t)vs->first_same_id[idx] : 0; j < idx; j++)
@@ -621,7 +471,8 @@ static void parse_node(struct nf_pipeline *p, size_t idx, const struct nf_ynode 
                     }
                     pi = NF_EDGE_VARIADIC;
                 }
-                add_pending(vs, idx, port, ref->value, &ref->loc, pi);
+                if (add_pending(vs, idx, port, ref->value, &ref->loc, pi) && ref->reported)
+                    vs->pe[vs->n_pe - 1].reported = true;
             }
             continue;
         }
@@ -637,7 +488,8 @@ static void parse_node(struct nf_pipeline *p, size_t idx, const struct nf_ynode 
                     NF_DIAG(d, NF_EINVAL, &ref->loc, id, "'after' must list node ids");
                     continue;
                 }
-                add_pending(vs, idx, "after", ref->value, &ref->loc, NF_EDGE_AFTER);
+                if (add_pending(vs, idx, "after", ref->value, &ref->loc, NF_EDGE_AFTER) && ref->reported)
+                    vs->pe[vs->n_pe - 1].reported = true;
             }
             continue;
         }
@@ -710,6 +562,16 @@ static void resolve_edges(struct nf_pipeline *p, struct vstate *vs, struct nf_di
         if (!node->type || !node->id || pe->reported)
             continue;
         int src = sorted ? sorted_node_index(p, sorted, n_sorted, pe->src) : nf_node_index(p, pe->src);
+        char *dot = strrchr(pe->src, '.');
+        if (src < 0 && dot && pe->port != NF_EDGE_AFTER) {   /* "id.port": the node before the last dot */
+            char *port = nf_strdup(dot + 1);
+            if (port) {
+                *dot = '\0';
+                free(pe->src_port);
+                pe->src_port = port;
+                src = sorted ? sorted_node_index(p, sorted, n_sorted, pe->src) : nf_node_index(p, pe->src);
+            }
+        }
         if (src < 0) {
             struct nf_suggest sg;
             char hint[160] = "";
@@ -938,7 +800,8 @@ fail:
     return rc;
 }
 
-static const char *const top_keys[] = { "nlflow", "name", "settings", "params", "nodes", NULL };
+static const char *const top_keys[] = { "nlflow", "name", "requires", "settings", "params", "inputs", "outputs",
+                                         "nodes", NULL };
 
 /* Parameters whose default stands for a pipeline setting (NF_PF_SEED: -1 is
  * settings.seed) get the setting's value now, so that everything after this
@@ -964,6 +827,8 @@ struct nf_pipeline *nf_pipeline_load(const char *path, const struct nf_overrides
     struct nf_error err = { 0 };
     struct nf_ynode *root = NULL;
     struct vstate vs = { 0 };
+    struct nf_ynode *expanded = NULL;   /* `nodes:` with use nodes expanded */
+    size_t *used_file = NULL;
     size_t len = 0;
     /* Any allocation failure while loading makes the result suspect (a
      * missing variable reads as undefined, a missing edge as no input):
@@ -992,6 +857,23 @@ struct nf_pipeline *nf_pipeline_load(const char *path, const struct nf_overrides
         NF_DIAG(d, NF_EINVAL, &root->loc, NULL, "a pipeline file must be a mapping with 'nlflow: 1' and 'nodes'");
         goto fail;
     }
+    /* A file for a newer nlflow says so before its new keys read as mistakes. */
+    if (nf_requires_check(nf_ymap_get(root, "requires"), PACKAGE_VERSION, d) <= 0)
+        goto fail;
+    {
+        const struct nf_ynode *v = nf_ymap_get(root, "nlflow");
+        if (v && v->type == NF_Y_SCALAR && strtol(v->value, NULL, 10) > 1) {
+            NF_DIAG(d, NF_EINVAL, &v->loc, NULL,
+                    "this pipeline file is format version %s, written for a newer nlflow (this is nlflow %s, "
+                    "which reads version 1)", v->value, PACKAGE_VERSION);
+            goto fail;
+        }
+    }
+    const struct nf_ynode *declared = nf_ymap_get(root, "inputs");
+    if (declared)
+        NF_DIAG(d, NF_EINVAL, &declared->loc, NULL,
+                "this file declares 'inputs': it is meant to be used by another pipeline file (a node of "
+                "type: use that connects them), not run by itself");
     for (size_t i = 0; i < root->n; i++) {
         bool known = false;
         for (int k = 0; top_keys[k]; k++)
@@ -1002,7 +884,7 @@ struct nf_pipeline *nf_pipeline_load(const char *path, const struct nf_overrides
             if (best)
                 snprintf(hint, sizeof hint, "did you mean '%s'? ", best);
             NF_DIAG(d, NF_EINVAL, &root->keys[i]->loc, NULL,
-                    "unknown top-level key '%s' (%sexpected nlflow, name, settings, params, nodes)",
+                    "unknown top-level key '%s' (%sexpected nlflow, name, requires, settings, params, inputs, outputs, nodes)",
                     root->keys[i]->value, hint);
         }
     }
@@ -1023,11 +905,11 @@ struct nf_pipeline *nf_pipeline_load(const char *path, const struct nf_overrides
         p->name = nf_path_stem(path);
     }
 
-    parse_vars(p, nf_ymap_get(root, "params"), ov, d);
+    nf_vars_parse(p, nf_ymap_get(root, "params"), ov, d);
     struct nf_ynode *settings = nf_ymap_get(root, "settings");
     struct nf_ynode *nodes = nf_ymap_get(root, "nodes");
     if (settings)
-        substitute(p, settings, NULL, d);
+        nf_vars_substitute(p, settings, NULL, d);
     parse_settings(p, settings, d);
     if (ov && ov->device >= 0)
         p->settings.device = (enum nf_device)ov->device;
@@ -1042,19 +924,27 @@ struct nf_pipeline *nf_pipeline_load(const char *path, const struct nf_overrides
     } else if (nodes->type != NF_Y_MAP || nodes->n == 0) {
         NF_DIAG(d, NF_EINVAL, &nodes->loc, NULL, "'nodes' must be a non-empty mapping of node id to node");
     } else {
-        p->nodes = nf_calloc(nodes->n, sizeof *p->nodes);
+        for (size_t i = 0; i < nodes->n; i++)
+            nf_vars_substitute(p, nodes->items[i], nodes->keys[i]->value, d);
+        size_t n_before = d->n;
+        expanded = nf_uses_expand(p, nodes, &used_file, d);
+        if (!expanded)
+            goto fail;
+        nodes = expanded;
+        p->nodes = nf_calloc(nodes->n + 1, sizeof *p->nodes);
         if (!p->nodes)
             goto fail;
         p->n_nodes = nodes->n;
         vs.first_same_id = first_same_key(nodes->keys, nodes->n);
         for (size_t i = 0; i < nodes->n; i++) {
-            substitute(p, nodes->items[i], nodes->keys[i]->value, d);
+            p->nodes[i].used_file = used_file[i];
             parse_node(p, i, nodes->keys[i], nodes->items[i], &vs, d);
         }
         if (nf_alloc_failures() != alloc_failures)
             goto fail;
         resolve_edges(p, &vs, d);
         fill_setting_defaults(p);
+        nf_uses_annotate(p, d, n_before);
     }
     for (size_t i = 0; i < p->n_vars; i++)
         if (!p->vars[i].used) {
@@ -1093,6 +983,8 @@ fail:
     }
     free(vs.pe);
     free(vs.first_same_id);
+    free(used_file);
+    nf_ynode_free(expanded);
     nf_ynode_free(root);
     free(text);
     if (d->n > 0 || !p) {
@@ -1120,6 +1012,11 @@ void nf_pipeline_free(struct nf_pipeline *p)
         free(n->id);
     }
     free(p->nodes);
+    for (size_t i = 0; i < p->n_used_files; i++) {
+        free(p->used_files[i].commit);
+        free(p->used_files[i].used_by);
+    }
+    free(p->used_files);
     for (size_t i = 0; i < p->n_vars; i++) {
         free(p->vars[i].name);
         free(p->vars[i].value);

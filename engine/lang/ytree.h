@@ -20,6 +20,8 @@ struct nf_ynode {
     struct nf_loc loc;          /* 1-based line and column */
     char *value;                /* scalar text (owned) */
     bool quoted;                /* scalar was quoted: a string, never a number */
+    bool reported;              /* an error about this value was given already (a
+                                   reference to a use node that failed): no more */
     size_t n;                   /* items (seq) or pairs (map) */
     struct nf_ynode **items;    /* seq items, or map values */
     struct nf_ynode **keys;     /* map keys (scalars), NULL for seq */

@@ -337,6 +337,13 @@ static int methods_section(struct report_ctx *c)
     nf_strbuf_addf(&sb, "%sThe analysis was run with nlflow %s (commit %s) from the pipeline file %s (hash %s).",
                    sb.len ? " " : "", NF_VERSION, NF_GIT_COMMIT, base ? base + 1 : file,
                    env->pipeline_hash ? env->pipeline_hash : "");
+    struct nf_used_file_info used;
+    for (size_t u = 0; nf_pipeline_used_file(env, u, &used); u++) {
+        const char *ub = strrchr(used.path, '/');
+        nf_strbuf_addf(&sb, " Node '%s' used the pipeline file %s (hash %s%s%s).", used.used_by,
+                       ub ? ub + 1 : used.path, used.hash, used.commit ? ", commit " : "",
+                       used.commit ? used.commit : "");
+    }
     char *text = nf_strbuf_detach(&sb);
     if (!text)
         return NF_FAIL(c->run->err, NF_ENOMEM, "out of memory");

@@ -1652,6 +1652,21 @@ static int write_json_files(struct summarize_ctx *ctx)
     nf_strbuf_add_json_str(&sb, pipeline);
     nf_strbuf_addf(&sb, ",\n  \"PipelineHash\": ");
     nf_strbuf_add_json_str(&sb, hash);
+    struct nf_used_file_info used;
+    for (size_t u = 0; nf_pipeline_used_file(env, u, &used); u++) {   /* `type: use` files */
+        nf_strbuf_addf(&sb, "%s\n    {\"path\": ", u ? "," : ",\n  \"UsedFiles\": [");
+        nf_strbuf_add_json_str(&sb, used.path);
+        nf_strbuf_addf(&sb, ", \"hash\": ");
+        nf_strbuf_add_json_str(&sb, used.hash);
+        nf_strbuf_addf(&sb, ", \"commit\": ");
+        if (used.commit)
+            nf_strbuf_add_json_str(&sb, used.commit);
+        else
+            nf_strbuf_addf(&sb, "null");
+        nf_strbuf_addf(&sb, ", \"used_by\": ");
+        nf_strbuf_add_json_str(&sb, used.used_by);
+        nf_strbuf_addf(&sb, "}%s", u + 1 == nf_pipeline_used_files(env) ? "\n  ]" : "");
+    }
     nf_strbuf_addf(&sb, ",\n  \"prefix\": ");
     nf_strbuf_add_json_str(&sb, ctx->prefix);
     nf_strbuf_addf(&sb, ",\n  \"inputs\": [%s%s],\n  \"thresholding\": %s",
