@@ -20,6 +20,7 @@
 #include "plan/cost.h"
 #include "run/events.h"
 #include "run/slurm.h"
+#include "lang/fmt.h"
 #include "lang/gen.h"
 #include "cache/keys.h"
 #include "io/io.h"
@@ -45,6 +46,8 @@ static const char usage_text[] =
     "  validate PIPELINE.yaml          check a pipeline and its input files (headers only)\n"
     "  status PIPELINE.yaml            SLURM runs: what has arrived, what is in flight (docs/hpc.md)\n"
     "  nodes [TYPE] [--markdown]       node reference, from the parameter tables\n"
+    "  fmt [--check] PIPELINE.yaml...  rewrite pipeline files in canonical form, comments kept;\n"
+    "                                  --check: change nothing, exit 1 if one is not canonical\n"
     "  schema                          print the JSON schema of pipeline files\n"
     "  simulate --out DIR [options]    write a simulated data set (NIfTI + TSV)\n"
     "  devices [--calibrate]           CPU, BLAS kernel and GPU of this machine; --calibrate\n"
@@ -782,6 +785,51 @@ static void print_bad(const char *key, const char *what, void *arg)
     printf("corrupt: %s: %s (removed; it will be recomputed)\n", key, what);
 }
 
+/* `nlflow fmt [--check] FILE...`: canonical form (engine/lang/fmt.c). A file
+ * is replaced atomically and only when its text changes; with --check nothing
+ * is written and the files that would change are listed (exit 1). */
+static int cmd_fmt(int argc, char **argv)
+{
+    bool check = false;
+    int n_files = 0, status = 0;
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--check") == 0)
+            check = true;
+        else if (argv[i][0] == '-' && argv[i][1])
+            return usage_error("unknown fmt option '%s' (fmt [--check] PIPELINE.yaml...)", argv[i]);
+        else
+            n_files++;
+    }
+    if (n_files == 0)
+        return usage_error("%s", "fmt needs pipeline files (nlflow fmt [--check] PIPELINE.yaml...)");
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--check") == 0)
+            continue;
+        struct nf_error err = { 0 };
+        size_t len = 0;
+        char *text = nf_read_file(argv[i], &len, &err), *canon = NULL;
+        if (!text || nf_pipeline_format(text, len, argv[i], &canon, &err) < 0) {
+            if (!text)
+                err.code = NF_EUSAGE;
+            int st = fail_with(&err);
+            status = status ? status : st;
+        } else if (strlen(canon) != len || memcmp(canon, text, len) != 0) {
+            if (check) {
+                printf("%s: not in canonical form (nlflow fmt %s)\n", argv[i], argv[i]);
+                status = status ? status : 1;
+            } else if (nf_write_file_atomic(argv[i], canon, strlen(canon), &err) < 0) {
+                int st = fail_with(&err);
+                status = status ? status : st;
+            } else {
+                nf_log("formatted %s", argv[i]);
+            }
+        }
+        free(text);
+        free(canon);
+    }
+    return status;
+}
+
 /* nlflow cache ls|info|verify|gc */
 static int cmd_cache(int argc, char **argv)
 {
@@ -938,6 +986,8 @@ int main(int argc, char **argv)
         free(o.ov.set);
         return st;
     }
+    if (strcmp(cmd, "fmt") == 0)
+        return cmd_fmt(argc - 2, argv + 2);
     if (strcmp(cmd, "nodes") == 0)
         return cmd_nodes(argc - 2, argv + 2);
     if (strcmp(cmd, "schema") == 0) {
