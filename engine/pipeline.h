@@ -92,7 +92,10 @@ struct nf_settings {
     char *outputs;          /* folder, relative to the pipeline file */
 };
 
-struct nf_var { char *name; char *value; struct nf_loc loc; bool used; };
+struct nf_ynode;
+/* A variable: `params:` text, or (bound by a use node's `with:`) a list or
+ * mapping, `tree`, that replaces a value written as exactly "${name}". */
+struct nf_var { char *name; char *value; struct nf_loc loc; bool used; struct nf_ynode *tree; };
 
 /* A pipeline file brought in by a `type: use` node (engine/lang/use.c). Its
  * nodes are namespaced by the use node's id ("faces.glm"); its content hash is

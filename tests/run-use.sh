@@ -110,6 +110,36 @@ grep -qE "^faces.beta +ridge +cached" explain.txt || { cat explain.txt; fail "fa
 "$NLFLOW" run --quiet --json main.yaml >ev3 || fail "run after the edit"
 [ "$(computed ev3)" = "houses.beta houses.test maps " ] || fail "after the edit computed: $(computed ev3)"
 
+# a list bound through `with:` to a param written alone as "${alphas}"
+cat >lab/cv.yaml <<'EOF2'
+nlflow: 1
+params: {alphas: [0.1, 1, 10]}
+inputs: [X, Y]
+outputs: {score: fit.score}
+nodes:
+  fit: {type: ridge, in: {X: X, Y: Y}, alphas: "${alphas}", cv: 2}
+EOF2
+cat >lists.yaml <<'EOF2'
+nlflow: 1
+settings: {seed: 3, outputs: lists}
+nodes:
+  sim: {type: simulate, subjects: 2, images: 16, features: 1, voxel_size: 8, mask: synthetic}
+  voxels: {type: mask, in: {data: sim.data, mask: sim.mask}}
+  a: {type: use, path: lab/cv.yaml, with: {alphas: [1, 100]}, in: {X: sim.X, Y: voxels}}
+  b: {type: use, path: lab/cv.yaml, in: {X: sim.X, Y: voxels}}
+  maps: {type: summarize, in: {a: a.score, b: b.score}}
+EOF2
+"$NLFLOW" plan --explain lists.yaml >lists.txt || { cat lists.txt; fail "plan lists.yaml"; }
+"$NLFLOW" run --quiet lists.yaml || fail "run lists.yaml"
+cmp -s lists/sub-01_lists_stat-a_statmap.nii.gz lists/sub-01_lists_stat-b_statmap.nii.gz \
+    && fail "alphas [1, 100] bound by with: gave the default's scores"
+# bound to the default's value, a.fit is b.fit: served from the cache
+sed -i 's/with: {alphas: \[1, 100\]}/with: {alphas: [0.1, 1, 10]}/' lists.yaml
+"$NLFLOW" run --quiet --json lists.yaml >ev4 || fail "run lists.yaml again"
+[ "$(computed ev4)" = "maps " ] || fail "a.fit with the default's alphas computed: $(computed ev4)"
+sed 's/alphas: "${alphas}"/alphas: "x${alphas}"/' lab/cv.yaml >lab/cvbad.yaml
+sed 's#lab/cv.yaml, with#lab/cvbad.yaml, with#' lists.yaml >listsbad.yaml
+
 # 4. errors
 expect() {   # $1: file, $2: exit status, $3: a line stderr must contain (grep -F)
     local rc=0
@@ -139,6 +169,7 @@ NLFLOW_PATH= expect main.yaml 2 "main.yaml:11:11: node 'houses': cannot find pip
 expect lab/group.yaml 2 "it is meant to be used by another pipeline file"
 sed 's/requires: ">=0.1"/requires: ">=99.1"/' main.yaml >newer.yaml
 expect newer.yaml 2 "newer.yaml:3:11: this pipeline file requires nlflow >=99.1, but this is nlflow"
+expect listsbad.yaml 2 "node 'a.fit': '\${alphas}' is a list: it can only stand alone as a whole value, not inside text ('x\${alphas}')"
 printf 'nlflow: 2\nsomething_new: 1\nnodes: {}\n' >v2.yaml
 expect v2.yaml 2 "format version 2, written for a newer nlflow"
 sed 's/^name: usetwice/name: usetwice\nsettings_x: 1/' main.yaml >unknownkey.yaml

@@ -467,7 +467,7 @@ static int bind_params(struct ctx *c, const struct nf_ynode *params, const struc
                        const char *who, const char *path)
 {
     int rc = 0;
-    nf_vars_parse(c->p, params, NULL, c->d);
+    nf_vars_parse(c->p, params, true, NULL, c->d);
     if (with && with->type != NF_Y_MAP) {
         NF_DIAG(c->d, NF_EINVAL, &with->loc, who, "'with' must map the used file's params to values");
         return -1;
@@ -492,9 +492,12 @@ static int bind_params(struct ctx *c, const struct nf_ynode *params, const struc
             rc = -1;
             continue;
         }
-        if (with->items[i]->type != NF_Y_SCALAR) {
-            NF_DIAG(c->d, NF_EINVAL, &with->items[i]->loc, who, "param '%s' must be given a single value", name);
-            rc = -1;
+        if (with->items[i]->type != NF_Y_SCALAR) {   /* a list or mapping, for "${name}" alone */
+            nf_ynode_free(v->tree);
+            v->tree = nf_ynode_clone(with->items[i]);
+            if (!v->tree)
+                return -1;
+            v->loc = with->items[i]->loc;
             continue;
         }
         char *value = nf_strdup(with->items[i]->value);
@@ -502,6 +505,8 @@ static int bind_params(struct ctx *c, const struct nf_ynode *params, const struc
             return -1;
         free(v->value);
         v->value = value;
+        nf_ynode_free(v->tree);
+        v->tree = NULL;
         v->loc = with->items[i]->loc;
     }
     return rc;
@@ -662,6 +667,7 @@ static int expand_use(struct ctx *c, struct scope *s, size_t i)
     for (size_t k = 0; k < c->p->n_vars; k++) {
         free(c->p->vars[k].name);
         free(c->p->vars[k].value);
+        nf_ynode_free(c->p->vars[k].tree);
     }
     free(c->p->vars);
     c->p->vars = saved_vars;
@@ -682,6 +688,7 @@ out:
         for (size_t k = 0; k < c->p->n_vars; k++) {
             free(c->p->vars[k].name);
             free(c->p->vars[k].value);
+            nf_ynode_free(c->p->vars[k].tree);
         }
         free(c->p->vars);
         c->p->vars = saved_vars;

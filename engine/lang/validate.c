@@ -905,7 +905,7 @@ struct nf_pipeline *nf_pipeline_load(const char *path, const struct nf_overrides
         p->name = nf_path_stem(path);
     }
 
-    nf_vars_parse(p, nf_ymap_get(root, "params"), ov, d);
+    nf_vars_parse(p, nf_ymap_get(root, "params"), false, ov, d);
     struct nf_ynode *settings = nf_ymap_get(root, "settings");
     struct nf_ynode *nodes = nf_ymap_get(root, "nodes");
     if (settings)

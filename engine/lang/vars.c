@@ -70,6 +70,20 @@ void nf_vars_substitute(struct nf_pipeline *p, struct nf_ynode *n, const char *n
     }
     if (!strstr(n->value, "${"))
         return;
+    /* "${name}" alone, name bound to a list or mapping: the value becomes a copy of it */
+    size_t len = strlen(n->value);
+    struct nf_var *whole = n->value[0] == '$' && n->value[len - 1] == '}' && !strchr(n->value + 2, '$')
+                           ? nf_var_find(p, n->value + 2, len - 3) : NULL;
+    if (whole && whole->tree) {
+        struct nf_ynode *copy = nf_ynode_clone(whole->tree);
+        if (!copy)
+            return;   /* out of memory: nf_pipeline_load says so */
+        whole->used = true;
+        free(n->value);
+        *n = *copy;
+        free(copy);
+        return;
+    }
     struct nf_strbuf sb;
     nf_strbuf_init(&sb);
     const char *s = n->value;
@@ -100,6 +114,14 @@ void nf_vars_substitute(struct nf_pipeline *p, struct nf_ynode *n, const char *n
             s = close + 1;
             continue;
         }
+        if (v->tree) {
+            NF_DIAG(d, NF_EINVAL, &n->loc, node,
+                    "'${%s}' is a %s: it can only stand alone as a whole value, not inside text ('%s')", v->name,
+                    v->tree->type == NF_Y_MAP ? "mapping" : "list", n->value);
+            ok = false;
+            s = close + 1;
+            continue;
+        }
         v->used = true;
         nf_strbuf_add(&sb, v->value, strlen(v->value));
         s = close + 1;
@@ -113,8 +135,8 @@ void nf_vars_substitute(struct nf_pipeline *p, struct nf_ynode *n, const char *n
     nf_strbuf_release(&sb);
 }
 
-void nf_vars_parse(struct nf_pipeline *p, const struct nf_ynode *params,
-                       const struct nf_overrides *ov, struct nf_diags *d)
+void nf_vars_parse(struct nf_pipeline *p, const struct nf_ynode *params, bool trees,
+                   const struct nf_overrides *ov, struct nf_diags *d)
 {
     if (params && params->type != NF_Y_MAP) {
         NF_DIAG(d, NF_EINVAL, &params->loc, NULL, "'params' must be a mapping of name: value");
@@ -130,7 +152,7 @@ void nf_vars_parse(struct nf_pipeline *p, const struct nf_ynode *params,
             NF_DIAG(d, NF_EINVAL, &k->loc, NULL, "invalid variable name '%s' (expected letters, digits and _)", k->value);
             continue;
         }
-        if (v->type != NF_Y_SCALAR) {
+        if (v->type != NF_Y_SCALAR && !trees) {
             NF_DIAG(d, NF_EINVAL, &v->loc, NULL, "variable '%s' must be a single value (got %s)", k->value,
                     v->type == NF_Y_MAP ? "a mapping" : "a list");
             continue;
@@ -141,11 +163,13 @@ void nf_vars_parse(struct nf_pipeline *p, const struct nf_ynode *params,
         }
         struct nf_var *var = &p->vars[p->n_vars];
         var->name = nf_strdup(k->value);
-        var->value = nf_strdup(v->value);
+        var->value = nf_strdup(v->type == NF_Y_SCALAR ? v->value : "");
+        var->tree = v->type == NF_Y_SCALAR ? NULL : nf_ynode_clone(v);
         var->loc = v->loc;
-        if (!var->name || !var->value) {   /* out of memory: nf_pipeline_load says so */
+        if (!var->name || !var->value || (v->type != NF_Y_SCALAR && !var->tree)) {   /* out of memory */
             free(var->name);
             free(var->value);
+            nf_ynode_free(var->tree);
             memset(var, 0, sizeof *var);
             return;
         }

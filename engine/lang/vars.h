@@ -2,13 +2,15 @@
 #ifndef NF_VARS_H
 #define NF_VARS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "pipeline.h"
 #include "ytree.h"
 
-/* p->vars from a `params:` mapping, then --set overrides (ov may be NULL). */
-void nf_vars_parse(struct nf_pipeline *p, const struct nf_ynode *params,
+/* p->vars from a `params:` mapping, then --set overrides (ov may be NULL).
+ * trees: a param may be a list or mapping (a used file's; see nf_var). */
+void nf_vars_parse(struct nf_pipeline *p, const struct nf_ynode *params, bool trees,
                    const struct nf_overrides *ov, struct nf_diags *d);
 /* Replace ${name} in every scalar below n (keys excluded); node names the
  * node for messages (NULL outside nodes). Marks the variables used. */

@@ -37,6 +37,35 @@ void nf_ynode_free(struct nf_ynode *n)
     free(n);
 }
 
+struct nf_ynode *nf_ynode_clone(const struct nf_ynode *n)
+{
+    struct nf_ynode *c = nf_calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    *c = *n;
+    c->value = NULL;
+    c->items = NULL;
+    c->keys = NULL;
+    c->n = 0;
+    if (n->value && !(c->value = nf_strdup(n->value)))
+        goto fail;
+    if (n->n) {
+        c->items = nf_calloc(n->n, sizeof *c->items);
+        c->keys = n->keys ? nf_calloc(n->n, sizeof *c->keys) : NULL;
+        if (!c->items || (n->keys && !c->keys))
+            goto fail;
+        for (size_t i = 0; i < n->n; i++) {
+            c->n = i + 1;
+            if (!(c->items[i] = nf_ynode_clone(n->items[i])) || (n->keys && !(c->keys[i] = nf_ynode_clone(n->keys[i]))))
+                goto fail;
+        }
+    }
+    return c;
+fail:
+    nf_ynode_free(c);
+    return NULL;
+}
+
 static int ynode_append(struct nf_ynode *parent, struct nf_ynode *key, struct nf_ynode *val)
 {
     struct nf_ynode **items = nf_realloc(parent->items, (parent->n + 1) * sizeof *items);

@@ -33,6 +33,8 @@ struct nf_ynode {
 struct nf_ynode *nf_yaml_parse(const char *text, size_t len, const char *file,
                                struct nf_error *err);
 void nf_ynode_free(struct nf_ynode *n);
+/* A deep copy (locations kept), or NULL when out of memory. */
+struct nf_ynode *nf_ynode_clone(const struct nf_ynode *n);
 /* Value for key in a mapping (first occurrence), or NULL. */
 struct nf_ynode *nf_ymap_get(const struct nf_ynode *map, const char *key);
 /* The node at a dotted path of mapping keys and list indices
