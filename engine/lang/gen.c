@@ -61,6 +61,12 @@ void nf_gen_schema(FILE *out)
     fprintf(out, "  \"properties\": {\n");
     fprintf(out, "    \"nlflow\": {\"const\": 1, \"description\": \"pipeline format version\"},\n");
     fprintf(out, "    \"name\": {\"type\": \"string\", \"description\": \"pipeline name; default: the file's stem\"},\n");
+    fprintf(out, "    \"requires\": {\"type\": \"string\", \"description\": \"nlflow versions this file needs, "
+                 "e.g. >=0.2 or >=0.2, <1\"},\n");
+    fprintf(out, "    \"inputs\": {\"type\": [\"object\", \"array\"], \"description\": \"a used file's inputs: "
+                 "name: description (or a list of names); its nodes refer to them like nodes\"},\n");
+    fprintf(out, "    \"outputs\": {\"type\": \"object\", \"additionalProperties\": {\"type\": \"string\"}, "
+                 "\"description\": \"a used file's outputs: name: node.port\"},\n");
     fprintf(out, "    \"settings\": {\"type\": \"object\", \"additionalProperties\": false, \"properties\": {\n");
     fprintf(out, "      \"device\": {\"anyOf\": [{\"enum\": [\"auto\", \"cpu\", \"gpu\"]}, %s], \"default\": \"auto\"},\n", nf_schema_var_ref);
     fprintf(out, "      \"memory\": {\"type\": \"string\", \"description\": \"host memory budget, e.g. 8GiB; default 75%% of RAM\"},\n");
@@ -90,10 +96,19 @@ void nf_gen_schema(FILE *out)
     fprintf(out, "               \"additionalProperties\": {\"type\": [\"string\", \"number\", \"boolean\"]}},\n");
     fprintf(out, "    \"nodes\": {\"type\": \"object\", \"minProperties\": 1,\n");
     fprintf(out, "              \"propertyNames\": {\"pattern\": \"^[a-z][a-z0-9_]*$\"},\n");
-    fprintf(out, "              \"additionalProperties\": {\"oneOf\": [");
+    fprintf(out, "              \"additionalProperties\": {\"oneOf\": [{\"$ref\": \"#/$defs/use\"}");
     for (size_t i = 0; nf_node_types[i]; i++)
-        fprintf(out, "%s{\"$ref\": \"#/$defs/%s\"}", i ? ", " : "", nf_node_types[i]->name);
+        fprintf(out, ", {\"$ref\": \"#/$defs/%s\"}", nf_node_types[i]->name);
     fprintf(out, "]}}\n  },\n  \"$defs\": {\n");
+    fprintf(out, "    \"use\": {\n      \"description\": \"the nodes of another pipeline file (docs/guide.md: a lab's "
+                 "standard analysis)\",\n      \"type\": \"object\", \"additionalProperties\": false,\n"
+                 "      \"required\": [\"type\", \"path\"],\n      \"properties\": {\n"
+                 "          \"type\": {\"const\": \"use\"},\n"
+                 "          \"path\": {\"type\": \"string\", \"description\": \"the used file: relative to this one, "
+                 "else on NLFLOW_PATH\"},\n"
+                 "          \"with\": {\"type\": \"object\", \"description\": \"values of the used file's params\"},\n"
+                 "          \"in\": {\"type\": \"object\", \"additionalProperties\": {\"type\": \"string\"}, "
+                 "\"description\": \"the used file's inputs: node or node.port\"}\n      }\n    },\n");
     for (size_t i = 0; nf_node_types[i]; i++) {
         const struct nf_node_type *t = nf_node_types[i];
         fprintf(out, "    \"%s\": {\n      \"description\": ", t->name);
