@@ -28,6 +28,7 @@
 #include "lang/params.h"
 #include "pipeline.h"
 #include "core/util.h"
+#include "init.h"
 #include "rebuild.h"
 
 #ifndef NF_VERSION
@@ -46,6 +47,9 @@ static const char usage_text[] =
     "  validate PIPELINE.yaml          check a pipeline and its input files (headers only)\n"
     "  status PIPELINE.yaml            SLURM runs: what has arrived, what is in flight (docs/hpc.md)\n"
     "  nodes [TYPE] [--markdown]       node reference, from the parameter tables\n"
+    "  init [--bids DIR] [options]     write a starting pipeline file for a BIDS dataset (or a\n"
+    "                                  commented template): --derivatives DIR, --template NAME,\n"
+    "                                  --output FILE (default pipeline.yaml, never replaced; - = stdout)\n"
     "  fmt [--check] PIPELINE.yaml...  rewrite pipeline files in canonical form, comments kept;\n"
     "                                  --check: change nothing, exit 1 if one is not canonical\n"
     "  schema                          print the JSON schema of pipeline files\n"
@@ -785,6 +789,50 @@ static void print_bad(const char *key, const char *what, void *arg)
     printf("corrupt: %s: %s (removed; it will be recomputed)\n", key, what);
 }
 
+/* `nlflow init`: init.c finds what the dataset has; the text is formatted
+ * (so it is canonical) and written to a file that did not exist. */
+static int cmd_init(int argc, char **argv)
+{
+    struct nf_init_opts io = { 0 };
+    const char *output = "pipeline.yaml";
+    struct nf_error err = { 0 };
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        const char **dest = strcmp(a, "--bids") == 0 ? &io.bids : strcmp(a, "--derivatives") == 0 ? &io.derivatives
+                            : strcmp(a, "--template") == 0 ? &io.template_name
+                            : strcmp(a, "--output") == 0 || strcmp(a, "-o") == 0 ? &output : NULL;
+        if (!dest)
+            return usage_error("unknown init option '%s' (init [--bids DIR] [--derivatives DIR] [--template NAME] "
+                               "[--output FILE])", a);
+        if (!val)
+            return usage_error("option '%s' needs a value", a);
+        *dest = val;
+        i++;
+    }
+    if (io.template_name && (strchr(io.template_name, '/') || !io.template_name[0]))
+        return usage_error("--template takes a template's name (first-level), not a path (got '%s')",
+                           io.template_name);
+    bool to_stdout = strcmp(output, "-") == 0;
+    if (!to_stdout && access(output, F_OK) == 0)
+        return usage_error("'%s' exists: nlflow init does not replace files (--output FILE)", output);
+    char *text = NULL, *canon = NULL;
+    if (nf_init_pipeline(&io, &text, &err) < 0 ||
+        nf_pipeline_format(text, strlen(text), output, &canon, &err) < 0) {
+        free(text);
+        return fail_with(&err);
+    }
+    free(text);
+    int status = 0;
+    if (to_stdout)
+        fputs(canon, stdout);
+    else if (nf_write_file_atomic(output, canon, strlen(canon), &err) < 0)
+        status = fail_with(&err);
+    else
+        nf_log("wrote %s: check it with `nlflow plan %s`", output, output);
+    free(canon);
+    return status;
+}
+
 /* `nlflow fmt [--check] FILE...`: canonical form (engine/lang/fmt.c). A file
  * is replaced atomically and only when its text changes; with --check nothing
  * is written and the files that would change are listed (exit 1). */
@@ -986,6 +1034,8 @@ int main(int argc, char **argv)
         free(o.ov.set);
         return st;
     }
+    if (strcmp(cmd, "init") == 0)
+        return cmd_init(argc - 2, argv + 2);
     if (strcmp(cmd, "fmt") == 0)
         return cmd_fmt(argc - 2, argv + 2);
     if (strcmp(cmd, "nodes") == 0)

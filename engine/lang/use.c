@@ -228,10 +228,13 @@ static char *find_used_file(const char *from, const char *path, struct nf_strbuf
     if (here && access(here, R_OK) == 0)
         return here;
     free(here);
-    const char *search = getenv("NLFLOW_PATH");
-    if (path[0] == '/' || !search || !search[0])
+    if (path[0] == '/')
         return NULL;
-    for (const char *s = search; *s;) {
+    const char *env = getenv("NLFLOW_PATH");
+    /* then where nlflow's own templates are: installed, or in the source tree of this build */
+    char *search = nf_asprintf("%s%s%s:%s", env ? env : "", env && env[0] ? ":" : "", NF_PKGDATADIR,
+                               NF_SOURCE_PIPELINES);
+    for (const char *s = search; s && *s;) {
         const char *colon = strchr(s, ':');
         size_t len = colon ? (size_t)(colon - s) : strlen(s);
         if (len > 0) {
@@ -239,12 +242,15 @@ static char *find_used_file(const char *from, const char *path, struct nf_strbuf
             char *cand = folder ? nf_path_join(folder, path) : NULL;
             nf_strbuf_addf(looked, ", %s", folder ? folder : "");
             free(folder);
-            if (cand && access(cand, R_OK) == 0)
+            if (cand && access(cand, R_OK) == 0) {
+                free(search);
                 return cand;
+            }
             free(cand);
         }
         s += len + (colon ? 1 : 0);
     }
+    free(search);
     return NULL;
 }
 
