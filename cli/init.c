@@ -96,11 +96,10 @@ static int glob_both(const char *root, const char *tail, glob_t *g)
 {
     char *a = nf_asprintf("%s/sub-*/func/%s", root, tail), *b = nf_asprintf("%s/sub-*/ses-*/func/%s", root, tail);
     int rc = -1;
-    if (a && b) {
-        int r = glob(a, 0, NULL, g);
-        if (r == 0 || r == GLOB_NOMATCH)
-            r = glob(b, r == 0 ? GLOB_APPEND : 0, NULL, g);
-        rc = r == 0 ? 1 : r == GLOB_NOMATCH ? 0 : -1;
+    if (a && b) {   /* subjects without sessions, then with */
+        int r1 = glob(a, 0, NULL, g);
+        int r2 = r1 == 0 || r1 == GLOB_NOMATCH ? glob(b, r1 == 0 ? GLOB_APPEND : 0, NULL, g) : r1;
+        rc = r1 == 0 || r2 == 0 ? 1 : r2 == GLOB_NOMATCH ? 0 : -1;
     }
     free(a);
     free(b);
