@@ -16,6 +16,7 @@ extern const struct nf_node_type nf_node_permute;
 extern const struct nf_node_type nf_node_predict;
 extern const struct nf_node_type nf_node_report;
 extern const struct nf_node_type nf_node_ridge;
+extern const struct nf_node_type nf_node_select;
 extern const struct nf_node_type nf_node_simulate;
 extern const struct nf_node_type nf_node_summarize;
 
@@ -28,6 +29,7 @@ const struct nf_node_type *const nf_node_types[] = {
     &nf_node_predict,
     &nf_node_report,
     &nf_node_ridge,
+    &nf_node_select,
     &nf_node_simulate,
     &nf_node_summarize,
     &nf_node_debug_fault,

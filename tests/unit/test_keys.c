@@ -79,6 +79,9 @@ static char *tmpdir;
 #define CTX_DESIGN IMAGES "  ev: {type: load, path: data/events.tsv}\n" \
                           "  cf: {type: load, path: data/design.tsv}\n" \
                           "  t: {type: design, in: {events: ev, frames: voxels, confounds: cf}, @P}\n"
+#define CTX_SELECT IMAGES "  x: {type: load, path: data/design.tsv}\n" \
+                          "  r: {type: ridge, in: {X: x, Y: voxels}, alpha: 1}\n" \
+                          "  t: {type: select, in: {data: r.weights}, @P}\n"
 #define CTX_MOMENTS IMAGES "  t: {type: moments, in: {data: voxels}@P}\n"
 
 #define SIM "images: 12, voxel_size: 10, mask: synthetic"
@@ -213,6 +216,7 @@ static const struct decision decisions[] = {
     { "ridge", "settings.cache", CTX_RIDGE, "cv: 2", SEED ", cache: off", SEED ", cache: c/cache.db", false, NULL },
     { "ridge", "settings.device", CTX_RIDGE, "cv: 2", SEED ", device: cpu", SEED ", device: auto", false, NULL },
     { "moments", "(none)", CTX_MOMENTS, "", "", "", false, NULL },
+    { "select", "row", CTX_SELECT, "", "row: f1", "row: f2", true, NULL },
     { "design", "hrf", CTX_DESIGN, "tr: 2", "hrf: glover", "hrf: spm + derivative", true, NULL },
     { "design", "fir_delays", CTX_DESIGN, "tr: 2, hrf: fir", "fir_delays: [0]", "fir_delays: [0, 2]", true, NULL },
     /* delays are read by the fir model only (param_matters) */
