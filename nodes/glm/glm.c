@@ -17,17 +17,18 @@
  * clipping at 1e-300).
  *
  * The algorithm: one factorisation per design (the OLS one and one per AR
- * bin): the column-equilibrated normal matrix is decomposed by Jacobi
- * rotations in double, giving the design's rank, (XwᵀXw)⁺ and the k x n
- * operator P = (XwᵀXw)⁺ Xwᵀ, which equals pinv(Xw) for a full-rank design
- * (for a rank-deficient one it is another least-squares solution: estimable
- * contrasts are the same as nilearn's, the betas of aliased columns are
- * not). The voxels then go through float GEMMs in blocks (B = P Y,
- * residuals Y - Xw B) spread over the node's threads, first in voxel order
- * (the OLS pass), then grouped by AR bin. Each voxel's mean is taken out
- * before the GEMMs and carried in double (its betas are P w, w the whitened
- * constant), so float round-off scales with the data's variation, not with
- * its baseline.
+ * bin, the bins' spread over the node's threads): the column-equilibrated
+ * normal matrix is decomposed by Jacobi rotations in double, giving the
+ * design's rank, (XwᵀXw)⁺ and the k x n operator P = (XwᵀXw)⁺ Xwᵀ, which
+ * equals pinv(Xw) for a full-rank design (for a rank-deficient one it is
+ * another least-squares solution: estimable contrasts are the same as
+ * nilearn's, the betas of aliased columns are not). The voxels then go
+ * through float GEMMs in blocks (Bᵀ = Y Pᵀ, residuals Y - B Xwᵀ, voxel-major
+ * so that each series is contiguous) over the node's threads: first in voxel
+ * order (the OLS pass, which keeps the scaled series voxel by voxel for the
+ * refit), then grouped by AR bin. Each voxel's mean is taken out before the
+ * GEMMs and carried in double (its betas are P w, w the whitened constant),
+ * so float round-off scales with the data's variation, not its baseline.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -381,23 +382,106 @@ struct glm_ctx {
     double dof;                 /* n - rank(X) */
     struct factor ols;
     struct factor *bins;        /* AR(1): one per bin index (2 AR_BINS + 1), rank 0 when empty */
-    float *divisor;             /* V: mean scaling's max(mean, 1) */
     double *mean;               /* V: the mean taken out of each (scaled) series */
+    float *Yt;                  /* AR(1): V x n, the scaled, centred series, voxel by voxel */
     double *acf;                /* AR(1): V x 5 sums of the OLS residuals r:
                                    Σ r, Σ r², Σ r_t r_{t+1}, r_0, r_{n-1} */
     int32_t *bin;               /* AR(1): V, int(100 rho) + AR_BINS */
     int64_t *order;             /* AR(1): voxels grouped by bin */
     int64_t *item_start, *item_len, *item_bin;   /* AR(1) work items */
     int64_t n_items;
+    int64_t *todo, n_todo;      /* AR(1): the bins that have voxels */
     float *out[GLM_N_OUT];      /* output data */
 };
 
-/* Per-thread scratch. */
+/* ---- per-voxel passes over a series ----
+ * -O2 leaves loops of unknown length scalar, and a single double
+ * accumulator is a chain of dependent additions: these keep four chains (a
+ * fixed order, so results do not depend on threads) and write the
+ * element-wise float loops with explicit vectors (the same IEEE operations
+ * per element as the scalar code). */
+
+typedef float glm_v8f __attribute__((vector_size(32)));
+
+static double series_sum(const float *y, int64_t n)
+{
+    double a[4] = { 0, 0, 0, 0 };
+    int64_t t = 0;
+    for (; t + 4 <= n; t += 4)
+        for (int l = 0; l < 4; l++)
+            a[l] += y[t + l];
+    for (; t < n; t++)
+        a[0] += y[t];
+    return (a[0] + a[1]) + (a[2] + a[3]);
+}
+
+/* y = 100 (y / divisor - 1), nilearn's mean_scaling in float32. */
+static void series_scale(float *y, int64_t n, float divisor)
+{
+    const glm_v8f d = { divisor, divisor, divisor, divisor, divisor, divisor, divisor, divisor };
+    int64_t t = 0;
+    for (; t + 8 <= n; t += 8) {
+        glm_v8f v;
+        memcpy(&v, y + t, sizeof v);
+        v = 100.0f * (v / d - 1.0f);
+        memcpy(y + t, &v, sizeof v);
+    }
+    for (; t < n; t++)
+        y[t] = 100.0f * (y[t] / divisor - 1.0f);
+}
+
+static void series_shift(float *y, int64_t n, float mean)
+{
+    int64_t t = 0;
+    for (; t + 8 <= n; t += 8) {
+        glm_v8f v;
+        memcpy(&v, y + t, sizeof v);
+        v -= mean;
+        memcpy(y + t, &v, sizeof v);
+    }
+    for (; t < n; t++)
+        y[t] -= mean;
+}
+
+/* y = ARModel.whiten(src): y_t = src_t - rho src_{t-1}, y_0 = src_0. */
+static void series_whiten(float *y, const float *src, int64_t n, float rho)
+{
+    y[0] = src[0];
+    int64_t t = 1;
+    for (; t + 8 <= n; t += 8) {
+        glm_v8f a, b;
+        memcpy(&a, src + t, sizeof a);
+        memcpy(&b, src + t - 1, sizeof b);
+        a -= rho * b;
+        memcpy(y + t, &a, sizeof a);
+    }
+    for (; t < n; t++)
+        y[t] = src[t] - rho * src[t - 1];
+}
+
+/* Σ (r_t + u_t m)² in double. */
+static double series_sse(const float *r, const double *u, double m, int64_t n)
+{
+    double a[4] = { 0, 0, 0, 0 };
+    int64_t t = 0;
+    for (; t + 4 <= n; t += 4)
+        for (int l = 0; l < 4; l++) {
+            double e = (double)r[t + l] + u[t + l] * m;
+            a[l] += e * e;
+        }
+    for (; t < n; t++) {
+        double e = (double)r[t] + u[t] * m;
+        a[0] += e * e;
+    }
+    return (a[0] + a[1]) + (a[2] + a[3]);
+}
+
+/* Per-thread scratch; blocks are voxel-major (a voxel's series contiguous). */
 struct scratch {
-    float *Yb;                  /* n x BLOCK_VOXELS */
-    float *B;                   /* k x BLOCK_VOXELS */
+    float *Yb;                  /* BLOCK_VOXELS x n */
+    float *B;                   /* BLOCK_VOXELS x k */
     double *m, *sse;            /* BLOCK_VOXELS */
-    double *beta;               /* k x BLOCK_VOXELS */
+    double *beta;               /* BLOCK_VOXELS x k */
 };
 
 static void scratch_free(struct scratch *s)
@@ -419,63 +503,47 @@ static bool scratch_alloc(const struct glm_ctx *c, struct scratch *s)
     return s->Yb && s->B && s->m && s->sse && s->beta;
 }
 
-/* Copy voxels (b0.. or vox[]) of Y into s->Yb (n x nb), scaled as nilearn
- * does in float32; with `first`, also fix each voxel's divisor and mean. */
-static void load_block(struct glm_ctx *c, struct scratch *s, int64_t b0, const int64_t *vox, int64_t nb,
-                       bool first)
+/* Voxels b0.. of Y into s->Yb, transposed (tiles, so that both sides stay in
+ * cache), scaled as nilearn does in float32, and less their mean (the float
+ * mean, so that what is left of it stays in the data), which is kept per
+ * voxel. With AR(1) the result is kept for the refit (c->Yt). */
+static void load_block(struct glm_ctx *c, struct scratch *s, int64_t b0, int64_t nb)
 {
     const int64_t n = c->n, V = c->V;
-    for (int64_t t = 0; t < n; t++) {
-        const float *row = c->Y + t * V;
-        float *dst = s->Yb + t * nb;
-        if (vox)
-            for (int64_t i = 0; i < nb; i++)
-                dst[i] = row[vox[i]];
-        else
-            memcpy(dst, row + b0, (size_t)nb * sizeof *dst);
-    }
-    if (first) {
-        for (int64_t i = 0; i < nb; i++)
-            s->m[i] = 0;
-        if (c->prm->scaling == GLM_SCALING_MEAN) {
-            for (int64_t t = 0; t < n; t++)
-                for (int64_t i = 0; i < nb; i++)
-                    s->m[i] += s->Yb[t * nb + i];
-            for (int64_t i = 0; i < nb; i++) {
-                float mean = (float)(s->m[i] / (double)n);
-                c->divisor[b0 + i] = mean > 1.0f ? mean : 1.0f;
-                s->m[i] = 0;
+    enum { TT = 16, TI = 64 };
+    for (int64_t t0 = 0; t0 < n; t0 += TT)
+        for (int64_t i0 = 0; i0 < nb; i0 += TI) {
+            const int64_t t1 = t0 + TT < n ? t0 + TT : n, i1 = i0 + TI < nb ? i0 + TI : nb;
+            for (int64_t t = t0; t < t1; t++) {
+                const float *row = c->Y + t * V + b0;
+                for (int64_t i = i0; i < i1; i++)
+                    s->Yb[i * n + t] = row[i];
             }
         }
-    }
-    if (c->prm->scaling == GLM_SCALING_MEAN)
-        for (int64_t i = 0; i < nb; i++) {
-            const float dv = c->divisor[vox ? vox[i] : b0 + i];
-            for (int64_t t = 0; t < n; t++)
-                s->Yb[t * nb + i] = 100.0f * (s->Yb[t * nb + i] / dv - 1.0f);
+    for (int64_t i = 0; i < nb; i++) {
+        float *y = s->Yb + i * n;
+        if (c->prm->scaling == GLM_SCALING_MEAN) {
+            const float mean = (float)(series_sum(y, n) / (double)n);
+            series_scale(y, n, mean > 1.0f ? mean : 1.0f);
         }
-    if (first) {
-        for (int64_t t = 0; t < n; t++)
-            for (int64_t i = 0; i < nb; i++)
-                s->m[i] += s->Yb[t * nb + i];
-        for (int64_t i = 0; i < nb; i++)
-            c->mean[b0 + i] = (double)(float)(s->m[i] / (double)n);
+        const float mean = (float)(series_sum(y, n) / (double)n);
+        series_shift(y, n, mean);
+        s->m[i] = c->mean[b0 + i] = (double)mean;
     }
-    /* take the mean out (the float mean: what is left of it stays in the data) */
-    for (int64_t i = 0; i < nb; i++)
-        s->m[i] = c->mean[vox ? vox[i] : b0 + i];
-    for (int64_t t = 0; t < n; t++)
-        for (int64_t i = 0; i < nb; i++)
-            s->Yb[t * nb + i] -= (float)s->m[i];
+    if (c->Yt)
+        memcpy(c->Yt + b0 * n, s->Yb, (size_t)(nb * n) * sizeof *s->Yb);
 }
 
-/* ARModel.whiten of the centred block, in place (last frame first). */
-static void whiten_block(float *Yb, int64_t n, int64_t nb, double rho)
+/* The AR(1) refit's voxels vox[] from c->Yt (scaled and centred), whitened
+ * as ARModel.whiten does (last frame first, the first kept). */
+static void gather_block(const struct glm_ctx *c, struct scratch *s, const int64_t *vox, int64_t nb, double rho)
 {
+    const int64_t n = c->n;
     const float r = (float)rho;
-    for (int64_t t = n - 1; t >= 1; t--)
-        for (int64_t i = 0; i < nb; i++)
-            Yb[t * nb + i] -= r * Yb[(t - 1) * nb + i];
+    for (int64_t i = 0; i < nb; i++) {
+        series_whiten(s->Yb + i * n, c->Yt + vox[i] * n, n, r);
+        s->m[i] = c->mean[vox[i]];
+    }
 }
 
 /* Fit the block with f: betas in s->beta (double, the mean part added back),
@@ -484,19 +552,13 @@ static void whiten_block(float *Yb, int64_t n, int64_t nb, double rho)
 static void fit_block(const struct glm_ctx *c, const struct factor *f, struct scratch *s, int64_t nb)
 {
     const int64_t n = c->n, k = c->k;
-    c->K->sgemm(false, false, k, nb, n, 1.0f, f->P, n, s->Yb, nb, 0.0f, s->B, nb);
-    c->K->sgemm(false, false, n, nb, k, -1.0f, f->Xw, k, s->B, nb, 1.0f, s->Yb, nb);
-    for (int64_t j = 0; j < k; j++)
-        for (int64_t i = 0; i < nb; i++)
-            s->beta[j * nb + i] = (double)s->B[j * nb + i] + f->g[j] * s->m[i];
-    for (int64_t i = 0; i < nb; i++)
-        s->sse[i] = 0;
-    for (int64_t t = 0; t < n; t++) {
-        const double u = f->u[t];
-        for (int64_t i = 0; i < nb; i++) {
-            double r = (double)s->Yb[t * nb + i] + u * s->m[i];
-            s->sse[i] += r * r;
-        }
+    /* Bt = Yb Pᵀ, then Yb -= Bt Xwᵀ */
+    c->K->sgemm(false, true, nb, k, n, 1.0f, s->Yb, n, f->P, n, 0.0f, s->B, k);
+    c->K->sgemm(false, true, nb, n, k, -1.0f, s->B, k, f->Xw, k, 1.0f, s->Yb, n);
+    for (int64_t i = 0; i < nb; i++) {
+        for (int64_t j = 0; j < k; j++)
+            s->beta[i * k + j] = (double)s->B[i * k + j] + f->g[j] * s->m[i];
+        s->sse[i] = series_sse(s->Yb + i * n, f->u, s->m[i], n);
     }
 }
 
@@ -508,15 +570,15 @@ static void store_block(const struct glm_ctx *c, const struct factor *f, const s
     const double denom = (double)(c->n - k);
     for (int64_t i = 0; i < nb; i++) {
         const int64_t v = vox ? vox[i] : b0 + i;
-        const double dispersion = s->sse[i] / denom;
+        const double dispersion = s->sse[i] / denom, *beta = s->beta + i * k;
         for (int64_t j = 0; j < k; j++)
-            c->out[GLM_OUT_BETAS][j * V + v] = (float)s->beta[j * nb + i];
+            c->out[GLM_OUT_BETAS][j * V + v] = (float)beta[j];
         c->out[GLM_OUT_RESIDUAL_VARIANCE][v] = (float)dispersion;
         for (size_t ci = 0; ci < c->cs.c; ci++) {
             const double *w = c->cs.w + ci * (size_t)k;
             double effect = 0;
             for (int64_t j = 0; j < k; j++)
-                effect += w[j] * s->beta[j * nb + i];
+                effect += w[j] * beta[j];
             double variance = f->cvar[ci] * dispersion;
             double t = effect / sqrt(variance > 1e-50 ? variance : 1e-50), p, z;
             glm_t_p_z(t, c->dof, &p, &z);
@@ -535,27 +597,32 @@ static void residual_sums(struct glm_ctx *c, const struct scratch *s, int64_t b0
 {
     const int64_t n = c->n;
     for (int64_t i = 0; i < nb; i++) {
-        double *a = c->acf + (b0 + i) * 5, prev = 0;
-        a[0] = a[1] = a[2] = 0;
+        const float *res = s->Yb + i * n;
+        const double m = s->m[i];
+        double *a = c->acf + (b0 + i) * 5, sum = 0, sq = 0, lag = 0, prev = 0;
         for (int64_t t = 0; t < n; t++) {
-            double r = (double)s->Yb[t * nb + i] + c->ols.u[t] * s->m[i];
-            a[0] += r;
-            a[1] += r * r;
-            if (t > 0)
-                a[2] += prev * r;
+            double r = (double)res[t] + c->ols.u[t] * m;
+            sum += r;
+            sq += r * r;
+            lag += prev * r;   /* prev is 0 at t = 0 */
             if (t == 0)
                 a[3] = r;
             prev = r;
         }
+        a[0] = sum;
+        a[1] = sq;
+        a[2] = lag;
         a[4] = prev;
     }
 }
 
 /* ---- voxel blocks over threads ---- */
 
+enum { PASS_OLS, PASS_FACTOR, PASS_AR };   /* voxel blocks in order, AR bins' factors, bins' voxels */
+
 struct work {
     struct glm_ctx *c;
-    int pass;                   /* 1: OLS in voxel order; 2: AR(1) bins */
+    int pass;                   /* PASS_* */
     int64_t n_items;
     const struct nf_run *run;
     int64_t total;              /* voxels to report in all */
@@ -579,10 +646,16 @@ static void *worker(void *arg)
             break;
         }
         int64_t nb;
-        if (w->pass == 1) {
+        if (w->pass == PASS_FACTOR) {   /* nilearn's rho: (int * 1.0) / bins */
+            const int64_t b = c->todo[i];
+            if (factor_make(c->X, c->n, c->k, (double)(b - AR_BINS) * 1.0 / AR_BINS, &c->cs, &c->bins[b], &err) < 0)
+                break;
+            continue;
+        }
+        if (w->pass == PASS_OLS) {
             const int64_t b0 = i * BLOCK_VOXELS;
             nb = c->V - b0 < BLOCK_VOXELS ? c->V - b0 : BLOCK_VOXELS;
-            load_block(c, &s, b0, NULL, nb, true);
+            load_block(c, &s, b0, nb);
             fit_block(c, &c->ols, &s, nb);
             if (c->prm->noise == GLM_NOISE_OLS)
                 store_block(c, &c->ols, &s, b0, NULL, nb);
@@ -592,8 +665,7 @@ static void *worker(void *arg)
             const int64_t *vox = c->order + c->item_start[i];
             const struct factor *f = &c->bins[c->item_bin[i]];
             nb = c->item_len[i];
-            load_block(c, &s, 0, vox, nb, false);
-            whiten_block(s.Yb, c->n, nb, f->rho);
+            gather_block(c, &s, vox, nb, f->rho);
             fit_block(c, f, &s, nb);
             store_block(c, f, &s, 0, vox, nb);
         }
@@ -634,8 +706,8 @@ static int run_pass(struct work *w, const struct nf_run *run)
 }
 
 /* nilearn's _yule_walker on the OLS residuals less their mean over the whole
- * run, then its bins; voxels grouped by bin into work items, and one
- * factorisation per bin that has voxels. */
+ * run, then its bins; voxels grouped by bin into work items, and the list of
+ * bins that have voxels (each then gets its factorisation). */
 static int make_bins(struct glm_ctx *c, struct nf_error *err)
 {
     const int64_t n = c->n, V = c->V, nbins = 2 * AR_BINS + 1;
@@ -672,8 +744,9 @@ static int make_bins(struct glm_ctx *c, struct nf_error *err)
     c->item_len = nf_malloc_array((size_t)items + 1, sizeof *c->item_len);
     c->item_bin = nf_malloc_array((size_t)items + 1, sizeof *c->item_bin);
     int64_t *at = nf_malloc_array((size_t)nbins + 1, sizeof *at);
+    c->todo = nf_malloc_array((size_t)nbins + 1, sizeof *c->todo);
     int rc = 0;
-    if (!c->item_start || !c->item_len || !c->item_bin || !at) {
+    if (!c->item_start || !c->item_len || !c->item_bin || !at || !c->todo) {
         rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
         goto done;
     }
@@ -686,12 +759,11 @@ static int make_bins(struct glm_ctx *c, struct nf_error *err)
             c->item_bin[c->n_items++] = b;
         }
         pos += count[b];
-        if (count[b] > 0)   /* nilearn: (int * 1.0) / bins */
-            NF_TRY(rc = factor_make(c->X, n, c->k, (double)(b - AR_BINS) * 1.0 / AR_BINS, &c->cs, &c->bins[b], err));
+        if (count[b] > 0)
+            c->todo[c->n_todo++] = b;
     }
     for (int64_t v = 0; v < V; v++)
         c->order[at[c->bin[v]]++] = v;
-fail:
 done:
     free(at);
     free(count);
@@ -730,7 +802,7 @@ static void ctx_free(struct glm_ctx *c)
     for (int64_t b = 0; c->bins && b < 2 * AR_BINS + 1; b++)
         factor_free(&c->bins[b]);
     free(c->bins);
-    free(c->divisor);
+    free(c->Yt);
     free(c->mean);
     free(c->acf);
     free(c->bin);
@@ -738,6 +810,7 @@ static void ctx_free(struct glm_ctx *c)
     free(c->item_start);
     free(c->item_len);
     free(c->item_bin);
+    free(c->todo);
 }
 
 static int new_outputs(struct glm_ctx *c, const struct nf_value *yin, const char *const *cols, struct nf_value **out,
@@ -810,25 +883,31 @@ static int glm_run(struct nf_run *run)
     if (c.ols.rank < c.k)
         nf_warn(nf_node_id(node), "the design has rank %" PRId64 " for %" PRId64 " columns (some columns are "
                 "combinations of others): contrasts of those columns are not estimable", c.ols.rank, c.k);
-    c.divisor = nf_alloc_floats((size_t)c.V);
     c.mean = nf_malloc_array((size_t)c.V, sizeof *c.mean);
-    if (prm->noise == GLM_NOISE_AR1)
+    if (prm->noise == GLM_NOISE_AR1) {
         c.acf = nf_malloc_array((size_t)c.V * 5, sizeof *c.acf);
-    if (!c.divisor || !c.mean || (prm->noise == GLM_NOISE_AR1 && !c.acf)) {
+        c.Yt = nf_alloc_floats((size_t)(c.V * c.n));
+    }
+    if (!c.mean || (prm->noise == GLM_NOISE_AR1 && (!c.acf || !c.Yt))) {
         rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
         goto fail;
     }
     NF_TRY(rc = new_outputs(&c, yin, cols, out, run->err));
 
     int64_t passes = prm->noise == GLM_NOISE_AR1 ? 2 : 1;
-    struct work w = { .c = &c, .pass = 1, .n_items = (c.V + BLOCK_VOXELS - 1) / BLOCK_VOXELS, .run = run,
+    struct work w = { .c = &c, .pass = PASS_OLS, .n_items = (c.V + BLOCK_VOXELS - 1) / BLOCK_VOXELS, .run = run,
                       .total = passes * c.V };
     pthread_mutex_init(&w.lock, NULL);
     rc = run_pass(&w, run);
     if (rc == 0 && prm->noise == GLM_NOISE_AR1) {
         rc = make_bins(&c, run->err);
         if (rc == 0) {
-            w.pass = 2;
+            w.pass = PASS_FACTOR;
+            w.n_items = c.n_todo;
+            rc = run_pass(&w, run);
+        }
+        if (rc == 0) {
+            w.pass = PASS_AR;
             w.n_items = c.n_items;
             rc = run_pass(&w, run);
         }
@@ -849,7 +928,8 @@ fail:
     return nf_error_on_node(node, run->err, rc);
 }
 
-/* Per thread: a block of data, betas and sums; per voxel: divisor, mean,
+/* Per thread: a block of data, betas and sums; per voxel: mean, and with
+ * AR(1) the scaled series again (voxel-major, for the refit by bin),
  * residual sums, bin and order; the factorisations (one per AR bin). */
 static uint64_t glm_estimate(const void *params, const struct nf_shape *in, const struct nf_shape *out)
 {
@@ -859,7 +939,7 @@ static uint64_t glm_estimate(const void *params, const struct nf_shape *in, cons
     if (k < 1)
         k = 64;
     double threads = 16, per_thread = 4 * (n + k) * BLOCK_VOXELS + 8 * (k + 2) * BLOCK_VOXELS;
-    double per_voxel = 4 + 8 + (p->noise == GLM_NOISE_AR1 ? 40 + 4 + 8 : 0);
+    double per_voxel = 8 + (p->noise == GLM_NOISE_AR1 ? 4 * n + 40 + 4 + 8 : 0);
     double factors = (p->noise == GLM_NOISE_AR1 ? 2 * AR_BINS + 2 : 1) * (8 * n * k + 8 * k * k);
     return (uint64_t)(threads * per_thread + per_voxel * V + factors);
 }

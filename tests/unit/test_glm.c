@@ -528,6 +528,13 @@ static void test_ar1(void **state)
     }
     assert_true(checked >= NV - 3);
     assert_true(bins_seen >= 20);   /* the data spread over many bins */
+    /* the same bits with one thread */
+    struct nf_value *one[GLM_N_OUT];
+    assert_int_equal(run_glm(&p, x, ym, 1, one, &err), 0);
+    for (int o = 0; o < GLM_N_OUT; o++)
+        assert_memory_equal(one[o]->u.mat.data, out[o]->u.mat.data,
+                            (size_t)(out[o]->u.mat.rows * NV) * sizeof(float));
+    outputs_free(one);
     outputs_free(out);
     nf_value_unref(x);
     nf_value_unref(ym);
