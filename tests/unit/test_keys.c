@@ -82,6 +82,9 @@ static char *tmpdir;
 #define CTX_SELECT IMAGES "  x: {type: load, path: data/design.tsv}\n" \
                           "  r: {type: ridge, in: {X: x, Y: voxels}, alpha: 1}\n" \
                           "  t: {type: select, in: {data: r.weights}, @P}\n"
+#define CTX_GLM IMAGES "  ev: {type: load, path: data/events.tsv}\n" \
+                       "  d: {type: design, in: {events: ev, frames: voxels}, tr: 2}\n" \
+                       "  t: {type: glm, in: {X: d.X, Y: voxels}, @P}\n"
 #define CTX_MOMENTS IMAGES "  t: {type: moments, in: {data: voxels}@P}\n"
 
 #define SIM "images: 12, voxel_size: 10, mask: synthetic"
@@ -232,6 +235,9 @@ static const struct decision decisions[] = {
     { "design", "tr", CTX_DESIGN, "", "tr: 2", "tr: 2.5", true, NULL },
     { "design", "confound_columns", CTX_DESIGN, "tr: 2", "confound_columns: [f1]", "confound_columns: [f*]", true, NULL },
     { "design", "modulation", CTX_DESIGN, "tr: 2", "", "modulation: amp", true, NULL },
+    { "glm", "noise", CTX_GLM, "contrasts: [d = a - b]", "noise: ar1", "noise: ols", true, NULL },
+    { "glm", "scaling", CTX_GLM, "contrasts: [d = a - b]", "scaling: mean", "scaling: none", true, NULL },
+    { "glm", "contrasts", CTX_GLM, "", "contrasts: [d = a - b]", "contrasts: [d = a + b]", true, NULL },
 };
 
 /* ---- digests ---- */

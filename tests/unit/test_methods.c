@@ -23,6 +23,7 @@
 #include "node.h"
 #include "core/util.h"
 #include "design/design.h"
+#include "glm/glm.h"
 #include "load/load.h"
 #include "mask/mask.h"
 #include "permute/permute.h"
@@ -35,6 +36,7 @@
 /* Large enough for any node's params struct (checked against params_size). */
 union any_params {
     struct design_params design;
+    struct glm_params glm;
     struct load_params load;
     struct mask_params mask;
     struct permute_params permute;
@@ -369,6 +371,26 @@ static void test_design(void **state)
     nf_params_release(t, p);
 }
 
+static void test_glm(void **state)
+{
+    (void)state;
+    union any_params u;
+    const struct nf_node_type *t = defaults("glm", &u);
+    struct glm_params *p = &u.glm;
+    p->contrasts.v = nf_calloc(2, sizeof *p->contrasts.v);
+    p->contrasts.v[0] = nf_strdup("faces_vs_houses = faces - houses");
+    p->contrasts.v[1] = nf_strdup("all = [1, 1]");
+    p->contrasts.n = 2;
+    expect("glm", p,
+           HAS("FirstLevelModel", "percent signal change", "AR(1) noise model", "cut to two decimals",
+               "2 t contrasts were (faces_vs_houses = faces - houses; all = [1, 1]) estimated"),
+           HAS("ordinary least squares"));
+    p->noise = GLM_NOISE_OLS;
+    p->scaling = GLM_SCALING_NONE;
+    expect("glm", p, HAS("by ordinary least squares"), HAS("AR(1)", "percent"));
+    nf_params_release(t, p);
+}
+
 /* Out of memory at any allocation: NULL, never a partial sentence; the same
  * sentence once nothing fails. */
 static void test_out_of_memory(void **state)
@@ -415,6 +437,7 @@ int main(void)
         cmocka_unit_test(test_predict),
         cmocka_unit_test(test_summarize),
         cmocka_unit_test(test_design),
+        cmocka_unit_test(test_glm),
         cmocka_unit_test(test_out_of_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

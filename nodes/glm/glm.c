@@ -1,0 +1,975 @@
+/* glm.c — the `glm` node: a first-level GLM of one run, as nilearn 0.14's
+ * FirstLevelModel fits it (run_glm, then compute_contrast for t contrasts),
+ * for every voxel of a frames x voxels matrix and its design table.
+ *
+ * nilearn's recipe, step by step: with scaling: mean each voxel becomes
+ * percent signal change, 100 (y / max(mean, 1) - 1) (so voxels of mean below
+ * 1, zero-mean ones included, are only shifted, as nilearn's mean_scaling
+ * does); an OLS fit gives residuals whose lag-1 autocorrelation (Yule-Walker:
+ * Σ y_t y_{t+1} / (n - 1) over Σ y_t² / n, y the residuals less their mean
+ * over the whole run) is cut to two decimals toward zero, int(100 rho) / 100,
+ * nilearn's bins; each bin is refitted with the design and data whitened by
+ * y_t - rho y_{t-1} (the first frame left as it is). Betas are pinv(Xw) yw;
+ * the dispersion is the whitened residuals' sum of squares over n - k; a t
+ * contrast's effect is cᵀβ, its variance cᵀ (XwᵀXw)⁺ c times the dispersion,
+ * t = effect / sqrt(max(variance, 1e-50)), p = P(T > t) with n - rank(X)
+ * degrees of freedom, and z the normal quantile of that tail (nilearn's
+ * clipping at 1e-300).
+ *
+ * The algorithm: one factorisation per design (the OLS one and one per AR
+ * bin, the bins' spread over the node's threads): the column-equilibrated
+ * normal matrix is decomposed by Jacobi rotations in double, giving the
+ * design's rank, (XwᵀXw)⁺ and the k x n operator P = (XwᵀXw)⁺ Xwᵀ, which
+ * equals pinv(Xw) for a full-rank design (for a rank-deficient one it is
+ * another least-squares solution: estimable contrasts are the same as
+ * nilearn's, the betas of aliased columns are not). The voxels then go
+ * through float GEMMs in blocks (Bᵀ = Y Pᵀ, residuals Y - B Xwᵀ, voxel-major
+ * so that each series is contiguous) over the node's threads: first in voxel
+ * order (the OLS pass, which keeps the scaled series voxel by voxel for the
+ * refit), then grouped by AR bin. Each voxel's mean is taken out before the
+ * GEMMs and carried in double (its betas are P w, w the whitened constant),
+ * so float round-off scales with the data's variation, not its baseline.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "node.h"
+#include "core/util.h"
+#include "kernels/kernels.h"
+
+#include "glm.h"
+
+/* Voxels per GEMM block: n x BLOCK floats of data stay in the L2 cache. */
+#define BLOCK_VOXELS 512
+/* Eigenvalues of the equilibrated normal matrix below this fraction of the
+ * largest count as zero: columns that are combinations of others. */
+#define RANK_TOLERANCE 1e-12
+/* nilearn's AR(1) bins: int(rho * 100) / 100. */
+#define AR_BINS 100
+
+static const char *const noise_names[] = { "ols", "ar1", NULL };
+static const char *const scaling_names[] = { "none", "mean", NULL };
+
+#define FIELD(f) offsetof(struct glm_params, f)
+static const struct nf_param glm_params_table[] = {
+    NF_PARAM_ENUM("noise", FIELD(noise), noise_names, GLM_NOISE_AR1,
+                  "temporal noise model: ar1 (nilearn's default: OLS residuals' lag-1 autocorrelation per "
+                  "voxel, cut to 2 decimals, and a refit with the design and data whitened by it) or ols"),
+    NF_PARAM_ENUM("scaling", FIELD(scaling), scaling_names, GLM_SCALING_MEAN,
+                  "mean: each voxel to percent signal change, 100 * (y / max(mean, 1) - 1), as nilearn's "
+                  "signal_scaling=0 (its default); none: the data as they are"),
+    NF_PARAM_STR_LIST_F("contrasts", FIELD(contrasts), "", 1, 1000, NF_PF_REQUIRED,
+                        "t contrasts, each \"name = expression\" over the design's column names with +, -, "
+                        "numbers times names and parentheses (\"faces_vs_houses = faces - houses\", "
+                        "\"f = 2*a - (b + c)\", \"mean = (a + b)/2\") or \"name = [1, -1, 0]\" (weights in "
+                        "column order, zeros added up to the number of columns)"),
+    NF_PARAM_END,
+};
+#undef FIELD
+
+static const struct nf_port glm_inputs[] = {
+    { "X", "design table: one row per frame, one numeric column per regressor (the design node's X)",
+      NF_PT_TABLE, 0 },
+    { "Y", "the run's data: frames x voxels matrix (the mask node's output), rows matching X's",
+      NF_PT_MATRIX, 0 },
+    NF_PORT_END
+};
+static const struct nf_port glm_outputs[] = {
+    { "effect", "contrasts x voxels: each contrast's effect size cᵀβ (rows named by contrast)", NF_PT_MATRIX, 0 },
+    { "variance", "contrasts x voxels: the variance of each effect", NF_PT_MATRIX, 0 },
+    { "t", "contrasts x voxels: t statistics, n - rank(X) degrees of freedom", NF_PT_MATRIX, 0 },
+    { "z", "contrasts x voxels: z scores of the t statistics' upper tail, as nilearn's", NF_PT_MATRIX, 0 },
+    { "p", "contrasts x voxels: one-sided p-values P(T > t)", NF_PT_MATRIX, 0 },
+    { "betas", "regressors x voxels: the parameter estimates (rows named by design column)", NF_PT_MATRIX, 0 },
+    { "residual_variance", "1 x voxels: the (whitened) residuals' sum of squares over n - k",
+      NF_PT_MATRIX, 0 },
+    NF_PORT_END
+};
+NF_PORTS_MATCH(glm_inputs, GLM_N_IN);
+NF_PORTS_MATCH(glm_outputs, GLM_N_OUT);
+
+#define FAIL_NODE(err, node, code, ...) NF_FAIL_AT(err, code, nf_node_loc(node), nf_node_id(node), __VA_ARGS__)
+
+/* ---- methods and checks ---- */
+
+static char *glm_methods(const void *params)
+{
+    const struct glm_params *p = params;
+    struct nf_strbuf sb;
+    nf_strbuf_init(&sb);
+    nf_strbuf_addf(&sb, "A general linear model was fitted to every voxel's time series as nilearn's "
+                        "FirstLevelModel fits it");
+    if (p->scaling == GLM_SCALING_MEAN)
+        nf_strbuf_addf(&sb, ", after scaling each voxel to percent signal change");
+    if (p->noise == GLM_NOISE_AR1)
+        nf_strbuf_addf(&sb, ", with an AR(1) noise model (the lag-1 autocorrelation of each voxel's OLS "
+                            "residuals, cut to two decimals, whitening a refit of the model)");
+    else
+        nf_strbuf_addf(&sb, ", by ordinary least squares");
+    if (p->contrasts.n == 0) {
+        nf_strbuf_addf(&sb, "; t contrasts were estimated, with z scores from the t statistics' upper tails.");
+        return nf_strbuf_detach(&sb);
+    }
+    nf_strbuf_addf(&sb, "; %zu t contrast%s (", p->contrasts.n, p->contrasts.n == 1 ? " was" : "s were");
+    for (size_t i = 0; i < p->contrasts.n; i++)
+        nf_strbuf_addf(&sb, "%s%s", i ? "; " : "", p->contrasts.v[i]);
+    nf_strbuf_addf(&sb, ") estimated, with z scores from the t statistics' upper tails.");
+    return nf_strbuf_detach(&sb);
+}
+
+/* The syntax of every contrast, before any data. */
+static void glm_check(const void *params, const struct nf_loc *loc, const char *node, struct nf_diags *d)
+{
+    const struct glm_params *p = params;
+    for (size_t i = 0; i < p->contrasts.n; i++) {
+        char why[1024], *name = NULL, *expr = NULL;
+        int rc = glm_contrast_split(p->contrasts.v[i], &name, &expr, why, sizeof why);
+        if (rc == 0)
+            rc = glm_contrast_weights(expr, NULL, 0, NULL, why, sizeof why);
+        if (rc == NF_EINVAL)
+            NF_DIAG(d, NF_EINVAL, loc, node, "contrasts[%zu]: %s", i + 1, why);
+        for (size_t j = 0; rc == 0 && j < i; j++) {
+            char *other = NULL, *other_expr = NULL;
+            if (glm_contrast_split(p->contrasts.v[j], &other, &other_expr, why, sizeof why) == 0 &&
+                strcmp(other, name) == 0)
+                NF_DIAG(d, NF_EINVAL, loc, node, "contrasts[%zu]: the name '%s' is used twice (also "
+                        "contrasts[%zu])", i + 1, name, j + 1);
+            free(other);
+            free(other_expr);
+        }
+        free(name);
+        free(expr);
+    }
+}
+
+/* ---- contrasts against the design's columns ---- */
+
+struct contrasts {
+    size_t c;
+    char **names;      /* c, owned */
+    double *w;         /* c x k */
+};
+
+static void contrasts_free(struct contrasts *cs)
+{
+    for (size_t i = 0; cs->names && i < cs->c; i++)
+        free(cs->names[i]);
+    free(cs->names);
+    free(cs->w);
+    *cs = (struct contrasts){ 0 };
+}
+
+static int read_contrasts(const struct glm_params *p, const char *const *cols, size_t k, struct contrasts *cs,
+                          const struct nf_node_inst *node, struct nf_error *err)
+{
+    cs->c = p->contrasts.n;
+    cs->names = nf_calloc(cs->c + 1, sizeof *cs->names);
+    cs->w = nf_calloc(cs->c * k + 1, sizeof *cs->w);
+    if (!cs->names || !cs->w)
+        return NF_FAIL(err, NF_ENOMEM, "out of memory");
+    for (size_t i = 0; i < cs->c; i++) {
+        char why[1024], *expr = NULL;
+        int rc = glm_contrast_split(p->contrasts.v[i], &cs->names[i], &expr, why, sizeof why);
+        if (rc == 0)
+            rc = glm_contrast_weights(expr, cols, k, cs->w + i * k, why, sizeof why);
+        free(expr);
+        if (rc == NF_ENOMEM)
+            return NF_FAIL(err, NF_ENOMEM, "out of memory");
+        if (rc < 0)
+            return FAIL_NODE(err, node, NF_EINVAL, "contrasts[%zu]: %s", i + 1, why);
+    }
+    return 0;
+}
+
+/* ---- shapes ---- */
+
+/* "a\nb\n" -> an array of k names pointing into a copy (*buf owned). */
+static const char **split_names(const char *names, size_t *k, char **buf)
+{
+    *k = 0;
+    *buf = nf_strdup(names);
+    if (!*buf)
+        return NULL;
+    for (const char *s = names; *s; s++)
+        *k += *s == '\n';
+    const char **out = nf_calloc(*k + 1, sizeof *out);
+    if (!out) {
+        free(*buf);
+        *buf = NULL;
+        return NULL;
+    }
+    size_t i = 0;
+    for (char *s = *buf; *s && i < *k;) {
+        char *nl = strchr(s, '\n');
+        out[i++] = s;
+        if (!nl)
+            break;
+        *nl = '\0';
+        s = nl + 1;
+    }
+    return out;
+}
+
+static int glm_resolve(struct nf_resolve *r)
+{
+    const struct glm_params *p = r->params;
+    const struct nf_shape *x = &r->in[GLM_IN_X], *y = &r->in[GLM_IN_Y];
+    if (x->kind == NF_KIND_TABLE && y->kind == NF_KIND_MATRIX && x->dim[0] > 0 && y->dim[0] > 0 &&
+        x->dim[0] != y->dim[0])
+        return FAIL_NODE(r->err, r->node, NF_ESHAPE, "the design X has %" PRId64 " rows but Y has %" PRId64
+                         " frames: they must be the same run, row for row", x->dim[0], y->dim[0]);
+    if (x->kind == NF_KIND_TABLE && x->col_names) {   /* names known from the file: check now */
+        size_t k;
+        char *buf;
+        const char **cols = split_names(x->col_names, &k, &buf);
+        struct contrasts cs = { 0 };
+        int rc = cols ? read_contrasts(p, cols, k, &cs, r->node, r->err)
+                      : NF_FAIL(r->err, NF_ENOMEM, "out of memory");
+        contrasts_free(&cs);
+        free(cols);
+        free(buf);
+        if (rc < 0)
+            return rc;
+    }
+    int64_t V = y->kind == NF_KIND_MATRIX ? y->dim[1] : 0, c = (int64_t)p->contrasts.n;
+    struct nf_shape map = { .kind = NF_KIND_MATRIX, .dim = { c, V }, .has_geom = y->has_geom,
+                            .cols_upper_bound = y->cols_upper_bound };
+    for (int o = GLM_OUT_EFFECT; o <= GLM_OUT_P; o++)
+        r->out[o] = map;
+    r->out[GLM_OUT_BETAS] = map;
+    r->out[GLM_OUT_BETAS].dim[0] = x->kind == NF_KIND_TABLE ? x->dim[1] : 0;
+    r->out[GLM_OUT_RESIDUAL_VARIANCE] = map;
+    r->out[GLM_OUT_RESIDUAL_VARIANCE].dim[0] = 1;
+    return 0;
+}
+
+/* ---- factorisations ---- */
+
+/* The least-squares operator of one design, whitened with rho (0: OLS). */
+struct factor {
+    double rho;
+    float *P;          /* k x n: (XwᵀXw)⁺ Xwᵀ */
+    float *Xw;         /* n x k */
+    double *cov;       /* k x k: (XwᵀXw)⁺ */
+    double *g;         /* k: P w, the betas of a constant series (w = whitened ones) */
+    double *u;         /* n: w - Xw g, what of a constant the design leaves (0 with an intercept) */
+    double *cvar;      /* per contrast: cᵀ cov c */
+    int64_t rank;
+};
+
+static void factor_free(struct factor *f)
+{
+    free(f->P);
+    free(f->Xw);
+    free(f->cov);
+    free(f->g);
+    free(f->u);
+    free(f->cvar);
+    *f = (struct factor){ 0 };
+}
+
+/* X (n x k, double) whitened by rho; contrasts W (c x k). */
+static int factor_make(const double *X, int64_t n, int64_t k, double rho, const struct contrasts *cs,
+                       struct factor *f, struct nf_error *err)
+{
+    *f = (struct factor){ .rho = rho };
+    size_t nk = (size_t)(n * k), kk = (size_t)(k * k);
+    double *Xw = nf_malloc_array(nk, sizeof *Xw), *C = nf_malloc_array(kk, sizeof *C);
+    double *Q = nf_malloc_array(kk, sizeof *Q), *lambda = nf_malloc_array((size_t)k, sizeof *lambda);
+    double *d = nf_malloc_array((size_t)k, sizeof *d), *w = nf_malloc_array((size_t)n, sizeof *w);
+    double *Pd = nf_malloc_array(nk, sizeof *Pd);
+    f->P = nf_alloc_floats(nk);
+    f->Xw = nf_alloc_floats(nk);
+    f->cov = nf_calloc(kk, sizeof *f->cov);
+    f->g = nf_calloc((size_t)k, sizeof *f->g);
+    f->u = nf_calloc((size_t)n, sizeof *f->u);
+    f->cvar = nf_calloc(cs->c + 1, sizeof *f->cvar);
+    int rc = 0;
+    if (!Xw || !C || !Q || !lambda || !d || !w || !Pd || !f->P || !f->Xw || !f->cov || !f->g || !f->u || !f->cvar) {
+        rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+        goto done;
+    }
+    /* ARModel.whiten: row t minus rho times row t - 1, the first row kept */
+    for (int64_t t = 0; t < n; t++) {
+        w[t] = t == 0 ? 1 : 1 - rho;
+        for (int64_t j = 0; j < k; j++)
+            Xw[t * k + j] = t == 0 ? X[j] : X[t * k + j] - rho * X[(t - 1) * k + j];
+    }
+    /* equilibrate the columns so that their scales (a constant next to
+     * rotations in radians) do not pass for rank deficiency */
+    for (int64_t j = 0; j < k; j++) {
+        double s = 0;
+        for (int64_t t = 0; t < n; t++)
+            s += Xw[t * k + j] * Xw[t * k + j];
+        d[j] = s > 0 ? 1 / sqrt(s) : 0;
+    }
+    for (int64_t i = 0; i < k; i++)
+        for (int64_t j = i; j < k; j++) {
+            double s = 0;
+            for (int64_t t = 0; t < n; t++)
+                s += Xw[t * k + i] * Xw[t * k + j];
+            C[i * k + j] = C[j * k + i] = s * d[i] * d[j];
+        }
+    glm_sym_eigen(C, k, lambda, Q);
+    double top = 0;
+    for (int64_t i = 0; i < k; i++)
+        top = lambda[i] > top ? lambda[i] : top;
+    /* cov = D Q diag(1/lambda) Qᵀ D over the eigenvalues kept */
+    for (int64_t e = 0; e < k; e++) {
+        if (!(lambda[e] > RANK_TOLERANCE * top))
+            continue;
+        f->rank++;
+        for (int64_t i = 0; i < k; i++)
+            for (int64_t j = 0; j < k; j++)
+                f->cov[i * k + j] += Q[i * k + e] * Q[j * k + e] / lambda[e];
+    }
+    for (int64_t i = 0; i < k; i++)
+        for (int64_t j = 0; j < k; j++)
+            f->cov[i * k + j] *= d[i] * d[j];
+    /* P = cov Xwᵀ, g = P w, u = w - Xw g */
+    for (int64_t i = 0; i < k; i++) {
+        for (int64_t t = 0; t < n; t++) {
+            double s = 0;
+            for (int64_t j = 0; j < k; j++)
+                s += f->cov[i * k + j] * Xw[t * k + j];
+            Pd[i * n + t] = s;
+            f->P[i * n + t] = (float)s;
+            f->g[i] += s * w[t];
+        }
+    }
+    for (int64_t t = 0; t < n; t++) {
+        double s = w[t];
+        for (int64_t j = 0; j < k; j++) {
+            s -= Xw[t * k + j] * f->g[j];
+            f->Xw[t * k + j] = (float)Xw[t * k + j];
+        }
+        f->u[t] = s;
+    }
+    for (size_t c = 0; c < cs->c; c++) {
+        const double *cw = cs->w + c * (size_t)k;
+        double s = 0;
+        for (int64_t i = 0; i < k; i++)
+            for (int64_t j = 0; j < k; j++)
+                s += cw[i] * f->cov[i * k + j] * cw[j];
+        f->cvar[c] = s;
+    }
+done:
+    free(Xw);
+    free(C);
+    free(Q);
+    free(lambda);
+    free(d);
+    free(w);
+    free(Pd);
+    if (rc < 0)
+        factor_free(f);
+    return rc;
+}
+
+/* ---- the fit ---- */
+
+struct glm_ctx {
+    const struct glm_params *prm;
+    const struct nf_kernels *K;
+    int64_t n, k, V;
+    const float *Y;             /* n x V */
+    double *X;                  /* n x k */
+    struct contrasts cs;
+    double dof;                 /* n - rank(X) */
+    struct factor ols;
+    struct factor *bins;        /* AR(1): one per bin index (2 AR_BINS + 1), rank 0 when empty */
+    double *mean;               /* V: the mean taken out of each (scaled) series */
+    float *Yt;                  /* AR(1): V x n, the scaled, centred series, voxel by voxel */
+    double *acf;                /* AR(1): V x 5 sums of the OLS residuals r:
+                                   Σ r, Σ r², Σ r_t r_{t+1}, r_0, r_{n-1} */
+    int32_t *bin;               /* AR(1): V, int(100 rho) + AR_BINS */
+    int64_t *order;             /* AR(1): voxels grouped by bin */
+    int64_t *item_start, *item_len, *item_bin;   /* AR(1) work items */
+    int64_t n_items;
+    int64_t *todo, n_todo;      /* AR(1): the bins that have voxels */
+    float *out[GLM_N_OUT];      /* output data */
+};
+
+/* ---- per-voxel passes over a series ----
+ * -O2 leaves loops of unknown length scalar, and a single double
+ * accumulator is a chain of dependent additions: these keep four chains (a
+ * fixed order, so results do not depend on threads) and write the
+ * element-wise float loops with explicit vectors (the same IEEE operations
+ * per element as the scalar code). */
+
+typedef float glm_v8f __attribute__((vector_size(32)));
+
+static double series_sum(const float *y, int64_t n)
+{
+    double a[4] = { 0, 0, 0, 0 };
+    int64_t t = 0;
+    for (; t + 4 <= n; t += 4)
+        for (int l = 0; l < 4; l++)
+            a[l] += y[t + l];
+    for (; t < n; t++)
+        a[0] += y[t];
+    return (a[0] + a[1]) + (a[2] + a[3]);
+}
+
+/* y = 100 (y / divisor - 1), nilearn's mean_scaling in float32. */
+static void series_scale(float *y, int64_t n, float divisor)
+{
+    const glm_v8f d = { divisor, divisor, divisor, divisor, divisor, divisor, divisor, divisor };
+    int64_t t = 0;
+    for (; t + 8 <= n; t += 8) {
+        glm_v8f v;
+        memcpy(&v, y + t, sizeof v);
+        v = 100.0f * (v / d - 1.0f);
+        memcpy(y + t, &v, sizeof v);
+    }
+    for (; t < n; t++)
+        y[t] = 100.0f * (y[t] / divisor - 1.0f);
+}
+
+static void series_shift(float *y, int64_t n, float mean)
+{
+    int64_t t = 0;
+    for (; t + 8 <= n; t += 8) {
+        glm_v8f v;
+        memcpy(&v, y + t, sizeof v);
+        v -= mean;
+        memcpy(y + t, &v, sizeof v);
+    }
+    for (; t < n; t++)
+        y[t] -= mean;
+}
+
+/* y = ARModel.whiten(src): y_t = src_t - rho src_{t-1}, y_0 = src_0. */
+static void series_whiten(float *y, const float *src, int64_t n, float rho)
+{
+    y[0] = src[0];
+    int64_t t = 1;
+    for (; t + 8 <= n; t += 8) {
+        glm_v8f a, b;
+        memcpy(&a, src + t, sizeof a);
+        memcpy(&b, src + t - 1, sizeof b);
+        a -= rho * b;
+        memcpy(y + t, &a, sizeof a);
+    }
+    for (; t < n; t++)
+        y[t] = src[t] - rho * src[t - 1];
+}
+
+/* Σ (r_t + u_t m)² in double. */
+static double series_sse(const float *r, const double *u, double m, int64_t n)
+{
+    double a[4] = { 0, 0, 0, 0 };
+    int64_t t = 0;
+    for (; t + 4 <= n; t += 4)
+        for (int l = 0; l < 4; l++) {
+            double e = (double)r[t + l] + u[t + l] * m;
+            a[l] += e * e;
+        }
+    for (; t < n; t++) {
+        double e = (double)r[t] + u[t] * m;
+        a[0] += e * e;
+    }
+    return (a[0] + a[1]) + (a[2] + a[3]);
+}
+
+/* Per-thread scratch; blocks are voxel-major (a voxel's series contiguous). */
+struct scratch {
+    float *Yb;                  /* BLOCK_VOXELS x n */
+    float *B;                   /* BLOCK_VOXELS x k */
+    double *m, *sse;            /* BLOCK_VOXELS */
+    double *beta;               /* BLOCK_VOXELS x k */
+};
+
+static void scratch_free(struct scratch *s)
+{
+    free(s->Yb);
+    free(s->B);
+    free(s->m);
+    free(s->sse);
+    free(s->beta);
+}
+
+static bool scratch_alloc(const struct glm_ctx *c, struct scratch *s)
+{
+    s->Yb = nf_alloc_floats((size_t)(c->n * BLOCK_VOXELS));
+    s->B = nf_alloc_floats((size_t)(c->k * BLOCK_VOXELS));
+    s->m = nf_malloc_array(BLOCK_VOXELS, sizeof *s->m);
+    s->sse = nf_malloc_array(BLOCK_VOXELS, sizeof *s->sse);
+    s->beta = nf_malloc_array((size_t)(c->k * BLOCK_VOXELS), sizeof *s->beta);
+    return s->Yb && s->B && s->m && s->sse && s->beta;
+}
+
+/* Voxels b0.. of Y into s->Yb, transposed (tiles, so that both sides stay in
+ * cache), scaled as nilearn does in float32, and less their mean (the float
+ * mean, so that what is left of it stays in the data), which is kept per
+ * voxel. With AR(1) the result is kept for the refit (c->Yt). */
+static void load_block(struct glm_ctx *c, struct scratch *s, int64_t b0, int64_t nb)
+{
+    const int64_t n = c->n, V = c->V;
+    enum { TT = 16, TI = 64 };
+    for (int64_t t0 = 0; t0 < n; t0 += TT)
+        for (int64_t i0 = 0; i0 < nb; i0 += TI) {
+            const int64_t t1 = t0 + TT < n ? t0 + TT : n, i1 = i0 + TI < nb ? i0 + TI : nb;
+            for (int64_t t = t0; t < t1; t++) {
+                const float *row = c->Y + t * V + b0;
+                for (int64_t i = i0; i < i1; i++)
+                    s->Yb[i * n + t] = row[i];
+            }
+        }
+    for (int64_t i = 0; i < nb; i++) {
+        float *y = s->Yb + i * n;
+        if (c->prm->scaling == GLM_SCALING_MEAN) {
+            const float mean = (float)(series_sum(y, n) / (double)n);
+            series_scale(y, n, mean > 1.0f ? mean : 1.0f);
+        }
+        const float mean = (float)(series_sum(y, n) / (double)n);
+        series_shift(y, n, mean);
+        s->m[i] = c->mean[b0 + i] = (double)mean;
+    }
+    if (c->Yt)
+        memcpy(c->Yt + b0 * n, s->Yb, (size_t)(nb * n) * sizeof *s->Yb);
+}
+
+/* The AR(1) refit's voxels vox[] from c->Yt (scaled and centred), whitened
+ * as ARModel.whiten does (last frame first, the first kept). */
+static void gather_block(const struct glm_ctx *c, struct scratch *s, const int64_t *vox, int64_t nb, double rho)
+{
+    const int64_t n = c->n;
+    const float r = (float)rho;
+    for (int64_t i = 0; i < nb; i++) {
+        series_whiten(s->Yb + i * n, c->Yt + vox[i] * n, n, r);
+        s->m[i] = c->mean[vox[i]];
+    }
+}
+
+/* Fit the block with f: betas in s->beta (double, the mean part added back),
+ * s->Yb becomes the centred residuals, s->sse their sums of squares with the
+ * mean part. */
+static void fit_block(const struct glm_ctx *c, const struct factor *f, struct scratch *s, int64_t nb)
+{
+    const int64_t n = c->n, k = c->k;
+    /* Bt = Yb Pᵀ, then Yb -= Bt Xwᵀ */
+    c->K->sgemm(false, true, nb, k, n, 1.0f, s->Yb, n, f->P, n, 0.0f, s->B, k);
+    c->K->sgemm(false, true, nb, n, k, -1.0f, s->B, k, f->Xw, k, 1.0f, s->Yb, n);
+    for (int64_t i = 0; i < nb; i++) {
+        for (int64_t j = 0; j < k; j++)
+            s->beta[i * k + j] = (double)s->B[i * k + j] + f->g[j] * s->m[i];
+        s->sse[i] = series_sse(s->Yb + i * n, f->u, s->m[i], n);
+    }
+}
+
+/* Write the block's betas, residual variance and contrasts to voxels (b0.. or vox[]). */
+static void store_block(const struct glm_ctx *c, const struct factor *f, const struct scratch *s, int64_t b0,
+                        const int64_t *vox, int64_t nb)
+{
+    const int64_t k = c->k, V = c->V;
+    const double denom = (double)(c->n - k);
+    for (int64_t i = 0; i < nb; i++) {
+        const int64_t v = vox ? vox[i] : b0 + i;
+        const double dispersion = s->sse[i] / denom, *beta = s->beta + i * k;
+        for (int64_t j = 0; j < k; j++)
+            c->out[GLM_OUT_BETAS][j * V + v] = (float)beta[j];
+        c->out[GLM_OUT_RESIDUAL_VARIANCE][v] = (float)dispersion;
+        for (size_t ci = 0; ci < c->cs.c; ci++) {
+            const double *w = c->cs.w + ci * (size_t)k;
+            double effect = 0;
+            for (int64_t j = 0; j < k; j++)
+                effect += w[j] * beta[j];
+            double variance = f->cvar[ci] * dispersion;
+            double t = effect / sqrt(variance > 1e-50 ? variance : 1e-50), p, z;
+            glm_t_p_z(t, c->dof, &p, &z);
+            const int64_t at = (int64_t)ci * V + v;
+            c->out[GLM_OUT_EFFECT][at] = (float)effect;
+            c->out[GLM_OUT_VARIANCE][at] = (float)variance;
+            c->out[GLM_OUT_T][at] = (float)t;
+            c->out[GLM_OUT_Z][at] = (float)z;
+            c->out[GLM_OUT_P][at] = (float)p;
+        }
+    }
+}
+
+/* The OLS residuals' sums for the Yule-Walker estimate. */
+static void residual_sums(struct glm_ctx *c, const struct scratch *s, int64_t b0, int64_t nb)
+{
+    const int64_t n = c->n;
+    for (int64_t i = 0; i < nb; i++) {
+        const float *res = s->Yb + i * n;
+        const double m = s->m[i];
+        double *a = c->acf + (b0 + i) * 5, sum = 0, sq = 0, lag = 0, prev = 0;
+        for (int64_t t = 0; t < n; t++) {
+            double r = (double)res[t] + c->ols.u[t] * m;
+            sum += r;
+            sq += r * r;
+            lag += prev * r;   /* prev is 0 at t = 0 */
+            if (t == 0)
+                a[3] = r;
+            prev = r;
+        }
+        a[0] = sum;
+        a[1] = sq;
+        a[2] = lag;
+        a[4] = prev;
+    }
+}
+
+/* ---- voxel blocks over threads ---- */
+
+enum { PASS_OLS, PASS_FACTOR, PASS_AR };   /* voxel blocks in order, AR bins' factors, bins' voxels */
+
+struct work {
+    struct glm_ctx *c;
+    int pass;                   /* PASS_* */
+    int64_t n_items;
+    const struct nf_run *run;
+    int64_t total;              /* voxels to report in all */
+    atomic_long next, done;
+    atomic_int failed;
+    pthread_mutex_t lock;
+    struct nf_error err;
+};
+
+static void *worker(void *arg)
+{
+    struct work *w = arg;
+    struct glm_ctx *c = w->c;
+    struct scratch s = { 0 };
+    struct nf_error err = { 0 };
+    if (!scratch_alloc(c, &s))
+        NF_FAIL(&err, NF_ENOMEM, "out of memory");
+    for (int64_t i; !err.code && !atomic_load(&w->failed) && (i = atomic_fetch_add(&w->next, 1)) < w->n_items;) {
+        if (nf_run_interrupted(w->run)) {
+            NF_FAIL(&err, NF_EINTR, "interrupted");
+            break;
+        }
+        int64_t nb;
+        if (w->pass == PASS_FACTOR) {   /* nilearn's rho: (int * 1.0) / bins */
+            const int64_t b = c->todo[i];
+            if (factor_make(c->X, c->n, c->k, (double)(b - AR_BINS) * 1.0 / AR_BINS, &c->cs, &c->bins[b], &err) < 0)
+                break;
+            continue;
+        }
+        if (w->pass == PASS_OLS) {
+            const int64_t b0 = i * BLOCK_VOXELS;
+            nb = c->V - b0 < BLOCK_VOXELS ? c->V - b0 : BLOCK_VOXELS;
+            load_block(c, &s, b0, nb);
+            fit_block(c, &c->ols, &s, nb);
+            if (c->prm->noise == GLM_NOISE_OLS)
+                store_block(c, &c->ols, &s, b0, NULL, nb);
+            else
+                residual_sums(c, &s, b0, nb);
+        } else {
+            const int64_t *vox = c->order + c->item_start[i];
+            const struct factor *f = &c->bins[c->item_bin[i]];
+            nb = c->item_len[i];
+            gather_block(c, &s, vox, nb, f->rho);
+            fit_block(c, f, &s, nb);
+            store_block(c, f, &s, 0, vox, nb);
+        }
+        nf_progress(w->run, atomic_fetch_add(&w->done, nb) + nb, w->total, "voxels");
+    }
+    if (err.code && atomic_exchange(&w->failed, 1) == 0) {
+        pthread_mutex_lock(&w->lock);
+        w->err = err;
+        pthread_mutex_unlock(&w->lock);
+    }
+    scratch_free(&s);
+    return NULL;
+}
+
+/* Items over the node's threads, each with single-threaded BLAS (the node
+ * sets it): whole blocks side by side beat splitting small GEMMs. */
+static int run_pass(struct work *w, const struct nf_run *run)
+{
+    int threads = run->env && run->env->threads > 1 ? run->env->threads : 1;
+    if (threads > w->n_items)
+        threads = w->n_items > 0 ? (int)w->n_items : 1;
+    if (threads > 64)
+        threads = 64;
+    pthread_t tids[64];
+    int started = 0;
+    atomic_store(&w->next, 0);
+    for (int t = 0; t < threads - 1; t++)
+        if (pthread_create(&tids[t], NULL, worker, w) == 0)
+            started++;
+    worker(w);
+    for (int t = 0; t < started; t++)
+        pthread_join(tids[t], NULL);
+    if (atomic_load(&w->failed)) {
+        *run->err = w->err;
+        return w->err.code ? w->err.code : NF_EBUG;
+    }
+    return 0;
+}
+
+/* nilearn's _yule_walker on the OLS residuals less their mean over the whole
+ * run, then its bins; voxels grouped by bin into work items, and the list of
+ * bins that have voxels (each then gets its factorisation). */
+static int make_bins(struct glm_ctx *c, struct nf_error *err)
+{
+    const int64_t n = c->n, V = c->V, nbins = 2 * AR_BINS + 1;
+    double total = 0;
+    for (int64_t v = 0; v < V; v++)
+        total += c->acf[v * 5];
+    const double mu = total / ((double)n * (double)V), dn = (double)n;
+    int64_t *count = nf_calloc((size_t)nbins + 1, sizeof *count);
+    c->bins = nf_calloc((size_t)nbins, sizeof *c->bins);
+    c->bin = nf_malloc_array((size_t)V, sizeof *c->bin);
+    c->order = nf_malloc_array((size_t)V, sizeof *c->order);
+    if (!count || !c->bins || !c->bin || !c->order) {
+        free(count);
+        return NF_FAIL(err, NF_ENOMEM, "out of memory");
+    }
+    for (int64_t v = 0; v < V; v++) {
+        const double *a = c->acf + v * 5;
+        double s0 = a[1] - 2 * mu * a[0] + dn * mu * mu;
+        double s1 = a[2] - mu * (2 * a[0] - a[3] - a[4]) + (dn - 1) * mu * mu;
+        double rho = (s1 / ((dn - 1) * dn)) / (s0 / (dn * dn));
+        /* a series the design fits exactly has no autocorrelation to speak
+         * of (nilearn fails on a singular Yule-Walker system) */
+        if (!isfinite(rho) || !(s0 > 0))
+            rho = 0;
+        int64_t b = (int64_t)(rho * AR_BINS);   /* toward zero, as astype(int) */
+        b = b < -AR_BINS ? -AR_BINS : b > AR_BINS ? AR_BINS : b;
+        c->bin[v] = (int32_t)(b + AR_BINS);
+        count[b + AR_BINS]++;
+    }
+    int64_t items = 0;
+    for (int64_t b = 0; b < nbins; b++)
+        items += (count[b] + BLOCK_VOXELS - 1) / BLOCK_VOXELS;
+    c->item_start = nf_malloc_array((size_t)items + 1, sizeof *c->item_start);
+    c->item_len = nf_malloc_array((size_t)items + 1, sizeof *c->item_len);
+    c->item_bin = nf_malloc_array((size_t)items + 1, sizeof *c->item_bin);
+    int64_t *at = nf_malloc_array((size_t)nbins + 1, sizeof *at);
+    c->todo = nf_malloc_array((size_t)nbins + 1, sizeof *c->todo);
+    int rc = 0;
+    if (!c->item_start || !c->item_len || !c->item_bin || !at || !c->todo) {
+        rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+        goto done;
+    }
+    int64_t pos = 0;
+    for (int64_t b = 0; b < nbins; b++) {
+        at[b] = pos;
+        for (int64_t s = 0; s < count[b]; s += BLOCK_VOXELS) {
+            c->item_start[c->n_items] = pos + s;
+            c->item_len[c->n_items] = count[b] - s < BLOCK_VOXELS ? count[b] - s : BLOCK_VOXELS;
+            c->item_bin[c->n_items++] = b;
+        }
+        pos += count[b];
+        if (count[b] > 0)
+            c->todo[c->n_todo++] = b;
+    }
+    for (int64_t v = 0; v < V; v++)
+        c->order[at[c->bin[v]]++] = v;
+done:
+    free(at);
+    free(count);
+    return rc;
+}
+
+/* X as doubles (n x k) and its column names (borrowed from the table). */
+static int read_design(const struct nf_value *xv, double **X, const char ***cols, const struct nf_node_inst *node,
+                       struct nf_error *err)
+{
+    const struct nf_table *t = &xv->u.tab;
+    *X = nf_malloc_array((size_t)(t->n_rows * t->n_cols) + 1, sizeof **X);
+    *cols = nf_calloc((size_t)t->n_cols + 1, sizeof **cols);
+    if (!*X || !*cols)
+        return NF_FAIL(err, NF_ENOMEM, "out of memory");
+    for (int64_t j = 0; j < t->n_cols; j++) {
+        const struct nf_column *col = &t->cols[j];
+        if (!col->numeric)
+            return FAIL_NODE(err, node, NF_EDATA, "the design's column '%s' is not numeric", col->name);
+        (*cols)[j] = col->name;
+        for (int64_t i = 0; i < t->n_rows; i++) {
+            if (!isfinite(col->num[i]))
+                return FAIL_NODE(err, node, NF_EDATA, "the design's column '%s' has %s in row %" PRId64,
+                                 col->name, isnan(col->num[i]) ? "n/a (NaN)" : "an infinite value", i + 1);
+            (*X)[i * t->n_cols + j] = col->num[i];
+        }
+    }
+    return 0;
+}
+
+static void ctx_free(struct glm_ctx *c)
+{
+    free(c->X);
+    contrasts_free(&c->cs);
+    factor_free(&c->ols);
+    for (int64_t b = 0; c->bins && b < 2 * AR_BINS + 1; b++)
+        factor_free(&c->bins[b]);
+    free(c->bins);
+    free(c->Yt);
+    free(c->mean);
+    free(c->acf);
+    free(c->bin);
+    free(c->order);
+    free(c->item_start);
+    free(c->item_len);
+    free(c->item_bin);
+    free(c->todo);
+}
+
+static int new_outputs(struct glm_ctx *c, const struct nf_value *yin, const char *const *cols, struct nf_value **out,
+                       struct nf_error *err)
+{
+    struct nf_geom *geom = yin->u.mat.geom;
+    const int64_t rows[GLM_N_OUT] = { (int64_t)c->cs.c, (int64_t)c->cs.c, (int64_t)c->cs.c, (int64_t)c->cs.c,
+                                      (int64_t)c->cs.c, c->k, 1 };
+    for (int o = 0; o < GLM_N_OUT; o++) {
+        if (!(out[o] = nf_value_new_matrix(rows[o], c->V, geom, err)))
+            return err->code ? err->code : NF_ENOMEM;
+        c->out[o] = out[o]->u.mat.data;
+        const char *const *names = o == GLM_OUT_BETAS ? cols : o == GLM_OUT_RESIDUAL_VARIANCE ? NULL
+                                   : (const char *const *)c->cs.names;
+        if (names && nf_matrix_set_row_names(out[o], names, err) < 0)
+            return err->code;
+    }
+    char what[160];
+    snprintf(what, sizeof what, "first-level GLM (%s), contrast ",
+             c->prm->noise == GLM_NOISE_AR1 ? "AR(1)" : "OLS");
+    char *d = nf_asprintf("%seffect size", what);
+    nf_value_set_stat(out[GLM_OUT_EFFECT], NF_STAT_ESTIMATE, 0, d);
+    free(d);
+    d = nf_asprintf("%svariance", what);
+    nf_value_set_stat(out[GLM_OUT_VARIANCE], NF_STAT_ESTIMATE, 0, d);
+    free(d);
+    nf_value_set_stat(out[GLM_OUT_T], NF_STAT_T, c->dof, "first-level GLM t contrast");
+    nf_value_set_stat(out[GLM_OUT_Z], NF_STAT_Z, 0, "first-level GLM z score (upper tail of t)");
+    nf_value_set_stat(out[GLM_OUT_P], NF_STAT_P, 0, "first-level GLM one-sided p-value P(T > t)");
+    nf_value_set_stat(out[GLM_OUT_BETAS], NF_STAT_ESTIMATE, 0, "first-level GLM parameter estimates");
+    nf_value_set_stat(out[GLM_OUT_RESIDUAL_VARIANCE], NF_STAT_ESTIMATE, 0,
+                      "first-level GLM residual variance (whitened SSE / (n - k))");
+    return 0;
+}
+
+static int glm_run(struct nf_run *run)
+{
+    const struct glm_params *prm = run->params;
+    const struct nf_node_inst *node = run->node;
+    const struct nf_value *xin = run->in[GLM_IN_X], *yin = run->in[GLM_IN_Y];
+    struct glm_ctx c = { .prm = prm, .K = nf_kernels_cpu() };
+    struct nf_value *out[GLM_N_OUT] = { 0 };
+    const char **cols = NULL;
+    int rc = 0, blas = nf_blas_threads();
+    nf_blas_set_threads(1);
+
+    c.n = yin->u.mat.rows;
+    c.V = yin->u.mat.cols;
+    c.k = xin->u.tab.n_cols;
+    c.Y = yin->u.mat.data;
+    if (xin->u.tab.n_rows != c.n) {
+        rc = FAIL_NODE(run->err, node, NF_ESHAPE, "the design X has %" PRId64 " rows but Y has %" PRId64
+                       " frames: they must be the same run, row for row", xin->u.tab.n_rows, c.n);
+        goto fail;
+    }
+    if (c.k < 1 || c.n <= c.k) {
+        rc = FAIL_NODE(run->err, node, NF_EDATA, "the design has %" PRId64 " columns for %" PRId64 " frames: "
+                       "a GLM needs more frames than regressors", c.k, c.n);
+        goto fail;
+    }
+    if (c.V < 1) {
+        rc = FAIL_NODE(run->err, node, NF_EDATA, "Y has no voxels");
+        goto fail;
+    }
+    NF_TRY(rc = read_design(xin, &c.X, &cols, node, run->err));
+    NF_TRY(rc = read_contrasts(prm, cols, (size_t)c.k, &c.cs, node, run->err));
+    NF_TRY(rc = factor_make(c.X, c.n, c.k, 0, &c.cs, &c.ols, run->err));
+    /* nilearn: the residual degrees of freedom, n - rank of the design */
+    c.dof = (double)(c.n - c.ols.rank);
+    if (c.ols.rank < c.k)
+        nf_warn(nf_node_id(node), "the design has rank %" PRId64 " for %" PRId64 " columns (some columns are "
+                "combinations of others): contrasts of those columns are not estimable", c.ols.rank, c.k);
+    c.mean = nf_malloc_array((size_t)c.V, sizeof *c.mean);
+    if (prm->noise == GLM_NOISE_AR1) {
+        c.acf = nf_malloc_array((size_t)c.V * 5, sizeof *c.acf);
+        c.Yt = nf_alloc_floats((size_t)(c.V * c.n));
+    }
+    if (!c.mean || (prm->noise == GLM_NOISE_AR1 && (!c.acf || !c.Yt))) {
+        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    NF_TRY(rc = new_outputs(&c, yin, cols, out, run->err));
+
+    int64_t passes = prm->noise == GLM_NOISE_AR1 ? 2 : 1;
+    struct work w = { .c = &c, .pass = PASS_OLS, .n_items = (c.V + BLOCK_VOXELS - 1) / BLOCK_VOXELS, .run = run,
+                      .total = passes * c.V };
+    pthread_mutex_init(&w.lock, NULL);
+    rc = run_pass(&w, run);
+    if (rc == 0 && prm->noise == GLM_NOISE_AR1) {
+        rc = make_bins(&c, run->err);
+        if (rc == 0) {
+            w.pass = PASS_FACTOR;
+            w.n_items = c.n_todo;
+            rc = run_pass(&w, run);
+        }
+        if (rc == 0) {
+            w.pass = PASS_AR;
+            w.n_items = c.n_items;
+            rc = run_pass(&w, run);
+        }
+    }
+    pthread_mutex_destroy(&w.lock);
+    if (rc < 0)
+        goto fail;
+    for (int o = 0; o < GLM_N_OUT; o++) {
+        run->out[o] = out[o];
+        out[o] = NULL;
+    }
+fail:
+    nf_blas_set_threads(blas);
+    for (int o = 0; o < GLM_N_OUT; o++)
+        nf_value_unref(out[o]);
+    free(cols);
+    ctx_free(&c);
+    return nf_error_on_node(node, run->err, rc);
+}
+
+/* Per thread: a block of data, betas and sums; per voxel: mean, and with
+ * AR(1) the scaled series again (voxel-major, for the refit by bin),
+ * residual sums, bin and order; the factorisations (one per AR bin). */
+static uint64_t glm_estimate(const void *params, const struct nf_shape *in, const struct nf_shape *out)
+{
+    const struct glm_params *p = params;
+    (void)out;
+    double n = (double)in[GLM_IN_Y].dim[0], V = (double)in[GLM_IN_Y].dim[1], k = (double)in[GLM_IN_X].dim[1];
+    if (k < 1)
+        k = 64;
+    double threads = 16, per_thread = 4 * (n + k) * BLOCK_VOXELS + 8 * (k + 2) * BLOCK_VOXELS;
+    double per_voxel = 8 + (p->noise == GLM_NOISE_AR1 ? 4 * n + 40 + 4 + 8 : 0);
+    double factors = (p->noise == GLM_NOISE_AR1 ? 2 * AR_BINS + 2 : 1) * (8 * n * k + 8 * k * k);
+    return (uint64_t)(threads * per_thread + per_voxel * V + factors);
+}
+
+const struct nf_node_type nf_node_glm = {
+    .name = "glm",
+    .summary = "first-level GLM of one run (OLS or AR(1)) with t contrasts, as nilearn's FirstLevelModel",
+    .description =
+        "Fits the design X (a table, e.g. the design node's) to every voxel of Y (frames x voxels, e.g. the "
+        "mask node's output; the rows are the same frames) as nilearn 0.14's FirstLevelModel does: with "
+        "`scaling: mean` (its default signal_scaling=0) each voxel first becomes percent signal change, "
+        "100 * (y / max(mean, 1) - 1); with `noise: ar1` (its default) the OLS residuals' lag-1 "
+        "autocorrelation of each voxel, cut to two decimals toward zero as nilearn bins it, whitens the "
+        "design and the data for a refit (one factorisation per bin). Each contrast, \"name = expression\" "
+        "over the design's column names or \"name = [weights]\", gives a row of `effect`, `variance`, `t`, "
+        "`z` and `p` (nilearn's compute_contrast for a t contrast: n - rank(X) degrees of freedom, p the "
+        "upper tail P(T > t), z its normal quantile clipped as nilearn clips it); `betas` has a row per "
+        "design column and `residual_variance` the whitened residuals' sum of squares over n - k. Maps "
+        "keep Y's voxel geometry, so summarize writes them as NIfTI images. A design whose rows differ from "
+        "Y's frames, a contrast naming no column of the design, and malformed expressions are errors. "
+        "Mapped over runs (a design and a masked run per item), it fits each run.",
+    .version = 1,
+    .params = glm_params_table,
+    .params_size = sizeof(struct glm_params),
+    .inputs = glm_inputs,
+    .outputs = glm_outputs,
+    .check = glm_check,
+    .resolve = glm_resolve,
+    .estimate = glm_estimate,
+    .run_cpu = glm_run,
+    .cost = nf_glm_cost,
+    .methods = glm_methods,
+};
