@@ -7,6 +7,7 @@
 
 #include "node.h"
 
+extern const struct nf_node_type nf_node_bids;
 extern const struct nf_node_type nf_node_debug_fault;
 extern const struct nf_node_type nf_node_design;
 extern const struct nf_node_type nf_node_load;
@@ -20,6 +21,7 @@ extern const struct nf_node_type nf_node_simulate;
 extern const struct nf_node_type nf_node_summarize;
 
 const struct nf_node_type *const nf_node_types[] = {
+    &nf_node_bids,
     &nf_node_design,
     &nf_node_load,
     &nf_node_mask,

@@ -529,8 +529,8 @@ static int write_dataset(const char *dir, struct nf_value **out, const struct nf
             goto fail;
         }
         NF_TRY(rc = nf_mkdirs(func, err));
-        NF_TRY(rc = nf_nifti_write(path, &item->u.vol.grid, item->u.vol.nt, item->u.vol.data,
-                                   0, "nlflow simulate", err));
+        NF_TRY(rc = nf_nifti_write_series(path, &item->u.vol.grid, item->u.vol.nt, item->u.vol.data,
+                                          item->u.vol.tr, "nlflow simulate", err));
         nf_value_set_path(item, path);
         free(path);
         free(func);
