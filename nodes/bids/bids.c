@@ -64,7 +64,7 @@ static const struct nf_port bids_inputs[] = { NF_PORT_END };
 static const struct nf_port bids_outputs[] = {
     { "bold", "the runs' 4D images (lazy: read when a node needs them), labelled "
       "sub-XX[_ses-YY]_task-T[_run-R], each carrying the sidecars' repetition time", NF_PT_COLL, 0 },
-    { "mask", "each run's brain mask (fMRIPrep's _desc-brain_mask), same order", NF_PT_COLL, 0 },
+    { "mask", "each run's brain mask (fMRIPrep's _desc-brain_mask, in the bold's space), same order", NF_PT_COLL, 0 },
     { "events", "each run's _events.tsv table (onset, duration, trial_type, ...), same order", NF_PT_COLL, 0 },
     { "confounds", "each run's fMRIPrep confounds table, same order", NF_PT_COLL, 0 },
     NF_PORT_END,
@@ -208,7 +208,7 @@ static int image_shapes(const struct bids_params *p, const struct nf_node_inst *
                         int o, struct nf_shape *out, struct nf_error *err)
 {
     struct nf_shape s = { .kind = NF_KIND_COLLECTION, .item_kind = NF_KIND_VOLUME, .n_items = (int64_t)scan->n,
-                          .lazy = true, .has_grid = true, .path = nf_intern(p->root) };
+                          .lazy = o == BIDS_OUT_BOLD, .has_grid = true, .path = nf_intern(p->root) };
     for (size_t i = 0; i < scan->n; i++) {
         const struct bids_item *it = &scan->items[i];
         const char *path = piece_path(it, o);
@@ -288,8 +288,10 @@ static int bids_resolve(struct nf_resolve *r)
 static struct nf_value *read_piece(const struct bids_item *it, int o, struct nf_error *err)
 {
     const char *path = piece_path(it, o);
-    struct nf_value *v = o == BIDS_OUT_BOLD || o == BIDS_OUT_MASK ? nf_nifti_open_lazy(path, err)
-                                                                  : nf_table_read(path, NULL, 0, err);
+    /* series stay on disk until a node reads them; masks are small and the
+       mask node wants them in memory */
+    struct nf_value *v = o == BIDS_OUT_BOLD ? nf_nifti_open_lazy(path, err)
+                         : o == BIDS_OUT_MASK ? nf_nifti_read(path, err) : nf_table_read(path, NULL, 0, err);
     if (!v)
         return NULL;
     if (o == BIDS_OUT_BOLD)

@@ -204,6 +204,7 @@ int bids_inherited(const char *root, const char *data, const char *suffix, const
     if (rc <= 0)
         return rc < 0 ? NF_FAIL(err, NF_ENOMEM, "out of memory")
                       : NF_FAIL(err, NF_EBUG, "'%s' is not a BIDS file name", data);
+    rc = 0;
     const char *sub = bids_name_get(&dn, "sub"), *ses = bids_name_get(&dn, "ses");
     levels[n_levels++] = nf_strdup(root);
     if (sub)
