@@ -13,7 +13,11 @@
  * where `design` reads it; a header that says otherwise is an error. A
  * missing piece is an error when `require` lists it or a node consumes its
  * output, otherwise a warning, and that output is then not produced.
- * Everything is found at plan time, so `nlflow validate` reports it.
+ * Everything is found at plan time, so `nlflow validate` reports it. No
+ * parameter is part of the cache key: what they select is (the bold files'
+ * content and labels per item, every other file's content in the base key,
+ * as load keys its path), so two filters that pick the same files share
+ * results.
  */
 #include "bids.h"
 
@@ -40,19 +44,19 @@ static const struct nf_param bids_params_table[] = {
                     "an fMRIPrep derivatives folder: bold images are its _desc-<desc>_bold files, masks its "
                     "_desc-brain_mask files, confounds its _desc-confounds_timeseries.tsv (default: the raw "
                     "bold, no mask or confounds)"),
-    NF_PARAM_STR_LIST_F("subjects", FIELD(subjects), "", 1, 0, NF_PF_OPTIONAL,
+    NF_PARAM_STR_LIST_F("subjects", FIELD(subjects), "", 1, 0, NF_PF_OPTIONAL | NF_PF_NOT_KEYED,
                         "subjects to keep: labels (01 or sub-01) or globs (0*); default every subject"),
-    NF_PARAM_STR_LIST_F("sessions", FIELD(sessions), "", 1, 0, NF_PF_OPTIONAL,
+    NF_PARAM_STR_LIST_F("sessions", FIELD(sessions), "", 1, 0, NF_PF_OPTIONAL | NF_PF_NOT_KEYED,
                         "sessions to keep (labels or globs); default every session, and subjects without "
                         "sessions"),
-    NF_PARAM_STR_F("task", FIELD(task), "", NF_PF_OPTIONAL, "the task to keep; default every task"),
-    NF_PARAM_STR_LIST_F("runs", FIELD(runs), "", 1, 0, NF_PF_OPTIONAL,
+    NF_PARAM_STR_F("task", FIELD(task), "", NF_PF_OPTIONAL | NF_PF_NOT_KEYED, "the task to keep; default every task"),
+    NF_PARAM_STR_LIST_F("runs", FIELD(runs), "", 1, 0, NF_PF_OPTIONAL | NF_PF_NOT_KEYED,
                         "runs to keep (1 and 01 are the same run; globs allowed); default every run"),
-    NF_PARAM_STR_F("space", FIELD(space), "", NF_PF_OPTIONAL,
+    NF_PARAM_STR_F("space", FIELD(space), "", NF_PF_OPTIONAL | NF_PF_NOT_KEYED,
                    "the derivatives' space entity (e.g. MNI152NLin2009cAsym); default the one space "
                    "there is (several are an error asking for this)"),
-    NF_PARAM_STR("desc", FIELD(desc), "preproc", "the desc entity of the derivatives' bold images"),
-    NF_PARAM_STR_LIST_F("require", FIELD(require), "", 1, 3, NF_PF_OPTIONAL,
+    NF_PARAM_STR_F("desc", FIELD(desc), "preproc", NF_PF_NOT_KEYED, "the desc entity of the derivatives' bold images"),
+    NF_PARAM_STR_LIST_F("require", FIELD(require), "", 1, 3, NF_PF_OPTIONAL | NF_PF_NOT_KEYED,
                         "pieces every run must have, of events, confounds, mask: a run without one is an "
                         "error (a piece whose output a node consumes is required anyway; others missing "
                         "are a warning)"),
