@@ -84,6 +84,10 @@ static char *tmpdir;
 #define CTX_BIDS "  t: {type: bids, @P}\n"
 #define DERIV "derivatives: data/bids/derivatives/fmriprep"
 
+#define CTX_FX "  r: {type: bids, root: data/bids, " DERIV "}\n" \
+               "  v: {type: mask, in: {data: r.bold, mask: r.mask}}\n" \
+               "  t: {type: fixed_effects, in: {effect: v, variance: v}, @P}\n"
+
 #define SIM "images: 12, voxel_size: 10, mask: synthetic"
 #define PERM "n_permutations: 200"
 #define SEED "seed: 7"
@@ -169,6 +173,9 @@ static const struct decision decisions[] = {
      * data/bids2 has another seed, data/bses sessions 1 and 2 of the same
      * files, data/bmix tasks localizer and other of the same files, and
      * data/bids a desc-smooth copy of sub-01 run 1's preprocessed image */
+    { "fixed_effects", "precision_weighted", CTX_FX, "", "precision_weighted: false", "precision_weighted: true",
+      true, NULL },
+    { "fixed_effects", "dof", CTX_FX, "", "dof: 100", "dof: 3", true, NULL },
     { "bids", "root", CTX_BIDS, "", "root: data/bids", "root: data/bids2", true, NULL },
     { "bids", "derivatives", CTX_BIDS, "root: data/bids", "", DERIV, true, NULL },
     { "bids", "subjects", CTX_BIDS, "root: data/bids", "subjects: ['01']", "subjects: ['0*']", true, NULL },
