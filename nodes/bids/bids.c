@@ -443,7 +443,7 @@ static char *bids_methods(const void *params)
     if (f)
         text = nf_asprintf("BOLD runs were selected from the BIDS dataset %s (%s)%s%s%s, with each run's "
                            "repetition time taken from its JSON sidecars by BIDS inheritance%s%s.",
-                           slash && slash[1] ? slash + 1 : root, f,
+                           !*root ? "given" : slash && slash[1] ? slash + 1 : root, f,
                            p->derivatives ? " and taken from the fMRIPrep derivatives (desc-" : "",
                            p->derivatives ? (p->desc ? p->desc : "preproc") : "", p->derivatives ? ")" : "",
                            req.len ? "; every run had to have " : "", req.len ? req.buf : "");

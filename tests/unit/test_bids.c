@@ -304,8 +304,9 @@ static void test_node_outputs(void **state)
     (void)state;
     make_dataset();
     struct bids_params p = params_for("faces", "MNI152NLin2009cAsym");
-    char *runs[] = { "1" };
-    p.runs = (struct nf_str_list){ 1, runs };
+    p.runs.v = nf_calloc(1, sizeof *p.runs.v);   /* owned by p: released with it */
+    p.runs.v[0] = nf_strdup("1");
+    p.runs.n = 1;
     struct nf_shape out[BIDS_N_OUT];
     struct nf_error err = { 0 };
     assert_int_equal(resolve(&p, NULL, out, &err), 0);
