@@ -658,10 +658,26 @@ fail:   /* and success: rc is 0, the outputs moved to run->out */
     return rc;
 }
 
+/* The task data set (bids) has its own design and layout: `features` and
+ * `write` belong to the regression one, `runs` to the task one (node.h
+ * param_matters: a parameter that cannot matter stays out of the key). */
+static bool simulate_param_matters(const void *params, const struct nf_param *prm)
+{
+    const struct simulate_params *p = params;
+    if (strcmp(prm->name, "runs") == 0)
+        return p->bids != NULL;
+    if (strcmp(prm->name, "features") == 0)
+        return p->bids == NULL;
+    return true;
+}
+
 static int simulate_resolve(struct nf_resolve *r)
 {
     const struct simulate_params *p = r->params;
     struct sim_plan plan;
+    if (p->bids && p->write)
+        return NF_FAIL_AT(r->err, NF_EINVAL, nf_node_loc(r->node), nf_node_id(r->node),
+                          "give write (the regression data set) or bids (the task data set), not both");
     int rc = sim_plan_init(p, r->env, r->node, &plan, r->err);
     if (rc < 0)
         return rc;
@@ -845,8 +861,14 @@ const struct nf_node_type nf_node_simulate = {
         "(inside the ROI) + noise*N(0,1), where the weights B are effect_size times fixed "
         "per-feature weights inside a sphere of `roi_radius` mm around `roi_center` and 0 "
         "elsewhere. Deterministic from `seed`. Returns the data, the mask, the design X, "
-        "labels y and the ground-truth map, and optionally writes them as BIDS-like files.",
-    .version = 2,   /* 2: write: also writes atlas.nii.gz */
+        "labels y and the ground-truth map, and optionally writes them as BIDS-like files. With "
+        "`bids`, it simulates a task instead (`nlflow simulate --bids DIR`): `subjects` x `runs` runs of "
+        "`images` volumes (TR 2 s) with faces and houses events convolved with the Glover HRF, a response to "
+        "both everywhere and an extra faces response of effect_size in the ROI, written as BIDS raw data "
+        "with fMRIPrep-like derivatives (preprocessed images, brain masks, confounds); data are then the "
+        "runs (labelled sub-XX_task-localizer_run-R), X run 1's events, y run 1's two HRF regressors and "
+        "truth the faces - houses map.",
+    .version = 3,   /* 2: write: also writes atlas.nii.gz; 3: bids, runs */
     .params = simulate_param_table,
     .params_size = sizeof(struct simulate_params),
     .inputs = simulate_inputs,
@@ -855,6 +877,7 @@ const struct nf_node_type nf_node_simulate = {
     .estimate = simulate_estimate,
     .run_cpu = simulate_run,
     .key_files = simulate_key_files,
+    .param_matters = simulate_param_matters,
     .methods = simulate_methods,
     .flags = NF_NODE_SOURCE,
 };

@@ -169,6 +169,9 @@ static const struct decision decisions[] = {
     { "simulate", "write", CTX_SIM, SIM, "write: w1", "write: w2", true, NULL },   /* files elsewhere */
     { "simulate", "bids", CTX_SIM, SIM, "bids: w1", "bids: w2", true, NULL },   /* files elsewhere */
     { "simulate", "runs", CTX_SIM, SIM ", bids: w1", "runs: 1", "runs: 2", true, NULL },
+    /* runs belong to the task data set, features to the regression one (param_matters) */
+    { "simulate", "runs (no bids)", CTX_SIM, SIM, "runs: 1", "runs: 2", false, NULL },
+    { "simulate", "features (bids)", CTX_SIM, SIM ", bids: w1", "features: 1", "features: 3", false, NULL },
     /* bids: no parameter is keyed; the files it selects (content, labels) are.
      * data/bids2 has another seed, data/bses sessions 1 and 2 of the same
      * files, data/bmix tasks localizer and other of the same files, and
