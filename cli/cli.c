@@ -54,6 +54,7 @@ static const char usage_text[] =
     "                                  --check: change nothing, exit 1 if one is not canonical\n"
     "  schema                          print the JSON schema of pipeline files\n"
     "  simulate --out DIR [options]    write a simulated data set (NIfTI + TSV)\n"
+    "  simulate --bids DIR [options]   write a task data set: BIDS + fMRIPrep-like derivatives\n"
     "  devices [--calibrate]           CPU, BLAS kernel and GPU of this machine; --calibrate\n"
     "                                  measures their rates for device: auto (docs/gpu.md)\n"
     "  cache ls|info|verify|gc|repair  inspect and maintain the result cache\n"
@@ -90,6 +91,8 @@ static const char usage_text[] =
     "simulate options:\n"
     "  --out DIR  --subjects N  --images N  --features N  --seed N  --voxel-size MM\n"
     "  --mask auto|synthetic|PATH  --effect-size X  --noise X\n"
+    "  --bids DIR: a two-condition task (faces, houses), --runs N per subject (default 2);\n"
+    "    defaults 4 subjects x 80 volumes, 3 mm, faces > houses = 2 in a 9 mm sphere at (15, -20, 10)\n"
     "\n"
     "exit status: 0 success, 1 runtime failure, 2 invalid pipeline or usage, 130 interrupted\n";
 
@@ -644,8 +647,16 @@ static int cmd_simulate(int argc, char **argv)
     static const struct { const char *opt, *param; } map[] = {
         { "--subjects", "subjects" }, { "--images", "images" }, { "--features", "features" },
         { "--seed", "seed" }, { "--voxel-size", "voxel_size" }, { "--mask", "mask" },
-        { "--effect-size", "effect_size" }, { "--noise", "noise" },
+        { "--effect-size", "effect_size" }, { "--noise", "noise" }, { "--runs", "runs" },
     };
+    /* --bids: a task data set for first-level pipelines, small enough for tests;
+     * options given on the command line win over these */
+    static const struct { const char *param, *value; } bids_defaults[] = {
+        { "subjects", "4" }, { "images", "80" }, { "voxel_size", "3" }, { "mask", "synthetic" },
+        { "roi_center", "[15, -20, 10]" }, { "roi_radius", "9" }, { "effect_size", "2" },
+    };
+    bool given[sizeof map / sizeof map[0]] = { false };
+    const char *bids = NULL;
     struct nf_strbuf sb;
     struct nf_error err = { 0 };
     const char *out = NULL;
@@ -658,6 +669,11 @@ static int cmd_simulate(int argc, char **argv)
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(argv[i], "--out") == 0 && val) {
             out = val;
+            i++;
+            continue;
+        }
+        if (strcmp(argv[i], "--bids") == 0 && val) {
+            bids = val;
             i++;
             continue;
         }
@@ -675,6 +691,7 @@ static int cmd_simulate(int argc, char **argv)
                     nf_strbuf_addf(&sb, "\n");
                 }
                 found = true;
+                given[k] = true;
                 i++;
             }
         if (!found) {
@@ -682,9 +699,20 @@ static int cmd_simulate(int argc, char **argv)
             return usage_error("unknown simulate option '%s'", argv[i]);
         }
     }
-    if (!out) {
+    if (!out == !bids) {
         nf_strbuf_release(&sb);
-        return usage_error("%s", "simulate needs --out DIR");
+        return usage_error("%s", bids ? "simulate takes --out DIR or --bids DIR, not both"
+                                      : "simulate needs --out DIR (or --bids DIR)");
+    }
+    if (bids) {
+        for (size_t d = 0; d < sizeof bids_defaults / sizeof bids_defaults[0]; d++) {
+            bool set = false;
+            for (size_t k = 0; k < sizeof map / sizeof map[0]; k++)
+                set |= given[k] && strcmp(map[k].param, bids_defaults[d].param) == 0;
+            if (!set)
+                nf_strbuf_addf(&sb, "    %s: %s\n", bids_defaults[d].param, bids_defaults[d].value);
+        }
+        out = bids;
     }
     if (nf_mkdirs(out, &err) < 0) {
         status = fail_with(&err);
@@ -696,7 +724,7 @@ static int cmd_simulate(int argc, char **argv)
         status = fail_with(&err);
         goto fail;
     }
-    nf_strbuf_addf(&sb, "    write: ");
+    nf_strbuf_addf(&sb, bids ? "    bids: " : "    write: ");
     nf_strbuf_add_json_str(&sb, abs_out);
     nf_strbuf_addf(&sb, "\n");
     int fd = mkstemp(tmpl);

@@ -7,9 +7,11 @@
 
 #include "node.h"
 
+extern const struct nf_node_type nf_node_bids;
 extern const struct nf_node_type nf_node_debug_fault;
 extern const struct nf_node_type nf_node_design;
 extern const struct nf_node_type nf_node_glm;
+extern const struct nf_node_type nf_node_fixed_effects;
 extern const struct nf_node_type nf_node_load;
 extern const struct nf_node_type nf_node_mask;
 extern const struct nf_node_type nf_node_moments;
@@ -22,8 +24,10 @@ extern const struct nf_node_type nf_node_simulate;
 extern const struct nf_node_type nf_node_summarize;
 
 const struct nf_node_type *const nf_node_types[] = {
+    &nf_node_bids,
     &nf_node_design,
     &nf_node_glm,
+    &nf_node_fixed_effects,
     &nf_node_load,
     &nf_node_mask,
     &nf_node_moments,

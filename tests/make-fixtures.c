@@ -4,7 +4,8 @@
  * node's), all on a 6x5x4 grid, and a mask on a
  * 9x8x6 grid of 2 mm voxels (another grid), and two special files named like
  * inputs (a FIFO fifo.nii, a link urandom.tsv to /dev/urandom) that readers
- * must refuse rather than block on or read without end. Usage:
+ * must refuse rather than block on or read without end, and a BIDS data set
+ * (bids/) whose tasks each lack something (the bids node's failures). Usage:
  *     make-fixtures DIR
  */
 #include <stdio.h>
@@ -37,6 +38,38 @@ fail:
     free(path);
     return rc;
 }
+
+/* A 4D series with a repetition time in its header. */
+static int write_series(const char *dir, const char *name, const struct nf_grid *g, int64_t nt, double tr)
+{
+    struct nf_error err = { 0 };
+    int64_t nvox = nf_grid_nvox(g);
+    float *data = calloc((size_t)(nvox * nt), sizeof *data);
+    char *path = nf_path_join(dir, name), *folder = path ? nf_path_dirname(path) : NULL;
+    int rc = -1;
+    if (data && folder && nf_mkdirs(folder, &err) == 0)
+        rc = nf_nifti_write_series(path, g, nt, data, tr, "nlflow test fixture", &err);
+    if (rc < 0)
+        nf_error_print(&err);
+    free(data);
+    free(path);
+    free(folder);
+    return rc;
+}
+
+/* The BIDS data set: task good is complete; notr has no RepetitionTime,
+ * badjson a malformed sidecar, noevents no events file, mismatch a sidecar
+ * TR (2.5 s) other than its header's (2 s). */
+static const struct { const char *name, *text; } bids_files[] = {
+    { "bids/dataset_description.json", "{\"Name\": \"fixture\", \"BIDSVersion\": \"1.8.0\"}\n" },
+    { "bids/task-good_bold.json", "{\"TaskName\": \"good\", \"RepetitionTime\": 2}\n" },
+    { "bids/sub-01/func/sub-01_task-good_events.tsv", "onset\tduration\ttrial_type\n1\t2\tface\n6\t2\thouse\n" },
+    { "bids/task-notr_bold.json", "{\"TaskName\": \"notr\"}\n" },
+    { "bids/task-badjson_bold.json", "{\n  \"RepetitionTime\": 2,\n  \"TaskName\": badjson\n}\n" },
+    { "bids/task-noevents_bold.json", "{\"RepetitionTime\": 2}\n" },
+    { "bids/task-mismatch_bold.json", "{\"RepetitionTime\": 2.5}\n" },
+};
+static const char *const bids_tasks[] = { "good", "notr", "badjson", "noevents", "mismatch" };
 
 static float ramp(int64_t v, int64_t t) { return (float)(v + 100 * t) * 0.5f; }
 static float inside(int64_t v, int64_t t) { (void)t; return (v % 7 != 0) ? 1.0f : 0.0f; }
@@ -111,6 +144,22 @@ int main(int argc, char **argv)
             return 1;
         }
         free(path);
+    }
+    for (size_t i = 0; i < sizeof bids_files / sizeof *bids_files; i++) {
+        char *path = nf_path_join(dir, bids_files[i].name), *folder = path ? nf_path_dirname(path) : NULL;
+        if (!folder || nf_mkdirs(folder, &err) < 0 ||
+            nf_write_file_atomic(path, bids_files[i].text, strlen(bids_files[i].text), &err) < 0) {
+            nf_error_print(&err);
+            return 1;
+        }
+        free(path);
+        free(folder);
+    }
+    for (size_t i = 0; i < sizeof bids_tasks / sizeof *bids_tasks; i++) {
+        char name[128];
+        snprintf(name, sizeof name, "bids/sub-01/func/sub-01_task-%s_bold.nii.gz", bids_tasks[i]);
+        if (write_series(dir, name, &g, 8, 2.0) < 0)
+            return 1;
     }
     /* cut the gzip stream in the middle of the voxel data */
     char *trunc = nf_path_join(dir, "truncated.nii.gz");

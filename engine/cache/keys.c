@@ -355,6 +355,15 @@ int nf_node_keys_compute(const struct nf_pipeline *p, size_t ni, struct nf_node_
             goto unknown;   /* files not there yet (after: [...]) */
         for (size_t o = 0; o < n_out; o++) {
             struct nf_keyset *ks = &k->outs[o];
+            /* a reader with several outputs (bids: bold, mask, events, ...)
+             * keys each apart; the first output keeps load's keys */
+            struct nf_key out_base = base;
+            if (o > 0) {
+                XXH3_state_t ostate, *ost = start(&ostate, "output");
+                feed_key(ost, base);
+                feed_u64(ost, o);
+                out_base = digest(ost);
+            }
             ks->is_coll = is_coll;
             ks->n = is_coll ? n_paths : 0;
             ks->items = nf_calloc(n_paths + 1, sizeof *ks->items);
@@ -371,7 +380,7 @@ int nf_node_keys_compute(const struct nf_pipeline *p, size_t ni, struct nf_node_
                     goto unknown;
                 }
                 const char *label = is_coll && labels ? labels[i] : NULL;
-                ks->items[i] = nf_key_file_value(base, content, label);
+                ks->items[i] = nf_key_file_value(out_base, content, label);
                 if (o == 0) {
                     nf_key_hex(content, hex);
                     nf_strbuf_addf(&comp, "file %s=%s%s%s\n", paths[i], hex, label ? " label " : "",

@@ -61,6 +61,10 @@ struct nf_value *nf_nifti_read_masked(const char *path, struct nf_geom *geom,
 int nf_nifti_write(const char *path, const struct nf_grid *grid, int64_t nt,
                    const float *data, int intent, const char *descrip,
                    struct nf_error *err);
+/* A 4D series with its repetition time in the header (tr in seconds, > 0). */
+int nf_nifti_write_series(const char *path, const struct nf_grid *grid, int64_t nt,
+                          const float *data, double tr, const char *descrip,
+                          struct nf_error *err);
 /* Unmask rows of a matrix with a geometry into a volume (zeros outside) and write
  * it: 1 row -> 3D, k rows -> 4D. */
 int nf_nifti_write_matrix(const char *path, const struct nf_matrix *m, int intent,
@@ -73,6 +77,9 @@ struct nf_nifti_label {
     const char *intent_name; /* intent_name (15 characters kept), may be NULL */
     float outside;           /* matrices: value of voxels outside the mask */
     const char *descrip;     /* descrip (79 characters kept), may be NULL */
+    double tr;               /* 4D images: repetition time in seconds, written as
+                                pixdim[4] with xyzt_units seconds; 0 when unknown
+                                (pixdim[4] = 1, no time unit, as before) */
 };
 int nf_nifti_write_labelled(const char *path, const struct nf_grid *grid, int64_t nt,
                             const float *data, const struct nf_nifti_label *l,

@@ -608,6 +608,9 @@ struct nf_value *nf_value_materialize(struct nf_value *v, struct nf_error *err)
         return NULL;
     }
     full->u.vol.grid = v->u.vol.grid;
+    /* a TR given to the lazy value (a BIDS sidecar's) wins over the header's */
+    if (v->u.vol.tr > 0)
+        full->u.vol.tr = v->u.vol.tr;
     if (v->label)
         nf_value_set_label(full, v->label);
     return full;
@@ -644,6 +647,10 @@ static void fill_header(nifti_1_header *h, const struct nf_grid *grid, int64_t n
     h->xyzt_units = NIFTI_UNITS_MM;
     if (descrip)
         snprintf(h->descrip, sizeof h->descrip, "%s", descrip);
+    /* the repetition time, when known: what `design` (and nilearn) read back */
+    bool timed = nt > 1 && l->tr > 0 && isfinite(l->tr);
+    if (timed)
+        h->xyzt_units = NIFTI_UNITS_MM | NIFTI_UNITS_SEC;
 
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++)
@@ -660,6 +667,8 @@ static void fill_header(nifti_1_header *h, const struct nf_grid *grid, int64_t n
     h->pixdim[0] = (float)(qfac < 0 ? -1.0 : 1.0);
     for (int a = 0; a < 3; a++)
         h->pixdim[a + 1] = (float)zooms[a];
+    if (timed)
+        h->pixdim[4] = (float)l->tr;
     h->quatern_b = (float)qb;
     h->quatern_c = (float)qc;
     h->quatern_d = (float)qd;
@@ -699,6 +708,14 @@ int nf_nifti_write(const char *path, const struct nf_grid *grid, int64_t nt,
                    struct nf_error *err)
 {
     struct nf_nifti_label l = { .intent = intent, .descrip = descrip };
+    return nf_nifti_write_labelled(path, grid, nt, data, &l, err);
+}
+
+int nf_nifti_write_series(const char *path, const struct nf_grid *grid, int64_t nt,
+                          const float *data, double tr, const char *descrip,
+                          struct nf_error *err)
+{
+    struct nf_nifti_label l = { .descrip = descrip, .tr = tr };
     return nf_nifti_write_labelled(path, grid, nt, data, &l, err);
 }
 

@@ -620,7 +620,12 @@ static void resolve_edges(struct nf_pipeline *p, struct vstate *vs, struct nf_di
             unsigned accepted = in->types;
             if (in->flags & NF_PORT_TABLE_AS_MATRIX)
                 accepted |= NF_PT_TABLE;
-            bool ok = (produced & accepted) != 0 || (produced & NF_PT_COLL);
+            /* a node that can be mapped over a collection gives a collection
+               when it is: a port that takes collections whole (fixed_effects)
+               accepts it, and shapes.c checks the kinds once mapping is known */
+            bool may_map = !(sn->type->flags & NF_NODE_NO_MAP) && nf_port_count(sn->type->inputs) > 0;
+            bool ok = (produced & accepted) != 0 || (produced & NF_PT_COLL) ||
+                      ((accepted & NF_PT_COLL) && may_map);
             if (!ok) {
                 char want_t[128], got_t[128];
                 kinds_text(accepted, want_t, sizeof want_t);

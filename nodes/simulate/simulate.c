@@ -25,23 +25,30 @@
 #include "io/io.h"
 #include "node.h"
 #include "simulate.h"
+#include "simulate_internal.h"
 #include "core/util.h"
 #include "core/value.h"
 #include "core/rng.h"
 
-#define SIM_BASELINE 100.0
-#define SIM_TR 2.0                   /* seconds, recorded in the volumes and sidecar */
 #define SIM_SUBJECT_EFFECT 0.5       /* x effect_size, added inside the ROI */
 #define SIM_PARCEL_MM 30.0           /* edge of the atlas boxes outside the ROI */
 #define SIM_INTENT_LABEL 1002        /* NIFTI_INTENT_LABEL */
 
-/* The synthetic brain: an ellipsoid about the size and place of an adult brain in
- * MNI space, on a virtual 1 mm grid with ch2bet's field of view, so that `auto`
- * and `synthetic` give comparable grids and the default ROI lies inside both. */
-static const int64_t synth_dim[3] = {181, 217, 181};
-static const double synth_origin[3] = {-90.0, -125.0, -71.0};
-static const double synth_centre[3] = {0.0, -17.0, 15.0};
-static const double synth_semi_axes[3] = {68.0, 86.0, 64.0};
+/* The synthetic brains: ellipsoids on virtual 1 mm grids. The whole-brain
+ * one is about the size and place of an adult brain in MNI space, with
+ * ch2bet's field of view, so that `auto` and `synthetic` give comparable
+ * grids and the default ROI lies inside both. The small one (`bids`: a data
+ * set of many runs that tests and examples write in seconds) is a 60 x 72 x
+ * 60 mm field, 20 x 24 x 20 voxels at 3 mm. */
+struct synth_brain {
+    int64_t dim[3];
+    double origin[3], centre[3], semi_axes[3];
+    int xform;          /* 2 aligned (MNI-like), 4 MNI152: the BIDS files say space-MNI152... */
+};
+static const struct synth_brain whole_brain = {
+    {181, 217, 181}, {-90.0, -125.0, -71.0}, {0.0, -17.0, 15.0}, {68.0, 86.0, 64.0}, 2 };
+static const struct synth_brain small_brain = {
+    {60, 72, 60}, {-29.5, -45.5, -24.5}, {0.0, -10.0, 5.0}, {27.0, 33.0, 27.0}, 4 };
 
 enum mask_source { MASK_TEMPLATE, MASK_SYNTHETIC, MASK_FILE };
 
@@ -52,21 +59,22 @@ struct sim_plan {
     struct nf_grid src_grid;    /* the mask's own grid (virtual for synthetic) */
     int64_t factor[3];          /* block edge of the resampling, in source voxels */
     struct nf_grid grid;        /* the simulated grid */
+    const struct synth_brain *brain;   /* MASK_SYNTHETIC: which ellipsoid */
 };
 
 
-static void synthetic_source_grid(struct nf_grid *g)
+static void synthetic_source_grid(const struct synth_brain *b, struct nf_grid *g)
 {
     memset(g, 0, sizeof *g);
     for (int a = 0; a < 3; a++) {
-        g->dim[a] = synth_dim[a];
+        g->dim[a] = b->dim[a];
         g->pixdim[a] = 1.0;
         g->affine[a][a] = 1.0;
-        g->affine[a][3] = synth_origin[a];
+        g->affine[a][3] = b->origin[a];
     }
     g->affine[3][3] = 1.0;
-    g->sform_code = 2;   /* NIFTI_XFORM_ALIGNED_ANAT: MNI-like, but not MNI */
-    g->qform_code = 2;
+    g->sform_code = b->xform;
+    g->qform_code = b->xform;
 }
 
 /* The grid of f-voxel blocks of src: each new voxel's centre is its block's
@@ -112,9 +120,14 @@ static int sim_plan_init(const struct simulate_params *p, const struct nf_env *e
     int rc = 0;
 
     memset(plan, 0, sizeof *plan);
-    if (mask_is_synthetic(mask)) {
+    if (p->bids && (is_auto || strcmp(mask, "synthetic") == 0)) {
         plan->source = MASK_SYNTHETIC;
-        synthetic_source_grid(&plan->src_grid);
+        plan->brain = &small_brain;
+        synthetic_source_grid(plan->brain, &plan->src_grid);
+    } else if (mask_is_synthetic(mask)) {
+        plan->source = MASK_SYNTHETIC;
+        plan->brain = &whole_brain;
+        synthetic_source_grid(plan->brain, &plan->src_grid);
     } else {
         plan->source = is_auto ? MASK_TEMPLATE : MASK_FILE;
         /* `mask` is a string parameter (it also takes keywords), so a relative
@@ -155,21 +168,16 @@ fail:
     return rc;
 }
 
-static void voxel_to_world(const struct nf_grid *g, double i, double j, double k, double xyz[3])
-{
-    for (int r = 0; r < 3; r++)
-        xyz[r] = g->affine[r][0] * i + g->affine[r][1] * j + g->affine[r][2] * k + g->affine[r][3];
-}
 
-static void ellipsoid_mask(const struct nf_grid *g, float *mask)
+static void ellipsoid_mask(const struct synth_brain *b, const struct nf_grid *g, float *mask)
 {
     for (int64_t k = 0; k < g->dim[2]; k++)
         for (int64_t j = 0; j < g->dim[1]; j++)
             for (int64_t i = 0; i < g->dim[0]; i++) {
                 double xyz[3], s = 0.0;
-                voxel_to_world(g, (double)i, (double)j, (double)k, xyz);
+                sim_voxel_to_world(g, (double)i, (double)j, (double)k, xyz);
                 for (int a = 0; a < 3; a++) {
-                    double u = (xyz[a] - synth_centre[a]) / synth_semi_axes[a];
+                    double u = (xyz[a] - b->centre[a]) / b->semi_axes[a];
                     s += u * u;
                 }
                 mask[i + g->dim[0] * (j + g->dim[1] * k)] = s <= 1.0 ? 1.0f : 0.0f;
@@ -222,7 +230,7 @@ static struct nf_value *build_mask(const struct sim_plan *plan, const struct nf_
     if (!mask)
         goto fail;
     if (plan->source == MASK_SYNTHETIC) {
-        ellipsoid_mask(&plan->grid, mask->u.vol.data);
+        ellipsoid_mask(plan->brain, &plan->grid, mask->u.vol.data);
         return mask;
     }
     src = nf_nifti_read(plan->path, err);
@@ -286,36 +294,7 @@ static double feature_weight(int64_t f)
     return f == 0 ? 1.0 : ((f % 2) ? -0.5 : 0.5);
 }
 
-/* Gaussian draws in pairs (Box-Muller uses both values: twice as fast as the
- * one-value nf_rand_normal, which matters for millions of voxels). */
-struct normal_stream {
-    uint64_t state;
-    double spare;
-    bool has_spare;
-};
 
-static void normal_stream_init(struct normal_stream *ns, uint64_t seed, uint64_t stream)
-{
-    ns->state = seed ^ (0xD1B54A32D192ED03ull * (stream + 1));
-    (void)nf_splitmix64(&ns->state);
-    ns->has_spare = false;
-    ns->spare = 0.0;
-}
-
-static double normal_next(struct normal_stream *ns)
-{
-    if (ns->has_spare) {
-        ns->has_spare = false;
-        return ns->spare;
-    }
-    double u1 = nf_rand_uniform(&ns->state), u2 = nf_rand_uniform(&ns->state);
-    if (u1 < 1e-300)
-        u1 = 1e-300;
-    double r = sqrt(-2.0 * log(u1)), theta = 6.283185307179586 * u2;
-    ns->spare = r * sin(theta);
-    ns->has_spare = true;
-    return r * cos(theta);
-}
 
 /* Stream numbers: subjects use 0..subjects-1, the target column this one. */
 #define TARGET_STREAM UINT64_C(0xFFFFFFFF)
@@ -344,13 +323,13 @@ static struct nf_value *labels_table(const double *X, int64_t T, int64_t F, doub
                                      uint64_t seed, struct nf_error *err)
 {
     struct nf_value *tab = nf_value_new_table(T, 2, err);
-    struct normal_stream ns;
+    struct sim_normal ns;
     if (!tab)
         return NULL;
     if (nf_table_column_string(tab, 0, "trial_type", err) < 0 ||
         nf_table_column_numeric(tab, 1, "target", err) < 0)
         goto fail;
-    normal_stream_init(&ns, seed, TARGET_STREAM);
+    sim_normal_init(&ns, seed, TARGET_STREAM);
     for (int64_t t = 0; t < T; t++) {
         double x0 = X[t * F];
         tab->u.tab.cols[0].str[t] = nf_strdup(x0 > 0.0 ? "a" : "b");
@@ -358,7 +337,7 @@ static struct nf_value *labels_table(const double *X, int64_t T, int64_t F, doub
             NF_FAIL(err, NF_ENOMEM, "out of memory");
             goto fail;
         }
-        tab->u.tab.cols[1].num[t] = x0 + (noise > 0.0 ? noise * normal_next(&ns) : 0.0);
+        tab->u.tab.cols[1].num[t] = x0 + (noise > 0.0 ? noise * sim_normal_next(&ns) : 0.0);
     }
     return tab;
 
@@ -367,25 +346,6 @@ fail:
     return NULL;
 }
 
-/* The in-mask columns whose voxel centre lies within the ROI sphere. */
-static int64_t roi_columns(const struct nf_geom *geom, const double centre[3], double radius,
-                           int64_t *roi)
-{
-    const struct nf_grid *g = &geom->grid;
-    int64_t n = 0;
-    for (int64_t c = 0; c < geom->n_voxels; c++) {
-        int64_t off = geom->index[c];
-        int64_t i = off % g->dim[0], j = (off / g->dim[0]) % g->dim[1],
-                k = off / (g->dim[0] * g->dim[1]);
-        double xyz[3], d2 = 0.0;
-        voxel_to_world(g, (double)i, (double)j, (double)k, xyz);
-        for (int a = 0; a < 3; a++)
-            d2 += (xyz[a] - centre[a]) * (xyz[a] - centre[a]);
-        if (d2 <= radius * radius)
-            roi[n++] = c;
-    }
-    return n;
-}
 
 static struct nf_value *simulate_subject(const struct simulate_params *p,
                                          const struct nf_geom *geom, const int64_t *roi,
@@ -394,16 +354,16 @@ static struct nf_value *simulate_subject(const struct simulate_params *p,
 {
     const int64_t T = p->images, nvox = nf_grid_nvox(&geom->grid);
     struct nf_value *vol = nf_value_new_volume(&geom->grid, 4, T, err);
-    struct normal_stream ns;
+    struct sim_normal ns;
     if (!vol)
         return NULL;
     vol->u.vol.tr = SIM_TR;
-    normal_stream_init(&ns, seed, (uint64_t)subject);
+    sim_normal_init(&ns, seed, (uint64_t)subject);
     for (int64_t t = 0; t < T; t++) {
         float *frame = vol->u.vol.data + t * nvox;
         if (p->noise > 0.0)
             for (int64_t c = 0; c < geom->n_voxels; c++)
-                frame[geom->index[c]] = (float)(SIM_BASELINE + p->noise * normal_next(&ns));
+                frame[geom->index[c]] = (float)(SIM_BASELINE + p->noise * sim_normal_next(&ns));
         else
             for (int64_t c = 0; c < geom->n_voxels; c++)
                 frame[geom->index[c]] = (float)SIM_BASELINE;
@@ -413,24 +373,7 @@ static struct nf_value *simulate_subject(const struct simulate_params *p,
     return vol;
 }
 
-static char *subject_label(int64_t s, int64_t subjects)
-{
-    int width = 2;
-    for (int64_t n = subjects; n >= 100; n /= 10)
-        width++;
-    return nf_asprintf("sub-%0*" PRId64, width, s + 1);
-}
 
-static int write_text(const char *dir, const char *name, const char *text, struct nf_error *err)
-{
-    char *path = nf_path_join(dir, name);
-    int rc;
-    if (!path)
-        return NF_FAIL(err, NF_ENOMEM, "out of memory");
-    rc = nf_write_file_atomic(path, text, strlen(text), err);
-    free(path);
-    return rc;
-}
 
 static int cmp_int64(const void *a, const void *b)
 {
@@ -458,7 +401,7 @@ static int build_atlas(const struct nf_geom *geom, const int64_t *roi, int64_t n
         int64_t off = geom->index[c];
         int64_t i = off % g->dim[0], j = (off / g->dim[0]) % g->dim[1], k = off / (g->dim[0] * g->dim[1]);
         double xyz[3];
-        voxel_to_world(g, (double)i, (double)j, (double)k, xyz);
+        sim_voxel_to_world(g, (double)i, (double)j, (double)k, xyz);
         /* the three box indices in one key (|index| < 2^20 for any grid within 30 km) */
         key[c] = 0;
         for (int a = 0; a < 3; a++)
@@ -497,7 +440,7 @@ static int write_atlas_names(const char *dir, const struct nf_volume *atlas, str
     nf_strbuf_addf(&sb, "1 planted_roi\n");
     for (int64_t label = 2; label <= (int64_t)top; label++)
         nf_strbuf_addf(&sb, "%" PRId64 " parcel_%" PRId64 "\n", label, label);
-    int rc = sb.oom ? NF_FAIL(err, NF_ENOMEM, "out of memory") : write_text(dir, "atlas.nii.txt", sb.buf, err);
+    int rc = sb.oom ? NF_FAIL(err, NF_ENOMEM, "out of memory") : sim_write_text(dir, "atlas.nii.txt", sb.buf, err);
     nf_strbuf_release(&sb);
     return rc;
 }
@@ -529,8 +472,8 @@ static int write_dataset(const char *dir, struct nf_value **out, const struct nf
             goto fail;
         }
         NF_TRY(rc = nf_mkdirs(func, err));
-        NF_TRY(rc = nf_nifti_write(path, &item->u.vol.grid, item->u.vol.nt, item->u.vol.data,
-                                   0, "nlflow simulate", err));
+        NF_TRY(rc = nf_nifti_write_series(path, &item->u.vol.grid, item->u.vol.nt, item->u.vol.data,
+                                          item->u.vol.tr, "nlflow simulate", err));
         nf_value_set_path(item, path);
         free(path);
         free(func);
@@ -557,9 +500,9 @@ static int write_dataset(const char *dir, struct nf_value **out, const struct nf
     WRITE_IN("design.tsv", nf_table_write(path, &out[SIMULATE_OUT_X]->u.tab, err));
     WRITE_IN("labels.tsv", nf_table_write(path, &out[SIMULATE_OUT_Y]->u.tab, err));
 #undef WRITE_IN
-    NF_TRY(rc = write_text(dir, "task-sim_bold.json",
+    NF_TRY(rc = sim_write_text(dir, "task-sim_bold.json",
                            "{\n  \"TaskName\": \"sim\",\n  \"RepetitionTime\": 2.0\n}\n", err));
-    NF_TRY(rc = write_text(dir, "dataset_description.json",
+    NF_TRY(rc = sim_write_text(dir, "dataset_description.json",
                            "{\n  \"Name\": \"nlflow simulation\",\n"
                            "  \"BIDSVersion\": \"1.8.0\",\n  \"DatasetType\": \"raw\"\n}\n",
                            err));
@@ -629,6 +572,16 @@ static int simulate_run(struct nf_run *run)
         rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
         goto fail;
     }
+    n_roi = sim_roi_columns(geom, p->roi_center.v, p->roi_radius, roi);
+    if (n_roi == 0)
+        nf_warn(nf_node_id(node),
+                "the ROI sphere (centre %g,%g,%g mm, radius %g mm) holds no brain voxel: "
+                "nothing is planted", p->roi_center.v[0], p->roi_center.v[1],
+                p->roi_center.v[2], p->roi_radius);
+    if (p->bids) {   /* the task data set instead of the regression one */
+        NF_TRY(rc = sim_bids_run(run, geom, roi, n_roi, seed, out));
+        goto outputs;
+    }
     build_design(T, F, X);
     for (int64_t f = 0; f < F; f++)
         truth_value += p->effect_size * feature_weight(f);
@@ -638,12 +591,6 @@ static int simulate_run(struct nf_run *run)
             s += X[t * F + f] * p->effect_size * feature_weight(f);
         roi_signal[t] = s;
     }
-    n_roi = roi_columns(geom, p->roi_center.v, p->roi_radius, roi);
-    if (n_roi == 0)
-        nf_warn(nf_node_id(node),
-                "the ROI sphere (centre %g,%g,%g mm, radius %g mm) holds no brain voxel: "
-                "nothing is planted", p->roi_center.v[0], p->roi_center.v[1],
-                p->roi_center.v[2], p->roi_radius);
 
     out[SIMULATE_OUT_TRUTH] = nf_value_new_volume(&plan.grid, 3, 1, run->err);
     if (!out[SIMULATE_OUT_TRUTH]) {
@@ -668,7 +615,7 @@ static int simulate_run(struct nf_run *run)
         nf_progress(run, s, p->subjects, "subjects");
         struct nf_value *vol = simulate_subject(p, geom, roi, n_roi, roi_signal, seed, s,
                                                 run->err);
-        char *label = subject_label(s, p->subjects);
+        char *label = sim_subject_label(s, p->subjects);
         if (vol && label)
             nf_value_set_label(vol, label);
         free(label);
@@ -690,6 +637,7 @@ static int simulate_run(struct nf_run *run)
         NF_TRY(rc = build_atlas(geom, roi, n_roi, atlas->u.vol.data, run->err));
         NF_TRY(rc = write_dataset(p->write, out, &atlas->u.vol, run->err));
     }
+outputs:
     for (int o = 0; o < 5; o++) {
         run->out[o] = out[o];
         out[o] = NULL;
@@ -710,10 +658,26 @@ fail:   /* and success: rc is 0, the outputs moved to run->out */
     return rc;
 }
 
+/* The task data set (bids) has its own design and layout: `features` and
+ * `write` belong to the regression one, `runs` to the task one (node.h
+ * param_matters: a parameter that cannot matter stays out of the key). */
+static bool simulate_param_matters(const void *params, const struct nf_param *prm)
+{
+    const struct simulate_params *p = params;
+    if (strcmp(prm->name, "runs") == 0)
+        return p->bids != NULL;
+    if (strcmp(prm->name, "features") == 0)
+        return p->bids == NULL;
+    return true;
+}
+
 static int simulate_resolve(struct nf_resolve *r)
 {
     const struct simulate_params *p = r->params;
     struct sim_plan plan;
+    if (p->bids && p->write)
+        return NF_FAIL_AT(r->err, NF_EINVAL, nf_node_loc(r->node), nf_node_id(r->node),
+                          "give write (the regression data set) or bids (the task data set), not both");
     int rc = sim_plan_init(p, r->env, r->node, &plan, r->err);
     if (rc < 0)
         return rc;
@@ -724,6 +688,11 @@ static int simulate_resolve(struct nf_resolve *r)
     r->out[SIMULATE_OUT_MASK] = (struct nf_shape){.kind = NF_KIND_VOLUME, .dim = {d[0], d[1], d[2], 1}};
     r->out[SIMULATE_OUT_X] = (struct nf_shape){.kind = NF_KIND_TABLE, .dim = {p->images, p->features}};
     r->out[SIMULATE_OUT_Y] = (struct nf_shape){.kind = NF_KIND_TABLE, .dim = {p->images, 2}};
+    if (p->bids) {   /* runs; run 1's events and regressors */
+        r->out[SIMULATE_OUT_DATA].n_items = p->subjects * p->runs;
+        r->out[SIMULATE_OUT_X].dim[0] = sim_bids_event_count(p->images);
+        r->out[SIMULATE_OUT_X].dim[1] = 3;
+    }
     r->out[SIMULATE_OUT_TRUTH] = r->out[SIMULATE_OUT_MASK];
     /* every image is on the mask's grid: a mask node pairing them with a
      * loaded image compares grids before anything runs */
@@ -766,7 +735,7 @@ static int simulate_key_files(const void *params, const struct nf_env *env, char
     char *path = NULL;
     *paths = NULL;
     *n = 0;
-    if (strcmp(mask, "synthetic") == 0 || (is_auto && access(NF_SIMULATE_TEMPLATE, R_OK) != 0))
+    if (strcmp(mask, "synthetic") == 0 || (is_auto && (p->bids || access(NF_SIMULATE_TEMPLATE, R_OK) != 0)))
         return 0;
     if (is_auto)
         path = nf_strdup(NF_SIMULATE_TEMPLATE);
@@ -807,6 +776,14 @@ static const struct nf_param simulate_param_table[] = {
                     "folder to also write the data set to as BIDS-like files (sub-XX/func/"
                     "sub-XX_task-sim_bold.nii.gz, mask, truth, design.tsv, labels.tsv, and atlas.nii.gz: label 1 the "
                     "ROI sphere, 2, 3, ... 30 mm boxes of the other brain voxels; names in atlas.nii.txt)"),
+    NF_PARAM_PATH_F("bids", FIELD(bids), "", NF_PF_OPTIONAL,
+                    "instead: simulate a two-condition task (faces, houses) and write it to this folder as BIDS "
+                    "raw data (sub-XX/func/sub-XX_task-localizer_run-R_bold.nii.gz and _events.tsv, "
+                    "task-localizer_bold.json with RepetitionTime 2) plus fMRIPrep-like derivatives "
+                    "(derivatives/fmriprep/: _space-MNI152NLin2009cAsym_desc-preproc_bold, _desc-brain_mask, "
+                    "_desc-confounds_timeseries.tsv) and derivatives/simulation/truth.nii.gz; faces - houses "
+                    "is effect_size in the ROI (mask auto or synthetic: a small 60 x 72 x 60 mm brain)"),
+    NF_PARAM_INT("runs", FIELD(runs), 2, 1, 99, "runs per subject of the `bids` task data set"),
     NF_PARAM_END,
 };
 #undef FIELD
@@ -826,7 +803,21 @@ static char *simulate_methods(const void *params)
                    : nf_asprintf("%" PRId64 " regressors (a boxcar and %" PRId64 " sines)", p->features,
                                  p->features - 1);
     char *text = NULL;
-    if (brain && seed && design)
+    if (p->bids && brain && seed)
+        text = nf_asprintf(
+            "A task-fMRI data set was simulated for %" PRId64 " subject%s, %" PRId64 " run%s each of %" PRId64
+            " volumes (TR = 2 s), on %s resampled to %g mm voxels%s, and written as BIDS data with "
+            "fMRIPrep-like derivatives. Each brain voxel's series was a baseline of 100 plus a shared response "
+            "of %g to faces and houses events (4 s, Glover HRF), a linear drift and Gaussian noise with a "
+            "standard deviation of %g; within a sphere of radius %g mm centred at (%g, %g, %g) mm faces "
+            "evoked an extra response of %g times a per-subject amplitude drawn around 1 (standard deviation "
+            "0.2).",
+            p->subjects, p->subjects == 1 ? "" : "s", p->runs, p->runs == 1 ? "" : "s", p->images,
+            mask_is_synthetic(p->mask ? p->mask : "auto") || strcmp(p->mask ? p->mask : "auto", "auto") == 0
+                ? "a small synthetic ellipsoid brain mask" : brain,
+            p->voxel_size, seed, 0.5 * p->effect_size, p->noise, p->roi_radius, p->roi_center.v[0],
+            p->roi_center.v[1], p->roi_center.v[2], p->effect_size);
+    else if (brain && seed && design)
         text = nf_asprintf(
             "Synthetic data were simulated for %" PRId64 " subject%s of %" PRId64 " images%s, on %s "
             "resampled to %g mm voxels%s. Each voxel's series was a baseline of 100 plus a design of %s "
@@ -870,8 +861,14 @@ const struct nf_node_type nf_node_simulate = {
         "(inside the ROI) + noise*N(0,1), where the weights B are effect_size times fixed "
         "per-feature weights inside a sphere of `roi_radius` mm around `roi_center` and 0 "
         "elsewhere. Deterministic from `seed`. Returns the data, the mask, the design X, "
-        "labels y and the ground-truth map, and optionally writes them as BIDS-like files.",
-    .version = 2,   /* 2: write: also writes atlas.nii.gz */
+        "labels y and the ground-truth map, and optionally writes them as BIDS-like files. With "
+        "`bids`, it simulates a task instead (`nlflow simulate --bids DIR`): `subjects` x `runs` runs of "
+        "`images` volumes (TR 2 s) with faces and houses events convolved with the Glover HRF, a response to "
+        "both everywhere and an extra faces response of effect_size in the ROI, written as BIDS raw data "
+        "with fMRIPrep-like derivatives (preprocessed images, brain masks, confounds); data are then the "
+        "runs (labelled sub-XX_task-localizer_run-R), X run 1's events, y run 1's two HRF regressors and "
+        "truth the faces - houses map.",
+    .version = 3,   /* 2: write: also writes atlas.nii.gz; 3: bids, runs */
     .params = simulate_param_table,
     .params_size = sizeof(struct simulate_params),
     .inputs = simulate_inputs,
@@ -880,6 +877,7 @@ const struct nf_node_type nf_node_simulate = {
     .estimate = simulate_estimate,
     .run_cpu = simulate_run,
     .key_files = simulate_key_files,
+    .param_matters = simulate_param_matters,
     .methods = simulate_methods,
     .flags = NF_NODE_SOURCE,
 };

@@ -22,6 +22,8 @@ struct simulate_params {
     double roi_radius;             /* mm */
     int64_t seed;                  /* -1: the pipeline's settings.seed */
     char *write;                   /* folder for a BIDS-like copy, or NULL */
+    char *bids;                    /* folder for a BIDS + fMRIPrep-like task data set, or NULL */
+    int64_t runs;                  /* runs per subject of the task data set */
 };
 
 /* Output ports, in table order. */

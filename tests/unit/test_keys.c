@@ -87,6 +87,13 @@ static char *tmpdir;
                        "  t: {type: glm, in: {X: d.X, Y: voxels}, @P}\n"
 #define CTX_MOMENTS IMAGES "  t: {type: moments, in: {data: voxels}@P}\n"
 
+#define CTX_BIDS "  t: {type: bids, @P}\n"
+#define DERIV "derivatives: data/bids/derivatives/fmriprep"
+
+#define CTX_FX "  r: {type: bids, root: data/bids, " DERIV "}\n" \
+               "  v: {type: mask, in: {data: r.bold, mask: r.mask}}\n" \
+               "  t: {type: fixed_effects, in: {effect: v, variance: v}, @P}\n"
+
 #define SIM "images: 12, voxel_size: 10, mask: synthetic"
 #define PERM "n_permutations: 200"
 #define SEED "seed: 7"
@@ -166,6 +173,29 @@ static const struct decision decisions[] = {
     { "simulate", "roi_radius", CTX_SIM, SIM, "roi_radius: 10", "roi_radius: 30", true, NULL },
     { "simulate", "seed", CTX_SIM, SIM, "seed: 1", "seed: 2", true, NULL },
     { "simulate", "write", CTX_SIM, SIM, "write: w1", "write: w2", true, NULL },   /* files elsewhere */
+    { "simulate", "bids", CTX_SIM, SIM, "bids: w1", "bids: w2", true, NULL },   /* files elsewhere */
+    { "simulate", "runs", CTX_SIM, SIM ", bids: w1", "runs: 1", "runs: 2", true, NULL },
+    /* runs belong to the task data set, features to the regression one (param_matters) */
+    { "simulate", "runs (no bids)", CTX_SIM, SIM, "runs: 1", "runs: 2", false, NULL },
+    { "simulate", "features (bids)", CTX_SIM, SIM ", bids: w1", "features: 1", "features: 3", false, NULL },
+    /* bids: no parameter is keyed; the files it selects (content, labels) are.
+     * data/bids2 has another seed, data/bses sessions 1 and 2 of the same
+     * files, data/bmix tasks localizer and other of the same files, and
+     * data/bids a desc-smooth copy of sub-01 run 1's preprocessed image */
+    { "fixed_effects", "precision_weighted", CTX_FX, "", "precision_weighted: false", "precision_weighted: true",
+      true, NULL },
+    { "fixed_effects", "dof", CTX_FX, "", "dof: 100", "dof: 3", true, NULL },
+    { "bids", "root", CTX_BIDS, "", "root: data/bids", "root: data/bids2", true, NULL },
+    { "bids", "derivatives", CTX_BIDS, "root: data/bids", "", DERIV, true, NULL },
+    { "bids", "subjects", CTX_BIDS, "root: data/bids", "subjects: ['01']", "subjects: ['0*']", true, NULL },
+    { "bids", "sessions", CTX_BIDS, "root: data/bses", "sessions: ['1']", "sessions: ['2']", true, NULL },
+    { "bids", "task", CTX_BIDS, "root: data/bmix", "task: localizer", "task: other", true, NULL },
+    { "bids", "runs", CTX_BIDS, "root: data/bids", "runs: ['1']", "runs: ['2']", true, NULL },
+    { "bids", "space", CTX_BIDS, "root: data/bids, " DERIV, "", "space: MNI152NLin2009cAsym", false, NULL },
+    { "bids", "desc", CTX_BIDS, "root: data/bids, subjects: ['01'], runs: ['1'], " DERIV, "desc: preproc",
+      "desc: smooth", false, NULL },
+    { "bids", "require", CTX_BIDS, "root: data/bids, " DERIV, "require: [events]",
+      "require: [events, confounds, mask]", false, NULL },
     /* summarize writes files: every change of the pipeline changes its
      * provenance (dataset_description.json), so it always reruns */
     { "summarize", "threshold", CTX_SUMMARIZE, "threshold_key: m", "threshold: 0.5", "threshold: 1.5", true, NULL },
@@ -594,7 +624,11 @@ static int setup(void **state)
     struct nf_error err = { 0 };
     const char *yaml = "nlflow: 1\nsettings: {seed: 3, cache: off}\nnodes:\n"
                        "  sim: {type: simulate, subjects: 3, images: 16, voxel_size: 10, mask: synthetic, "
-                       "write: data}\n";
+                       "write: data}\n"
+                       "  b1: {type: simulate, subjects: 2, images: 16, voxel_size: 10, roi_center: [0, -10, 5], "
+                       "bids: data/bids}\n"
+                       "  b2: {type: simulate, subjects: 2, images: 16, voxel_size: 10, roi_center: [0, -10, 5], "
+                       "seed: 5, bids: data/bids2}\n";
     char *path = nf_asprintf("%s/make-data.yaml", tmpdir);
     if (nf_write_file_atomic(path, yaml, strlen(yaml), &err) < 0)
         return -1;
@@ -611,7 +645,15 @@ static int setup(void **state)
     char *cmd = nf_asprintf("cd '%s' && rm -f make-data.yaml && mkdir -p data/copy && cp data/design.tsv data/copy/"
                             " && printf '1 Roi\\n' > data/names1.txt && printf '1 Sphere\\n' > data/names2.txt"
                             " && printf 'onset\\tduration\\ttrial_type\\tamp\\n-10\\t4\\ta\\t1\\n2\\t4\\ta\\t1\\n8\\t0\\tb\\t2\\n"
-                            "14\\t3\\ta\\t0.5\\n20\\t2\\tb\\t1\\n' > data/events.tsv",
+                            "14\\t3\\ta\\t0.5\\n20\\t2\\tb\\t1\\n' > data/events.tsv"
+                            " && cd data && D=bids/derivatives/fmriprep/sub-01/func/sub-01_task-localizer_run-1_space-"
+                            "MNI152NLin2009cAsym_desc && cp ${D}-preproc_bold.nii.gz ${D}-smooth_bold.nii.gz"
+                            " && for s in 1 2; do mkdir -p bses/sub-01/ses-$s/func && for f in bids/sub-01/func/*run-1*; do"
+                            " cp $f bses/sub-01/ses-$s/func/$(basename $f | sed s/sub-01_/sub-01_ses-${s}_/); done; done"
+                            " && mkdir -p bmix/sub-01/func && for f in bids/sub-01/func/*run-1*; do cp $f bmix/sub-01/func/"
+                            " && cp $f bmix/sub-01/func/$(basename $f | sed s/localizer/other/); done"
+                            " && cp bids/task-localizer_bold.json bses/ && cp bids/task-localizer_bold.json bmix/"
+                            " && sed s/localizer/other/ bids/task-localizer_bold.json > bmix/task-other_bold.json",
                             tmpdir);
     int rc = system(cmd);
     free(cmd);

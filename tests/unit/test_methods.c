@@ -22,8 +22,10 @@
 
 #include "node.h"
 #include "core/util.h"
+#include "bids/bids.h"
 #include "design/design.h"
 #include "glm/glm.h"
+#include "fixed_effects/fixed_effects.h"
 #include "load/load.h"
 #include "mask/mask.h"
 #include "permute/permute.h"
@@ -35,6 +37,8 @@
 
 /* Large enough for any node's params struct (checked against params_size). */
 union any_params {
+    struct bids_params bids;
+    struct fixed_effects_params fixed_effects;
     struct design_params design;
     struct glm_params glm;
     struct load_params load;
@@ -391,6 +395,65 @@ static void test_glm(void **state)
     nf_params_release(t, p);
 }
 
+static void test_bids(void **state)
+{
+    (void)state;
+    union any_params u;
+    const struct nf_node_type *t = defaults("bids", &u);
+    struct bids_params *p = &u.bids;
+    set_str(&p->root, "/data/ds001");
+    expect("bids", p, HAS("BIDS dataset ds001 (no filter)", "JSON sidecars by BIDS inheritance"),
+           HAS("fMRIPrep", "had to have"));
+    set_str(&p->derivatives, "/data/ds001/derivatives/fmriprep");
+    set_str(&p->task, "faces");
+    set_str(&p->space, "MNI152NLin2009cAsym");
+    set_str(&p->desc, "smooth");
+    p->subjects.v = nf_calloc(1, sizeof *p->subjects.v);
+    p->subjects.v[0] = nf_strdup("0*");
+    p->subjects.n = 1;
+    p->require.v = nf_calloc(2, sizeof *p->require.v);
+    p->require.v[0] = nf_strdup("events");
+    p->require.v[1] = nf_strdup("mask");
+    p->require.n = 2;
+    expect("bids", p,
+           HAS("subjects [0*], task faces, space MNI152NLin2009cAsym", "fMRIPrep derivatives (desc-smooth)",
+               "every run had to have events and mask"),
+           NULL);
+    nf_params_release(t, p);
+}
+
+static void test_fixed_effects(void **state)
+{
+    (void)state;
+    union any_params u;
+    defaults("fixed_effects", &u);
+    struct fixed_effects_params *p = &u.fixed_effects;
+    expect("fixed_effects", p, HAS("compute_fixed_effects", "the mean effect", "100 degrees of freedom per run"),
+           HAS("inverse variance"));
+    p->precision_weighted = true;
+    p->dof = 37;
+    expect("fixed_effects", p, HAS("weighted by their inverse variance", "37 degrees of freedom per run"),
+           HAS("mean effect"));
+}
+
+static void test_simulate_bids(void **state)
+{
+    (void)state;
+    union any_params u;
+    const struct nf_node_type *t = defaults("simulate", &u);
+    struct simulate_params *p = &u.simulate;
+    set_str(&p->bids, "ds");
+    p->subjects = 3;
+    p->runs = 4;
+    p->images = 60;
+    p->effect_size = 1.5;
+    expect("simulate", p,
+           HAS("3 subjects, 4 runs each of 60 volumes", "BIDS data with fMRIPrep-like derivatives",
+               "a shared response of 0.75", "an extra response of 1.5"),
+           HAS("regressors"));
+    nf_params_release(t, p);
+}
+
 /* Out of memory at any allocation: NULL, never a partial sentence; the same
  * sentence once nothing fails. */
 static void test_out_of_memory(void **state)
@@ -438,6 +501,9 @@ int main(void)
         cmocka_unit_test(test_summarize),
         cmocka_unit_test(test_design),
         cmocka_unit_test(test_glm),
+        cmocka_unit_test(test_bids),
+        cmocka_unit_test(test_fixed_effects),
+        cmocka_unit_test(test_simulate_bids),
         cmocka_unit_test(test_out_of_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
