@@ -244,9 +244,15 @@ static int key_environment(const struct nf_pipeline *p, const struct nf_node_ins
         char **paths = NULL;
         size_t n = 0;
         nf_pipeline_env(p, &env);
-        rc = t->key_files(node->params, &env, &paths, &n, err);
-        if (rc < 0)
+        struct nf_error kerr = { 0 };
+        rc = t->key_files(node->params, &env, &paths, &n, &kerr);
+        if (rc == NF_ENOMEM) {
+            *err = kerr;
             return rc;
+        }
+        if (rc < 0)
+            return 0;   /* its files are not there (yet: after a node that writes them);
+                           shape resolution reports what is wrong with them */
         rc = 1;
         for (size_t i = 0; i < n; i++) {
             struct nf_key content;

@@ -121,6 +121,9 @@ int nf_resolve_shapes(struct nf_pipeline *p, struct nf_diags *d)
             }
             ok &= port_shape(node, edge, &t->inputs[edge->port], ss, src_desc,
                              &node->in_shape[edge->port], &maps, &n_items, d);
+            /* a source known only when it runs (after a node that writes its
+               files): so is this node, and it is checked then */
+            deferred |= ss->kind == NF_KIND_NONE;
         }
         if (!ok) {
             free(extra_names);
