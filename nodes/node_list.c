@@ -16,7 +16,9 @@ extern const struct nf_node_type nf_node_permute;
 extern const struct nf_node_type nf_node_predict;
 extern const struct nf_node_type nf_node_report;
 extern const struct nf_node_type nf_node_ridge;
+extern const struct nf_node_type nf_node_resample;
 extern const struct nf_node_type nf_node_simulate;
+extern const struct nf_node_type nf_node_smooth;
 extern const struct nf_node_type nf_node_summarize;
 
 const struct nf_node_type *const nf_node_types[] = {
@@ -28,7 +30,9 @@ const struct nf_node_type *const nf_node_types[] = {
     &nf_node_predict,
     &nf_node_report,
     &nf_node_ridge,
+    &nf_node_resample,
     &nf_node_simulate,
+    &nf_node_smooth,
     &nf_node_summarize,
     &nf_node_debug_fault,
     NULL,

@@ -79,6 +79,9 @@ static char *tmpdir;
 #define CTX_DESIGN IMAGES "  ev: {type: load, path: data/events.tsv}\n" \
                           "  cf: {type: load, path: data/design.tsv}\n" \
                           "  t: {type: design, in: {events: ev, frames: voxels, confounds: cf}, @P}\n"
+#define CTX_SMOOTH IMAGES "  t: {type: smooth, in: {data: bold}, @P}\n"
+#define CTX_RESAMPLE IMAGES "  grid: {type: simulate, images: 2, voxel_size: 7, mask: synthetic}\n" \
+                            "  t: {type: resample, in: {data: bold, to: grid.mask}, @P}\n"
 #define CTX_MOMENTS IMAGES "  t: {type: moments, in: {data: voxels}@P}\n"
 
 #define SIM "images: 12, voxel_size: 10, mask: synthetic"
@@ -228,6 +231,8 @@ static const struct decision decisions[] = {
     { "design", "tr", CTX_DESIGN, "", "tr: 2", "tr: 2.5", true, NULL },
     { "design", "confound_columns", CTX_DESIGN, "tr: 2", "confound_columns: [f1]", "confound_columns: [f*]", true, NULL },
     { "design", "modulation", CTX_DESIGN, "tr: 2", "", "modulation: amp", true, NULL },
+    { "smooth", "fwhm", CTX_SMOOTH, "", "fwhm: 6", "fwhm: [6, 6, 12]", true, NULL },
+    { "resample", "interpolation", CTX_RESAMPLE, "", "interpolation: linear", "interpolation: nearest", true, NULL },
 };
 
 /* ---- digests ---- */
