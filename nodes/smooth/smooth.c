@@ -11,8 +11,13 @@
  * size), the voxel size being the norm of the affine's column, so oblique and
  * anisotropic grids get the same widths as in nilearn. Each pass sums in
  * double and stores float32, as scipy does for float32 data, so results agree
- * with nilearn to float32 rounding. A 4D series is smoothed volume by volume;
- * fwhm 0 copies the image (nilearn warns and does not smooth; so do we).
+ * with nilearn to float32 rounding; the kernel is normalised with numpy's
+ * pairwise sum and each output summed in scipy's order (centre, then the
+ * pairs from the outside in), so the results are nilearn's bit for bit in
+ * bench/peers/smooth_resample_vs_nilearn.py (numpy's exp may still differ
+ * from the C library's in the last bit of a weight). A 4D series
+ * is smoothed volume by volume; fwhm 0 copies the image (nilearn warns and
+ * does not smooth; so do we).
  *
  * The image is smoothed as it is, before any mask: smoothing inside a mask
  * (normalised by the smoothed mask) is not done here.
@@ -100,18 +105,46 @@ void nf_smooth_sigmas(const struct nf_grid *grid, const double fwhm[3], double s
     }
 }
 
-/* scipy's _gaussian_kernel1d (order 0): weights[0..radius] of the symmetric
- * kernel, normalised so that the full kernel sums to 1. */
-static void gaussian_weights(double sigma, int64_t radius, double *w)
+/* numpy's sum of a contiguous float64 array (pairwise summation: eight
+ * running sums in blocks of up to 128, halves above), so that the kernel is
+ * normalised to the same bits as scipy's. */
+static double numpy_sum(const double *a, int64_t n)
 {
-    const double c = -0.5 / (sigma * sigma);
-    double sum = 0.0;
-    for (int64_t x = 0; x <= radius; x++) {
-        w[x] = exp(c * (double)x * (double)x);
-        sum += x == 0 ? w[x] : 2.0 * w[x];
+    if (n < 8) {
+        double res = 0.0;
+        for (int64_t i = 0; i < n; i++)
+            res += a[i];
+        return res;
     }
+    if (n <= 128) {
+        double r[8];
+        for (int j = 0; j < 8; j++)
+            r[j] = a[j];
+        int64_t i;
+        for (i = 8; i < n - n % 8; i += 8)
+            for (int j = 0; j < 8; j++)
+                r[j] += a[i + j];
+        double res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+        for (; i < n; i++)
+            res += a[i];
+        return res;
+    }
+    int64_t half = n / 2;
+    half -= half % 8;
+    return numpy_sum(a, half) + numpy_sum(a + half, n - half);
+}
+
+/* scipy's _gaussian_kernel1d (order 0): exp(c x²) with c = -0.5 / sigma², x²
+ * an exact integer, on x = -radius..radius, divided by its sum. Returns weights[0..radius] of
+ * the symmetric kernel; full is scratch of 2 radius + 1 doubles. */
+static void gaussian_weights(double sigma, int64_t radius, double *w, double *full)
+{
+    const double sigma2 = sigma * sigma, c = -0.5 / sigma2;
+    for (int64_t x = -radius; x <= radius; x++)
+        full[x + radius] = exp(c * (double)(x * x));
+    const double sum = numpy_sum(full, 2 * radius + 1);
     for (int64_t x = 0; x <= radius; x++)
-        w[x] /= sum;
+        w[x] = full[x + radius] / sum;
 }
 
 /* The index that 'reflect' mode reads for position x of a line of n. */
@@ -158,9 +191,10 @@ static void filter_block(const struct smooth_pass *s, int64_t t, int64_t o, int6
         const double *mid = buf + (x + r) * width;
         float *out = base + x * inner;
         for (int64_t l = 0; l < width; l++) {
-            double acc = w[0] * mid[l];
-            for (int64_t j = 1; j <= r; j++)
-                acc += w[j] * (mid[l + j * width] + mid[l - j * width]);
+            /* scipy's order: the centre, then the pairs from the outside in */
+            double acc = mid[l] * w[0];
+            for (int64_t j = r; j >= 1; j--)
+                acc += (mid[l - j * width] + mid[l + j * width]) * w[j];
             out[l] = (float)acc;
         }
     }
@@ -215,11 +249,11 @@ static int smooth_axis(const struct nf_run *run, float *data, const struct nf_gr
                        int64_t nt, int axis, double sigma, int threads, struct nf_error *err)
 {
     const int64_t radius = (int64_t)(SMOOTH_TRUNCATE * sigma + 0.5);
-    double *w = nf_malloc((size_t)(radius + 1) * sizeof *w);
+    double *w = nf_malloc_array((size_t)(3 * radius + 2), sizeof *w);
     if (!w)
         return NF_FAIL(err, NF_ENOMEM, "out of memory for a smoothing kernel of radius %lld voxels",
                        (long long)radius);
-    gaussian_weights(sigma, radius, w);
+    gaussian_weights(sigma, radius, w, w + radius + 1);
 
     struct smooth_pass s = { .data = data, .nt = nt, .nvox = nf_grid_nvox(grid), .radius = radius,
                              .w = w, .run = run };
