@@ -20,7 +20,9 @@ extern const struct nf_node_type nf_node_predict;
 extern const struct nf_node_type nf_node_report;
 extern const struct nf_node_type nf_node_ridge;
 extern const struct nf_node_type nf_node_select;
+extern const struct nf_node_type nf_node_resample;
 extern const struct nf_node_type nf_node_simulate;
+extern const struct nf_node_type nf_node_smooth;
 extern const struct nf_node_type nf_node_summarize;
 
 const struct nf_node_type *const nf_node_types[] = {
@@ -36,7 +38,9 @@ const struct nf_node_type *const nf_node_types[] = {
     &nf_node_report,
     &nf_node_ridge,
     &nf_node_select,
+    &nf_node_resample,
     &nf_node_simulate,
+    &nf_node_smooth,
     &nf_node_summarize,
     &nf_node_debug_fault,
     NULL,

@@ -514,7 +514,8 @@ struct nf_value *nf_nifti_read_masked(const char *path, struct nf_geom *geom,
         char a[512], b[512];
         nf_grid_describe(&info.grid, a, sizeof a);
         nf_grid_describe(&geom->grid, b, sizeof b);
-        rc = NF_FAIL(err, NF_ESHAPE, "'%s' is on another grid than the mask: %s; mask %s", path, a, b);
+        rc = NF_FAIL(err, NF_ESHAPE, "'%s' is on another grid than the mask: %s; mask %s (resample it: a "
+                     "resample node with the mask as to puts it on the mask's grid)", path, a, b);
         goto fail;
     }
     const int64_t nvox = nf_grid_nvox(&info.grid), cols = geom->n_voxels;

@@ -111,6 +111,16 @@ static int check_volume(const struct nf_value *v, const char *port,
     return 0;
 }
 
+/* The fix for a grid mismatch, named in the message: a resample node that
+ * puts data (or the atlas, with nearest for labels) on the mask's grid. */
+static const char *resample_hint(const char *port)
+{
+    if (strcmp(port, "atlas") == 0)
+        return "a resample node with the atlas as data, the mask as to and interpolation: nearest "
+               "puts the atlas on the mask's grid";
+    return "a resample node with the data as data and the mask as to puts the data on the mask's grid";
+}
+
 /* Grids must match exactly: silently resampling would change which voxels are
  * analysed. Both grids and both files go into the message, since the fix is
  * to resample one onto the other. */
@@ -125,9 +135,9 @@ static int check_same_grid(const struct nf_value *a, const char *a_port,
     nf_grid_describe(&b->u.vol.grid, b_grid, sizeof b_grid);
     return NF_FAIL_AT(err, NF_ESHAPE, nf_node_loc(node), nf_node_id(node),
                       "%s '%s' and %s '%s' are on different grids: %s is %s; %s is %s "
-                      "(resample one onto the other first)",
+                      "(resample it: %s)",
                       a_port, value_name(a), b_port, value_name(b),
-                      a_port, a_grid, b_port, b_grid);
+                      a_port, a_grid, b_port, b_grid, resample_hint(a_port));
 }
 
 static int check_single_image(const struct nf_value *v, const char *port,
@@ -370,8 +380,9 @@ static int fail_grids(struct nf_resolve *r, const char *a_port, const struct nf_
         snprintf(b_name, sizeof b_name, " '%s'", b->path);
     return NF_FAIL_AT(r->err, NF_ESHAPE, nf_node_loc(r->node), nf_node_id(r->node),
                       "%s%s and %s%s are on different grids: %s is %s; %s is %s "
-                      "(resample one onto the other first)",
-                      a_port, a_name, b_port, b_name, a_port, a_grid, b_port, b_grid);
+                      "(resample it: %s)",
+                      a_port, a_name, b_port, b_name, a_port, a_grid, b_port, b_grid,
+                      resample_hint(a_port));
 }
 
 /* Headers only: the number of in-mask voxels is unknown until the mask is
@@ -451,8 +462,9 @@ const struct nf_node_type nf_node_mask = {
         "matrix whose columns follow nltools/nilearn: C order over (i, j, k), k "
         "fastest. NaN and inf in the data become 0 (with a warning); data, mask and "
         "atlas must share one grid (same dimensions, affines equal within 1e-4 mm), "
-        "nothing is resampled. The matrix keeps the mask's geometry, so any map "
-        "computed from it can be written back as NIfTI. `standardize` applies per "
+        "nothing is resampled here (a `resample` node puts an image on another's "
+        "grid). The matrix keeps the mask's geometry, so any map computed from it "
+        "can be written back as NIfTI. `standardize` applies per "
         "voxel over the images: zscore (population std; a constant voxel becomes 0) "
         "or center. With an `atlas`, `labels` gives the atlas value of each column.",
     .version = 1,

@@ -85,6 +85,9 @@ static char *tmpdir;
 #define CTX_GLM IMAGES "  ev: {type: load, path: data/events.tsv}\n" \
                        "  d: {type: design, in: {events: ev, frames: voxels}, tr: 2}\n" \
                        "  t: {type: glm, in: {X: d.X, Y: voxels}, @P}\n"
+#define CTX_SMOOTH IMAGES "  t: {type: smooth, in: {data: bold}, @P}\n"
+#define CTX_RESAMPLE IMAGES "  grid: {type: simulate, images: 2, voxel_size: 7, mask: synthetic}\n" \
+                            "  t: {type: resample, in: {data: bold, to: grid.mask}, @P}\n"
 #define CTX_MOMENTS IMAGES "  t: {type: moments, in: {data: voxels}@P}\n"
 
 #define CTX_BIDS "  t: {type: bids, @P}\n"
@@ -268,6 +271,8 @@ static const struct decision decisions[] = {
     { "glm", "noise", CTX_GLM, "contrasts: [d = a - b]", "noise: ar1", "noise: ols", true, NULL },
     { "glm", "scaling", CTX_GLM, "contrasts: [d = a - b]", "scaling: mean", "scaling: none", true, NULL },
     { "glm", "contrasts", CTX_GLM, "", "contrasts: [d = a - b]", "contrasts: [d = a + b]", true, NULL },
+    { "smooth", "fwhm", CTX_SMOOTH, "", "fwhm: 6", "fwhm: [6, 6, 12]", true, NULL },
+    { "resample", "interpolation", CTX_RESAMPLE, "", "interpolation: linear", "interpolation: nearest", true, NULL },
 };
 
 /* ---- digests ---- */

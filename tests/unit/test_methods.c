@@ -31,8 +31,10 @@
 #include "permute/permute.h"
 #include "predict/predict.h"
 #include "predict/predict_models.h"
+#include "resample/resample.h"
 #include "ridge/ridge.h"
 #include "simulate/simulate.h"
+#include "smooth/smooth.h"
 #include "summarize/summarize.h"
 
 /* Large enough for any node's params struct (checked against params_size). */
@@ -45,8 +47,10 @@ union any_params {
     struct mask_params mask;
     struct permute_params permute;
     struct predict_params predict;
+    struct resample_params resample;
     struct ridge_params ridge;
     struct simulate_params simulate;
+    struct smooth_params smooth;
     struct summarize_params summarize;
     char bytes[512];
 };
@@ -454,6 +458,28 @@ static void test_simulate_bids(void **state)
     nf_params_release(t, p);
 }
 
+static void test_smooth_resample(void **state)
+{
+    (void)state;
+    union any_params u;
+    const struct nf_node_type *t = defaults("smooth", &u);
+    struct smooth_params *p = &u.smooth;
+    set_nums(&p->fwhm, 1, (const double[]){ 6 });
+    expect("smooth", p, HAS("isotropic Gaussian kernel of 6 mm FWHM"), HAS("x"));
+    set_nums(&p->fwhm, 3, (const double[]){ 4, 5, 8 });
+    expect("smooth", p, HAS("Gaussian kernel of 4 x 5 x 8 mm FWHM"), HAS("isotropic"));
+    nf_params_release(t, p);
+
+    t = defaults("resample", &u);
+    struct resample_params *r = &u.resample;
+    expect("resample", r, HAS("continuous (cubic B-spline) interpolation"), HAS("linear"));
+    r->interpolation = RESAMPLE_NEAREST;
+    expect("resample", r, HAS("nearest-neighbour interpolation (interpolation = nearest"), HAS("cubic"));
+    r->interpolation = RESAMPLE_LINEAR;
+    expect("resample", r, HAS("with linear interpolation (interpolation = linear"), HAS("nearest"));
+    nf_params_release(t, r);
+}
+
 /* Out of memory at any allocation: NULL, never a partial sentence; the same
  * sentence once nothing fails. */
 static void test_out_of_memory(void **state)
@@ -504,6 +530,7 @@ int main(void)
         cmocka_unit_test(test_bids),
         cmocka_unit_test(test_fixed_effects),
         cmocka_unit_test(test_simulate_bids),
+        cmocka_unit_test(test_smooth_resample),
         cmocka_unit_test(test_out_of_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
