@@ -8,8 +8,9 @@
  * _events.tsv files). It writes a pipeline that, per task, selects the runs
  * (`bids`), uses the shipped first-level template (`templates/<name>.yaml`,
  * found on NLFLOW_PATH or where nlflow is installed) with one contrast per
- * condition against baseline, and the group template on each contrast. The
- * user edits the contrasts. Without --bids it writes the same file with
+ * condition against baseline, the group template (`templates/group.yaml`)
+ * on each contrast, and writes the group maps (`summarize`). The user edits
+ * the contrasts. Without --bids it writes the same file with
  * placeholders and comments. Nothing is overwritten.
  */
 #include <glob.h>
@@ -224,8 +225,8 @@ static int scan_dataset(const char *root, const char *deriv, struct dataset *ds,
     if (ds->tasks.n == 0)
         return NF_FAIL(err, NF_EUSAGE, "the runs of '%s' have no task entity (task-NAME in their file names)", root);
 
-    char *guess = deriv ? nf_strdup(deriv) : nf_asprintf("%s/derivatives/fmriprep", root);
-    if (guess && access(guess, R_OK) == 0) {
+    char *guess = deriv ? nf_realpath(deriv) : nf_asprintf("%s/derivatives/fmriprep", root);
+    if (guess && access(guess, R_OK) == 0) {   /* absolute, as root is */
         ds->derivatives = guess;
         glob_t d = { 0 };
         if (glob_both(guess, "*_space-*_desc-preproc_bold.nii*", &d) > 0) {
@@ -300,6 +301,20 @@ static int write_task(struct nf_strbuf *sb, const char *root, const char *task, 
     nf_strbuf_addf(sb, "    in:\n      bold: %s_runs.bold\n      events: %s_runs.events\n", id, id);
     if (ds->derivatives)
         nf_strbuf_addf(sb, "      confounds: %s_runs.confounds\n      mask: %s_runs.mask\n", id, id);
+    /* the group template on each contrast, and the maps written */
+    struct nf_strbuf maps;
+    nf_strbuf_init(&maps);
+    for (size_t c = 0; c < conds.n; c++) {
+        char *cid = node_safe(conds.v[c], "c_");
+        nf_strbuf_addf(sb, "  %s_%s_group:\n    type: use\n    path: templates/group.yaml\n"
+                           "    with: {contrast: %s}\n    in: {effect: %s.subject_effect}\n", id, cid, cid, id);
+        nf_strbuf_addf(&maps, "%s%s_t: %s_%s_group.t, %s_p_tfce_fwe: %s_%s_group.p_tfce_fwe", maps.len ? ", " : "",
+                       cid, id, cid, cid, id, cid);
+        free(cid);
+    }
+    if (maps.len)
+        nf_strbuf_addf(sb, "  %s_maps:\n    type: summarize\n    in: {%s}\n", id, maps.buf);
+    nf_strbuf_release(&maps);
     free(id);
     strset_free(&conds);
     return 0;
@@ -309,6 +324,7 @@ int nf_init_pipeline(const struct nf_init_opts *o, char **text, struct nf_error 
 {
     struct nf_strbuf sb;
     struct dataset ds = { 0 };
+    char *root = NULL;
     int rc = 0;
     nf_strbuf_init(&sb);
     *text = NULL;
@@ -340,7 +356,14 @@ int nf_init_pipeline(const struct nf_init_opts *o, char **text, struct nf_error 
             "      confounds: task_runs.confounds\n      mask: task_runs.mask\n",
             PACKAGE_VERSION, template, template);
     } else {
-        if (scan_dataset(o->bids, o->derivatives, &ds, err) < 0) {
+        /* absolute paths: the file may be written, and moved, anywhere */
+        root = nf_realpath(o->bids);
+        if (!root) {
+            rc = NF_FAIL(err, NF_EUSAGE, "--bids '%s' is not a readable folder", o->bids);
+            goto done;
+        }
+        rc = scan_dataset(root, o->derivatives, &ds, err);
+        if (rc < 0) {
             rc = -1;
             goto done;
         }
@@ -365,13 +388,13 @@ int nf_init_pipeline(const struct nf_init_opts *o, char **text, struct nf_error 
                             "# \"name = expression\" over the conditions, e.g. \"a_minus_b = a - b\"), then\n"
                             "# `nlflow plan` and `nlflow run` this file.\n\n");
         nf_strbuf_addf(&sb, "nlflow: 1\nname: %s\nrequires: \">=%s\"\nparams:\n  bids: %s\n", slug ? slug : "study",
-                       PACKAGE_VERSION, o->bids);
+                       PACKAGE_VERSION, root);
         if (ds.derivatives)
             nf_strbuf_addf(&sb, "  derivatives: %s\n", ds.derivatives);
         nf_strbuf_addf(&sb, "settings:\n  outputs: results/%s\nnodes:\n", slug ? slug : "study");
         free(slug);
         for (size_t t = 0; t < ds.tasks.n; t++)
-            if (write_task(&sb, o->bids, ds.tasks.v[t], &ds, template, err) < 0) {
+            if (write_task(&sb, root, ds.tasks.v[t], &ds, template, err) < 0) {
                 rc = -1;
                 goto done;
             }
@@ -382,6 +405,7 @@ int nf_init_pipeline(const struct nf_init_opts *o, char **text, struct nf_error 
     }
     *text = nf_strbuf_detach(&sb);
 done:
+    free(root);
     dataset_free(&ds);
     nf_strbuf_release(&sb);
     return rc;

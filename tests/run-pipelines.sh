@@ -4,7 +4,9 @@
 # quickstart, check what a user is promised: NIfTI/TSV/JSON outputs, the
 # planted ROI found by the cluster table, machine-readable --json events, and
 # that a second process sees the same results (determinism from the seed);
-# the group cluster table and decoding-roi's ROI table name the planted region.
+# the group cluster table and decoding-roi's ROI table name the planted region;
+# the first-level example writes its per-run and per-subject maps and the BIDS
+# group example finds the planted sphere.
 set -u
 : "${NLFLOW:?path to the nlflow binary}" "${srcdir:?source folder}"
 work=$(mktemp -d /tmp/nlflow-pipelines-XXXXXX)
@@ -22,6 +24,20 @@ for yaml in "$work"/pipelines/*.yaml; do
     grep -q '"event":"node_done"' "$work/events.jsonl" || fail "$name: no node_done events"
     echo "ok   $name"
 done
+
+# first-level.yaml: a z map per run (4 subjects x 2 runs) and per subject
+fl="$work/pipelines/results/first-level"
+[ "$(ls "$fl"/sub-0?_task-localizer_run-?_first-level_stat-z_statmap.nii.gz | wc -l)" = 8 ] \
+    || fail "first-level.yaml did not write 8 per-run z maps"
+[ "$(ls "$fl"/sub-0?_first-level_stat-subjectZ_statmap.nii.gz | wc -l)" = 4 ] \
+    || fail "first-level.yaml did not write 4 per-subject z maps"
+# bids-to-group.yaml: the planted faces > houses sphere (15, -20, 10 mm, radius 9) is the
+# first TFCE-corrected cluster, its peak within 12 mm of the centre
+bg="$work/pipelines/results/bids-to-group/bids-to-group_stat-t_clusters.tsv"
+[ -s "$bg" ] || fail "bids-to-group.yaml wrote no cluster table"
+awk -F'\t' 'NR == 2 { d = sqrt(($4 - 15)^2 + ($5 + 20)^2 + ($6 - 10)^2); exit !(d < 12) }' "$bg" \
+    || { cat "$bg"; fail "bids-to-group.yaml: the first cluster is not at the planted sphere"; }
+grep -q '"UsedFiles"' "$work/pipelines/results/bids-to-group/summary.json" || fail "bids-to-group: summary.json lacks UsedFiles"
 
 q="$work/pipelines/results/quickstart"
 for f in dataset_description.json summary.json quickstart_stat-truth_statmap.nii.gz \
