@@ -285,6 +285,22 @@ static inline int level_of(double a, int steps, double m, double inv_dh, const d
     return k;
 }
 
+/* Each voxel's level, signed by its side (level_of), and the count of voxels
+ * per level in count[]; `tail` is a constant where it is called, so the loop
+ * has no per-voxel choice of side. */
+static inline __attribute__((always_inline)) void signed_levels(const float *stat, int64_t V, const int tail,
+                                                                int steps, double m, double inv_dh,
+                                                                const double *h, int16_t *level, int64_t *count)
+{
+    for (int64_t v = 0; v < V; v++) {
+        double x = stat[v];
+        double a = tail == NF_TAIL_UPPER ? x : tail == NF_TAIL_LOWER ? -x : fabs(x);
+        int k = level_of(a, steps, m, inv_dh, h);
+        level[v] = (int16_t)(tail == NF_TAIL_LOWER || (tail == NF_TAIL_TWO && x < 0) ? -k : k);
+        count[k]++;
+    }
+}
+
 /* The tail's height of the map: the largest finite value on its side(s). */
 static double tail_height(const float *stat, int64_t V, int tail)
 {
@@ -371,14 +387,12 @@ static int32_t tfce_sweep(const struct nf_tfce_plan *p, struct nf_tfce_work *w, 
      * all their neighbours */
     int64_t *start = w->bucket, *end = w->bucket + steps + 1;
     memset(start, 0, (size_t)(steps + 1) * sizeof *start);
-    int tail = p->tail;
-    for (int64_t v = 0; v < V; v++) {
-        double x = stat[v];
-        double a = tail == NF_TAIL_UPPER ? x : tail == NF_TAIL_LOWER ? -x : fabs(x);
-        int k = level_of(a, steps, m, inv_dh, h);
-        level[v] = (int16_t)(tail == NF_TAIL_LOWER || (tail == NF_TAIL_TWO && x < 0) ? -k : k);
-        start[k]++;
-    }
+    if (p->tail == NF_TAIL_TWO)
+        signed_levels(stat, V, NF_TAIL_TWO, steps, m, inv_dh, h, level, start);
+    else if (p->tail == NF_TAIL_UPPER)
+        signed_levels(stat, V, NF_TAIL_UPPER, steps, m, inv_dh, h, level, start);
+    else
+        signed_levels(stat, V, NF_TAIL_LOWER, steps, m, inv_dh, h, level, start);
     level[V] = 0;   /* the graph's "no neighbour" */
     int conn = g->connectivity;
     int64_t at = 0;
