@@ -107,15 +107,20 @@ static inline __attribute__((always_inline)) void rows_tile(const float *R, int 
                                                              int64_t V, int64_t v0, int64_t v1, float *G)
 {
     for (int64_t v = v0; v + 16 <= v1; v += 16) {
-        nf_v16f acc[ROWS_TILE];
+        nf_v16f acc[ROWS_TILE];   /* registers: the loops over r unrolled (-O2 would keep acc in memory) */
+#pragma GCC unroll 8
         for (int r = 0; r < rows; r++)
             acc[r] = (nf_v16f){ 0 };
         for (int64_t j = 0; j < n; j++) {
             nf_v16f d;
             memcpy(&d, D + j * V + v, sizeof d);
+            __builtin_prefetch(D + j * V + v + 64);   /* 4 tiles ahead: n rows are too many streams for the
+                                                         hardware prefetcher */
+#pragma GCC unroll 8
             for (int r = 0; r < rows; r++)
                 acc[r] += R[r * n + j] * d;
         }
+#pragma GCC unroll 8
         for (int r = 0; r < rows; r++)
             memcpy(G + r * V + v, &acc[r], sizeof acc[r]);
     }
