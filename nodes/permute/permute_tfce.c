@@ -193,12 +193,22 @@ fail:
     return rc;
 }
 
+/* A worker thread's maps and union-find workspace, allocated by its first
+ * chunk and kept for the next ones (tens of MB at a whole brain: allocating
+ * them per chunk costs page faults every time). */
+struct nf_perm_tfce_slot {
+    float *G;                /* TFCE_ROWS x V maps */
+    struct nf_tfce_work w;
+};
+
 /* One chunk's maxima over threads, TFCE_ROWS permutations per task. */
 struct tfce_chunk_work {
     const struct perm_ctx *c;
     const struct nf_run *run;
     const float *R;
     int64_t p0, len;
+    struct nf_perm_tfce_slot *slots;
+    atomic_int next_slot;
     atomic_long next;
     atomic_int failed, interrupted;
 };
@@ -208,14 +218,19 @@ static void *tfce_worker(void *arg)
     struct tfce_chunk_work *cw = arg;
     const struct perm_ctx *c = cw->c;
     struct perm_ctx up = *c;
-    struct nf_tfce_work w = { 0 };
     struct nf_error err = { 0 };
     up.tail = PERM_TAIL_UPPER;
-    float *G = nf_malloc((size_t)(TFCE_ROWS * c->V) * sizeof *G);
-    if (!G || nf_tfce_work_init(&w, &c->graph, c->tfce ? c->tfce_plan.steps : 0, &err) < 0) {
+    struct nf_perm_tfce_slot *slot = &cw->slots[atomic_fetch_add(&cw->next_slot, 1)];
+    if (!slot->G && !(slot->G = nf_malloc((size_t)(TFCE_ROWS * c->V) * sizeof *slot->G))) {
         atomic_store(&cw->failed, 1);
-        goto done;
+        return NULL;
     }
+    if (!slot->w.level && nf_tfce_work_init(&slot->w, &c->graph, c->tfce ? c->tfce_plan.steps : 0, &err) < 0) {
+        atomic_store(&cw->failed, 1);
+        return NULL;
+    }
+    float *G = slot->G;
+    struct nf_tfce_work *w = &slot->w;
     for (int64_t r0; !atomic_load(&cw->failed) && (r0 = atomic_fetch_add(&cw->next, TFCE_ROWS)) < cw->len;) {
         if (nf_run_interrupted(cw->run)) {
             atomic_store(&cw->interrupted, 1);
@@ -229,25 +244,31 @@ static void *tfce_worker(void *arg)
             int64_t p = cw->p0 + r0 + r, size = 0;
             signed_stat(&up, G + r * c->V);
             if (c->tfce)
-                c->null_tfce[p] = nf_tfce_max(&c->tfce_plan, &w, map);
+                c->null_tfce[p] = nf_tfce_max(&c->tfce_plan, w, map);
             if (c->clusters) {
-                nf_clusters_max(&c->cluster_plan, &w, map, &size, &c->null_cmass[p]);
+                nf_clusters_max(&c->cluster_plan, w, map, &size, &c->null_cmass[p]);
                 c->null_csize[p] = (double)size;
             }
         }
     }
-done:
-    nf_tfce_work_release(&w);
-    free(G);
     return NULL;
 }
 
 int nf_perm_tfce_chunk(struct perm_ctx *c, const struct nf_run *run, const float *R, int64_t p0, int64_t len,
                        int threads, struct nf_error *err)
 {
-    struct tfce_chunk_work cw = { .c = c, .run = run, .R = R, .p0 = p0, .len = len };
     int64_t tasks = (len + TFCE_ROWS - 1) / TFCE_ROWS;
-    nf_perm_run_threads(tfce_worker, &cw, threads < tasks ? threads : (int)tasks);
+    int workers = threads < tasks ? threads : (int)tasks;
+    if (workers > c->n_tfce_slots) {
+        struct nf_perm_tfce_slot *s = nf_realloc(c->tfce_slots, (size_t)workers * sizeof *s);
+        if (!s)
+            return NF_FAIL(err, NF_ENOMEM, "out of memory for the TFCE workspaces");
+        memset(s + c->n_tfce_slots, 0, (size_t)(workers - c->n_tfce_slots) * sizeof *s);
+        c->tfce_slots = s;
+        c->n_tfce_slots = workers;
+    }
+    struct tfce_chunk_work cw = { .c = c, .run = run, .R = R, .p0 = p0, .len = len, .slots = c->tfce_slots };
+    nf_perm_run_threads(tfce_worker, &cw, workers);
     if (atomic_load(&cw.interrupted))
         return NF_FAIL(err, NF_EINTR, "interrupted");
     if (atomic_load(&cw.failed))
@@ -423,6 +444,11 @@ fail:
 
 void nf_perm_tfce_release(struct perm_ctx *c)
 {
+    for (int i = 0; i < c->n_tfce_slots; i++) {
+        free(c->tfce_slots[i].G);
+        nf_tfce_work_release(&c->tfce_slots[i].w);
+    }
+    free(c->tfce_slots);
     nf_tfce_plan_release(&c->tfce_plan);
     nf_voxel_graph_release(&c->graph);
     free(c->tfce_obs);
