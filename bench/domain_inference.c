@@ -31,6 +31,20 @@
  * which is what MNE computes. Two-sample and correlation have no MNE
  * equivalent and only the NumPy peer.
  *
+ * Spatial inference (issue 17), one-sample t on a voxel grid: the same test
+ * with tfce: true, with clusters (cluster_p 0.0005, one-sided: two-sided
+ * p 0.001), and plain (max-t FWE only) on the same data, so that the note
+ * gives the ratio of the TFCE and cluster runs to the plain one. Their data is
+ * a 4D image, data.nii (one volume per subject) with mask.nii: the brain
+ * ellipsoid of bench_data.c (V voxels), each subject's volume unit noise
+ * smoothed by a Gaussian of sigma 1.5 voxels (FWHM 3.5 voxels, about 7 mm at
+ * 2 mm: TFCE's work depends on how smooth the maps are) and rescaled to unit
+ * variance, plus 0.5 in a ball of radius 6 voxels off the centre. The
+ * pipeline loads both, masks (the matrix gets the grid) and permutes. The
+ * peer is nilearn 0.14's permuted_ols (bench/peers/permute_nilearn.py),
+ * whose per-permutation TFCE is too slow to run N times: it times
+ * probe_permutations (permute.json) and extrapolates linearly to N.
+ *
  * The note under the report's table checks the issue's targets: time within
  * 1.5 x the GEMM-bound floor, faster than every peer.
  */
@@ -54,16 +68,25 @@ enum { INF_EFFECT_EVERY = 20 };
 #define INF_GROUP_SHIFT 0.8
 #define INF_COVARIATE_SLOPE 0.5
 
-enum inf_variant { ONE_MEAN, ONE_T, TWO_MEAN, CORR_PEARSON };
+enum inf_variant { ONE_MEAN, ONE_T, TWO_MEAN, CORR_PEARSON, GRID_T, GRID_TFCE, GRID_CLUSTER };
 
 static const struct {
     const char *test, *stat, *input;    /* input: the extra port and file stem, or NULL */
+    const char *spatial;                /* on a grid: the permute node's spatial options, else NULL */
 } variants[] = {
-    [ONE_MEAN] = { "one_sample", "mean", NULL },
-    [ONE_T] = { "one_sample", "t", NULL },
-    [TWO_MEAN] = { "two_sample", "mean", "groups" },
-    [CORR_PEARSON] = { "correlation", "pearson", "covariate" },
+    [ONE_MEAN] = { "one_sample", "mean", NULL, NULL },
+    [ONE_T] = { "one_sample", "t", NULL, NULL },
+    [TWO_MEAN] = { "two_sample", "mean", "groups", NULL },
+    [CORR_PEARSON] = { "correlation", "pearson", "covariate", NULL },
+    [GRID_T] = { "one_sample", "t", NULL, "" },
+    [GRID_TFCE] = { "one_sample", "t", NULL, ", tfce: true" },
+    [GRID_CLUSTER] = { "one_sample", "t", NULL, ", cluster_p: 0.0005" },
 };
+/* Grid rows: nilearn's permutations (extrapolated from these), the planted
+ * ball, the smoothing. */
+enum { GRID_PROBE_PERMUTATIONS = 20, GRID_BALL_RADIUS = 6 };
+#define GRID_BALL_SHIFT 0.5
+#define GRID_SIGMA 1.5
 
 /* ---- sizes and FLOPs ---- */
 
@@ -177,6 +200,112 @@ fail:
     return rc;
 }
 
+/* One axis of the separable Gaussian smoothing of a volume (nx, ny, nz; i
+ * fastest), in place, zero outside the grid; tmp: one line of the longest
+ * axis. */
+static void smooth_axis(float *vol, const int64_t dim[3], int axis, const double *kernel, int radius, double *tmp)
+{
+    const int64_t stride[3] = { 1, dim[0], dim[0] * dim[1] };
+    const int64_t len = dim[axis], s = stride[axis];
+    const int a1 = axis == 0 ? 1 : 0, a2 = axis == 2 ? 1 : 2;
+    for (int64_t p = 0; p < dim[a1]; p++)
+        for (int64_t q = 0; q < dim[a2]; q++) {
+            float *line = vol + p * stride[a1] + q * stride[a2];
+            for (int64_t i = 0; i < len; i++) {
+                double acc = 0;
+                for (int d = -radius; d <= radius; d++)
+                    if (i + d >= 0 && i + d < len)
+                        acc += kernel[d + radius] * line[(i + d) * s];
+                tmp[i] = acc;
+            }
+            for (int64_t i = 0; i < len; i++)
+                line[i * s] = (float)tmp[i];
+        }
+}
+
+/* data.nii (nx x ny x nz x n), mask.nii and permute.json of the grid rows
+ * unless they exist (see the top of the file). */
+static int inference_prepare_grid(const struct nf_bench_ctx *ctx, struct nf_error *err)
+{
+    const int64_t n = ctx->size[0], voxels = ctx->size[1], N = ctx->size[2];
+    char *data_path = nf_path_join(ctx->data_dir, "data.nii");
+    char *mask_path = nf_path_join(ctx->data_dir, "mask.nii");
+    char *json_path = nf_path_join(ctx->data_dir, "permute.json");
+    char *json = NULL;
+    struct nf_grid grid = nf_bench_brain_grid(voxels);
+    const int64_t cells = nf_grid_nvox(&grid), nx = grid.dim[0], ny = grid.dim[1];
+    float *mask = NULL, *data = NULL;
+    double *tmp = NULL, kernel[16];
+    const int radius = (int)ceil(4 * GRID_SIGMA);
+    uint64_t seed = 0x746663652d67726dull + (uint64_t)(n * 7919 + voxels);
+    int rc = 0;
+
+    if (!data_path || !mask_path || !json_path) {
+        rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    if (file_exists(data_path) && file_exists(mask_path) && file_exists(json_path))
+        goto fail;   /* nothing to do: rc is 0 */
+    if (n < 4 || voxels < 1 || N < 1) {
+        rc = NF_FAIL(err, NF_EUSAGE, "inference needs at least 4 subjects, 1 voxel and 1 permutation");
+        goto fail;
+    }
+    if (!(mask = nf_bench_brain_mask(&grid, voxels, err))) {
+        rc = err->code;
+        goto fail;
+    }
+    data = nf_malloc_array((size_t)(cells * n), sizeof *data);
+    tmp = nf_malloc_array((size_t)(grid.dim[0] + grid.dim[1] + grid.dim[2]), sizeof *tmp);
+    if (!data || !tmp) {
+        rc = NF_FAIL(err, NF_ENOMEM, "out of memory for %lld subjects' volumes", (long long)n);
+        goto fail;
+    }
+    double ksum = 0;
+    for (int d = -radius; d <= radius; d++)
+        ksum += kernel[d + radius] = exp(-0.5 * d * d / (GRID_SIGMA * GRID_SIGMA));
+    for (int d = 0; d <= 2 * radius; d++)
+        kernel[d] /= ksum;
+    /* the ball's centre: a quarter of the way from the centre to the edge along x */
+    const double ci = (double)(nx - 1) * 0.625, cj = (double)(ny - 1) / 2, ck = (double)(grid.dim[2] - 1) / 2;
+    for (int64_t s = 0; s < n; s++) {
+        float *vol = data + s * cells;
+        for (int64_t c = 0; c < cells; c++)
+            vol[c] = (float)nf_rand_normal(&seed);
+        for (int axis = 0; axis < 3; axis++)
+            smooth_axis(vol, grid.dim, axis, kernel, radius, tmp);
+        double ss = 0, m = 0;
+        for (int64_t c = 0; c < cells; c++)
+            if (mask[c] != 0) {
+                ss += (double)vol[c] * vol[c];
+                m++;
+            }
+        const double scale = 1 / sqrt(ss / m);
+        for (int64_t c = 0; c < cells; c++) {
+            double di = (double)(c % nx) - ci, dj = (double)(c / nx % ny) - cj, dk = (double)(c / nx / ny) - ck;
+            bool ball = di * di + dj * dj + dk * dk <= GRID_BALL_RADIUS * GRID_BALL_RADIUS;
+            vol[c] = mask[c] == 0 ? 0.0f : (float)(vol[c] * scale + (ball ? GRID_BALL_SHIFT : 0.0));
+        }
+    }
+    json = nf_asprintf("{\"n_permutations\": %" PRId64 ", \"seed\": %d, \"chunk\": %d, \"cluster_p\": 0.0005, "
+                       "\"probe_permutations\": %d}\n", N, INF_SEED, INF_CHUNK, GRID_PROBE_PERMUTATIONS);
+    if (!json) {
+        rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    NF_TRY(rc = nf_nifti_write(data_path, &grid, n, data, 0, "nlflow bench: smooth noise", err));
+    NF_TRY(rc = nf_nifti_write(mask_path, &grid, 1, mask, 0, "nlflow bench: brain ellipsoid", err));
+    NF_TRY(rc = nf_write_file_atomic(json_path, json, strlen(json), err));
+fail:
+    nf_free_aligned(mask);
+    free(data);
+    free(tmp);
+    free(json);
+    free(data_path);
+    free(mask_path);
+    free(json_path);
+    return rc;
+}
+
 /* ---- the measured run ---- */
 
 /* Runs kept for the node's own times: the warm-up and up to this many timed. */
@@ -214,6 +343,22 @@ static int inference_setup(const struct nf_bench_ctx *ctx, void **state, struct 
     extra_port = input ? nf_asprintf(", %s: %s", input, input) : nf_strdup("");
     if (!extra_node || !extra_port) {
         rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    if (variants[variant].spatial) {
+        /* the grid rows: the image masked (the matrix keeps the grid), then permuted */
+        NF_TRY(rc = nf_bench_write_pipeline(ctx, "bench-inference-grid", &st->pipeline, err,
+            "  scans: {type: load, path: '%s/data.nii'}\n"
+            "  brain: {type: load, path: '%s/mask.nii'}\n"
+            "  maps: {type: mask, in: {data: scans, mask: brain}}\n"
+            "  perm: {type: permute, in: {data: maps}, test: one_sample, stat: t, tail: two,"
+            " n_permutations: %" PRId64 ", seed: %d, exact: never, chunk: %d%s}\n"
+            "  keep: {type: summarize, in: {p_fwe: perm.p_fwe%s}}\n",
+            ctx->data_dir, ctx->data_dir, ctx->size[2], INF_SEED, INF_CHUNK, variants[variant].spatial,
+            variant == GRID_TFCE ? ", p_tfce_fwe: perm.p_tfce_fwe"
+            : variant == GRID_CLUSTER ? ", cluster_p_fwe: perm.cluster_p_fwe" : ""));
+        *state = st;
+        st = NULL;
         goto fail;
     }
     /* stat is the one/two-sample statistic; correlation takes method instead */
@@ -286,6 +431,10 @@ static void inference_describe(const struct nf_bench_ctx *ctx, void *state, stru
 #define NUMPY_TWO TWO_MEAN, "permute_numpy.py", "two_sample_mean"
 #define NUMPY_CORR CORR_PEARSON, "permute_numpy.py", "correlation_pearson"
 #define MNE_ONE_T ONE_T, "permute_mne.py", "one_sample_t"
+#define GRID_ROW(name, runs, n, v, N, variant, mode)                                            \
+    { name, runs, { n, v, N, 0 }, variant, inference_prepare_grid, inference_setup,             \
+      inference_run_once, inference_teardown, inference_flops, inference_bytes,                 \
+      inference_matched, inference_describe, "permute_nilearn.py", mode, false }
 #define QUICK NF_BENCH_QUICK, 30, 300, 200
 #define NLTOOLS(N) NF_BENCH_FULL, 30, 5000, N
 
@@ -307,10 +456,70 @@ const struct nf_bench_condition nf_bench_inference_conditions[] = {
     INF_ROW("correlation[pearson,vs_numpy,n=30,v=5000,N=3000]", NLTOOLS(3000), NUMPY_CORR),
     INF_ROW("one_sample[t,vs_numpy,n=50,v=230000,N=10000]", NF_BENCH_FULL, 50, 230000, 10000, NUMPY_ONE_T),
     INF_ROW("one_sample[t,vs_mne,n=50,v=230000,N=10000]", NF_BENCH_FULL, 50, 230000, 10000, MNE_ONE_T),
+    GRID_ROW("grid[t,vs_nilearn,n=12,v=4000,N=100]", NF_BENCH_QUICK, 12, 4000, 100, GRID_T, "one_sample_t"),
+    GRID_ROW("grid[tfce,vs_nilearn,n=12,v=4000,N=100]", NF_BENCH_QUICK, 12, 4000, 100, GRID_TFCE,
+             "one_sample_t_tfce"),
+    GRID_ROW("grid[t,vs_nilearn,n=50,v=230000,N=5000]", NF_BENCH_FULL, 50, 230000, 5000, GRID_T, "one_sample_t"),
+    GRID_ROW("grid[tfce,vs_nilearn,n=50,v=230000,N=5000]", NF_BENCH_FULL, 50, 230000, 5000, GRID_TFCE,
+             "one_sample_t_tfce"),
+    GRID_ROW("grid[cluster,vs_nilearn,n=50,v=230000,N=5000]", NF_BENCH_FULL, 50, 230000, 5000, GRID_CLUSTER,
+             "one_sample_t_cluster"),
     { NULL, 0, { 0 }, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, false },
 };
 
 /* ---- the note under the report's table ---- */
+
+/* The median node time of the plain grid row of the same size as condition
+ * c ("grid[t,...]" with c's size), NAN when it did not run. */
+static double plain_grid_node_s(const struct nf_ynode *domain_result, const struct nf_ynode *c)
+{
+    const char *name = nf_ypath_str(c, "name"), *rest = strchr(name, ',');
+    const struct nf_ynode *o;
+    for (size_t i = 0; rest && (o = nf_bench_next_ok(domain_result, &i));) {
+        const char *other = nf_ypath_str(o, "name");
+        if (strncmp(other, "grid[t,", 7) == 0 && strcmp(strchr(other, ','), rest) == 0)
+            return nf_ypath_num(o, "measure.node_median_s");
+    }
+    return NAN;
+}
+
+/* Issue 17's targets for the rows on a voxel grid: TFCE at 50 x 230k x 5000
+ * in 20 s or less on a 2-core machine, 100 x faster than nilearn; and the
+ * ratio of the TFCE and cluster runs to the plain max-t run. */
+static void grid_notes(const struct nf_ynode *domain_result, struct nf_strbuf *md)
+{
+    const struct nf_ynode *c;
+    bool any = false;
+    for (size_t i = 0; (c = nf_bench_next_ok(domain_result, &i));) {
+        const char *name = nf_ypath_str(c, "name");
+        if (strncmp(name, "grid[", 5) != 0)
+            continue;
+        if (!any)
+            nf_strbuf_addf(md, "\nSpatial inference (issue 17): one-sample t on a smooth-noise brain ellipsoid "
+                               "(bench/domain_inference.c), plain max-t, TFCE (tfce: true) and cluster "
+                               "inference (cluster_p 0.0005 one-sided, nilearn's two-sided threshold 0.001). "
+                               "Targets: TFCE at 50 x 230k x 5000 in 20 s or less on this machine's cores, "
+                               "100 x faster than nilearn 0.14's permuted_ols, whose time is extrapolated "
+                               "linearly from a run of probe_permutations (20: nilearn takes seconds per TFCE permutation at 230k voxels) and one of none "
+                               "(bench/peers/permute_nilearn.py; the measured times are in the result file). "
+                               "Ratio: the node's time over the plain row's on the same data.\n\n");
+        any = true;
+        double node = nf_ypath_num(c, "measure.node_median_s"), plain = plain_grid_node_s(domain_result, c);
+        double N = nf_ypath_num(c, "measure.permutations");
+        nf_strbuf_addf(md, "- %s: node ", name);
+        nf_bench_add_seconds(md, node);
+        nf_strbuf_addf(md, " (%.3g ms per permutation)", 1e3 * node / N);
+        if (strncmp(name, "grid[t,", 7) != 0 && isfinite(plain))
+            nf_strbuf_addf(md, ", %.1f x the plain run", node / plain);
+        if (strncmp(name, "grid[tfce,", 10) == 0 && strstr(name, "v=230000,N=5000"))
+            nf_strbuf_addf(md, ", 20 s target: %s", node <= 20 ? "met" : "**not met**");
+        nf_strbuf_addf(md, "; ");
+        nf_bench_add_peer_speedup(md, c);
+        nf_strbuf_addf(md, ".\n");
+    }
+    if (any)
+        nf_bench_name_peer(md, domain_result, "permute_nilearn.py");
+}
 
 void nf_bench_inference_notes(const struct nf_ynode *domain_result, struct nf_strbuf *md)
 {
@@ -341,6 +550,8 @@ void nf_bench_inference_notes(const struct nf_ynode *domain_result, struct nf_st
                                "correlation permutation test, so those have the NumPy peer alone. "
                                "Both run with as many BLAS threads as nlflow.\n\n");
         any = true;
+        if (strncmp(nf_ypath_str(c, "name"), "grid[", 5) == 0)
+            continue;   /* the spatial rows: their own note below */
         double t = nf_ypath_num(c, "measure.median_s");
         double flops = nf_ypath_num(c, "measure.flops");
         double rate = nf_ypath_num(c, "matched_sgemm.gflops");
@@ -368,4 +579,5 @@ void nf_bench_inference_notes(const struct nf_ynode *domain_result, struct nf_st
         nf_strbuf_addf(md, " of data.\n");
     }
     nf_bench_name_peer(md, domain_result, "permute_mne.py");   /* the table names only the first */
+    grid_notes(domain_result, md);
 }

@@ -121,6 +121,12 @@ struct nf_kernels {
     void (*row_standardize)(float *z, double *cross, const float *x, const double *m, const double *sd,
                             const int64_t *keep, double cov, int64_t V);
     void (*row_gemv_double)(const float *row, const float *D, int64_t n, int64_t V, double *acc);
+    /* Whole statistic maps of a few permutations (the permute node's TFCE and
+     * clusters): G (nr x V) = R (nr x n) · D (n x V), all row-major, in float,
+     * each element summed over j = 0 .. n-1 in order from 0, one multiply and
+     * one add per term (no fused multiply-add), so every table gives the same
+     * bits whatever nr and the rows beside an element. */
+    void (*rows_gemm_f32)(const float *R, int64_t nr, const float *D, int64_t n, int64_t V, float *G);
 };
 
 /* The plain versions (kernels/ref/), also the fallbacks of the other tables. */
@@ -134,6 +140,7 @@ void nf_row_sq_dev_ref(double *sq, const double *sum, const float *x, double n, 
 void nf_row_standardize_ref(float *z, double *cross, const float *x, const double *m, const double *sd,
                             const int64_t *keep, double cov, int64_t V);
 void nf_row_gemv_double_ref(const float *row, const float *D, int64_t n, int64_t V, double *acc);
+void nf_rows_gemm_f32_ref(const float *R, int64_t nr, const float *D, int64_t n, int64_t V, float *G);
 /* The vectorised versions (kernels/simd/): perm_tile runs t->impl. */
 void nf_perm_tile_simd(const struct nf_perm_tile *t, const float *R, int64_t rows, int64_t v0, int64_t nv,
                        uint32_t *cnt, float *rowmax, float *scratch);
@@ -145,12 +152,14 @@ void nf_row_sq_dev_simd(double *sq, const double *sum, const float *x, double n,
 void nf_row_standardize_simd(float *z, double *cross, const float *x, const double *m, const double *sd,
                              const int64_t *keep, double cov, int64_t V);
 void nf_row_gemv_double_simd(const float *row, const float *D, int64_t n, int64_t V, double *acc);
+void nf_rows_gemm_f32_simd(const float *R, int64_t nr, const float *D, int64_t n, int64_t V, float *G);
 /* The entries of a table that come from kernels/simd/, for the tables that
  * take them all (blas, cuda): `{ .name = "x", ..., NF_KERNELS_SIMD_ENTRIES }`. */
 #define NF_KERNELS_SIMD_ENTRIES                                                                     \
     .perm_tile = nf_perm_tile_simd, .ridge_error_sums = nf_ridge_error_sums_simd,                   \
     .row_accumulate = nf_row_accumulate_simd, .row_sq_dev = nf_row_sq_dev_simd,                     \
-    .row_standardize = nf_row_standardize_simd, .row_gemv_double = nf_row_gemv_double_simd
+    .row_standardize = nf_row_standardize_simd, .row_gemv_double = nf_row_gemv_double_simd,        \
+    .rows_gemm_f32 = nf_rows_gemm_f32_simd
 
 extern const struct nf_kernels nf_kernels_ref;
 extern const struct nf_kernels nf_kernels_blas;

@@ -346,12 +346,12 @@ static uint64_t permute_estimate(const void *params, const struct nf_shape *in, 
      * permutation: its seed, its maximum and the sorted copy; one chunk's rows
      * and tile maxima; a GEMM tile per thread (16 threads at most) */
     /* TFCE and clusters: the voxel graph, the observed maps, per permutation
-     * two doubles and a float, and per thread (16 at most) a block of maps and
+     * two doubles and a float, and per thread (16 at most) a block of 16 maps and
      * a workspace (tfce.h) */
     bool clusters = !isnan(p->cluster_threshold) || !isnan(p->cluster_p);
     uint64_t spatial = p->tfce || clusters
                            ? V * (uint64_t)(4 * p->connectivity + 40) + (uint64_t)p->n_permutations * 20 +
-                                 16 * V * (uint64_t)(32 + 60 + 4 * p->connectivity)
+                                 16 * V * (uint64_t)(64 + 60 + 4 * p->connectivity)
                            : 0;
     return copy + V * 72 + (uint64_t)p->n_permutations * 12 + chunk * n * 4 + tiles * chunk * 4 +
            (uint64_t)SUB_ROWS * TILE_VOXELS * 4 * 16 + spatial;

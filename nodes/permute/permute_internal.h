@@ -60,6 +60,8 @@ struct perm_ctx {
     struct nf_cluster *cluster_obs;   /* the observed clusters (room for V) */
     int64_t n_clusters;
     double *null_csize, *null_cmass;  /* M: each permutation's largest cluster size and mass */
+    struct nf_perm_tfce_slot *tfce_slots;   /* per worker thread, kept across chunks (permute_tfce.c) */
+    int n_tfce_slots;
 };
 
 /* Size of the full permutation set (+inf beyond 2^62). */

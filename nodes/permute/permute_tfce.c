@@ -9,7 +9,7 @@
  * Both need each permutation's whole statistic map, which the fused tile
  * kernel never materialises (it keeps counts and maxima only). So after the
  * tile pass of a chunk, the chunk's rows of R are multiplied again, a few rows
- * at a time over threads, by a small float kernel, turned into the signed
+ * at a time over threads, by a float kernel (rows_gemm_f32, kernels.h), turned into the signed
  * statistic by the node's own transform (nf_perm_transform with the upper
  * tail gives the signed q, nf_perm_null_units its value in the statistic's
  * units), and reduced to their max |TFCE| and largest cluster (nf_tfce_max,
@@ -31,51 +31,45 @@
 #include "permute.h"
 #include "permute_internal.h"
 
-enum { TFCE_ROWS = 8, TFCE_BLOCK = 512 };
+/* Permutations per task: their maps come from one pass over D (the
+ * kernel's register tiles are 8 rows, its voxel blocks stay in L2 across
+ * them), so more rows read D less often per map. */
+enum { TFCE_ROWS = 16 };
 
-typedef float nf_v8f __attribute__((vector_size(32)));
-
-/* G (nr x V) = R (nr x n) · D (n x V) in float, each element summed over the
- * subjects in order by the same instructions whichever rows share its block:
- * voxel blocks that stay in L1, TFCE_ROWS rows per pass over D. */
-__attribute__((target_clones("avx512f", "avx2", "default")))
+/* G (nr x V) = R (nr x n) · D (n x V) in float through the kernel table:
+ * every element summed over the subjects in order by the same operations,
+ * whichever rows share its pass. */
 static void rows_gemm(const struct perm_ctx *c, const float *R, int64_t nr, float *G)
 {
-    const int64_t n = c->n, V = c->V;
-    for (int64_t b = 0; b < V; b += TFCE_BLOCK) {
-        const int64_t len = V - b < TFCE_BLOCK ? V - b : TFCE_BLOCK;
-        for (int64_t r0 = 0; r0 < nr; r0 += TFCE_ROWS) {
-            const int64_t rows = nr - r0 < TFCE_ROWS ? nr - r0 : TFCE_ROWS;
-            for (int64_t r = 0; r < rows; r++)
-                memset(G + (r0 + r) * V + b, 0, (size_t)len * sizeof *G);
-            for (int64_t j = 0; j < n; j++) {
-                const float *restrict d = c->D + j * V + b;
-                for (int64_t r = 0; r < rows; r++) {
-                    const float w = R[(r0 + r) * n + j];
-                    float *restrict a = G + (r0 + r) * V + b;
-                    int64_t v = 0;
-                    for (; v + 8 <= len; v += 8) {   /* explicit vectors: -O2 leaves this loop scalar */
-                        nf_v8f av, dv;
-                        memcpy(&av, a + v, sizeof av);
-                        memcpy(&dv, d + v, sizeof dv);
-                        av += w * dv;
-                        memcpy(a + v, &av, sizeof av);
-                    }
-                    for (; v < len; v++)
-                        a[v] += w * d[v];
-                }
-            }
-        }
-    }
+    c->K->rows_gemm_f32(R, nr, c->D, c->n, c->V, G);
 }
 
 /* GEMM values of one row → the signed statistic (t, mean, difference, r) in
  * place; zero-variance voxels 0. up: the context with the upper tail. */
 static void signed_stat(const struct perm_ctx *up, float *g)
 {
-    nf_perm_transform(up, g, 0, up->V);
-    for (int64_t v = 0; v < up->V; v++)
-        g[v] = nf_perm_null_units(up, g[v]);
+    if (!up->t_stat) {
+        nf_perm_transform(up, g, 0, up->V);
+        for (int64_t v = 0; v < up->V; v++)
+            g[v] = nf_perm_null_units(up, g[v]);
+        return;
+    }
+    /* t: nf_perm_transform's upper-tail q and nf_perm_null_units fused in one
+     * pass over the map (the same operations, so the same bits) */
+    const float a = (float)up->a, cc = (float)up->c;
+    const float *shift = up->shift, *ss = up->ss, *fl = up->floor_, *cap = up->cap;
+    const double k = up->test == PERM_ONE_SAMPLE ? (double)(up->n - 1) / (double)up->n
+                                                 : (double)(up->n - 2) / (1.0 / (double)up->n1 + 1.0 / (double)up->n2);
+    for (int64_t v = 0; v < up->V; v++) {
+        float d = a * g[v] - shift[v];
+        float den = ss[v] - cc * d * d;
+        den = den > fl[v] ? den : fl[v];
+        float ad = d < 0 ? -d : d;
+        float q = d * ad / den;
+        q = q < cap[v] ? q : cap[v];
+        double t = sqrt(fabs((double)q) * k);
+        g[v] = q == -FLT_MAX ? 0.0f : (float)(q < 0 ? -t : t);
+    }
 }
 
 /* P(T > t) for Student's t, through the regularised incomplete beta
@@ -199,12 +193,22 @@ fail:
     return rc;
 }
 
+/* A worker thread's maps and union-find workspace, allocated by its first
+ * chunk and kept for the next ones (tens of MB at a whole brain: allocating
+ * them per chunk costs page faults every time). */
+struct nf_perm_tfce_slot {
+    float *G;                /* TFCE_ROWS x V maps */
+    struct nf_tfce_work w;
+};
+
 /* One chunk's maxima over threads, TFCE_ROWS permutations per task. */
 struct tfce_chunk_work {
     const struct perm_ctx *c;
     const struct nf_run *run;
     const float *R;
     int64_t p0, len;
+    struct nf_perm_tfce_slot *slots;
+    atomic_int next_slot;
     atomic_long next;
     atomic_int failed, interrupted;
 };
@@ -214,14 +218,19 @@ static void *tfce_worker(void *arg)
     struct tfce_chunk_work *cw = arg;
     const struct perm_ctx *c = cw->c;
     struct perm_ctx up = *c;
-    struct nf_tfce_work w = { 0 };
     struct nf_error err = { 0 };
     up.tail = PERM_TAIL_UPPER;
-    float *G = nf_malloc((size_t)(TFCE_ROWS * c->V) * sizeof *G);
-    if (!G || nf_tfce_work_init(&w, &c->graph, c->tfce ? c->tfce_plan.steps : 0, &err) < 0) {
+    struct nf_perm_tfce_slot *slot = &cw->slots[atomic_fetch_add(&cw->next_slot, 1)];
+    if (!slot->G && !(slot->G = nf_malloc((size_t)(TFCE_ROWS * c->V) * sizeof *slot->G))) {
         atomic_store(&cw->failed, 1);
-        goto done;
+        return NULL;
     }
+    if (!slot->w.level && nf_tfce_work_init(&slot->w, &c->graph, c->tfce ? c->tfce_plan.steps : 0, &err) < 0) {
+        atomic_store(&cw->failed, 1);
+        return NULL;
+    }
+    float *G = slot->G;
+    struct nf_tfce_work *w = &slot->w;
     for (int64_t r0; !atomic_load(&cw->failed) && (r0 = atomic_fetch_add(&cw->next, TFCE_ROWS)) < cw->len;) {
         if (nf_run_interrupted(cw->run)) {
             atomic_store(&cw->interrupted, 1);
@@ -235,25 +244,31 @@ static void *tfce_worker(void *arg)
             int64_t p = cw->p0 + r0 + r, size = 0;
             signed_stat(&up, G + r * c->V);
             if (c->tfce)
-                c->null_tfce[p] = nf_tfce_max(&c->tfce_plan, &w, map);
+                c->null_tfce[p] = nf_tfce_max(&c->tfce_plan, w, map);
             if (c->clusters) {
-                nf_clusters_max(&c->cluster_plan, &w, map, &size, &c->null_cmass[p]);
+                nf_clusters_max(&c->cluster_plan, w, map, &size, &c->null_cmass[p]);
                 c->null_csize[p] = (double)size;
             }
         }
     }
-done:
-    nf_tfce_work_release(&w);
-    free(G);
     return NULL;
 }
 
 int nf_perm_tfce_chunk(struct perm_ctx *c, const struct nf_run *run, const float *R, int64_t p0, int64_t len,
                        int threads, struct nf_error *err)
 {
-    struct tfce_chunk_work cw = { .c = c, .run = run, .R = R, .p0 = p0, .len = len };
     int64_t tasks = (len + TFCE_ROWS - 1) / TFCE_ROWS;
-    nf_perm_run_threads(tfce_worker, &cw, threads < tasks ? threads : (int)tasks);
+    int workers = threads < tasks ? threads : (int)tasks;
+    if (workers > c->n_tfce_slots) {
+        struct nf_perm_tfce_slot *s = nf_realloc(c->tfce_slots, (size_t)workers * sizeof *s);
+        if (!s)
+            return NF_FAIL(err, NF_ENOMEM, "out of memory for the TFCE workspaces");
+        memset(s + c->n_tfce_slots, 0, (size_t)(workers - c->n_tfce_slots) * sizeof *s);
+        c->tfce_slots = s;
+        c->n_tfce_slots = workers;
+    }
+    struct tfce_chunk_work cw = { .c = c, .run = run, .R = R, .p0 = p0, .len = len, .slots = c->tfce_slots };
+    nf_perm_run_threads(tfce_worker, &cw, workers);
     if (atomic_load(&cw.interrupted))
         return NF_FAIL(err, NF_EINTR, "interrupted");
     if (atomic_load(&cw.failed))
@@ -429,6 +444,11 @@ fail:
 
 void nf_perm_tfce_release(struct perm_ctx *c)
 {
+    for (int i = 0; i < c->n_tfce_slots; i++) {
+        free(c->tfce_slots[i].G);
+        nf_tfce_work_release(&c->tfce_slots[i].w);
+    }
+    free(c->tfce_slots);
     nf_tfce_plan_release(&c->tfce_plan);
     nf_voxel_graph_release(&c->graph);
     free(c->tfce_obs);

@@ -920,6 +920,51 @@ static void test_tables_are_complete(void **state)
         assert_non_null(all[t]->row_sq_dev);
         assert_non_null(all[t]->row_standardize);
         assert_non_null(all[t]->row_gemv_double);
+        assert_non_null(all[t]->rows_gemm_f32);
+    }
+}
+
+/* rows_gemm_f32 of every table against the sum written out here, element by
+ * element in float with j in order: the same bits, for row counts around the
+ * 8-row register tile, voxel counts around the 16-wide vectors and the
+ * 1024-column blocks, and n = 1; nothing past G's end is written. */
+static void test_rows_gemm_f32_matches_reference(void **state)
+{
+    (void)state;
+    const struct nf_kernels *tables[] = { &nf_kernels_ref, &nf_kernels_blas, nf_kernels_cpu() };
+    const int64_t sizes[][3] = { { 1, 1, 1 }, { 3, 7, 15 }, { 8, 50, 16 }, { 9, 50, 1024 + 37 },
+                                 { 16, 12, 2048 + 5 }, { 11, 1, 33 }, { 8, 3, 3000 } };
+    uint64_t seed = 17;
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        const int64_t nr = sizes[s][0], n = sizes[s][1], V = sizes[s][2];
+        float *R = test_malloc((size_t)(nr * n) * sizeof *R), *D = test_malloc((size_t)(n * V) * sizeof *D);
+        float *want = test_malloc((size_t)(nr * V) * sizeof *want);
+        float *got = test_malloc((size_t)(nr * V + 1) * sizeof *got);
+        for (int64_t i = 0; i < nr * n; i++)
+            R[i] = (float)nf_rand_normal(&seed);
+        for (int64_t i = 0; i < n * V; i++)
+            D[i] = (float)nf_rand_normal(&seed);
+        for (int64_t r = 0; r < nr; r++)
+            for (int64_t v = 0; v < V; v++) {
+                float g = 0;
+                for (int64_t j = 0; j < n; j++) {
+                    float term = R[r * n + j] * D[j * V + v];
+                    g = g + term;
+                }
+                want[r * V + v] = g;
+            }
+        for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++) {
+            for (int64_t i = 0; i <= nr * V; i++)
+                got[i] = NAN;
+            got[nr * V] = PAD_SENTINEL;
+            tables[t]->rows_gemm_f32(R, nr, D, n, V, got);
+            assert_memory_equal(got, want, (size_t)(nr * V) * sizeof *got);
+            assert_true(got[nr * V] == PAD_SENTINEL);
+        }
+        test_free(R);
+        test_free(D);
+        test_free(want);
+        test_free(got);
     }
 }
 
@@ -1010,6 +1055,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tables_are_complete),
+        cmocka_unit_test(test_rows_gemm_f32_matches_reference),
         cmocka_unit_test(test_dsyrk_matches_reference),
         cmocka_unit_test(test_sgemm_reference_closed_form),
         cmocka_unit_test(test_sgemm_matches_reference),

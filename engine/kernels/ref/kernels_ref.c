@@ -303,4 +303,5 @@ const struct nf_kernels nf_kernels_ref = {
     .row_sq_dev = nf_row_sq_dev_ref,
     .row_standardize = nf_row_standardize_ref,
     .row_gemv_double = nf_row_gemv_double_ref,
+    .rows_gemm_f32 = nf_rows_gemm_f32_ref,
 };

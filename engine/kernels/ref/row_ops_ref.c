@@ -1,5 +1,6 @@
 /* row_ops_ref.c — passes over one row of a matrix in double (row_accumulate,
- * row_sq_dev, row_standardize, row_gemv_double in kernels.h), as plain loops:
+ * row_sq_dev, row_standardize, row_gemv_double in kernels.h) and the float
+ * product of a few rows with the data (rows_gemm_f32), as plain loops:
  * the oracle of tests/unit/test_kernels.c for kernels/simd/row_ops.c, which
  * must give the same bits, the entries of nf_kernels_ref, and the vector
  * versions' tails.
@@ -41,4 +42,15 @@ void nf_row_gemv_double_ref(const float *row, const float *D, int64_t n, int64_t
             g += (double)row[j] * (double)D[j * V + v];
         acc[v] = g;
     }
+}
+
+void nf_rows_gemm_f32_ref(const float *R, int64_t nr, const float *D, int64_t n, int64_t V, float *G)
+{
+    for (int64_t r = 0; r < nr; r++)
+        for (int64_t v = 0; v < V; v++) {
+            float acc = 0;
+            for (int64_t j = 0; j < n; j++)
+                acc += R[r * n + j] * D[j * V + v];
+            G[r * V + v] = acc;
+        }
 }

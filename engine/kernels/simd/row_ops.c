@@ -5,6 +5,13 @@
  * these loops scalar) with the same IEEE operations per element as the plain
  * loops of kernels/ref/row_ops_ref.c, which do the tails, so the same bits;
  * each compiled for AVX-512 / AVX2 / the baseline and chosen at load time.
+ *
+ * rows_gemm_f32 (the permute node's whole permutation maps for TFCE and
+ * clusters) keeps a tile of 8 rows x 16 voxels in registers over the whole
+ * sum, so that only D is read and G written once: voxel blocks of
+ * ROWS_BLOCK columns keep the block of D in L2 across the groups of 8 rows.
+ * Each element is 0 + w_0 d_0 + w_1 d_1 + ... in order with separate
+ * multiplies and adds (C11 mode: no contraction), as the plain loop.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -88,5 +95,62 @@ void nf_row_gemv_double_simd(const float *row, const float *D, int64_t n, int64_
             for (int64_t v = 0; v < len; v++)
                 a[v] += r * (double)d[v];
         }
+    }
+}
+
+typedef float nf_v16f __attribute__((vector_size(64)));
+enum { ROWS_TILE = 8, ROWS_BLOCK = 1024 };
+
+/* rows (<= ROWS_TILE) rows of R times the columns v0 .. v0 + 16 k of D into G;
+ * `rows` is a constant where it is inlined. */
+static inline __attribute__((always_inline)) void rows_tile(const float *R, int rows, const float *D, int64_t n,
+                                                             int64_t V, int64_t v0, int64_t v1, float *G)
+{
+    for (int64_t v = v0; v + 16 <= v1; v += 16) {
+        nf_v16f acc[ROWS_TILE];   /* registers: the loops over r unrolled (-O2 would keep acc in memory) */
+#pragma GCC unroll 8
+        for (int r = 0; r < rows; r++)
+            acc[r] = (nf_v16f){ 0 };
+        for (int64_t j = 0; j < n; j++) {
+            nf_v16f d;
+            memcpy(&d, D + j * V + v, sizeof d);
+            __builtin_prefetch(D + j * V + v + 64);   /* 4 tiles ahead: n rows are too many streams for the
+                                                         hardware prefetcher */
+#pragma GCC unroll 8
+            for (int r = 0; r < rows; r++)
+                acc[r] += R[r * n + j] * d;
+        }
+#pragma GCC unroll 8
+        for (int r = 0; r < rows; r++)
+            memcpy(G + r * V + v, &acc[r], sizeof acc[r]);
+    }
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default")))
+void nf_rows_gemm_f32_simd(const float *R, int64_t nr, const float *D, int64_t n, int64_t V, float *G)
+{
+    for (int64_t b = 0; b < V; b += ROWS_BLOCK) {
+        const int64_t e = V - b < ROWS_BLOCK ? V : b + ROWS_BLOCK, vec_end = b + (e - b) / 16 * 16;
+        for (int64_t r0 = 0; r0 < nr; r0 += ROWS_TILE) {
+            const int64_t rows = nr - r0 < ROWS_TILE ? nr - r0 : ROWS_TILE;
+            const float *Rr = R + r0 * n;
+            float *Gr = G + r0 * V;
+            if (rows == ROWS_TILE)
+                rows_tile(Rr, ROWS_TILE, D, n, V, b, vec_end, Gr);
+            else
+                for (int64_t r = 0; r < rows; r++)
+                    rows_tile(Rr + r * n, 1, D, n, V, b, vec_end, Gr + r * V);
+        }
+    }
+    /* the columns past the last whole vector of each block: plain loops */
+    for (int64_t b = 0; b < V; b += ROWS_BLOCK) {
+        const int64_t e = V - b < ROWS_BLOCK ? V : b + ROWS_BLOCK;
+        for (int64_t r = 0; r < nr; r++)
+            for (int64_t v = b + (e - b) / 16 * 16; v < e; v++) {
+                float acc = 0;
+                for (int64_t j = 0; j < n; j++)
+                    acc += R[r * n + j] * D[j * V + v];
+                G[r * V + v] = acc;
+            }
     }
 }
