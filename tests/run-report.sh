@@ -95,6 +95,11 @@ for yaml in "$work"/pipelines/*.yaml; do
         grep -q '>planted_roi (1)</text>' "$page" || fail "$name: the ROI bars do not name planted_roi"
         grep -q '<td>planted_roi</td>' "$page" || fail "$name: the ROI table has no region column"
     fi
+    if [ "$name" = first-level ]; then   # provenance of the lab template it uses
+        grep -q "Node &#39;localizer&#39; used the pipeline file first-level.yaml (hash [0-9a-f]\{32\}" "$page" \
+            || grep -q "Node 'localizer' used the pipeline file first-level.yaml (hash [0-9a-f]\{32\}" "$page" \
+            || fail "$name: the methods paragraph does not name the used template"
+    fi
     if [ "$name" = encoding ]; then
         grep -q 'The alpha each voxel.*chose: [0-9]* distinct values' "$page" || fail "$name: no chosen-alpha chart"
     fi
