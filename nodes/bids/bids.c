@@ -159,8 +159,22 @@ static char *filters_text(const struct bids_params *p)
  * made (every run has the piece). wanted: per output, consumed (NULL:
  * unknown, nothing required beyond `require`). Warnings only when `warn`
  * (at plan time; the run repeats the scan). */
+static int scan_checks(const struct bids_params *p, const struct nf_node_inst *node, const bool *wanted,
+                       bool warn, struct bids_scan *scan, bool produce[BIDS_N_OUT], struct nf_error *err);
+
+/* The scan is released when it does not check out: callers own it only on success. */
 static int scan_checked(const struct bids_params *p, const struct nf_node_inst *node, const bool *wanted,
                         bool warn, struct bids_scan *scan, bool produce[BIDS_N_OUT], struct nf_error *err)
+{
+    memset(scan, 0, sizeof *scan);
+    int rc = scan_checks(p, node, wanted, warn, scan, produce, err);
+    if (rc < 0)
+        bids_scan_release(scan);
+    return rc;
+}
+
+static int scan_checks(const struct bids_params *p, const struct nf_node_inst *node, const bool *wanted,
+                       bool warn, struct bids_scan *scan, bool produce[BIDS_N_OUT], struct nf_error *err)
 {
     struct bids_query q;
     int rc = check_require(p, node, err);
