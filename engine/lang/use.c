@@ -518,6 +518,19 @@ static int bind_params(struct ctx *c, const struct nf_ynode *params, const struc
     return rc;
 }
 
+/* Drops a used file's variables and puts the pipeline's back. */
+static void restore_vars(struct nf_pipeline *p, struct nf_var *saved, size_t n_saved)
+{
+    for (size_t k = 0; k < p->n_vars; k++) {
+        free(p->vars[k].name);
+        free(p->vars[k].value);
+        nf_ynode_free(p->vars[k].tree);
+    }
+    free(p->vars);
+    p->vars = saved;
+    p->n_vars = n_saved;
+}
+
 /* Expands the use node i of scope s: 1 done (or failed and reported), 0 when
  * it waits for another use node of the same file. */
 static int expand_use(struct ctx *c, struct scope *s, size_t i)
@@ -670,14 +683,7 @@ static int expand_use(struct ctx *c, struct scope *s, size_t i)
     struct nf_ynode *outs = nf_ymap_get(root, "outputs");
     if (outs)
         nf_vars_substitute(c->p, outs, who, c->d);
-    for (size_t k = 0; k < c->p->n_vars; k++) {
-        free(c->p->vars[k].name);
-        free(c->p->vars[k].value);
-        nf_ynode_free(c->p->vars[k].tree);
-    }
-    free(c->p->vars);
-    c->p->vars = saved_vars;
-    c->p->n_vars = saved_n;
+    restore_vars(c->p, saved_vars, saved_n);
     vars_swapped = false;
 
     c->stack[c->depth++] = real;
@@ -690,16 +696,8 @@ static int expand_use(struct ctx *c, struct scope *s, size_t i)
         u->failed = false;
     }
 out:
-    if (vars_swapped) {
-        for (size_t k = 0; k < c->p->n_vars; k++) {
-            free(c->p->vars[k].name);
-            free(c->p->vars[k].value);
-            nf_ynode_free(c->p->vars[k].tree);
-        }
-        free(c->p->vars);
-        c->p->vars = saved_vars;
-        c->p->n_vars = saved_n;
-    }
+    if (vars_swapped)
+        restore_vars(c->p, saved_vars, saved_n);
     for (size_t e = 0; refs && in && e < in->n; e++)
         free(refs[e]);
     free(refs);
