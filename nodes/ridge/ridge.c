@@ -1170,13 +1170,13 @@ static void finish_block(const struct ridge_ctx *c, struct block *b, struct nf_v
 static void shared_first_pass(const struct ridge_ctx *c, struct block *b, struct nf_value **out, double *sums,
                               float *alpha_means)
 {
-    for (int64_t f = 0; f < c->k; f++)
-        for (int64_t a = 0; a < c->A; a++)
+    for (int64_t a = 0; a < c->A; a++) {   /* one alpha's k score rows, while they are in cache */
+        for (int64_t f = 0; f < c->k; f++)
             for (int64_t v = 0; v < b->nb; v++)
                 sums[a] += b->score[(f * c->A + a) * b->nb + v];
-    for (int64_t a = 0; a < c->A; a++)
         for (int64_t v = 0; v < b->nb; v++)
             alpha_means[a * c->V + b->b0 + v] = fold_mean(c, b, a, v);
+    }
     write_cv_scores(c, b, out);
     refit_uty(c, b, out[RIDGE_OUT_WEIGHTS]->u.mat.data + b->b0, c->V);
 }
