@@ -27,7 +27,9 @@
  *
  * bids_pipeline: a study end to end, as pipelines/bids-to-group.yaml: the
  * simulate node's BIDS + fMRIPrep-like data set (S subjects x R runs of I
- * images, synthetic brain at M mm; written by prepare, not timed), then the
+ * images at M mm on mricron-data's ch2bet brain, which build.sh installs
+ * (the quick row, and the full one without it: the node's small synthetic
+ * brain); written by prepare, not timed), then the
  * timed pipeline: bids -> the first-level template (smoothing, mask, design,
  * AR(1) GLM, fixed effects per subject) -> the group template (sign-flip
  * permutations with TFCE) -> summarize with clusters. No peer: nilearn has no
@@ -55,6 +57,8 @@ enum firstlevel_variant { ONE_RUN, BIDS_PIPELINE };
 #define FL_EVENT_S 1.0
 /* The group template's permutations in the BIDS row (as bids-to-group.yaml). */
 enum { BIDS_PERMUTATIONS = 1000, BIDS_QUICK_PERMUTATIONS = 100 };
+/* The BIDS row's brain: the simulate node's whole-brain template (mricron-data). */
+#define BIDS_WHOLE_BRAIN "/usr/share/mricron/templates/ch2bet.nii.gz"
 /* fMRIPrep's motion parameters: each with derivative1, power2 and
  * derivative1_power2 makes its 24-parameter confound set. */
 static const char *const motion[] = { "trans_x", "trans_y", "trans_z", "rot_x", "rot_y", "rot_z" };
@@ -237,7 +241,7 @@ fail:
 /* ---- the BIDS study: input files ---- */
 
 /* DATA/bids, written by the simulate node (S subjects, R runs of I images on
- * its synthetic brain at M mm, as bids-to-group.yaml's), unless
+ * ch2bet at M mm, as bids-to-group.yaml's but for the brain), unless
  * DATA/bids.done says it is complete. */
 static int bids_prepare(const struct nf_bench_ctx *ctx, struct nf_error *err)
 {
@@ -248,11 +252,14 @@ static int bids_prepare(const struct nf_bench_ctx *ctx, struct nf_error *err)
         return NF_FAIL(err, NF_ENOMEM, "out of memory");
     if (file_exists(done))
         goto fail;   /* nothing to do: rc is 0 */
+    /* the full row on a whole brain; in bids mode the node's auto is its small synthetic one */
+    const char *brain = !(ctx->cond->runs & NF_BENCH_QUICK) && file_exists(BIDS_WHOLE_BRAIN) ? BIDS_WHOLE_BRAIN
+                        : "auto";
     NF_TRY(rc = nf_bench_write_pipeline(ctx, "bench-firstlevel-simulate", &pipeline, err,
-        "  sim: {type: simulate, subjects: %" PRId64 ", runs: %" PRId64 ", images: %" PRId64 ", mask: synthetic,"
+        "  sim: {type: simulate, subjects: %" PRId64 ", runs: %" PRId64 ", images: %" PRId64 ", mask: %s,"
         " voxel_size: %" PRId64 ", effect_size: 2, roi_center: [15, -20, 10], roi_radius: 9, seed: 5,"
         " bids: '%s/bids'}\n",
-        ctx->size[0], ctx->size[1], ctx->size[2], ctx->size[3], ctx->data_dir));
+        ctx->size[0], ctx->size[1], ctx->size[2], brain, ctx->size[3], ctx->data_dir));
     NF_TRY(rc = nf_bench_run_pipeline(pipeline, ctx->threads, false, err));
     NF_TRY(rc = nf_write_file_atomic(done, "", 0, err));
 fail:
@@ -348,13 +355,33 @@ static int cmp_seconds(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* The BIDS row: the in-mask voxels of the first run (which brain `auto` gave). */
+static void bids_describe(const struct nf_bench_ctx *ctx, struct nf_strbuf *json)
+{
+    char *path = nf_asprintf("%s/bids/derivatives/fmriprep/sub-01/func/sub-01_task-localizer_run-1_space-"
+                             "MNI152NLin2009cAsym_desc-brain_mask.nii.gz", ctx->data_dir);
+    struct nf_error err = { 0 };
+    struct nf_value *mask = path ? nf_nifti_read(path, &err) : NULL;
+    free(path);
+    if (!mask)
+        return;   /* the figure is left out: nothing else depends on it */
+    int64_t voxels = 0, cells = nf_grid_nvox(&mask->u.vol.grid);
+    for (int64_t c = 0; c < cells; c++)
+        voxels += mask->u.vol.data[c] != 0;
+    nf_strbuf_addf(json, ", \"voxels\": %" PRId64 ", \"permutations\": %d", voxels,
+                   ctx->cond->runs & NF_BENCH_QUICK ? BIDS_QUICK_PERMUTATIONS : BIDS_PERMUTATIONS);
+    nf_value_unref(mask);
+}
+
 /* The glm node's own times (timed runs only) and, for the peer's comparison
  * of z maps, where this condition's outputs are (DATA/nlflow-outputs.txt). */
 static void firstlevel_describe(const struct nf_bench_ctx *ctx, void *state, struct nf_strbuf *json)
 {
     struct firstlevel_state *st = state;
-    if (ctx->cond->variant != ONE_RUN)
+    if (ctx->cond->variant != ONE_RUN) {
+        bids_describe(ctx, json);
         return;
+    }
     nf_strbuf_addf(json, ", \"frames\": %" PRId64 ", \"conditions\": %" PRId64 ", \"confounds\": %" PRId64,
                    ctx->size[0], ctx->size[2], ctx->size[3]);
     char *where = nf_path_join(ctx->data_dir, "nlflow-outputs.txt");
@@ -421,6 +448,9 @@ void nf_bench_firstlevel_notes(const struct nf_ynode *domain_result, struct nf_s
         nf_strbuf_addf(md, "- %s: pipeline ", name);
         nf_bench_add_seconds(md, t);
         if (strncmp(name, "one_run[", 8) != 0) {
+            double voxels = nf_ypath_num(c, "measure.voxels");
+            if (isfinite(voxels))
+                nf_strbuf_addf(md, " (%.0f voxels in the brain mask)", voxels);
             nf_strbuf_addf(md, ", peak RSS ");
             nf_bench_add_bytes(md, peak);
             nf_strbuf_addf(md, ".\n");
