@@ -473,10 +473,8 @@ void nf_bench_firstlevel_notes(const struct nf_ynode *domain_result, struct nf_s
         }
         const struct nf_ynode *agree = nf_ypath(c, "peer.result.z_within_1e-3");
         for (size_t k = 0; agree && agree->type == NF_Y_MAP && k < agree->n; k++)
-            nf_strbuf_addf(md, "%s %s %s", k ? "," : "; share of voxels with z within 1e-3 of nilearn's:",
-                           agree->keys[k]->value, agree->items[k]->value);
+            nf_strbuf_addf(md, "%s %s %.5f", k ? "," : "; share of voxels with z within 1e-3 of nilearn's:",
+                           agree->keys[k]->value, strtod(agree->items[k]->value, NULL));
         nf_strbuf_addf(md, ".\n");
     }
-    if (any)
-        nf_bench_name_peer(md, domain_result, "firstlevel_nilearn.py");
 }
