@@ -98,6 +98,8 @@ extern const struct nf_bench_condition nf_bench_ridge_conditions[];
 void nf_bench_ridge_notes(const struct nf_ynode *domain_result, struct nf_strbuf *md);
 extern const struct nf_bench_condition nf_bench_inference_conditions[];
 void nf_bench_inference_notes(const struct nf_ynode *domain_result, struct nf_strbuf *md);
+extern const struct nf_bench_condition nf_bench_firstlevel_conditions[];
+void nf_bench_firstlevel_notes(const struct nf_ynode *domain_result, struct nf_strbuf *md);
 extern const struct nf_bench_condition nf_bench_cache_conditions[];
 void nf_bench_cache_notes(const struct nf_ynode *domain_result, struct nf_strbuf *md);
 extern const struct nf_bench_condition nf_bench_predict_conditions[];

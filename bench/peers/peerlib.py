@@ -70,9 +70,11 @@ def per_run_estimate(run_slice, voxels, probe_voxels=20000):
     return (time.perf_counter() - t0) * voxels / probe_voxels
 
 
-def measure_and_print(run, reps, mode, peer, baseline, **extra):
-    """Warm-up, timed runs, one JSON line; returns the exit status."""
-    run()
+def measure_and_print(run, reps, mode, peer, baseline, warmup=True, **extra):
+    """Warm-up (unless warmup is False: runs of minutes), timed runs, one JSON
+    line; returns the exit status."""
+    if warmup:
+        run()
     sampler = RssSampler()
     sampler.start()
     times = []
