@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "node.h"
+#include "core/distributions.h"
 #include "core/util.h"
 
 #include "permute.h"
@@ -72,55 +73,14 @@ static void signed_stat(const struct perm_ctx *up, float *g)
     }
 }
 
-/* P(T > t) for Student's t, through the regularised incomplete beta
- * function I_x(dof/2, 1/2), x = dof / (dof + t^2), by its continued fraction
- * (modified Lentz), for t >= 0. */
-static double t_sf(double t, double dof)
-{
-    double a = dof / 2, b = 0.5, x = dof / (dof + t * t);
-    /* I_x(a, b) = front * cf, the fraction converging fast for x < (a+1)/(a+b+2);
-     * else 1 - I_{1-x}(b, a) */
-    bool swap = x > (a + 1) / (a + b + 2);
-    if (swap) {
-        double s = a;
-        a = b;
-        b = s;
-        x = 1 - x;
-    }
-    if (x <= 0)
-        return swap ? 0.5 : 0.0;
-    double front = exp(lgamma(a + b) - lgamma(a) - lgamma(b) + a * log(x) + b * log1p(-x)) / a;
-    const double tiny = 1e-300;
-    double f = 1, cc = 1, d = 1 - (a + b) * x / (a + 1);
-    d = fabs(d) < tiny ? tiny : d;
-    d = 1 / d;
-    f = d;
-    for (int m = 1; m < 500; m++) {
-        double num = m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m));
-        for (int half = 0; half < 2; half++) {
-            d = 1 + num * d;
-            d = fabs(d) < tiny ? tiny : d;
-            cc = 1 + num / cc;
-            cc = fabs(cc) < tiny ? tiny : cc;
-            d = 1 / d;
-            f *= d * cc;
-            num = -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1));
-        }
-        if (fabs(d * cc - 1) < 1e-15)
-            break;
-    }
-    double I = front * f;
-    return 0.5 * (swap ? 1 - I : I);
-}
-
 double nf_perm_t_isf(double p, double dof)
 {
     double lo = 0, hi = 1;
-    while (t_sf(hi, dof) > p && hi < 1e12)
+    while (nf_t_sf(hi, dof) > p && hi < 1e12)
         hi *= 2;
     for (int i = 0; i < 200 && hi - lo > 1e-13 * hi; i++) {
         double mid = (lo + hi) / 2;
-        if (t_sf(mid, dof) > p)
+        if (nf_t_sf(mid, dof) > p)
             lo = mid;
         else
             hi = mid;
