@@ -86,13 +86,18 @@ static const struct { const char *name, *text; size_t len; } label_files[] = {
 };
 
 /* Events and confounds for the design node: one well-formed pair (8 rows of
- * confounds, as bold.nii.gz has 8 volumes) and events broken in one way each. */
+ * confounds, as bold.nii.gz has 8 volumes) and events broken in one way each;
+ * and a group design. */
 static const struct { const char *name, *text; } design_files[] = {
     { "events.tsv", "onset\tduration\ttrial_type\n1\t2\tface\n6\t2\thouse\n" },
     { "events_negative.tsv", "onset\tduration\ttrial_type\n1\t2\tface\n6\t-2\thouse\n" },
     { "events_text_onset.tsv", "onset\tduration\ttrial_type\n1\t2\tface\nlate\t2\thouse\n" },
     { "events_nan.tsv", "onset\tduration\ttrial_type\n1\tn/a\tface\n6\t2\thouse\n" },
     { "confounds.tsv", "trans_x\tcsf\n0.1\t1\n0.2\t2\n0.1\t1\n0\t3\n0.3\t1\n0.2\t2\n0.1\t2\n0\t1\n" },
+    /* a group design for permute's test: glm, the 8 volumes as subjects: age
+     * in months is 12 x age (rank deficient with age), sites of 4, 3 and 1 */
+    { "group_design.tsv", "intercept\tage\tage_months\tsite\n1\t30\t360\t1\n1\t41\t492\t1\n1\t25\t300\t2\n"
+                          "1\t38\t456\t1\n1\t52\t624\t2\n1\t29\t348\t3\n1\t47\t564\t2\n1\t33\t396\t1\n" },
 };
 
 int main(int argc, char **argv)

@@ -5,8 +5,8 @@
 # planted ROI found by the cluster table, machine-readable --json events, and
 # that a second process sees the same results (determinism from the seed);
 # the group cluster table and decoding-roi's ROI table name the planted region;
-# the first-level example writes its per-run and per-subject maps and the BIDS
-# group example finds the planted sphere.
+# the first-level example writes its per-run and per-subject maps, the BIDS
+# group example and the group GLM find the planted sphere.
 set -u
 : "${NLFLOW:?path to the nlflow binary}" "${srcdir:?source folder}"
 work=$(mktemp -d /tmp/nlflow-pipelines-XXXXXX)
@@ -55,6 +55,14 @@ for f in "$q"/*.nii.gz "$q"/*.tsv; do
     cmp -s "$f" "$work/again/results/quickstart/$(basename "$f")" || fail "$(basename "$f") differs between two runs with the same seed"
 done
 echo "ok   quickstart outputs, planted ROI and determinism"
+
+# group-glm: the mean contrast's first FWE cluster is the planted sphere (peak
+# within 15 mm of 40,-20,40); every contrast's maps are written
+gg="$work/pipelines/results/group-glm"
+awk -F'\t' 'NR == 2 { d = sqrt(($4 - 40)^2 + ($5 + 20)^2 + ($6 - 40)^2); exit !(d < 15) }' "$gg/group-glm_stat-meanT_clusters.tsv" \
+    || { cat "$gg/group-glm_stat-meanT_clusters.tsv"; fail "group-glm.yaml: the first cluster is not at the planted sphere"; }
+[ -s "$gg/group-glm_stat-pFwe_statmap.nii.gz" ] || fail "group-glm.yaml did not write the p_fwe maps"
+echo "ok   group-glm cluster at the planted sphere"
 
 # group-permutation: the largest FWE cluster is the planted sphere (peak within
 # 15 mm of its centre, 40,-20,40)

@@ -1705,7 +1705,18 @@ const struct nf_node_type nf_node_permute = {
         "kernel; BLAS plus a pass over the tile elsewhere); memory does not depend on N. A null value or "
         "maximum within float round-off of an observed value is decided again in double, so ties "
         "(mirror-image flips, relabellings within groups) count exactly and p-values do not depend on "
-        "the CPU, thread count or device. Chunks of permutations are checkpointed: a killed run resumes.",
+        "the CPU, thread count or device. Chunks of permutations are checkpointed: a killed run resumes.\n\n"
+        "test: glm (FSL randomise -d -t -e; docs/randomise.md maps its options and PALM's): t contrasts, "
+        "\"name = expression\" over the columns of the design table, each tested by Freedman-Lane as randomise "
+        "does: the data's residuals under the nuisance model (the design's part orthogonal to the contrast, "
+        "X null(c')) are permuted and/or sign flipped (exchange), the nuisance fit added back and the full "
+        "model refitted; t has n - rank(X) degrees of freedom. Per permutation that is a GEMM of the "
+        "contrast's direction and the nuisance directions a draw can move (none for an intercept under "
+        "permutations) times the residuals. Exchangeability blocks (blocks, blocks_column) keep every subject "
+        "within its block, or move the blocks as wholes (whole_blocks). One row of stat, p, p_fwe and q_fdr "
+        "and one column of null_max per contrast, each corrected over voxels on its own; n_permutations "
+        "random draws (a design of one constant column with sign flips runs as test one_sample, stat t). "
+        "TFCE, clusters and F contrasts are not available for glm yet; it runs on the CPU.",
     .version = 4,
     .params = permute_params_table,
     .params_size = sizeof(struct permute_params),

@@ -561,9 +561,9 @@ static int prepare_contrast(struct glm_ctx *g, struct glm_con *k, float *stat, c
     }
     if (rc) {
         rc = NF_FAIL_AT(run->err, NF_EDATA, nf_node_loc(run->node), nf_node_id(run->node),
-                        "the design is rank deficient: column '%s' is a linear combination of the columns "
-                        "before it (%s); drop it or recode the design", g->cols[bad > 0 ? bad : 0],
-                        bad == 0 ? "it is all zeros" : "or all zeros");
+                        "the design is rank deficient: column '%s' is %s; drop it or recode the design",
+                        g->cols[bad > 0 ? bad : 0],
+                        bad == 0 ? "all zeros" : "a linear combination of the columns before it");
         goto fail;
     }
     /* E = Y - Q_Z Q_Zᵀ Y in double (every nuisance direction) */
@@ -775,11 +775,12 @@ static int fwe_pvalues(const struct glm_ctx *g, const struct glm_con *k, float *
     float *sorted = nf_malloc((size_t)M * sizeof *sorted), *lo = nf_malloc((size_t)V * sizeof *lo);
     float *hi_max = nf_malloc((size_t)V * sizeof *hi_max);
     int64_t *by_lo = nf_malloc((size_t)V * sizeof *by_lo), *todo = nf_malloc((size_t)M * sizeof *todo);
+    int64_t *tested = nf_malloc((size_t)V * sizeof *tested);
     double *max_d = nf_malloc((size_t)M * sizeof *max_d);
     float *rows = nf_malloc((size_t)(k->r * g->n) * sizeof *rows);
     int64_t n_todo = 0, m = 0;
     int rc = 0;
-    if (!sorted || !lo || !hi_max || !by_lo || !todo || !max_d || !rows) {
+    if (!sorted || !lo || !hi_max || !by_lo || !todo || !tested || !max_d || !rows) {
         rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
         goto fail;
     }
@@ -790,17 +791,15 @@ static int fwe_pvalues(const struct glm_ctx *g, const struct glm_con *k, float *
         rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
         goto fail;
     }
-    /* the tested voxels' windows by lower edge, with the running maximum of their upper edges */
-    {
-        int64_t *tested = todo;   /* borrowed: the tested voxels in order */
-        for (int64_t v = 0, t = 0; v < V; v++)
-            if (!k->flat[v])
-                tested[t++] = v;
-        for (int64_t q = 0; q < m; q++) {
-            float h = k->hi[tested[by_lo[q]]];
-            hi_max[q] = q > 0 && hi_max[q - 1] > h ? hi_max[q - 1] : h;
-            lo[q] = k->lo[tested[by_lo[q]]];   /* lo now sorted */
-        }
+    /* the tested voxels' windows by lower edge, with the running maximum of
+     * their upper edges (tested: the tested voxels in order) */
+    for (int64_t v = 0, t = 0; v < V; v++)
+        if (!k->flat[v])
+            tested[t++] = v;
+    for (int64_t q = 0; q < m; q++) {
+        float h = k->hi[tested[by_lo[q]]];
+        hi_max[q] = q > 0 && hi_max[q - 1] > h ? hi_max[q - 1] : h;
+        lo[q] = k->lo[tested[by_lo[q]]];   /* lo now sorted */
     }
     for (int64_t i = 0; i < M; i++) {
         float x = k->null_max[i];
@@ -869,6 +868,7 @@ fail:
     free(hi_max);
     free(by_lo);
     free(todo);
+    free(tested);
     free(max_d);
     free(rows);
     return rc;

@@ -56,6 +56,9 @@ static char *tmpdir;
                                "  t: {type: permute, in: {data: voxels, covariate: x}, @P}\n"
 #define CTX_PERMUTE_GROUPS IMAGES "  x: {type: load, path: data/design.tsv}\n" \
                               "  t: {type: permute, in: {data: voxels, groups: x}, @P}\n"
+#define CTX_PERMUTE_GLM IMAGES "  x: {type: load, path: data/design.tsv}\n" \
+                               "  y: {type: load, path: data/labels.tsv}\n" \
+                               "  t: {type: permute, in: {data: voxels, design: x, blocks: y}, @P}\n"
 #define CTX_PREDICT IMAGES "  y: {type: load, path: data/labels.tsv}\n" \
                            "  t: {type: predict, in: {X: voxels, y: y}, @P}\n"
 #define CTX_PREDICT_NUM IMAGES "  y: {type: load, path: data/design.tsv}\n" \
@@ -154,6 +157,20 @@ static const struct decision decisions[] = {
     { "permute", "cluster_threshold", CTX_PERMUTE, PERM ", stat: t", "cluster_threshold: 2", "cluster_threshold: 3",
       true, NULL },
     { "permute", "cluster_p", CTX_PERMUTE, PERM ", stat: t", "cluster_p: 0.01", "cluster_p: 0.001", true, NULL },
+    /* test: glm (blocks from labels.tsv: trial_type two blocks, target one subject each) */
+    { "permute", "contrasts", CTX_PERMUTE_GLM, PERM ", test: glm", "contrasts: [\"c = f1\"]",
+      "contrasts: [\"c = f2\"]", true, NULL },
+    { "permute", "exchange", CTX_PERMUTE_GLM, PERM ", test: glm, contrasts: [\"c = f1\"]", "exchange: permute",
+      "exchange: both", true, NULL },
+    { "permute", "blocks_column", CTX_PERMUTE_GLM, PERM ", test: glm, contrasts: [\"c = f1\"]",
+      "blocks_column: trial_type", "blocks_column: target", true, NULL },
+    { "permute", "whole_blocks", CTX_PERMUTE_GLM, PERM ", test: glm, contrasts: [\"c = f1\"], blocks_column: target",
+      "whole_blocks: false", "whole_blocks: true", true, NULL },
+    /* the GLM's parameters do not matter to the other tests, nor stat to the GLM */
+    { "permute", "exchange (not glm)", CTX_PERMUTE, PERM, "exchange: permute", "exchange: both", false, NULL },
+    { "permute", "whole_blocks (not glm)", CTX_PERMUTE, PERM, "whole_blocks: false", "whole_blocks: true", false, NULL },
+    { "permute", "stat (glm)", CTX_PERMUTE_GLM, PERM ", test: glm, contrasts: [\"c = f1\"]", "stat: mean", "stat: t",
+      false, NULL },
     { "predict", "mode", CTX_PREDICT, "cv: 2", "mode: whole_brain", "mode: searchlight", true, NULL },
     { "predict", "model", CTX_PREDICT, "cv: 2", "model: svm", "model: logistic", true, NULL },
     { "predict", "cv", CTX_PREDICT, "", "cv: 2", "cv: 4", true, NULL },

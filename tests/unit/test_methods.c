@@ -269,6 +269,20 @@ static void test_permute(void **state)
                              "covariate column age",
                              "every ordering"),
            HAS("difference", "groups from"));
+    p->test = PERM_GLM;
+    p->tail = PERM_TAIL_UPPER;
+    p->exchange = PERM_EXCHANGE_BOTH;
+    p->whole_blocks = true;
+    set_str(&p->blocks_column, "site");
+    p->contrasts.n = 2;
+    p->contrasts.v = nf_calloc(2, sizeof *p->contrasts.v);
+    p->contrasts.v[0] = nf_strdup("age = age");
+    p->contrasts.v[1] = nf_strdup("g = a - b");
+    expect("permute", p,
+           HAS("general linear model with t contrasts (age = age; g = a - b), one-tailed, upper",
+               "1000 random permutations and sign flips of the residuals of the nuisance model (Freedman-Lane)",
+               "whole exchangeability blocks given by site", "per contrast by the maximum t over voxels"),
+           HAS("Spearman", "covariate", "two-tailed"));
     nf_params_release(t, p);
 }
 
