@@ -622,14 +622,10 @@ static int prepare_contrast(struct glm_ctx *g, struct glm_con *k, float *stat, c
         double t = t_double(g, k, row0, v);
         stat[v] = (float)t;
         k->q_obs_d[v] = tail_of(g->tail, t);
-        double g0 = t * 0, rss;
-        {
-            double s = 0;
-            for (int64_t j = 0; j < n; j++)
-                s += (double)row0[j] * (double)k->E[j * V + v];
-            g0 = s;
-        }
-        rss = fmax(ss - g0 * g0, 1e-12 * ss);
+        double g0 = 0;
+        for (int64_t j = 0; j < n; j++)
+            g0 += (double)row0[j] * (double)k->E[j * V + v];
+        double rss = fmax(ss - g0 * g0, 1e-12 * ss);
         double e_g = 4.0 * sqrt((double)n) * u32 * sqrt(ss) * (double)k->r;
         double e_rss = 2.0 * sqrt(ss) * e_g * (double)k->r + 4.0 * u32 * ss;
         double e_t = e_g * (1.0 + g0 * g0 / rss) / sqrt(rss / g->dof) + fabs(t) * e_rss / (2.0 * rss);
@@ -690,6 +686,8 @@ static void *glm_team(void *arg)
                 const float *g0 = G + i * r * nv;
                 float mx = -FLT_MAX;
                 for (int64_t v = 0; v < nv; v++) {
+                    if (k->flat[v0 + v])
+                        continue;
                     float a = g0[v], rss = k->ss[v0 + v] - a * a;
                     for (int64_t m = 1; m < r; m++) {
                         float b = g0[m * nv + v];
@@ -698,8 +696,6 @@ static void *glm_team(void *arg)
                     rss = rss > k->floor_[v0 + v] ? rss : k->floor_[v0 + v];
                     float tt = a / sqrtf(rss * inv_dof);
                     float q = tail == PERM_TAIL_TWO ? fabsf(tt) : tail == PERM_TAIL_UPPER ? tt : -tt;
-                    if (k->flat[v0 + v])
-                        continue;
                     mx = q > mx ? q : mx;
                     if (q >= k->hi[v0 + v])
                         w->count[v0 + v]++;
