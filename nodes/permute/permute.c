@@ -112,6 +112,10 @@ static const struct nf_param permute_params_table[] = {
                         "glm: t contrasts, each \"name = expression\" over the design's column names (as the glm "
                         "node: \"age = age\", \"group = patients - controls\", \"w = [0, 1, -1]\"); one row of "
                         "every output map and one null_max column per contrast, each corrected on its own"),
+    NF_PARAM_STR_LIST_F("f_contrasts", FIELD(f_contrasts), "", 0, 1000, NF_PF_OPTIONAL,
+                        "glm: F contrasts, each \"name = row; row; ...\" with rows written as t contrasts (\"groups = "
+                        "a - b; b - c\"): F = (contrast sum of squares / rows) / (RSS / (n - p)), always the upper "
+                        "tail; their rows follow the t contrasts' in every output (randomise -f)"),
     NF_PARAM_ENUM("exchange", FIELD(exchange), exchange_kinds, PERM_EXCHANGE_PERMUTE,
                   "glm: what the null does to the subjects' nuisance-model residuals: permute (exchangeable "
                   "errors, randomise's and PALM's default, -ee), sign_flip (independent symmetric errors, as randomise "
@@ -133,11 +137,20 @@ static char *glm_methods(const struct permute_params *p)
     static const char *const exchange[] = { "permutations", "sign flips", "permutations and sign flips" };
     struct nf_strbuf sb;
     nf_strbuf_init(&sb);
-    nf_strbuf_addf(&sb, "Group inference used a general linear model with t contrast%s (",
-                   p->contrasts.n == 1 ? "" : "s");
-    for (size_t i = 0; i < p->contrasts.n; i++)
-        nf_strbuf_addf(&sb, "%s%s", i ? "; " : "", p->contrasts.v[i]);
-    nf_strbuf_addf(&sb, "), %s, tested by %" PRId64 " random %s of the residuals of the nuisance model "
+    nf_strbuf_addf(&sb, "Group inference used a general linear model with ");
+    if (p->contrasts.n) {
+        nf_strbuf_addf(&sb, "t contrast%s (", p->contrasts.n == 1 ? "" : "s");
+        for (size_t i = 0; i < p->contrasts.n; i++)
+            nf_strbuf_addf(&sb, "%s%s", i ? "; " : "", p->contrasts.v[i]);
+        nf_strbuf_addf(&sb, ")%s", p->f_contrasts.n ? " and " : "");
+    }
+    if (p->f_contrasts.n) {
+        nf_strbuf_addf(&sb, "F contrast%s (", p->f_contrasts.n == 1 ? "" : "s");
+        for (size_t i = 0; i < p->f_contrasts.n; i++)
+            nf_strbuf_addf(&sb, "%s%s", i ? "; " : "", p->f_contrasts.v[i]);
+        nf_strbuf_addf(&sb, ")");
+    }
+    nf_strbuf_addf(&sb, ", %s, tested by %" PRId64 " random %s of the residuals of the nuisance model "
                    "(Freedman-Lane)", tail[p->tail], p->n_permutations, exchange[p->exchange]);
     if (p->seed >= 0)
         nf_strbuf_addf(&sb, " (seed %" PRId64 ")", p->seed);
@@ -146,7 +159,7 @@ static char *glm_methods(const struct permute_params *p)
                        p->blocks_column);
     else if (p->whole_blocks)
         nf_strbuf_addf(&sb, ", the exchangeability blocks permuted as wholes");
-    nf_strbuf_addf(&sb, ". Family-wise error was controlled per contrast by the maximum t over voxels (single "
+    nf_strbuf_addf(&sb, ". Family-wise error was controlled per contrast by the maximum statistic over voxels (single "
                         "step) and the false discovery rate by the Benjamini\u2013Hochberg procedure.");
     return nf_strbuf_detach(&sb);
 }
@@ -213,7 +226,8 @@ static char *permute_methods(const void *params)
 static bool permute_param_matters(const void *params, const struct nf_param *p)
 {
     const struct permute_params *prm = params;
-    static const char *const glm_only[] = { "contrasts", "exchange", "blocks_column", "whole_blocks" };
+    static const char *const glm_only[] = { "contrasts", "f_contrasts", "exchange", "blocks_column",
+                                            "whole_blocks" };
     static const char *const not_glm[] = { "stat", "method", "column" };
     for (size_t i = 0; i < sizeof glm_only / sizeof *glm_only; i++)
         if (strcmp(p->name, glm_only[i]) == 0)
@@ -1706,7 +1720,7 @@ const struct nf_node_type nf_node_permute = {
         "maximum within float round-off of an observed value is decided again in double, so ties "
         "(mirror-image flips, relabellings within groups) count exactly and p-values do not depend on "
         "the CPU, thread count or device. Chunks of permutations are checkpointed: a killed run resumes.\n\n"
-        "test: glm (FSL randomise -d -t -e; docs/randomise.md maps its options and PALM's): t contrasts, "
+        "test: glm (FSL randomise -d -t -f -e; docs/randomise.md maps its options and PALM's): t contrasts, "
         "\"name = expression\" over the columns of the design table, each tested by Freedman-Lane as randomise "
         "does: the data's residuals under the nuisance model (the design's part orthogonal to the contrast, "
         "X null(c')) are permuted and/or sign flipped (exchange), the nuisance fit added back and the full "
@@ -1716,7 +1730,9 @@ const struct nf_node_type nf_node_permute = {
         "within its block, or move the blocks as wholes (whole_blocks). One row of stat, p, p_fwe and q_fdr "
         "and one column of null_max per contrast, each corrected over voxels on its own; n_permutations "
         "random draws (a design of one constant column with sign flips runs as test one_sample, stat t). "
-        "TFCE, clusters and F contrasts are not available for glm yet; it runs on the CPU.",
+        "F contrasts (f_contrasts: rows of t contrasts) are tested the same way in their upper tail; TFCE "
+        "(tfce) enhances each permutation's whole map, per contrast. Cluster inference is not available for glm "
+        "yet; it runs on the CPU.",
     .version = 4,
     .params = permute_params_table,
     .params_size = sizeof(struct permute_params),

@@ -33,6 +33,7 @@ struct permute_params {
     double cluster_p;           /* or as an upper-tail p of the t (r) distribution; NaN: none */
     /* test: glm (permute_glm.c) */
     struct nf_str_list contrasts;   /* "name = expression" t contrasts over the design's columns */
+    struct nf_str_list f_contrasts; /* "name = row; row; ..." F contrasts, each row an expression */
     int exchange;                   /* PERM_EXCHANGE_*: what the null may do to a subject's residuals */
     char *blocks_column;            /* exchangeability blocks: a column of `blocks`, or of the design */
     bool whole_blocks;              /* permute the blocks as wholes instead of within them */

@@ -51,8 +51,10 @@ enum { GLM_TILE = 512, GLM_SUB = 64 };   /* voxels per tile; permutations per GE
 /* One contrast: its Freedman–Lane residuals, rows and results. */
 struct glm_con {
     char *name;
-    double *w;            /* p weights over the design's columns */
-    int64_t r;            /* rows per permutation: u, then the nuisance directions a draw can move */
+    bool is_f;            /* an F contrast (always the upper tail), else t */
+    int64_t s;            /* its rows (1 for t) */
+    double *w;            /* s x p weights over the design's columns */
+    int64_t r;            /* rows per permutation: u (s), then the nuisance directions a draw can move */
     float *basis;         /* r x n */
     float *E;             /* n x V residuals under the nuisance model */
     double *ss_d;         /* V: |E_v|², from the float residuals */
@@ -78,6 +80,12 @@ struct glm_ctx {
     int64_t *block_label_at;   /* n_blocks: a row of each block (for the info table) */
     uint32_t *seeds;
     struct glm_con *con;
+    /* TFCE (tfce.h), when asked for */
+    bool tfce;
+    struct nf_voxel_graph graph;
+    struct nf_tfce_plan *plan;   /* C: the t contrasts' tail, upper for F */
+    float *tfce_obs;             /* C x V: the observed maps' TFCE */
+    float *null_tfce;            /* C x M: each permutation's max |TFCE| */
 };
 
 /* ---- the draws ---- */
@@ -131,14 +139,40 @@ void nf_perm_glm_draw(const struct perm_glm_blocks *b, uint32_t seed, int64_t *s
 
 /* ---- the contrast's geometry ---- */
 
-int nf_perm_glm_contrast_basis(const double *X, int64_t n, int64_t p, const double *c, double *u, double *qz,
-                               int64_t *bad_col)
+/* Orthonormalises vector v (len p) against the m rows of W (Gram–Schmidt
+ * twice over) and appends it as row m when what is left is longer than tol
+ * times its length. Returns whether it was appended. */
+static bool append_orthonormal(double *W, int64_t m, int64_t p, double *v, double tol)
+{
+    double norm0 = 0, norm = 0;
+    for (int64_t j = 0; j < p; j++)
+        norm0 += v[j] * v[j];
+    for (int pass = 0; pass < 2; pass++)
+        for (int64_t k = 0; k < m; k++) {
+            double d = 0;
+            for (int64_t j = 0; j < p; j++)
+                d += W[k * p + j] * v[j];
+            for (int64_t j = 0; j < p; j++)
+                v[j] -= d * W[k * p + j];
+        }
+    for (int64_t j = 0; j < p; j++)
+        norm += v[j] * v[j];
+    if (!(norm > tol * tol * norm0) || norm == 0)
+        return false;
+    norm = sqrt(norm);
+    for (int64_t j = 0; j < p; j++)
+        W[m * p + j] = v[j] / norm;
+    return true;
+}
+
+int nf_perm_glm_contrast_basis(const double *X, int64_t n, int64_t p, const double *C, int64_t s, double *u,
+                               double *qz, int64_t *bad_col)
 {
     double *Q = nf_malloc((size_t)(n * p) * sizeof *Q), *R = nf_calloc((size_t)(p * p), sizeof *R);
-    double *z = nf_malloc((size_t)p * sizeof *z), *h = nf_malloc((size_t)p * sizeof *h);
+    double *W = nf_malloc((size_t)(p * p) * sizeof *W), *v = nf_malloc((size_t)p * sizeof *v);
     int rc = 0;
     *bad_col = -1;
-    if (!Q || !R || !z || !h) {
+    if (!Q || !R || !W || !v) {
         rc = NF_ENOMEM;
         goto fail;
     }
@@ -170,51 +204,40 @@ int nf_perm_glm_contrast_basis(const double *X, int64_t n, int64_t p, const doub
         for (int64_t i = 0; i < n; i++)
             q[i] /= norm;
     }
-    /* a = X (XᵀX)⁻¹ c = Q z with Rᵀ z = c */
-    double zz = 0;
-    for (int64_t j = 0; j < p; j++) {
-        double s = c[j];
-        for (int64_t k = 0; k < j; k++)
-            s -= R[k * p + j] * z[k];
-        z[j] = s / R[j * p + j];
-        zz += z[j] * z[j];
+    /* the contrast's space in Q's coordinates: X (XᵀX)⁻¹ cₘ = Q zₘ with Rᵀ zₘ = cₘ,
+     * orthonormalised (one row keeps its sign: uᵀy has the sign of cᵀβ̂) */
+    for (int64_t m = 0; m < s; m++) {
+        for (int64_t j = 0; j < p; j++) {
+            double t = C[m * p + j];
+            for (int64_t k = 0; k < j; k++)
+                t -= R[k * p + j] * v[k];
+            v[j] = t / R[j * p + j];
+        }
+        if (!append_orthonormal(W, m, p, v, 1e-8)) {
+            rc = NF_EINVAL;   /* a zero row, or rows that are combinations of the others */
+            goto fail;
+        }
     }
-    if (!(zz > 0)) {
-        rc = NF_EINVAL;
-        goto fail;
+    /* the nuisance space: the rest of Q's coordinates, from the unit vectors */
+    for (int64_t j = 0, m = s; j < p && m < p; j++) {
+        for (int64_t k = 0; k < p; k++)
+            v[k] = k == j;
+        m += append_orthonormal(W, m, p, v, 1e-6);
     }
-    zz = sqrt(zz);
-    for (int64_t j = 0; j < p; j++)
-        z[j] /= zz;
-    for (int64_t i = 0; i < n; i++) {
-        double s = 0;
-        for (int64_t j = 0; j < p; j++)
-            s += Q[j * n + i] * z[j];
-        u[i] = s;
-    }
-    /* the nuisance space: Q times the columns 2..p of the Householder
-     * reflection that takes z to a multiple of e1 (orthonormal, orthogonal to z) */
-    memcpy(h, z, (size_t)p * sizeof *h);
-    h[0] += z[0] < 0 ? -1.0 : 1.0;
-    double hh = 0;
-    for (int64_t j = 0; j < p; j++)
-        hh += h[j] * h[j];
-    for (int64_t m = 1; m < p; m++) {
-        double *out = qz + (m - 1) * n;
+    for (int64_t m = 0; m < p; m++) {
+        double *out = m < s ? u + m * n : qz + (m - s) * n;
         for (int64_t i = 0; i < n; i++) {
-            double s = 0;
-            for (int64_t j = 0; j < p; j++) {
-                double Hjm = (j == m ? 1.0 : 0.0) - 2.0 * h[j] * h[m] / hh;
-                s += Q[j * n + i] * Hjm;
-            }
-            out[i] = s;
+            double t = 0;
+            for (int64_t j = 0; j < p; j++)
+                t += Q[j * n + i] * W[m * p + j];
+            out[i] = t;
         }
     }
 fail:
     free(Q);
     free(R);
-    free(z);
-    free(h);
+    free(W);
+    free(v);
     return rc;
 }
 
@@ -290,11 +313,12 @@ static inline double tail_of(int tail, double t)
     return tail == PERM_TAIL_TWO ? fabs(t) : tail == PERM_TAIL_UPPER ? t : -t;
 }
 
-/* t of one permutation's rows (r x n) and voxel v in double, the products
- * summed in row order: the observed value and every near tie use these sums. */
-static double t_double(const struct glm_ctx *g, const struct glm_con *k, const float *rows, int64_t v)
+/* t (or F) of one permutation's rows (r x n) and voxel v in double, the
+ * products summed in row order: the observed value and every near tie use
+ * these sums. */
+static double stat_double(const struct glm_ctx *g, const struct glm_con *k, const float *rows, int64_t v)
 {
-    double rss = k->ss_d[v], g0 = 0;
+    double rss = k->ss_d[v], g0 = 0, num = 0;
     for (int64_t m = 0; m < k->r; m++) {
         double s = 0;
         for (int64_t j = 0; j < g->n; j++)
@@ -302,15 +326,21 @@ static double t_double(const struct glm_ctx *g, const struct glm_con *k, const f
         rss -= s * s;
         if (m == 0)
             g0 = s;
+        if (m < k->s)
+            num += s * s;
     }
     double fl = 1e-12 * k->ss_d[v];
     rss = rss > fl ? rss : fl;
-    return g0 / sqrt(rss / g->dof);
+    return k->is_f ? num / (double)k->s / (rss / g->dof) : g0 / sqrt(rss / g->dof);
 }
 
+/* The compared value: t by the tail, F as it is. */
 static inline double q_double(const struct glm_ctx *g, const struct glm_con *k, const float *rows, int64_t v)
 {
-    return k->flat[v] ? -INFINITY : tail_of(g->tail, t_double(g, k, rows, v));
+    if (k->flat[v])
+        return -INFINITY;
+    double st = stat_double(g, k, rows, v);
+    return k->is_f ? st : tail_of(g->tail, st);
 }
 
 /* The rows of one draw: row m at src[i] holds sign[i] basis_m[i], so that
@@ -385,6 +415,47 @@ static int make_blocks(struct glm_ctx *g, const struct nf_column *col, const str
             }
     }
     return 0;
+}
+
+/* A contrast's text over the design's columns: "name = expression" (t), or
+ * "name = row; row; ..." (F, each row an expression); *name and *w (rows x p)
+ * owned. cols NULL: the syntax only (w and rows still set). 0, NF_EINVAL with
+ * the reason in why, or NF_ENOMEM. */
+static int parse_contrast(const char *text, bool f, const char *const *cols, size_t p, char **name, double **w,
+                          int64_t *rows, char *why, size_t why_size)
+{
+    char *expr = NULL;
+    *w = NULL;
+    *rows = 0;
+    int rc = glm_contrast_split(text, name, &expr, why, why_size);
+    if (rc)
+        return rc;
+    int64_t s = 1;
+    for (const char *c = expr; f && *c; c++)
+        s += *c == ';';
+    if (!(*w = nf_calloc((size_t)s * (p ? p : 1), sizeof **w))) {
+        free(expr);
+        return NF_ENOMEM;
+    }
+    char *at = expr;
+    for (int64_t m = 0; m < s && rc == 0; m++) {
+        char *semi = f ? strchr(at, ';') : NULL;
+        if (semi)
+            *semi = '\0';
+        rc = glm_contrast_weights(at, cols, p, cols ? *w + m * (int64_t)p : NULL, why, why_size);
+        bool any = !cols;
+        for (size_t j = 0; rc == 0 && cols && j < p; j++)
+            any |= (*w)[m * (int64_t)p + (int64_t)j] != 0;
+        if (rc == 0 && !any) {
+            rc = NF_EINVAL;
+            snprintf(why, why_size, f ? "contrast '%s' has a row with no weight on any column"
+                                      : "contrast '%s' has no weight on any column", *name);
+        }
+        at = semi ? semi + 1 : at;
+    }
+    free(expr);
+    *rows = s;
+    return rc;
 }
 
 /* Design, blocks and contrasts from the run's inputs. */
@@ -497,31 +568,27 @@ static int gather(struct glm_ctx *g, const struct nf_run *run)
     free(bnum);
     if (rc < 0)
         return rc;
-    /* contrasts */
-    g->C = (int64_t)prm->contrasts.n;
+    /* contrasts: t, then F */
+    g->C = (int64_t)(prm->contrasts.n + prm->f_contrasts.n);
     if (g->C < 1)
         return RUN_FAIL(run, NF_EUSAGE, "test glm needs at least one contrast (contrasts: [\"name = expression\"])");
     if (!(g->con = nf_calloc((size_t)g->C, sizeof *g->con)))
         return NF_FAIL(run->err, NF_ENOMEM, "out of memory");
     for (int64_t c = 0; c < g->C; c++) {
-        char why[512], *expr = NULL;
+        char why[512];
         struct glm_con *k = &g->con[c];
-        if (!(k->w = nf_calloc((size_t)p, sizeof *k->w)))
-            return NF_FAIL(run->err, NF_ENOMEM, "out of memory");
-        rc = glm_contrast_split(prm->contrasts.v[c], &k->name, &expr, why, sizeof why);
-        if (rc == 0)
-            rc = glm_contrast_weights(expr, (const char *const *)g->cols, (size_t)p, k->w, why, sizeof why);
-        free(expr);
+        bool f = c >= (int64_t)prm->contrasts.n;
+        int64_t at = f ? c - (int64_t)prm->contrasts.n : c;
+        k->is_f = f;
+        rc = parse_contrast(f ? prm->f_contrasts.v[at] : prm->contrasts.v[at], f, (const char *const *)g->cols,
+                            (size_t)p, &k->name, &k->w, &k->s, why, sizeof why);
         if (rc == NF_ENOMEM)
             return NF_FAIL(run->err, NF_ENOMEM, "out of memory");
         if (rc)
-            return NF_FAIL_AT(run->err, NF_EUSAGE, nf_node_loc(run->node), nf_node_id(run->node),
-                              "contrasts[%lld]: %s", (long long)c + 1, why);
-        bool any = false;
-        for (int64_t j = 0; j < p; j++)
-            any |= k->w[j] != 0;
-        if (!any)
-            return RUN_FAIL(run, NF_EUSAGE, "contrast '%s' has no weight on any column", k->name);
+            return RUN_FAIL(run, NF_EUSAGE, "%s[%lld]: %s", f ? "f_contrasts" : "contrasts", (long long)at + 1, why);
+        if (k->s > p || k->s >= g->n)
+            return RUN_FAIL(run, NF_EUSAGE, "f_contrasts[%lld]: %lld rows for a design of %lld columns",
+                            (long long)at + 1, (long long)k->s, (long long)p);
     }
     return 0;
 }
@@ -532,9 +599,9 @@ static int gather(struct glm_ctx *g, const struct nf_run *run)
  * its transformed value in double and its round-off window. */
 static int prepare_contrast(struct glm_ctx *g, struct glm_con *k, float *stat, const struct nf_run *run)
 {
-    const int64_t n = g->n, V = g->V, p = g->p;
-    double *u = nf_malloc((size_t)n * sizeof *u), *qz = nf_malloc((size_t)(n * (p > 1 ? p - 1 : 1)) * sizeof *qz);
-    double *B = nf_calloc((size_t)(V * (p > 1 ? p - 1 : 1)), sizeof *B), *yy = nf_calloc((size_t)V, sizeof *yy);
+    const int64_t n = g->n, V = g->V, p = g->p, nz = p - k->s;
+    double *u = nf_malloc((size_t)(n * k->s) * sizeof *u), *qz = nf_malloc((size_t)(n * (nz ? nz : 1)) * sizeof *qz);
+    double *B = nf_calloc((size_t)(V * (nz ? nz : 1)), sizeof *B), *yy = nf_calloc((size_t)V, sizeof *yy);
     float *row0 = NULL;
     int64_t bad = -1;
     int rc = 0;
@@ -554,9 +621,14 @@ static int prepare_contrast(struct glm_ctx *g, struct glm_con *k, float *stat, c
                      (long long)n, (long long)V);
         goto fail;
     }
-    rc = nf_perm_glm_contrast_basis(g->X, n, p, k->w, u, qz, &bad);
+    rc = nf_perm_glm_contrast_basis(g->X, n, p, k->w, k->s, u, qz, &bad);
     if (rc == NF_ENOMEM) {
         rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    if (rc && bad < 0) {
+        rc = RUN_FAIL(run, NF_EUSAGE, "the rows of F contrast '%s' are linearly dependent (one is a combination "
+                      "of the others)", k->name);
         goto fail;
     }
     if (rc) {
@@ -567,7 +639,6 @@ static int prepare_contrast(struct glm_ctx *g, struct glm_con *k, float *stat, c
         goto fail;
     }
     /* E = Y - Q_Z Q_Zᵀ Y in double (every nuisance direction) */
-    const int64_t nz = p - 1;
     for (int64_t i = 0; i < n; i++) {
         const float *y = g->Y + i * V;
         for (int64_t m = 0; m < nz; m++) {
@@ -591,17 +662,17 @@ static int prepare_contrast(struct glm_ctx *g, struct glm_con *k, float *stat, c
     }
     /* rows: u, then the nuisance directions a draw can move */
     int64_t moved = movable_nuisance(&g->blocks, qz, n, nz);
-    k->r = 1 + moved;
+    k->r = k->s + moved;
     if (!(k->basis = nf_malloc((size_t)(k->r * n) * sizeof *k->basis)) ||
         !(row0 = nf_malloc((size_t)(k->r * n) * sizeof *row0))) {
         rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
         goto fail;
     }
-    for (int64_t i = 0; i < n; i++)
+    for (int64_t i = 0; i < k->s * n; i++)
         k->basis[i] = (float)u[i];
     for (int64_t m = 0; m < moved; m++)
         for (int64_t i = 0; i < n; i++)
-            k->basis[(1 + m) * n + i] = (float)qz[m * n + i];
+            k->basis[(k->s + m) * n + i] = (float)qz[m * n + i];
     memcpy(row0, k->basis, (size_t)(k->r * n) * sizeof *row0);
     /* the observed statistic by the double sums of the identity's rows, and
      * the window of float round-off around it (rows are unit vectors: each
@@ -619,16 +690,22 @@ static int prepare_contrast(struct glm_ctx *g, struct glm_con *k, float *stat, c
             k->lo[v] = k->hi[v] = FLT_MAX;
             continue;
         }
-        double t = t_double(g, k, row0, v);
+        double t = stat_double(g, k, row0, v);
         stat[v] = (float)t;
-        k->q_obs_d[v] = tail_of(g->tail, t);
-        double g0 = 0;
-        for (int64_t j = 0; j < n; j++)
-            g0 += (double)row0[j] * (double)k->E[j * V + v];
-        double rss = fmax(ss - g0 * g0, 1e-12 * ss);
+        k->q_obs_d[v] = k->is_f ? t : tail_of(g->tail, t);
+        double num = 0;   /* the contrast's sum of squares: the GEMM values of its rows */
+        for (int64_t m = 0; m < k->s; m++) {
+            double gm = 0;
+            for (int64_t j = 0; j < n; j++)
+                gm += (double)row0[m * n + j] * (double)k->E[j * V + v];
+            num += gm * gm;
+        }
+        double rss = fmax(ss - num, 1e-12 * ss);
         double e_g = 4.0 * sqrt((double)n) * u32 * sqrt(ss) * (double)k->r;
         double e_rss = 2.0 * sqrt(ss) * e_g * (double)k->r + 4.0 * u32 * ss;
-        double e_t = e_g * (1.0 + g0 * g0 / rss) / sqrt(rss / g->dof) + fabs(t) * e_rss / (2.0 * rss);
+        double e_num = 2.0 * sqrt(num) * e_g * sqrt((double)k->s) + 4.0 * u32 * num;
+        double e_t = k->is_f ? g->dof / ((double)k->s * rss) * e_num + fabs(t) * e_rss / rss
+                             : e_g * (1.0 + num / rss) / sqrt(rss / g->dof) + fabs(t) * e_rss / (2.0 * rss);
         double w = 4.0 * e_t + 8.0 * u32 * fabs(t);
         k->lo[v] = (float)(k->q_obs_d[v] - w);
         k->hi[v] = (float)(k->q_obs_d[v] + w);
@@ -665,7 +742,9 @@ static void *glm_team(void *arg)
     const struct glm_ctx *g = w->g;
     const struct glm_con *k = w->k;
     const int64_t n = g->n, V = g->V, r = k->r;
-    const float inv_dof = (float)(1.0 / g->dof);
+    const float inv_dof = (float)(1.0 / g->dof), inv_s = (float)(1.0 / (double)k->s);
+    const int64_t s = k->s;
+    const bool is_f = k->is_f;
     const int tail = g->tail;
     float *G = nf_malloc((size_t)(GLM_SUB * r * GLM_TILE) * sizeof *G);
     if (!G) {
@@ -688,14 +767,22 @@ static void *glm_team(void *arg)
                 for (int64_t v = 0; v < nv; v++) {
                     if (k->flat[v0 + v])
                         continue;
-                    float a = g0[v], rss = k->ss[v0 + v] - a * a;
-                    for (int64_t m = 1; m < r; m++) {
+                    float a = g0[v], num = a * a;
+                    for (int64_t m = 1; m < s; m++)
+                        num += g0[m * nv + v] * g0[m * nv + v];
+                    float rss = k->ss[v0 + v] - num;
+                    for (int64_t m = s; m < r; m++) {
                         float b = g0[m * nv + v];
                         rss -= b * b;
                     }
                     rss = rss > k->floor_[v0 + v] ? rss : k->floor_[v0 + v];
-                    float tt = a / sqrtf(rss * inv_dof);
-                    float q = tail == PERM_TAIL_TWO ? fabsf(tt) : tail == PERM_TAIL_UPPER ? tt : -tt;
+                    float q;
+                    if (is_f) {
+                        q = num * inv_s / (rss * inv_dof);
+                    } else {
+                        float tt = a / sqrtf(rss * inv_dof);
+                        q = tail == PERM_TAIL_TWO ? fabsf(tt) : tail == PERM_TAIL_UPPER ? tt : -tt;
+                    }
                     mx = q > mx ? q : mx;
                     if (q >= k->hi[v0 + v])
                         w->count[v0 + v]++;
@@ -870,6 +957,161 @@ fail:
     return rc;
 }
 
+/* ---- TFCE ---- */
+
+/* The voxel graph, one plan per contrast and the observed maps' TFCE (stat:
+ * C x V). */
+static int tfce_begin(struct glm_ctx *g, const struct nf_run *run, const float *stat)
+{
+    const struct permute_params *prm = g->prm;
+    const struct nf_geom *geom = run->in[PERMUTE_IN_DATA]->u.mat.geom;
+    struct nf_tfce_work w = { 0 };
+    int rc = 0;
+    if (!geom)
+        return RUN_FAIL(run, NF_EUSAGE, "tfce needs data whose columns are voxels of a grid (the output of a mask node)");
+    g->plan = nf_calloc((size_t)g->C, sizeof *g->plan);
+    g->tfce_obs = nf_malloc((size_t)(g->C * g->V) * sizeof *g->tfce_obs);
+    g->null_tfce = nf_malloc((size_t)(g->C * g->M) * sizeof *g->null_tfce);
+    if (!g->plan || !g->tfce_obs || !g->null_tfce)
+        return NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+    NF_TRY(rc = nf_voxel_graph_build(geom, (int)prm->connectivity, &g->graph, run->err));
+    for (int64_t c = 0; c < g->C; c++)
+        NF_TRY(rc = nf_tfce_plan_init(&g->plan[c], &g->graph, g->con[c].is_f ? NF_TAIL_UPPER : g->tail, prm->tfce_e,
+                                      prm->tfce_h, (int)prm->tfce_steps, run->err));
+    NF_TRY(rc = nf_tfce_work_init(&w, &g->graph, (int)prm->tfce_steps, run->err));
+    for (int64_t c = 0; c < g->C; c++)
+        nf_tfce_map(&g->plan[c], &w, stat + c * g->V, g->tfce_obs + c * g->V);
+    g->tfce = true;
+fail:
+    nf_tfce_work_release(&w);
+    return rc;
+}
+
+/* Each permutation's whole map of one chunk and contrast (R: its rows) and
+ * its max |TFCE|, a permutation per thread at a time. */
+struct glm_tfce_chunk {
+    const struct glm_ctx *g;
+    const struct glm_con *k;
+    int64_t c, p0, len;
+    const float *R;
+    const struct nf_run *run;
+    atomic_long next;
+    atomic_int failed, interrupted;
+};
+
+static void *glm_tfce_team(void *arg)
+{
+    struct glm_tfce_chunk *w = arg;
+    const struct glm_ctx *g = w->g;
+    const struct glm_con *k = w->k;
+    const int64_t n = g->n, V = g->V, r = k->r;
+    struct nf_error err = { 0 };
+    struct nf_tfce_work work = { 0 };
+    float *G = nf_malloc((size_t)(r * V) * sizeof *G), *map = nf_malloc((size_t)V * sizeof *map);
+    if (!G || !map || nf_tfce_work_init(&work, &g->graph, (int)g->prm->tfce_steps, &err) < 0) {
+        atomic_store(&w->failed, 1);
+        goto done;
+    }
+    for (int64_t i; !atomic_load(&w->failed) && (i = atomic_fetch_add(&w->next, 1)) < w->len;) {
+        if (nf_run_interrupted(w->run)) {
+            atomic_store(&w->interrupted, 1);
+            atomic_store(&w->failed, 1);
+            break;
+        }
+        g->K->sgemm(false, false, r, V, n, 1.0f, w->R + i * r * n, n, k->E, V, 0.0f, G, V);
+        for (int64_t v = 0; v < V; v++) {
+            if (k->flat[v]) {
+                map[v] = 0;
+                continue;
+            }
+            float num = 0, rss = k->ss[v];
+            for (int64_t m = 0; m < r; m++) {
+                float b = G[m * V + v];
+                rss -= b * b;
+                num += m < k->s ? b * b : 0;
+            }
+            rss = rss > k->floor_[v] ? rss : k->floor_[v];
+            map[v] = k->is_f ? num / (float)k->s / (rss / (float)g->dof) : G[v] / sqrtf(rss / (float)g->dof);
+        }
+        g->null_tfce[w->c * g->M + w->p0 + i] = nf_tfce_max(&g->plan[w->c], &work, map);
+    }
+done:
+    nf_tfce_work_release(&work);
+    free(G);
+    free(map);
+    return NULL;
+}
+
+static int tfce_chunk(const struct glm_ctx *g, int64_t c, const struct nf_run *run, const float *R, int64_t p0,
+                      int64_t len, int threads)
+{
+    struct glm_tfce_chunk w = { .g = g, .k = &g->con[c], .c = c, .p0 = p0, .len = len, .R = R, .run = run };
+    nf_perm_run_threads(glm_tfce_team, &w, threads);
+    if (atomic_load(&w.interrupted))
+        return NF_FAIL(run->err, NF_EINTR, "interrupted");
+    if (atomic_load(&w.failed))
+        return NF_FAIL(run->err, NF_ENOMEM, "out of memory for the TFCE maps of a chunk of permutations");
+    return 0;
+}
+
+/* The TFCE maps, their FWE p by the maximum |TFCE| and the null maxima. */
+static int tfce_outputs(const struct glm_ctx *g, const struct nf_run *run, const char *const *names,
+                        struct nf_value **out)
+{
+    const int64_t C = g->C, V = g->V, M = g->M;
+    struct nf_geom *geom = run->in[PERMUTE_IN_DATA]->u.mat.geom;
+    float *sorted = nf_malloc((size_t)M * sizeof *sorted);
+    int rc = 0;
+    if (!sorted)
+        return NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+    if (!(out[PERMUTE_OUT_TFCE] = nf_value_new_matrix(C, V, geom, run->err)) ||
+        !(out[PERMUTE_OUT_P_TFCE_FWE] = nf_value_new_matrix(C, V, geom, run->err)) ||
+        !(out[PERMUTE_OUT_NULL_MAX_TFCE] = nf_value_new_matrix(M, C, NULL, run->err))) {
+        rc = run->err->code;
+        goto fail;
+    }
+    struct nf_matrix *nm = &out[PERMUTE_OUT_NULL_MAX_TFCE]->u.mat;
+    if (!(nm->col_names = nf_calloc((size_t)C, sizeof *nm->col_names))) {
+        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    for (int64_t c = 0; c < C; c++) {
+        const struct glm_con *k = &g->con[c];
+        if (!(nm->col_names[c] = nf_strdup(names[c]))) {
+            rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+            goto fail;
+        }
+        for (int64_t i = 0; i < M; i++)
+            nm->data[i * C + c] = sorted[i] = g->null_tfce[c * M + i];
+        qsort(sorted, (size_t)M, sizeof *sorted, cmp_float);
+        float *t = out[PERMUTE_OUT_TFCE]->u.mat.data + c * V, *pf = out[PERMUTE_OUT_P_TFCE_FWE]->u.mat.data + c * V;
+        for (int64_t v = 0; v < V; v++) {
+            float x = fabsf(g->tfce_obs[c * V + v]);
+            int64_t a = 0, b = M;   /* the first null maximum >= x */
+            while (a < b) {
+                int64_t mid = (a + b) / 2;
+                if (sorted[mid] < x)
+                    a = mid + 1;
+                else
+                    b = mid;
+            }
+            t[v] = g->tfce_obs[c * V + v];
+            pf[v] = k->flat[v] ? 1.0f : (float)(((double)(M - a) + 1.0) / ((double)M + 1.0));
+        }
+    }
+    for (int o = PERMUTE_OUT_TFCE; o <= PERMUTE_OUT_P_TFCE_FWE; o++)
+        NF_TRY(rc = nf_matrix_set_row_names(out[o], names, run->err));
+    nf_value_set_stat(out[PERMUTE_OUT_TFCE], NF_STAT_NONE, 0,
+                      "threshold-free cluster enhancement of each contrast's statistic (rows: contrasts)");
+    nf_value_set_stat(out[PERMUTE_OUT_P_TFCE_FWE], NF_STAT_P_FWE, 0,
+                      "family-wise corrected p-value by the maximum TFCE over voxels, per contrast");
+    nf_value_set_stat(out[PERMUTE_OUT_NULL_MAX_TFCE], NF_STAT_NONE, 0,
+                      "maximum |TFCE| over voxels of each random permutation, one column per contrast");
+fail:
+    free(sorted);
+    return rc;
+}
+
 /* ---- outputs ---- */
 
 static int info_table(const struct glm_ctx *g, uint32_t seed, struct nf_value **out, struct nf_error *err)
@@ -881,7 +1123,8 @@ static int info_table(const struct glm_ctx *g, uint32_t seed, struct nf_value **
     const char *keys[ROWS] = { "test", "statistic", "tail", "permutations", "seed", "subjects", "voxels",
                                "regressors", "dof", "exchange", "blocks", "nuisance" };
     snprintf(vals[0], sizeof vals[0], "glm (Freedman-Lane)");
-    snprintf(vals[1], sizeof vals[1], "t");
+    bool any_f = g->C > (int64_t)g->prm->contrasts.n;
+    snprintf(vals[1], sizeof vals[1], "%s", any_f ? "t, F (upper tail)" : "t");
     snprintf(vals[2], sizeof vals[2], "%s", tails[g->tail]);
     snprintf(vals[3], sizeof vals[3], "%lld", (long long)g->M);
     snprintf(vals[4], sizeof vals[4], "%u", seed);
@@ -901,7 +1144,8 @@ static int info_table(const struct glm_ctx *g, uint32_t seed, struct nf_value **
     vals[11][0] = 0;
     for (int64_t c = 0; c < g->C && at < (int)sizeof vals[11] - 1; c++)
         at += snprintf(vals[11] + at, sizeof vals[11] - (size_t)at, "%s%s: %lld of %lld directions moved",
-                       c ? "; " : "", g->con[c].name, (long long)(g->con[c].r - 1), (long long)(g->p - 1));
+                       c ? "; " : "", g->con[c].name, (long long)(g->con[c].r - g->con[c].s),
+                       (long long)(g->p - g->con[c].s));
     struct nf_value *t = nf_value_new_table(ROWS, 2, err);
     if (!t)
         return err->code;
@@ -926,11 +1170,15 @@ static void label_outputs(const struct glm_ctx *g, struct nf_value **out)
 {
     static const char *const tails[] = { "two-tailed", "upper tail", "lower tail" };
     char what[200];
-    nf_value_set_stat(out[PERMUTE_OUT_STAT], NF_STAT_T, g->dof, "GLM t contrast (rows: contrasts)");
+    if (g->C > (int64_t)g->prm->contrasts.n)
+        nf_value_set_stat(out[PERMUTE_OUT_STAT], NF_STAT_NONE, 0,
+                          "GLM statistics (rows: the t contrasts, then the F contrasts)");
+    else
+        nf_value_set_stat(out[PERMUTE_OUT_STAT], NF_STAT_T, g->dof, "GLM t contrast (rows: contrasts)");
     snprintf(what, sizeof what, "permutation p-value, uncorrected (Freedman-Lane, %s, %lld permutations)",
              tails[g->tail], (long long)g->M);
     nf_value_set_stat(out[PERMUTE_OUT_P], NF_STAT_P, 0, what);
-    snprintf(what, sizeof what, "family-wise corrected p-value by the maximum t over voxels, per contrast "
+    snprintf(what, sizeof what, "family-wise corrected p-value by the maximum statistic over voxels, per contrast "
              "(%s, %lld permutations)", tails[g->tail], (long long)g->M);
     nf_value_set_stat(out[PERMUTE_OUT_P_FWE], NF_STAT_P_FWE, 0, what);
     nf_value_set_stat(out[PERMUTE_OUT_Q_FDR], NF_STAT_Q_FDR, 0, "Benjamini-Hochberg FDR q-value of p, per contrast");
@@ -976,7 +1224,9 @@ static int finish(struct glm_ctx *g, const struct nf_run *run, uint32_t seed, st
         NF_TRY(rc = nf_matrix_set_row_names(out[o], names, run->err));
     NF_TRY(rc = info_table(g, seed, &out[PERMUTE_OUT_INFO], run->err));
     label_outputs(g, out);
-    for (int o = 0; o < PERMUTE_N_BASE_OUT; o++) {
+    if (g->tfce)
+        NF_TRY(rc = tfce_outputs(g, run, names, out));
+    for (int o = 0; o < (g->tfce ? PERMUTE_OUT_NULL_MAX_TFCE + 1 : PERMUTE_N_BASE_OUT); o++) {
         run->out[o] = out[o];
         out[o] = NULL;
     }
@@ -1010,19 +1260,26 @@ static void release(struct glm_ctx *g)
     free(g->blocks.members);
     free(g->block_label_at);
     free(g->seeds);
+    for (int64_t c = 0; g->plan && c < g->C; c++)
+        nf_tfce_plan_release(&g->plan[c]);
+    free(g->plan);
+    free(g->tfce_obs);
+    free(g->null_tfce);
+    nf_voxel_graph_release(&g->graph);
 }
 
-/* Checkpoint of chunk ci: per contrast, V counts then len maxima. */
+/* Checkpoint of chunk ci: per contrast, V counts then len maxima (then, with
+ * TFCE, len maxima of |TFCE|). */
 static int64_t ckpt_bytes(const struct glm_ctx *g, int64_t len)
 {
-    return g->C * (g->V * (int64_t)sizeof(uint32_t) + len * (int64_t)sizeof(float));
+    return g->C * (g->V * (int64_t)sizeof(uint32_t) + len * (int64_t)sizeof(float) * (g->tfce ? 2 : 1));
 }
 
 int nf_perm_glm_run(struct nf_run *run)
 {
     const struct permute_params *prm = run->params;
     struct glm_ctx g = { .prm = prm, .K = nf_kernels_cpu(), .tail = prm->tail };
-    struct nf_value *out[PERMUTE_N_BASE_OUT] = { 0 };
+    struct nf_value *out[PERMUTE_N_OUT] = { 0 };
     float *R = NULL, *tile_max = NULL, *cmax = NULL;
     uint32_t *ccount = NULL;
     char *ck = NULL;
@@ -1050,6 +1307,9 @@ int nf_perm_glm_run(struct nf_run *run)
         r_max = g.con[c].r > r_max ? g.con[c].r : r_max;
         n_flat = g.con[c].n_flat > n_flat ? g.con[c].n_flat : n_flat;
     }
+    if (prm->tfce && (nf_run_wants(run, PERMUTE_OUT_TFCE) || nf_run_wants(run, PERMUTE_OUT_P_TFCE_FWE) ||
+                      nf_run_wants(run, PERMUTE_OUT_NULL_MAX_TFCE)))
+        NF_TRY(rc = tfce_begin(&g, run, out[PERMUTE_OUT_STAT]->u.mat.data));
     if (n_flat)
         nf_warn(id, "%lld voxel%s with zero variance after the nuisance regressors: t 0, p = 1, left out of the "
                 "maximum and FDR", (long long)n_flat, n_flat == 1 ? "" : "s");
@@ -1085,6 +1345,10 @@ int nf_perm_glm_run(struct nf_run *run)
                 memcpy(g.con[c].null_max + ci * chunk, at + g.V * (int64_t)sizeof(uint32_t),
                        (size_t)len * sizeof(float));
                 at += g.V * (int64_t)sizeof(uint32_t) + len * (int64_t)sizeof(float);
+                if (g.tfce) {
+                    memcpy(g.null_tfce + c * g.M + ci * chunk, at, (size_t)len * sizeof(float));
+                    at += len * (int64_t)sizeof(float);
+                }
             }
             have[ci] = true;
             resumed++;
@@ -1106,12 +1370,18 @@ int nf_perm_glm_run(struct nf_run *run)
         for (int64_t c = 0; c < g.C; c++) {
             struct glm_con *k = &g.con[c];
             NF_TRY(rc = run_chunk(&g, k, run, p0, len, threads, R, ccount, tile_max, cmax));
+            if (g.tfce)
+                NF_TRY(rc = tfce_chunk(&g, c, run, R, p0, len, threads));
             for (int64_t v = 0; v < g.V; v++)
                 k->count[v] += ccount[v];
             memcpy(k->null_max + p0, cmax, (size_t)len * sizeof *cmax);
             memcpy(at, ccount, (size_t)g.V * sizeof *ccount);
             memcpy(at + g.V * (int64_t)sizeof(uint32_t), cmax, (size_t)len * sizeof *cmax);
             at += g.V * (int64_t)sizeof(uint32_t) + len * (int64_t)sizeof(float);
+            if (g.tfce) {
+                memcpy(at, g.null_tfce + c * g.M + p0, (size_t)len * sizeof(float));
+                at += len * (int64_t)sizeof(float);
+            }
         }
         if (ci < n_chunks - 1 || nf_ckpt_partial(run->ckpt))
             nf_ckpt_put(run->ckpt, nf_perm_ckpt_index(chunk, ci), ck, (size_t)ckpt_bytes(&g, len), run->err);
@@ -1122,7 +1392,7 @@ int nf_perm_glm_run(struct nf_run *run)
 fail:
     if (blas_set)
         nf_blas_set_threads(blas);
-    for (int o = 0; o < PERMUTE_N_BASE_OUT; o++)
+    for (int o = 0; o < PERMUTE_N_OUT; o++)
         nf_value_unref(out[o]);
     free(R);
     free(tile_max);
@@ -1176,13 +1446,19 @@ int nf_perm_glm_resolve(struct nf_resolve *r)
         return NF_FAIL_AT(r->err, NF_EUSAGE, loc, id,
                           "test glm needs a 'design' table (subjects x regressors, named columns), e.g. "
                           "in: {data: maps, design: participants}");
-    if (p->tfce || !isnan(p->cluster_threshold) || !isnan(p->cluster_p))
+    if (!isnan(p->cluster_threshold) || !isnan(p->cluster_p))
         return NF_FAIL_AT(r->err, NF_EUSAGE, loc, id,
-                          "test glm has voxelwise max-statistic FWE and FDR; TFCE and cluster inference are not "
+                          "test glm has voxelwise max-statistic FWE, FDR and TFCE; cluster inference is not "
                           "available for it yet");
-    if (p->contrasts.n == 0)
+    if (p->tfce && p->connectivity != 6 && p->connectivity != 18 && p->connectivity != 26)
+        return NF_FAIL_AT(r->err, NF_EUSAGE, loc, id, "connectivity must be 6, 18 or 26 (got %lld)",
+                          (long long)p->connectivity);
+    if (p->tfce && x->kind != NF_KIND_NONE && !x->has_geom)
         return NF_FAIL_AT(r->err, NF_EUSAGE, loc, id,
-                          "test glm needs contrasts, e.g. contrasts: [\"age = age\", \"patients > controls = "
+                          "tfce needs data whose columns are voxels of a grid (the output of a mask node)");
+    if (p->contrasts.n + p->f_contrasts.n == 0)
+        return NF_FAIL_AT(r->err, NF_EUSAGE, loc, id,
+                          "test glm needs contrasts, e.g. contrasts: [\"age = age\", \"patients_gt_controls = "
                           "patients - controls\"]");
     if (p->whole_blocks && b->kind == NF_KIND_NONE && !bcol)
         return NF_FAIL_AT(r->err, NF_EUSAGE, loc, id,
@@ -1206,31 +1482,36 @@ int nf_perm_glm_resolve(struct nf_resolve *r)
     char *buf = NULL;
     char **cols = design_columns(d, b->kind == NF_KIND_NONE ? bcol : NULL, &k, &buf);
     int rc = 0;
-    double *w = cols ? nf_calloc(k + 1, sizeof *w) : NULL;
-    for (size_t i = 0; cols && w && i < p->contrasts.n && rc == 0; i++) {
-        char why[512], *name = NULL, *expr = NULL;
-        int e = glm_contrast_split(p->contrasts.v[i], &name, &expr, why, sizeof why);
-        if (e == 0)
-            e = glm_contrast_weights(expr, (const char *const *)cols, k, w, why, sizeof why);
+    for (size_t i = 0; cols && i < p->contrasts.n + p->f_contrasts.n && rc == 0; i++) {
+        char why[512], *name = NULL;
+        double *w = NULL;
+        int64_t rows = 0;
+        bool f = i >= p->contrasts.n;
+        size_t at = f ? i - p->contrasts.n : i;
+        int e = parse_contrast(f ? p->f_contrasts.v[at] : p->contrasts.v[at], f, (const char *const *)cols, k, &name,
+                               &w, &rows, why, sizeof why);
         if (e == NF_ENOMEM)
             rc = NF_FAIL(r->err, NF_ENOMEM, "out of memory");
         else if (e)
-            rc = NF_FAIL_AT(r->err, NF_EUSAGE, loc, id, "contrasts[%zu]: %s", i + 1, why);
+            rc = NF_FAIL_AT(r->err, NF_EUSAGE, loc, id, "%s[%zu]: %s", f ? "f_contrasts" : "contrasts", at + 1, why);
         free(name);
-        free(expr);
+        free(w);
     }
-    free(w);
     free(cols);
     free(buf);
     if (rc < 0)
         return rc;
     if (x->kind == NF_KIND_NONE)
         return 0;
-    int64_t C = (int64_t)p->contrasts.n;
+    int64_t C = (int64_t)(p->contrasts.n + p->f_contrasts.n);
     for (int o = PERMUTE_OUT_STAT; o <= PERMUTE_OUT_Q_FDR; o++)
         r->out[o] = (struct nf_shape){ .kind = NF_KIND_MATRIX, .dim = { C, x->dim[1] },
                                        .cols_upper_bound = x->cols_upper_bound, .has_geom = x->has_geom };
     r->out[PERMUTE_OUT_NULL_MAX] = (struct nf_shape){ .kind = NF_KIND_MATRIX, .dim = { p->n_permutations, C } };
+    if (p->tfce) {
+        r->out[PERMUTE_OUT_TFCE] = r->out[PERMUTE_OUT_P_TFCE_FWE] = r->out[PERMUTE_OUT_STAT];
+        r->out[PERMUTE_OUT_NULL_MAX_TFCE] = r->out[PERMUTE_OUT_NULL_MAX];
+    }
     r->out[PERMUTE_OUT_INFO].kind = NF_KIND_TABLE;
     return 0;
 }
@@ -1241,11 +1522,16 @@ int nf_perm_glm_resolve(struct nf_resolve *r)
 uint64_t nf_perm_glm_estimate(const struct permute_params *p, const struct nf_shape *in)
 {
     uint64_t n = (uint64_t)in[PERMUTE_IN_DATA].dim[0], V = (uint64_t)in[PERMUTE_IN_DATA].dim[1];
-    uint64_t C = p->contrasts.n ? p->contrasts.n : 1, N = (uint64_t)p->n_permutations, chunk = (uint64_t)p->chunk;
+    uint64_t C = p->contrasts.n + p->f_contrasts.n ? p->contrasts.n + p->f_contrasts.n : 1, N = (uint64_t)p->n_permutations, chunk = (uint64_t)p->chunk;
     uint64_t width = in[PERMUTE_IN_DESIGN].kind == NF_KIND_TABLE && in[PERMUTE_IN_DESIGN].dim[1] > 0
                          ? (uint64_t)in[PERMUTE_IN_DESIGN].dim[1] : 8;
     uint64_t tiles = V / GLM_TILE + 1;
-    return C * (n * V * 4 + V * 40 + N * 4) + V * 8 * width + chunk * width * n * 4 + tiles * chunk * 4 +
+    /* TFCE: the voxel graph, the observed maps and null maxima, and per thread
+     * (16 at most) a workspace (tfce.h), a permutation's GEMM rows and map */
+    uint64_t tfce = p->tfce ? V * (uint64_t)(4 * p->connectivity + 40) + C * (V * 4 + N * 4) +
+                                  16 * V * (uint64_t)(64 + 4 * p->connectivity + 4 * width + 4)
+                            : 0;
+    return tfce + C * (n * V * 4 + V * 40 + N * 4) + V * 8 * width + chunk * width * n * 4 + tiles * chunk * 4 +
            N * 4 + (uint64_t)16 * GLM_SUB * width * GLM_TILE * 4 + chunk * 4 * (V + 2);
 }
 
@@ -1254,7 +1540,7 @@ char *nf_perm_glm_one_sample_name(const struct nf_run *run)
     const struct permute_params *p = run->params;
     const struct nf_value *d = run->in[PERMUTE_IN_DESIGN], *x = run->in[PERMUTE_IN_DATA];
     if (p->exchange != PERM_EXCHANGE_SIGN_FLIP || p->whole_blocks || run->in[PERMUTE_IN_BLOCKS] ||
-        (p->blocks_column && p->blocks_column[0]) || p->contrasts.n != 1 || !d || d->kind != NF_KIND_TABLE ||
+        (p->blocks_column && p->blocks_column[0]) || p->contrasts.n != 1 || p->f_contrasts.n || !d || d->kind != NF_KIND_TABLE ||
         d->u.tab.n_cols != 1 || !d->u.tab.cols[0].numeric || !x || d->u.tab.n_rows != x->u.mat.rows ||
         d->u.tab.n_rows < 1)
         return NULL;

@@ -45,12 +45,14 @@ struct perm_glm_blocks {
 void nf_perm_glm_draw(const struct perm_glm_blocks *b, uint32_t seed, int64_t *src, int8_t *sign, int64_t *scratch);
 
 /* One contrast's Freedman–Lane set-up from the design X (n x p, row-major,
- * full column rank) and the contrast c (p): the unit vector u of col(X)
- * orthogonal to the nuisance space Z = X null(cᵀ) with cᵀβ̂ = |a| uᵀy
- * (a = X (XᵀX)⁻¹ c), and an orthonormal basis of Z (n x (p - 1), column j at
- * qz[j * n ..]). 0, or NF_EINVAL when X is rank deficient (*bad_col: the first
- * column that is a combination of those before it). */
-int nf_perm_glm_contrast_basis(const double *X, int64_t n, int64_t p, const double *c, double *u, double *qz,
-                               int64_t *bad_col);
+ * full column rank) and the contrast's s rows C (s x p; one for a t contrast):
+ * an orthonormal basis u (s x n) of the contrast's space in col(X),
+ * X (XᵀX)⁻¹ Cᵀ (for one row, signed so that cᵀβ̂ = |X (XᵀX)⁻¹ c| uᵀy), and one
+ * of the nuisance space Z = X null(C), the rest of col(X) (qz: (p - s) x n).
+ * 0; NF_EINVAL when X is rank deficient (*bad_col: the first column that is a
+ * combination of those before it) or the rows of C are (*bad_col = -1);
+ * NF_ENOMEM. */
+int nf_perm_glm_contrast_basis(const double *X, int64_t n, int64_t p, const double *C, int64_t s, double *u,
+                               double *qz, int64_t *bad_col);
 
 #endif

@@ -160,6 +160,8 @@ static const struct decision decisions[] = {
     /* test: glm (blocks from labels.tsv: trial_type two blocks, target one subject each) */
     { "permute", "contrasts", CTX_PERMUTE_GLM, PERM ", test: glm", "contrasts: [\"c = f1\"]",
       "contrasts: [\"c = f2\"]", true, NULL },
+    { "permute", "f_contrasts", CTX_PERMUTE_GLM, PERM ", test: glm", "f_contrasts: [\"f = f1; f2\"]",
+      "f_contrasts: [\"f = f1\"]", true, NULL },
     { "permute", "exchange", CTX_PERMUTE_GLM, PERM ", test: glm, contrasts: [\"c = f1\"]", "exchange: permute",
       "exchange: both", true, NULL },
     { "permute", "blocks_column", CTX_PERMUTE_GLM, PERM ", test: glm, contrasts: [\"c = f1\"]",

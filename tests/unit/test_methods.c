@@ -278,10 +278,14 @@ static void test_permute(void **state)
     p->contrasts.v = nf_calloc(2, sizeof *p->contrasts.v);
     p->contrasts.v[0] = nf_strdup("age = age");
     p->contrasts.v[1] = nf_strdup("g = a - b");
+    p->f_contrasts.n = 1;
+    p->f_contrasts.v = nf_calloc(1, sizeof *p->f_contrasts.v);
+    p->f_contrasts.v[0] = nf_strdup("groups = a - b; b - c");
     expect("permute", p,
-           HAS("general linear model with t contrasts (age = age; g = a - b), one-tailed, upper",
+           HAS("general linear model with t contrasts (age = age; g = a - b) and F contrast (groups = a - b; b - c), "
+               "one-tailed, upper",
                "1000 random permutations and sign flips of the residuals of the nuisance model (Freedman-Lane)",
-               "whole exchangeability blocks given by site", "per contrast by the maximum t over voxels"),
+               "whole exchangeability blocks given by site", "per contrast by the maximum statistic over voxels"),
            HAS("Spearman", "covariate", "two-tailed"));
     nf_params_release(t, p);
 }

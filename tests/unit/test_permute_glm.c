@@ -23,8 +23,10 @@
 #include "core/util.h"
 #include "permute/permute.h"
 #include "permute/permute_glm.h"
+#include "permute/tfce.h"
+#include "tfce_ref.h"
 
-enum { MAXN = 40, MAXP = 4, MAXV = 64 };
+enum { MAXN = 40, MAXP = 4, MAXV = 160 };
 
 struct glm_problem {
     int n, p, V;
@@ -33,16 +35,17 @@ struct glm_problem {
     double Y[MAXN][MAXV];
     double block[MAXN];
     bool has_blocks;
+    struct nf_geom *geom;   /* NULL, or the voxels' grid (TFCE) */
 };
 
-static void set_param_list(struct permute_params *prm, int n, ...)
+static void set_list(struct nf_str_list *list, int n, ...)
 {
     va_list ap;
     va_start(ap, n);
-    prm->contrasts.n = (size_t)n;
-    prm->contrasts.v = nf_calloc((size_t)n, sizeof *prm->contrasts.v);
+    list->n = (size_t)n;
+    list->v = nf_calloc((size_t)n, sizeof *list->v);
     for (int i = 0; i < n; i++)
-        prm->contrasts.v[i] = nf_strdup(va_arg(ap, const char *));
+        list->v[i] = nf_strdup(va_arg(ap, const char *));
     va_end(ap);
 }
 
@@ -72,7 +75,7 @@ static int run_glm(struct permute_params *prm, const struct glm_problem *pb, int
                    struct nf_error *err)
 {
     struct nf_value *in[PERMUTE_N_IN] = { 0 };
-    in[PERMUTE_IN_DATA] = nf_value_new_matrix(pb->n, pb->V, NULL, err);
+    in[PERMUTE_IN_DATA] = nf_value_new_matrix(pb->n, pb->V, pb->geom, err);
     for (int i = 0; i < pb->n; i++)
         for (int v = 0; v < pb->V; v++)
             in[PERMUTE_IN_DATA]->u.mat.data[i * pb->V + v] = (float)pb->Y[i][v];
@@ -191,16 +194,47 @@ static double t_of(const double X[][MAXP], int n, int p, const double *c, const 
     return est / sqrt(rss / (n - p) * var);
 }
 
+/* The residual sum of squares of y on the columns of A (n x q). */
+static double rss_of(const double A[][MAXP], int n, int q, const double *y)
+{
+    double b[MAXP], rss = 0;
+    lstsq(A, n, q, y, b, NULL);
+    for (int i = 0; i < n; i++) {
+        double f = 0;
+        for (int j = 0; j < q; j++)
+            f += A[i][j] * b[j];
+        rss += (y[i] - f) * (y[i] - f);
+    }
+    return rss;
+}
+
+/* The F of the nuisance model Z (n x q) against the full design: the extra
+ * sum of squares per row over the full model's residual variance. */
+static double f_of(const double X[][MAXP], int n, int p, const double Z[][MAXP], int q, const double *y)
+{
+    double full = rss_of(X, n, p, y);
+    return (rss_of(Z, n, q, y) - full) / (p - q) / (full / (n - p));
+}
+
 static double tail_of(int tail, double t)
 {
     return tail == PERM_TAIL_TWO ? fabs(t) : tail == PERM_TAIL_UPPER ? t : -t;
 }
 
-/* Reference p, p_fwe, observed t and null maxima of contrast c with
- * nuisance design Z (n x q): for each of the node's draws, y* = s E[src] + Z γ. */
-static void fl_reference(const struct glm_problem *pb, const double *c, const double Z[][MAXP], int q, int exchange,
-                         int tail, int64_t N, uint32_t seed, double *t_obs, double *p, double *pfwe, double *null_max)
+/* Reference p, p_fwe, observed statistic and null maxima of contrast c (t;
+ * NULL: the F of everything beyond Z, always the upper tail) with nuisance
+ * design Z (n x q): for each of the node's draws, y* = s E[src] + Z γ. */
+static double stat_of(const struct glm_problem *pb, const double *c, const double Z[][MAXP], int q, const double *y)
 {
+    return c ? t_of(pb->X, pb->n, pb->p, c, y) : f_of(pb->X, pb->n, pb->p, Z, q, y);
+}
+
+static void fl_reference(const struct glm_problem *pb, const double *c, const double Z[][MAXP], int q, int exchange,
+                         int tail, int64_t N, uint32_t seed, double *t_obs, double *p, double *pfwe, double *null_max,
+                         float *maps)
+{
+    if (!c)
+        tail = PERM_TAIL_UPPER;
     const int n = pb->n, V = pb->V;
     struct perm_glm_blocks b = { .n = n, .exchange = exchange };
     int64_t start[MAXN + 1], members[MAXN], nb = 0;
@@ -253,7 +287,7 @@ static void fl_reference(const struct glm_problem *pb, const double *c, const do
                 fit[i][v] += Z[i][j] * gam[j];
             E[i][v] = y[i] - fit[i][v];
         }
-        t_obs[v] = t_of(pb->X, n, pb->p, c, y);
+        t_obs[v] = stat_of(pb, c, Z, q, y);
         p[v] = 1;
         pfwe[v] = 1;
     }
@@ -265,9 +299,11 @@ static void fl_reference(const struct glm_problem *pb, const double *c, const do
         for (int v = 0; v < V; v++) {
             for (int i = 0; i < n; i++)
                 ys[i] = sign[i] * E[src[i]][v] + fit[i][v];
-            double q = tail_of(tail, t_of(pb->X, n, pb->p, c, ys));
-            null_max[k] = q > null_max[k] ? q : null_max[k];
-            p[v] += q >= tail_of(tail, t_obs[v]);
+            double raw = stat_of(pb, c, Z, q, ys), stat = tail_of(tail, raw);
+            if (maps)
+                maps[k * V + v] = (float)raw;
+            null_max[k] = stat > null_max[k] ? stat : null_max[k];
+            p[v] += stat >= tail_of(tail, t_obs[v]);
         }
     }
     for (int v = 0; v < V; v++) {
@@ -285,7 +321,7 @@ static void check_against_reference(struct glm_problem *pb, const char *contrast
 {
     enum { N = 300 };
     double t_obs[MAXV], p[MAXV], pfwe[MAXV], null_max[N];
-    fl_reference(pb, c, Z, q, exchange, tail, N, 77, t_obs, p, pfwe, null_max);
+    fl_reference(pb, c, Z, q, exchange, tail, N, 77, t_obs, p, pfwe, null_max, NULL);
     const float *st = out[PERMUTE_OUT_STAT]->u.mat.data + row * pb->V;
     const float *pp = out[PERMUTE_OUT_P]->u.mat.data + row * pb->V, *pf = out[PERMUTE_OUT_P_FWE]->u.mat.data + row * pb->V;
     const struct nf_matrix *nm = &out[PERMUTE_OUT_NULL_MAX]->u.mat;
@@ -309,9 +345,10 @@ static void check_against_reference(struct glm_problem *pb, const char *contrast
 }
 
 /* Freedman–Lane null statistics, p and p_fwe equal the double-precision
- * definition over the same draws: a one-column contrast (x; nuisance
- * intercept and z) and a two-column one (x - z; nuisance intercept and
- * x + z), every exchange kind and tail, with and without blocks. */
+ * definition over the same draws: a one-column t contrast (x; nuisance
+ * intercept and z), a two-column one (x - z; nuisance intercept and x + z)
+ * and an F contrast of two rows (x; z: the extra sum of squares over the
+ * intercept), every exchange kind and tail, with and without blocks. */
 static void test_matches_freedman_lane_in_double(void **state)
 {
     (void)state;
@@ -332,7 +369,8 @@ static void test_matches_freedman_lane_in_double(void **state)
                 pb.block[i] = (i * 5) % 3 + 1;   /* three interleaved blocks */
         }
         glm_defaults(&prm, cases[cs][0], cases[cs][1], 300, 77);
-        set_param_list(&prm, 2, "x = x", "x_minus_z = x - z");
+        set_list(&prm.contrasts, 2, "x = x", "x_minus_z = x - z");
+        set_list(&prm.f_contrasts, 1, "x_and_z = x; z");
         if (run_glm(&prm, &pb, 3, out, &err))
             fprintf(stderr, "%s\n", err.msg);
         assert_int_equal(err.code, 0);
@@ -343,8 +381,12 @@ static void test_matches_freedman_lane_in_double(void **state)
             Z2[i][1] = pb.X[i][1] + pb.X[i][2];
         }
         const double c1[] = { 0, 1, 0 }, c2[] = { 0, 1, -1 };
-        check_against_reference(&pb, "x", c1, Z1, 2, cases[cs][0], cases[cs][1], 0, 2, out);
-        check_against_reference(&pb, "x_minus_z", c2, Z2, 2, cases[cs][0], cases[cs][1], 1, 2, out);
+        double Z3[MAXN][MAXP];
+        for (int i = 0; i < pb.n; i++)
+            Z3[i][0] = 1;
+        check_against_reference(&pb, "x", c1, Z1, 2, cases[cs][0], cases[cs][1], 0, 3, out);
+        check_against_reference(&pb, "x_minus_z", c2, Z2, 2, cases[cs][0], cases[cs][1], 1, 3, out);
+        check_against_reference(&pb, "x_and_z", NULL, Z3, 1, cases[cs][0], cases[cs][1], 2, 3, out);
         release(&prm, out);
     }
 }
@@ -359,9 +401,9 @@ static void test_threads_and_chunks_identical(void **state)
     struct nf_error err = { 0 };
     random_glm_problem(&pb, 20, 64, 0.5, 1.0, 0.0, 9);
     glm_defaults(&pa, PERM_EXCHANGE_PERMUTE, PERM_TAIL_TWO, 40, 3);   /* fewer permutations than voxels */
-    set_param_list(&pa, 1, "x = x");
+    set_list(&pa.contrasts, 1, "x = x");
     glm_defaults(&pbp, PERM_EXCHANGE_PERMUTE, PERM_TAIL_TWO, 40, 3);
-    set_param_list(&pbp, 1, "x = x");
+    set_list(&pbp.contrasts, 1, "x = x");
     pbp.chunk = 7;
     assert_int_equal(run_glm(&pa, &pb, 1, a, &err), 0);
     assert_int_equal(run_glm(&pbp, &pb, 4, b, &err), 0);
@@ -393,7 +435,7 @@ static void test_intercept_only_is_one_sample(void **state)
             for (int v = 0; v < 8; v++)
                 pb.Y[i][v] -= 1.2;   /* some voxels near 0 mean, some far */
         glm_defaults(&g, PERM_EXCHANGE_SIGN_FLIP, PERM_TAIL_TWO, sizes[s][1], 5);
-        set_param_list(&g, 1, "mean = intercept");
+        set_list(&g.contrasts, 1, "mean = intercept");
         assert_int_equal(run_glm(&g, &pb, 2, og, &err), 0);
         nf_params_defaults(&nf_node_permute, &one);
         one.test = PERM_ONE_SAMPLE;
@@ -421,7 +463,7 @@ static void test_intercept_only_is_one_sample(void **state)
         if (s == 1) {   /* random draws: the GLM path on the same draws */
             struct permute_params f;
             glm_defaults(&f, PERM_EXCHANGE_SIGN_FLIP, PERM_TAIL_TWO, sizes[s][1], 5);
-            set_param_list(&f, 1, "mean = intercept");
+            set_list(&f.contrasts, 1, "mean = intercept");
             pb.has_blocks = true;
             for (int i = 0; i < pb.n; i++)
                 pb.block[i] = 1;
@@ -463,7 +505,7 @@ static void test_two_groups_is_two_sample_t(void **state)
             pb.Y[i][v] += pb.X[i][0] * 0.8;
     }
     glm_defaults(&g, PERM_EXCHANGE_PERMUTE, PERM_TAIL_TWO, 200, 5);
-    set_param_list(&g, 1, "diff = g1 - g2");
+    set_list(&g.contrasts, 1, "diff = g1 - g2");
     assert_int_equal(run_glm(&g, &pb, 1, og, &err), 0);
     nf_params_defaults(&nf_node_permute, &two);
     two.test = PERM_TWO_SAMPLE;
@@ -563,6 +605,76 @@ static void test_blocks_keep_subjects(void **state)
     }
 }
 
+/* TFCE of the GLM's maps: the observed TFCE is TFCE's definition (tfce_ref.h)
+ * of the t map, and each permutation's max |TFCE| that of the Freedman–Lane
+ * t map in double over the same draw (float round-off apart); p_tfce_fwe
+ * follows from those maxima. */
+static void test_tfce_of_glm_maps(void **state)
+{
+    (void)state;
+    enum { N = 60, NX = 6, NY = 6, NZ = 4, STEPS = 100 };
+    (void)ref_clusters;   /* tfce_ref.h's clusters: the GLM has no cluster inference yet */
+    struct glm_problem pb;
+    struct nf_grid grid = { .dim = { NX, NY, NZ }, .pixdim = { 2, 2, 2 } };
+    for (int d = 0; d < 3; d++)
+        grid.affine[d][d] = 2;
+    grid.affine[3][3] = 1;
+    float mask[NX * NY * NZ];
+    uint64_t st = 99;
+    for (int cell = 0; cell < NX * NY * NZ; cell++)
+        mask[cell] = nf_rand_uniform(&st) < 0.85 ? 1.0f : 0.0f;
+    random_glm_problem(&pb, 14, 1, 0.6, 1.0, 0.0, 21);
+    pb.geom = nf_geom_from_mask(&grid, mask);
+    assert_non_null(pb.geom);
+    pb.V = (int)pb.geom->n_voxels;
+    assert_true(pb.V <= MAXV);
+    st = 5;
+    for (int i = 0; i < pb.n; i++)   /* spatially smooth-ish data: an effect of x in the first third */
+        for (int v = 0; v < pb.V; v++)
+            pb.Y[i][v] = (float)(2.0 + pb.X[i][2] + nf_rand_normal(&st) + (v < pb.V / 3 ? 0.9 * pb.X[i][1] : 0.0));
+    for (int tail = PERM_TAIL_TWO; tail <= PERM_TAIL_UPPER; tail++) {
+        struct permute_params prm;
+        struct nf_value *out[PERMUTE_N_OUT] = { 0 };
+        struct nf_error err = { 0 };
+        glm_defaults(&prm, PERM_EXCHANGE_PERMUTE, tail, N, 77);
+        set_list(&prm.contrasts, 1, "x = x");
+        prm.tfce = true;
+        assert_int_equal(run_glm(&prm, &pb, 2, out, &err), 0);
+        assert_non_null(out[PERMUTE_OUT_TFCE]);
+        double Z[MAXN][MAXP], t_obs[MAXV], p[MAXV], pfwe[MAXV], null_max[N], ref[MAXV], worst = 0;
+        float *maps = malloc((size_t)N * MAXV * sizeof *maps);
+        for (int i = 0; i < pb.n; i++) {
+            Z[i][0] = 1;
+            Z[i][1] = pb.X[i][2];
+        }
+        const double c[] = { 0, 1, 0 };
+        fl_reference(&pb, c, Z, 2, PERM_EXCHANGE_PERMUTE, tail, N, 77, t_obs, p, pfwe, null_max, maps);
+        ref_tfce(pb.geom, out[PERMUTE_OUT_STAT]->u.mat.data, 6, tail, 0.5, 2, STEPS, ref);
+        for (int v = 0; v < pb.V; v++)
+            assert_true(fabs(out[PERMUTE_OUT_TFCE]->u.mat.data[v] - ref[v]) <= 1e-4 * (1 + fabs(ref[v])));
+        for (int k = 0; k < N; k++) {
+            ref_tfce(pb.geom, maps + k * pb.V, 6, tail, 0.5, 2, STEPS, ref);
+            double mx = 0;
+            for (int v = 0; v < pb.V; v++)
+                mx = fmax(mx, fabs(ref[v]));
+            double got = out[PERMUTE_OUT_NULL_MAX_TFCE]->u.mat.data[k];
+            worst = fmax(worst, fabs(got - mx) / (1 + mx));
+        }
+        fprintf(stderr, "glm TFCE (tail %d): null max |TFCE| against the double reference maps: largest relative "
+                "difference %.2g\n", tail, worst);
+        assert_true(worst <= 1e-3);
+        for (int v = 0; v < pb.V; v++) {
+            int count = 1;
+            for (int k = 0; k < N; k++)
+                count += out[PERMUTE_OUT_NULL_MAX_TFCE]->u.mat.data[k] >= fabsf(out[PERMUTE_OUT_TFCE]->u.mat.data[v]);
+            assert_true(out[PERMUTE_OUT_P_TFCE_FWE]->u.mat.data[v] == (float)((double)count / (N + 1)));
+        }
+        free(maps);
+        release(&prm, out);
+    }
+    nf_geom_unref(pb.geom);
+}
+
 /* Family-wise rate under the null (no effect of x) with a strong nuisance
  * effect of z, z correlated with x (r = 0.6), skewed noise: Freedman–Lane
  * stays within the 99% binomial interval of 5%. The naive method (the raw
@@ -586,7 +698,7 @@ static void test_calibration_with_correlated_nuisance(void **state)
             for (int v = 0; v < VOX; v++)
                 pb.Y[i][v] += -log(nf_rand_uniform(&st) + 1e-300) * 2.0 - 2.0;
         glm_defaults(&prm, PERM_EXCHANGE_PERMUTE, PERM_TAIL_TWO, NP, 1000 + (uint32_t)s);
-        set_param_list(&prm, 1, "x = x");
+        set_list(&prm.contrasts, 1, "x = x");
         assert_int_equal(run_glm(&prm, &pb, 1, out, &err), 0);
         bool any = false;
         for (int v = 0; v < VOX; v++)
@@ -651,13 +763,13 @@ static void test_bad_input(void **state)
     struct permute_params prm;
     random_glm_problem(&pb, 10, 6, 0.5, 1, 0, 3);
     glm_defaults(&prm, PERM_EXCHANGE_PERMUTE, PERM_TAIL_TWO, 50, 1);
-    set_param_list(&prm, 1, "age = age");
+    set_list(&prm.contrasts, 1, "age = age");
     expect_error(&prm, &pb, NF_EUSAGE, "'age' is not a column of the design (columns: intercept, x, z)");
 
     for (int i = 0; i < pb.n; i++)
         pb.X[i][2] = 2 * pb.X[i][1] - 3 * pb.X[i][0];
     glm_defaults(&prm, PERM_EXCHANGE_PERMUTE, PERM_TAIL_TWO, 50, 1);
-    set_param_list(&prm, 1, "x = x");
+    set_list(&prm.contrasts, 1, "x = x");
     expect_error(&prm, &pb, NF_EDATA, "rank deficient: column 'z'");
 
     random_glm_problem(&pb, 10, 6, 0.5, 1, 0, 3);
@@ -665,14 +777,14 @@ static void test_bad_input(void **state)
     for (int i = 0; i < pb.n; i++)
         pb.block[i] = i < 4 ? 1 : 2;
     glm_defaults(&prm, PERM_EXCHANGE_PERMUTE, PERM_TAIL_TWO, 50, 1);
-    set_param_list(&prm, 1, "x = x");
+    set_list(&prm.contrasts, 1, "x = x");
     prm.whole_blocks = true;
     expect_error(&prm, &pb, NF_EDATA, "blocks of equal size (blocks of 4 and 6 subjects");
 
     pb.has_blocks = false;
     pb.X[4][1] = NAN;
     glm_defaults(&prm, PERM_EXCHANGE_PERMUTE, PERM_TAIL_TWO, 50, 1);
-    set_param_list(&prm, 1, "x = x");
+    set_list(&prm.contrasts, 1, "x = x");
     expect_error(&prm, &pb, NF_EDATA, "design column 'x' has a missing value (subject 5)");
 }
 
@@ -684,6 +796,7 @@ int main(void)
         cmocka_unit_test(test_intercept_only_is_one_sample),
         cmocka_unit_test(test_two_groups_is_two_sample_t),
         cmocka_unit_test(test_blocks_keep_subjects),
+        cmocka_unit_test(test_tfce_of_glm_maps),
         cmocka_unit_test(test_calibration_with_correlated_nuisance),
         cmocka_unit_test(test_bad_input),
     };
