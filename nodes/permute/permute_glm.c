@@ -17,6 +17,10 @@
  * times E. Nuisance directions that every allowed draw leaves in place (the
  * intercept under permutations, block means within blocks) give exactly 0
  * and are dropped, so the common intercept + regressor design costs one row.
+ * An F contrast of s rows has an s-dimensional U in place of u:
+ * F* = (|Uᵀ P E|² / s) / (RSS* / (n - p)), always in its upper tail. With TFCE,
+ * each permutation's whole map is computed again (a GEMM of its rows over
+ * every voxel) and enhanced (tfce.h).
  *
  * The GEMMs run over voxel tiles on a thread team, 64 permutations at a time,
  * the t, exceedance count and per-permutation maximum computed while a tile is
@@ -59,6 +63,7 @@ struct glm_con {
     float *E;             /* n x V residuals under the nuisance model */
     double *ss_d;         /* V: |E_v|², from the float residuals */
     float *ss, *floor_;   /* V: the same in float, and the RSS floor */
+    float *cap;           /* V: +FLT_MAX, or -FLT_MAX for a zero-variance voxel (never counted) */
     float *lo, *hi;       /* V: the observed value's round-off window (+FLT_MAX: not tested) */
     double *q_obs_d;      /* V: the observed transformed statistic in double */
     bool *flat;
@@ -334,6 +339,39 @@ static double stat_double(const struct glm_ctx *g, const struct glm_con *k, cons
     return k->is_f ? num / (double)k->s / (rss / g->dof) : g0 / sqrt(rss / g->dof);
 }
 
+/* stat_double for every voxel at once (out: V): the same sums, each over the
+ * subjects in order, accumulated row by row over contiguous voxels (acc: r x V
+ * scratch), so that the residuals stream from memory once per row rather than
+ * once per voxel. sums: NULL, or V contrast sums of squares. */
+static void stat_double_all(const struct glm_ctx *g, const struct glm_con *k, const float *rows, double *acc,
+                            double *out, double *sums)
+{
+    const int64_t n = g->n, V = g->V;
+    memset(acc, 0, (size_t)(k->r * V) * sizeof *acc);
+    for (int64_t m = 0; m < k->r; m++)
+        for (int64_t j = 0; j < n; j++) {
+            const double w = rows[m * n + j];
+            const float *e = k->E + j * V;
+            double *a = acc + m * V;
+            for (int64_t v = 0; v < V; v++)
+                a[v] += w * (double)e[v];
+        }
+    for (int64_t v = 0; v < V; v++) {
+        double rss = k->ss_d[v], num = 0;
+        for (int64_t m = 0; m < k->r; m++) {
+            double x = acc[m * V + v];
+            rss -= x * x;
+            if (m < k->s)
+                num += x * x;
+        }
+        double fl = 1e-12 * k->ss_d[v];
+        rss = rss > fl ? rss : fl;
+        out[v] = k->is_f ? num / (double)k->s / (rss / g->dof) : acc[v] / sqrt(rss / g->dof);
+        if (sums)
+            sums[v] = num;
+    }
+}
+
 /* The compared value: t by the tail, F as it is. */
 static inline double q_double(const struct glm_ctx *g, const struct glm_con *k, const float *rows, int64_t v)
 {
@@ -603,19 +641,21 @@ static int prepare_contrast(struct glm_ctx *g, struct glm_con *k, float *stat, c
     double *u = nf_malloc((size_t)(n * k->s) * sizeof *u), *qz = nf_malloc((size_t)(n * (nz ? nz : 1)) * sizeof *qz);
     double *B = nf_calloc((size_t)(V * (nz ? nz : 1)), sizeof *B), *yy = nf_calloc((size_t)V, sizeof *yy);
     float *row0 = NULL;
+    double *acc = NULL, *obs = NULL, *sums = NULL;
     int64_t bad = -1;
     int rc = 0;
     k->E = nf_malloc((size_t)(n * V) * sizeof *k->E);
     k->ss_d = nf_calloc((size_t)V, sizeof *k->ss_d);
     k->ss = nf_malloc((size_t)V * sizeof *k->ss);
     k->floor_ = nf_malloc((size_t)V * sizeof *k->floor_);
+    k->cap = nf_malloc((size_t)V * sizeof *k->cap);
     k->lo = nf_malloc((size_t)V * sizeof *k->lo);
     k->hi = nf_malloc((size_t)V * sizeof *k->hi);
     k->q_obs_d = nf_malloc((size_t)V * sizeof *k->q_obs_d);
     k->flat = nf_calloc((size_t)V, sizeof *k->flat);
     k->count = nf_calloc((size_t)V, sizeof *k->count);
     k->null_max = nf_malloc((size_t)(g->M ? g->M : 1) * sizeof *k->null_max);
-    if (!u || !qz || !B || !yy || !k->E || !k->ss_d || !k->ss || !k->floor_ || !k->lo || !k->hi || !k->q_obs_d ||
+    if (!u || !qz || !B || !yy || !k->E || !k->ss_d || !k->ss || !k->floor_ || !k->cap || !k->lo || !k->hi || !k->q_obs_d ||
         !k->flat || !k->count || !k->null_max) {
         rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory for the residuals of contrast '%s' (%lld x %lld)", k->name,
                      (long long)n, (long long)V);
@@ -674,6 +714,12 @@ static int prepare_contrast(struct glm_ctx *g, struct glm_con *k, float *stat, c
         for (int64_t i = 0; i < n; i++)
             k->basis[(k->s + m) * n + i] = (float)qz[m * n + i];
     memcpy(row0, k->basis, (size_t)(k->r * n) * sizeof *row0);
+    if (!(acc = nf_malloc((size_t)(k->r * V) * sizeof *acc)) || !(obs = nf_malloc((size_t)V * sizeof *obs)) ||
+        !(sums = nf_malloc((size_t)V * sizeof *sums))) {
+        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    stat_double_all(g, k, row0, acc, obs, sums);
     /* the observed statistic by the double sums of the identity's rows, and
      * the window of float round-off around it (rows are unit vectors: each
      * GEMM value is off by about 4 sqrt(n) u |E_v|) */
@@ -683,6 +729,7 @@ static int prepare_contrast(struct glm_ctx *g, struct glm_con *k, float *stat, c
         k->ss[v] = (float)ss;
         k->floor_[v] = (float)(1e-12 * ss);
         k->flat[v] = !(ss > 1e-10 * yy[v]) || ss == 0;
+        k->cap[v] = k->flat[v] ? -FLT_MAX : FLT_MAX;
         if (k->flat[v]) {
             k->n_flat++;
             stat[v] = 0;
@@ -690,16 +737,9 @@ static int prepare_contrast(struct glm_ctx *g, struct glm_con *k, float *stat, c
             k->lo[v] = k->hi[v] = FLT_MAX;
             continue;
         }
-        double t = stat_double(g, k, row0, v);
+        double t = obs[v], num = sums[v];   /* num: the contrast's sum of squares */
         stat[v] = (float)t;
         k->q_obs_d[v] = k->is_f ? t : tail_of(g->tail, t);
-        double num = 0;   /* the contrast's sum of squares: the GEMM values of its rows */
-        for (int64_t m = 0; m < k->s; m++) {
-            double gm = 0;
-            for (int64_t j = 0; j < n; j++)
-                gm += (double)row0[m * n + j] * (double)k->E[j * V + v];
-            num += gm * gm;
-        }
         double rss = fmax(ss - num, 1e-12 * ss);
         double e_g = 4.0 * sqrt((double)n) * u32 * sqrt(ss) * (double)k->r;
         double e_rss = 2.0 * sqrt(ss) * e_g * (double)k->r + 4.0 * u32 * ss;
@@ -719,6 +759,9 @@ fail:
     free(B);
     free(yy);
     free(row0);
+    free(acc);
+    free(obs);
+    free(sums);
     return rc;
 }
 
@@ -736,20 +779,54 @@ struct glm_chunk {
     atomic_int failed, interrupted;
 };
 
+/* The statistic of one permutation's GEMM values g (r rows of nv, leading
+ * dimension nv) of voxels v0.. into q (the compared value; -FLT_MAX for
+ * zero-variance voxels): row passes over contiguous voxels, which the
+ * compiler vectorises. */
+static void tile_stat(const struct glm_ctx *g, const struct glm_con *k, const float *G, int64_t v0, int64_t nv,
+                      float *num, float *q)
+{
+    const float inv_dof = (float)(1.0 / g->dof), inv_s = (float)(1.0 / (double)k->s);
+    const float *ss = k->ss + v0, *fl = k->floor_ + v0, *cap = k->cap + v0;
+    for (int64_t v = 0; v < nv; v++)
+        num[v] = G[v] * G[v];
+    for (int64_t m = 1; m < k->s; m++)
+        for (int64_t v = 0; v < nv; v++)
+            num[v] += G[m * nv + v] * G[m * nv + v];
+    for (int64_t v = 0; v < nv; v++)
+        q[v] = ss[v] - num[v];
+    for (int64_t m = k->s; m < k->r; m++)
+        for (int64_t v = 0; v < nv; v++)
+            q[v] -= G[m * nv + v] * G[m * nv + v];
+    if (k->is_f) {
+        for (int64_t v = 0; v < nv; v++) {
+            float rss = q[v] > fl[v] ? q[v] : fl[v];
+            float f = num[v] * inv_s / (rss * inv_dof);
+            q[v] = f < cap[v] ? f : cap[v];
+        }
+        return;
+    }
+    const float sg = g->tail == PERM_TAIL_LOWER ? -1.0f : 1.0f;
+    const bool two = g->tail == PERM_TAIL_TWO;
+    for (int64_t v = 0; v < nv; v++) {
+        float rss = q[v] > fl[v] ? q[v] : fl[v];
+        float t = sg * G[v] / sqrtf(rss * inv_dof);
+        t = two ? fabsf(t) : t;
+        q[v] = t < cap[v] ? t : cap[v];
+    }
+}
+
 static void *glm_team(void *arg)
 {
     struct glm_chunk *w = arg;
     const struct glm_ctx *g = w->g;
     const struct glm_con *k = w->k;
     const int64_t n = g->n, V = g->V, r = k->r;
-    const float inv_dof = (float)(1.0 / g->dof), inv_s = (float)(1.0 / (double)k->s);
-    const int64_t s = k->s;
-    const bool is_f = k->is_f;
-    const int tail = g->tail;
     float *G = nf_malloc((size_t)(GLM_SUB * r * GLM_TILE) * sizeof *G);
-    if (!G) {
+    float *num = nf_malloc(GLM_TILE * sizeof *num), *q = nf_malloc(GLM_TILE * sizeof *q);
+    if (!G || !num || !q) {
         atomic_store(&w->failed, 1);
-        return NULL;
+        goto done;
     }
     for (int64_t t; !atomic_load(&w->failed) && (t = atomic_fetch_add(&w->next, 1)) < w->n_tiles;) {
         if (nf_run_interrupted(w->run)) {
@@ -758,43 +835,33 @@ static void *glm_team(void *arg)
             break;
         }
         int64_t v0 = t * GLM_TILE, nv = V - v0 < GLM_TILE ? V - v0 : GLM_TILE;
+        const float *lo = k->lo + v0, *hi = k->hi + v0;
+        uint32_t *count = w->count + v0;
         for (int64_t i0 = 0; i0 < w->len; i0 += GLM_SUB) {
             int64_t np = w->len - i0 < GLM_SUB ? w->len - i0 : GLM_SUB;
             g->K->sgemm(false, false, np * r, nv, n, 1.0f, w->R + i0 * r * n, n, k->E + v0, V, 0.0f, G, nv);
             for (int64_t i = 0; i < np; i++) {
-                const float *g0 = G + i * r * nv;
+                tile_stat(g, k, G + i * r * nv, v0, nv, num, q);
                 float mx = -FLT_MAX;
+                bool near = false;
                 for (int64_t v = 0; v < nv; v++) {
-                    if (k->flat[v0 + v])
-                        continue;
-                    float a = g0[v], num = a * a;
-                    for (int64_t m = 1; m < s; m++)
-                        num += g0[m * nv + v] * g0[m * nv + v];
-                    float rss = k->ss[v0 + v] - num;
-                    for (int64_t m = s; m < r; m++) {
-                        float b = g0[m * nv + v];
-                        rss -= b * b;
-                    }
-                    rss = rss > k->floor_[v0 + v] ? rss : k->floor_[v0 + v];
-                    float q;
-                    if (is_f) {
-                        q = num * inv_s / (rss * inv_dof);
-                    } else {
-                        float tt = a / sqrtf(rss * inv_dof);
-                        q = tail == PERM_TAIL_TWO ? fabsf(tt) : tail == PERM_TAIL_UPPER ? tt : -tt;
-                    }
-                    mx = q > mx ? q : mx;
-                    if (q >= k->hi[v0 + v])
-                        w->count[v0 + v]++;
-                    else if (q >= k->lo[v0 + v] &&
-                             q_double(g, k, w->R + (i0 + i) * r * n, v0 + v) >= k->q_obs_d[v0 + v])
-                        w->count[v0 + v]++;
+                    mx = q[v] > mx ? q[v] : mx;
+                    count[v] += q[v] >= hi[v];
+                    near |= q[v] >= lo[v] && q[v] < hi[v];
                 }
+                /* within round-off of the observed value: decided in double */
+                for (int64_t v = 0; near && v < nv; v++)
+                    if (q[v] >= lo[v] && q[v] < hi[v] &&
+                        q_double(g, k, w->R + (i0 + i) * r * n, v0 + v) >= k->q_obs_d[v0 + v])
+                        count[v]++;
                 w->tile_max[t * w->len + i0 + i] = mx;
             }
         }
     }
+done:
     free(G);
+    free(num);
+    free(q);
     return NULL;
 }
 
@@ -861,9 +928,10 @@ static int fwe_pvalues(const struct glm_ctx *g, const struct glm_con *k, float *
     int64_t *tested = nf_malloc((size_t)V * sizeof *tested);
     double *max_d = nf_malloc((size_t)M * sizeof *max_d);
     float *rows = nf_malloc((size_t)(k->r * g->n) * sizeof *rows);
+    double *acc = nf_malloc((size_t)(k->r * V) * sizeof *acc), *all = nf_malloc((size_t)V * sizeof *all);
     int64_t n_todo = 0, m = 0;
     int rc = 0;
-    if (!sorted || !lo || !hi_max || !by_lo || !todo || !tested || !max_d || !rows) {
+    if (!sorted || !lo || !hi_max || !by_lo || !todo || !tested || !max_d || !rows || !acc || !all) {
         rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
         goto fail;
     }
@@ -913,9 +981,10 @@ static int fwe_pvalues(const struct glm_ctx *g, const struct glm_con *k, float *
             nf_perm_glm_draw(&g->blocks, g->seeds[i], src, sign, scratch);
             draw_rows(g, k, src, sign, rows);
             double mx = -INFINITY;
+            stat_double_all(g, k, rows, acc, all, NULL);
             for (int64_t v = 0; v < V; v++)
                 if (!k->flat[v]) {
-                    double q = q_double(g, k, rows, v);
+                    double q = k->is_f ? all[v] : tail_of(g->tail, all[v]);
                     mx = q > mx ? q : mx;
                 }
             max_d[i] = mx;
@@ -954,6 +1023,8 @@ fail:
     free(tested);
     free(max_d);
     free(rows);
+    free(acc);
+    free(all);
     return rc;
 }
 
@@ -1246,6 +1317,7 @@ static void release(struct glm_ctx *g)
         free(k->ss_d);
         free(k->ss);
         free(k->floor_);
+        free(k->cap);
         free(k->lo);
         free(k->hi);
         free(k->q_obs_d);
