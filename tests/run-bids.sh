@@ -4,8 +4,9 @@
 # with n/a in the first framewise_displacement row, masks, preprocessed
 # images whose header says TR 2 s in seconds), and a pipeline bids -> mask ->
 # design -> summarize runs on it, one item per run labelled
-# sub-XX_task-localizer_run-R, with the design's conditions and confounds;
-# fixed_effects groups the 8 runs into 4 subjects. The same seed gives the
+# sub-XX_task-localizer_run-R_space-S and written in its subject's folder,
+# with the design's conditions and confounds; fixed_effects groups the 8 runs
+# into 4 subjects, labelled with the entities their runs share. The same seed gives the
 # same bytes. Then a run whose events file is missing stops the pipeline at
 # validation with the run named.
 set -u
@@ -69,14 +70,15 @@ nodes:
 YAML
 (cd "$work" && "$NLFLOW" validate first.yaml >/dev/null) || fail "the first-level pipeline does not validate"
 (cd "$work" && "$NLFLOW" run --quiet first.yaml) || fail "the first-level pipeline does not run"
-n=$(ls "$work/results" | grep -c '^sub-0[1-4]_task-localizer_run-[12]_first_stat-X.tsv$')
-[ "$n" = 8 ] || fail "expected 8 design tables named by run, found $n: $(ls "$work/results")"
-X="$work/results/sub-03_task-localizer_run-2_first_stat-X.tsv"
+sp=space-MNI152NLin2009cAsym
+n=$(ls "$work"/results/sub-0?/ | grep -c "^sub-0[1-4]_task-localizer_run-[12]_${sp}_stat-X.tsv\$")
+[ "$n" = 8 ] || fail "expected 8 design tables named by run, found $n: $(ls -R "$work/results")"
+X="$work/results/sub-03/sub-03_task-localizer_run-2_${sp}_stat-X.tsv"
 [ "$(head -1 "$X" | cut -f1-8)" = "$(printf 'faces\thouses\ttrans_x\ttrans_y\ttrans_z\trot_x\trot_y\trot_z')" ] ||
     fail "design columns: $(head -1 "$X")"
 [ "$(wc -l <"$X")" = 81 ] || fail "the design should have 80 rows"
-n=$(ls "$work/results" | grep -c '^sub-0[1-4]_first_stat-fx_statmap.nii.gz$')
-[ "$n" = 4 ] || fail "fixed_effects should give one map per subject, found $n: $(ls "$work/results")"
+n=$(ls "$work"/results/sub-0?/ | grep -c "^sub-0[1-4]_task-localizer_${sp}_stat-fx_statmap.nii.gz\$")
+[ "$n" = 4 ] || fail "fixed_effects should give one map per subject, found $n: $(ls -R "$work/results")"
 
 # the same seed, the same bytes
 "$NLFLOW" simulate --bids "$work/again" --seed 11 >/dev/null 2>&1 || fail "second simulate failed"
@@ -90,5 +92,5 @@ done <"$work/list1"
 # a missing events file is named at validation
 rm "$ds/sub-02/func/sub-02_task-localizer_run-2_events.tsv"
 (cd "$work" && "$NLFLOW" validate first.yaml >/dev/null 2>"$work/err.txt") && fail "validate passed without an events file"
-grep -q "sub-02_task-localizer_run-2 has no events file" "$work/err.txt" || fail "unexpected message: $(cat "$work/err.txt")"
+grep -q "sub-02_task-localizer_run-2_space-MNI152NLin2009cAsym has no events file" "$work/err.txt" || fail "unexpected message: $(cat "$work/err.txt")"
 echo "ok   simulate --bids -> bids -> mask -> design -> fixed_effects"

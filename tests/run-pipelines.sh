@@ -25,12 +25,24 @@ for yaml in "$work"/pipelines/*.yaml; do
     echo "ok   $name"
 done
 
-# first-level.yaml: a z map per run (4 subjects x 2 runs) and per subject
+# first-level.yaml: a z map per run (4 subjects x 2 runs) and per subject for
+# each of the 3 contrasts, in the subject's folder with BIDS-derivative names
+# (the run's entities, its space, the contrast, the statistic)
 fl="$work/pipelines/results/first-level"
-[ "$(ls "$fl"/sub-0?_task-localizer_run-?_first-level_stat-z_statmap.nii.gz | wc -l)" = 8 ] \
-    || fail "first-level.yaml did not write 8 per-run z maps"
-[ "$(ls "$fl"/sub-0?_first-level_stat-subjectZ_statmap.nii.gz | wc -l)" = 4 ] \
-    || fail "first-level.yaml did not write 4 per-subject z maps"
+sp=space-MNI152NLin2009cAsym
+for c in facesMinusHouses faces houses; do
+    [ "$(ls "$fl"/sub-0?/sub-0?_task-localizer_run-?_${sp}_contrast-${c}_stat-z_statmap.nii.gz | wc -l)" = 8 ] \
+        || fail "first-level.yaml did not write 8 per-run z maps of contrast $c: $(ls -R "$fl")"
+    [ "$(ls "$fl"/sub-0?/sub-0?_task-localizer_${sp}_contrast-${c}_stat-subjectZ_statmap.nii.gz | wc -l)" = 4 ] \
+        || fail "first-level.yaml did not write 4 per-subject z maps of contrast $c"
+done
+side="$fl/sub-03/sub-03_task-localizer_run-2_${sp}_contrast-facesMinusHouses_stat-z_statmap.json"
+grep -q '"Contrast": "faces_minus_houses"' "$side" && grep -q '"Item": "sub-03_task-localizer_run-2_'"$sp"'"' "$side" \
+    || fail "the sidecar of a per-run z map does not name its contrast and run: $(cat "$side")"
+# the three contrasts are three different maps
+a="$fl/sub-01/sub-01_task-localizer_${sp}_contrast"
+! cmp -s "${a}-faces_stat-subjectZ_statmap.nii.gz" "${a}-houses_stat-subjectZ_statmap.nii.gz" \
+    || fail "the faces and houses subject maps are the same file"
 # bids-to-group.yaml: the planted faces > houses sphere (15, -20, 10 mm, radius 9) is the
 # first TFCE-corrected cluster, its peak within 12 mm of the centre
 bg="$work/pipelines/results/bids-to-group/bids-to-group_stat-t_clusters.tsv"

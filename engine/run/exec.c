@@ -7,7 +7,12 @@
  * guaranteed). Results are reference-counted values; a node's outputs are
  * dropped as soon as its last consumer has finished, and lazy collection items
  * (subjects on disk) are read just before the task that needs them and freed
- * right after, so memory stays O(items in flight).
+ * right after, so memory stays O(items in flight). Chains of mapped nodes
+ * stream: a mapped consumer starts with its mapped sources still running,
+ * its item i as soon as their item i is made, tasks are taken deepest node
+ * first, and an item that only mapped consumers read is dropped once they
+ * are done with it (smooth -> mask -> glm over 40 runs holds a few runs'
+ * images, not 40).
  *
  * The first failure stops scheduling; running tasks finish, nothing else
  * starts, and the error is returned. SIGINT/SIGTERM set nf_interrupted
@@ -62,6 +67,13 @@ struct nstate {
     void *fold_state;
     struct nf_run fold_run;
     struct nf_env fold_env;
+    /* streaming a chain of mapped nodes item by item */
+    bool piped;               /* started before its sources finished: item i
+                                 waits for item i of each mapped source */
+    bool finish_pending;      /* every item done, a source not yet finished */
+    int **item_uses;          /* per output port: per item, the mapped
+                                 consumers' edges not yet done with it (the
+                                 item is dropped at 0); NULL: kept whole */
     /* events */
     struct nf_progress progress;
     uint64_t rss_start;       /* the process's peak RSS when the node started */
@@ -352,7 +364,139 @@ static void fold_pending(struct executor *x, size_t ni)
     node_finished(x, r);
 }
 
-/* Start the node's state once all its sources are done. */
+/* ---- streaming chains of mapped nodes ----
+ * A mapped node (mask after smooth, glm after mask) may start before its
+ * mapped sources finish: its item i runs as soon as item i of each of them
+ * is made, and an item that only mapped consumers read is dropped once they
+ * are all done with it. A chain over runs then holds a few runs' images at
+ * a time instead of every run's intermediate results. */
+
+/* Whether `edge` hands its node the source's collection an item at a time
+ * (as prepare_inputs maps it: a port that takes no collection, no stacking). */
+static bool edge_maps(const struct nf_pipeline *p, const struct nf_node_inst *node, const struct nf_edge *edge)
+{
+    if (edge->port < 0)
+        return false;
+    const struct nf_shape *src = &p->nodes[edge->src].out_shape[edge->src_port];
+    const struct nf_port *port = &node->type->inputs[edge->port];
+    return src->kind == NF_KIND_COLLECTION && !(port->types & NF_PT_COLL) && !(port->flags & NF_PORT_STACK);
+}
+
+/* Under the lock: may node ni start before all its sources are done? Each
+ * unfinished source must be a running mapped node (not folded) that feeds
+ * it item by item, and nothing may depend on whole results of unfinished
+ * sources (keys of cached runs, `after:`, inputs taken whole). */
+static bool can_pipe(const struct executor *x, size_t ni)
+{
+    const struct nf_node_inst *node = &x->p->nodes[ni];
+    const struct nstate *s = &x->st[ni];
+    if (!node->mapped || s->mode != MODE_RUN || x->o->only || (x->cache && !x->keys[ni].known))
+        return false;
+    bool waits = false;
+    for (size_t e = 0; e < node->n_edges; e++) {
+        const struct nf_edge *edge = &node->edges[e];
+        const struct nstate *src = &x->st[edge->src];
+        if (src->done)
+            continue;
+        if (!edge_maps(x->p, node, edge) || !src->prepared_ok || !src->mapped || src->mode != MODE_RUN ||
+            src->fold_into >= 0 || x->p->nodes[edge->src].fold_into >= 0)
+            return false;
+        waits = true;
+    }
+    return waits;
+}
+
+/* Under the lock: are the inputs of item i of piped node ni made? */
+static bool item_ready(const struct executor *x, size_t ni, size_t item)
+{
+    const struct nf_node_inst *node = &x->p->nodes[ni];
+    for (size_t e = 0; e < node->n_edges; e++) {
+        const struct nf_edge *edge = &node->edges[e];
+        if (edge->port < 0 || x->st[ni].prepared[edge->port])
+            continue;
+        const struct nf_value *v = x->st[edge->src].out[edge->src_port];
+        if (!v || v->kind != NF_KIND_COLLECTION || item >= v->u.coll.n || !v->u.coll.items[item])
+            return false;
+    }
+    return true;
+}
+
+/* Under the lock, when mapped node ni creates its output collections: the
+ * outputs whose every reader is a mapped consumer get per-item counts. */
+static int item_uses_init(struct executor *x, size_t ni, size_t items, struct nf_error *err)
+{
+    const struct nf_pipeline *p = x->p;
+    size_t n_out = nf_port_count(p->nodes[ni].type->outputs);
+    if (x->o->on_outputs || x->o->only || items == 0)
+        return 0;   /* a caller that sees whole outputs; a SLURM task's part */
+    for (size_t o = 0; o < n_out; o++) {
+        int uses = 0;
+        bool per_item = true;
+        for (size_t j = 0; j < p->n_nodes && per_item; j++)
+            for (size_t e = 0; e < p->nodes[j].n_edges; e++) {
+                const struct nf_edge *edge = &p->nodes[j].edges[e];
+                if ((size_t)edge->src != ni || edge->port == NF_EDGE_AFTER || (size_t)edge->src_port != o)
+                    continue;
+                if (!edge_maps(p, &p->nodes[j], edge) || x->st[j].mode != MODE_RUN) {
+                    per_item = false;
+                    break;
+                }
+                uses++;
+            }
+        if (!per_item || uses == 0)
+            continue;
+        if (!x->st[ni].item_uses && !(x->st[ni].item_uses = nf_calloc(n_out + 1, sizeof *x->st[ni].item_uses)))
+            return NF_FAIL(err, NF_ENOMEM, "out of memory");
+        int *count = nf_malloc_array(items, sizeof *count);
+        if (!count)
+            return NF_FAIL(err, NF_ENOMEM, "out of memory");
+        for (size_t i = 0; i < items; i++)
+            count[i] = uses;
+        x->st[ni].item_uses[o] = count;
+    }
+    return 0;
+}
+
+/* Under the lock, item i of mapped node ni done: drop the source items that
+ * no other consumer will read. */
+static void release_items(struct executor *x, size_t ni, size_t item)
+{
+    const struct nf_node_inst *node = &x->p->nodes[ni];
+    for (size_t e = 0; e < node->n_edges; e++) {
+        const struct nf_edge *edge = &node->edges[e];
+        struct nstate *src = &x->st[edge->src];
+        if (edge->port < 0 || x->st[ni].prepared[edge->port] || !src->item_uses ||
+            !src->item_uses[edge->src_port] || item >= src->items_total)
+            continue;
+        struct nf_value *v = src->out[edge->src_port];
+        if (--src->item_uses[edge->src_port][item] == 0 && v && v->kind == NF_KIND_COLLECTION &&
+            item < v->u.coll.n) {
+            nf_value_unref(v->u.coll.items[item]);
+            v->u.coll.items[item] = NULL;
+        }
+    }
+}
+
+static void item_uses_free(struct nstate *s, size_t n_out)
+{
+    for (size_t o = 0; s->item_uses && o < n_out; o++)
+        free(s->item_uses[o]);
+    free(s->item_uses);
+    s->item_uses = NULL;
+}
+
+/* A piped node whose items are all done finishes when its sources have. */
+static void node_finished(struct executor *x, size_t ni);
+static void finish_or_defer(struct executor *x, size_t ni)
+{
+    if (x->st[ni].deps_left > 0)
+        x->st[ni].finish_pending = true;
+    else
+        node_finished(x, ni);
+}
+
+/* Start the node's state once all its sources are done (or, piped, once
+ * they are running). */
 static int node_ready(struct executor *x, size_t ni, struct nf_error *err)
 {
     struct nf_node_inst *node = &x->p->nodes[ni];
@@ -381,6 +525,8 @@ static int node_ready(struct executor *x, size_t ni, struct nf_error *err)
             if (!s->out[o])
                 return err->code;
         }
+        if (item_uses_init(x, ni, items, err) < 0)
+            return err->code;
         int r = nf_fold_target(x->p, ni);
         if (r >= 0 && x->st[r].mode == MODE_RUN)
             return fold_start(x, ni, (size_t)r, err);
@@ -456,8 +602,11 @@ static void node_finished(struct executor *x, size_t ni)
     }
     for (size_t j = 0; j < x->p->n_nodes; j++)
         for (size_t e = 0; e < x->p->nodes[j].n_edges; e++)
-            if ((size_t)x->p->nodes[j].edges[e].src == ni)
-                x->st[j].deps_left--;
+            if ((size_t)x->p->nodes[j].edges[e].src == ni && --x->st[j].deps_left == 0 &&
+                x->st[j].finish_pending) {
+                x->st[j].finish_pending = false;
+                node_finished(x, j);
+            }
 }
 
 /* ---- the cache around one run ---- */
@@ -836,16 +985,21 @@ fail:
     return rc;
 }
 
-/* Under the lock: find a task that can start now. */
+/* Under the lock: find a task that can start now, the last in the order
+ * first (depth first), so that a chain of mapped nodes carries the items it
+ * started to its end (where they are dropped) before starting more. */
 static bool pick_task(struct executor *x, size_t *ni_out, size_t *item_out)
 {
-    for (size_t oi = 0; oi < x->p->n_nodes; oi++) {
+    for (size_t oi = x->p->n_nodes; oi-- > 0;) {
         size_t ni = (size_t)x->p->order[oi];
         struct nf_node_inst *node = &x->p->nodes[ni];
         struct nstate *s = &x->st[ni];
-        if (s->done || s->deps_left > 0)
+        if (s->done || s->finish_pending)
+            continue;
+        if (s->deps_left > 0 && !(s->prepared_ok ? s->piped : can_pipe(x, ni)))
             continue;
         if (!s->prepared_ok) {
+            s->piped = s->deps_left > 0;
             struct nf_error e = { 0 };
             s->t_start = nf_now();
             if (x->cache && s->mode == MODE_RUN && !x->keys[ni].known) {
@@ -859,6 +1013,7 @@ static bool pick_task(struct executor *x, size_t *ni_out, size_t *item_out)
                 s->prepared_ok = true;
                 node_finished(x, ni);
                 pthread_cond_broadcast(&x->cond);
+                oi = x->p->n_nodes;   /* nodes after it may be ready now: look again */
                 continue;
             }
             if (s->mode == MODE_FETCH) {
@@ -873,12 +1028,13 @@ static bool pick_task(struct executor *x, size_t *ni_out, size_t *item_out)
                 if (s->fold_into >= 0)
                     fold_pending(x, ni);
                 else
-                    node_finished(x, ni);
+                    finish_or_defer(x, ni);
                 pthread_cond_broadcast(&x->cond);
+                oi = x->p->n_nodes;
                 continue;
             }
         }
-        if (s->items_started >= s->items_total)
+        if (s->items_started >= s->items_total || (s->piped && !item_ready(x, ni, s->items_started)))
             continue;
         /* the plan decided how many items of a streamed node fit at once */
         if (node->mapped && node->concurrency > 0 &&
@@ -936,8 +1092,11 @@ static void *worker(void *arg)
         } else if (s->fold_into >= 0) {
             s->items_done++;
             fold_pending(x, ni);
-        } else if (++s->items_done == s->items_total) {
-            node_finished(x, ni);
+        } else {
+            if (s->mapped)
+                release_items(x, ni, item);
+            if (++s->items_done == s->items_total)
+                finish_or_defer(x, ni);
         }
         if (rc >= 0 && s->mapped && s->items_total > 1 && !s->done) {
             struct nf_run r = { .progress = &s->progress };
@@ -1127,6 +1286,7 @@ fail:
             nf_value_unref(x.st[i].prepared[k]);
         free(x.st[i].out);
         free(x.st[i].prepared);
+        item_uses_free(&x.st[i], n_out);
         nf_progress_destroy(&x.st[i].progress);
     }
     for (size_t i = 0; x.keys && i < p->n_nodes; i++)

@@ -6,10 +6,10 @@
  * error-prone (one missing file shifts every pairing after it). This node
  * walks the dataset once (bids_files.c), keeps the runs the entity filters
  * select, and gives four collections whose item i belongs to the same run,
- * labelled sub-XX[_ses-YY]_task-T[_run-R], so that a node mapped over them
- * (design, mask, glm) pairs the right files and per-run results keep the
- * run's entities in their names. The repetition time comes from the JSON
- * sidecars by BIDS inheritance and travels on each bold item (volume.tr),
+ * labelled sub-XX[_ses-YY]_task-T[_run-R][_space-S] (the derivatives'
+ * space), so that a node mapped over them (design, mask, glm) pairs the
+ * right files and per-run results keep the run's entities in their names.
+ * The repetition time comes from the JSON sidecars by BIDS inheritance and travels on each bold item (volume.tr),
  * where `design` reads it; a header that says otherwise is an error. A
  * missing piece is an error when `require` lists it or a node consumes its
  * output, otherwise a warning, and that output is then not produced.
@@ -67,7 +67,7 @@ static const struct nf_param bids_params_table[] = {
 static const struct nf_port bids_inputs[] = { NF_PORT_END };
 static const struct nf_port bids_outputs[] = {
     { "bold", "the runs' 4D images (lazy: read when a node needs them), labelled "
-      "sub-XX[_ses-YY]_task-T[_run-R], each carrying the sidecars' repetition time", NF_PT_COLL, 0 },
+      "sub-XX[_ses-YY]_task-T[_run-R][_space-S], each carrying the sidecars' repetition time", NF_PT_COLL, 0 },
     { "mask", "each run's brain mask (fMRIPrep's _desc-brain_mask, in the bold's space), same order", NF_PT_COLL, 0 },
     { "events", "each run's _events.tsv table (onset, duration, trial_type, ...), same order", NF_PT_COLL, 0 },
     { "confounds", "each run's fMRIPrep confounds table, same order", NF_PT_COLL, 0 },
@@ -473,7 +473,7 @@ const struct nf_node_type nf_node_bids = {
         "Walks a BIDS dataset (`root`) and, when given, its fMRIPrep derivatives, keeps the BOLD runs the "
         "entity filters select (`subjects`, `sessions`, `task`, `runs`; `space` and `desc` choose the "
         "derivatives' image), and returns four collections aligned item by item and labelled "
-        "sub-XX[_ses-YY]_task-T[_run-R]: `bold` (lazy 4D images), `mask` (fMRIPrep's brain mask), `events` "
+        "sub-XX[_ses-YY]_task-T[_run-R][_space-S]: `bold` (lazy 4D images), `mask` (fMRIPrep's brain mask), `events` "
         "(the raw _events.tsv, found by BIDS inheritance) and `confounds` (fMRIPrep's confounds table). "
         "Each bold item carries the repetition time of its JSON sidecars (BIDS inheritance: top-level "
         "task-T_bold.json, then subject, session and file level, the nearest winning), which `design` "

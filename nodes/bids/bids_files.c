@@ -554,6 +554,19 @@ static int find_counterpart(const char *dir, const struct bids_name *raw, const 
     return rc;
 }
 
+/* The run's label names the space its derivatives are in (BIDS order puts
+ * space after the run entities), so that every map made from them keeps it
+ * in its file name: sub-01_task-x_run-1_space-MNI152NLin2009cAsym. */
+static int label_add_space(struct bids_item *it, const char *space, struct nf_error *err)
+{
+    char *label = nf_asprintf("%s_space-%s", it->label, space);
+    if (!label)
+        return NF_FAIL(err, NF_ENOMEM, "out of memory");
+    free(it->label);
+    it->label = label;
+    return 0;
+}
+
 /* The derivatives' files of one run: preprocessed bold, brain mask (same
  * space and resolution as that bold), confounds. */
 static int derivative_files(const struct bids_query *q, const char *rel_dir, const struct bids_name *raw,
@@ -569,9 +582,11 @@ static int derivative_files(const struct bids_query *q, const char *rel_dir, con
         struct bids_name bn;
         if ((rc = bids_name_parse(it->bold, &bn)) < 0)
             goto fail;
-        const char *mask_want[6] = { "desc", "brain", "space", bids_name_get(&bn, "space"),
-                                     "res", bids_name_get(&bn, "res") };
+        const char *space = bids_name_get(&bn, "space");
+        const char *mask_want[6] = { "desc", "brain", "space", space, "res", bids_name_get(&bn, "res") };
         rc = find_counterpart(dir, raw, mask_want, 3, "mask", ".nii.gz", &it->mask, err);
+        if (rc == 0 && space)
+            rc = label_add_space(it, space, err);
         bids_name_release(&bn);
         NF_TRY(rc);
     }

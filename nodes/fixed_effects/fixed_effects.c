@@ -11,7 +11,9 @@
  * degrees of freedom, exactly nilearn 0.14's formulas (floors, clips and
  * caps included). Each row of a c x V input is its own contrast (nilearn's
  * call per contrast, not an F test). The outputs are collections with one
- * item per group, labelled by it, so that `permute` stacks them.
+ * item per group, so that `permute` stacks them, labelled by the group and
+ * the entities its runs share (sub-01_task-x_space-MNI: the file names of
+ * the subject's maps keep task and space as the runs' do).
  *
  * The engine hands the node both collections whole (NF_PT_COLL, never
  * mapped); the number of groups depends on the labels, which plans do not
@@ -53,7 +55,7 @@ static const struct nf_port fixed_effects_inputs[] = {
     NF_PORT_END,
 };
 static const struct nf_port fixed_effects_outputs[] = {
-    { "effect", "per subject (and session): the combined effect, labelled sub-XX[_ses-YY]", NF_PT_COLL, 0 },
+    { "effect", "per subject (and session): the combined effect, labelled sub-XX[_ses-YY][_<shared entities>]", NF_PT_COLL, 0 },
     { "variance", "per subject: the combined variance", NF_PT_COLL, 0 },
     { "t", "per subject: effect / sqrt(variance), with the runs' summed degrees of freedom", NF_PT_COLL, 0 },
     { "z", "per subject: the z score of t (nilearn's z_score)", NF_PT_COLL, 0 },
@@ -122,6 +124,39 @@ char *fixed_effects_group(const char *label, bool *oom)
     char *g = nf_strndup(label, n);
     *oom = !g;
     return g;
+}
+
+/* Whether `label` has the entity `entity` ("task-x", len bytes) as one of
+ * its '_'-separated parts. */
+static bool has_entity(const char *label, const char *entity, size_t len)
+{
+    for (const char *s = label; s; s = strchr(s, '_')) {
+        if (*s == '_')
+            s++;
+        if (strncmp(s, entity, len) == 0 && (s[len] == '_' || s[len] == '\0'))
+            return true;
+    }
+    return false;
+}
+
+char *fixed_effects_group_label(const char *group, const char *const *members, size_t n)
+{
+    struct nf_strbuf sb;
+    nf_strbuf_init(&sb);
+    nf_strbuf_addf(&sb, "%s", group);
+    size_t glen = strlen(group);
+    const char *rest = n && strncmp(members[0], group, glen) == 0 ? members[0] + glen : "";
+    while (*rest == '_') {
+        const char *entity = rest + 1;
+        size_t len = strcspn(entity, "_");
+        bool shared = strncmp(entity, "run-", 4) != 0;
+        for (size_t k = 1; k < n && shared; k++)
+            shared = has_entity(members[k], entity, len);
+        if (shared)
+            nf_strbuf_addf(&sb, "_%.*s", (int)len, entity);
+        rest = entity + len;
+    }
+    return nf_strbuf_detach(&sb);
 }
 
 /* ---- the node ---- */
@@ -203,9 +238,10 @@ static int fixed_effects_run(struct nf_run *run)
     size_t n = E->u.coll.n, n_groups = 0;
     char **group = nf_calloc(n, sizeof *group);
     size_t *of = nf_calloc(n, sizeof *of), *members = nf_calloc(n, sizeof *members);
+    const char **member_labels = nf_calloc(n, sizeof *member_labels);
     double *e = nf_malloc_array(n, sizeof *e), *v = nf_malloc_array(n, sizeof *v);
     struct nf_value *out[FIXED_EFFECTS_N_OUT] = { 0 };
-    if (!group || !of || !members || !e || !v) {
+    if (!group || !of || !members || !member_labels || !e || !v) {
         rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
         goto done;
     }
@@ -246,16 +282,25 @@ static int fixed_effects_run(struct nf_run *run)
             if (of[i] == g)
                 members[count++] = i;
         double dof_total = p->dof * (double)count;
+        for (size_t k = 0; k < count; k++)
+            member_labels[k] = E->u.coll.items[members[k]]->label;
+        char *label = fixed_effects_group_label(group[g], member_labels, count);
+        if (!label) {
+            rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+            goto done;
+        }
         struct nf_value *maps[FIXED_EFFECTS_N_OUT];
         for (int o = 0; o < FIXED_EFFECTS_N_OUT; o++) {
-            maps[o] = group_map(first, group[g], stats[o], o == FIXED_EFFECTS_OUT_T ? fmin(dof_total, DOF_MAX) : 0,
+            maps[o] = group_map(first, label, stats[o], o == FIXED_EFFECTS_OUT_T ? fmin(dof_total, DOF_MAX) : 0,
                                 what[o], run->err);
             if (!maps[o]) {
+                free(label);
                 rc = run->err->code ? run->err->code : NF_ENOMEM;
                 goto done;
             }
             out[o]->u.coll.items[g] = maps[o];
         }
+        free(label);
         for (int64_t c = 0; c < cells; c++) {
             for (size_t k = 0; k < count; k++) {
                 e[k] = E->u.coll.items[members[k]]->u.mat.data[c];
@@ -279,6 +324,7 @@ done:
     free(group);
     free(of);
     free(members);
+    free(member_labels);
     free(e);
     free(v);
     return rc;
@@ -314,10 +360,10 @@ const struct nf_node_type nf_node_fixed_effects = {
         "variances / runs, or with precision_weighted effect = sum(e/v) / sum(1/v) and variance = 1 / sum(1/v) "
         "(variances floored at 1e-16); t = effect / sqrt(variance) with the runs' summed degrees of freedom "
         "(`dof` each), and z its normal equivalent through the p-value (clipped as nilearn does). Each row is "
-        "its own contrast. Outputs are collections with one item per subject, labelled sub-XX[_ses-YY], which "
-        "a permute node stacks into subjects x voxels. The number of subjects is known when the labels are, at "
-        "run time.",
-    .version = 1,
+        "its own contrast. Outputs are collections with one item per subject, labelled sub-XX[_ses-YY] followed "
+        "by the entities all its runs share but the run (sub-01_task-x_space-S), which a permute node stacks "
+        "into subjects x voxels. The number of subjects is known when the labels are, at run time.",
+    .version = 2,
     .params = fixed_effects_params_table,
     .params_size = sizeof(struct fixed_effects_params),
     .inputs = fixed_effects_inputs,

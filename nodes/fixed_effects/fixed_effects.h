@@ -30,6 +30,11 @@ void fixed_effects_combine(const double *effect, const double *variance, size_t 
  * "sub-01_ses-2" of "sub-01_ses-2_task-x_run-1". Owned; NULL when the label
  * does not start with a subject entity (or out of memory: *oom). */
 char *fixed_effects_group(const char *label, bool *oom);
+/* The label of a group's combined maps: the group ("sub-01") followed by the
+ * entities after it that every member's label has, the run excepted:
+ * sub-01_task-x_run-1_space-MNI and sub-01_task-x_run-2_space-MNI give
+ * sub-01_task-x_space-MNI. Owned; NULL when out of memory. */
+char *fixed_effects_group_label(const char *group, const char *const *members, size_t n);
 
 extern const struct nf_node_type nf_node_fixed_effects;
 

@@ -19,7 +19,8 @@
  * The algorithm: one factorisation per design (the OLS one and one per AR
  * bin, the bins' spread over the node's threads): the column-equilibrated
  * normal matrix is decomposed by Jacobi rotations in double, giving the
- * design's rank, (XwᵀXw)⁺ and the k x n operator P = (XwᵀXw)⁺ Xwᵀ, which
+ * design's rank (whitening keeps it, so the bins of a full-rank design are
+ * inverted by Cholesky, cheaper), (XwᵀXw)⁺ and the k x n operator P = (XwᵀXw)⁺ Xwᵀ, which
  * equals pinv(Xw) for a full-rank design (for a rank-deficient one it is
  * another least-squares solution: estimable contrasts are the same as
  * nilearn's, the betas of aliased columns are not). The voxels then go
@@ -272,8 +273,50 @@ static void factor_free(struct factor *f)
     *f = (struct factor){ 0 };
 }
 
-/* X (n x k, double) whitened by rho; contrasts W (c x k). */
-static int factor_make(const double *X, int64_t n, int64_t k, double rho, const struct contrasts *cs,
+/* The inverse of the symmetric k x k matrix C (row-major) by Cholesky,
+ * C = L Lᵀ, then C x = e_j column by column, in double; L is k x k and y k
+ * scratch. False when a pivot is not clearly positive, for the caller to
+ * fall back on the eigendecomposition. C has a unit diagonal here (the
+ * columns equilibrated), so the pivots are on the scale of 1. */
+static bool cholesky_inverse(const double *C, int64_t k, double *inv, double *L, double *y)
+{
+    for (int64_t j = 0; j < k; j++) {
+        double d = C[j * k + j];
+        for (int64_t q = 0; q < j; q++)
+            d -= L[j * k + q] * L[j * k + q];
+        if (!(d > 1e-9))
+            return false;
+        L[j * k + j] = sqrt(d);
+        for (int64_t i = j + 1; i < k; i++) {
+            double s = C[i * k + j];
+            for (int64_t q = 0; q < j; q++)
+                s -= L[i * k + q] * L[j * k + q];
+            L[i * k + j] = s / L[j * k + j];
+        }
+    }
+    for (int64_t c = 0; c < k; c++) {
+        for (int64_t i = 0; i < k; i++) {   /* L y = e_c */
+            double s = i == c;
+            for (int64_t q = 0; q < i; q++)
+                s -= L[i * k + q] * y[q];
+            y[i] = s / L[i * k + i];
+        }
+        for (int64_t i = k - 1; i >= 0; i--) {   /* Lᵀ x = y */
+            double s = y[i];
+            for (int64_t q = i + 1; q < k; q++)
+                s -= L[q * k + i] * inv[q * k + c];
+            inv[i * k + c] = s / L[i * k + i];
+        }
+    }
+    return true;
+}
+
+/* X (n x k, double) whitened by rho; contrasts W (c x k). With full_rank
+ * (the design's rank is k, which whitening keeps: it is an invertible map
+ * of the rows) the normal matrix is inverted by Cholesky, a fraction of
+ * the eigendecomposition's work, which finds the rank (the OLS design, or
+ * a rank-deficient one). */
+static int factor_make(const double *X, int64_t n, int64_t k, double rho, bool full_rank, const struct contrasts *cs,
                        struct factor *f, struct nf_error *err)
 {
     *f = (struct factor){ .rho = rho };
@@ -314,18 +357,23 @@ static int factor_make(const double *X, int64_t n, int64_t k, double rho, const 
                 s += Xw[t * k + i] * Xw[t * k + j];
             C[i * k + j] = C[j * k + i] = s * d[i] * d[j];
         }
-    glm_sym_eigen(C, k, lambda, Q);
-    double top = 0;
-    for (int64_t i = 0; i < k; i++)
-        top = lambda[i] > top ? lambda[i] : top;
-    /* cov = D Q diag(1/lambda) Qᵀ D over the eigenvalues kept */
-    for (int64_t e = 0; e < k; e++) {
-        if (!(lambda[e] > RANK_TOLERANCE * top))
-            continue;
-        f->rank++;
+    if (full_rank && cholesky_inverse(C, k, f->cov, Q, lambda)) {
+        f->rank = k;
+    } else {
+        memset(f->cov, 0, kk * sizeof *f->cov);
+        glm_sym_eigen(C, k, lambda, Q);
+        double top = 0;
         for (int64_t i = 0; i < k; i++)
-            for (int64_t j = 0; j < k; j++)
-                f->cov[i * k + j] += Q[i * k + e] * Q[j * k + e] / lambda[e];
+            top = lambda[i] > top ? lambda[i] : top;
+        /* cov = D Q diag(1/lambda) Qᵀ D over the eigenvalues kept */
+        for (int64_t e = 0; e < k; e++) {
+            if (!(lambda[e] > RANK_TOLERANCE * top))
+                continue;
+            f->rank++;
+            for (int64_t i = 0; i < k; i++)
+                for (int64_t j = 0; j < k; j++)
+                    f->cov[i * k + j] += Q[i * k + e] * Q[j * k + e] / lambda[e];
+        }
     }
     for (int64_t i = 0; i < k; i++)
         for (int64_t j = 0; j < k; j++)
@@ -648,7 +696,8 @@ static void *worker(void *arg)
         int64_t nb;
         if (w->pass == PASS_FACTOR) {   /* nilearn's rho: (int * 1.0) / bins */
             const int64_t b = c->todo[i];
-            if (factor_make(c->X, c->n, c->k, (double)(b - AR_BINS) * 1.0 / AR_BINS, &c->cs, &c->bins[b], &err) < 0)
+            if (factor_make(c->X, c->n, c->k, (double)(b - AR_BINS) * 1.0 / AR_BINS, c->ols.rank == c->k, &c->cs,
+                            &c->bins[b], &err) < 0)
                 break;
             continue;
         }
@@ -877,7 +926,7 @@ static int glm_run(struct nf_run *run)
     }
     NF_TRY(rc = read_design(xin, &c.X, &cols, node, run->err));
     NF_TRY(rc = read_contrasts(prm, cols, (size_t)c.k, &c.cs, node, run->err));
-    NF_TRY(rc = factor_make(c.X, c.n, c.k, 0, &c.cs, &c.ols, run->err));
+    NF_TRY(rc = factor_make(c.X, c.n, c.k, 0, false, &c.cs, &c.ols, run->err));
     /* nilearn: the residual degrees of freedom, n - rank of the design */
     c.dof = (double)(c.n - c.ols.rank);
     if (c.ols.rank < c.k)

@@ -43,14 +43,10 @@ int glm_contrast_weights(const char *expr, const char *const *cols, size_t k, do
 
 /* ---- statistics (glm_stats.c) ---- */
 
-/* P(T > t) for Student's t with dof degrees of freedom (scipy.stats.t.sf). */
-double glm_t_sf(double t, double dof);
 /* nilearn's p and z of a t statistic: p = t.sf(t, dof) and z as
  * nilearn.glm._utils.z_score makes it from t.sf and t.cdf (each clipped to
  * [1e-300, 1 - 1e-16]). */
 void glm_t_p_z(double t, double dof, double *p, double *z);
-/* The standard normal quantile of 1 - p (scipy.stats.norm.isf), 0 < p < 1. */
-double glm_norm_isf(double p);
 /* Eigenvalues (in no particular order) and eigenvectors of the symmetric k x k matrix A
  * (row-major, destroyed) by cyclic Jacobi rotations: A = Q diag(lambda) Qᵀ
  * with Q's columns the eigenvectors (Q row-major, k x k). */

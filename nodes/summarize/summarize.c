@@ -4,7 +4,12 @@
  * settings.outputs with BIDS-derivative names: maps (matrices whose columns are
  * voxels, and volumes) as `<prefix>_stat-<key>_statmap.nii.gz`, tables and
  * plain matrices as `<prefix>_stat-<key>.tsv`, collections as one file per item
- * with the item's label (e.g. sub-01) in front. Optionally one map is
+ * with the item's label (e.g. sub-01) in front. An item labelled with BIDS
+ * entities beyond the subject (a bids node's run, sub-01_task-x_run-1_space-S)
+ * is a BIDS derivative: it goes into sub-01/ (sub-01/ses-2/), named by its
+ * entities without the prefix, and a k x V map with named rows (contrasts)
+ * becomes one file per row, `..._contrast-<name>_stat-<key>_statmap.nii.gz`,
+ * the names of nilearn's save_glm_to_bids and fitlins. Optionally one map is
  * thresholded (by value with a tail, and/or by a p-value map), its supra-
  * threshold voxels grouped into 26-connected clusters, and the clusters listed
  * with size, peak and atlas label. When the atlas's region names are known,
@@ -697,16 +702,131 @@ fail:
     return rc;
 }
 
+/* Whether `label` names a run or a subject as BIDS derivatives do: the
+ * subject entity and at least one more entity (sub-01_task-x_run-1_space-S,
+ * as the bids node labels runs; sub-01_task-x as fixed_effects labels
+ * subjects). Such items are written in the subject's folder (`dir`:
+ * "sub-01", or "sub-01/ses-2" with a session), without the prefix. */
+static bool bids_run_label(const char *label, char *dir, size_t size)
+{
+    if (!label || strncmp(label, "sub-", 4) != 0)
+        return false;
+    size_t parts = 0, sub_end = 0, ses_start = 0, ses_end = 0;
+    for (const char *s = label; *s;) {
+        size_t len = strcspn(s, "_");
+        const char *dash = memchr(s, '-', len);
+        if (!dash || dash == s || dash + 1 == s + len)
+            return false;
+        for (const char *c = s; c < s + len; c++)
+            if (c != dash && !isalnum((unsigned char)*c))
+                return false;
+        if (parts == 0)
+            sub_end = len;
+        else if (parts == 1 && !strncmp(s, "ses-", 4)) {
+            ses_start = (size_t)(s - label);
+            ses_end = ses_start + len;
+        }
+        parts++;
+        s += len;
+        if (*s == '_' && !*++s)
+            return false;
+    }
+    if (parts < 2 || sub_end + 1 > size || ses_end + 1 > size)
+        return false;
+    if (ses_end) {
+        snprintf(dir, size, "%.*s/%.*s", (int)sub_end, label, (int)(ses_end - ses_start), label + ses_start);
+    } else {
+        snprintf(dir, size, "%.*s", (int)sub_end, label);
+    }
+    return true;
+}
+
+/* Write `data` (one non-collection value, already read) as `name` under the
+ * outputs, a map with its sidecar (`extra`: more sidecar members, or NULL). */
+static int write_file(struct summarize_ctx *ctx, const char *key, const char *bids, const char *label,
+                      const char *name, struct nf_value *data, const struct nf_stat_info *what,
+                      const char *extra)
+{
+    struct nf_error *err = ctx->run->err;
+    bool as_nifti = data->kind == NF_KIND_VOLUME ||
+                    (data->kind == NF_KIND_MATRIX && data->u.mat.geom);
+    char descrip[80];
+    int rc = 0;
+    char *path = nf_path_join(ctx->outdir, name);
+    if (!path)
+        return NF_FAIL(err, NF_ENOMEM, "out of memory");
+    const char *slash = strrchr(name, '/');
+    if (slash) {
+        char *dir = nf_asprintf("%s/%.*s", ctx->outdir, (int)(slash - name), name);
+        rc = dir ? nf_mkdirs(dir, err) : NF_FAIL(err, NF_ENOMEM, "out of memory");
+        free(dir);
+        NF_TRY(rc);
+    }
+    snprintf(descrip, sizeof descrip, "nlflow summarize stat-%.50s", bids);
+    struct nf_nifti_label nl = nifti_label(what, descrip);
+    if (data->kind == NF_KIND_VOLUME)
+        rc = nf_nifti_write_labelled(path, &data->u.vol.grid, data->u.vol.nt, data->u.vol.data,
+                                     &nl, err);
+    else if (as_nifti)
+        rc = nf_nifti_write_matrix_labelled(path, &data->u.mat, &nl, err);
+    else if (data->kind == NF_KIND_MATRIX)
+        rc = nf_matrix_write_tsv(path, &data->u.mat, err);
+    else
+        rc = write_table(ctx, key, path, &data->u.tab);
+    NF_TRY(rc);
+    NF_TRY(rc = record_file(ctx, key, name, path));
+    if (as_nifti)
+        NF_TRY(rc = write_sidecar(ctx, key, name, label, data, what, &nl, extra));
+fail:
+    free(path);
+    return rc;
+}
+
+/* A k x V map of a BIDS-labelled item, one file per named row (a contrast of
+ * glm or fixed_effects, a design column of betas), as nilearn's
+ * save_glm_to_bids and fitlins name them:
+ * sub-01/sub-01_task-x_run-1_space-S_contrast-facesMinusHouses_stat-z_statmap.nii.gz. */
+static int write_rows(struct summarize_ctx *ctx, const char *key, const char *bids, const char *label,
+                      const char *dir, struct nf_value *data, const struct nf_stat_info *what)
+{
+    struct nf_error *err = ctx->run->err;
+    const struct nf_matrix *m = &data->u.mat;
+    int rc = 0;
+    for (int64_t r = 0; r < m->rows && rc == 0; r++) {
+        char contrast[128];
+        bids_key(m->row_names[r] ? m->row_names[r] : "", contrast, sizeof contrast);
+        if (!contrast[0])
+            snprintf(contrast, sizeof contrast, "%lld", (long long)r + 1);
+        struct nf_strbuf extra;
+        nf_strbuf_init(&extra);
+        nf_strbuf_addf(&extra, "\"Contrast\": ");
+        nf_strbuf_add_json_str(&extra, m->row_names[r] ? m->row_names[r] : contrast);
+        char *name = nf_asprintf("%s/%s_contrast-%s_stat-%s_statmap.nii.gz", dir, label, contrast, bids);
+        struct nf_value *row = nf_value_new_matrix(1, m->cols, m->geom, err);
+        if (!name || !row || extra.oom) {
+            rc = row ? NF_FAIL(err, NF_ENOMEM, "out of memory") : err->code;
+        } else {
+            memcpy(row->u.mat.data, m->data + r * m->cols, (size_t)m->cols * sizeof *m->data);
+            rc = write_file(ctx, key, bids, label, name, row, what, extra.buf);
+        }
+        nf_value_unref(row);
+        nf_strbuf_release(&extra);
+        free(name);
+    }
+    return rc;
+}
+
 /* Write one non-collection value under its file name (a map with its
- * sidecar); add its statistics. `outer` is the collection it belongs to. */
+ * sidecar); add its statistics. `outer` is the collection it belongs to.
+ * An item labelled with BIDS entities goes into its subject's folder. */
 static int write_item(struct summarize_ctx *ctx, const char *key, const char *bids,
                       const char *label, struct nf_value *v, const struct nf_value *outer,
                       struct stats *st)
 {
     struct nf_error *err = ctx->run->err;
     struct nf_value *data = NULL;
-    char *name = NULL, *path = NULL;
-    char descrip[80];
+    char *name = NULL;
+    char dir[128];
     int rc = 0;
 
     if (!v || v->kind == NF_KIND_COLLECTION || v->kind == NF_KIND_NONE) {
@@ -722,34 +842,28 @@ static int write_item(struct summarize_ctx *ctx, const char *key, const char *bi
     }
     bool as_nifti = data->kind == NF_KIND_VOLUME ||
                     (data->kind == NF_KIND_MATRIX && data->u.mat.geom);
-    name = file_name(ctx, label, bids, as_nifti ? "_statmap.nii.gz" : ".tsv");
-    path = name ? nf_path_join(ctx->outdir, name) : NULL;
-    if (!path) {
+    const char *suffix = as_nifti ? "_statmap.nii.gz" : ".tsv";
+    struct nf_stat_info what = stat_of(v, outer, bids);
+    if (bids_run_label(label, dir, sizeof dir)) {
+        if (as_nifti && data->kind == NF_KIND_MATRIX && data->u.mat.row_names) {
+            NF_TRY(rc = write_rows(ctx, key, bids, label, dir, data, &what));
+            stats_add_value(st, data);
+            goto fail;
+        }
+        name = nf_asprintf("%s/%s_stat-%s%s", dir, label, bids, suffix);
+    } else {
+        name = file_name(ctx, label, bids, suffix);
+    }
+    if (!name) {
         rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
         goto fail;
     }
-    snprintf(descrip, sizeof descrip, "nlflow summarize stat-%.50s", bids);
-    struct nf_stat_info what = stat_of(v, outer, bids);
-    struct nf_nifti_label nl = nifti_label(&what, descrip);
-    if (data->kind == NF_KIND_VOLUME)
-        rc = nf_nifti_write_labelled(path, &data->u.vol.grid, data->u.vol.nt, data->u.vol.data,
-                                     &nl, err);
-    else if (as_nifti)
-        rc = nf_nifti_write_matrix_labelled(path, &data->u.mat, &nl, err);
-    else if (data->kind == NF_KIND_MATRIX)
-        rc = nf_matrix_write_tsv(path, &data->u.mat, err);
-    else
-        rc = write_table(ctx, key, path, &data->u.tab);
-    NF_TRY(rc);
-    NF_TRY(rc = record_file(ctx, key, name, path));
-    if (as_nifti)
-        NF_TRY(rc = write_sidecar(ctx, key, name, label, data, &what, &nl, NULL));
+    NF_TRY(rc = write_file(ctx, key, bids, label, name, data, &what, NULL));
     stats_add_value(st, data);
 
 fail:
     nf_value_unref(data);
     free(name);
-    free(path);
     return rc;
 }
 
@@ -2040,7 +2154,12 @@ const struct nf_node_type nf_node_summarize = {
         "Writes each input `key: node.port` under settings.outputs: maps as "
         "<prefix>_stat-<key>_statmap.nii.gz (1xV -> 3D, kxV -> 4D), tables and plain "
         "matrices as <prefix>_stat-<key>.tsv, collections as one file per item prefixed by "
-        "its label. Each map gets a JSON sidecar (<...>_statmap.json) naming the statistic its "
+        "its label. Items labelled with BIDS entities beyond the subject (the runs of a bids "
+        "node, sub-01_task-x_run-1_space-S; fixed_effects' subjects, sub-01_task-x_space-S) are "
+        "written as BIDS derivatives, in the subject's folder (sub-01/, sub-01/ses-2/) without "
+        "the prefix, a kxV map with named rows (glm's contrasts) as one file per row: "
+        "sub-01/sub-01_task-x_run-1_space-S_contrast-<name>_stat-<key>_statmap.nii.gz, as "
+        "nilearn's save_glm_to_bids and fitlins name them. Each map gets a JSON sidecar (<...>_statmap.json) naming the statistic its "
         "producer computed, degrees of freedom, NIfTI intent, source node and port, and the "
         "name of each volume of a 4D map; t maps carry intent t-test with their degrees of "
         "freedom, correlation maps intent correl, z maps z-score, p/p_fwe/q maps intent pval "

@@ -270,8 +270,8 @@ static void test_scan_derivatives(void **state)
     struct nf_error err = { 0 };
     assert_int_equal(bids_scan(&q, &s, &err), 0);
     assert_int_equal(s.n, 4);   /* sub-01, sub-02 (not sub-10) x 2 runs */
-    assert_string_equal(s.items[0].label, "sub-01_task-faces_run-1");
-    assert_string_equal(s.items[3].label, "sub-02_task-faces_run-2");
+    assert_string_equal(s.items[0].label, "sub-01_task-faces_run-1_space-MNI152NLin2009cAsym");
+    assert_string_equal(s.items[3].label, "sub-02_task-faces_run-2_space-MNI152NLin2009cAsym");
     for (size_t i = 0; i < s.n; i++) {
         assert_non_null(strstr(s.items[i].bold, "space-MNI152NLin2009cAsym_desc-preproc_bold.nii.gz"));
         assert_non_null(strstr(s.items[i].mask, "space-MNI152NLin2009cAsym_desc-brain_mask.nii.gz"));
@@ -323,8 +323,9 @@ static void test_node_outputs(void **state)
         assert_non_null(vals[o]);
         assert_int_equal(vals[o]->u.coll.n, 3);
     }
-    static const char *const labels[] = { "sub-01_task-faces_run-1", "sub-02_task-faces_run-1",
-                                          "sub-10_task-faces_run-1" };
+    static const char *const labels[] = { "sub-01_task-faces_run-1_space-MNI152NLin2009cAsym",
+                                          "sub-02_task-faces_run-1_space-MNI152NLin2009cAsym",
+                                          "sub-10_task-faces_run-1_space-MNI152NLin2009cAsym" };
     for (size_t i = 0; i < 3; i++) {
         struct nf_value *b = vals[BIDS_OUT_BOLD]->u.coll.items[i];
         assert_string_equal(b->label, labels[i]);
@@ -358,7 +359,7 @@ static void test_node_errors(void **state)
     char *req[] = { "events" };
     p.require = (struct nf_str_list){ 1, req };
     assert_true(resolve(&p, NULL, out, &err) < 0);
-    assert_non_null(strstr(err.msg, "sub-02_task-faces_run-2 has no events file"));
+    assert_non_null(strstr(err.msg, "sub-02_task-faces_run-2_space-MNI152NLin2009cAsym has no events file"));
     assert_non_null(strstr(err.msg, "require lists it"));
     assert_non_null(strstr(err.msg, "1 of 6 runs"));
     p.require = (struct nf_str_list){ 0, NULL };
@@ -392,7 +393,7 @@ static void test_node_errors(void **state)
     p = params_for("faces", "MNI152NLin2009cAsym");
     memset(&err, 0, sizeof err);
     assert_true(resolve(&p, NULL, out, &err) < 0);
-    assert_non_null(strstr(err.msg, "sub-10_task-faces_run-2: the repetition time is 2.5 s"));
+    assert_non_null(strstr(err.msg, "sub-10_task-faces_run-2_space-MNI152NLin2009cAsym: the repetition time is 2.5 s"));
     assert_non_null(strstr(err.msg, "says 2 s"));
 
     /* no TR at all */
@@ -404,7 +405,7 @@ static void test_node_errors(void **state)
     free(path);
     memset(&err, 0, sizeof err);
     assert_true(resolve(&p, NULL, out, &err) < 0);
-    assert_non_null(strstr(err.msg, "sub-01_task-faces_run-1: no JSON sidecar gives RepetitionTime"));
+    assert_non_null(strstr(err.msg, "sub-01_task-faces_run-1_space-MNI152NLin2009cAsym: no JSON sidecar gives RepetitionTime"));
     nf_params_release(&nf_node_bids, &p);
 }
 

@@ -11,7 +11,9 @@
 #include <cmocka.h>
 
 #include <float.h>
+#include <malloc.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -687,6 +689,96 @@ static void test_streaming_collection(void **state)
     free(mask);
 }
 
+/* The bytes in mmapped blocks (every large image: the threshold is fixed
+ * below), sampled whenever a value is freed; the largest sample. */
+static pthread_mutex_t mapped_lock = PTHREAD_MUTEX_INITIALIZER;
+static size_t mapped_peak;
+
+static void sample_mapped(uint64_t serial)
+{
+    (void)serial;
+    struct mallinfo2 mi = mallinfo2();
+    pthread_mutex_lock(&mapped_lock);
+    if (mi.hblkhd > mapped_peak)
+        mapped_peak = mi.hblkhd;
+    pthread_mutex_unlock(&mapped_lock);
+}
+
+/* A chain of mapped nodes (smooth -> mask over 16 subjects) streams: mask's
+ * item i runs once smooth's item i is made, and each smoothed image is
+ * dropped once mask is done with it, so that the 16 smoothed images (960 KB
+ * each) are never all held at once, as they were when mask waited for the
+ * whole collection (with the images of the tasks in flight, 18 then, 5
+ * now); the subjects are read when a task needs them (lazy), and the
+ * masked maps (small) are kept for summarize. */
+static void test_streaming_chain(void **state)
+{
+    (void)state;
+    struct nf_error err = { 0 };
+    struct nf_grid g = { .dim = { 20, 20, 20 }, .pixdim = { 2, 2, 2 }, .sform_code = 1 };
+    for (int i = 0; i < 3; i++)
+        g.affine[i][i] = 2;
+    g.affine[3][3] = 1;
+    enum { SUBJECTS = 16 };
+    int64_t nvox = 8000, nt = 30;
+    const size_t image = (size_t)(nvox * nt) * sizeof(float);
+    float *data = calloc((size_t)(nvox * nt), sizeof *data), *mask = calloc((size_t)nvox, sizeof *mask);
+    for (int64_t v = 0; v < nvox * nt; v++)
+        data[v] = (float)(v % 89);
+    for (int64_t v = 0; v < nvox; v += 16)
+        mask[v] = 1;
+    char *dir = nf_asprintf("%s/chain", tmpdir);
+    assert_int_equal(nf_mkdirs(dir, &err), 0);
+    for (int s = 1; s <= SUBJECTS; s++) {
+        char *path = nf_asprintf("%s/sub-%02d_bold.nii.gz", dir, s);
+        assert_int_equal(nf_nifti_write(path, &g, nt, data, 0, "t", &err), 0);
+        free(path);
+    }
+    char *mpath = nf_asprintf("%s/mask.nii.gz", dir);
+    assert_int_equal(nf_nifti_write(mpath, &g, 1, mask, 0, "t", &err), 0);
+    char *yaml = write_yaml("chain/chain.yaml",
+        "nlflow: 1\nsettings: {outputs: out}\nnodes:\n"
+        "  bold: {type: load, path: 'sub-*_bold.nii.gz', lazy: true}\n"
+        "  brain: {type: load, path: mask.nii.gz}\n"
+        "  sm: {type: smooth, in: {data: bold}, fwhm: 4}\n"
+        "  m: {type: mask, in: {data: sm, mask: brain}}\n"
+        "  s: {type: summarize, in: {m: m}}\n");
+    struct nf_diags d;
+    nf_diags_init(&d);
+    struct nf_pipeline *p = nf_pipeline_load(yaml, NULL, &d);
+    assert_non_null(p);
+    assert_int_equal(nf_resolve_shapes(p, &d), 0);
+    assert_int_equal(nf_place(p, false, &d), 0);
+    assert_int_equal(nf_plan_memory(p, &d), 0);
+    struct nf_exec_opts o = { .threads = 2 };
+    nf_log_quiet = true;
+    mallopt(M_MMAP_THRESHOLD, 64 * 1024);   /* every image mmapped, counted in hblkhd */
+    mapped_peak = 0;
+    nf_value_set_free_hook(sample_mapped);
+    assert_int_equal(nf_execute(p, &o, &err), 0);
+    nf_value_set_free_hook(NULL);
+    /* per task in flight (2 threads) the image read, its smoothed copy and
+     * smooth's working memory; a few smoothed images waiting for mask */
+    assert_true(mapped_peak > image);
+    if (mapped_peak >= 10 * image)
+        fail_msg("%zu bytes of images held at once (%zu images of %zu)", mapped_peak, mapped_peak / image,
+                 (size_t)SUBJECTS);
+    /* the results are those of the chain: subject 5's masked series */
+    char *out = nf_asprintf("%s/out/sub-05_chain_stat-m_statmap.nii.gz", dir);
+    struct nf_value *back = nf_nifti_read(out, &err);
+    assert_non_null(back);
+    assert_int_equal(back->u.vol.nt, nt);
+    nf_value_unref(back);
+    free(out);
+    nf_pipeline_free(p);
+    nf_diags_release(&d);
+    free(yaml);
+    free(mpath);
+    free(dir);
+    free(data);
+    free(mask);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -708,6 +800,7 @@ int main(void)
         cmocka_unit_test(test_memory_budget),
         cmocka_unit_test(test_roundtrip),
         cmocka_unit_test(test_streaming_collection),
+        cmocka_unit_test(test_streaming_chain),
     };
     return cmocka_run_group_tests(tests, setup_tmp, teardown_tmp);
 }

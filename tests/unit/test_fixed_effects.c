@@ -82,6 +82,21 @@ static void test_groups(void **state)
     assert_false(oom);
     assert_null(fixed_effects_group("sub-_task-x", &oom));
     assert_null(fixed_effects_group(NULL, &oom));
+
+    /* the group's label keeps the entities every run shares, never the run */
+    static const char *const same[] = { "sub-01_task-x_run-1_space-MNI", "sub-01_task-x_run-2_space-MNI" };
+    g = fixed_effects_group_label("sub-01", same, 2);
+    assert_string_equal(g, "sub-01_task-x_space-MNI");
+    free(g);
+    static const char *const mixed[] = { "sub-01_task-x_run-1_space-MNI", "sub-01_task-y_run-1_space-MNI",
+                                         "sub-01_task-x_space-MNIx" };
+    g = fixed_effects_group_label("sub-01", mixed, 3);
+    assert_string_equal(g, "sub-01");
+    free(g);
+    static const char *const one[] = { "sub-02_ses-a_task-x_run-3" };
+    g = fixed_effects_group_label("sub-02_ses-a", one, 1);
+    assert_string_equal(g, "sub-02_ses-a_task-x");
+    free(g);
 }
 
 /* ---- the node ---- */
@@ -141,7 +156,7 @@ static void test_node(void **state)
         struct nf_error err = { 0 };
         assert_int_equal(run_node(&p, E, Vr, out, &err), 0);
         static const size_t first[2] = { 0, 2 }, count[2] = { 2, 3 };
-        static const char *const names[2] = { "sub-01", "sub-02_ses-a" };
+        static const char *const names[2] = { "sub-01_task-x", "sub-02_ses-a_task-x" };
         for (int o = 0; o < FIXED_EFFECTS_N_OUT; o++)
             assert_int_equal(out[o]->u.coll.n, 2);
         for (size_t g = 0; g < 2; g++) {

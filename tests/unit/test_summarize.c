@@ -298,6 +298,64 @@ static void test_write_files(void **state)
     nf_params_release(&nf_node_summarize, &p);
 }
 
+/* Items labelled with BIDS entities (a bids node's runs, fixed_effects'
+ * subjects) go into their subject's (and session's) folder without the
+ * prefix, a k x V map with named rows as one file per row (contrast-<name>,
+ * each holding its own row); a label with the subject alone stays flat. */
+static void test_bids_layout(void **state)
+{
+    struct fixture *fx = *state;
+    struct summarize_params p;
+    struct sum_result r;
+    struct nf_error err = {0};
+    params_init(&p);
+
+    int64_t nv = fx->geom->n_voxels;
+    struct nf_value *z = nf_value_new_matrix(2, nv, fx->geom, &err);
+    assert_non_null(z);
+    for (int64_t c = 0; c < 2 * nv; c++)
+        z->u.mat.data[c] = (float)c * 0.5f - 3.0f;
+    static const char *const contrasts[] = {"faces_minus_houses", "houses"};
+    assert_int_equal(nf_matrix_set_row_names(z, contrasts, &err), 0);
+    nf_value_set_label(z, "sub-01_ses-2_task-x_run-1_space-MNI");
+    struct nf_value *coll = nf_value_new_collection(3, &err);
+    coll->u.coll.items[0] = z;
+    coll->u.coll.items[1] = map_matrix(fx, fx->full);
+    nf_value_set_label(coll->u.coll.items[1], "sub-02_task-x_space-MNI");
+    coll->u.coll.items[2] = map_matrix(fx, fx->full);
+    nf_value_set_label(coll->u.coll.items[2], "sub-03");
+
+    const char *names[] = {"z"};
+    struct nf_value *values[] = {coll};
+    run_summarize(fx, &p, 1, names, values, NULL, &r);
+    assert_int_equal(r.rc, 0);
+
+    static const char *const row_files[] = {
+        "sub-01/ses-2/sub-01_ses-2_task-x_run-1_space-MNI_contrast-facesMinusHouses_stat-z_statmap.nii.gz",
+        "sub-01/ses-2/sub-01_ses-2_task-x_run-1_space-MNI_contrast-houses_stat-z_statmap.nii.gz"};
+    for (int64_t row = 0; row < 2; row++) {
+        char *path = nf_path_join(fx->outdir, row_files[row]);
+        struct nf_value *back = nf_nifti_read(path, &err);
+        free(path);
+        assert_non_null(back);
+        assert_int_equal(back->u.vol.nt, 1);
+        for (int64_t c = 0; c < nv; c++)
+            assert_true(back->u.vol.data[fx->geom->index[c]] == z->u.mat.data[row * nv + c]);
+        nf_value_unref(back);
+    }
+    char *side = read_out(fx, "sub-01/ses-2/sub-01_ses-2_task-x_run-1_space-MNI_contrast-houses_stat-z_statmap.json");
+    assert_non_null(side);
+    assert_non_null(strstr(side, "\"Contrast\": \"houses\""));
+    assert_non_null(strstr(side, "\"Item\": \"sub-01_ses-2_task-x_run-1_space-MNI\""));
+    free(side);
+    assert_true(exists_in(fx, "sub-02/sub-02_task-x_space-MNI_stat-z_statmap.nii.gz"));
+    assert_true(exists_in(fx, "sub-03_test_stat-z_statmap.nii.gz"));
+
+    result_release(&r);
+    nf_value_unref(coll);
+    nf_params_release(&nf_node_summarize, &p);
+}
+
 static double num_at(const struct nf_value *tab, int col, int64_t row)
 {
     return tab->u.tab.cols[col].num[row];
@@ -1107,6 +1165,7 @@ int main(void)
     nf_log_quiet = true;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_write_files, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bids_layout, setup, teardown),
         cmocka_unit_test_setup_teardown(test_clusters_matrix, setup, teardown),
         cmocka_unit_test_setup_teardown(test_clusters_volume, setup, teardown),
         cmocka_unit_test_setup_teardown(test_atlas_regions, setup, teardown),
