@@ -259,7 +259,7 @@ int nf_tfce_work_init(struct nf_tfce_work *w, const struct nf_voxel_graph *g, in
         w->tree = nf_malloc_array(V, sizeof *w->tree);
         w->comp = nf_malloc_array((size_t)steps + 2, sizeof *w->comp);
         w->nonempty = nf_calloc((size_t)steps / 64 + 1, sizeof *w->nonempty);
-        w->cell_level = nf_calloc((size_t)g->n_cells, sizeof *w->cell_level);
+        w->cell_level = nf_calloc((size_t)g->n_cells, steps > INT8_MAX ? 2 : 1);
         w->cell_birth = nf_malloc_array((size_t)g->n_cells, sizeof *w->cell_birth);
     }
     w->bucket = nf_malloc_array(2 * ((size_t)steps + 1), sizeof *w->bucket);
@@ -346,19 +346,35 @@ static inline int level_of(double a, int steps, double m, double inv_dh, const d
     return k;
 }
 
+/* A cell's signed level in the workspace's box: int8 when the levels fit
+ * (the default 100 steps: the box then stays in L2 cache, which the flood's
+ * reads need), else int16. `wide` is a constant where they are called. */
+static inline __attribute__((always_inline)) int cell_get(const void *level, const bool wide, int32_t c)
+{
+    return wide ? ((const int16_t *)level)[c] : ((const int8_t *)level)[c];
+}
+
+static inline __attribute__((always_inline)) void cell_put(void *level, const bool wide, int32_t c, int k)
+{
+    if (wide)
+        ((int16_t *)level)[c] = (int16_t)k;
+    else
+        ((int8_t *)level)[c] = (int8_t)k;
+}
+
 /* Each voxel's level, signed by its side (level_of), and the count of voxels
  * per level in count[]; `tail` is a constant where it is called, so the loop
  * has no per-voxel choice of side. */
 static inline __attribute__((always_inline)) void signed_levels(const float *stat, int64_t V, const int tail,
                                                                 int steps, double m, double inv_dh,
                                                                 const double *h, const int32_t *cell,
-                                                                int16_t *level, int64_t *count)
+                                                                void *level, const bool wide, int64_t *count)
 {
     for (int64_t v = 0; v < V; v++) {
         double x = stat[v];
         double a = tail == NF_TAIL_UPPER ? x : tail == NF_TAIL_LOWER ? -x : fabs(x);
         int k = level_of(a, steps, m, inv_dh, h);
-        level[cell[v]] = (int16_t)(tail == NF_TAIL_LOWER || (tail == NF_TAIL_TWO && x < 0) ? -k : k);
+        cell_put(level, wide, cell[v], tail == NF_TAIL_LOWER || (tail == NF_TAIL_TWO && x < 0) ? -k : k);
         count[k]++;
     }
 }
@@ -406,30 +422,30 @@ static inline int next_level_below(const uint64_t *nonempty, int k)
  * stack of increasing levels; when the highest waiting level drops below a
  * component's, that component closes, merged into the one beneath it (when
  * the beneath one's level is still reached) or continued at the lower
- * level. `conn` is a constant where it is called. */
+ * level. `conn` and `wide` are constants where it is called. */
 static inline __attribute__((always_inline)) void flood(const struct nf_tfce_plan *p, struct nf_tfce_work *w,
-                                                        int32_t seed, const int conn, bool births,
-                                                        int32_t *n_nodes, int32_t *n_closed)
+                                                        int32_t seed, const int conn, const bool wide,
+                                                        bool births, int32_t *n_nodes, int32_t *n_closed)
 {
-    int16_t *level = w->cell_level;
+    void *level = w->cell_level;
     const int32_t *offset = p->graph->offset;
     int32_t *queue = w->queue, *birth = w->cell_birth;
     int64_t *head = w->bucket, *tail = w->bucket + p->steps + 1;
     uint64_t *nonempty = w->nonempty;
     struct nf_tfce_flood_comp *st = w->comp;   /* st[0]: level 0, below every component */
-    int side = level[seed] > 0 ? 1 : -1, k = level[seed] * side, top = 1;
+    int side = cell_get(level, wide, seed) > 0 ? 1 : -1, k = cell_get(level, wide, seed) * side, top = 1;
     int32_t cur = seed;
     bool queued = false;   /* cur was taken from its level's queue */
-    level[seed] = 0;
+    cell_put(level, wide, seed, 0);
     st[0] = (struct nf_tfce_flood_comp){ 0, 0, -1 };
     st[1] = (struct nf_tfce_flood_comp){ k, 0, (*n_nodes)++ };
     for (;;) {
         for (int j = 0; j < conn; j++) {
             int32_t u = cur + offset[j];
-            int ku = level[u] * side;
+            int ku = cell_get(level, wide, u) * side;
             if (ku <= 0)
                 continue;
-            level[u] = 0;
+            cell_put(level, wide, u, 0);
             if (ku <= k) {
                 queue[tail[ku]++] = u;
                 nonempty[ku >> 6] |= (uint64_t)1 << (ku & 63);
@@ -481,9 +497,36 @@ static inline __attribute__((always_inline)) void flood(const struct nf_tfce_pla
              * the neighbour loop would otherwise wait for */
             int32_t ahead = queue[head[k] + FLOOD_AHEAD];
             for (int j = 0; j < conn; j++)
-                __builtin_prefetch(level + ahead + offset[j], 1);
+                __builtin_prefetch((const char *)level + ((int64_t)ahead + offset[j]) * (wide ? 2 : 1), 1);
         }
     }
+}
+
+/* signed_levels and flood with the tail and the connectivity as constants. */
+static inline __attribute__((always_inline)) void signed_levels_of_tail(const float *stat, int64_t V, int tail,
+                                                                        int steps, double m, double inv_dh,
+                                                                        const double *h, const int32_t *cell,
+                                                                        void *level, const bool wide, int64_t *count)
+{
+    if (tail == NF_TAIL_TWO)
+        signed_levels(stat, V, NF_TAIL_TWO, steps, m, inv_dh, h, cell, level, wide, count);
+    else if (tail == NF_TAIL_UPPER)
+        signed_levels(stat, V, NF_TAIL_UPPER, steps, m, inv_dh, h, cell, level, wide, count);
+    else
+        signed_levels(stat, V, NF_TAIL_LOWER, steps, m, inv_dh, h, cell, level, wide, count);
+}
+
+static inline __attribute__((always_inline)) void flood_of_conn(const struct nf_tfce_plan *p,
+                                                                struct nf_tfce_work *w, int32_t seed, int conn,
+                                                                const bool wide, bool births, int32_t *n_nodes,
+                                                                int32_t *n_closed)
+{
+    if (conn == 6)
+        flood(p, w, seed, 6, wide, births, n_nodes, n_closed);
+    else if (conn == 18)
+        flood(p, w, seed, 18, wide, births, n_nodes, n_closed);
+    else
+        flood(p, w, seed, 26, wide, births, n_nodes, n_closed);
 }
 
 /* The sweep: levels, then every component of each side flooded from its
@@ -495,7 +538,8 @@ static int32_t tfce_sweep(const struct nf_tfce_plan *p, struct nf_tfce_work *w, 
     const struct nf_voxel_graph *g = p->graph;
     int64_t V = g->n_voxels;
     int steps = p->steps;
-    int16_t *level = w->cell_level;   /* all 0 between maps: the flood zeroes what it visits */
+    void *level = w->cell_level;   /* all 0 between maps: the flood zeroes what it visits */
+    bool wide = steps > INT8_MAX;
     double m = tail_height(stat, V, p->tail);
     if (!(m > 0))
         return 0;
@@ -514,12 +558,10 @@ static int32_t tfce_sweep(const struct nf_tfce_plan *p, struct nf_tfce_work *w, 
     /* levels, signed by side; each level's queue gets room for its voxels */
     int64_t *head = w->bucket, *tail = w->bucket + steps + 1;
     memset(head, 0, (size_t)(steps + 1) * sizeof *head);
-    if (p->tail == NF_TAIL_TWO)
-        signed_levels(stat, V, NF_TAIL_TWO, steps, m, inv_dh, h, g->cell, level, head);
-    else if (p->tail == NF_TAIL_UPPER)
-        signed_levels(stat, V, NF_TAIL_UPPER, steps, m, inv_dh, h, g->cell, level, head);
+    if (wide)
+        signed_levels_of_tail(stat, V, p->tail, steps, m, inv_dh, h, g->cell, level, true, head);
     else
-        signed_levels(stat, V, NF_TAIL_LOWER, steps, m, inv_dh, h, g->cell, level, head);
+        signed_levels_of_tail(stat, V, p->tail, steps, m, inv_dh, h, g->cell, level, false, head);
     int64_t at = 0;
     for (int k = 1; k <= steps; k++) {
         int64_t room = head[k];
@@ -534,14 +576,12 @@ static int32_t tfce_sweep(const struct nf_tfce_plan *p, struct nf_tfce_work *w, 
     int conn = g->connectivity;
     for (int64_t v = 0; v < V; v++) {
         int32_t c = g->cell[v];
-        if (!level[c])
+        if (!cell_get(level, wide, c))
             continue;
-        if (conn == 6)
-            flood(p, w, c, 6, births, &n_nodes, &n_closed);
-        else if (conn == 18)
-            flood(p, w, c, 18, births, &n_nodes, &n_closed);
+        if (wide)
+            flood_of_conn(p, w, c, conn, true, births, &n_nodes, &n_closed);
         else
-            flood(p, w, c, 26, births, &n_nodes, &n_closed);
+            flood_of_conn(p, w, c, conn, false, births, &n_nodes, &n_closed);
     }
 
     /* node values, parents (closed after their children) first */

@@ -96,8 +96,9 @@ struct nf_tfce_work {
     double *height_sum;    /* steps + 1: sum of h_j^H for j <= k */
     int32_t *parent;       /* clusters: union-find over voxels */
     int32_t *size;         /* clusters: a root's voxel count */
-    int16_t *cell_level;   /* per cell of the graph's box: +k / -k, the last threshold its voxel
-                              reaches on its side, until flooded; 0 between maps */
+    void *cell_level;      /* per cell of the graph's box: +k / -k, the last threshold its voxel
+                              reaches on its side, until flooded; 0 between maps (int8, or int16
+                              when steps > 127) */
     int32_t *cell_birth;   /* per cell: the tree node its voxel was gathered into (nf_tfce_map) */
     struct nf_tfce_tree_node *tree;   /* components over levels (V) */
     double *value;         /* per tree node: its TFCE (V); clusters: a root's mass */
