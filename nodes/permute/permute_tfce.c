@@ -56,21 +56,10 @@ static void signed_stat(const struct perm_ctx *up, float *g)
         return;
     }
     /* t: nf_perm_transform's upper-tail q and nf_perm_null_units fused in one
-     * pass over the map (the same operations, so the same bits) */
-    const float a = (float)up->a, cc = (float)up->c;
-    const float *shift = up->shift, *ss = up->ss, *fl = up->floor_, *cap = up->cap;
+     * vectorised pass over the map (the same operations, so the same bits) */
     const double k = up->test == PERM_ONE_SAMPLE ? (double)(up->n - 1) / (double)up->n
                                                  : (double)(up->n - 2) / (1.0 / (double)up->n1 + 1.0 / (double)up->n2);
-    for (int64_t v = 0; v < up->V; v++) {
-        float d = a * g[v] - shift[v];
-        float den = ss[v] - cc * d * d;
-        den = den > fl[v] ? den : fl[v];
-        float ad = d < 0 ? -d : d;
-        float q = d * ad / den;
-        q = q < cap[v] ? q : cap[v];
-        double t = sqrt(fabs((double)q) * k);
-        g[v] = q == -FLT_MAX ? 0.0f : (float)(q < 0 ? -t : t);
-    }
+    up->K->perm_signed_t_f32(g, up->V, (float)up->a, (float)up->c, up->shift, up->ss, up->floor_, up->cap, k);
 }
 
 double nf_perm_t_isf(double p, double dof)
