@@ -253,8 +253,8 @@ int nf_tfce_work_init(struct nf_tfce_work *w, const struct nf_voxel_graph *g, in
     w->parent = nf_malloc_array(V, sizeof *w->parent);
     w->size = nf_malloc_array(V, sizeof *w->size);
     w->value = nf_malloc_array(V, sizeof *w->value);
+    w->queue = nf_malloc_array(V, sizeof *w->queue);
     if (steps > 0) {
-        w->queue = nf_malloc_array(V, sizeof *w->queue);
         w->order = nf_malloc_array(V, sizeof *w->order);
         w->tree = nf_malloc_array(V, sizeof *w->tree);
         w->comp = nf_malloc_array((size_t)steps + 2, sizeof *w->comp);
@@ -266,7 +266,7 @@ int nf_tfce_work_init(struct nf_tfce_work *w, const struct nf_voxel_graph *g, in
     w->height = nf_malloc_array((size_t)steps + 2, sizeof *w->height);
     w->height_sum = nf_malloc_array((size_t)steps + 1, sizeof *w->height_sum);
     if (!w->level || !w->parent || !w->size || !w->value || !w->bucket || !w->height || !w->height_sum ||
-        (steps > 0 && (!w->queue || !w->order || !w->tree || !w->comp || !w->nonempty || !w->cell_level ||
+        !w->queue || (steps > 0 && (!w->order || !w->tree || !w->comp || !w->nonempty || !w->cell_level ||
                        !w->cell_birth))) {
         nf_tfce_work_release(w);
         return NF_FAIL(err, NF_ENOMEM, "out of memory for TFCE's workspace (%lld voxels)", (long long)g->n_voxels);
@@ -620,21 +620,25 @@ float nf_tfce_max(const struct nf_tfce_plan *p, struct nf_tfce_work *w, const fl
 /* ---- clusters ---- */
 
 /* Which voxels are beyond T (w->level: +1, -1, 0), joined with their earlier
- * neighbours on the same side (w->size: a root's voxel count). */
-static void cluster_forest(const struct nf_cluster_plan *p, struct nf_tfce_work *w, const float *stat)
+ * neighbours on the same side (w->size: a root's voxel count). Returns how
+ * many, listed in column order in w->queue (so that the passes after it
+ * visit those few, not all V). */
+static int64_t cluster_forest(const struct nf_cluster_plan *p, struct nf_tfce_work *w, const float *stat)
 {
     const struct nf_voxel_graph *g = p->graph;
     int64_t V = g->n_voxels;
     double T = p->threshold;
     bool up = p->tail != NF_TAIL_LOWER, down = p->tail != NF_TAIL_UPPER;
     int16_t *side = w->level;
-    int32_t *parent = w->parent, *size = w->size;
+    int32_t *parent = w->parent, *size = w->size, *beyond = w->queue;
+    int64_t n = 0;
     for (int64_t v = 0; v < V; v++) {
         double x = stat[v];
         int s = up && x > T && isfinite(x) ? 1 : down && x < -T && isfinite(x) ? -1 : 0;
         side[v] = (int16_t)s;
         if (!s)
             continue;
+        beyond[n++] = (int32_t)v;
         parent[v] = (int32_t)v;
         size[v] = 1;
         int32_t root = (int32_t)v;
@@ -654,6 +658,7 @@ static void cluster_forest(const struct nf_cluster_plan *p, struct nf_tfce_work 
             root = big;
         }
     }
+    return n;
 }
 
 int64_t nf_clusters_label(const struct nf_cluster_plan *p, struct nf_tfce_work *w, const float *stat,
@@ -689,24 +694,26 @@ int64_t nf_clusters_label(const struct nf_cluster_plan *p, struct nf_tfce_work *
 void nf_clusters_max(const struct nf_cluster_plan *p, struct nf_tfce_work *w, const float *stat,
                      int64_t *max_size, double *max_mass)
 {
-    int64_t V = p->graph->n_voxels;
     double T = p->threshold;
-    cluster_forest(p, w, stat);
+    int64_t n = cluster_forest(p, w, stat);
+    const int32_t *beyond = w->queue;
     /* masses summed per root in column order, as nf_clusters_label sums them */
     double *mass = w->value;
-    for (int64_t v = 0; v < V; v++)
-        if (w->level[v])
-            mass[v] = 0;
-    for (int64_t v = 0; v < V; v++)
-        if (w->level[v])
-            mass[uf_find(w->parent, (int32_t)v)] += fabs((double)stat[v]) - T;
+    for (int64_t i = 0; i < n; i++)
+        mass[beyond[i]] = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int32_t v = beyond[i];
+        mass[uf_find(w->parent, v)] += fabs((double)stat[v]) - T;
+    }
     int64_t best_size = 0;
     double best_mass = 0;
-    for (int64_t v = 0; v < V; v++)
-        if (w->level[v] && w->parent[v] == v) {
+    for (int64_t i = 0; i < n; i++) {
+        int32_t v = beyond[i];
+        if (w->parent[v] == v) {
             best_size = w->size[v] > best_size ? w->size[v] : best_size;
             best_mass = mass[v] > best_mass ? mass[v] : best_mass;
         }
+    }
     *max_size = best_size;
     *max_mass = best_mass;
 }

@@ -87,7 +87,8 @@ struct nf_tfce_work {
     int64_t n_voxels;
     int steps;             /* the most thresholds it holds tables for */
     int16_t *level;        /* clusters: per voxel, its side (+1 / -1) beyond T; 0: none */
-    int32_t *queue;        /* V: per level, the cells waiting to be gathered (FIFO) */
+    int32_t *queue;        /* V: per level, the cells waiting to be gathered (FIFO); clusters:
+                              the voxels beyond T */
     int64_t *bucket;       /* 2 (steps + 1): each level's queue head and tail */
     uint64_t *nonempty;    /* bitmap over levels: which queues hold voxels */
     struct nf_tfce_flood_comp *comp;   /* steps + 2: the stack of open components */
