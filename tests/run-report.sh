@@ -19,7 +19,10 @@
 #      the cluster table puts the slices through that peak into the map's
 #      slice figure.
 #   4. tests/report/whole-brain.yaml: the confusion matrix of a classifier's
-#      out-of-fold predictions gives the accuracy of predict's fold scores.
+#      out-of-fold predictions gives the accuracy of predict's fold scores;
+#   5. tests/report/tfce-clusters.yaml: the 5% cuts marked on permute's TFCE
+#      and cluster-size nulls split the TFCE map and the clusters as
+#      p_tfce_fwe < 0.05 and p_size_fwe < 0.05 do.
 # The Chromium part skips (saying so) only where chromium is not installed.
 set -u
 : "${NLFLOW:?path to the nlflow binary}" "${srcdir:?source folder}"
@@ -173,4 +176,45 @@ folds=$(sed -n 's/.*mean over 4 folds \([0-9.]*\)\..*/\1/p' "$page")
 [ -n "$confusion" ] && [ "$confusion" = "$folds" ] \
     || fail "whole-brain: confusion matrix accuracy '$confusion', mean fold score '$folds'"
 echo "ok   whole-brain: confusion matrix accuracy $confusion = mean of predict's fold scores"
+
+# TFCE and cluster inference: the 5% cuts the report marks on permute's null
+# distributions split the TFCE map as p_tfce_fwe < 0.05 does (maps read by
+# python3's standard library) and the clusters as their p_size_fwe < 0.05
+# does (summarize's table of permute's clusters).
+mkdir -p "$work/tfce" && cp "$srcdir/tests/report/tfce-clusters.yaml" "$work/tfce/"
+"$NLFLOW" run --quiet --no-cache "$work/tfce/tfce-clusters.yaml" || fail "tfce-clusters does not run"
+page="$work/tfce/results/tfce-clusters_report.html"
+"$CHECK" "$page" --max-bytes $((10 * 1024 * 1024)) --min-images 0 >"$work/check.txt" \
+    || { cat "$work/check.txt"; fail "tfce-clusters: the report does not check out"; }
+tthr=$(sed -n 's/.*Voxels whose |TFCE| is above \([-0-9.e+]*\) have p_tfce_fwe &lt; 0.05.*/\1/p' "$page")
+sthr=$(sed -n 's/.*Clusters larger than \([-0-9.e+]*\) have cluster_p_fwe &lt; 0.05.*/\1/p' "$page")
+grep -q "Clusters whose mass is above [-0-9.e+]* have cluster_mass_p_fwe &lt; 0.05" "$page" \
+    || fail "tfce-clusters: no 5% cut on the cluster mass null"
+grep -q "The clusters of the observed map beyond the cluster-forming threshold" "$page" \
+    || fail "tfce-clusters: the clusters table has no caption"
+[ -n "$tthr" ] && [ -n "$sthr" ] || fail "tfce-clusters: no 5% cut on the TFCE or cluster size null ('$tthr', '$sthr')"
+if command -v python3 >/dev/null; then
+    python3 - "$work/tfce/results" "$tthr" "$sthr" <<'PY' || fail "tfce-clusters: a 5% cut does not split the results as the p values do"
+import csv, glob, gzip, struct, sys
+def floats(path):
+    b = gzip.open(path).read()
+    dims = struct.unpack('<8h', b[40:56])
+    n = 1
+    for d in dims[1:1 + dims[0]]:
+        n *= d
+    off = int(struct.unpack('<f', b[108:112])[0])
+    return struct.unpack('<%df' % n, b[off:off + 4 * n])
+d, tthr, sthr = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+tfce = floats(glob.glob(d + '/*_stat-tfce_statmap.nii.gz')[0])
+p = floats(glob.glob(d + '/*_stat-pTfceFwe_statmap.nii.gz')[0])
+above, sig = sum(abs(x) > tthr for x in tfce), sum(x < 0.05 for x in p)
+rows = list(csv.DictReader(open(glob.glob(d + '/*clusters*.tsv')[0]), delimiter='\t'))
+big = [float(r['size']) > sthr for r in rows]
+small_p = [float(r['p_size_fwe']) < 0.05 for r in rows]
+print('TFCE cut %g: %d voxels above, %d with p_tfce_fwe < 0.05; size cut %g: %d of %d clusters'
+      % (tthr, above, sig, sthr, sum(big), len(rows)))
+sys.exit(0 if above == sig and sig > 0 and big == small_p and any(big) else 1)
+PY
+fi
+echo "ok   tfce-clusters: the TFCE and cluster-size cuts split the maps and clusters as their p values do"
 [ -n "$CHROMIUM" ] || echo "SKIP (part): chromium is not installed; the pages were not rendered in a browser"

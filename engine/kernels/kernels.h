@@ -127,6 +127,14 @@ struct nf_kernels {
      * one add per term (no fused multiply-add), so every table gives the same
      * bits whatever nr and the rows beside an element. */
     void (*rows_gemm_f32)(const float *R, int64_t nr, const float *D, int64_t n, int64_t V, float *G);
+    /* The signed t of such a map in place (the permute node's statistic for
+     * TFCE and clusters), per voxel in float: d = a g - shift, den = ss - c d d
+     * raised to floor when not above it, q = d |d| / den lowered to cap when
+     * not below it; then g = 0 when q is -FLT_MAX (a zero-variance voxel),
+     * else (float) ±sqrt(|q| k) in double with q's sign. Every table gives
+     * the same bits. */
+    void (*perm_signed_t_f32)(float *g, int64_t V, float a, float c, const float *shift, const float *ss,
+                              const float *floor_, const float *cap, double k);
 };
 
 /* The plain versions (kernels/ref/), also the fallbacks of the other tables. */
@@ -141,6 +149,8 @@ void nf_row_standardize_ref(float *z, double *cross, const float *x, const doubl
                             const int64_t *keep, double cov, int64_t V);
 void nf_row_gemv_double_ref(const float *row, const float *D, int64_t n, int64_t V, double *acc);
 void nf_rows_gemm_f32_ref(const float *R, int64_t nr, const float *D, int64_t n, int64_t V, float *G);
+void nf_perm_signed_t_f32_ref(float *g, int64_t V, float a, float c, const float *shift, const float *ss,
+                              const float *floor_, const float *cap, double k);
 /* The vectorised versions (kernels/simd/): perm_tile runs t->impl. */
 void nf_perm_tile_simd(const struct nf_perm_tile *t, const float *R, int64_t rows, int64_t v0, int64_t nv,
                        uint32_t *cnt, float *rowmax, float *scratch);
@@ -153,13 +163,15 @@ void nf_row_standardize_simd(float *z, double *cross, const float *x, const doub
                              const int64_t *keep, double cov, int64_t V);
 void nf_row_gemv_double_simd(const float *row, const float *D, int64_t n, int64_t V, double *acc);
 void nf_rows_gemm_f32_simd(const float *R, int64_t nr, const float *D, int64_t n, int64_t V, float *G);
+void nf_perm_signed_t_f32_simd(float *g, int64_t V, float a, float c, const float *shift, const float *ss,
+                               const float *floor_, const float *cap, double k);
 /* The entries of a table that come from kernels/simd/, for the tables that
  * take them all (blas, cuda): `{ .name = "x", ..., NF_KERNELS_SIMD_ENTRIES }`. */
 #define NF_KERNELS_SIMD_ENTRIES                                                                     \
     .perm_tile = nf_perm_tile_simd, .ridge_error_sums = nf_ridge_error_sums_simd,                   \
     .row_accumulate = nf_row_accumulate_simd, .row_sq_dev = nf_row_sq_dev_simd,                     \
     .row_standardize = nf_row_standardize_simd, .row_gemv_double = nf_row_gemv_double_simd,        \
-    .rows_gemm_f32 = nf_rows_gemm_f32_simd
+    .rows_gemm_f32 = nf_rows_gemm_f32_simd, .perm_signed_t_f32 = nf_perm_signed_t_f32_simd
 
 extern const struct nf_kernels nf_kernels_ref;
 extern const struct nf_kernels nf_kernels_blas;

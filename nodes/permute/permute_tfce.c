@@ -56,21 +56,10 @@ static void signed_stat(const struct perm_ctx *up, float *g)
         return;
     }
     /* t: nf_perm_transform's upper-tail q and nf_perm_null_units fused in one
-     * pass over the map (the same operations, so the same bits) */
-    const float a = (float)up->a, cc = (float)up->c;
-    const float *shift = up->shift, *ss = up->ss, *fl = up->floor_, *cap = up->cap;
+     * vectorised pass over the map (the same operations, so the same bits) */
     const double k = up->test == PERM_ONE_SAMPLE ? (double)(up->n - 1) / (double)up->n
                                                  : (double)(up->n - 2) / (1.0 / (double)up->n1 + 1.0 / (double)up->n2);
-    for (int64_t v = 0; v < up->V; v++) {
-        float d = a * g[v] - shift[v];
-        float den = ss[v] - cc * d * d;
-        den = den > fl[v] ? den : fl[v];
-        float ad = d < 0 ? -d : d;
-        float q = d * ad / den;
-        q = q < cap[v] ? q : cap[v];
-        double t = sqrt(fabs((double)q) * k);
-        g[v] = q == -FLT_MAX ? 0.0f : (float)(q < 0 ? -t : t);
-    }
+    up->K->perm_signed_t_f32(g, up->V, (float)up->a, (float)up->c, up->shift, up->ss, up->floor_, up->cap, k);
 }
 
 double nf_perm_t_isf(double p, double dof)
@@ -298,8 +287,10 @@ static int tfce_outputs(const struct perm_ctx *c, const struct nf_run *run, stru
         !(out[PERMUTE_OUT_P_TFCE_FWE] = nf_value_new_matrix(1, c->V, geom, run->err)) ||
         !(out[PERMUTE_OUT_NULL_MAX_TFCE] =
               null_column(c->null_tfce, NULL, c->M, "null_max_tfce",
-                          c->exact ? "maximum |TFCE| over voxels of every permutation (the identity included)"
-                                   : "maximum |TFCE| over voxels of each random permutation",
+                          c->exact ? "maximum |TFCE| over voxels of every permutation (the identity "
+                                     "included): p_tfce_fwe = count / N"
+                                   : "maximum |TFCE| over voxels of each random permutation: "
+                                     "p_tfce_fwe = (count + 1) / (N + 1)",
                           run->err))) {
         rc = run->err->code;
         goto fail;
@@ -339,10 +330,10 @@ static int cluster_outputs(const struct perm_ctx *c, const struct nf_run *run, s
         p_size[k] = ((double)count_at_least(size, c->M, (double)c->cluster_obs[k].size) + add) / denom;
         p_mass[k] = ((double)count_at_least(mass, c->M, c->cluster_obs[k].mass) + add) / denom;
     }
-    char what[160];
-    snprintf(what, sizeof what, "largest cluster %%s beyond %.6g of each %spermutation", c->cluster_T,
-             c->exact ? "" : "random ");
-    char what_size[200], what_mass[200];
+    char what[200];
+    snprintf(what, sizeof what, "largest cluster %%s beyond %.6g of each %spermutation: %s", c->cluster_T,
+             c->exact ? "" : "random ", c->exact ? "p = count / N" : "p = (count + 1) / (N + 1)");
+    char what_size[240], what_mass[240];
     snprintf(what_size, sizeof what_size, what, "size (voxels)");
     snprintf(what_mass, sizeof what_mass, what, "mass");
     if (!(out[PERMUTE_OUT_CLUSTER_P_FWE] = nf_value_new_matrix(1, c->V, geom, run->err)) ||

@@ -44,6 +44,9 @@ struct nf_voxel_graph {
     int connectivity;
     int32_t *nbr;          /* v's neighbours: nbr[v * connectivity + j], ascending, then n_voxels
                               (none) in the slots left over at the mask's edge */
+    int64_t n_cells;       /* the mask's bounding box with one cell of padding on every side */
+    int32_t *cell;         /* per voxel: its cell in that box */
+    int32_t offset[26];    /* the neighbours' cells: cell + offset[j] */
 };
 /* Build from a mask's geometry (geom->index: columns → grid offsets). 0, or
  * NF_EINVAL (connectivity not 6, 18 or 26), NF_EDATA (more than 2^30 voxels,
@@ -76,21 +79,30 @@ int nf_cluster_plan_init(struct nf_cluster_plan *p, const struct nf_voxel_graph 
                          struct nf_error *err);
 
 /* One thread's scratch for either kind of plan on a graph (tfce.c says how
- * each part is used): about 60 + 4 * connectivity bytes per voxel. */
+ * each part is used): about 40 bytes per voxel and, for TFCE, 6 per cell of
+ * the graph's box. */
 struct nf_tfce_tree_node;
+struct nf_tfce_flood_comp;
 struct nf_tfce_work {
     int64_t n_voxels;
     int steps;             /* the most thresholds it holds tables for */
-    int16_t *level;        /* per voxel: +k / -k, the last threshold it reaches on its side; 0: none */
-    int32_t *stream;       /* per level: each voxel, then its neighbours added before it */
-    int64_t *bucket;       /* 2 (steps + 1): where each level's stream starts, and its end */
+    int16_t *level;        /* clusters: per voxel, its side (+1 / -1) beyond T; 0: none */
+    int32_t *queue;        /* V: per level, the cells waiting to be gathered (FIFO); clusters:
+                              the voxels beyond T */
+    int64_t *bucket;       /* 2 (steps + 1): each level's queue head and tail */
+    uint64_t *nonempty;    /* bitmap over levels: which queues hold voxels */
+    struct nf_tfce_flood_comp *comp;   /* steps + 2: the stack of open components */
+    int32_t *order;        /* V: tree nodes in the order they closed */
     double *height;        /* steps + 2: h_0 = 0, the thresholds h_1 .. h_steps, +inf */
     double *height_sum;    /* steps + 1: sum of h_j^H for j <= k */
-    int32_t *parent;       /* union-find over voxels (TFCE: a root holds ~its component) */
+    int32_t *parent;       /* clusters: union-find over voxels */
     int32_t *size;         /* clusters: a root's voxel count */
-    int32_t *birth;        /* per voxel: the component it joined when added */
-    struct nf_tfce_tree_node *tree;   /* components over levels (2 V) */
-    double *value;         /* per component: its TFCE (2 V); clusters: a root's mass */
+    void *cell_level;      /* per cell of the graph's box: +k / -k, the last threshold its voxel
+                              reaches on its side, until flooded; 0 between maps (int8, or int16
+                              when steps > 127) */
+    int32_t *cell_birth;   /* per cell: the tree node its voxel was gathered into (nf_tfce_map) */
+    struct nf_tfce_tree_node *tree;   /* components over levels (V) */
+    double *value;         /* per tree node: its TFCE (V); clusters: a root's mass */
 };
 /* Sized for the graph and up to `steps` thresholds (0 for clusters only).
  * 0, or NF_ENOMEM. */

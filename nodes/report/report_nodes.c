@@ -5,7 +5,10 @@
  *   permute  null_max     the null distribution of the maximum with the 5%
  *                         family-wise threshold marked (the exact cut, from
  *                         the p_fwe formula the node used), and the test's
- *                         parameters;
+ *                         parameters; the same for null_max_tfce,
+ *                         null_max_cluster_size and null_max_cluster_mass
+ *                         (TFCE and cluster-level FWE);
+ *   permute  clusters     the clusters table with what its columns are;
  *   ridge    alpha        how many voxels chose each alpha;
  *   ridge    score        the score map and the distribution of CV scores;
  *   predict  predictions  the confusion matrix (classifiers), or observed
@@ -155,6 +158,65 @@ static int null_max_section(struct report_ctx *c, const char *key, const struct 
     char *svg = report_svg_histogram(m->data, n, 40, isfinite(thr) ? thr : NAN, mark, key);
     report_page_svg(&c->pg, svg);
     free(svg);
+    return params_table(c, src);
+}
+
+/* permute's TFCE and cluster nulls: the histogram with the value a voxel's
+ * TFCE or a cluster's size or mass must exceed for p < 0.05. */
+static int tfce_cluster_null_section(struct report_ctx *c, const char *key, const struct nf_value *v,
+                                     const struct nf_input_source *src)
+{
+    static const struct {
+        const char *port, *what, *p_name, *passes;
+    } kinds[] = {
+        { "null_max_tfce", "maximum |TFCE| over voxels", "p_tfce_fwe", "Voxels whose |TFCE| is above" },
+        { "null_max_cluster_size", "largest cluster size (voxels)", "cluster_p_fwe", "Clusters larger than" },
+        { "null_max_cluster_mass", "largest cluster mass (sum of |stat| - T over its voxels)", "cluster_mass_p_fwe",
+          "Clusters whose mass is above" },
+    };
+    size_t kind = 0;
+    while (strcmp(kinds[kind].port, src->port) != 0)
+        kind++;
+    const struct nf_matrix *m = &v->u.mat;
+    size_t n = (size_t)(m->rows * m->cols);
+    const char *desc = v->stat.description;
+    bool exact = desc && strstr(desc, "= count / N"), known = exact || (desc && strstr(desc, "= (count + 1) / (N + 1)"));
+    double thr = report_fwe_threshold(m->data, n, exact, 0.05);
+    char text[900], mark[64];
+    int len = snprintf(text, sizeof text,
+                       "The null distribution of the %s, from %zu %s. %s is %s, with count the permutations whose "
+                       "value reaches the observed one. ",
+                       kinds[kind].what, n,
+                       exact ? "permutations (every one, the identity included)"
+                       : known ? "random permutations" : "permutations",
+                       kinds[kind].p_name, exact ? "count / N" : "(count + 1) / (N + 1)");
+    if (isfinite(thr))
+        snprintf(text + len, sizeof text - (size_t)len, "%s %.6g have %s < 0.05 (the red line).",
+                 kinds[kind].passes, thr, kinds[kind].p_name);
+    else
+        snprintf(text + len, sizeof text - (size_t)len, "With %zu permutations nothing can reach %s < 0.05.", n,
+                 kinds[kind].p_name);
+    report_page_paragraph(&c->pg, text);
+    snprintf(mark, sizeof mark, "%s < 0.05 above", kinds[kind].p_name);
+    char *svg = report_svg_histogram(m->data, n, 40, isfinite(thr) ? thr : NAN, mark, key);
+    report_page_svg(&c->pg, svg);
+    free(svg);
+    return params_table(c, src);
+}
+
+/* permute's clusters table: what its columns are, then the table. */
+static int permute_clusters_section(struct report_ctx *c, const struct nf_value *v,
+                                    const struct nf_input_source *src)
+{
+    report_page_paragraph(&c->pg,
+                          "The clusters of the observed map beyond the cluster-forming threshold, positive clusters "
+                          "first, each numbered at its first voxel: sign, size (voxels), mass (sum of |stat| - T), "
+                          "peak (the statistic at the largest |stat|) and its x, y, z in mm, and the family-wise "
+                          "corrected p of its size and of its mass (each against the largest cluster of every "
+                          "permutation).");
+    int rc = report_table_section(c, &v->u.tab);
+    if (rc < 0)
+        return rc;
     return params_table(c, src);
 }
 
@@ -570,6 +632,12 @@ int report_node_section(struct report_ctx *c, const char *key, const struct nf_v
     bool column = v->kind == NF_KIND_MATRIX && (v->u.mat.rows == 1 || v->u.mat.cols == 1);
     if (is_from(src, "permute", "null_max") && column)
         return null_max_section(c, key, v, src);
+    if ((is_from(src, "permute", "null_max_tfce") || is_from(src, "permute", "null_max_cluster_size") ||
+         is_from(src, "permute", "null_max_cluster_mass")) &&
+        column)
+        return tfce_cluster_null_section(c, key, v, src);
+    if (is_from(src, "permute", "clusters") && v->kind == NF_KIND_TABLE)
+        return permute_clusters_section(c, v, src);
     if (is_from(src, "ridge", "alpha") && v->kind == NF_KIND_MATRIX)
         return alpha_section(c, key, v, src);
     if ((is_from(src, "ridge", "score") || is_from(src, "predict", "map")) && is_map(v))

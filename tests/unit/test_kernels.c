@@ -921,6 +921,7 @@ static void test_tables_are_complete(void **state)
         assert_non_null(all[t]->row_standardize);
         assert_non_null(all[t]->row_gemv_double);
         assert_non_null(all[t]->rows_gemm_f32);
+        assert_non_null(all[t]->perm_signed_t_f32);
     }
 }
 
@@ -963,6 +964,59 @@ static void test_rows_gemm_f32_matches_reference(void **state)
         }
         test_free(R);
         test_free(D);
+        test_free(want);
+        test_free(got);
+    }
+}
+
+/* perm_signed_t_f32 of every table against the definition written out
+ * here, bit for bit: voxel counts around the 8-wide vectors, denominators
+ * below their floor, values above their cap, zero-variance voxels (cap
+ * -FLT_MAX: 0), negative and zero differences; nothing past V is written. */
+static void test_perm_signed_t_f32_matches_reference(void **state)
+{
+    (void)state;
+    const struct nf_kernels *tables[] = { &nf_kernels_ref, &nf_kernels_blas, nf_kernels_cpu() };
+    const int64_t sizes[] = { 1, 7, 8, 9, 17, 1000 + 3 };
+    uint64_t seed = 23;
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        const int64_t V = sizes[s];
+        float *x = test_malloc((size_t)V * sizeof *x), *shift = test_malloc((size_t)V * sizeof *shift);
+        float *ss = test_malloc((size_t)V * sizeof *ss), *fl = test_malloc((size_t)V * sizeof *fl);
+        float *cap = test_malloc((size_t)V * sizeof *cap), *want = test_malloc((size_t)V * sizeof *want);
+        float *got = test_malloc((size_t)(V + 1) * sizeof *got);
+        const float a = 0.37f, c = 0.02f;
+        const double k = 49.0 / 50.0;
+        for (int64_t v = 0; v < V; v++) {
+            x[v] = (float)nf_rand_normal(&seed) * 3;
+            shift[v] = v % 11 == 3 ? a * x[v] : (float)nf_rand_normal(&seed);   /* d = 0 exactly */
+            ss[v] = (float)fabs(nf_rand_normal(&seed)) + 0.01f;
+            fl[v] = v % 5 == 1 ? 10.0f : 1e-6f;                                  /* den raised to floor */
+            cap[v] = v % 7 == 2 ? -FLT_MAX : v % 13 == 4 ? 0.5f : FLT_MAX;      /* zero variance, capped */
+        }
+        for (int64_t v = 0; v < V; v++) {
+            float d = a * x[v] - shift[v];
+            float den = ss[v] - c * d * d;
+            if (!(den > fl[v]))
+                den = fl[v];
+            float q = d * (d < 0 ? -d : d) / den;
+            if (!(q < cap[v]))
+                q = cap[v];
+            double t = sqrt(fabs((double)q) * k);
+            want[v] = q == -FLT_MAX ? 0.0f : q < 0 ? (float)-t : (float)t;
+        }
+        for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++) {
+            memcpy(got, x, (size_t)V * sizeof *got);
+            got[V] = PAD_SENTINEL;
+            tables[t]->perm_signed_t_f32(got, V, a, c, shift, ss, fl, cap, k);
+            assert_memory_equal(got, want, (size_t)V * sizeof *got);
+            assert_true(got[V] == PAD_SENTINEL);
+        }
+        test_free(x);
+        test_free(shift);
+        test_free(ss);
+        test_free(fl);
+        test_free(cap);
         test_free(want);
         test_free(got);
     }
@@ -1056,6 +1110,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tables_are_complete),
         cmocka_unit_test(test_rows_gemm_f32_matches_reference),
+        cmocka_unit_test(test_perm_signed_t_f32_matches_reference),
         cmocka_unit_test(test_dsyrk_matches_reference),
         cmocka_unit_test(test_sgemm_reference_closed_form),
         cmocka_unit_test(test_sgemm_matches_reference),

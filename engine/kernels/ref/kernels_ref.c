@@ -304,4 +304,5 @@ const struct nf_kernels nf_kernels_ref = {
     .row_standardize = nf_row_standardize_ref,
     .row_gemv_double = nf_row_gemv_double_ref,
     .rows_gemm_f32 = nf_rows_gemm_f32_ref,
+    .perm_signed_t_f32 = nf_perm_signed_t_f32_ref,
 };

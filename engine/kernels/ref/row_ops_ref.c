@@ -1,10 +1,13 @@
 /* row_ops_ref.c — passes over one row of a matrix in double (row_accumulate,
  * row_sq_dev, row_standardize, row_gemv_double in kernels.h) and the float
- * product of a few rows with the data (rows_gemm_f32), as plain loops:
+ * product of a few rows with the data (rows_gemm_f32) and its signed t
+ * (perm_signed_t_f32), as plain loops:
  * the oracle of tests/unit/test_kernels.c for kernels/simd/row_ops.c, which
  * must give the same bits, the entries of nf_kernels_ref, and the vector
  * versions' tails.
  */
+#include <float.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -53,4 +56,19 @@ void nf_rows_gemm_f32_ref(const float *R, int64_t nr, const float *D, int64_t n,
                 acc += R[r * n + j] * D[j * V + v];
             G[r * V + v] = acc;
         }
+}
+
+void nf_perm_signed_t_f32_ref(float *g, int64_t V, float a, float c, const float *shift, const float *ss,
+                              const float *floor_, const float *cap, double k)
+{
+    for (int64_t v = 0; v < V; v++) {
+        float d = a * g[v] - shift[v];
+        float den = ss[v] - c * d * d;
+        den = den > floor_[v] ? den : floor_[v];
+        float ad = d < 0 ? -d : d;
+        float q = d * ad / den;
+        q = q < cap[v] ? q : cap[v];
+        double t = sqrt(fabs((double)q) * k);
+        g[v] = q == -FLT_MAX ? 0.0f : (float)(q < 0 ? -t : t);
+    }
 }

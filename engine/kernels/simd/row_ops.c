@@ -12,7 +12,14 @@
  * ROWS_BLOCK columns keep the block of D in L2 across the groups of 8 rows.
  * Each element is 0 + w_0 d_0 + w_1 d_1 + ... in order with separate
  * multiplies and adds (C11 mode: no contraction), as the plain loop.
+ *
+ * perm_signed_t_f32 (those maps' t, 8 voxels at a time) needs a vector
+ * square root in double, which -O2 leaves scalar whatever the target: so an
+ * AVX-512 and an AVX2 version with the intrinsics, chosen at run time, the
+ * plain loop elsewhere. Each lane does the plain loop's operations in its
+ * order (a select for each ?:, the sign bit cleared for fabs).
  */
+#include <float.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -153,4 +160,86 @@ void nf_rows_gemm_f32_simd(const float *R, int64_t nr, const float *D, int64_t n
                 G[r * V + v] = acc;
             }
     }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+typedef int32_t nf_v8i __attribute__((vector_size(32)));
+
+/* mask ? a : b, lane by lane (a mask lane is all ones or all zeros) */
+#define SELECT8(V, I, mask, a, b) ((V)(((I)(a) & (I)(mask)) | ((I)(b) & ~(I)(mask))))
+
+/* The signed t of 8 voxels from v; SQRT8(out, in) sets the nf_v8d out to
+ * the square roots of in (a macro: vectors this wide cannot be passed to an
+ * AVX2 function). */
+#define SIGNED_T_8(SQRT8)                                                                                   \
+    do {                                                                                                    \
+        nf_v8f gv, sh, s, fl, cp;                                                                           \
+        memcpy(&gv, g + v, sizeof gv);                                                                      \
+        memcpy(&sh, shift + v, sizeof sh);                                                                  \
+        memcpy(&s, ss + v, sizeof s);                                                                       \
+        memcpy(&fl, floor_ + v, sizeof fl);                                                                 \
+        memcpy(&cp, cap + v, sizeof cp);                                                                    \
+        nf_v8f d = a * gv - sh;                                                                             \
+        nf_v8f den = s - c * d * d;                                                                         \
+        den = SELECT8(nf_v8f, nf_v8i, den > fl, den, fl);                                                   \
+        nf_v8f ad = SELECT8(nf_v8f, nf_v8i, d < 0, -d, d);                                                  \
+        nf_v8f q = d * ad / den;                                                                            \
+        q = SELECT8(nf_v8f, nf_v8i, q < cp, q, cp);                                                         \
+        nf_v8d qd = (nf_v8d)((nf_v8l)__builtin_convertvector(q, nf_v8d) & INT64_MAX), root;                 \
+        qd = qd * k;                                                                                        \
+        SQRT8(root, qd);                                                                                    \
+        nf_v8f t = __builtin_convertvector(root, nf_v8f);                                                   \
+        t = SELECT8(nf_v8f, nf_v8i, q < 0, -t, t);                                                          \
+        t = SELECT8(nf_v8f, nf_v8i, q == -FLT_MAX, (nf_v8f){ 0 }, t);                                       \
+        memcpy(g + v, &t, sizeof t);                                                                        \
+    } while (0)
+
+#define SQRT8_AVX512(out, in) ((out) = (nf_v8d)_mm512_sqrt_pd((__m512d)(in)))
+#define SQRT8_AVX2(out, in)                                                                                 \
+    do {                                                                                                    \
+        double lanes_[8];                                                                                   \
+        memcpy(lanes_, &(in), sizeof lanes_);                                                               \
+        _mm256_storeu_pd(lanes_, _mm256_sqrt_pd(_mm256_loadu_pd(lanes_)));                                  \
+        _mm256_storeu_pd(lanes_ + 4, _mm256_sqrt_pd(_mm256_loadu_pd(lanes_ + 4)));                          \
+        memcpy(&(out), lanes_, sizeof lanes_);                                                              \
+    } while (0)
+
+__attribute__((target("avx512f"))) static void signed_t_avx512(float *g, int64_t V, float a, float c,
+                                                               const float *shift, const float *ss,
+                                                               const float *floor_, const float *cap, double k)
+{
+    int64_t v = 0;
+    for (; v + 8 <= V; v += 8)
+        SIGNED_T_8(SQRT8_AVX512);
+    nf_perm_signed_t_f32_ref(g + v, V - v, a, c, shift + v, ss + v, floor_ + v, cap + v, k);
+}
+
+__attribute__((target("avx2"))) static void signed_t_avx2(float *g, int64_t V, float a, float c,
+                                                          const float *shift, const float *ss, const float *floor_,
+                                                          const float *cap, double k)
+{
+    int64_t v = 0;
+    for (; v + 8 <= V; v += 8)
+        SIGNED_T_8(SQRT8_AVX2);
+    nf_perm_signed_t_f32_ref(g + v, V - v, a, c, shift + v, ss + v, floor_ + v, cap + v, k);
+}
+#endif
+
+void nf_perm_signed_t_f32_simd(float *g, int64_t V, float a, float c, const float *shift, const float *ss,
+                               const float *floor_, const float *cap, double k)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) {
+        signed_t_avx512(g, V, a, c, shift, ss, floor_, cap, k);
+        return;
+    }
+    if (__builtin_cpu_supports("avx2")) {
+        signed_t_avx2(g, V, a, c, shift, ss, floor_, cap, k);
+        return;
+    }
+#endif
+    nf_perm_signed_t_f32_ref(g, V, a, c, shift, ss, floor_, cap, k);
 }
