@@ -27,6 +27,7 @@
 
 #include "run/events.h"
 #include "io.h"
+#include "voxel_source.h"
 #include "core/util.h"
 
 /* Voxels converted per chunk: bounds the scratch buffer to 2 MiB (int64). */
@@ -306,24 +307,24 @@ static void convert_to_float(int dt, const unsigned char *raw, float *out, size_
 }
 
 /* An open stream of voxel data: read in order, converted to float32 and
- * scaled, CHUNK_VOXELS at a time, so callers choose how much to hold. */
+ * scaled, CHUNK_VOXELS at a time, so callers choose how much to hold. The
+ * bytes come from voxel_source.c (pread, or the whole file inflated). */
 struct voxel_reader {
     const char *path;
     const nifti_image *nim;
     int size;
     bool swap, scale;
     double slope, inter;
-    unsigned char *chunk;
-    gzFile fp;
-    uint64_t expected, got;
+    unsigned char *chunk;      /* NULL when the source hands out memory */
+    struct nf_voxel_source src;
 };
 
 static void reader_close(struct voxel_reader *r)
 {
-    if (r->fp)
-        gzclose(r->fp);
+    nf_voxel_source_close(&r->src);
     free(r->chunk);
     memset(r, 0, sizeof *r);
+    r->src.fd = -1;
 }
 
 static int reader_open(struct voxel_reader *r, const char *path, const nifti_image *nim,
@@ -331,6 +332,7 @@ static int reader_open(struct voxel_reader *r, const char *path, const nifti_ima
 {
     int rc = 0;
     memset(r, 0, sizeof *r);
+    r->src.fd = -1;
     r->path = path;
     r->nim = nim;
     r->size = datatype_size(nim->datatype);
@@ -338,28 +340,15 @@ static int reader_open(struct voxel_reader *r, const char *path, const nifti_ima
     r->scale = nim->scl_slope != 0 && isfinite(nim->scl_slope);
     r->slope = nim->scl_slope;
     r->inter = isfinite(nim->scl_inter) ? nim->scl_inter : 0.0;
-    r->expected = (uint64_t)nvox_total * (uint64_t)r->size;
     if (!nim->iname || nim->iname_offset < 0) {
         rc = NF_FAIL(err, NF_EIO, "cannot read '%s': header names no image data", path);
         goto fail;
     }
-    r->chunk = nf_malloc(CHUNK_VOXELS * (size_t)r->size);
-    if (!r->chunk) {
+    NF_TRY(rc = nf_voxel_source_open(&r->src, path, nim->iname, (uint64_t)nim->iname_offset,
+                                     (uint64_t)nvox_total * (uint64_t)r->size, err));
+    if (!nf_voxel_source_in_memory(&r->src) &&
+        !(r->chunk = nf_malloc(CHUNK_VOXELS * (size_t)r->size))) {
         rc = NF_FAIL(err, NF_ENOMEM, "cannot read '%s': out of memory", path);
-        goto fail;
-    }
-    errno = 0;
-    r->fp = gzopen(nim->iname, "rb");
-    if (!r->fp) {
-        rc = NF_FAIL(err, NF_EIO, "cannot read '%s': %s", nim->iname,
-                     errno ? strerror(errno) : "cannot open");
-        goto fail;
-    }
-    gzbuffer(r->fp, 1 << 17);
-    if (gzseek(r->fp, (z_off_t)nim->iname_offset, SEEK_SET) < 0) {
-        rc = NF_FAIL(err, NF_EIO,
-                     "cannot read '%s': file is truncated (expected voxel data at byte %lld)",
-                     path, (long long)nim->iname_offset);
         goto fail;
     }
     return 0;
@@ -368,36 +357,126 @@ fail:
     return rc;
 }
 
+/* The raw bytes of the next n voxels (n <= CHUNK_VOXELS), in CPU byte order. */
+static int reader_next_raw(struct voxel_reader *r, size_t n, unsigned char **raw,
+                           struct nf_error *err)
+{
+    if (nf_interrupt_pending())   /* a big .nii.gz takes seconds; a chunk, milliseconds */
+        return NF_FAIL(err, NF_EINTR, "interrupted while reading '%s'", r->path);
+    int rc = nf_voxel_source_next(&r->src, n * (size_t)r->size, r->chunk, raw, err);
+    if (rc == 0 && r->swap)
+        nifti_swap_Nbytes((int64_t)n, r->size, *raw);
+    return rc;
+}
+
 /* The next nvox voxels into out. */
 static int reader_read(struct voxel_reader *r, int64_t nvox, float *out, struct nf_error *err)
 {
     for (int64_t done = 0; done < nvox;) {
-        if (nf_interrupt_pending())   /* a big .nii.gz takes seconds; a chunk, milliseconds */
-            return NF_FAIL(err, NF_EINTR, "interrupted while reading '%s'", r->path);
         size_t n = (size_t)(nvox - done) < CHUNK_VOXELS ? (size_t)(nvox - done) : CHUNK_VOXELS;
-        size_t want = n * (size_t)r->size, have = 0;
-        while (have < want) {
-            int got = gzread(r->fp, r->chunk + have, (unsigned)(want - have));
-            if (got <= 0) {
-                int zerr = Z_OK;
-                const char *zmsg = gzerror(r->fp, &zerr);
-                r->got += have;
-                if (got < 0 && zerr != Z_BUF_ERROR)
-                    return NF_FAIL(err, NF_EIO,
-                                   "cannot read '%s': corrupt compressed data after %llu "
-                                   "bytes of voxel data (%s)",
-                                   r->path, (unsigned long long)r->got, zmsg ? zmsg : "zlib error");
-                return NF_FAIL(err, NF_EIO,
-                               "cannot read '%s': file is truncated (expected %llu bytes "
-                               "of voxel data, got %llu)",
-                               r->path, (unsigned long long)r->expected, (unsigned long long)r->got);
-            }
-            have += (size_t)got;
+        unsigned char *raw;
+        int rc = reader_next_raw(r, n, &raw, err);
+        if (rc < 0)
+            return rc;
+        convert_to_float(r->nim->datatype, raw, out + done, n, r->scale, r->slope, r->inter);
+        done += (int64_t)n;
+    }
+    return 0;
+}
+
+/* The in-mask voxels of an image in storage order: voxel offset[k] of the
+ * image is column column[k] of the matrix. Reading in this order streams
+ * through each chunk while it is in cache; the writes jump, but within one
+ * row, which stays in cache too (columns follow C order, storage is i fastest). */
+struct storage_order {
+    int64_t *offset, *column;
+    int64_t n;
+};
+
+static int storage_order_make(const struct nf_geom *geom, int64_t nvox, struct storage_order *o)
+{
+    int64_t *column_at = nf_malloc_array((size_t)nvox, sizeof *column_at);
+    o->n = geom->n_voxels;
+    o->offset = nf_malloc_array((size_t)o->n, sizeof *o->offset);
+    o->column = nf_malloc_array((size_t)o->n, sizeof *o->column);
+    if (!column_at || !o->offset || !o->column) {
+        free(column_at);
+        return -1;
+    }
+    memset(column_at, 0xff, (size_t)nvox * sizeof *column_at);   /* -1: outside */
+    for (int64_t c = 0; c < o->n; c++)
+        column_at[geom->index[c]] = c;
+    int64_t k = 0;
+    for (int64_t v = 0; v < nvox && k < o->n; v++)
+        if (column_at[v] >= 0) {
+            o->offset[k] = v;
+            o->column[k++] = column_at[v];
         }
-        r->got += have;
-        if (r->swap)
-            nifti_swap_Nbytes((int64_t)n, r->size, r->chunk);
-        convert_to_float(r->nim->datatype, r->chunk, out + done, n, r->scale, r->slope, r->inter);
+    free(column_at);
+    return 0;
+}
+
+static void storage_order_release(struct storage_order *o)
+{
+    free(o->offset);
+    free(o->column);
+}
+
+/* row[column[k]] = voxel offset[k] - first of raw, converted as convert_to_float
+ * does, for the n entries given; non-finite values become 0 (returns how many). */
+static int64_t scatter_converted(int dt, const unsigned char *raw, int64_t first,
+                                 const int64_t *offset, const int64_t *column, int64_t n,
+                                 bool scale, double slope, double inter, float *row)
+{
+    int64_t bad = 0;
+#define SCATTER(T)                                                                   \
+    for (int64_t k = 0; k < n; k++) {                                                \
+        T x;                                                                         \
+        memcpy(&x, raw + (size_t)(offset[k] - first) * sizeof x, sizeof x);          \
+        float f = scale ? (float)(slope * (double)x + inter) : (float)x;             \
+        if (!isfinite(f)) {                                                          \
+            f = 0.0f;                                                                \
+            bad++;                                                                   \
+        }                                                                            \
+        row[column[k]] = f;                                                          \
+    }                                                                                \
+    break
+    switch (dt) {
+    case DT_UINT8:   SCATTER(uint8_t);
+    case DT_INT8:    SCATTER(int8_t);
+    case DT_INT16:   SCATTER(int16_t);
+    case DT_UINT16:  SCATTER(uint16_t);
+    case DT_INT32:   SCATTER(int32_t);
+    case DT_UINT32:  SCATTER(uint32_t);
+    case DT_INT64:   SCATTER(int64_t);
+    case DT_UINT64:  SCATTER(uint64_t);
+    case DT_FLOAT32: SCATTER(float);
+    case DT_FLOAT64: SCATTER(double);
+    default: break;   /* rejected by info_from_header */
+    }
+#undef SCATTER
+    return bad;
+}
+
+/* The next image (nvox voxels) into row, at the mask's columns only: the
+ * image is converted chunk by chunk as it arrives, never held whole. */
+static int reader_read_masked(struct voxel_reader *r, int64_t nvox, const struct storage_order *o,
+                              float *row, int64_t *n_nonfinite, struct nf_error *err)
+{
+    int64_t k = 0;
+    for (int64_t done = 0; done < nvox;) {
+        size_t n = (size_t)(nvox - done) < CHUNK_VOXELS ? (size_t)(nvox - done) : CHUNK_VOXELS;
+        unsigned char *raw;
+        int rc = reader_next_raw(r, n, &raw, err);
+        if (rc < 0)
+            return rc;
+        int64_t end = k;
+        while (end < o->n && o->offset[end] < done + (int64_t)n)
+            end++;
+        *n_nonfinite += scatter_converted(r->nim->datatype, raw, done, o->offset + k,
+                                          o->column + k, end - k, r->scale, r->slope,
+                                          r->inter, row);
+        k = end;
         done += (int64_t)n;
     }
     return 0;
@@ -503,8 +582,8 @@ struct nf_value *nf_nifti_read_masked(const char *path, struct nf_geom *geom,
     nifti_image *nim = NULL;
     struct nf_nifti_info info;
     struct nf_value *m = NULL;
-    struct voxel_reader r = { 0 };
-    float *image = NULL;
+    struct voxel_reader r = { .src.fd = -1 };
+    struct storage_order order = { 0 };
     int version = 0, rc;
     *n_nonfinite = 0;
 
@@ -521,34 +600,29 @@ struct nf_value *nf_nifti_read_masked(const char *path, struct nf_geom *geom,
     const int64_t nvox = nf_grid_nvox(&info.grid), cols = geom->n_voxels;
     NF_TRY(rc = check_file_size(path, nim, nvox * info.nt, err));
     m = nf_value_new_matrix(info.nt, cols, geom, err);
-    image = nf_malloc((size_t)nvox * sizeof *image);
-    if (!m || !image) {
-        rc = m ? NF_FAIL(err, NF_ENOMEM, "cannot read '%s': out of memory", path) : err->code;
+    if (!m) {
+        rc = err->code;
+        goto fail;
+    }
+    if (storage_order_make(geom, nvox, &order) < 0) {
+        rc = NF_FAIL(err, NF_ENOMEM, "cannot read '%s': out of memory", path);
         goto fail;
     }
     NF_TRY(rc = reader_open(&r, path, nim, nvox * info.nt, err));
-    /* one 3D image at a time: memory holds the matrix and one image */
-    for (int64_t t = 0; t < info.nt; t++) {
-        NF_TRY(rc = reader_read(&r, nvox, image, err));
-        float *row = m->u.mat.data + t * cols;
-        for (int64_t c = 0; c < cols; c++) {
-            float x = image[geom->index[c]];
-            if (!isfinite(x)) {
-                x = 0.0f;
-                (*n_nonfinite)++;
-            }
-            row[c] = x;
-        }
-    }
+    /* image by image, each gathered into its row as it arrives: memory holds
+     * the matrix and a chunk (or, for .nii.gz, the inflated file) */
+    for (int64_t t = 0; t < info.nt; t++)
+        NF_TRY(rc = reader_read_masked(&r, nvox, &order, m->u.mat.data + t * cols, n_nonfinite,
+                                       err));
     reader_close(&r);
-    free(image);
+    storage_order_release(&order);
     nifti_image_free(nim);
     nf_value_set_path(m, path);
     return m;
 
 fail:
     reader_close(&r);
-    free(image);
+    storage_order_release(&order);
     nf_value_unref(m);
     nifti_image_free(nim);
     return NULL;
