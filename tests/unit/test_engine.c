@@ -565,6 +565,62 @@ static void test_memory_budget(void **state)
     nf_diags_release(&d);
 }
 
+static const struct nf_shape *node_output(const struct nf_pipeline *p, const char *id)
+{
+    for (size_t i = 0; i < p->n_nodes; i++)
+        if (strcmp(p->nodes[i].id, id) == 0)
+            return &p->nodes[i].out_shape[0];
+    fail_msg("no node '%s'", id);
+    return NULL;
+}
+
+/* An image stays on disk only when every consumer reads it itself: a second
+ * consumer that needs it in memory (smooth) gets it read whole, once. */
+static void test_image_left_on_disk_only_for_mask(void **state)
+{
+    (void)state;
+    struct nf_error err = { 0 };
+    struct nf_grid g = { .dim = { 4, 3, 2 }, .pixdim = { 2, 2, 2 }, .sform_code = 4 };
+    for (int a = 0; a < 3; a++)
+        g.affine[a][a] = 2;
+    g.affine[3][3] = 1;
+    float vol[4 * 3 * 2 * 3], ones[4 * 3 * 2];
+    for (int i = 0; i < 4 * 3 * 2 * 3; i++)
+        vol[i] = (float)i;
+    for (int i = 0; i < 4 * 3 * 2; i++)
+        ones[i] = 1;
+    char *vpath = nf_asprintf("%s/disk4d.nii", tmpdir), *mpath = nf_asprintf("%s/diskmask.nii", tmpdir);
+    assert_int_equal(nf_nifti_write(vpath, &g, 3, vol, 0, "test", &err), 0);
+    assert_int_equal(nf_nifti_write(mpath, &g, 1, ones, 0, "test", &err), 0);
+    struct nf_diags d;
+    struct nf_pipeline *p = load("disk.yaml",
+        "nlflow: 1\nnodes:\n"
+        "  vol: {type: load, path: disk4d.nii}\n"
+        "  brain: {type: load, path: diskmask.nii}\n"
+        "  m: {type: mask, in: {data: vol, mask: brain}}\n"
+        "  m2: {type: mask, in: {data: vol, mask: brain}}\n", &d);
+    assert_non_null(p);
+    assert_int_equal(nf_resolve_shapes(p, &d), 0);
+    assert_true(node_output(p, "vol")->lazy);
+    nf_pipeline_free(p);
+    nf_diags_release(&d);
+
+    p = load("disk2.yaml",
+        "nlflow: 1\nnodes:\n"
+        "  vol: {type: load, path: disk4d.nii}\n"
+        "  brain: {type: load, path: diskmask.nii}\n"
+        "  m: {type: mask, in: {data: vol, mask: brain}}\n"
+        "  sm: {type: smooth, fwhm: 4, in: {data: vol}}\n", &d);
+    assert_non_null(p);
+    assert_int_equal(nf_resolve_shapes(p, &d), 0);
+    assert_false(node_output(p, "vol")->lazy);
+    assert_false(node_output(p, "brain")->lazy);
+    nf_pipeline_free(p);
+    nf_diags_release(&d);
+    free(vpath);
+    free(mpath);
+}
+
 /* ---- end to end: load -> mask -> summarize reproduces the input ---- */
 static void test_roundtrip(void **state)
 {
@@ -595,6 +651,10 @@ static void test_roundtrip(void **state)
     assert_int_equal(nf_resolve_shapes(p, &d), 0);
     assert_int_equal(nf_place(p, false, &d), 0);
     assert_int_equal(nf_plan_memory(p, &d), 0);
+    /* only mask reads vol: it stays on disk and mask reads its voxels (the
+     * values checked below went that way); the mask image is read whole */
+    assert_true(node_output(p, "vol")->lazy);
+    assert_false(node_output(p, "brain")->lazy);
     struct nf_exec_opts o = { .threads = 2 };
     nf_log_quiet = true;
     int rc = nf_execute(p, &o, &err);
@@ -707,6 +767,7 @@ int main(void)
         cmocka_unit_test(test_collection_stacking),
         cmocka_unit_test(test_memory_budget),
         cmocka_unit_test(test_roundtrip),
+        cmocka_unit_test(test_image_left_on_disk_only_for_mask),
         cmocka_unit_test(test_streaming_collection),
     };
     return cmocka_run_group_tests(tests, setup_tmp, teardown_tmp);
