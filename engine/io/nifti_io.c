@@ -316,6 +316,7 @@ struct voxel_reader {
     bool swap, scale;
     double slope, inter;
     unsigned char *chunk;      /* NULL when the source hands out memory */
+    int64_t next;              /* sequential reads: the next voxel of the file */
     struct nf_voxel_source src;
 };
 
@@ -357,13 +358,16 @@ fail:
     return rc;
 }
 
-/* The raw bytes of the next n voxels (n <= CHUNK_VOXELS), in CPU byte order. */
-static int reader_next_raw(struct voxel_reader *r, size_t n, unsigned char **raw,
-                           struct nf_error *err)
+/* The raw bytes of n voxels (n <= CHUNK_VOXELS) from voxel `first` of the
+ * file on, in CPU byte order; scratch is CHUNK_VOXELS voxels (unused when the
+ * file is in memory). */
+static int reader_raw_at(struct voxel_reader *r, int64_t first, size_t n, unsigned char *scratch,
+                         unsigned char **raw, struct nf_error *err)
 {
     if (nf_interrupt_pending())   /* a big .nii.gz takes seconds; a chunk, milliseconds */
         return NF_FAIL(err, NF_EINTR, "interrupted while reading '%s'", r->path);
-    int rc = nf_voxel_source_next(&r->src, n * (size_t)r->size, r->chunk, raw, err);
+    int rc = nf_voxel_source_read_at(&r->src, (uint64_t)first * (uint64_t)r->size,
+                                     n * (size_t)r->size, scratch, raw, err);
     if (rc == 0 && r->swap)
         nifti_swap_Nbytes((int64_t)n, r->size, *raw);
     return rc;
@@ -375,43 +379,54 @@ static int reader_read(struct voxel_reader *r, int64_t nvox, float *out, struct 
     for (int64_t done = 0; done < nvox;) {
         size_t n = (size_t)(nvox - done) < CHUNK_VOXELS ? (size_t)(nvox - done) : CHUNK_VOXELS;
         unsigned char *raw;
-        int rc = reader_next_raw(r, n, &raw, err);
+        int rc = reader_raw_at(r, r->next, n, r->chunk, &raw, err);
         if (rc < 0)
             return rc;
         convert_to_float(r->nim->datatype, raw, out + done, n, r->scale, r->slope, r->inter);
+        r->next += (int64_t)n;
         done += (int64_t)n;
     }
     return 0;
 }
 
 /* The in-mask voxels of an image in storage order: voxel offset[k] of the
- * image is column column[k] of the matrix. Reading in this order streams
- * through each chunk while it is in cache; the writes jump, but within one
- * row, which stays in cache too (columns follow C order, storage is i fastest). */
+ * image is column column[k] of the matrix, and chunk j of the image (voxels
+ * j·CHUNK_VOXELS on) holds entries chunk_first[j] to chunk_first[j + 1] - 1.
+ * Reading in this order streams through each chunk while it is in cache; the
+ * writes jump, but within one row, which stays in cache too (columns follow
+ * C order, storage is i fastest). 32-bit entries halve the index traffic,
+ * which is read once per image. */
 struct storage_order {
-    int64_t *offset, *column;
-    int64_t n;
+    uint32_t *offset, *column;
+    int64_t *chunk_first;
+    int64_t n, n_chunks;
 };
 
 static int storage_order_make(const struct nf_geom *geom, int64_t nvox, struct storage_order *o)
 {
-    int64_t *column_at = nf_malloc_array((size_t)nvox, sizeof *column_at);
     o->n = geom->n_voxels;
+    o->n_chunks = (nvox + (int64_t)CHUNK_VOXELS - 1) / (int64_t)CHUNK_VOXELS;
+    uint32_t *column_at = nf_malloc_array((size_t)nvox, sizeof *column_at);
     o->offset = nf_malloc_array((size_t)o->n, sizeof *o->offset);
     o->column = nf_malloc_array((size_t)o->n, sizeof *o->column);
-    if (!column_at || !o->offset || !o->column) {
+    o->chunk_first = nf_malloc_array((size_t)o->n_chunks + 1, sizeof *o->chunk_first);
+    if (!column_at || !o->offset || !o->column || !o->chunk_first) {
         free(column_at);
         return -1;
     }
-    memset(column_at, 0xff, (size_t)nvox * sizeof *column_at);   /* -1: outside */
+    memset(column_at, 0xff, (size_t)nvox * sizeof *column_at);   /* UINT32_MAX: outside */
     for (int64_t c = 0; c < o->n; c++)
-        column_at[geom->index[c]] = c;
+        column_at[geom->index[c]] = (uint32_t)c;
     int64_t k = 0;
-    for (int64_t v = 0; v < nvox && k < o->n; v++)
-        if (column_at[v] >= 0) {
-            o->offset[k] = v;
+    for (int64_t v = 0; v < nvox; v++) {
+        if (v % (int64_t)CHUNK_VOXELS == 0)
+            o->chunk_first[v / (int64_t)CHUNK_VOXELS] = k;
+        if (column_at[v] != UINT32_MAX) {
+            o->offset[k] = (uint32_t)v;
             o->column[k++] = column_at[v];
         }
+    }
+    o->chunk_first[o->n_chunks] = k;
     free(column_at);
     return 0;
 }
@@ -420,12 +435,13 @@ static void storage_order_release(struct storage_order *o)
 {
     free(o->offset);
     free(o->column);
+    free(o->chunk_first);
 }
 
 /* row[column[k]] = voxel offset[k] - first of raw, converted as convert_to_float
  * does, for the n entries given; non-finite values become 0 (returns how many). */
-static int64_t scatter_converted(int dt, const unsigned char *raw, int64_t first,
-                                 const int64_t *offset, const int64_t *column, int64_t n,
+static int64_t scatter_converted(int dt, const unsigned char *raw, uint32_t first,
+                                 const uint32_t *offset, const uint32_t *column, int64_t n,
                                  bool scale, double slope, double inter, float *row)
 {
     int64_t bad = 0;
@@ -458,26 +474,90 @@ static int64_t scatter_converted(int dt, const unsigned char *raw, int64_t first
     return bad;
 }
 
-/* The next image (nvox voxels) into row, at the mask's columns only: the
- * image is converted chunk by chunk as it arrives, never held whole. */
-static int reader_read_masked(struct voxel_reader *r, int64_t nvox, const struct storage_order *o,
-                              float *row, int64_t *n_nonfinite, struct nf_error *err)
+/* The masked read, shared by its workers: each takes the next image, reads
+ * it chunk by chunk and scatters the chunk's in-mask voxels into the image's
+ * row while the chunk is in cache. Images are independent, so workers overlap
+ * one image's read (the kernel's copy, or the walk through the inflated file)
+ * with another's scatter. */
+struct masked_read {
+    struct voxel_reader *r;
+    const struct storage_order *o;
+    int64_t nvox, nt, cols;
+    float *out;
+    pthread_mutex_t lock;
+    int64_t next_image, n_nonfinite;
+    int rc;                   /* the first failure, in err */
+    struct nf_error err;
+};
+
+static void *masked_worker(void *arg)
 {
-    int64_t k = 0;
-    for (int64_t done = 0; done < nvox;) {
-        size_t n = (size_t)(nvox - done) < CHUNK_VOXELS ? (size_t)(nvox - done) : CHUNK_VOXELS;
-        unsigned char *raw;
-        int rc = reader_next_raw(r, n, &raw, err);
-        if (rc < 0)
-            return rc;
-        int64_t end = k;
-        while (end < o->n && o->offset[end] < done + (int64_t)n)
-            end++;
-        *n_nonfinite += scatter_converted(r->nim->datatype, raw, done, o->offset + k,
-                                          o->column + k, end - k, r->scale, r->slope,
-                                          r->inter, row);
-        k = end;
-        done += (int64_t)n;
+    struct masked_read *m = arg;
+    const struct voxel_reader *r = m->r;
+    const struct storage_order *o = m->o;
+    struct nf_error err = { 0 };
+    int64_t bad = 0;
+    int rc = 0;
+    unsigned char *scratch = NULL;
+    if (!nf_voxel_source_in_memory(&r->src) && !(scratch = nf_malloc(CHUNK_VOXELS * (size_t)r->size)))
+        rc = NF_FAIL(&err, NF_ENOMEM, "cannot read '%s': out of memory", r->path);
+    while (rc == 0) {
+        pthread_mutex_lock(&m->lock);
+        int64_t t = m->rc < 0 ? m->nt : m->next_image++;
+        pthread_mutex_unlock(&m->lock);
+        if (t >= m->nt)
+            break;
+        float *row = m->out + t * m->cols;
+        for (int64_t j = 0; j < o->n_chunks && rc == 0; j++) {
+            int64_t done = j * (int64_t)CHUNK_VOXELS;
+            size_t n = (size_t)(m->nvox - done) < CHUNK_VOXELS ? (size_t)(m->nvox - done) : CHUNK_VOXELS;
+            unsigned char *raw;
+            rc = reader_raw_at(m->r, t * m->nvox + done, n, scratch, &raw, &err);
+            if (rc == 0) {
+                int64_t k = o->chunk_first[j];
+                bad += scatter_converted(r->nim->datatype, raw, (uint32_t)done, o->offset + k,
+                                         o->column + k, o->chunk_first[j + 1] - k, r->scale,
+                                         r->slope, r->inter, row);
+            }
+        }
+    }
+    free(scratch);
+    pthread_mutex_lock(&m->lock);
+    m->n_nonfinite += bad;
+    if (rc < 0 && m->rc == 0) {
+        m->rc = rc;
+        m->err = err;
+    }
+    pthread_mutex_unlock(&m->lock);
+    return NULL;
+}
+
+/* Every image into its row of out (nt x cols), with up to `threads` workers
+ * (one for a zlib stream, which is read in order). */
+static int reader_read_masked(struct voxel_reader *r, int64_t nvox, int64_t nt,
+                              const struct storage_order *o, float *out, int threads,
+                              int64_t *n_nonfinite, struct nf_error *err)
+{
+    struct masked_read m = { .r = r, .o = o, .nvox = nvox, .nt = nt, .cols = o->n, .out = out };
+    pthread_t tid[64];
+    int started = 0;
+    if (!nf_voxel_source_random_access(&r->src) || threads < 1)
+        threads = 1;
+    if (threads > 64)
+        threads = 64;
+    if (threads > nt)
+        threads = (int)nt;
+    pthread_mutex_init(&m.lock, NULL);
+    while (started < threads - 1 && pthread_create(&tid[started], NULL, masked_worker, &m) == 0)
+        started++;
+    masked_worker(&m);   /* this thread is a worker too */
+    while (started > 0)
+        pthread_join(tid[--started], NULL);
+    pthread_mutex_destroy(&m.lock);
+    *n_nonfinite = m.n_nonfinite;
+    if (m.rc < 0) {
+        *err = m.err;
+        return m.rc;
     }
     return 0;
 }
@@ -576,7 +656,7 @@ struct nf_value *nf_nifti_read(const char *path, struct nf_error *err)
     return read_volume(path, NULL, err);
 }
 
-struct nf_value *nf_nifti_read_masked(const char *path, struct nf_geom *geom,
+struct nf_value *nf_nifti_read_masked(const char *path, struct nf_geom *geom, int threads,
                                       int64_t *n_nonfinite, struct nf_error *err)
 {
     nifti_image *nim = NULL;
@@ -598,22 +678,26 @@ struct nf_value *nf_nifti_read_masked(const char *path, struct nf_geom *geom,
         goto fail;
     }
     const int64_t nvox = nf_grid_nvox(&info.grid), cols = geom->n_voxels;
+    if (nvox >= (int64_t)UINT32_MAX) {
+        rc = NF_FAIL(err, NF_EDATA, "cannot read '%s' through a mask: its 3D images have %lld "
+                     "voxels (at most %u)", path, (long long)nvox, UINT32_MAX - 1);
+        goto fail;
+    }
     NF_TRY(rc = check_file_size(path, nim, nvox * info.nt, err));
+    if (storage_order_make(geom, nvox, &order) < 0) {
+        rc = NF_FAIL(err, NF_ENOMEM, "cannot read '%s': out of memory", path);
+        goto fail;
+    }
+    /* opened (for .nii.gz: inflated, its compressed copy freed) before the
+     * matrix exists, so that the two copies of the file never meet it */
+    NF_TRY(rc = reader_open(&r, path, nim, nvox * info.nt, err));
     m = nf_value_new_matrix(info.nt, cols, geom, err);
     if (!m) {
         rc = err->code;
         goto fail;
     }
-    if (storage_order_make(geom, nvox, &order) < 0) {
-        rc = NF_FAIL(err, NF_ENOMEM, "cannot read '%s': out of memory", path);
-        goto fail;
-    }
-    NF_TRY(rc = reader_open(&r, path, nim, nvox * info.nt, err));
-    /* image by image, each gathered into its row as it arrives: memory holds
-     * the matrix and a chunk (or, for .nii.gz, the inflated file) */
-    for (int64_t t = 0; t < info.nt; t++)
-        NF_TRY(rc = reader_read_masked(&r, nvox, &order, m->u.mat.data + t * cols, n_nonfinite,
-                                       err));
+    NF_TRY(rc = reader_read_masked(&r, nvox, info.nt, &order, m->u.mat.data, threads,
+                                   n_nonfinite, err));
     reader_close(&r);
     storage_order_release(&order);
     nifti_image_free(nim);

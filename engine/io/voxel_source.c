@@ -88,25 +88,23 @@ static int next_streamed(struct nf_voxel_source *s, size_t want, unsigned char *
 
 /* ---- plain files: pread ---- */
 
-static int next_pread(struct nf_voxel_source *s, size_t want, unsigned char *scratch,
-                      struct nf_error *err)
+static int pread_at(struct nf_voxel_source *s, uint64_t pos, size_t want, unsigned char *scratch,
+                    struct nf_error *err)
 {
     size_t have = 0;
     while (have < want) {
-        ssize_t got = pread(s->fd, scratch + have, want - have,
-                            (off_t)(s->offset + s->got + have));
+        ssize_t got = pread(s->fd, scratch + have, want - have, (off_t)(s->offset + pos + have));
         if (got < 0 && errno == EINTR)
             continue;
         if (got < 0)
             return NF_FAIL(err, NF_EIO, "cannot read '%s': %s", s->path, strerror(errno));
-        if (got == 0)
+        if (got == 0)   /* the file ends at pos + have, whoever asks */
             return NF_FAIL(err, NF_EIO,
                            "cannot read '%s': file is truncated (expected %llu bytes of voxel "
                            "data, got %llu)", s->path, (unsigned long long)s->expected,
-                           (unsigned long long)(s->got + have));
+                           (unsigned long long)(pos + have));
         have += (size_t)got;
     }
-    s->got += have;
     return 0;
 }
 
@@ -286,23 +284,27 @@ done:
     return rc < 0 ? rc : 0;
 }
 
-int nf_voxel_source_next(struct nf_voxel_source *s, size_t n, unsigned char *scratch,
-                         unsigned char **bytes, struct nf_error *err)
+int nf_voxel_source_read_at(struct nf_voxel_source *s, uint64_t pos, size_t n,
+                            unsigned char *scratch, unsigned char **bytes, struct nf_error *err)
 {
     if (s->inflated) {
-        uint64_t have = s->inflated_len > s->offset + s->got ? s->inflated_len - s->offset - s->got
-                                                             : 0;
-        if (have < n)
+        uint64_t have = s->inflated_len > s->offset ? s->inflated_len - s->offset : 0;
+        if (pos > have || have - pos < n)
             return NF_FAIL(err, NF_EIO,
                            "cannot read '%s': file is truncated (expected %llu bytes of voxel "
                            "data, got %llu)", s->path, (unsigned long long)s->expected,
-                           (unsigned long long)(s->got + have));
-        *bytes = s->inflated + s->offset + s->got;
-        s->got += n;
+                           (unsigned long long)have);
+        *bytes = s->inflated + s->offset + pos;
         return 0;
     }
     *bytes = scratch;
-    return s->gz ? next_streamed(s, n, scratch, err) : next_pread(s, n, scratch, err);
+    if (!s->gz)
+        return pread_at(s, pos, n, scratch, err);
+    if (pos != s->got)
+        return NF_FAIL(err, NF_EBUG, "cannot read '%s': a compressed stream is read in order "
+                       "(asked for byte %llu after %llu)", s->path, (unsigned long long)pos,
+                       (unsigned long long)s->got);
+    return next_streamed(s, n, scratch, err);
 }
 
 void nf_voxel_source_close(struct nf_voxel_source *s)

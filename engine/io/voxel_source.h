@@ -20,8 +20,8 @@
 struct nf_voxel_source {
     const char *path;          /* the image as the user named it (messages) */
     uint64_t expected;         /* bytes of voxel data the header promises */
-    uint64_t got;              /* bytes handed out so far */
-    int fd;                    /* uncompressed: pread at offset + got; -1 otherwise */
+    uint64_t got;              /* zlib stream: bytes read so far */
+    int fd;                    /* uncompressed: pread at offset + pos; -1 otherwise */
     uint64_t offset;           /* where voxel data starts in the (inflated) file */
     unsigned char *inflated;   /* compressed, whole-buffer: the inflated file */
     uint64_t inflated_len;
@@ -33,12 +33,19 @@ struct nf_voxel_source {
  * will be asked for. A compressed file is inflated here. */
 int nf_voxel_source_open(struct nf_voxel_source *s, const char *path, const char *data_file,
                          uint64_t offset, uint64_t expected, struct nf_error *err);
-/* The next n bytes: *bytes points into the inflated file, or at scratch
- * (n bytes, filled here). The caller may modify them (byte swapping). A short
- * file is NF_EIO with the expected and available byte counts. */
-int nf_voxel_source_next(struct nf_voxel_source *s, size_t n, unsigned char *scratch,
-                         unsigned char **bytes, struct nf_error *err);
-/* Whether next() hands out pointers into memory (no scratch needed). */
+/* The n bytes at byte pos of the voxel data: *bytes points into the
+ * inflated file, or at scratch (n bytes, filled here). The caller may modify
+ * them (byte swapping). A short file is NF_EIO with the expected and the
+ * available byte counts. Safe from several threads at once when
+ * nf_voxel_source_random_access; a zlib stream reads in order only. */
+int nf_voxel_source_read_at(struct nf_voxel_source *s, uint64_t pos, size_t n,
+                            unsigned char *scratch, unsigned char **bytes, struct nf_error *err);
+/* Whether read_at takes any position (pread, inflated), not only the next. */
+static inline int nf_voxel_source_random_access(const struct nf_voxel_source *s)
+{
+    return s->gz == NULL;
+}
+/* Whether read_at hands out pointers into memory (no scratch needed). */
 static inline int nf_voxel_source_in_memory(const struct nf_voxel_source *s)
 {
     return s->inflated != NULL;

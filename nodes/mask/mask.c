@@ -288,7 +288,8 @@ static int mask_run(struct nf_run *run)
         /* an image on disk (a collection's subject, or a file only masks read):
          * its in-mask voxels are gathered as it is read, so memory holds this
          * matrix and a chunk (for .nii.gz, the inflated file), not the 4D series */
-        out = nf_nifti_read_masked(data->path, geom, &n_nonfinite, err);
+        out = nf_nifti_read_masked(data->path, geom, run->env ? run->env->threads : 1,
+                                   &n_nonfinite, err);
         if (!out) {
             rc = nf_error_on_node(node, err, err->code < 0 ? err->code : NF_EIO);
             goto fail;

@@ -415,6 +415,34 @@ static float expected_voxel(int dt, const void *raw, int64_t i, double slope, do
     return (float)(slope * x + inter);
 }
 
+/* The masked read of path against the whole image (whole, nt images of nvox)
+ * gathered here through geom; non-finite values must come back as 0. */
+static void check_masked_read(const char *path, const float *whole, int64_t nvox, int64_t nt,
+                              struct nf_geom *geom, int threads)
+{
+    struct nf_error err = {0};
+    int64_t n_nonfinite = -1, n_bad = 0;
+    struct nf_value *m = nf_nifti_read_masked(path, geom, threads, &n_nonfinite, &err);
+    if (!m)
+        fail_msg("%s (masked, %d threads): %s", path, threads, err.msg);
+    assert_int_equal(m->u.mat.rows, nt);
+    assert_int_equal(m->u.mat.cols, geom->n_voxels);
+    for (int64_t t = 0; t < nt; t++)
+        for (int64_t c = 0; c < geom->n_voxels; c++) {
+            float want = whole[t * nvox + geom->index[c]];
+            if (!isfinite(want)) {
+                want = 0;
+                n_bad++;
+            }
+            float got = m->u.mat.data[t * geom->n_voxels + c];
+            if (memcmp(&want, &got, sizeof want) != 0)
+                fail_msg("%s image %lld column %lld (%d threads): %.9g, expected %.9g", path,
+                         (long long)t, (long long)c, threads, (double)got, (double)want);
+        }
+    assert_int_equal(n_nonfinite, n_bad);
+    nf_value_unref(m);
+}
+
 /* The whole image bit for bit, and the masked read against the whole one
  * gathered by hand: mask = voxels v with v % 5 != 2 (all but every fifth). */
 static void check_fast_read(const char *path, int dt, const void *raw, int64_t nx, int64_t ny,
@@ -425,7 +453,6 @@ static void check_fast_read(const char *path, int dt, const void *raw, int64_t n
     struct nf_value *v = nf_nifti_read(path, &err);
     if (!v)
         fail_msg("%s: %s", path, err.msg);
-    int64_t n_bad = 0;
     for (int64_t i = 0; i < nvox * nt; i++) {
         float want = expected_voxel(dt, raw, i, slope, inter);
         if (isnan(want))
@@ -441,26 +468,9 @@ static void check_fast_read(const char *path, int dt, const void *raw, int64_t n
         mask[i] = i % 5 != 2;
     struct nf_geom *geom = nf_geom_from_mask(&g, mask);
     assert_non_null(geom);
-    int64_t n_nonfinite = -1;
-    struct nf_value *m = nf_nifti_read_masked(path, geom, &n_nonfinite, &err);
-    if (!m)
-        fail_msg("%s (masked): %s", path, err.msg);
-    assert_int_equal(m->u.mat.rows, nt);
-    assert_int_equal(m->u.mat.cols, geom->n_voxels);
-    for (int64_t t = 0; t < nt; t++)
-        for (int64_t c = 0; c < geom->n_voxels; c++) {
-            float want = v->u.vol.data[t * nvox + geom->index[c]];
-            if (!isfinite(want)) {
-                want = 0;
-                n_bad++;
-            }
-            float got = m->u.mat.data[t * geom->n_voxels + c];
-            if (memcmp(&want, &got, sizeof want) != 0)
-                fail_msg("%s image %lld column %lld: %.9g, expected %.9g", path, (long long)t,
-                         (long long)c, (double)got, (double)want);
-        }
-    assert_int_equal(n_nonfinite, n_bad);
-    nf_value_unref(m);
+    /* 1 worker, and 3 (images split between them) */
+    check_masked_read(path, v->u.vol.data, nvox, nt, geom, 1);
+    check_masked_read(path, v->u.vol.data, nvox, nt, geom, 3);
     nf_geom_unref(geom);
     free(mask);
     nf_value_unref(v);
@@ -617,7 +627,7 @@ static void test_nifti_masked_truncated(void **state)
         long size = file_size(path);
         assert_int_equal(truncate(path, size * 2 / 3), 0);
         int64_t bad = 0;
-        assert_null(nf_nifti_read_masked(path, geom, &bad, &err));
+        assert_null(nf_nifti_read_masked(path, geom, 2, &bad, &err));
         assert_int_equal(err.code, NF_EIO);
         assert_non_null(strstr(err.msg, path));
         if (k == 0) {
