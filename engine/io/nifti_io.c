@@ -32,6 +32,9 @@
 
 /* Voxels converted per chunk: bounds the scratch buffer to 2 MiB (int64). */
 #define CHUNK_VOXELS ((size_t)1 << 18)
+/* Voxels per chunk of a masked read: 128 KiB of float32, as cat reads, so that
+ * the kernel's copy lands in cache and the scatter reads it from there. */
+#define MASKED_CHUNK_VOXELS ((size_t)1 << 15)
 /* NIfTI-1 dims are int16. */
 #define NIFTI1_MAX_DIM 32767
 
@@ -391,7 +394,7 @@ static int reader_read(struct voxel_reader *r, int64_t nvox, float *out, struct 
 
 /* The in-mask voxels of an image in storage order: voxel offset[k] of the
  * image is column column[k] of the matrix, and chunk j of the image (voxels
- * j·CHUNK_VOXELS on) holds entries chunk_first[j] to chunk_first[j + 1] - 1.
+ * j·MASKED_CHUNK_VOXELS on) holds entries chunk_first[j] to chunk_first[j + 1] - 1.
  * Reading in this order streams through each chunk while it is in cache; the
  * writes jump, but within one row, which stays in cache too (columns follow
  * C order, storage is i fastest). 32-bit entries halve the index traffic,
@@ -405,7 +408,7 @@ struct storage_order {
 static int storage_order_make(const struct nf_geom *geom, int64_t nvox, struct storage_order *o)
 {
     o->n = geom->n_voxels;
-    o->n_chunks = (nvox + (int64_t)CHUNK_VOXELS - 1) / (int64_t)CHUNK_VOXELS;
+    o->n_chunks = (nvox + (int64_t)MASKED_CHUNK_VOXELS - 1) / (int64_t)MASKED_CHUNK_VOXELS;
     uint32_t *column_at = nf_malloc_array((size_t)nvox, sizeof *column_at);
     o->offset = nf_malloc_array((size_t)o->n, sizeof *o->offset);
     o->column = nf_malloc_array((size_t)o->n, sizeof *o->column);
@@ -419,8 +422,8 @@ static int storage_order_make(const struct nf_geom *geom, int64_t nvox, struct s
         column_at[geom->index[c]] = (uint32_t)c;
     int64_t k = 0;
     for (int64_t v = 0; v < nvox; v++) {
-        if (v % (int64_t)CHUNK_VOXELS == 0)
-            o->chunk_first[v / (int64_t)CHUNK_VOXELS] = k;
+        if (v % (int64_t)MASKED_CHUNK_VOXELS == 0)
+            o->chunk_first[v / (int64_t)MASKED_CHUNK_VOXELS] = k;
         if (column_at[v] != UINT32_MAX) {
             o->offset[k] = (uint32_t)v;
             o->column[k++] = column_at[v];
@@ -499,7 +502,7 @@ static void *masked_worker(void *arg)
     int64_t bad = 0;
     int rc = 0;
     unsigned char *scratch = NULL;
-    if (!nf_voxel_source_in_memory(&r->src) && !(scratch = nf_malloc(CHUNK_VOXELS * (size_t)r->size)))
+    if (!nf_voxel_source_in_memory(&r->src) && !(scratch = nf_malloc(MASKED_CHUNK_VOXELS * (size_t)r->size)))
         rc = NF_FAIL(&err, NF_ENOMEM, "cannot read '%s': out of memory", r->path);
     while (rc == 0) {
         pthread_mutex_lock(&m->lock);
@@ -509,8 +512,8 @@ static void *masked_worker(void *arg)
             break;
         float *row = m->out + t * m->cols;
         for (int64_t j = 0; j < o->n_chunks && rc == 0; j++) {
-            int64_t done = j * (int64_t)CHUNK_VOXELS;
-            size_t n = (size_t)(m->nvox - done) < CHUNK_VOXELS ? (size_t)(m->nvox - done) : CHUNK_VOXELS;
+            int64_t done = j * (int64_t)MASKED_CHUNK_VOXELS;
+            size_t n = (size_t)(m->nvox - done) < MASKED_CHUNK_VOXELS ? (size_t)(m->nvox - done) : MASKED_CHUNK_VOXELS;
             unsigned char *raw;
             rc = reader_raw_at(m->r, t * m->nvox + done, n, scratch, &raw, &err);
             if (rc == 0) {
