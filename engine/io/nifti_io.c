@@ -2,12 +2,15 @@
  *
  * Reading goes through libnifti2 (nifti_clib 3.0.1) for the header only: it
  * understands NIfTI-1, NIfTI-2, .hdr/.img pairs and either byte order. The voxel
- * data we read ourselves with zlib (gzread reads plain files transparently), in
- * chunks, converting any integer or float on-disk type to float32 and applying
+ * data we read ourselves (voxel_source.c: pread for .nii, the whole file
+ * inflated by libdeflate or streamed by zlib for .nii.gz), in chunks,
+ * converting any integer or float on-disk type to float32 and applying
  * scl_slope/scl_inter (the library does not). Doing the read ourselves is what
  * lets a truncated or corrupt file become one clear NF_EIO error that names the
  * file and says how many bytes were missing, instead of library chatter on
- * stderr and a NULL.
+ * stderr and a NULL. A masked read (nf_nifti_read_masked) converts only the
+ * in-mask voxels of each chunk, straight into the matrix, while the chunk is
+ * in cache.
  *
  * Writing is NIfTI-1 FLOAT32 only (nifti_clib 3.0.1 cannot write single-file
  * NIfTI-2). We fill the 348-byte header ourselves and write it with zlib so that
