@@ -17,7 +17,7 @@ ROOT=$(pwd)
 
 PACKAGES=(build-essential autoconf automake pkg-config git
           libyaml-dev libsqlite3-dev libopenblas-dev libnifti2-dev zlib1g-dev
-          libzstd-dev libxxhash-dev libcmocka-dev libpng-dev mricron-data
+          libzstd-dev libxxhash-dev libcmocka-dev libpng-dev mricron-data libdeflate-dev
           clang libclang-rt-14-dev)   # the last two: `make fuzz` and its smoke test
 # only for `check`: tests/run-slurm.sh starts a one-node SLURM cluster with
 # slurm-wlm and munge; tests/run-report.sh renders the reports in chromium

@@ -12,8 +12,9 @@
 const struct nf_bench_domain nf_bench_domains[] = {
     { "sgemm", "single-precision GEMM through the engine's CPU kernel table",
       "m x n x k", 0, nf_bench_sgemm_conditions, NULL },
-    { "collection", "multi-subject 4D NIfTI: mask + per-voxel mean/std, lazy vs in memory",
-      "subjects x images x voxels", 0, nf_bench_collection_conditions,
+    { "collection", "multi-subject 4D NIfTI: mask + per-voxel mean/std, lazy vs in memory; "
+      "whole-brain load + mask (.nii, .nii.gz) against cat and read + inflate",
+      "subjects x images x voxels (x grid side)", 0, nf_bench_collection_conditions,
       nf_bench_collection_notes },
     { "ridge", "ridge encoding models: 5-fold CV over 20 alphas, per-voxel alpha, refit",
       "samples x voxels x features", 0, nf_bench_ridge_conditions, nf_bench_ridge_notes },

@@ -130,6 +130,9 @@ enum {
     NF_PORT_TABLE_AS_MATRIX = 1u << 3, /* matrix port also accepts a numeric table */
     NF_PORT_ON_DEMAND = 1u << 4,  /* output: computed only when a node consumes it
                                      (run->wanted); part of the cache key */
+    NF_PORT_LAZY     = 1u << 5,   /* volume input: takes a volume left on disk (lazy,
+                                     path set) and reads what it needs itself, as mask
+                                     reads only its voxels; see nf_shape.can_be_lazy */
 };
 struct nf_port {
     const char *name;

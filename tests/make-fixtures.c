@@ -1,6 +1,6 @@
 /* make-fixtures.c — writes the small data files the golden failure tests read
  * (tests/fail/): a 3D and a 4D volume, matching / shifted / empty masks, a
- * truncated .nii.gz, a design table, events and confounds tables (the design
+ * truncated .nii.gz and a truncated .nii, a design table, events and confounds tables (the design
  * node's), all on a 6x5x4 grid, and a mask on a
  * 9x8x6 grid of 2 mm voxels (another grid), and two special files named like
  * inputs (a FIFO fifo.nii, a link urandom.tsv to /dev/urandom) that readers
@@ -127,6 +127,7 @@ int main(int argc, char **argv)
         write_vol(dir, "mask_empty.nii.gz", &g, 1, nothing) < 0 ||
         write_vol(dir, "mask_4d.nii.gz", &g, 3, inside) < 0 ||
         write_vol(dir, "truncated.nii.gz", &g, 8, ramp) < 0 ||
+        write_vol(dir, "truncated.nii", &g, 8, ramp) < 0 ||
         write_vol(dir, "sub-01_bold.nii.gz", &g, 8, ramp) < 0 ||
         write_vol(dir, "sub-02_bold.nii.gz", &g, 8, ramp) < 0 ||
         write_vol(dir, "sub-03_bold.nii.gz", &g, 6, ramp) < 0 ||
@@ -180,6 +181,13 @@ int main(int argc, char **argv)
         return 1;
     }
     free(trunc);
+    /* an uncompressed one: the 352-byte header and 1000 bytes of voxel data */
+    char *trunc_nii = nf_path_join(dir, "truncated.nii");
+    if (!trunc_nii || truncate(trunc_nii, 352 + 1000) != 0) {
+        perror(trunc_nii);
+        return 1;
+    }
+    free(trunc_nii);
     char *tsv = nf_path_join(dir, "design.tsv");
     const char text[] = "a\tb\ttrial_type\n1\t2\tface\n3\t4\thouse\n5\t6\tface\n";
     if (nf_write_file_atomic(tsv, text, sizeof text - 1, &err) < 0) {

@@ -9,6 +9,9 @@ moments over every image of every subject):
   --mode lazy        one subject at a time: mask, then merge its per-voxel mean
                      and sum of squared deviations into running totals (Chan et al.)
   --mode in_memory   load and mask every subject first, stack, then mean/std
+  --mode load_mask_nii, load_mask_gz
+                     the whole-brain rows: one subject, bold.nii or bold.nii.gz,
+                     loaded and masked (nibabel's dataobj, then data[mask].T)
 
 Timing follows nlflow bench: one warm-up, then --reps timed runs; median, min,
 max. Peak RSS is sampled every 5 ms during the timed runs (and getrusage's
@@ -25,12 +28,24 @@ import peerlib
 
 def main():
     args = peerlib.arguments(__doc__, "folder with sub-*_bold.nii.gz and mask.nii.gz",
-                             ["read_only", "lazy", "in_memory"], "unused: the NumPy steps are serial")
+                             ["read_only", "lazy", "in_memory", "load_mask_nii", "load_mask_gz"],
+                             "unused: the NumPy steps are serial")
     try:
         import numpy as np
         import nibabel as nib
     except ImportError as e:
         return peerlib.skip_import(e)
+
+    if args.mode.startswith("load_mask_"):
+        bold = os.path.join(args.data, "bold.nii" if args.mode.endswith("_nii") else "bold.nii.gz")
+
+        def load_mask():
+            brain = np.asanyarray(nib.load(os.path.join(args.data, "mask.nii.gz")).dataobj) != 0
+            return np.asanyarray(nib.load(bold).dataobj)[brain].T
+
+        return peerlib.measure_and_print(load_mask, args.reps, args.mode,
+                                         f"nibabel {nib.__version__} + numpy {np.__version__}",
+                                         peerlib.rss_now())
 
     files = sorted(glob.glob(os.path.join(args.data, "sub-*_bold.nii.gz")))
     if not files:

@@ -206,7 +206,11 @@ struct nf_shape {
     int64_t dim[4];
     bool cols_upper_bound;    /* matrix cols is an upper bound (mask not read yet) */
     bool has_geom;            /* matrix columns are voxels */
-    bool lazy;                /* collection items are read from disk on demand */
+    bool lazy;                /* collection items (or a volume) are read from disk on
+                                 demand */
+    bool can_be_lazy;         /* volume read from a file (load): the plan leaves it on
+                                 disk (lazy) when every consumer takes it through an
+                                 NF_PORT_LAZY port */
     /* From file headers, so that `validate` finds what needs no voxel data: */
     bool has_grid;            /* volume: `grid` is its grid (for a collection: the
                                  grid every item shares) */

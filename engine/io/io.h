@@ -50,11 +50,15 @@ struct nf_value *nf_nifti_open_lazy(const char *path, struct nf_error *err);
 /* A new reference to v with its data in memory: v itself (ref'd) when not lazy;
  * otherwise a freshly read volume (refcount 1) that the caller unrefs when done. */
 struct nf_value *nf_value_materialize(struct nf_value *v, struct nf_error *err);
-/* Read only the voxels of a mask geometry from a 3D/4D image, one 3D image at
- * a time: an nt x V matrix (with geom) in which non-finite values are 0
- * (*n_nonfinite counts them). Memory: the matrix plus one 3D image, never the
- * whole 4D series. The file must be on geom's grid (NF_ESHAPE otherwise). */
-struct nf_value *nf_nifti_read_masked(const char *path, struct nf_geom *geom,
+/* Read only the voxels of a mask geometry from a 3D/4D image: an nt x V matrix
+ * (with geom) in which non-finite values are 0 (*n_nonfinite counts them).
+ * Each image is read chunk by chunk and its in-mask voxels gathered into its
+ * row as the chunk arrives, by up to `threads` workers (images in parallel;
+ * one for a zlib-streamed .nii.gz). Memory: the matrix plus a chunk per
+ * worker (.nii), or plus the inflated file (.nii.gz with libdeflate), never
+ * a float copy of the 4D series. The file must be on geom's grid (NF_ESHAPE
+ * otherwise). */
+struct nf_value *nf_nifti_read_masked(const char *path, struct nf_geom *geom, int threads,
                                       int64_t *n_nonfinite, struct nf_error *err);
 /* Write a 3D (nt == 1 and ndim == 3) or 4D float32 image. `intent` is a NIFTI
  * intent code (0 for none). */

@@ -2,12 +2,15 @@
  *
  * Reading goes through libnifti2 (nifti_clib 3.0.1) for the header only: it
  * understands NIfTI-1, NIfTI-2, .hdr/.img pairs and either byte order. The voxel
- * data we read ourselves with zlib (gzread reads plain files transparently), in
- * chunks, converting any integer or float on-disk type to float32 and applying
+ * data we read ourselves (voxel_source.c: pread for .nii, the whole file
+ * inflated by libdeflate or streamed by zlib for .nii.gz), in chunks,
+ * converting any integer or float on-disk type to float32 and applying
  * scl_slope/scl_inter (the library does not). Doing the read ourselves is what
  * lets a truncated or corrupt file become one clear NF_EIO error that names the
  * file and says how many bytes were missing, instead of library chatter on
- * stderr and a NULL.
+ * stderr and a NULL. A masked read (nf_nifti_read_masked) converts only the
+ * in-mask voxels of each chunk, straight into the matrix, while the chunk is
+ * in cache.
  *
  * Writing is NIfTI-1 FLOAT32 only (nifti_clib 3.0.1 cannot write single-file
  * NIfTI-2). We fill the 348-byte header ourselves and write it with zlib so that
@@ -27,10 +30,14 @@
 
 #include "run/events.h"
 #include "io.h"
+#include "voxel_source.h"
 #include "core/util.h"
 
 /* Voxels converted per chunk: bounds the scratch buffer to 2 MiB (int64). */
 #define CHUNK_VOXELS ((size_t)1 << 18)
+/* Voxels per chunk of a masked read: 128 KiB of float32, as cat reads, so that
+ * the kernel's copy lands in cache and the scatter reads it from there. */
+#define MASKED_CHUNK_VOXELS ((size_t)1 << 15)
 /* NIfTI-1 dims are int16. */
 #define NIFTI1_MAX_DIM 32767
 
@@ -306,24 +313,25 @@ static void convert_to_float(int dt, const unsigned char *raw, float *out, size_
 }
 
 /* An open stream of voxel data: read in order, converted to float32 and
- * scaled, CHUNK_VOXELS at a time, so callers choose how much to hold. */
+ * scaled, CHUNK_VOXELS at a time, so callers choose how much to hold. The
+ * bytes come from voxel_source.c (pread, or the whole file inflated). */
 struct voxel_reader {
     const char *path;
     const nifti_image *nim;
     int size;
     bool swap, scale;
     double slope, inter;
-    unsigned char *chunk;
-    gzFile fp;
-    uint64_t expected, got;
+    unsigned char *chunk;      /* NULL when the source hands out memory */
+    int64_t next;              /* sequential reads: the next voxel of the file */
+    struct nf_voxel_source src;
 };
 
 static void reader_close(struct voxel_reader *r)
 {
-    if (r->fp)
-        gzclose(r->fp);
+    nf_voxel_source_close(&r->src);
     free(r->chunk);
     memset(r, 0, sizeof *r);
+    r->src.fd = -1;
 }
 
 static int reader_open(struct voxel_reader *r, const char *path, const nifti_image *nim,
@@ -331,6 +339,7 @@ static int reader_open(struct voxel_reader *r, const char *path, const nifti_ima
 {
     int rc = 0;
     memset(r, 0, sizeof *r);
+    r->src.fd = -1;
     r->path = path;
     r->nim = nim;
     r->size = datatype_size(nim->datatype);
@@ -338,28 +347,15 @@ static int reader_open(struct voxel_reader *r, const char *path, const nifti_ima
     r->scale = nim->scl_slope != 0 && isfinite(nim->scl_slope);
     r->slope = nim->scl_slope;
     r->inter = isfinite(nim->scl_inter) ? nim->scl_inter : 0.0;
-    r->expected = (uint64_t)nvox_total * (uint64_t)r->size;
     if (!nim->iname || nim->iname_offset < 0) {
         rc = NF_FAIL(err, NF_EIO, "cannot read '%s': header names no image data", path);
         goto fail;
     }
-    r->chunk = nf_malloc(CHUNK_VOXELS * (size_t)r->size);
-    if (!r->chunk) {
+    NF_TRY(rc = nf_voxel_source_open(&r->src, path, nim->iname, (uint64_t)nim->iname_offset,
+                                     (uint64_t)nvox_total * (uint64_t)r->size, err));
+    if (!nf_voxel_source_in_memory(&r->src) &&
+        !(r->chunk = nf_malloc(CHUNK_VOXELS * (size_t)r->size))) {
         rc = NF_FAIL(err, NF_ENOMEM, "cannot read '%s': out of memory", path);
-        goto fail;
-    }
-    errno = 0;
-    r->fp = gzopen(nim->iname, "rb");
-    if (!r->fp) {
-        rc = NF_FAIL(err, NF_EIO, "cannot read '%s': %s", nim->iname,
-                     errno ? strerror(errno) : "cannot open");
-        goto fail;
-    }
-    gzbuffer(r->fp, 1 << 17);
-    if (gzseek(r->fp, (z_off_t)nim->iname_offset, SEEK_SET) < 0) {
-        rc = NF_FAIL(err, NF_EIO,
-                     "cannot read '%s': file is truncated (expected voxel data at byte %lld)",
-                     path, (long long)nim->iname_offset);
         goto fail;
     }
     return 0;
@@ -368,37 +364,206 @@ fail:
     return rc;
 }
 
+/* The raw bytes of n voxels (n <= CHUNK_VOXELS) from voxel `first` of the
+ * file on, in CPU byte order; scratch is CHUNK_VOXELS voxels (unused when the
+ * file is in memory). */
+static int reader_raw_at(struct voxel_reader *r, int64_t first, size_t n, unsigned char *scratch,
+                         unsigned char **raw, struct nf_error *err)
+{
+    if (nf_interrupt_pending())   /* a big .nii.gz takes seconds; a chunk, milliseconds */
+        return NF_FAIL(err, NF_EINTR, "interrupted while reading '%s'", r->path);
+    int rc = nf_voxel_source_read_at(&r->src, (uint64_t)first * (uint64_t)r->size,
+                                     n * (size_t)r->size, scratch, raw, err);
+    if (rc == 0 && r->swap)
+        nifti_swap_Nbytes((int64_t)n, r->size, *raw);
+    return rc;
+}
+
 /* The next nvox voxels into out. */
 static int reader_read(struct voxel_reader *r, int64_t nvox, float *out, struct nf_error *err)
 {
     for (int64_t done = 0; done < nvox;) {
-        if (nf_interrupt_pending())   /* a big .nii.gz takes seconds; a chunk, milliseconds */
-            return NF_FAIL(err, NF_EINTR, "interrupted while reading '%s'", r->path);
         size_t n = (size_t)(nvox - done) < CHUNK_VOXELS ? (size_t)(nvox - done) : CHUNK_VOXELS;
-        size_t want = n * (size_t)r->size, have = 0;
-        while (have < want) {
-            int got = gzread(r->fp, r->chunk + have, (unsigned)(want - have));
-            if (got <= 0) {
-                int zerr = Z_OK;
-                const char *zmsg = gzerror(r->fp, &zerr);
-                r->got += have;
-                if (got < 0 && zerr != Z_BUF_ERROR)
-                    return NF_FAIL(err, NF_EIO,
-                                   "cannot read '%s': corrupt compressed data after %llu "
-                                   "bytes of voxel data (%s)",
-                                   r->path, (unsigned long long)r->got, zmsg ? zmsg : "zlib error");
-                return NF_FAIL(err, NF_EIO,
-                               "cannot read '%s': file is truncated (expected %llu bytes "
-                               "of voxel data, got %llu)",
-                               r->path, (unsigned long long)r->expected, (unsigned long long)r->got);
-            }
-            have += (size_t)got;
-        }
-        r->got += have;
-        if (r->swap)
-            nifti_swap_Nbytes((int64_t)n, r->size, r->chunk);
-        convert_to_float(r->nim->datatype, r->chunk, out + done, n, r->scale, r->slope, r->inter);
+        unsigned char *raw;
+        int rc = reader_raw_at(r, r->next, n, r->chunk, &raw, err);
+        if (rc < 0)
+            return rc;
+        convert_to_float(r->nim->datatype, raw, out + done, n, r->scale, r->slope, r->inter);
+        r->next += (int64_t)n;
         done += (int64_t)n;
+    }
+    return 0;
+}
+
+/* The in-mask voxels of an image in storage order: voxel offset[k] of the
+ * image is column column[k] of the matrix, and chunk j of the image (voxels
+ * j·MASKED_CHUNK_VOXELS on) holds entries chunk_first[j] to chunk_first[j + 1] - 1.
+ * Reading in this order streams through each chunk while it is in cache; the
+ * writes jump, but within one row, which stays in cache too (columns follow
+ * C order, storage is i fastest). 32-bit entries halve the index traffic,
+ * which is read once per image. */
+struct storage_order {
+    uint32_t *offset, *column;
+    int64_t *chunk_first;
+    int64_t n, n_chunks;
+};
+
+static int storage_order_make(const struct nf_geom *geom, int64_t nvox, struct storage_order *o)
+{
+    o->n = geom->n_voxels;
+    o->n_chunks = (nvox + (int64_t)MASKED_CHUNK_VOXELS - 1) / (int64_t)MASKED_CHUNK_VOXELS;
+    uint32_t *column_at = nf_malloc_array((size_t)nvox, sizeof *column_at);
+    o->offset = nf_malloc_array((size_t)o->n, sizeof *o->offset);
+    o->column = nf_malloc_array((size_t)o->n, sizeof *o->column);
+    o->chunk_first = nf_malloc_array((size_t)o->n_chunks + 1, sizeof *o->chunk_first);
+    if (!column_at || !o->offset || !o->column || !o->chunk_first) {
+        free(column_at);
+        return -1;
+    }
+    memset(column_at, 0xff, (size_t)nvox * sizeof *column_at);   /* UINT32_MAX: outside */
+    for (int64_t c = 0; c < o->n; c++)
+        column_at[geom->index[c]] = (uint32_t)c;
+    int64_t k = 0;
+    for (int64_t v = 0; v < nvox; v++) {
+        if (v % (int64_t)MASKED_CHUNK_VOXELS == 0)
+            o->chunk_first[v / (int64_t)MASKED_CHUNK_VOXELS] = k;
+        if (column_at[v] != UINT32_MAX) {
+            o->offset[k] = (uint32_t)v;
+            o->column[k++] = column_at[v];
+        }
+    }
+    o->chunk_first[o->n_chunks] = k;
+    free(column_at);
+    return 0;
+}
+
+static void storage_order_release(struct storage_order *o)
+{
+    free(o->offset);
+    free(o->column);
+    free(o->chunk_first);
+}
+
+/* row[column[k]] = voxel offset[k] - first of raw, converted as convert_to_float
+ * does, for the n entries given; non-finite values become 0 (returns how many). */
+static int64_t scatter_converted(int dt, const unsigned char *raw, uint32_t first,
+                                 const uint32_t *offset, const uint32_t *column, int64_t n,
+                                 bool scale, double slope, double inter, float *row)
+{
+    int64_t bad = 0;
+#define SCATTER(T)                                                                   \
+    for (int64_t k = 0; k < n; k++) {                                                \
+        T x;                                                                         \
+        memcpy(&x, raw + (size_t)(offset[k] - first) * sizeof x, sizeof x);          \
+        float f = scale ? (float)(slope * (double)x + inter) : (float)x;             \
+        if (!isfinite(f)) {                                                          \
+            f = 0.0f;                                                                \
+            bad++;                                                                   \
+        }                                                                            \
+        row[column[k]] = f;                                                          \
+    }                                                                                \
+    break
+    switch (dt) {
+    case DT_UINT8:   SCATTER(uint8_t);
+    case DT_INT8:    SCATTER(int8_t);
+    case DT_INT16:   SCATTER(int16_t);
+    case DT_UINT16:  SCATTER(uint16_t);
+    case DT_INT32:   SCATTER(int32_t);
+    case DT_UINT32:  SCATTER(uint32_t);
+    case DT_INT64:   SCATTER(int64_t);
+    case DT_UINT64:  SCATTER(uint64_t);
+    case DT_FLOAT32: SCATTER(float);
+    case DT_FLOAT64: SCATTER(double);
+    default: break;   /* rejected by info_from_header */
+    }
+#undef SCATTER
+    return bad;
+}
+
+/* The masked read, shared by its workers: each takes the next image, reads
+ * it chunk by chunk and scatters the chunk's in-mask voxels into the image's
+ * row while the chunk is in cache. Images are independent, so workers overlap
+ * one image's read (the kernel's copy, or the walk through the inflated file)
+ * with another's scatter. */
+struct masked_read {
+    struct voxel_reader *r;
+    const struct storage_order *o;
+    int64_t nvox, nt, cols;
+    float *out;
+    pthread_mutex_t lock;
+    int64_t next_image, n_nonfinite;
+    int rc;                   /* the first failure, in err */
+    struct nf_error err;
+};
+
+static void *masked_worker(void *arg)
+{
+    struct masked_read *m = arg;
+    const struct voxel_reader *r = m->r;
+    const struct storage_order *o = m->o;
+    struct nf_error err = { 0 };
+    int64_t bad = 0;
+    int rc = 0;
+    unsigned char *scratch = NULL;
+    if (!nf_voxel_source_in_memory(&r->src) && !(scratch = nf_malloc(MASKED_CHUNK_VOXELS * (size_t)r->size)))
+        rc = NF_FAIL(&err, NF_ENOMEM, "cannot read '%s': out of memory", r->path);
+    while (rc == 0) {
+        pthread_mutex_lock(&m->lock);
+        int64_t t = m->rc < 0 ? m->nt : m->next_image++;
+        pthread_mutex_unlock(&m->lock);
+        if (t >= m->nt)
+            break;
+        float *row = m->out + t * m->cols;
+        for (int64_t j = 0; j < o->n_chunks && rc == 0; j++) {
+            int64_t done = j * (int64_t)MASKED_CHUNK_VOXELS;
+            size_t n = (size_t)(m->nvox - done) < MASKED_CHUNK_VOXELS ? (size_t)(m->nvox - done) : MASKED_CHUNK_VOXELS;
+            unsigned char *raw;
+            rc = reader_raw_at(m->r, t * m->nvox + done, n, scratch, &raw, &err);
+            if (rc == 0) {
+                int64_t k = o->chunk_first[j];
+                bad += scatter_converted(r->nim->datatype, raw, (uint32_t)done, o->offset + k,
+                                         o->column + k, o->chunk_first[j + 1] - k, r->scale,
+                                         r->slope, r->inter, row);
+            }
+        }
+    }
+    free(scratch);
+    pthread_mutex_lock(&m->lock);
+    m->n_nonfinite += bad;
+    if (rc < 0 && m->rc == 0) {
+        m->rc = rc;
+        m->err = err;
+    }
+    pthread_mutex_unlock(&m->lock);
+    return NULL;
+}
+
+/* Every image into its row of out (nt x cols), with up to `threads` workers
+ * (one for a zlib stream, which is read in order). */
+static int reader_read_masked(struct voxel_reader *r, int64_t nvox, int64_t nt,
+                              const struct storage_order *o, float *out, int threads,
+                              int64_t *n_nonfinite, struct nf_error *err)
+{
+    struct masked_read m = { .r = r, .o = o, .nvox = nvox, .nt = nt, .cols = o->n, .out = out };
+    pthread_t tid[64];
+    int started = 0;
+    if (!nf_voxel_source_random_access(&r->src) || threads < 1)
+        threads = 1;
+    if (threads > 64)
+        threads = 64;
+    if (threads > nt)
+        threads = (int)nt;
+    pthread_mutex_init(&m.lock, NULL);
+    while (started < threads - 1 && pthread_create(&tid[started], NULL, masked_worker, &m) == 0)
+        started++;
+    masked_worker(&m);   /* this thread is a worker too */
+    while (started > 0)
+        pthread_join(tid[--started], NULL);
+    pthread_mutex_destroy(&m.lock);
+    *n_nonfinite = m.n_nonfinite;
+    if (m.rc < 0) {
+        *err = m.err;
+        return m.rc;
     }
     return 0;
 }
@@ -497,14 +662,14 @@ struct nf_value *nf_nifti_read(const char *path, struct nf_error *err)
     return read_volume(path, NULL, err);
 }
 
-struct nf_value *nf_nifti_read_masked(const char *path, struct nf_geom *geom,
+struct nf_value *nf_nifti_read_masked(const char *path, struct nf_geom *geom, int threads,
                                       int64_t *n_nonfinite, struct nf_error *err)
 {
     nifti_image *nim = NULL;
     struct nf_nifti_info info;
     struct nf_value *m = NULL;
-    struct voxel_reader r = { 0 };
-    float *image = NULL;
+    struct voxel_reader r = { .src.fd = -1 };
+    struct storage_order order = { 0 };
     int version = 0, rc;
     *n_nonfinite = 0;
 
@@ -519,36 +684,35 @@ struct nf_value *nf_nifti_read_masked(const char *path, struct nf_geom *geom,
         goto fail;
     }
     const int64_t nvox = nf_grid_nvox(&info.grid), cols = geom->n_voxels;
-    NF_TRY(rc = check_file_size(path, nim, nvox * info.nt, err));
-    m = nf_value_new_matrix(info.nt, cols, geom, err);
-    image = nf_malloc((size_t)nvox * sizeof *image);
-    if (!m || !image) {
-        rc = m ? NF_FAIL(err, NF_ENOMEM, "cannot read '%s': out of memory", path) : err->code;
+    if (nvox >= (int64_t)UINT32_MAX) {
+        rc = NF_FAIL(err, NF_EDATA, "cannot read '%s' through a mask: its 3D images have %lld "
+                     "voxels (at most %u)", path, (long long)nvox, UINT32_MAX - 1);
         goto fail;
     }
-    NF_TRY(rc = reader_open(&r, path, nim, nvox * info.nt, err));
-    /* one 3D image at a time: memory holds the matrix and one image */
-    for (int64_t t = 0; t < info.nt; t++) {
-        NF_TRY(rc = reader_read(&r, nvox, image, err));
-        float *row = m->u.mat.data + t * cols;
-        for (int64_t c = 0; c < cols; c++) {
-            float x = image[geom->index[c]];
-            if (!isfinite(x)) {
-                x = 0.0f;
-                (*n_nonfinite)++;
-            }
-            row[c] = x;
-        }
+    NF_TRY(rc = check_file_size(path, nim, nvox * info.nt, err));
+    if (storage_order_make(geom, nvox, &order) < 0) {
+        rc = NF_FAIL(err, NF_ENOMEM, "cannot read '%s': out of memory", path);
+        goto fail;
     }
+    /* opened (for .nii.gz: inflated, its compressed copy freed) before the
+     * matrix exists, so that the two copies of the file never meet it */
+    NF_TRY(rc = reader_open(&r, path, nim, nvox * info.nt, err));
+    m = nf_value_new_matrix(info.nt, cols, geom, err);
+    if (!m) {
+        rc = err->code;
+        goto fail;
+    }
+    NF_TRY(rc = reader_read_masked(&r, nvox, info.nt, &order, m->u.mat.data, threads,
+                                   n_nonfinite, err));
     reader_close(&r);
-    free(image);
+    storage_order_release(&order);
     nifti_image_free(nim);
     nf_value_set_path(m, path);
     return m;
 
 fail:
     reader_close(&r);
-    free(image);
+    storage_order_release(&order);
     nf_value_unref(m);
     nifti_image_free(nim);
     return NULL;

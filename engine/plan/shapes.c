@@ -64,6 +64,33 @@ static bool port_shape(const struct nf_node_inst *node, const struct nf_edge *e,
     return true;
 }
 
+/* A volume that can stay on disk (can_be_lazy) stays there when every node
+ * that consumes it reads it itself (NF_PORT_LAZY): mask then gathers the
+ * in-mask voxels as the file is read, and the whole 4D image is never held.
+ * One consumer that needs the voxels in memory keeps it a plain value. */
+static void leave_volumes_on_disk(struct nf_pipeline *p)
+{
+    for (size_t j = 0; j < p->n_nodes; j++)
+        for (size_t e = 0; e < p->nodes[j].n_edges; e++) {
+            const struct nf_edge *edge = &p->nodes[j].edges[e];
+            if (edge->port == NF_EDGE_AFTER)
+                continue;
+            struct nf_shape *s = &p->nodes[edge->src].out_shape[edge->src_port];
+            if (s->kind == NF_KIND_VOLUME && s->can_be_lazy)
+                s->lazy = true;
+        }
+    for (size_t j = 0; j < p->n_nodes; j++)
+        for (size_t e = 0; e < p->nodes[j].n_edges; e++) {
+            const struct nf_edge *edge = &p->nodes[j].edges[e];
+            if (edge->port == NF_EDGE_AFTER)
+                continue;
+            struct nf_shape *s = &p->nodes[edge->src].out_shape[edge->src_port];
+            if (s->kind == NF_KIND_VOLUME && s->lazy &&
+                (edge->port < 0 || !(p->nodes[j].type->inputs[edge->port].flags & NF_PORT_LAZY)))
+                s->lazy = false;
+        }
+}
+
 int nf_resolve_shapes(struct nf_pipeline *p, struct nf_diags *d)
 {
     struct nf_env env;
@@ -169,6 +196,7 @@ int nf_resolve_shapes(struct nf_pipeline *p, struct nf_diags *d)
             }
     }
     free(wanted_by_node);
+    leave_volumes_on_disk(p);
     return d->n ? d->v[0].code : 0;
 }
 

@@ -850,7 +850,19 @@ static int run_task(struct executor *x, size_t ni, size_t item, struct nf_error 
             continue;
         }
         if (s->prepared[edge->port]) {
-            in[edge->port] = nf_value_ref(s->prepared[edge->port]);
+            /* a volume left on disk reaches only ports that read it themselves
+             * (shapes.c); any other port gets it read in full */
+            struct nf_value *whole = s->prepared[edge->port];
+            bool reads_itself = t->inputs[edge->port].flags & NF_PORT_LAZY;
+            in[edge->port] = reads_itself ? nf_value_ref(whole) : nf_value_materialize(whole, err);
+            if (!in[edge->port]) {
+                if (!err->loc.file) {
+                    err->loc = node->loc;
+                    snprintf(err->node, sizeof err->node, "%s", node->id);
+                }
+                rc = err->code;
+                goto fail;
+            }
             continue;
         }
         /* mapped port: this task's item, read from disk if lazy */

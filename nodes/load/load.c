@@ -8,7 +8,10 @@
  * depend on the locale) and labelled with their BIDS subject ("sub-01") or,
  * failing that, their file stem. NIfTI items stay lazy (header only) so that a
  * collection of subjects costs the memory of one subject at a time; tables and
- * arrays are small and are read at once.
+ * arrays are small and are read at once. A single image stays on disk too (a
+ * lazy volume) when the plan finds that every consumer reads it itself
+ * (engine/plan/shapes.c: only mask's data port does), so that mask gathers
+ * its voxels while reading and the 4D series is never held whole.
  *
  * At plan time resolve() reads headers only, so that `nlflow validate` and
  * `nlflow plan` report a missing or unreadable file before anything runs.
@@ -369,6 +372,9 @@ static int load_resolve(struct nf_resolve *r)
     if (!path_has_glob(p->path)) {
         NF_TRY(rc = file_format(p->path, p, node, &fmt, r->err));
         NF_TRY(rc = file_shape(p->path, fmt, p, node, &r->out[LOAD_OUT_DATA], r->err));
+        /* an image only mask reads stays on disk: mask gathers its voxels
+         * as it is read (engine/plan/shapes.c decides) */
+        r->out[LOAD_OUT_DATA].can_be_lazy = fmt == NF_FMT_NIFTI;
         return 0;
     }
 
@@ -467,7 +473,9 @@ static int load_run(struct nf_run *run)
 
     if (!path_has_glob(p->path)) {
         NF_TRY(rc = file_format(p->path, p, node, &fmt, run->err));
-        run->out[LOAD_OUT_DATA] = read_one(p->path, fmt, p, false, node, run->err);
+        const struct nf_shape *planned = nf_node_planned_output(node, 0);
+        bool lazy = planned && planned->kind == NF_KIND_VOLUME && planned->lazy;
+        run->out[LOAD_OUT_DATA] = read_one(p->path, fmt, p, lazy, node, run->err);
         return run->out[LOAD_OUT_DATA] ? 0 : run->err->code;
     }
 
@@ -592,7 +600,10 @@ const struct nf_node_type nf_node_load = {
         "labelled by its BIDS subject (sub-01) or, when files do not name distinct "
         "subjects, by its file stem; downstream nodes then run once per item. Images "
         "in a collection are read when a node needs them, so memory holds one subject "
-        "at a time. A missing file, a glob that matches nothing, an unreadable header "
+        "at a time. An image that only `mask` nodes consume (as data) is not read here: "
+        "mask reads it and keeps the in-mask voxels of each image as the file streams "
+        "past, so the whole 4D series is never in memory (.nii.gz is inflated whole "
+        "with libdeflate when nlflow is built with it). A missing file, a glob that matches nothing, an unreadable header "
         "and a `columns` name the table does not have are reported by `nlflow "
         "validate` (headers only: no voxel data is read).",
     .version = 1,

@@ -54,7 +54,8 @@ static char *mask_methods(const void *params)
 #undef FIELD
 
 static const struct nf_port mask_inputs[] = {
-    { "data", "3D image or 4D series (a collection runs once per subject)", NF_PT_VOLUME, 0 },
+    { "data", "3D image or 4D series (a collection runs once per subject)", NF_PT_VOLUME,
+      NF_PORT_LAZY },
     { "mask", "3D image on the same grid as data; nonzero voxels are kept", NF_PT_VOLUME, 0 },
     { "atlas", "3D label image on the mask's grid; gives `labels`", NF_PT_VOLUME,
       NF_PORT_OPTIONAL },
@@ -284,9 +285,11 @@ static int mask_run(struct nf_run *run)
     const int64_t n_images = data->u.vol.nt, n_cols = geom->n_voxels;
     int64_t n_nonfinite;
     if (data->u.vol.lazy) {
-        /* a subject on disk: read only its in-mask voxels, an image at a time,
-         * so memory holds this matrix and one 3D image, not the 4D series */
-        out = nf_nifti_read_masked(data->path, geom, &n_nonfinite, err);
+        /* an image on disk (a collection's subject, or a file only masks read):
+         * its in-mask voxels are gathered as it is read, so memory holds this
+         * matrix and a chunk (for .nii.gz, the inflated file), not the 4D series */
+        out = nf_nifti_read_masked(data->path, geom, run->env ? run->env->threads : 1,
+                                   &n_nonfinite, err);
         if (!out) {
             rc = nf_error_on_node(node, err, err->code < 0 ? err->code : NF_EIO);
             goto fail;

@@ -567,6 +567,123 @@ static void test_memory_budget(void **state)
     nf_diags_release(&d);
 }
 
+static const struct nf_shape *node_output(const struct nf_pipeline *p, const char *id)
+{
+    for (size_t i = 0; i < p->n_nodes; i++)
+        if (strcmp(p->nodes[i].id, id) == 0)
+            return &p->nodes[i].out_shape[0];
+    fail_msg("no node '%s'", id);
+    return NULL;
+}
+
+/* on_outputs: a copy of the matrix node `want_node` gave. */
+struct captured {
+    size_t want_node;
+    struct nf_value *m;
+};
+
+static void capture_output(void *arg, size_t node, struct nf_value *const *out, size_t n_out)
+{
+    struct captured *c = arg;
+    if (node == c->want_node && n_out > 0 && out[0] && !c->m)
+        c->m = nf_value_ref(out[0]);
+}
+
+static size_t node_index(const struct nf_pipeline *p, const char *id)
+{
+    for (size_t i = 0; i < p->n_nodes; i++)
+        if (strcmp(p->nodes[i].id, id) == 0)
+            return i;
+    fail_msg("no node '%s'", id);
+    return 0;
+}
+
+/* Plan and run text; *lazy: whether vol stayed on disk; returns m's matrix. */
+static struct nf_value *run_masking(const char *name, const char *text, bool *lazy)
+{
+    struct nf_diags d;
+    struct nf_error err = { 0 };
+    struct nf_pipeline *p = load(name, text, &d);
+    assert_non_null(p);
+    assert_int_equal(nf_resolve_shapes(p, &d), 0);
+    assert_int_equal(nf_place(p, false, &d), 0);
+    assert_int_equal(nf_plan_memory(p, &d), 0);
+    *lazy = node_output(p, "vol")->lazy;
+    assert_false(node_output(p, "brain")->lazy);
+    struct captured c = { .want_node = node_index(p, "m") };
+    struct nf_exec_opts o = { .threads = 2, .on_outputs = capture_output, .on_outputs_arg = &c };
+    nf_log_quiet = true;
+    int rc = nf_execute(p, &o, &err);
+    if (rc < 0)
+        fail_msg("%s: %s", name, err.msg);
+    assert_non_null(c.m);
+    nf_pipeline_free(p);
+    nf_diags_release(&d);
+    return c.m;
+}
+
+/* An image stays on disk only when every consumer reads it itself, and mask
+ * reading it there gives the bits of mask reading it from memory (a second
+ * consumer that needs it in memory, smooth, makes load read it whole), for a
+ * .nii and a .nii.gz 4D series with NaNs. */
+static void test_image_left_on_disk_only_for_mask(void **state)
+{
+    (void)state;
+    struct nf_error err = { 0 };
+    struct nf_grid g = { .dim = { 7, 5, 3 }, .pixdim = { 2, 2, 2 }, .sform_code = 4 };
+    for (int a = 0; a < 3; a++)
+        g.affine[a][a] = 2;
+    g.affine[3][3] = 1;
+    enum { NVOX = 7 * 5 * 3, NT = 4 };
+    float vol[NVOX * NT], inside[NVOX];
+    uint64_t seed = 5;
+    for (int i = 0; i < NVOX * NT; i++)
+        vol[i] = i % 17 == 3 ? NAN : (float)nf_rand_normal(&seed);
+    for (int i = 0; i < NVOX; i++)
+        inside[i] = i % 4 != 1;
+    const char *suffixes[] = { ".nii", ".nii.gz" };
+    for (int k = 0; k < 2; k++) {
+        char *vpath = nf_asprintf("%s/disk4d%s", tmpdir, suffixes[k]);
+        char *mpath = nf_asprintf("%s/diskmask.nii", tmpdir);
+        assert_int_equal(nf_nifti_write(vpath, &g, NT, vol, 0, "test", &err), 0);
+        assert_int_equal(nf_nifti_write(mpath, &g, 1, inside, 0, "test", &err), 0);
+        char *only_mask = nf_asprintf(
+            "nlflow: 1\nsettings: {outputs: out}\nnodes:\n"
+            "  vol: {type: load, path: disk4d%s}\n"
+            "  brain: {type: load, path: diskmask.nii}\n"
+            "  m: {type: mask, in: {data: vol, mask: brain}}\n"
+            "  m2: {type: mask, in: {data: vol, mask: brain}}\n", suffixes[k]);
+        char *with_smooth = nf_asprintf(
+            "nlflow: 1\nsettings: {outputs: out}\nnodes:\n"
+            "  vol: {type: load, path: disk4d%s}\n"
+            "  brain: {type: load, path: diskmask.nii}\n"
+            "  m: {type: mask, in: {data: vol, mask: brain}}\n"
+            "  sm: {type: smooth, fwhm: 4, in: {data: vol}}\n", suffixes[k]);
+        bool lazy_a, lazy_b;
+        struct nf_value *a = run_masking("disk.yaml", only_mask, &lazy_a);
+        struct nf_value *b = run_masking("disk2.yaml", with_smooth, &lazy_b);
+        assert_true(lazy_a);
+        assert_false(lazy_b);
+        assert_int_equal(a->u.mat.rows, NT);
+        assert_int_equal(a->u.mat.cols, b->u.mat.cols);
+        assert_int_equal(b->u.mat.rows, NT);
+        assert_memory_equal(a->u.mat.data, b->u.mat.data,
+                            (size_t)(NT * a->u.mat.cols) * sizeof(float));
+        /* and both are the data at the mask's voxels (NaN -> 0), by hand */
+        for (int t = 0; t < NT; t++)
+            for (int64_t c = 0; c < a->u.mat.cols; c++) {
+                float want = vol[t * NVOX + a->u.mat.geom->index[c]];
+                assert_true(a->u.mat.data[t * a->u.mat.cols + c] == (isnan(want) ? 0.0f : want));
+            }
+        nf_value_unref(a);
+        nf_value_unref(b);
+        free(only_mask);
+        free(with_smooth);
+        free(vpath);
+        free(mpath);
+    }
+}
+
 /* ---- end to end: load -> mask -> summarize reproduces the input ---- */
 static void test_roundtrip(void **state)
 {
@@ -597,6 +714,10 @@ static void test_roundtrip(void **state)
     assert_int_equal(nf_resolve_shapes(p, &d), 0);
     assert_int_equal(nf_place(p, false, &d), 0);
     assert_int_equal(nf_plan_memory(p, &d), 0);
+    /* only mask reads vol: it stays on disk and mask reads its voxels (the
+     * values checked below went that way); the mask image is read whole */
+    assert_true(node_output(p, "vol")->lazy);
+    assert_false(node_output(p, "brain")->lazy);
     struct nf_exec_opts o = { .threads = 2 };
     nf_log_quiet = true;
     int rc = nf_execute(p, &o, &err);
@@ -799,6 +920,7 @@ int main(void)
         cmocka_unit_test(test_collection_stacking),
         cmocka_unit_test(test_memory_budget),
         cmocka_unit_test(test_roundtrip),
+        cmocka_unit_test(test_image_left_on_disk_only_for_mask),
         cmocka_unit_test(test_streaming_collection),
         cmocka_unit_test(test_streaming_chain),
     };

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include <nifti2_io.h>
+#include <zlib.h>
 
 #include "io/io.h"
 #include "core/util.h"
@@ -378,6 +379,268 @@ static void test_nifti_truncated(void **state)
     assert_null(nf_nifti_read(nii, &err));
     assert_int_equal(err.code, NF_EIO);
     assert_non_null(strstr(err.msg, nii));
+}
+
+/* ---- the fast readers: pread, whole-buffer inflate, masked gathering ---- */
+
+/* A 4D image of any datatype written by nifti_clib (dims nx, ny, nz, nt). */
+static void write_4d_with_clib(const char *path, int datatype, const void *values, int64_t nx,
+                               int64_t ny, int64_t nz, int64_t nt, double slope, double inter)
+{
+    int64_t dims[8] = {4, nx, ny, nz, nt, 1, 1, 1};
+    nifti_image *nim = nifti_make_new_nim(dims, datatype, 1);
+    assert_non_null(nim);
+    memcpy(nim->data, values, (size_t)(nx * ny * nz * nt) * (size_t)nim->nbyper);
+    nim->scl_slope = slope;
+    nim->scl_inter = inter;
+    assert_int_equal(nifti_set_filenames(nim, path, 0, 1), 0);
+    nifti_image_write(nim);
+    nifti_image_free(nim);
+}
+
+/* Voxel i of raw values as the NIfTI standard scales it, computed here. */
+static float expected_voxel(int dt, const void *raw, int64_t i, double slope, double inter)
+{
+    double x;
+    switch (dt) {
+    case DT_UINT8:   x = ((const uint8_t *)raw)[i]; break;
+    case DT_INT16:   x = ((const int16_t *)raw)[i]; break;
+    case DT_UINT16:  x = ((const uint16_t *)raw)[i]; break;
+    case DT_INT32:   x = ((const int32_t *)raw)[i]; break;
+    case DT_FLOAT64: x = ((const double *)raw)[i]; break;
+    default:         x = ((const float *)raw)[i]; break;
+    }
+    if (slope == 0)
+        return dt == DT_FLOAT32 ? ((const float *)raw)[i] : (float)x;
+    return (float)(slope * x + inter);
+}
+
+/* The masked read of path against the whole image (whole, nt images of nvox)
+ * gathered here through geom; non-finite values must come back as 0. */
+static void check_masked_read(const char *path, const float *whole, int64_t nvox, int64_t nt,
+                              struct nf_geom *geom, int threads)
+{
+    struct nf_error err = {0};
+    int64_t n_nonfinite = -1, n_bad = 0;
+    struct nf_value *m = nf_nifti_read_masked(path, geom, threads, &n_nonfinite, &err);
+    if (!m)
+        fail_msg("%s (masked, %d threads): %s", path, threads, err.msg);
+    assert_int_equal(m->u.mat.rows, nt);
+    assert_int_equal(m->u.mat.cols, geom->n_voxels);
+    for (int64_t t = 0; t < nt; t++)
+        for (int64_t c = 0; c < geom->n_voxels; c++) {
+            float want = whole[t * nvox + geom->index[c]];
+            if (!isfinite(want)) {
+                want = 0;
+                n_bad++;
+            }
+            float got = m->u.mat.data[t * geom->n_voxels + c];
+            if (memcmp(&want, &got, sizeof want) != 0)
+                fail_msg("%s image %lld column %lld (%d threads): %.9g, expected %.9g", path,
+                         (long long)t, (long long)c, threads, (double)got, (double)want);
+        }
+    assert_int_equal(n_nonfinite, n_bad);
+    nf_value_unref(m);
+}
+
+/* The whole image bit for bit, and the masked read against the whole one
+ * gathered by hand: mask = voxels v with v % 5 != 2 (all but every fifth). */
+static void check_fast_read(const char *path, int dt, const void *raw, int64_t nx, int64_t ny,
+                            int64_t nz, int64_t nt, double slope, double inter)
+{
+    struct nf_error err = {0};
+    const int64_t nvox = nx * ny * nz;
+    struct nf_value *v = nf_nifti_read(path, &err);
+    if (!v)
+        fail_msg("%s: %s", path, err.msg);
+    for (int64_t i = 0; i < nvox * nt; i++) {
+        float want = expected_voxel(dt, raw, i, slope, inter);
+        if (isnan(want))
+            assert_true(isnan(v->u.vol.data[i]));
+        else if (memcmp(&want, &v->u.vol.data[i], sizeof want) != 0)
+            fail_msg("%s voxel %lld: %.9g, expected %.9g", path, (long long)i,
+                     (double)v->u.vol.data[i], (double)want);
+    }
+
+    struct nf_grid g = v->u.vol.grid;
+    float *mask = calloc((size_t)nvox, sizeof *mask);
+    for (int64_t i = 0; i < nvox; i++)
+        mask[i] = i % 5 != 2;
+    struct nf_geom *geom = nf_geom_from_mask(&g, mask);
+    assert_non_null(geom);
+    /* 1 worker, and 3 (images split between them) */
+    check_masked_read(path, v->u.vol.data, nvox, nt, geom, 1);
+    check_masked_read(path, v->u.vol.data, nvox, nt, geom, 3);
+    nf_geom_unref(geom);
+    free(mask);
+    nf_value_unref(v);
+}
+
+/* Odd sizes, every common datatype, scaled and not, .nii and .nii.gz. */
+static void test_nifti_fast_read_datatypes(void **state)
+{
+    (void)state;
+    const int64_t nx = 7, ny = 5, nz = 3, nt = 4, n = nx * ny * nz * nt;
+    static const struct { int dt; double slope, inter; } cases[] = {
+        {DT_FLOAT32, 0, 0}, {DT_FLOAT32, 2, -1}, {DT_INT16, 0.5, 10}, {DT_INT16, 0, 0},
+        {DT_UINT8, 0, 0}, {DT_UINT8, 1.5, -3}, {DT_UINT16, 0, 0}, {DT_INT32, 0.25, 0},
+        {DT_FLOAT64, 0, 0},
+    };
+    unsigned char *raw = malloc((size_t)n * 8);
+    uint64_t seed = 7;
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        for (int64_t i = 0; i < n; i++) {
+            double r = nf_rand_normal(&seed);
+            switch (cases[k].dt) {
+            case DT_UINT8:   ((uint8_t *)raw)[i] = (uint8_t)(i * 37); break;
+            case DT_INT16:   ((int16_t *)raw)[i] = (int16_t)(r * 9000); break;
+            case DT_UINT16:  ((uint16_t *)raw)[i] = (uint16_t)(i * 611); break;
+            case DT_INT32:   ((int32_t *)raw)[i] = (int32_t)(r * 1e8); break;
+            case DT_FLOAT64: ((double *)raw)[i] = i == 3 ? NAN : i == 9 ? INFINITY : r * 1e3; break;
+            default:         ((float *)raw)[i] = i == 5 ? NAN : (float)r; break;
+            }
+        }
+        for (int gz = 0; gz < 2; gz++) {
+            char name[64];
+            snprintf(name, sizeof name, "fast%zu.nii%s", k, gz ? ".gz" : "");
+            write_4d_with_clib(tmp_path(name), cases[k].dt, raw, nx, ny, nz, nt, cases[k].slope,
+                               cases[k].inter);
+            check_fast_read(tmp_path(name), cases[k].dt, raw, nx, ny, nz, nt, cases[k].slope,
+                            cases[k].inter);
+        }
+    }
+    free(raw);
+}
+
+/* Images larger than the reader's chunk (2^18 voxels): chunks end inside an
+ * image and the in-mask voxels of one image span several of them. */
+static void test_nifti_fast_read_chunks(void **state)
+{
+    (void)state;
+    const int64_t nx = 67, ny = 71, nz = 61, nt = 2, n = nx * ny * nz * nt;
+    float *raw = malloc((size_t)n * sizeof *raw);
+    uint64_t seed = 11;
+    for (int64_t i = 0; i < n; i++)
+        raw[i] = (float)nf_rand_normal(&seed);
+    write_4d_with_clib(tmp_path("chunks.nii"), DT_FLOAT32, raw, nx, ny, nz, nt, 0, 0);
+    write_4d_with_clib(tmp_path("chunks.nii.gz"), DT_FLOAT32, raw, nx, ny, nz, nt, 0, 0);
+    check_fast_read(tmp_path("chunks.nii"), DT_FLOAT32, raw, nx, ny, nz, nt, 0, 0);
+    check_fast_read(tmp_path("chunks.nii.gz"), DT_FLOAT32, raw, nx, ny, nz, nt, 0, 0);
+    free(raw);
+}
+
+/* Whole file bytes (malloc'd), *n its size. */
+static unsigned char *file_bytes(const char *path, size_t *n)
+{
+    FILE *fp = fopen(path, "rb");
+    assert_non_null(fp);
+    fseek(fp, 0, SEEK_END);
+    *n = (size_t)ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    unsigned char *b = malloc(*n + 1);
+    assert_int_equal(fread(b, 1, *n, fp), *n);
+    fclose(fp);
+    return b;
+}
+
+/* One gzip member holding bytes[0..n), appended to path. */
+static void append_gzip_member(const char *path, const void *bytes, size_t n)
+{
+    gzFile gz = gzopen(path, "ab");
+    assert_non_null(gz);
+    if (n > 0)
+        assert_int_equal(gzwrite(gz, bytes, (unsigned)n), (int)n);
+    assert_int_equal(gzclose(gz), Z_OK);
+}
+
+/* Multi-member gzip (bgzip, pigz --independent, cat a.gz b.gz): every member
+ * is read, bytes after the last member are ignored (as zlib ignores them),
+ * and a last member whose size trailer is smaller than the data before it
+ * makes the inflate buffer grow. */
+static void test_nifti_multi_member_gzip(void **state)
+{
+    (void)state;
+    const int64_t nx = 9, ny = 8, nz = 7, nt = 3, n = nx * ny * nz * nt;
+    int16_t *raw = malloc((size_t)n * sizeof *raw);
+    for (int64_t i = 0; i < n; i++)
+        raw[i] = (int16_t)(i * 13 - 4000);
+    write_4d_with_clib(tmp_path("members.nii"), DT_INT16, raw, nx, ny, nz, nt, 0.5, 3);
+    size_t len;
+    unsigned char *plain = file_bytes(tmp_path("members.nii"), &len);
+
+    /* three members cut at odd places, then zero padding */
+    const char *three = tmp_path("members3.nii.gz");
+    unlink(three);
+    append_gzip_member(three, plain, 100);
+    append_gzip_member(three, plain + 100, len / 2 - 100);
+    append_gzip_member(three, plain + len / 2, len - len / 2);
+    FILE *fp = fopen(three, "ab");
+    fwrite("\0\0\0\0\0\0\0\0", 1, 8, fp);
+    fclose(fp);
+    check_fast_read(three, DT_INT16, raw, nx, ny, nz, nt, 0.5, 3);
+
+    /* the first member holds the image and 300 kB more; the last, 5 bytes:
+     * its size trailer (5) is no guide to the room the first one needs */
+    const char *grow = tmp_path("membersgrow.nii.gz");
+    unlink(grow);
+    unsigned char *padded = calloc(len + 300000, 1);
+    memcpy(padded, plain, len);
+    append_gzip_member(grow, padded, len + 300000);
+    append_gzip_member(grow, "abcde", 5);
+    check_fast_read(grow, DT_INT16, raw, nx, ny, nz, nt, 0.5, 3);
+
+    /* members that end before the image does: truncated, with exact counts */
+    const char *shortgz = tmp_path("membersshort.nii.gz");
+    unlink(shortgz);
+    append_gzip_member(shortgz, plain, 1000);
+    append_gzip_member(shortgz, plain + 1000, 500);
+    struct nf_error err = {0};
+    assert_null(nf_nifti_read(shortgz, &err));
+    assert_int_equal(err.code, NF_EIO);
+    char want[200];
+    snprintf(want, sizeof want, "expected %lld bytes of voxel data, got %d", (long long)n * 2,
+             1500 - 352);
+    assert_non_null(strstr(err.msg, want));
+    assert_non_null(strstr(err.msg, shortgz));
+    free(padded);
+    free(plain);
+    free(raw);
+}
+
+/* A truncated file read through the masked path: the error of the whole
+ * read, naming the file, and no matrix. */
+static void test_nifti_masked_truncated(void **state)
+{
+    (void)state;
+    const char *names[] = { "mtrunc.nii", "mtrunc.nii.gz" };
+    for (int k = 0; k < 2; k++) {
+        const char *path = tmp_path(names[k]);
+        write_noise_volume(path, 20, 3);
+        struct nf_error err = {0};
+        struct nf_value *v = nf_nifti_read(path, &err);
+        assert_non_null(v);
+        float *ones = malloc(20 * 20 * 20 * sizeof *ones);
+        for (int i = 0; i < 20 * 20 * 20; i++)
+            ones[i] = 1;
+        struct nf_geom *geom = nf_geom_from_mask(&v->u.vol.grid, ones);
+        nf_value_unref(v);
+        long size = file_size(path);
+        assert_int_equal(truncate(path, size * 2 / 3), 0);
+        int64_t bad = 0;
+        assert_null(nf_nifti_read_masked(path, geom, 2, &bad, &err));
+        assert_int_equal(err.code, NF_EIO);
+        assert_non_null(strstr(err.msg, path));
+        if (k == 0) {
+            char want[200];
+            snprintf(want, sizeof want, "expected %d bytes of voxel data, got %ld",
+                     20 * 20 * 20 * 3 * 4, size * 2 / 3 - 352);
+            assert_non_null(strstr(err.msg, want));
+        } else {
+            assert_true(strstr(err.msg, "truncated") || strstr(err.msg, "corrupt"));
+        }
+        nf_geom_unref(geom);
+        free(ones);
+    }
 }
 
 static void test_nifti_missing(void **state)
@@ -846,6 +1109,10 @@ int main(void)
         cmocka_unit_test(test_nifti2_example),
         cmocka_unit_test(test_nifti_truncated),
         cmocka_unit_test(test_nifti_missing),
+        cmocka_unit_test(test_nifti_fast_read_datatypes),
+        cmocka_unit_test(test_nifti_fast_read_chunks),
+        cmocka_unit_test(test_nifti_multi_member_gzip),
+        cmocka_unit_test(test_nifti_masked_truncated),
         cmocka_unit_test(test_nifti_lazy),
         cmocka_unit_test(test_nifti_write_matrix),
         cmocka_unit_test(test_tsv_parse),
