@@ -101,8 +101,8 @@ static char *bootstrap_methods(const void *params)
                    "replacement (nltools' draws", p->n_boot);
     if (p->seed >= 0)
         nf_strbuf_addf(&sb, ", seed %" PRId64, p->seed);
-    nf_strbuf_addf(&sb, "), each refit %s an intercept with a penalty of alpha = %g (or each voxel's "
-                   "given penalty); ", p->fit_intercept ? "with" : "without", p->alpha);
+    nf_strbuf_addf(&sb, "), each refit %s an intercept with alpha = %g (or, where given, each voxel's "
+                   "cross-validated penalty); ", p->fit_intercept ? "with" : "without", p->alpha);
     nf_strbuf_addf(&sb, "each weight's bootstrap mean, standard error (ddof 1), z = mean / se with its "
                    "two-tailed normal p, and %g%% %s confidence interval were reported.", 100 * p->ci,
                    p->ci_method == BOOT_CI_NORMAL ? "normal (mean ± z se)" : "percentile");
