@@ -20,8 +20,8 @@
  * idx[k] of Y, so H_b's columns gather the counts). One SVD per resample,
  * once; then for every block of voxels a single GEMM (n_boot p x n) by
  * (n x block) gives every resample's weights of the block, which are reduced
- * in place (sums about the first resample in double, and the two order
- * statistics of the percentile interval by selection, not sorting). With
+ * in place (sums about the first resample in double, and the order
+ * statistics of the percentile interval from small heaps, not sorting). With
  * per-voxel penalties the shrinkage depends on the voxel, so the stacked
  * GEMM gives Uᵀ S_b Y instead, scaled per voxel and multiplied by Vtᵀ per
  * resample. The intercept (fit_intercept) needs no extra pass: centring Y on
@@ -144,6 +144,8 @@ static int bootstrap_resolve(struct nf_resolve *r)
 #define BLOCK_FLOATS ((int64_t)1 << 24)
 /* Resamples per stacked GEMM with per-voxel penalties (Uᵀ S_b Y of each). */
 #define Z_RESAMPLES 16
+/* Weights whose resample values are transposed together for the percentiles. */
+#define GATHER_TILE 32
 
 int64_t nf_bootstrap_block(int64_t n_boot, int64_t p, int64_t V)
 {
@@ -178,7 +180,7 @@ static uint64_t bootstrap_estimate(const void *params, const struct nf_shape *in
     bool per_voxel = in[BOOT_IN_ALPHA].kind != NF_KIND_NONE;
     uint64_t factors = per_voxel ? B * r * (n + p + 1) : B * p * n;
     uint64_t block = (uint64_t)nf_bootstrap_block(prm->n_boot, (int64_t)p, (int64_t)V);
-    uint64_t work = B * p * block + B * block + (per_voxel ? Z_RESAMPLES * r * block : 0);
+    uint64_t work = B * p * block + GATHER_TILE * B + 3 * B + (per_voxel ? Z_RESAMPLES * r * block : 0);
     uint64_t svd = 3 * n * p + 2 * n * n;   /* per factoring thread: the resampled design, U, scratch */
     return (factors + work + svd) * sizeof(float) + 2 * p * block * sizeof(double);
 }
@@ -209,6 +211,7 @@ struct boot_ctx {
     int64_t block, n_blocks;
     double q_lo, q_hi;      /* percentile interval: quantiles of the ends */
     double z_crit;          /* normal interval: the normal quantile of the upper end */
+    double cut_lo, cut_hi;  /* percentile interval: where to cut each tail, in se from the mean */
 };
 
 /* What threads share: the next unit, the first error. */
@@ -330,7 +333,8 @@ static int factor_resample(const struct boot_ctx *c, int64_t b, struct factor_sc
 struct block_scratch {
     float *W;        /* B p x nb: every resample's weights of the block */
     float *Z;        /* Z_RESAMPLES r x nb (per-voxel penalties) */
-    float *vals;     /* B: one weight's values, reordered by selection */
+    float *vals;     /* GATHER_TILE x B: a tile of weights' values side by side */
+    float *heap;     /* 3 B: the percentiles' scratch */
     double *sum, *sq;/* p x nb: sums about the first resample */
 };
 
@@ -339,6 +343,7 @@ static void block_scratch_free(struct block_scratch *s)
     free(s->W);
     free(s->Z);
     free(s->vals);
+    free(s->heap);
     free(s->sum);
     free(s->sq);
 }
@@ -348,10 +353,11 @@ static int block_scratch_alloc(const struct boot_ctx *c, struct block_scratch *s
     int64_t nb = c->block;
     s->W = nf_malloc((size_t)(c->B * c->p * nb) * sizeof *s->W);
     s->Z = c->alpha_v ? nf_malloc((size_t)(Z_RESAMPLES * c->r * nb) * sizeof *s->Z) : NULL;
-    s->vals = nf_malloc((size_t)c->B * sizeof *s->vals);
+    s->vals = nf_malloc((size_t)(GATHER_TILE * c->B) * sizeof *s->vals);
+    s->heap = nf_malloc((size_t)(3 * c->B) * sizeof *s->heap);
     s->sum = nf_malloc((size_t)(c->p * nb) * sizeof *s->sum);
     s->sq = nf_malloc((size_t)(c->p * nb) * sizeof *s->sq);
-    if (!s->W || (c->alpha_v && !s->Z) || !s->vals || !s->sum || !s->sq)
+    if (!s->W || (c->alpha_v && !s->Z) || !s->vals || !s->heap || !s->sum || !s->sq)
         return NF_FAIL(err, NF_ENOMEM, "out of memory for %lld resamples of a block of %lld voxels",
                        (long long)c->B, (long long)nb);
     return 0;
@@ -382,51 +388,54 @@ static void block_weights(const struct boot_ctx *c, struct block_scratch *s, int
     }
 }
 
-/* a[k] becomes the k-th smallest of a[l..r] (inclusive), smaller ones before
- * it and larger ones after (selection by partitioning, median of three). */
-static void select_kth(float *a, int64_t l, int64_t r, int64_t k)
+/* Max-heap of m floats: the value at i moved down to its place. */
+static void sift_down(float *h, int64_t m, int64_t i)
 {
-#define SWAP(i, j) do { float t_ = a[i]; a[i] = a[j]; a[j] = t_; } while (0)
-    while (r > l + 1) {
-        int64_t mid = l + (r - l) / 2;
-        SWAP(mid, l + 1);
-        if (a[l] > a[r])
-            SWAP(l, r);
-        if (a[l + 1] > a[r])
-            SWAP(l + 1, r);
-        if (a[l] > a[l + 1])
-            SWAP(l, l + 1);
-        int64_t i = l + 1, j = r;
-        float pivot = a[l + 1];
-        for (;;) {
-            do
-                i++;
-            while (a[i] < pivot);
-            do
-                j--;
-            while (a[j] > pivot);
-            if (j < i)
-                break;
-            SWAP(i, j);
-        }
-        a[l + 1] = a[j];
-        a[j] = pivot;
-        if (j >= k)
-            r = j - 1;
-        if (j <= k)
-            l = i;
+    float v = h[i];
+    for (;;) {
+        int64_t c = 2 * i + 1;
+        if (c >= m)
+            break;
+        if (c + 1 < m && h[c + 1] > h[c])
+            c++;
+        if (!(h[c] > v))
+            break;
+        h[i] = h[c];
+        i = c;
     }
-    if (r == l + 1 && a[r] < a[l])
-        SWAP(l, r);
-#undef SWAP
+    h[i] = v;
 }
 
-static float min_from(const float *a, int64_t from, int64_t n)
+/* The order statistics k and min(k + 1, n - 1) (0-based) of x: a max-heap
+ * keeps the k + 2 smallest values seen (or, negated, the n - k largest, when
+ * fewer), its top two are the pair. An interval's ends are in the tails, so
+ * the heaps are small and most values fail the one, well-predicted test
+ * against the top: about n comparisons, where a selection by partitioning
+ * moves every value several times. */
+static void order_pair(const float *x, int64_t n, int64_t k, float *heap, double *a, double *b)
 {
-    float m = a[from];
-    for (int64_t i = from + 1; i < n; i++)
-        m = a[i] < m ? a[i] : m;
-    return m;
+    bool low = k + 2 <= n - k;
+    float sign = low ? 1.0f : -1.0f;
+    int64_t m = low ? k + 2 : n - k;
+    for (int64_t i = 0; i < m; i++)
+        heap[i] = sign * x[i];
+    for (int64_t i = m / 2 - 1; i >= 0; i--)
+        sift_down(heap, m, i);
+    for (int64_t i = m; i < n; i++) {
+        float v = sign * x[i];
+        if (v < heap[0]) {
+            heap[0] = v;
+            sift_down(heap, m, 0);
+        }
+    }
+    float first = heap[0], second = m >= 3 ? fmaxf(heap[1], heap[2]) : m == 2 ? heap[1] : heap[0];
+    if (low) {   /* first: statistic k + 1, second: statistic k */
+        *a = second;
+        *b = first;
+    } else {     /* -first: statistic k, -second: statistic k + 1 (when there is one) */
+        *a = -first;
+        *b = m >= 2 ? -second : -first;
+    }
 }
 
 /* numpy's _lerp: the same bits from either end. */
@@ -436,17 +445,31 @@ static double lerp_numpy(double a, double b, double t)
     return t >= 0.5 ? b - d * (1 - t) : a + d * t;
 }
 
-void nf_bootstrap_percentiles(float *x, int64_t n, double q_lo, double q_hi, double *lo, double *hi)
+void nf_bootstrap_percentiles(const float *x, int64_t n, double q_lo, double q_hi, float cut_lo, float cut_hi,
+                              float *scratch, double *lo, double *hi)
 {
-    double h = (double)(n - 1) * q_lo, h2 = (double)(n - 1) * q_hi;
-    int64_t k = (int64_t)floor(h), k2 = (int64_t)floor(h2);
-    select_kth(x, 0, n - 1, k);
-    double a = x[k], b = k + 1 < n ? min_from(x, k + 1, n) : a;
+    double h = (double)(n - 1) * q_lo, h2 = (double)(n - 1) * q_hi, a, b;
+    int64_t k = (int64_t)floor(h), k2 = (int64_t)floor(h2), nl = 0, nh = 0;
+    float *L = scratch, *H = scratch + n, *heap = scratch + 2 * n;
+    /* one pass, no branches: the values at or below cut_lo, at or above cut_hi */
+    for (int64_t i = 0; i < n; i++) {
+        float v = x[i];
+        L[nl] = v;
+        nl += v <= cut_lo;
+        H[nh] = v;
+        nh += v >= cut_hi;
+    }
+    /* L holds the nl smallest values: statistics k and k + 1 are among them
+     * when nl >= k + 2 (or L is everything); H the nh largest likewise */
+    if (nl >= k + 2 || nl == n)
+        order_pair(L, nl, k, heap, &a, &b);
+    else
+        order_pair(x, n, k, heap, &a, &b);
     *lo = lerp_numpy(a, b, h - (double)k);
-    if (k2 > k)
-        select_kth(x, k + 1, n - 1, k2);
-    a = x[k2];
-    b = k2 + 1 < n ? min_from(x, k2 + 1, n) : a;
+    if (nh >= n - k2)
+        order_pair(H, nh, k2 - (n - nh), heap, &a, &b);
+    else
+        order_pair(x, n, k2, heap, &a, &b);
     *hi = lerp_numpy(a, b, h2 - (double)k2);
 }
 
@@ -466,30 +489,46 @@ static void block_reduce(const struct boot_ctx *c, struct block_scratch *s, stru
             s->sq[i] += d * d;
         }
     }
-    for (int64_t j = 0; j < p; j++)
-        for (int64_t v = 0; v < nb; v++) {
-            int64_t i = j * nb + v, o = j * V + b0 + v;
-            double mean = W[i] + s->sum[i] / (double)B;
-            double var = (s->sq[i] - s->sum[i] * s->sum[i] / (double)B) / (double)(B - 1);
-            double se = var > 0 ? sqrt(var) : 0.0;
-            double z = se > 0 ? mean / se : 0.0;
+    for (int64_t i = 0; i < pn; i++) {
+        int64_t o = (i / nb) * V + b0 + i % nb;
+        double mean = W[i] + s->sum[i] / (double)B;
+        double var = (s->sq[i] - s->sum[i] * s->sum[i] / (double)B) / (double)(B - 1);
+        double se = var > 0 ? sqrt(var) : 0.0;
+        double z = se > 0 ? mean / se : 0.0;
+        out[BOOT_OUT_MEAN]->u.mat.data[o] = (float)mean;
+        out[BOOT_OUT_SE]->u.mat.data[o] = (float)se;
+        out[BOOT_OUT_Z]->u.mat.data[o] = (float)z;
+        /* 2 (1 - Φ(|z|)) without the cancellation of 1 - Φ for large |z| */
+        out[BOOT_OUT_P]->u.mat.data[o] = (float)(se > 0 ? erfc(fabs(z) / sqrt(2.0)) : 1.0);
+        if (c->prm->ci_method == BOOT_CI_NORMAL) {
+            out[BOOT_OUT_CI_LOW]->u.mat.data[o] = (float)(mean - c->z_crit * se);
+            out[BOOT_OUT_CI_HIGH]->u.mat.data[o] = (float)(mean + c->z_crit * se);
+        }
+    }
+    if (c->prm->ci_method == BOOT_CI_NORMAL)
+        return;
+    /* the percentile interval needs each weight's B values side by side: a
+     * tile of weights at a time is transposed (rows of the tile are read
+     * contiguously; a weight at a time would be a cache miss per value) */
+    for (int64_t t0 = 0; t0 < pn; t0 += GATHER_TILE) {
+        int64_t nt = pn - t0 < GATHER_TILE ? pn - t0 : GATHER_TILE;
+        for (int64_t b = 0; b < B; b++) {
+            const float *row = W + b * pn + t0;
+            for (int64_t t = 0; t < nt; t++)
+                s->vals[t * B + b] = row[t];
+        }
+        for (int64_t t = 0; t < nt; t++) {
+            int64_t i = t0 + t, o = (i / nb) * V + b0 + i % nb;
             double lo, hi;
-            if (c->prm->ci_method == BOOT_CI_NORMAL) {
-                lo = mean - c->z_crit * se;
-                hi = mean + c->z_crit * se;
-            } else {
-                for (int64_t b = 0; b < B; b++)
-                    s->vals[b] = W[b * pn + i];
-                nf_bootstrap_percentiles(s->vals, B, c->q_lo, c->q_hi, &lo, &hi);
-            }
-            out[BOOT_OUT_MEAN]->u.mat.data[o] = (float)mean;
-            out[BOOT_OUT_SE]->u.mat.data[o] = (float)se;
-            out[BOOT_OUT_Z]->u.mat.data[o] = (float)z;
-            /* 2 (1 - Φ(|z|)) without the cancellation of 1 - Φ for large |z| */
-            out[BOOT_OUT_P]->u.mat.data[o] = (float)(se > 0 ? erfc(fabs(z) / sqrt(2.0)) : 1.0);
+            /* cuts a little beyond the normal approximation of each end: the
+             * tails they keep are a few dozen values, searched instead of all */
+            double mean = out[BOOT_OUT_MEAN]->u.mat.data[o], se = out[BOOT_OUT_SE]->u.mat.data[o];
+            nf_bootstrap_percentiles(s->vals + t * B, B, c->q_lo, c->q_hi, (float)(mean - c->cut_lo * se),
+                                     (float)(mean + c->cut_hi * se), s->heap, &lo, &hi);
             out[BOOT_OUT_CI_LOW]->u.mat.data[o] = (float)lo;
             out[BOOT_OUT_CI_HIGH]->u.mat.data[o] = (float)hi;
         }
+    }
 }
 
 /* ---- checkpoint chunks: one block's six output rows of p x nb ---- */
@@ -712,6 +751,12 @@ static int bootstrap_run(struct nf_run *run)
     c.q_lo = (1 - prm->ci) / 2;
     c.q_hi = (1 + prm->ci) / 2;
     c.z_crit = nf_normal_isf((1 - prm->ci) / 2);
+    /* each tail's quantile plus 4 binomial standard deviations (and 2 values),
+     * as a normal deviate: the cut keeps the order statistics needed unless
+     * the distribution is far from normal, and then the search takes every
+     * value (nf_bootstrap_percentiles) */
+    double tail = (1 - prm->ci) / 2, margin = 4 * sqrt(tail * (1 - tail) / (double)c.B) + 2 / (double)c.B;
+    c.cut_lo = c.cut_hi = tail + margin < 0.5 ? nf_normal_isf(tail + margin) : 0.0;
     NF_TRY(rc = check_inputs(run, &c));
     c.block = nf_bootstrap_block(c.B, c.p, c.V);
     c.n_blocks = c.V > 0 ? (c.V + c.block - 1) / c.block : 0;

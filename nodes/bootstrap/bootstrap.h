@@ -30,11 +30,14 @@ enum { BOOT_OUT_MEAN, BOOT_OUT_SE, BOOT_OUT_Z, BOOT_OUT_P, BOOT_OUT_CI_LOW, BOOT
  * MT19937 outputs. */
 void nf_bootstrap_draw(uint32_t resample_seed, int64_t n, int64_t *idx);
 
-/* numpy.percentile(x, 100 q_lo) and (x, 100 q_hi), q_lo <= q_hi, method
- * 'linear': the virtual index h = (n - 1) q between the order statistics
- * floor(h) and floor(h) + 1 (found by selection), interpolated as numpy's
- * _lerp. Reorders x. */
-void nf_bootstrap_percentiles(float *x, int64_t n, double q_lo, double q_hi, double *lo, double *hi);
+/* numpy.percentile(x, 100 q_lo) and (x, 100 q_hi), method 'linear': the
+ * virtual index h = (n - 1) q between the order statistics floor(h) and
+ * floor(h) + 1, interpolated as numpy's _lerp. cut_lo and cut_hi are guesses
+ * of the ends (any values: the results do not depend on them, only the
+ * time): the values beyond them are searched first, all values when too
+ * few lie beyond. scratch: 3 n floats. */
+void nf_bootstrap_percentiles(const float *x, int64_t n, double q_lo, double q_hi, float cut_lo, float cut_hi,
+                              float *scratch, double *lo, double *hi);
 
 /* Voxels per block for n_boot resamples of p weights and V voxels: every
  * resample's weights of one block are held at once (percentiles need them

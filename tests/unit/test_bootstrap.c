@@ -142,8 +142,9 @@ static void test_percentiles(void **state)
 {
     (void)state;
     static const int64_t sizes[] = { 1, 2, 3, 10, 999, 1000, 1001 };
-    static const double qs[][2] = { { 0.025, 0.975 }, { 0, 1 }, { 0.5, 0.5 }, { 0.05, 0.95 }, { 0.3, 0.31 } };
-    static float x[1001], y[1001];
+    static const double qs[][2] = { { 0.025, 0.975 }, { 0, 1 }, { 0.5, 0.5 }, { 0.05, 0.95 }, { 0.3, 0.31 },
+                                    { 0.49, 0.51 }, { 0.9, 0.2 }, { 0.999, 0.001 } };
+    static float x[1001], y[1001], keep[1001], scratch[3 * 1001];
     uint64_t st = 11;
     for (size_t z = 0; z < sizeof sizes / sizeof *sizes; z++)
         for (int ties = 0; ties < 2; ties++)
@@ -154,13 +155,19 @@ static void test_percentiles(void **state)
                     x[i] = (float)(ties ? floor(u * 2) : u);
                 }
                 memcpy(y, x, (size_t)n * sizeof *x);
+                memcpy(keep, x, (size_t)n * sizeof *x);
                 qsort(y, (size_t)n, sizeof *y, cmp_float);
-                double lo, hi;
-                nf_bootstrap_percentiles(x, n, qs[q][0], qs[q][1], &lo, &hi);
-                assert_true(lo == sorted_percentile(y, n, qs[q][0]));
-                assert_true(hi == sorted_percentile(y, n, qs[q][1]));
-                qsort(x, (size_t)n, sizeof *x, cmp_float);   /* a reordering, nothing lost */
-                assert_memory_equal(x, y, (size_t)n * sizeof *x);
+                /* cuts that keep everything, nothing, too little, the normal
+                 * guesses, and crossed ones: the same values every time */
+                const float cuts[][2] = { { INFINITY, -INFINITY }, { -INFINITY, INFINITY }, { y[0], y[n - 1] },
+                                          { -1.96f, 1.96f }, { -1.5f, 1.5f }, { 2, -2 }, { 0, 0 } };
+                for (size_t c = 0; c < sizeof cuts / sizeof *cuts; c++) {
+                    double lo, hi;
+                    nf_bootstrap_percentiles(x, n, qs[q][0], qs[q][1], cuts[c][0], cuts[c][1], scratch, &lo, &hi);
+                    assert_true(lo == sorted_percentile(y, n, qs[q][0]));
+                    assert_true(hi == sorted_percentile(y, n, qs[q][1]));
+                    assert_memory_equal(x, keep, (size_t)n * sizeof *x);   /* x is only read */
+                }
             }
 }
 
