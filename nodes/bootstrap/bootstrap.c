@@ -786,8 +786,8 @@ static int bootstrap_run(struct nf_run *run)
     w.run = run;
     pthread_mutex_init(&w.lock, NULL);
     mutex = true;
+    int64_t resumed = 0;
     if (run->ckpt && c.n_blocks > 0) {
-        int64_t resumed = 0;
         if (!(done = nf_calloc((size_t)c.n_blocks, sizeof *done))) {
             rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
             goto fail;
@@ -796,8 +796,10 @@ static int bootstrap_run(struct nf_run *run)
         w.done = done;
         atomic_store(&w.units_done, resumed * c.block > c.V ? c.V : resumed * c.block);
     }
-    NF_TRY(rc = run_phase(&w, 0, c.B));
-    NF_TRY(rc = run_phase(&w, 1, c.n_blocks));
+    if (resumed < c.n_blocks) {   /* else every block came from checkpoints */
+        NF_TRY(rc = run_phase(&w, 0, c.B));
+        NF_TRY(rc = run_phase(&w, 1, c.n_blocks));
+    }
     NF_TRY(rc = label_outputs(run, out, c.p));
     for (int o = 0; o < BOOT_N_OUT; o++) {
         run->out[o] = out[o];
