@@ -15,9 +15,9 @@
  * The floor is the time of the node's FLOPs at the rate of its dominant
  * GEMM, measured in the same run: one block's (B p x n) by (n x block)
  * product, the GEMM that gives every resample's weights of a block. FLOPs
- * per resample: the thin SVD of the resampled design (4 n p², LAPACK's
- * order of magnitude) and its factor H_b = Vtᵀ D Uᵀ (2 p r n); then the
- * stacked GEMM, 2 B p n V. The per-weight reduction (sums in double, the
+ * per resample (a fixed alpha: the Cholesky form): the Gram matrix of the
+ * drawn rows (n p², counting every row), its Cholesky factor (p³ / 3) and
+ * two triangular solves per row (2 n p²); then the stacked GEMM, 2 B p n V. The per-weight reduction (sums in double, the
  * selection of the percentile interval) counts in the time, not in the floor.
  */
 #include <inttypes.h>
@@ -36,8 +36,7 @@
 static double boot_flops(const struct nf_bench_ctx *ctx)
 {
     double n = (double)ctx->size[0], V = (double)ctx->size[1], p = (double)ctx->size[2], B = (double)ctx->size[3];
-    double r = fmin(n, p);
-    return B * (4 * n * p * p + 2 * p * r * n) + 2 * B * p * n * V;
+    return B * (3 * n * p * p + p * p * p / 3) + 2 * B * p * n * V;
 }
 
 static double boot_bytes(const struct nf_bench_ctx *ctx)

