@@ -173,8 +173,10 @@ static uint64_t bootstrap_estimate(const void *params, const struct nf_shape *in
     uint64_t factors = per_voxel ? B * r * (n + p + 1) : B * p * n;
     uint64_t block = (uint64_t)nf_bootstrap_block(prm->n_boot, (int64_t)p, (int64_t)V);
     uint64_t work = B * p * block + GATHER_TILE * B + 3 * B + (per_voxel ? Z_RESAMPLES * r * block : 0);
-    uint64_t svd = 3 * n * p + 2 * n * n;   /* per factoring thread: the resampled design, U, scratch */
-    return (factors + work + svd) * sizeof(float) + 2 * p * block * sizeof(double);
+    /* per factoring thread: the resampled design, U, H_b's rows (the SVD
+     * form), and the Gram matrix in double */
+    uint64_t factoring = 3 * n * p + 2 * p * p;
+    return (factors + work + factoring) * sizeof(float) + 2 * p * block * sizeof(double);
 }
 
 /* ---- the draws ---- */
