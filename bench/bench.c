@@ -76,7 +76,7 @@ static const char bench_usage[] =
     "DOCS/performance.md from every result file in the result file's folder.\n"
     "\n"
     "  --quick          tiny sizes, 2 repetitions: checks the wiring, not the speed\n"
-    "  --domains LIST   comma-separated: sgemm, collection, ridge, predict, inference,\n"
+    "  --domains LIST   comma-separated: sgemm, collection, ridge, bootstrap, predict, inference,\n"
     "                   firstlevel, cache, gpu\n"
     "                   (default: all; sgemm is always measured, it is the yardstick)\n"
     "  --reps N         timed repetitions per condition (default 5; a condition whose\n"

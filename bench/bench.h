@@ -96,6 +96,8 @@ extern const struct nf_bench_condition nf_bench_collection_conditions[];
 void nf_bench_collection_notes(const struct nf_ynode *domain_result, struct nf_strbuf *md);
 extern const struct nf_bench_condition nf_bench_ridge_conditions[];
 void nf_bench_ridge_notes(const struct nf_ynode *domain_result, struct nf_strbuf *md);
+extern const struct nf_bench_condition nf_bench_bootstrap_conditions[];
+void nf_bench_bootstrap_notes(const struct nf_ynode *domain_result, struct nf_strbuf *md);
 extern const struct nf_bench_condition nf_bench_inference_conditions[];
 void nf_bench_inference_notes(const struct nf_ynode *domain_result, struct nf_strbuf *md);
 extern const struct nf_bench_condition nf_bench_firstlevel_conditions[];

@@ -18,6 +18,8 @@ const struct nf_bench_domain nf_bench_domains[] = {
       nf_bench_collection_notes },
     { "ridge", "ridge encoding models: 5-fold CV over 20 alphas, per-voxel alpha, refit",
       "samples x voxels x features", 0, nf_bench_ridge_conditions, nf_bench_ridge_notes },
+    { "bootstrap", "bootstrapped ridge weights: n_boot refits (fixed alpha), mean, se, z, p, percentile interval",
+      "samples x voxels x features x resamples", 0, nf_bench_bootstrap_conditions, nf_bench_bootstrap_notes },
     { "predict", "MVPA decoding: whole brain, ROIs, searchlight (vs scikit-learn on the same folds)",
       "images x voxels x folds x (parcels | radius mm)", 0, nf_bench_predict_conditions,
       nf_bench_predict_notes },

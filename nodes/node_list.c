@@ -8,6 +8,7 @@
 #include "node.h"
 
 extern const struct nf_node_type nf_node_bids;
+extern const struct nf_node_type nf_node_bootstrap;
 extern const struct nf_node_type nf_node_debug_fault;
 extern const struct nf_node_type nf_node_design;
 extern const struct nf_node_type nf_node_glm;
@@ -27,6 +28,7 @@ extern const struct nf_node_type nf_node_summarize;
 
 const struct nf_node_type *const nf_node_types[] = {
     &nf_node_bids,
+    &nf_node_bootstrap,
     &nf_node_design,
     &nf_node_glm,
     &nf_node_fixed_effects,

@@ -172,6 +172,15 @@ nodes:
   dec: {type: predict, in: {X: maps, y: sim.y}, mode: searchlight, model: ridge_classifier, radius: 12, cv: 4}
   keep: {type: summarize, in: {acc: dec.map}}' \
     "12 20 30" "resumed [1-9][0-9]* of [0-9]* spheres"
+kill_resume bootstrap 'nlflow: 1
+name: boot
+settings: {outputs: out, seed: 3}
+nodes:
+  sim: {type: simulate, subjects: 1, images: 40, voxel_size: 8, mask: synthetic}
+  maps: {type: mask, in: {data: sim.data, mask: sim.mask}}
+  boot: {type: bootstrap, in: {X: sim.X, Y: maps}, n_boot: 300}
+  keep: {type: summarize, in: {m: boot.mean, se: boot.se, p: boot.p, lo: boot.ci_low, hi: boot.ci_high}}' \
+    "15 20 25" "[1-9][0-9]* of 8 voxel blocks from checkpoints"
 
 # 8. disk full: the run goes on without caching (warning), or fails cleanly with --strict-cache
 f="$work/full"; setup "$f"

@@ -50,6 +50,8 @@ static char *tmpdir;
 #define CTX_MASK IMAGES "  t: {type: mask, in: {data: bold, mask: brain}, @P}\n"
 #define CTX_RIDGE IMAGES "  x: {type: load, path: data/design.tsv}\n" \
                          "  t: {type: ridge, in: {X: x, Y: voxels}, @P}\n"
+#define CTX_BOOT IMAGES "  x: {type: load, path: data/design.tsv}\n" \
+                        "  t: {type: bootstrap, in: {X: x, Y: voxels}, @P}\n"
 #define CTX_PERMUTE IMAGES "  x: {type: load, path: data/design.tsv}\n" \
                            "  t: {type: permute, in: {data: voxels}, @P}\n"
 #define CTX_PERMUTE_COV IMAGES "  x: {type: load, path: data/design.tsv}\n" \
@@ -123,6 +125,12 @@ static const struct decision decisions[] = {
     { "load", "columns", CTX_LOAD, "path: data/design.tsv", "columns: [f1, f2]", "columns: [f2]", true, NULL },
     { "load", "lazy", CTX_LOAD, "path: data/sub-*/func/*_bold.nii.gz", "lazy: true", "lazy: false", false, NULL },
     { "mask", "standardize", CTX_MASK, "", "standardize: none", "standardize: zscore", true, NULL },
+    { "bootstrap", "n_boot", CTX_BOOT, "seed: 3", "n_boot: 40", "n_boot: 41", true, NULL },
+    { "bootstrap", "alpha", CTX_BOOT, "n_boot: 40", "alpha: 1", "alpha: 30", true, NULL },
+    { "bootstrap", "fit_intercept", CTX_BOOT, "n_boot: 40", "fit_intercept: false", "fit_intercept: true", true, NULL },
+    { "bootstrap", "ci", CTX_BOOT, "n_boot: 40", "ci: 0.95", "ci: 0.5", true, NULL },
+    { "bootstrap", "ci_method", CTX_BOOT, "n_boot: 40", "ci_method: percentile", "ci_method: normal", true, NULL },
+    { "bootstrap", "seed", CTX_BOOT, "n_boot: 40", "seed: 1", "seed: 2", true, NULL },
     { "ridge", "alphas", CTX_RIDGE, "cv: 2", "alphas: [0.1, 1, 10]", "alphas: [1000, 10000]", true, NULL },
     { "ridge", "alpha", CTX_RIDGE, "cv: 2", "alpha: 1", "alpha: 50", true, NULL },
     { "ridge", "cv", CTX_RIDGE, "alpha: 1", "cv: 2", "cv: 3", true, NULL },
@@ -258,6 +266,8 @@ static const struct decision decisions[] = {
       "seed: 2, outputs: out", true, NULL },
     { "ridge", "settings.seed (no shuffle)", CTX_RIDGE, "cv: 2, alpha: 1", "seed: 1, outputs: out",
       "seed: 2, outputs: out", false, NULL },
+    { "bootstrap", "settings.seed", CTX_BOOT, "n_boot: 40", "seed: 1, outputs: out", "seed: 2, outputs: out", true, NULL },
+    { "bootstrap", "settings.threads", CTX_BOOT, "n_boot: 40", SEED ", threads: 1", SEED ", threads: 2", false, NULL },
     { "permute", "settings.seed", CTX_PERMUTE, PERM, "seed: 1, outputs: out", "seed: 2, outputs: out", true, NULL },
     { "predict", "settings.seed", CTX_PREDICT, "cv: 2", "seed: 1, outputs: out", "seed: 2, outputs: out", true, NULL },
     /* settings that must not change results */

@@ -23,6 +23,7 @@
 #include "node.h"
 #include "core/util.h"
 #include "bids/bids.h"
+#include "bootstrap/bootstrap.h"
 #include "design/design.h"
 #include "glm/glm.h"
 #include "fixed_effects/fixed_effects.h"
@@ -40,6 +41,7 @@
 /* Large enough for any node's params struct (checked against params_size). */
 union any_params {
     struct bids_params bids;
+    struct bootstrap_params bootstrap;
     struct fixed_effects_params fixed_effects;
     struct design_params design;
     struct glm_params glm;
@@ -231,6 +233,28 @@ static void test_ridge(void **state)
     p->alpha = 2.5;
     expect("ridge", p, HAS("fixed penalty (alpha = 2.5)", "3-fold", "scored by"),
            HAS("chosen", "15 values", "and voxels"));
+    nf_params_release(t, p);
+}
+
+static void test_bootstrap(void **state)
+{
+    (void)state;
+    union any_params u;
+    const struct nf_node_type *t = defaults("bootstrap", &u);
+    struct bootstrap_params *p = &u.bootstrap;
+    expect("bootstrap", p,
+           HAS("5000 resamples", "without an intercept", "alpha = 1 ", "95% percentile", "ddof 1",
+               "two-tailed normal p"),
+           HAS("seed", "normal (mean"));
+    p->n_boot = 250;
+    p->alpha = 7.5;
+    p->fit_intercept = true;
+    p->ci = 0.9;
+    p->ci_method = BOOT_CI_NORMAL;
+    p->seed = 12;
+    expect("bootstrap", p,
+           HAS("250 resamples", "seed 12", "with an intercept", "alpha = 7.5", "90% normal (mean"),
+           HAS("5000", "percentile", "without"));
     nf_params_release(t, p);
 }
 
@@ -540,6 +564,7 @@ int main(void)
         cmocka_unit_test(test_load),
         cmocka_unit_test(test_mask),
         cmocka_unit_test(test_ridge),
+        cmocka_unit_test(test_bootstrap),
         cmocka_unit_test(test_permute),
         cmocka_unit_test(test_predict),
         cmocka_unit_test(test_summarize),

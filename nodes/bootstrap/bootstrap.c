@@ -1,0 +1,919 @@
+/* bootstrap.c — the `bootstrap` node: bootstrapped ridge weights, as nltools'
+ * BrainData.bootstrap('weights') (reference/nltools-core.md §3.8): resample
+ * the rows (samples or subjects) with replacement, refit the ridge model on
+ * each resample, and summarise every weight over the resamples.
+ *
+ * Draws are nltools' own: seeds = RandomState(seed).randint(2**31 - 1,
+ * n_boot), resample b = RandomState(seeds[b]).choice(n, n, replace=True), so
+ * a run can be checked against nltools draw for draw. Each refit is nltools'
+ * ridge_svd(X[idx], Y[idx], alpha) (no intercept), the same weights computed
+ * with less rounding (below), with the penalty fixed (`alpha`) or each voxel's own (the `penalty` input, e.g.
+ * the ridge node's cross-validated choice: nltools refits with the fitted
+ * alpha_). Summaries as OnlineBootstrapStats: mean, standard error with
+ * ddof 1, z = mean / se and the two-tailed normal p = 2 (1 - Φ(|z|)); the
+ * confidence interval is the percentile interval (numpy.percentile, linear,
+ * as nltools with save_boots) or mean ± z_crit se (nltools' default).
+ *
+ * Algorithm: a resample's weights are linear in Y, W_b = H_b Y, with
+ * H_b = (X_bᵀX_b + αI)⁻¹ X_bᵀ S_b (p x n) and S_b the selection of rows
+ * (resampled row k is row idx[k] of Y, so H_b's columns gather the counts).
+ * With a fixed α > 0 H_b comes from the Cholesky factor of the Gram matrix
+ * in double (counts times each drawn row: no resampled copy); with α = 0 or
+ * per-voxel penalties, from the thin SVD U s Vt of the resampled design
+ * (float32, as ridge_svd), H_b = Vtᵀ diag(s / (s² + α)) Uᵀ S_b. One
+ * factorisation per resample, once; then for every block of voxels a single GEMM (n_boot p x n) by
+ * (n x block) gives every resample's weights of the block, which are reduced
+ * in place (sums about the first resample in double, and the order
+ * statistics of the percentile interval from small heaps, not sorting). With
+ * per-voxel penalties the shrinkage depends on the voxel, so the stacked
+ * GEMM gives Uᵀ S_b Y instead, scaled per voxel and multiplied by Vtᵀ per
+ * resample. The intercept (fit_intercept) needs no extra pass: centring Y on
+ * a resample's mean is a rank-one change of H_b, folded into it.
+ *
+ * Blocks run over threads with single-threaded BLAS (as the ridge node);
+ * each block's outputs are one checkpoint chunk, so a killed run resumes
+ * from the blocks it finished, and SLURM parts split the blocks.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "node.h"
+#include "core/distributions.h"
+#include "core/rng.h"
+#include "core/util.h"
+
+#include "bootstrap.h"
+
+static const char *const ci_methods[] = { "percentile", "normal", NULL };
+
+#define FIELD(f) offsetof(struct bootstrap_params, f)
+static const struct nf_param bootstrap_params_table[] = {
+    NF_PARAM_INT("n_boot", FIELD(n_boot), 5000, 2, 10000000,
+                 "resamples with replacement (nltools' n_samples, default 5000)"),
+    NF_PARAM_NUM("alpha", FIELD(alpha), 1.0, 0, 1e300,
+                 "ridge penalty of every refit (nltools Ridge's default 1); ignored when the `penalty` "
+                 "input gives each voxel its own"),
+    NF_PARAM_BOOL("fit_intercept", FIELD(fit_intercept), 0,
+                  "centre X and Y on each resample's means before the refit (nltools' ridge_svd, "
+                  "which bootstrap uses, does not)"),
+    NF_PARAM_NUM("ci", FIELD(ci), 0.95, 0, 1,
+                 "coverage of the confidence interval, strictly between 0 and 1 (0.95: the 2.5th "
+                 "and 97.5th percentiles, nltools' default)"),
+    NF_PARAM_ENUM("ci_method", FIELD(ci_method), ci_methods, BOOT_CI_PERCENTILE,
+                  "percentile: the resamples' percentiles (numpy.percentile, linear; nltools with "
+                  "save_boots); normal: mean ± z se with z the normal quantile (nltools' default)"),
+    NF_PARAM_SEED("seed", FIELD(seed), 4294967295.0,
+                  "RandomState seed of the resample seeds (-1: the pipeline's settings.seed)"),
+    NF_PARAM_END,
+};
+#undef FIELD
+
+static const struct nf_port bootstrap_inputs[] = {
+    { "X", "design: samples x features (a numeric table or matrix)", NF_PT_MATRIX, NF_PORT_TABLE_AS_MATRIX },
+    { "Y", "data: samples x voxels (e.g. from mask)", NF_PT_MATRIX, 0 },
+    { "penalty", "1 x voxels: each voxel's ridge penalty, e.g. the ridge node's cross-validated `alpha` "
+      "output (nltools refits every resample with the fitted alpha); replaces the `alpha` parameter",
+      NF_PT_MATRIX, NF_PORT_OPTIONAL },
+    NF_PORT_END
+};
+
+static const struct nf_port bootstrap_outputs[] = {
+    { "mean", "features x voxels: the mean of each weight over the resamples", NF_PT_MATRIX, 0 },
+    { "se", "features x voxels: the bootstrap standard error (standard deviation over the "
+      "resamples, ddof 1)", NF_PT_MATRIX, 0 },
+    { "z", "features x voxels: mean / se (0 where se is 0)", NF_PT_MATRIX, 0 },
+    { "p", "features x voxels: two-tailed normal p of z, 2 (1 - Φ(|z|)) (1 where se is 0)", NF_PT_MATRIX, 0 },
+    { "ci_low", "features x voxels: lower end of the confidence interval", NF_PT_MATRIX, 0 },
+    { "ci_high", "features x voxels: upper end of the confidence interval", NF_PT_MATRIX, 0 },
+    NF_PORT_END
+};
+NF_PORTS_MATCH(bootstrap_inputs, BOOT_N_IN);
+NF_PORTS_MATCH(bootstrap_outputs, BOOT_N_OUT);
+
+/* node_type.methods */
+static char *bootstrap_methods(const void *params)
+{
+    const struct bootstrap_params *p = params;
+    struct nf_strbuf sb;
+    nf_strbuf_init(&sb);
+    nf_strbuf_addf(&sb, "Ridge weights were bootstrapped over %" PRId64 " resamples of the samples with "
+                   "replacement (nltools' draws", p->n_boot);
+    if (p->seed >= 0)
+        nf_strbuf_addf(&sb, ", seed %" PRId64, p->seed);
+    nf_strbuf_addf(&sb, "), each refit %s an intercept with alpha = %g (or, where given, each voxel's "
+                   "cross-validated penalty); ", p->fit_intercept ? "with" : "without", p->alpha);
+    nf_strbuf_addf(&sb, "each weight's bootstrap mean, standard error (ddof 1), z = mean / se with its "
+                   "two-tailed normal p, and %g%% %s confidence interval were reported.", 100 * p->ci,
+                   p->ci_method == BOOT_CI_NORMAL ? "normal (mean ± z se)" : "percentile");
+    return nf_strbuf_detach(&sb);
+}
+
+static void bootstrap_check(const void *params, const struct nf_loc *loc, const char *node, struct nf_diags *d)
+{
+    const struct bootstrap_params *p = params;
+    if (!(p->ci > 0 && p->ci < 1))
+        NF_DIAG(d, NF_EINVAL, loc, node, "ci must be strictly between 0 and 1 (got %g)", p->ci);
+}
+
+static int bootstrap_resolve(struct nf_resolve *r)
+{
+    const struct nf_shape *x = &r->in[BOOT_IN_X], *y = &r->in[BOOT_IN_Y], *a = &r->in[BOOT_IN_PENALTY];
+    if (x->kind == NF_KIND_NONE || y->kind == NF_KIND_NONE)
+        return 0;
+    if (x->dim[0] > 0 && y->dim[0] > 0 && x->dim[0] != y->dim[0])
+        return NF_FAIL_AT(r->err, NF_ESHAPE, nf_node_loc(r->node), nf_node_id(r->node),
+                          "X has %lld samples (rows) but Y has %lld", (long long)x->dim[0],
+                          (long long)y->dim[0]);
+    if (a->kind == NF_KIND_MATRIX && a->dim[0] > 0 && y->dim[1] > 0 &&
+        (a->dim[0] != 1 || a->dim[1] != y->dim[1]))
+        return NF_FAIL_AT(r->err, NF_ESHAPE, nf_node_loc(r->node), nf_node_id(r->node),
+                          "penalty must be 1 x %lld (one per voxel of Y), got %lld x %lld",
+                          (long long)y->dim[1], (long long)a->dim[0], (long long)a->dim[1]);
+    for (int o = 0; o < BOOT_N_OUT; o++) {
+        r->out[o].kind = NF_KIND_MATRIX;
+        r->out[o].dim[0] = x->dim[1];
+        r->out[o].dim[1] = y->dim[1];
+        r->out[o].cols_upper_bound = y->cols_upper_bound;
+        r->out[o].has_geom = y->has_geom;
+    }
+    return 0;
+}
+
+/* Resamples per stacked GEMM with per-voxel penalties (Uᵀ S_b Y of each). */
+#define Z_RESAMPLES 16
+/* Weights whose resample values are transposed together for the percentiles. */
+#define GATHER_TILE 32
+
+/* node_type.chunks: the voxel blocks of one run. */
+static int64_t bootstrap_chunks(const void *params, const struct nf_shape *in, const struct nf_shape *out)
+{
+    const struct bootstrap_params *prm = params;
+    (void)out;
+    if (in[BOOT_IN_Y].kind != NF_KIND_MATRIX || in[BOOT_IN_Y].dim[1] < 1 || in[BOOT_IN_X].dim[1] < 1)
+        return 0;
+    int64_t V = in[BOOT_IN_Y].dim[1], block = nf_bootstrap_block(prm->n_boot, in[BOOT_IN_X].dim[1], V);
+    return (V + block - 1) / block;
+}
+
+/* Working memory: every resample's factors (H_b, or Uᵀ S_b with s and Vt)
+ * and one block of every resample's weights with its reduction scratch; each
+ * further thread adds a block (at most 64 MiB). */
+static uint64_t bootstrap_estimate(const void *params, const struct nf_shape *in, const struct nf_shape *out)
+{
+    const struct bootstrap_params *prm = params;
+    (void)out;
+    uint64_t n = (uint64_t)in[BOOT_IN_X].dim[0], p = (uint64_t)in[BOOT_IN_X].dim[1], B = (uint64_t)prm->n_boot;
+    uint64_t V = in[BOOT_IN_Y].dim[1] > 0 ? (uint64_t)in[BOOT_IN_Y].dim[1] : 1, r = n < p ? n : p;
+    bool per_voxel = in[BOOT_IN_PENALTY].kind != NF_KIND_NONE;
+    uint64_t factors = per_voxel ? B * r * (n + p + 1) : B * p * n;
+    uint64_t block = (uint64_t)nf_bootstrap_block(prm->n_boot, (int64_t)p, (int64_t)V);
+    uint64_t work = B * p * block + GATHER_TILE * B + 3 * B + (per_voxel ? Z_RESAMPLES * r * block : 0);
+    /* per factoring thread: the resampled design, U, H_b's rows (the SVD
+     * form), and the Gram matrix in double */
+    uint64_t factoring = 3 * n * p + 2 * p * p;
+    return (factors + work + factoring) * sizeof(float) + 2 * p * block * sizeof(double);
+}
+
+/* ---- the draws ---- */
+
+void nf_bootstrap_draw(uint32_t resample_seed, int64_t n, int64_t *idx)
+{
+    struct nf_mt19937 s;
+    nf_mt_seed(&s, resample_seed);
+    for (int64_t k = 0; k < n; k++)
+        idx[k] = (int64_t)nf_mt_bounded(&s, (uint32_t)(n - 1));
+}
+
+/* ---- the computation ---- */
+
+struct boot_ctx {
+    const struct bootstrap_params *prm;
+    const struct nf_kernels *K;
+    const float *X, *Y;
+    const float *alpha_v;   /* V per-voxel penalties, or NULL: prm->alpha for all */
+    int64_t n, p, V, B, r;
+    uint32_t *seeds;        /* B resample seeds */
+    float *H;               /* fixed penalty: B p x n, W_b = H_b Y */
+    float *Q;               /* per-voxel penalties: B r x n, Uᵀ S_b (centred) */
+    float *s;               /* B x r singular values (per-voxel penalties) */
+    float *Vt;              /* B x (r x p) (per-voxel penalties) */
+    int64_t block, n_blocks;
+    double q_lo, q_hi;      /* percentile interval: quantiles of the ends */
+    double z_crit;          /* normal interval: the normal quantile of the upper end */
+    double cut_lo, cut_hi;  /* percentile interval: where to cut each tail, in se from the mean */
+};
+
+/* What threads share: the next unit, the first error. */
+struct boot_work {
+    const struct boot_ctx *c;
+    struct nf_value **out;
+    const struct nf_run *run;
+    const bool *done;          /* blocks resumed from checkpoints (NULL: none) */
+    int phase;                 /* 0: factor the resamples; 1: the voxel blocks */
+    int64_t n_units;
+    _Atomic int64_t next, units_done;
+    atomic_int failed;
+    pthread_mutex_t lock;
+    struct nf_error err;
+};
+
+/* Per-thread scratch of the factoring phase. */
+struct factor_scratch {
+    int64_t *idx;
+    float *Xb, *U, *s, *Vt, *DVt, *Hres;
+    double *acc, *mean;
+    double *G, *d;    /* p x p Gram matrix (its Cholesky factor), p: one centred row */
+};
+
+static void factor_scratch_free(struct factor_scratch *f)
+{
+    free(f->idx);
+    free(f->Xb);
+    free(f->U);
+    free(f->s);
+    free(f->Vt);
+    free(f->DVt);
+    free(f->Hres);
+    free(f->acc);
+    free(f->mean);
+    free(f->G);
+    free(f->d);
+}
+
+static int factor_scratch_alloc(const struct boot_ctx *c, struct factor_scratch *f, struct nf_error *err)
+{
+    int64_t n = c->n, p = c->p, r = c->r;
+    f->idx = nf_malloc((size_t)n * sizeof *f->idx);
+    f->Xb = nf_malloc((size_t)(n * p) * sizeof *f->Xb);
+    f->U = nf_malloc((size_t)(n * r) * sizeof *f->U);
+    f->s = nf_malloc((size_t)r * sizeof *f->s);
+    f->Vt = nf_malloc((size_t)(r * p) * sizeof *f->Vt);
+    f->DVt = nf_malloc((size_t)(r * p) * sizeof *f->DVt);
+    f->Hres = nf_malloc((size_t)(p * n) * sizeof *f->Hres);
+    f->acc = nf_malloc((size_t)n * sizeof *f->acc);
+    f->mean = nf_malloc((size_t)p * sizeof *f->mean);
+    f->G = nf_malloc((size_t)(p * p) * sizeof *f->G);
+    f->d = nf_malloc((size_t)p * sizeof *f->d);
+    if (!f->idx || !f->Xb || !f->U || !f->s || !f->Vt || !f->DVt || !f->Hres || !f->acc || !f->mean || !f->G ||
+        !f->d)
+        return NF_FAIL(err, NF_ENOMEM, "out of memory for the SVD of a %lldx%lld resample", (long long)n,
+                       (long long)p);
+    return 0;
+}
+
+/* rows[i] of the factor (n original rows) = the sum of src over the resampled
+ * rows k that are copies of row i, minus (with centring) the rank-one term
+ * that centres Y on the resample's mean: count_i / n times the sum of src. */
+static void gather_rows(const struct boot_ctx *c, const struct factor_scratch *f, const float *src,
+                        int64_t stride, float *dst)
+{
+    double total = 0;
+    memset(f->acc, 0, (size_t)c->n * sizeof *f->acc);
+    for (int64_t k = 0; k < c->n; k++) {
+        f->acc[f->idx[k]] += src[k * stride];
+        total += src[k * stride];
+    }
+    if (c->prm->fit_intercept)
+        for (int64_t k = 0; k < c->n; k++)
+            f->acc[f->idx[k]] -= total / (double)c->n;
+    for (int64_t i = 0; i < c->n; i++)
+        dst[i] = (float)f->acc[i];
+}
+
+/* A fixed penalty alpha > 0: H_b = (X_bᵀX_b + αI)⁻¹ X_bᵀ S_b in double, from
+ * the number of copies of each row (the SVD form's weights in exact
+ * arithmetic, with less rounding, and no factorisation of the n x p
+ * resample): the Gram matrix of the drawn rows, its Cholesky factor, and
+ * two triangular solves per drawn row. Centred rows sum to zero, so H_b
+ * then centres Y too. 0, or 1 when the matrix is not positive definite in
+ * double (the caller takes the SVD form). */
+static int factor_cholesky(const struct boot_ctx *c, int64_t b, struct factor_scratch *f)
+{
+    int64_t n = c->n, p = c->p;
+    double *count = f->acc, *G = f->G, *d = f->d;
+    memset(count, 0, (size_t)n * sizeof *count);
+    for (int64_t k = 0; k < n; k++)
+        count[f->idx[k]] += 1;
+    memset(f->mean, 0, (size_t)p * sizeof *f->mean);
+    for (int64_t i = 0; i < n && c->prm->fit_intercept; i++)
+        for (int64_t j = 0; count[i] > 0 && j < p; j++)
+            f->mean[j] += count[i] * c->X[i * p + j] / (double)n;
+    memset(G, 0, (size_t)(p * p) * sizeof *G);
+    for (int64_t i = 0; i < n; i++) {
+        if (count[i] == 0)
+            continue;
+        for (int64_t j = 0; j < p; j++)
+            d[j] = c->X[i * p + j] - f->mean[j];
+        for (int64_t j = 0; j < p; j++)
+            for (int64_t l = 0; l <= j; l++)
+                G[j * p + l] += count[i] * d[j] * d[l];
+    }
+    for (int64_t j = 0; j < p; j++) {   /* G + αI = L Lᵀ, L in G's lower triangle */
+        double diag = G[j * p + j] + c->prm->alpha;
+        for (int64_t l = 0; l < j; l++)
+            diag -= G[j * p + l] * G[j * p + l];
+        if (!(diag > 0))
+            return 1;
+        G[j * p + j] = sqrt(diag);
+        for (int64_t i = j + 1; i < p; i++) {
+            double v = G[i * p + j];
+            for (int64_t l = 0; l < j; l++)
+                v -= G[i * p + l] * G[j * p + l];
+            G[i * p + j] = v / G[j * p + j];
+        }
+    }
+    float *H = c->H + b * p * n;
+    for (int64_t i = 0; i < n; i++) {
+        if (count[i] == 0) {
+            for (int64_t j = 0; j < p; j++)
+                H[j * n + i] = 0;
+            continue;
+        }
+        for (int64_t j = 0; j < p; j++) {   /* L z = x_i - mean, then Lᵀ h = z */
+            double v = c->X[i * p + j] - f->mean[j];
+            for (int64_t l = 0; l < j; l++)
+                v -= G[j * p + l] * d[l];
+            d[j] = v / G[j * p + j];
+        }
+        for (int64_t j = p - 1; j >= 0; j--) {
+            double v = d[j];
+            for (int64_t l = j + 1; l < p; l++)
+                v -= G[l * p + j] * d[l];
+            d[j] = v / G[j * p + j];
+        }
+        for (int64_t j = 0; j < p; j++)
+            H[j * n + i] = (float)(count[i] * d[j]);
+    }
+    return 0;
+}
+
+/* Resample b: its rows and its factor H_b, from the Cholesky form (a fixed
+ * penalty > 0) or the SVD of its design (centred on its own means with
+ * fit_intercept): H_b, or Uᵀ S_b, s and Vt for per-voxel penalties. */
+static int factor_resample(const struct boot_ctx *c, int64_t b, struct factor_scratch *f, struct nf_error *err)
+{
+    int64_t n = c->n, p = c->p, r = c->r;
+    nf_bootstrap_draw(c->seeds[b], n, f->idx);
+    if (!c->alpha_v && c->prm->alpha > 0 && factor_cholesky(c, b, f) == 0)
+        return 0;
+    for (int64_t k = 0; k < n; k++)
+        memcpy(f->Xb + k * p, c->X + f->idx[k] * p, (size_t)p * sizeof *f->Xb);
+    if (c->prm->fit_intercept) {
+        memset(f->mean, 0, (size_t)p * sizeof *f->mean);
+        for (int64_t k = 0; k < n; k++)
+            for (int64_t j = 0; j < p; j++)
+                f->mean[j] += f->Xb[k * p + j];
+        for (int64_t j = 0; j < p; j++)
+            f->mean[j] /= (double)n;
+        for (int64_t k = 0; k < n; k++)
+            for (int64_t j = 0; j < p; j++)
+                f->Xb[k * p + j] = (float)(c->X[f->idx[k] * p + j] - f->mean[j]);
+    }
+    int rc = c->K->svd(f->Xb, n, p, f->U, f->s, f->Vt);
+    if (rc < 0)
+        return NF_FAIL(err, rc == NF_ENOMEM ? NF_ENOMEM : NF_EDATA, "the SVD of resample %lld's design "
+                       "(%lld x %lld) %s", (long long)b + 1, (long long)n, (long long)p,
+                       rc == NF_ENOMEM ? "ran out of memory" : "did not converge");
+    if (c->alpha_v) {   /* per-voxel penalties: keep Uᵀ S_b, s and Vt */
+        for (int64_t l = 0; l < r; l++)
+            gather_rows(c, f, f->U + l, r, c->Q + (b * r + l) * n);
+        memcpy(c->s + b * r, f->s, (size_t)r * sizeof *f->s);
+        memcpy(c->Vt + b * r * p, f->Vt, (size_t)(r * p) * sizeof *f->Vt);
+        return 0;
+    }
+    /* H_b = (diag(d) Vt)ᵀ Uᵀ over the resampled rows, then gathered */
+    for (int64_t l = 0; l < r; l++) {
+        double sl = f->s[l], d = sl / (sl * sl + c->prm->alpha);
+        for (int64_t j = 0; j < p; j++)
+            f->DVt[l * p + j] = (float)(d * f->Vt[l * p + j]);
+    }
+    c->K->sgemm(true, true, p, n, r, 1.0f, f->DVt, p, f->U, r, 0.0f, f->Hres, n);
+    for (int64_t j = 0; j < p; j++)
+        gather_rows(c, f, f->Hres + j * n, 1, c->H + (b * p + j) * n);
+    return 0;
+}
+
+/* ---- one block of voxels ---- */
+
+struct block_scratch {
+    float *W;        /* B p x nb: every resample's weights of the block */
+    float *Z;        /* Z_RESAMPLES r x nb (per-voxel penalties) */
+    float *vals;     /* GATHER_TILE x B: a tile of weights' values side by side */
+    float *heap;     /* 3 B: the percentiles' scratch */
+    double *sum, *sq;/* p x nb: sums about the first resample */
+};
+
+static void block_scratch_free(struct block_scratch *s)
+{
+    free(s->W);
+    free(s->Z);
+    free(s->vals);
+    free(s->heap);
+    free(s->sum);
+    free(s->sq);
+}
+
+static int block_scratch_alloc(const struct boot_ctx *c, struct block_scratch *s, struct nf_error *err)
+{
+    int64_t nb = c->block;
+    s->W = nf_malloc((size_t)(c->B * c->p * nb) * sizeof *s->W);
+    s->Z = c->alpha_v ? nf_malloc((size_t)(Z_RESAMPLES * c->r * nb) * sizeof *s->Z) : NULL;
+    s->vals = nf_malloc((size_t)(GATHER_TILE * c->B) * sizeof *s->vals);
+    s->heap = nf_malloc((size_t)(3 * c->B) * sizeof *s->heap);
+    s->sum = nf_malloc((size_t)(c->p * nb) * sizeof *s->sum);
+    s->sq = nf_malloc((size_t)(c->p * nb) * sizeof *s->sq);
+    if (!s->W || (c->alpha_v && !s->Z) || !s->vals || !s->heap || !s->sum || !s->sq)
+        return NF_FAIL(err, NF_ENOMEM, "out of memory for %lld resamples of a block of %lld voxels",
+                       (long long)c->B, (long long)nb);
+    return 0;
+}
+
+/* Every resample's weights of voxels [b0, b0 + nb) into s->W. */
+static void block_weights(const struct boot_ctx *c, struct block_scratch *s, int64_t b0, int64_t nb)
+{
+    int64_t n = c->n, p = c->p, r = c->r;
+    if (!c->alpha_v) {   /* one GEMM: (B p x n) (n x nb) */
+        c->K->sgemm(false, false, c->B * p, nb, n, 1.0f, c->H, n, c->Y + b0, c->V, 0.0f, s->W, nb);
+        return;
+    }
+    for (int64_t g0 = 0; g0 < c->B; g0 += Z_RESAMPLES) {
+        int64_t ng = c->B - g0 < Z_RESAMPLES ? c->B - g0 : Z_RESAMPLES;
+        c->K->sgemm(false, false, ng * r, nb, n, 1.0f, c->Q + g0 * r * n, n, c->Y + b0, c->V, 0.0f, s->Z, nb);
+        for (int64_t g = 0; g < ng; g++) {
+            float *Zb = s->Z + g * r * nb;
+            const float *sb = c->s + (g0 + g) * r;
+            for (int64_t l = 0; l < r; l++) {
+                double sl = sb[l];
+                for (int64_t v = 0; v < nb; v++)
+                    Zb[l * nb + v] = (float)(Zb[l * nb + v] * (sl / (sl * sl + c->alpha_v[b0 + v])));
+            }
+            c->K->sgemm(true, false, p, nb, r, 1.0f, c->Vt + (g0 + g) * r * p, p, Zb, nb, 0.0f,
+                        s->W + (g0 + g) * p * nb, nb);
+        }
+    }
+}
+
+/* Max-heap of m floats: the value at i moved down to its place. */
+static void sift_down(float *h, int64_t m, int64_t i)
+{
+    float v = h[i];
+    for (;;) {
+        int64_t c = 2 * i + 1;
+        if (c >= m)
+            break;
+        if (c + 1 < m && h[c + 1] > h[c])
+            c++;
+        if (!(h[c] > v))
+            break;
+        h[i] = h[c];
+        i = c;
+    }
+    h[i] = v;
+}
+
+/* The order statistics k and min(k + 1, n - 1) (0-based) of x: a max-heap
+ * keeps the k + 2 smallest values seen (or, negated, the n - k largest, when
+ * fewer), its top two are the pair. An interval's ends are in the tails, so
+ * the heaps are small and most values fail the one, well-predicted test
+ * against the top: about n comparisons, where a selection by partitioning
+ * moves every value several times. */
+static void order_pair(const float *x, int64_t n, int64_t k, float *heap, double *a, double *b)
+{
+    bool low = k + 2 <= n - k;
+    float sign = low ? 1.0f : -1.0f;
+    int64_t m = low ? k + 2 : n - k;
+    for (int64_t i = 0; i < m; i++)
+        heap[i] = sign * x[i];
+    for (int64_t i = m / 2 - 1; i >= 0; i--)
+        sift_down(heap, m, i);
+    for (int64_t i = m; i < n; i++) {
+        float v = sign * x[i];
+        if (v < heap[0]) {
+            heap[0] = v;
+            sift_down(heap, m, 0);
+        }
+    }
+    float first = heap[0], second = m >= 3 ? fmaxf(heap[1], heap[2]) : m == 2 ? heap[1] : heap[0];
+    if (low) {   /* first: statistic k + 1, second: statistic k */
+        *a = second;
+        *b = first;
+    } else {     /* -first: statistic k, -second: statistic k + 1 (when there is one) */
+        *a = -first;
+        *b = m >= 2 ? -second : -first;
+    }
+}
+
+/* numpy's _lerp: the same bits from either end. */
+static double lerp_numpy(double a, double b, double t)
+{
+    double d = b - a;
+    return t >= 0.5 ? b - d * (1 - t) : a + d * t;
+}
+
+void nf_bootstrap_percentiles(const float *x, int64_t n, double q_lo, double q_hi, float cut_lo, float cut_hi,
+                              float *scratch, double *lo, double *hi)
+{
+    double h = (double)(n - 1) * q_lo, h2 = (double)(n - 1) * q_hi, a, b;
+    int64_t k = (int64_t)floor(h), k2 = (int64_t)floor(h2), nl = 0, nh = 0;
+    float *L = scratch, *H = scratch + n, *heap = scratch + 2 * n;
+    /* one pass, no branches: the values at or below cut_lo, at or above cut_hi */
+    for (int64_t i = 0; i < n; i++) {
+        float v = x[i];
+        L[nl] = v;
+        nl += v <= cut_lo;
+        H[nh] = v;
+        nh += v >= cut_hi;
+    }
+    /* L holds the nl smallest values: statistics k and k + 1 are among them
+     * when nl >= k + 2 (or L is everything); H the nh largest likewise */
+    if (nl >= k + 2 || nl == n)
+        order_pair(L, nl, k, heap, &a, &b);
+    else
+        order_pair(x, n, k, heap, &a, &b);
+    *lo = lerp_numpy(a, b, h - (double)k);
+    if (nh >= n - k2)
+        order_pair(H, nh, k2 - (n - nh), heap, &a, &b);
+    else
+        order_pair(x, n, k2, heap, &a, &b);
+    *hi = lerp_numpy(a, b, h2 - (double)k2);
+}
+
+/* The six summaries of every weight of the block, into the outputs. */
+static void block_reduce(const struct boot_ctx *c, struct block_scratch *s, struct nf_value **out, int64_t b0,
+                         int64_t nb)
+{
+    int64_t p = c->p, B = c->B, V = c->V, pn = p * nb;
+    const float *W = s->W;   /* first resample's values: the shift of the sums */
+    memset(s->sum, 0, (size_t)pn * sizeof *s->sum);
+    memset(s->sq, 0, (size_t)pn * sizeof *s->sq);
+    for (int64_t b = 1; b < B; b++) {
+        const float *Wb = s->W + b * pn;
+        for (int64_t i = 0; i < pn; i++) {
+            double d = (double)Wb[i] - W[i];
+            s->sum[i] += d;
+            s->sq[i] += d * d;
+        }
+    }
+    for (int64_t i = 0; i < pn; i++) {
+        int64_t o = (i / nb) * V + b0 + i % nb;
+        double mean = W[i] + s->sum[i] / (double)B;
+        double var = (s->sq[i] - s->sum[i] * s->sum[i] / (double)B) / (double)(B - 1);
+        double se = var > 0 ? sqrt(var) : 0.0;
+        double z = se > 0 ? mean / se : 0.0;
+        out[BOOT_OUT_MEAN]->u.mat.data[o] = (float)mean;
+        out[BOOT_OUT_SE]->u.mat.data[o] = (float)se;
+        out[BOOT_OUT_Z]->u.mat.data[o] = (float)z;
+        /* 2 (1 - Φ(|z|)) without the cancellation of 1 - Φ for large |z| */
+        out[BOOT_OUT_P]->u.mat.data[o] = (float)(se > 0 ? erfc(fabs(z) / sqrt(2.0)) : 1.0);
+        if (c->prm->ci_method == BOOT_CI_NORMAL) {
+            out[BOOT_OUT_CI_LOW]->u.mat.data[o] = (float)(mean - c->z_crit * se);
+            out[BOOT_OUT_CI_HIGH]->u.mat.data[o] = (float)(mean + c->z_crit * se);
+        }
+    }
+    if (c->prm->ci_method == BOOT_CI_NORMAL)
+        return;
+    /* the percentile interval needs each weight's B values side by side: a
+     * tile of weights at a time is transposed (rows of the tile are read
+     * contiguously; a weight at a time would be a cache miss per value) */
+    for (int64_t t0 = 0; t0 < pn; t0 += GATHER_TILE) {
+        int64_t nt = pn - t0 < GATHER_TILE ? pn - t0 : GATHER_TILE;
+        for (int64_t b = 0; b < B; b++) {
+            const float *row = W + b * pn + t0;
+            for (int64_t t = 0; t < nt; t++)
+                s->vals[t * B + b] = row[t];
+        }
+        for (int64_t t = 0; t < nt; t++) {
+            int64_t i = t0 + t, o = (i / nb) * V + b0 + i % nb;
+            double lo, hi;
+            /* cuts a little beyond the normal approximation of each end: the
+             * tails they keep are a few dozen values, searched instead of all */
+            double mean = out[BOOT_OUT_MEAN]->u.mat.data[o], se = out[BOOT_OUT_SE]->u.mat.data[o];
+            nf_bootstrap_percentiles(s->vals + t * B, B, c->q_lo, c->q_hi, (float)(mean - c->cut_lo * se),
+                                     (float)(mean + c->cut_hi * se), s->heap, &lo, &hi);
+            out[BOOT_OUT_CI_LOW]->u.mat.data[o] = (float)lo;
+            out[BOOT_OUT_CI_HIGH]->u.mat.data[o] = (float)hi;
+        }
+    }
+}
+
+/* ---- checkpoint chunks: one block's six output rows of p x nb ---- */
+
+struct block_head { int64_t b0, nb; };
+
+static size_t chunk_bytes(const struct boot_ctx *c, int64_t nb)
+{
+    return sizeof(struct block_head) + (size_t)(BOOT_N_OUT * c->p * nb) * sizeof(float);
+}
+
+static void block_commit(const struct boot_ctx *c, struct nf_value **out, const struct nf_run *run, int64_t i,
+                         int64_t b0, int64_t nb)
+{
+    unsigned char *buf = nf_malloc(chunk_bytes(c, nb));
+    if (!buf)
+        return;   /* not saved: a resumed run computes this block again */
+    struct block_head h = { b0, nb };
+    memcpy(buf, &h, sizeof h);
+    float *dst = (float *)(buf + sizeof h);
+    for (int o = 0; o < BOOT_N_OUT; o++)
+        for (int64_t j = 0; j < c->p; j++, dst += nb)
+            memcpy(dst, out[o]->u.mat.data + j * c->V + b0, (size_t)nb * sizeof(float));
+    struct nf_error e = { 0 };
+    nf_ckpt_put(run->ckpt, i, buf, chunk_bytes(c, nb), &e);
+    free(buf);
+}
+
+/* Blocks committed by an interrupted run or by parts: their outputs, done[]. */
+static int resume_blocks(const struct boot_ctx *c, struct nf_value **out, const struct nf_run *run, bool *done,
+                         int64_t *n_done)
+{
+    int64_t *idx = NULL;
+    size_t n_idx = 0;
+    int rc;
+    *n_done = 0;
+    nf_ckpt_total(run->ckpt, c->n_blocks);
+    NF_TRY(rc = nf_ckpt_list(run->ckpt, &idx, &n_idx, run->err));
+    for (size_t t = 0; t < n_idx; t++) {
+        int64_t i = idx[t], b0 = i * c->block, nb = c->V - b0 < c->block ? c->V - b0 : c->block;
+        void *data = NULL;
+        size_t bytes = 0;
+        struct nf_error e = { 0 };
+        if (i < 0 || i >= c->n_blocks || done[i] || nf_ckpt_get(run->ckpt, i, &data, &bytes, &e) != 1)
+            continue;
+        struct block_head h;
+        if (bytes == chunk_bytes(c, nb)) {
+            memcpy(&h, data, sizeof h);
+            if (h.b0 == b0 && h.nb == nb) {
+                const float *src = (const float *)((const unsigned char *)data + sizeof h);
+                for (int o = 0; o < BOOT_N_OUT; o++)
+                    for (int64_t j = 0; j < c->p; j++, src += nb)
+                        memcpy(out[o]->u.mat.data + j * c->V + b0, src, (size_t)nb * sizeof(float));
+                done[i] = true;
+                (*n_done)++;
+            }
+        }
+        free(data);
+    }
+    if (*n_done)
+        nf_log("nlflow: node '%s': %lld of %lld voxel blocks from checkpoints", nf_node_id(run->node),
+               (long long)*n_done, (long long)c->n_blocks);
+fail:
+    free(idx);
+    return rc;
+}
+
+/* ---- threads: resamples (phase 0), then voxel blocks (phase 1) ---- */
+
+static void *boot_worker(void *arg)
+{
+    struct boot_work *w = arg;
+    const struct boot_ctx *c = w->c;
+    const struct nf_run *run = w->run;
+    struct factor_scratch f = { 0 };
+    struct block_scratch s = { 0 };
+    struct nf_error err = { 0 };
+    if (w->phase == 0)
+        factor_scratch_alloc(c, &f, &err);
+    else
+        block_scratch_alloc(c, &s, &err);
+    for (int64_t i; !err.code && !atomic_load(&w->failed) && (i = atomic_fetch_add(&w->next, 1)) < w->n_units;) {
+        if (nf_run_interrupted(run)) {
+            NF_FAIL(&err, NF_EINTR, "interrupted");
+            break;
+        }
+        if (w->phase == 0) {
+            if (factor_resample(c, i, &f, &err) < 0)
+                break;
+            continue;
+        }
+        if ((w->done && w->done[i]) || nf_ckpt_skip(run->ckpt, i))
+            continue;   /* resumed, or another part's */
+        int64_t b0 = i * c->block, nb = c->V - b0 < c->block ? c->V - b0 : c->block;
+        block_weights(c, &s, b0, nb);
+        block_reduce(c, &s, w->out, b0, nb);
+        if (run->ckpt && (c->n_blocks > 1 || nf_ckpt_partial(run->ckpt))) {
+            pthread_mutex_lock(&w->lock);
+            block_commit(c, w->out, run, i, b0, nb);
+            pthread_mutex_unlock(&w->lock);
+        }
+        nf_progress(run, atomic_fetch_add(&w->units_done, nb) + nb, c->V, "voxels");
+    }
+    if (err.code && atomic_exchange(&w->failed, 1) == 0) {
+        pthread_mutex_lock(&w->lock);
+        w->err = err;
+        pthread_mutex_unlock(&w->lock);
+    }
+    factor_scratch_free(&f);
+    block_scratch_free(&s);
+    return NULL;
+}
+
+static int run_phase(struct boot_work *w, int phase, int64_t n_units)
+{
+    const struct nf_run *run = w->run;
+    int threads = run->env && run->env->threads > 1 ? run->env->threads : 1;
+    if (threads > n_units)
+        threads = (int)(n_units > 0 ? n_units : 1);
+    w->phase = phase;
+    w->n_units = n_units;
+    atomic_store(&w->next, 0);
+    pthread_t tids[64];
+    int started = 0;
+    for (int t = 0; t < threads - 1 && t < 64; t++)
+        if (pthread_create(&tids[t], NULL, boot_worker, w) == 0)
+            started++;
+    boot_worker(w);
+    for (int t = 0; t < started; t++)
+        pthread_join(tids[t], NULL);
+    if (atomic_load(&w->failed)) {
+        *run->err = w->err;
+        return w->err.code ? w->err.code : NF_EBUG;
+    }
+    return 0;
+}
+
+/* Shapes, finite values and penalties (errors naming the node). */
+static int check_inputs(const struct nf_run *run, const struct boot_ctx *c)
+{
+    const struct nf_loc *loc = nf_node_loc(run->node);
+    const char *id = nf_node_id(run->node);
+    const struct nf_value *a = run->in[BOOT_IN_PENALTY];
+    if (run->in[BOOT_IN_Y]->u.mat.rows != c->n)
+        return NF_FAIL_AT(run->err, NF_ESHAPE, loc, id, "X has %lld samples (rows) but Y has %lld",
+                          (long long)c->n, (long long)run->in[BOOT_IN_Y]->u.mat.rows);
+    if (c->n < 2 || c->p < 1)
+        return NF_FAIL_AT(run->err, NF_ESHAPE, loc, id, "bootstrap needs at least 2 samples and 1 feature "
+                          "(X is %lld x %lld)", (long long)c->n, (long long)c->p);
+    if (a && (a->u.mat.rows != 1 || a->u.mat.cols != c->V))
+        return NF_FAIL_AT(run->err, NF_ESHAPE, loc, id, "penalty must be 1 x %lld (one per voxel of Y), got "
+                          "%lld x %lld", (long long)c->V, (long long)a->u.mat.rows,
+                          (long long)a->u.mat.cols);
+    for (int64_t i = 0; i < c->n * c->p; i++)
+        if (!isfinite(c->X[i]))
+            return NF_FAIL_AT(run->err, NF_EDATA, loc, id, "X has a non-finite value (NaN or inf) at "
+                              "element %lld", (long long)i);
+    for (int64_t i = 0; i < c->n * c->V; i++)
+        if (!isfinite(c->Y[i]))
+            return NF_FAIL_AT(run->err, NF_EDATA, loc, id, "Y has a non-finite value (NaN or inf) at "
+                              "element %lld", (long long)i);
+    for (int64_t v = 0; a && v < c->V; v++)
+        if (!(a->u.mat.data[v] >= 0) || !isfinite(a->u.mat.data[v]))
+            return NF_FAIL_AT(run->err, NF_EDATA, loc, id, "penalty of voxel %lld is %g: penalties must be "
+                              "finite and >= 0", (long long)v + 1, (double)a->u.mat.data[v]);
+    return 0;
+}
+
+/* Statistics and row names (X's columns, else c0, c1, ... as ridge's weights). */
+static int label_outputs(const struct nf_run *run, struct nf_value **out, int64_t p)
+{
+    static const enum nf_stat kinds[BOOT_N_OUT] = { NF_STAT_ESTIMATE, NF_STAT_ESTIMATE, NF_STAT_Z, NF_STAT_P,
+                                                    NF_STAT_ESTIMATE, NF_STAT_ESTIMATE };
+    static const char *const what[BOOT_N_OUT] = {
+        "bootstrap mean of the ridge weights", "bootstrap standard error of the ridge weights",
+        "bootstrap z = mean / se of the ridge weights", "two-tailed normal p of the bootstrap z",
+        "lower end of the bootstrap confidence interval", "upper end of the bootstrap confidence interval",
+    };
+    const struct nf_matrix *X = &run->in[BOOT_IN_X]->u.mat;
+    char **names = nf_calloc((size_t)p, sizeof *names);
+    int rc = names ? 0 : NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+    for (int64_t j = 0; rc == 0 && j < p; j++)
+        if (!(names[j] = X->col_names && X->col_names[j] ? nf_strdup(X->col_names[j])
+                                                          : nf_asprintf("c%lld", (long long)j)))
+            rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+    for (int o = 0; rc == 0 && o < BOOT_N_OUT; o++) {
+        nf_value_set_stat(out[o], kinds[o], 0, what[o]);
+        rc = nf_matrix_set_row_names(out[o], (const char *const *)names, run->err);
+    }
+    for (int64_t j = 0; names && j < p; j++)
+        free(names[j]);
+    free(names);
+    return rc;
+}
+
+static int bootstrap_run(struct nf_run *run)
+{
+    const struct bootstrap_params *prm = run->params;
+    const struct nf_value *xin = run->in[BOOT_IN_X], *yin = run->in[BOOT_IN_Y];
+    struct boot_ctx c = { 0 };
+    struct nf_value *out[BOOT_N_OUT] = { 0 };
+    struct boot_work w = { 0 };
+    bool *done = NULL;
+    int rc = 0, blas = nf_blas_threads();
+    bool mutex = false;
+
+    /* resamples and blocks run over threads; BLAS threads woken inside would
+     * spin and take cores from them (as in the ridge node) */
+    nf_blas_set_threads(1);
+    c.prm = prm;
+    c.K = nf_kernels_cpu();
+    c.X = xin->u.mat.data;
+    c.Y = yin->u.mat.data;
+    c.n = xin->u.mat.rows;
+    c.p = xin->u.mat.cols;
+    c.V = yin->u.mat.cols;
+    c.B = prm->n_boot;
+    c.r = c.n < c.p ? c.n : c.p;
+    c.alpha_v = run->in[BOOT_IN_PENALTY] ? run->in[BOOT_IN_PENALTY]->u.mat.data : NULL;
+    c.q_lo = (1 - prm->ci) / 2;
+    c.q_hi = (1 + prm->ci) / 2;
+    c.z_crit = nf_normal_isf((1 - prm->ci) / 2);
+    /* each tail's quantile plus 4 binomial standard deviations (and 2 values),
+     * as a normal deviate: the cut keeps the order statistics needed unless
+     * the distribution is far from normal, and then the search takes every
+     * value (nf_bootstrap_percentiles) */
+    double tail = (1 - prm->ci) / 2, margin = 4 * sqrt(tail * (1 - tail) / (double)c.B) + 2 / (double)c.B;
+    c.cut_lo = c.cut_hi = tail + margin < 0.5 ? nf_normal_isf(tail + margin) : 0.0;
+    NF_TRY(rc = check_inputs(run, &c));
+    c.block = nf_bootstrap_block(c.B, c.p, c.V);
+    c.n_blocks = c.V > 0 ? (c.V + c.block - 1) / c.block : 0;
+
+    for (int o = 0; o < BOOT_N_OUT; o++)
+        if (!(out[o] = nf_value_new_matrix(c.p, c.V, yin->u.mat.geom, run->err))) {
+            rc = run->err->code;
+            goto fail;
+        }
+    c.seeds = nf_malloc((size_t)c.B * sizeof *c.seeds);
+    if (c.alpha_v) {
+        c.Q = nf_malloc((size_t)(c.B * c.r * c.n) * sizeof *c.Q);
+        c.s = nf_malloc((size_t)(c.B * c.r) * sizeof *c.s);
+        c.Vt = nf_malloc((size_t)(c.B * c.r * c.p) * sizeof *c.Vt);
+    } else {
+        c.H = nf_malloc((size_t)(c.B * c.p * c.n) * sizeof *c.H);
+    }
+    if (!c.seeds || (c.alpha_v ? !c.Q || !c.s || !c.Vt : !c.H)) {
+        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory for the factors of %lld resamples of a %lldx%lld "
+                     "design", (long long)c.B, (long long)c.n, (long long)c.p);
+        goto fail;
+    }
+    nf_mt_seeds((uint32_t)(prm->seed >= 0 ? (uint64_t)prm->seed : run->env->seed), c.seeds, c.B);
+
+    w.c = &c;
+    w.out = out;
+    w.run = run;
+    pthread_mutex_init(&w.lock, NULL);
+    mutex = true;
+    int64_t resumed = 0;
+    if (run->ckpt && c.n_blocks > 0) {
+        if (!(done = nf_calloc((size_t)c.n_blocks, sizeof *done))) {
+            rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+            goto fail;
+        }
+        NF_TRY(rc = resume_blocks(&c, out, run, done, &resumed));
+        w.done = done;
+        atomic_store(&w.units_done, resumed * c.block > c.V ? c.V : resumed * c.block);
+    }
+    if (resumed < c.n_blocks) {   /* else every block came from checkpoints */
+        NF_TRY(rc = run_phase(&w, 0, c.B));
+        NF_TRY(rc = run_phase(&w, 1, c.n_blocks));
+    }
+    NF_TRY(rc = label_outputs(run, out, c.p));
+    for (int o = 0; o < BOOT_N_OUT; o++) {
+        run->out[o] = out[o];
+        out[o] = NULL;
+    }
+fail:
+    nf_blas_set_threads(blas);
+    if (mutex)
+        pthread_mutex_destroy(&w.lock);
+    for (int o = 0; o < BOOT_N_OUT; o++)
+        nf_value_unref(out[o]);
+    free(done);
+    free(c.seeds);
+    free(c.H);
+    free(c.Q);
+    free(c.s);
+    free(c.Vt);
+    return rc;
+}
+
+const struct nf_node_type nf_node_bootstrap = {
+    .name = "bootstrap",
+    .summary = "bootstrapped ridge weights: mean, standard error, z, p and confidence interval (nltools)",
+    .description =
+        "Resamples the rows of X and Y (samples or subjects) with replacement with nltools' draws "
+        "(seeds = RandomState(seed).randint(2**31 - 1, n_boot); resample b = "
+        "RandomState(seeds[b]).choice(n, n, replace=True)), refits the ridge weights of every voxel on "
+        "each resample as nltools' ridge_svd (no intercept unless `fit_intercept`), with the fixed "
+        "`alpha` or each voxel's penalty from the `penalty` input (e.g. the ridge node's cross-validated "
+        "choice), and reports for every weight the bootstrap mean, the standard error (ddof 1), "
+        "z = mean / se, its two-tailed normal p and the `ci` confidence interval (percentile, or "
+        "normal). One factorisation per resample (Cholesky in double for a fixed alpha > 0, else a "
+        "thin SVD); every resample's weights of a block of voxels come from one GEMM. Voxel blocks are "
+        "checkpointed.",
+    .version = 1,
+    .params = bootstrap_params_table,
+    .params_size = sizeof(struct bootstrap_params),
+    .inputs = bootstrap_inputs,
+    .outputs = bootstrap_outputs,
+    .check = bootstrap_check,
+    .resolve = bootstrap_resolve,
+    .estimate = bootstrap_estimate,
+    .run_cpu = bootstrap_run,
+    .cost = nf_bootstrap_cost,
+    .chunks = bootstrap_chunks,
+    .methods = bootstrap_methods,
+};

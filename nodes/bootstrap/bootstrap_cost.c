@@ -1,0 +1,54 @@
+/* bootstrap_cost.c — how one bootstrap run is cut into voxel blocks, and its
+ * work (node_type.cost) for the placement cost model behind `device: auto`
+ * (engine/plan/cost.h), from the resolved shapes and parameters. The node has
+ * no GPU path: the estimate places it on the CPU and lets the planner weigh
+ * it against other nodes. How to count: struct nf_cost (node.h).
+ */
+#include <math.h>
+
+#include "node.h"
+#include "bootstrap.h"
+
+/* Every resample's weights of one block, at most this many floats. */
+#define BLOCK_FLOATS ((int64_t)1 << 24)
+
+int64_t nf_bootstrap_block(int64_t n_boot, int64_t p, int64_t V)
+{
+    int64_t per_voxel = n_boot * (p > 0 ? p : 1);
+    int64_t block = BLOCK_FLOATS / per_voxel;
+    int64_t spread = (V + 7) / 8;   /* at least 8 blocks, so that small problems use threads */
+    if (block > spread)
+        block = spread;
+    return block < 1 ? 1 : block;
+}
+
+int nf_bootstrap_cost(const void *params, const struct nf_shape *in, const struct nf_shape *out,
+                      struct nf_cost *c)
+{
+    const struct bootstrap_params *prm = params;
+    (void)out;
+    if ((in[BOOT_IN_X].kind != NF_KIND_MATRIX && in[BOOT_IN_X].kind != NF_KIND_TABLE) ||
+        in[BOOT_IN_Y].kind != NF_KIND_MATRIX)
+        return 0;
+    double n = (double)in[BOOT_IN_X].dim[0], p = (double)in[BOOT_IN_X].dim[1], V = (double)in[BOOT_IN_Y].dim[1];
+    double B = (double)prm->n_boot, r = fmin(n, p);
+    if (!(n > 0 && p > 0 && V > 0))
+        return 0;
+    bool per_voxel = in[BOOT_IN_PENALTY].kind != NF_KIND_NONE;
+    /* per resample: the factorisation and H_b (the SVD form's count, the
+     * larger); per weight and resample: the
+     * stacked GEMM (and per-voxel shrinkage and Vtᵀ), the sums and the
+     * selection of the percentile interval */
+    c->flops = B * (4 * n * p * p + 2 * p * r * n) + 2 * B * (per_voxel ? r : p) * n * V +
+               (per_voxel ? 2 * B * p * r * V : 0) + 8 * B * p * V;
+    /* Y is read once per block; every resample's weights written and read */
+    double blocks = ceil(V / (double)nf_bootstrap_block(prm->n_boot, (int64_t)p, (int64_t)V));
+    c->cpu_bytes = 4 * n * V + 4 * B * p * n * blocks + 12 * B * p * V;
+    c->gpu_bytes = c->cpu_bytes;
+    c->transfer_bytes = 4 * (n * V + 6 * p * V);
+    c->resident_port = -1;
+    c->resident_bytes = 0;
+    c->launches = blocks;
+    c->host_s = 0;
+    return 1;
+}

@@ -1,0 +1,430 @@
+/* test_bootstrap.c — the bootstrap node against independent computations:
+ * the draws against a separate MT19937 (the reference algorithm written out
+ * here, anchored to numpy's published outputs and to
+ * reference/nltools-rng-vectors.json), the summaries against a direct
+ * double-precision refit of every resample ((X_bᵀX_b + αI) w = X_bᵀy_b by
+ * Gaussian elimination, with and without centring, fixed, zero and
+ * per-voxel penalties), the percentile interval against sorting, and a planted
+ * weight against null ones. Also: the same bits on any thread count, the
+ * normal interval, and bad inputs.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/io.h"
+#include "core/rng.h"
+#include "core/util.h"
+#include "bootstrap/bootstrap.h"
+#include "ref_solve.h"
+
+/* ---- an independent MT19937 (Matsumoto & Nishimura's mt19937ar) ---- */
+
+struct ref_mt { uint32_t mt[624]; int i; };
+
+static void ref_seed(struct ref_mt *m, uint32_t s)
+{
+    m->mt[0] = s;
+    for (int k = 1; k < 624; k++)
+        m->mt[k] = 1812433253u * (m->mt[k - 1] ^ (m->mt[k - 1] >> 30)) + (uint32_t)k;
+    m->i = 624;
+}
+
+static uint32_t ref_next(struct ref_mt *m)
+{
+    if (m->i >= 624) {
+        for (int k = 0; k < 624; k++) {
+            uint32_t y = (m->mt[k] & 0x80000000u) | (m->mt[(k + 1) % 624] & 0x7fffffffu);
+            m->mt[k] = m->mt[(k + 397) % 624] ^ (y >> 1) ^ ((y & 1u) ? 0x9908b0dfu : 0u);
+        }
+        m->i = 0;
+    }
+    uint32_t y = m->mt[m->i++];
+    y ^= y >> 11;
+    y ^= (y << 7) & 0x9d2c5680u;
+    y ^= (y << 15) & 0xefc60000u;
+    return y ^ (y >> 18);
+}
+
+/* numpy's legacy bounded integer in [0, max]: masked rejection on 32-bit draws */
+static uint32_t ref_bounded(struct ref_mt *m, uint32_t max)
+{
+    uint32_t mask = 1;
+    while (mask < max)
+        mask = mask * 2 + 1;
+    if (max == 0)
+        return 0;
+    uint32_t v;
+    while ((v = ref_next(m) & mask) > max)
+        ;
+    return v;
+}
+
+/* seeds = RandomState(seed).randint(2**31 - 1, size=B) */
+static void ref_seeds(uint32_t seed, int64_t B, uint32_t *out)
+{
+    struct ref_mt m;
+    ref_seed(&m, seed);
+    for (int64_t b = 0; b < B; b++)
+        out[b] = ref_bounded(&m, 2147483646u);
+}
+
+/* RandomState(s).choice(n, n, replace=True) = randint(0, n, n) */
+static void ref_choice(uint32_t s, int64_t n, int64_t *idx)
+{
+    struct ref_mt m;
+    ref_seed(&m, s);
+    for (int64_t k = 0; k < n; k++)
+        idx[k] = ref_bounded(&m, (uint32_t)(n - 1));
+}
+
+static void test_draws(void **state)
+{
+    (void)state;
+    /* numpy's widely published outputs: np.random.seed(0); np.random.randint(10,
+     * size=10), and seed 42 — what RandomState(s).choice(10, 10) also draws */
+    static const int64_t seed0[10] = { 5, 0, 3, 3, 7, 9, 3, 5, 2, 4 };
+    static const int64_t seed42[10] = { 6, 3, 7, 4, 6, 9, 2, 6, 7, 4 };
+    int64_t idx[10], ridx[1000], nidx[1000];
+    nf_bootstrap_draw(0, 10, idx);
+    assert_memory_equal(idx, seed0, sizeof seed0);
+    nf_bootstrap_draw(42, 10, idx);
+    assert_memory_equal(idx, seed42, sizeof seed42);
+    /* the seeds of seed 0 (nltools-rng-vectors.json, numpy 1.24) from the
+     * independent generator, and the node's */
+    static const uint32_t json0[5] = { 209652396u, 398764591u, 924231285u, 1478610112u, 441365315u };
+    uint32_t rs[300], ns[300];
+    ref_seeds(0, 5, rs);
+    assert_memory_equal(rs, json0, sizeof json0);
+    /* every resample of a few seeds and sizes (powers of two and just above
+     * them exercise the rejection most), beyond one MT generation (624) */
+    static const int64_t sizes[] = { 1, 2, 3, 7, 16, 17, 100, 513, 1000 };
+    static const uint32_t seeds[] = { 0, 1, 7, 42, 4294967295u };
+    for (size_t s = 0; s < sizeof seeds / sizeof *seeds; s++) {
+        ref_seeds(seeds[s], 300, rs);
+        nf_mt_seeds(seeds[s], ns, 300);
+        assert_memory_equal(rs, ns, sizeof rs);
+        for (size_t z = 0; z < sizeof sizes / sizeof *sizes; z++)
+            for (int b = 0; b < 300; b += 37) {
+                ref_choice(rs[b], sizes[z], ridx);
+                nf_bootstrap_draw(ns[b], sizes[z], nidx);
+                assert_memory_equal(ridx, nidx, (size_t)sizes[z] * sizeof *nidx);
+                for (int64_t k = 0; k < sizes[z]; k++)
+                    assert_true(nidx[k] >= 0 && nidx[k] < sizes[z]);
+            }
+    }
+}
+
+/* ---- the percentile interval against sorting ---- */
+
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+/* numpy.percentile(x, 100 q), 'linear', from a sorted copy */
+static double sorted_percentile(const float *sorted, int64_t n, double q)
+{
+    double h = (double)(n - 1) * q;
+    int64_t k = (int64_t)floor(h);
+    double a = sorted[k], b = k + 1 < n ? sorted[k + 1] : a, t = h - (double)k, d = b - a;
+    return t >= 0.5 ? b - d * (1 - t) : a + d * t;
+}
+
+static void test_percentiles(void **state)
+{
+    (void)state;
+    static const int64_t sizes[] = { 1, 2, 3, 10, 999, 1000, 1001 };
+    static const double qs[][2] = { { 0.025, 0.975 }, { 0, 1 }, { 0.5, 0.5 }, { 0.05, 0.95 }, { 0.3, 0.31 },
+                                    { 0.49, 0.51 }, { 0.9, 0.2 }, { 0.999, 0.001 } };
+    static float x[1001], y[1001], keep[1001], scratch[3 * 1001];
+    uint64_t st = 11;
+    for (size_t z = 0; z < sizeof sizes / sizeof *sizes; z++)
+        for (int ties = 0; ties < 2; ties++)
+            for (size_t q = 0; q < sizeof qs / sizeof *qs; q++) {
+                int64_t n = sizes[z];
+                for (int64_t i = 0; i < n; i++) {   /* with ties: 7 distinct values */
+                    double u = nf_rand_normal(&st);
+                    x[i] = (float)(ties ? floor(u * 2) : u);
+                }
+                memcpy(y, x, (size_t)n * sizeof *x);
+                memcpy(keep, x, (size_t)n * sizeof *x);
+                qsort(y, (size_t)n, sizeof *y, cmp_float);
+                /* cuts that keep everything, nothing, too little, the normal
+                 * guesses, and crossed ones: the same values every time */
+                const float cuts[][2] = { { INFINITY, -INFINITY }, { -INFINITY, INFINITY }, { y[0], y[n - 1] },
+                                          { -1.96f, 1.96f }, { -1.5f, 1.5f }, { 2, -2 }, { 0, 0 } };
+                for (size_t c = 0; c < sizeof cuts / sizeof *cuts; c++) {
+                    double lo, hi;
+                    nf_bootstrap_percentiles(x, n, qs[q][0], qs[q][1], cuts[c][0], cuts[c][1], scratch, &lo, &hi);
+                    assert_true(lo == sorted_percentile(y, n, qs[q][0]));
+                    assert_true(hi == sorted_percentile(y, n, qs[q][1]));
+                    assert_memory_equal(x, keep, (size_t)n * sizeof *x);   /* x is only read */
+                }
+            }
+}
+
+/* ---- the node against a direct refit of every resample ---- */
+
+enum { N = 40, P = 4, V = 6, B = 300 };
+static float X[N * P], Y[N * V];
+static float alpha_v[V] = { 0.5f, 3, 0.01f, 40, 1, 8 };
+
+/* Y = X w + noise with w[0] planted (1.5) in every voxel and w[1..3] = 0 in
+ * voxels 0-2, small elsewhere; an offset in Y and a mean in X (intercepts). */
+static void make_data(uint64_t seed)
+{
+    uint64_t st = seed;
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < P; j++)
+            X[i * P + j] = (float)(nf_rand_normal(&st) + (j == 1 ? 2.0 : 0.0));
+    for (int i = 0; i < N; i++)
+        for (int v = 0; v < V; v++) {
+            double y = 1.5 * X[i * P] + (v >= 3 ? 0.3 * X[i * P + 2] : 0.0) + 4.0 * (v % 2);
+            Y[i * V + v] = (float)(y + nf_rand_normal(&st) * (0.5 + 0.2 * v));
+        }
+}
+
+static int run_node(struct bootstrap_params *prm, bool per_voxel_alpha, int threads, struct nf_value **out,
+                    struct nf_error *err)
+{
+    struct nf_value *x = nf_value_new_matrix(N, P, NULL, err), *y = nf_value_new_matrix(N, V, NULL, err);
+    struct nf_value *a = per_voxel_alpha ? nf_value_new_matrix(1, V, NULL, err) : NULL;
+    memcpy(x->u.mat.data, X, sizeof X);
+    memcpy(y->u.mat.data, Y, sizeof Y);
+    if (a)
+        memcpy(a->u.mat.data, alpha_v, sizeof alpha_v);
+    struct nf_value *in[BOOT_N_IN] = { x, y, a };
+    struct nf_env env = { .threads = threads, .seed = 99 };
+    struct nf_run run = { .params = prm, .env = &env, .in = in, .out = out, .err = err };
+    int rc = nf_node_bootstrap.run_cpu(&run);
+    nf_value_unref(x);
+    nf_value_unref(y);
+    nf_value_unref(a);
+    return rc;
+}
+
+static void params(struct bootstrap_params *p, int64_t n_boot, int64_t seed)
+{
+    nf_params_defaults(&nf_node_bootstrap, p);
+    p->n_boot = n_boot;
+    p->seed = seed;
+}
+
+static void release(struct nf_value **out)
+{
+    for (int o = 0; o < BOOT_N_OUT; o++) {
+        nf_value_unref(out[o]);
+        out[o] = NULL;
+    }
+}
+
+/* Every resample's weights (B x P x V) by solving each resample's normal
+ * equations in double, the draws from the independent generator. */
+static void ref_weights(uint32_t seed, int64_t n_boot, double alpha, const float *alphas, bool center, double *w)
+{
+    uint32_t *seeds = malloc((size_t)n_boot * sizeof *seeds);
+    ref_seeds(seed, n_boot, seeds);
+    for (int64_t b = 0; b < n_boot; b++) {
+        int64_t idx[N];
+        double xm[P] = { 0 }, ym[V] = { 0 };
+        ref_choice(seeds[b], N, idx);
+        for (int k = 0; k < N && center; k++) {
+            for (int j = 0; j < P; j++)
+                xm[j] += X[idx[k] * P + j] / (double)N;
+            for (int v = 0; v < V; v++)
+                ym[v] += Y[idx[k] * V + v] / (double)N;
+        }
+        for (int v = 0; v < V; v++) {
+            double M[P * P] = { 0 }, r[P] = { 0 };
+            for (int k = 0; k < N; k++)
+                for (int j = 0; j < P; j++) {
+                    double xj = X[idx[k] * P + j] - xm[j];
+                    for (int l = 0; l < P; l++)
+                        M[j * P + l] += xj * (X[idx[k] * P + l] - xm[l]);
+                    r[j] += xj * (Y[idx[k] * V + v] - ym[v]);
+                }
+            for (int j = 0; j < P; j++)
+                M[j * P + j] += alphas ? alphas[v] : alpha;
+            gauss(M, r, P, 1);
+            for (int j = 0; j < P; j++)
+                w[(b * P + j) * V + v] = r[j];
+        }
+    }
+    free(seeds);
+}
+
+/* mean and se agree within 1e-5 relative: se to se, the mean to the larger
+ * of its size and its se (a mean near 0 has no relative precision) */
+static void check_against_ref(struct nf_value **out, const double *w, int64_t n_boot)
+{
+    for (int j = 0; j < P; j++)
+        for (int v = 0; v < V; v++) {
+            double m = 0, ss = 0;
+            for (int64_t b = 0; b < n_boot; b++)
+                m += w[(b * P + j) * V + v] / (double)n_boot;
+            for (int64_t b = 0; b < n_boot; b++)
+                ss += (w[(b * P + j) * V + v] - m) * (w[(b * P + j) * V + v] - m);
+            double se = sqrt(ss / (double)(n_boot - 1));
+            double gm = out[BOOT_OUT_MEAN]->u.mat.data[j * V + v], gs = out[BOOT_OUT_SE]->u.mat.data[j * V + v];
+            if (fabs(gm - m) > 1e-5 * fmax(fabs(m), se) || fabs(gs - se) > 1e-5 * se)
+                fail_msg("weight %d voxel %d: mean %.9g se %.9g, reference %.9g %.9g", j, v, gm, gs, m, se);
+            double z = out[BOOT_OUT_Z]->u.mat.data[j * V + v], p = out[BOOT_OUT_P]->u.mat.data[j * V + v];
+            assert_true(fabs(z - m / se) <= 1e-4 * fmax(1.0, fabs(m / se)));
+            assert_true(fabs(p - erfc(fabs(m / se) / sqrt(2.0))) <= 1e-5 * fmax(p, 1e-30) + 1e-12);
+        }
+}
+
+static void test_against_direct_refits(void **state)
+{
+    (void)state;
+    static double w[B * P * V];
+    make_data(3);
+    /* fixed (the Cholesky form) / per-voxel alpha (the SVD form), without /
+     * with centring; then alpha 0 (ordinary least squares: the SVD form) */
+    for (int mode = 0; mode < 6; mode++) {
+        bool per_voxel = mode < 4 && (mode & 1), center = mode & 2;
+        double alpha = mode < 4 ? 2.5 : 0.0;
+        struct bootstrap_params prm;
+        params(&prm, B, 7);
+        prm.alpha = alpha;
+        prm.fit_intercept = center;
+        struct nf_value *out[BOOT_N_OUT] = { 0 };
+        struct nf_error err = { 0 };
+        assert_int_equal(run_node(&prm, per_voxel, 2, out, &err), 0);
+        ref_weights(7, B, alpha, per_voxel ? alpha_v : NULL, center, w);
+        check_against_ref(out, w, B);
+        /* the percentile interval, from the reference values (float rounding
+         * of the weights moves it by no more than the weights' error) */
+        for (int j = 0; j < P; j++)
+            for (int v = 0; v < V; v++) {
+                float vals[B];
+                for (int b = 0; b < B; b++)
+                    vals[b] = (float)w[(b * P + j) * V + v];
+                qsort(vals, B, sizeof *vals, cmp_float);
+                double se = out[BOOT_OUT_SE]->u.mat.data[j * V + v];
+                assert_true(fabs(out[BOOT_OUT_CI_LOW]->u.mat.data[j * V + v] - sorted_percentile(vals, B, 0.025)) <=
+                            1e-4 * se);
+                assert_true(fabs(out[BOOT_OUT_CI_HIGH]->u.mat.data[j * V + v] - sorted_percentile(vals, B, 0.975)) <=
+                            1e-4 * se);
+            }
+        release(out);
+        nf_params_release(&nf_node_bootstrap, &prm);
+    }
+}
+
+/* The seed defaults to settings.seed, and the same bits on 1, 2 and 5 threads. */
+static void test_threads_and_seed(void **state)
+{
+    (void)state;
+    make_data(5);
+    struct nf_value *one[BOOT_N_OUT] = { 0 }, *many[BOOT_N_OUT] = { 0 }, *set[BOOT_N_OUT] = { 0 };
+    struct nf_error err = { 0 };
+    struct bootstrap_params prm;
+    params(&prm, 123, 99);
+    assert_int_equal(run_node(&prm, true, 1, one, &err), 0);
+    assert_int_equal(run_node(&prm, true, 5, many, &err), 0);
+    prm.seed = -1;   /* settings.seed is 99 in run_node */
+    assert_int_equal(run_node(&prm, true, 2, set, &err), 0);
+    for (int o = 0; o < BOOT_N_OUT; o++) {
+        assert_memory_equal(one[o]->u.mat.data, many[o]->u.mat.data, sizeof(float) * P * V);
+        assert_memory_equal(one[o]->u.mat.data, set[o]->u.mat.data, sizeof(float) * P * V);
+        assert_string_equal(one[o]->u.mat.row_names[0], "c0");
+    }
+    release(one);
+    release(many);
+    release(set);
+    nf_params_release(&nf_node_bootstrap, &prm);
+}
+
+/* A planted weight gets a tiny p and an interval without 0; null weights
+ * do not. The normal interval is mean ± z se. */
+static void test_planted_and_normal(void **state)
+{
+    (void)state;
+    make_data(8);
+    struct nf_value *out[BOOT_N_OUT] = { 0 };
+    struct nf_error err = { 0 };
+    struct bootstrap_params prm;
+    params(&prm, 500, 1);
+    prm.fit_intercept = true;
+    assert_int_equal(run_node(&prm, false, 2, out, &err), 0);
+    const float *p = out[BOOT_OUT_P]->u.mat.data, *lo = out[BOOT_OUT_CI_LOW]->u.mat.data,
+                *hi = out[BOOT_OUT_CI_HIGH]->u.mat.data;
+    for (int v = 0; v < V; v++) {
+        assert_true(p[v] < 1e-6);
+        assert_true(lo[v] > 0.5f && hi[v] < 2.5f);
+        for (int j = 1; j < P && v < 3; j++) {   /* voxels 0-2: weights 1-3 are null */
+            assert_true(p[j * V + v] > 0.001);
+            assert_true(lo[j * V + v] < 0 && hi[j * V + v] > 0);
+        }
+    }
+    release(out);
+    prm.ci_method = BOOT_CI_NORMAL;
+    prm.ci = 0.9;
+    assert_int_equal(run_node(&prm, false, 2, out, &err), 0);
+    for (int i = 0; i < P * V; i++) {
+        double m = out[BOOT_OUT_MEAN]->u.mat.data[i], se = out[BOOT_OUT_SE]->u.mat.data[i];
+        assert_true(fabs(out[BOOT_OUT_CI_LOW]->u.mat.data[i] - (m - 1.6448536269514722 * se)) <= 1e-6 * (fabs(m) + se));
+        assert_true(fabs(out[BOOT_OUT_CI_HIGH]->u.mat.data[i] - (m + 1.6448536269514722 * se)) <= 1e-6 * (fabs(m) + se));
+    }
+    release(out);
+    nf_params_release(&nf_node_bootstrap, &prm);
+}
+
+/* Bad inputs: clear errors, no outputs. */
+static void test_bad_inputs(void **state)
+{
+    (void)state;
+    make_data(1);
+    struct nf_value *out[BOOT_N_OUT] = { 0 };
+    struct nf_error err = { 0 };
+    struct bootstrap_params prm;
+    params(&prm, 10, 1);
+    struct nf_value *x = nf_value_new_matrix(N, P, NULL, &err), *y = nf_value_new_matrix(N - 1, V, NULL, &err);
+    struct nf_value *a = nf_value_new_matrix(1, V + 1, NULL, &err);
+    struct nf_env env = { .threads = 1 };
+    struct nf_value *in[BOOT_N_IN] = { x, y, NULL };
+    struct nf_run run = { .params = &prm, .env = &env, .in = in, .out = out, .err = &err };
+    assert_int_equal(nf_node_bootstrap.run_cpu(&run), NF_ESHAPE);
+    assert_non_null(strstr(err.msg, "X has 40 samples (rows) but Y has 39"));
+    nf_value_unref(y);
+    y = nf_value_new_matrix(N, V, NULL, &err);
+    memcpy(x->u.mat.data, X, sizeof X);
+    in[1] = y;
+    in[2] = a;
+    memset(&err, 0, sizeof err);
+    assert_int_equal(nf_node_bootstrap.run_cpu(&run), NF_ESHAPE);
+    assert_non_null(strstr(err.msg, "penalty must be 1 x 6"));
+    in[2] = NULL;
+    y->u.mat.data[17] = NAN;
+    memset(&err, 0, sizeof err);
+    assert_int_equal(nf_node_bootstrap.run_cpu(&run), NF_EDATA);
+    assert_non_null(strstr(err.msg, "Y has a non-finite value"));
+    for (int o = 0; o < BOOT_N_OUT; o++)
+        assert_null(out[o]);
+    nf_value_unref(x);
+    nf_value_unref(y);
+    nf_value_unref(a);
+    nf_params_release(&nf_node_bootstrap, &prm);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_draws),
+        cmocka_unit_test(test_percentiles),
+        cmocka_unit_test(test_against_direct_refits),
+        cmocka_unit_test(test_threads_and_seed),
+        cmocka_unit_test(test_planted_and_normal),
+        cmocka_unit_test(test_bad_inputs),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
