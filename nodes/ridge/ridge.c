@@ -44,7 +44,8 @@
 #include "ridge_internal.h"
 
 static const char *const alpha_modes[] = { "per_voxel", "shared", NULL };
-static const char *const score_kinds[] = { "r2", "pearson", NULL };
+static const char *const score_kinds[] = { "r2", "pearson", "l2_neg_loss", NULL };
+static const char *const candidate_kinds[] = { "random", "grid", NULL };
 
 #define FIELD(f) offsetof(struct ridge_params, f)
 static const struct nf_param ridge_params_table[] = {
@@ -67,7 +68,27 @@ static const struct nf_param ridge_params_table[] = {
                   "shuffle samples before cutting the folds, as sklearn's KFold(shuffle=True, "
                   "random_state=seed): the same folds as nltools/sklearn with the same seed"),
     NF_PARAM_SEED("seed", FIELD(seed), 4294967295.0,
-                  "RandomState seed of the shuffle (-1: the pipeline's settings.seed)"),
+                  "RandomState seed of the shuffle and of random band weights (-1: the pipeline's "
+                  "settings.seed)"),
+    NF_PARAM_STR_LIST_F("bands", FIELD(bands), "", 1, 64, NF_PF_OPTIONAL | NF_PF_NAMED_LISTS,
+                        "banded ridge (himalaya's BandedRidgeCV / MultipleKernelRidgeCV): the feature "
+                        "spaces, {name: [items]} or [\"name = item, item\"], each item a column name of X, "
+                        "a prefix ending in * (\"motion_*\") or a 0-based column range i:j (j excluded); "
+                        "every column in exactly one band. Each voxel gets the band weights and alpha "
+                        "with the best cross-validated score"),
+    NF_PARAM_INT("n_iter", FIELD(n_iter), 100, 1, 1000000,
+                 "bands, candidates random: number of band-weight candidates (himalaya's n_iter; the "
+                 "first is the uniform one)"),
+    NF_PARAM_NUM_LIST("concentration", FIELD(concentration), "0.1,1", 1e-6, 1e300, 1, 100,
+                      "bands, candidates random: Dirichlet concentrations, cycled over the candidates "
+                      "(himalaya's concentration)"),
+    NF_PARAM_ENUM("candidates", FIELD(candidates), candidate_kinds, RIDGE_CANDIDATES_RANDOM,
+                  "bands: random (Dirichlet samples over the simplex of band weights, seeded) or grid "
+                  "(every weight vector whose weights are multiples of 1/grid_steps, after the uniform one)"),
+    NF_PARAM_INT("grid_steps", FIELD(grid_steps), 4, 1, 1000, "bands, candidates grid: steps per unit weight"),
+    NF_PARAM_NUM_LIST("gammas", FIELD(gammas), "", 0, 1e300, 0, 0,
+                      "bands: explicit candidates instead, one weight per band for each candidate, rows "
+                      "one after the other (himalaya's solver_params n_iter given as an array)"),
     NF_PARAM_END,
 };
 #undef FIELD
@@ -126,11 +147,21 @@ static char *ridge_methods(const void *params)
     return nf_strbuf_detach(&sb);
 }
 
-/* The seed only shuffles the samples (node.h param_matters). */
+/* The seed only shuffles the samples and draws random band weights; the band
+ * parameters matter only with bands (node.h param_matters). */
 static bool ridge_param_matters(const void *params, const struct nf_param *p)
 {
     const struct ridge_params *prm = params;
-    return strcmp(p->name, "seed") != 0 || prm->shuffle;
+    bool banded = prm->bands.n > 0, random = banded && !prm->gammas.n && prm->candidates == RIDGE_CANDIDATES_RANDOM;
+    if (strcmp(p->name, "seed") == 0)
+        return prm->shuffle || random;
+    if (strcmp(p->name, "n_iter") == 0 || strcmp(p->name, "concentration") == 0)
+        return random;
+    if (strcmp(p->name, "grid_steps") == 0)
+        return banded && !prm->gammas.n && prm->candidates == RIDGE_CANDIDATES_GRID;
+    if (strcmp(p->name, "candidates") == 0 || strcmp(p->name, "gammas") == 0)
+        return banded;
+    return true;
 }
 
 static const struct nf_port ridge_inputs[] = {
@@ -149,8 +180,13 @@ static const struct nf_port ridge_outputs[] = {
     { "predictions", "samples x voxels: cross-validated predictions at the chosen alpha (computed "
       "only when used)", NF_PT_MATRIX, NF_PORT_ON_DEMAND },
     { "intercept", "1 x voxels: mean(Y) - mean(X) weights (zeros without fit_intercept)", NF_PT_MATRIX, 0 },
-    { "cv_scores", "(folds x alphas) x voxels: every fold's score for every alpha, row f * alphas + a "
-      "(computed only when used)", NF_PT_MATRIX, NF_PORT_ON_DEMAND },
+    { "cv_scores", "(folds x alphas) x voxels: every fold's score for every alpha, row f * alphas + a; "
+      "with bands, candidates x voxels: each candidate's mean score over folds at its best alpha "
+      "(himalaya's cv_scores_) (computed only when used)", NF_PT_MATRIX, NF_PORT_ON_DEMAND },
+    { "band_alpha", "bands x voxels (with bands): each band's penalty, alpha / band weight "
+      "(himalaya's exp(-deltas_))", NF_PT_MATRIX, NF_PORT_ON_DEMAND },
+    { "split_r2", "bands x voxels (with bands): each band's share of the R² of the refit on the "
+      "training data (himalaya's score(X, Y, split=True))", NF_PT_MATRIX, NF_PORT_ON_DEMAND },
     NF_PORT_END
 };
 NF_PORTS_MATCH(ridge_inputs, RIDGE_N_IN);
@@ -165,6 +201,40 @@ static void ridge_check(const void *params, const struct nf_loc *loc, const char
         if (!(p->alphas.v[i] >= 0) || !isfinite(p->alphas.v[i]))
             NF_DIAG(d, NF_EINVAL, loc, node, "alphas must be finite and >= 0 (value %zu is %g)", i + 1,
                     p->alphas.v[i]);
+    if (!p->bands.n) {
+        if (p->score == RIDGE_L2_NEG_LOSS)
+            NF_DIAG(d, NF_EINVAL, loc, node, "score l2_neg_loss is for banded ridge (give bands)");
+        if (p->gammas.n)
+            NF_DIAG(d, NF_EINVAL, loc, node, "gammas are band weights: give bands too");
+        return;
+    }
+    if (p->score == RIDGE_PEARSON)
+        NF_DIAG(d, NF_EINVAL, loc, node, "banded ridge scores r2 or l2_neg_loss (as himalaya), not pearson");
+    if (p->alpha_mode == RIDGE_SHARED)
+        NF_DIAG(d, NF_EINVAL, loc, node, "banded ridge chooses per voxel: alpha_mode shared is not available");
+    for (size_t i = 0; i < p->alphas.n && isnan(p->alpha); i++)
+        if (!(p->alphas.v[i] > 0))
+            NF_DIAG(d, NF_EINVAL, loc, node, "banded ridge needs alphas > 0 (value %zu is %g)", i + 1,
+                    p->alphas.v[i]);
+    if (!isnan(p->alpha) && !(p->alpha > 0))
+        NF_DIAG(d, NF_EINVAL, loc, node, "banded ridge needs alpha > 0 (got %g)", p->alpha);
+    if (p->gammas.n % p->bands.n)
+        NF_DIAG(d, NF_EINVAL, loc, node, "gammas has %zu values: not a whole number of rows of %zu band weights",
+                p->gammas.n, p->bands.n);
+    for (size_t i = 0; i < p->bands.n; i++) {
+        const char *eq = strchr(p->bands.v[i], '=');
+        const char *name = p->bands.v[i];
+        while (*name == ' ')
+            name++;
+        int name_len = eq ? (int)(eq - name) : 0;
+        while (name_len > 0 && name[name_len - 1] == ' ')
+            name_len--;
+        if (!eq || eq == name)
+            NF_DIAG(d, NF_EINVAL, loc, node, "band %zu ('%s') must be \"name = item, item\" or a map entry "
+                    "name: [items]", i + 1, p->bands.v[i]);
+        else if (strspn(eq + 1, " ,") == strlen(eq + 1))
+            NF_DIAG(d, NF_EINVAL, loc, node, "band '%.*s' is empty: give its columns", name_len, name);
+    }
 }
 
 static int ridge_resolve(struct nf_resolve *r)
@@ -181,10 +251,13 @@ static int ridge_resolve(struct nf_resolve *r)
     if (n > 0 && n < p->cv)
         return NF_FAIL_AT(r->err, NF_EINVAL, nf_node_loc(r->node), nf_node_id(r->node),
                           "%lld samples cannot be split into %lld folds (cv)", (long long)n, (long long)p->cv);
+    int64_t n_bands = (int64_t)p->bands.n;
     const int64_t dims[][2] = { { pf, y->dim[1] }, { 1, y->dim[1] }, { 1, y->dim[1] }, { n, y->dim[1] },
                                 { 1, y->dim[1] },
                                 /* with groups, leave-one-group-out may change the fold count */
-                                { r->in[RIDGE_IN_GROUPS].kind != NF_KIND_NONE ? 0 : p->cv * n_alpha, y->dim[1] } };
+                                { n_bands ? nf_ridge_band_candidate_count(p, n_bands)
+                                  : r->in[RIDGE_IN_GROUPS].kind != NF_KIND_NONE ? 0 : p->cv * n_alpha, y->dim[1] },
+                                { n_bands, y->dim[1] }, { n_bands, y->dim[1] } };
     for (int o = 0; o < RIDGE_N_OUT; o++) {
         r->out[o].kind = NF_KIND_MATRIX;
         r->out[o].dim[0] = dims[o][0];
@@ -280,7 +353,7 @@ int nf_ridge_new_outputs(const struct nf_run *run, int64_t n, int64_t p, int64_t
                          struct nf_geom *geom, struct nf_value **out)
 {
     const int64_t rows[6] = { p, 1, 1, n, 1, k * A };
-    for (int o = 0; o < RIDGE_N_OUT; o++) {
+    for (int o = 0; o < RIDGE_N_PLAIN_OUT; o++) {
         if ((o == RIDGE_OUT_PREDICTIONS || o == RIDGE_OUT_CV_SCORES) && !nf_run_wants(run, o))
             continue;
         if (!(out[o] = nf_value_new_matrix(rows[o], V, geom, run->err)))
@@ -382,7 +455,7 @@ int nf_ridge_finish_outputs(struct nf_run *run, struct nf_value **out, bool cent
     }
     if ((rc = label_outputs(run, out)) < 0)
         return rc;
-    for (int o = 0; o < RIDGE_N_OUT; o++) {
+    for (int o = 0; o < RIDGE_N_PLAIN_OUT; o++) {
         run->out[o] = out[o];
         out[o] = NULL;
     }
@@ -1043,7 +1116,7 @@ static int64_t ridge_chunks(const void *params, const struct nf_shape *in, const
 {
     const struct ridge_params *prm = params;
     (void)out;
-    if (prm->alpha_mode == RIDGE_SHARED || in[RIDGE_IN_Y].kind != NF_KIND_MATRIX || in[RIDGE_IN_Y].dim[1] < 1)
+    if (prm->alpha_mode == RIDGE_SHARED || prm->bands.n || in[RIDGE_IN_Y].kind != NF_KIND_MATRIX || in[RIDGE_IN_Y].dim[1] < 1)
         return 0;
     int64_t V = in[RIDGE_IN_Y].dim[1], block = (V + 7) / 8;
     if (block > BLOCK_VOXELS)
@@ -1289,6 +1362,11 @@ static int run_workers(struct ridge_work *w, const struct nf_run *run)
 static int ridge_run(struct nf_run *run)
 {
     const struct ridge_params *prm = run->params;
+    if (prm->bands.n)
+        return nf_ridge_banded_run(run);
+    if (run->wanted && (run->wanted[RIDGE_OUT_BAND_ALPHA] || run->wanted[RIDGE_OUT_SPLIT_R2]))
+        return NF_FAIL_AT(run->err, NF_EINVAL, nf_node_loc(run->node), nf_node_id(run->node),
+                          "band_alpha and split_r2 are outputs of banded ridge: give bands");
     const struct nf_value *yin = run->in[RIDGE_IN_Y];
     struct ridge_ctx c = { 0 };
     struct nf_value *out[6] = { 0 };
@@ -1385,7 +1463,7 @@ static int ridge_run(struct nf_run *run)
     rc = nf_ridge_finish_outputs(run, out, c.center, c.x_mean, c.y_mean, c.p, c.V);
 fail:
     nf_blas_set_threads(blas);
-    for (int o = 0; o < RIDGE_N_OUT; o++)
+    for (int o = 0; o < RIDGE_N_PLAIN_OUT; o++)
         nf_value_unref(out[o]);
     free(alpha_score_sum);
     free(alpha_means);
