@@ -545,7 +545,7 @@ static void fold_scores(const struct bctx *c, const struct bfold *fd, struct bbl
     int64_t nb = b->nb, ld = b->ldy, r = fd->r, m = fd->m, A = c->A;
     const float *Y = b->Y;
     /* the training centre of every voxel */
-    memset(b->ymean, 0, (size_t)(3 * nb) * sizeof *b->ymean);
+    memset(b->ymean, 0, (size_t)(3 * c->block) * sizeof *b->ymean);   /* yy and sy sit block apart */
     if (c->center) {
         for (int64_t i = 0; i < c->n; i++) {
             if (i >= fd->v0 && i < fd->v1)
