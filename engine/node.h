@@ -49,6 +49,9 @@ enum {
     NF_PF_SEED = 1u << 3,       /* an INT seed whose default -1 means settings.seed:
                                    the validator fills the setting in, so the key, the
                                    plan and the node all see the seed actually used */
+    NF_PF_NAMED_LISTS = 1u << 4, /* STR_LIST: a map {name: item or [items]} is accepted
+                                   too, each pair becoming the string "name = item, item"
+                                   (ridge's bands) */
 };
 
 struct nf_param {

@@ -729,6 +729,37 @@ static void str_list_release(void *field)
     l->n = 0;
 }
 
+/* {name: item or [items]} as the strings "name = item, item" (NF_PF_NAMED_LISTS). */
+static int named_lists_parse(const struct nf_param *p, void *field, const struct nf_ynode *v,
+                             const char *node, struct nf_diags *d)
+{
+    struct nf_str_list list = { 0, NULL };
+    if (check_len(p, v->n, v, node, d) < 0)
+        return NF_EINVAL;
+    if (!(list.v = nf_calloc(v->n ? v->n : 1, sizeof *list.v)))
+        return out_of_memory(d, v, node);
+    for (size_t i = 0; i < v->n; i++) {
+        const struct nf_ynode *val = v->items[i];
+        struct nf_strbuf sb;
+        nf_strbuf_init(&sb);
+        nf_strbuf_addf(&sb, "%s =", v->keys[i]->value);
+        size_t m = val->type == NF_Y_SEQ ? val->n : 1;
+        for (size_t j = 0; j < m; j++) {
+            const struct nf_ynode *item = val->type == NF_Y_SEQ ? val->items[j] : val;
+            if (item->type != NF_Y_SCALAR) {
+                free(nf_strbuf_detach(&sb));
+                str_list_release(&list);
+                return bad(d, item, node, p, "a map of names to a string or a list of strings");
+            }
+            nf_strbuf_addf(&sb, "%s %s", j ? "," : "", item->value);
+        }
+        list.v[list.n++] = nf_strbuf_detach(&sb);
+    }
+    str_list_release(field);
+    *(struct nf_str_list *)field = list;
+    return 0;
+}
+
 static int str_list_parse(const struct nf_param *p, void *field, const struct nf_ynode *v,
                           const char *node, const char *base_dir, struct nf_diags *d)
 {
@@ -736,6 +767,8 @@ static int str_list_parse(const struct nf_param *p, void *field, const struct nf
     struct nf_str_list list = { 0, NULL };
     size_t n;
     int rc;
+    if (v->type == NF_Y_MAP && (p->flags & NF_PF_NAMED_LISTS))
+        return named_lists_parse(p, field, v, node, d);
     if (v->type == NF_Y_MAP)
         return bad(d, v, node, p, "a list of strings");
     if (!(list.v = list_items_alloc(p, v, node, d, sizeof *list.v, &n, &rc)))
@@ -778,6 +811,10 @@ static void str_list_schema(const struct nf_param *p, const char *def, struct nf
 {
     (void)def;   /* no default in the schema: an absent list is empty */
     list_schema(p, "{\"type\": \"string\"}", sb);
+    if (p->flags & NF_PF_NAMED_LISTS)
+        nf_strbuf_addf(sb, ", {\"type\": \"object\", \"additionalProperties\": {\"anyOf\": ["
+                           "{\"type\": [\"string\", \"number\"]}, {\"type\": \"array\", \"items\": "
+                           "{\"type\": [\"string\", \"number\"]}}]}}");
     nf_strbuf_addf(sb, "]");
 }
 

@@ -44,7 +44,8 @@
 #include "ridge_internal.h"
 
 static const char *const alpha_modes[] = { "per_voxel", "shared", NULL };
-static const char *const score_kinds[] = { "r2", "pearson", NULL };
+static const char *const score_kinds[] = { "r2", "pearson", "l2_neg_loss", NULL };
+static const char *const candidate_kinds[] = { "random", "grid", NULL };
 
 #define FIELD(f) offsetof(struct ridge_params, f)
 static const struct nf_param ridge_params_table[] = {
@@ -67,7 +68,27 @@ static const struct nf_param ridge_params_table[] = {
                   "shuffle samples before cutting the folds, as sklearn's KFold(shuffle=True, "
                   "random_state=seed): the same folds as nltools/sklearn with the same seed"),
     NF_PARAM_SEED("seed", FIELD(seed), 4294967295.0,
-                  "RandomState seed of the shuffle (-1: the pipeline's settings.seed)"),
+                  "RandomState seed of the shuffle and of random band weights (-1: the pipeline's "
+                  "settings.seed)"),
+    NF_PARAM_STR_LIST_F("bands", FIELD(bands), "", 1, 64, NF_PF_OPTIONAL | NF_PF_NAMED_LISTS,
+                        "banded ridge (himalaya's BandedRidgeCV / MultipleKernelRidgeCV): the feature "
+                        "spaces, {name: [items]} or [\"name = item, item\"], each item a column name of X, "
+                        "a prefix ending in * (\"motion_*\") or a 0-based column range i:j (j excluded); "
+                        "every column in exactly one band. Each voxel gets the band weights and alpha "
+                        "with the best cross-validated score"),
+    NF_PARAM_INT("n_iter", FIELD(n_iter), 100, 1, 1000000,
+                 "bands, candidates random: number of band-weight candidates (himalaya's n_iter; the "
+                 "first is the uniform one)"),
+    NF_PARAM_NUM_LIST("concentration", FIELD(concentration), "0.1,1", 1e-6, 1e300, 1, 100,
+                      "bands, candidates random: Dirichlet concentrations, cycled over the candidates "
+                      "(himalaya's concentration)"),
+    NF_PARAM_ENUM("candidates", FIELD(candidates), candidate_kinds, RIDGE_CANDIDATES_RANDOM,
+                  "bands: random (Dirichlet samples over the simplex of band weights, seeded) or grid "
+                  "(every weight vector whose weights are multiples of 1/grid_steps, after the uniform one)"),
+    NF_PARAM_INT("grid_steps", FIELD(grid_steps), 4, 1, 1000, "bands, candidates grid: steps per unit weight"),
+    NF_PARAM_NUM_LIST("gammas", FIELD(gammas), "", 0, 1e300, 0, 0,
+                      "bands: explicit candidates instead, one weight per band for each candidate, rows "
+                      "one after the other (himalaya's solver_params n_iter given as an array)"),
     NF_PARAM_END,
 };
 #undef FIELD
@@ -105,6 +126,25 @@ static char *ridge_methods(const void *params)
     nf_strbuf_init(&sb);
     nf_strbuf_addf(&sb, "Voxel-wise encoding models were fit by ridge regression %s an intercept",
                    p->fit_intercept ? "with" : "without");
+    if (p->bands.n) {
+        nf_strbuf_addf(&sb, " and %zu feature spaces (banded ridge, as himalaya's BandedRidgeCV): each "
+                       "voxel's band weights and penalty were chosen among ", p->bands.n);
+        if (p->gammas.n)
+            nf_strbuf_addf(&sb, "%zu given band weightings", p->gammas.n / p->bands.n);
+        else if (p->candidates == RIDGE_CANDIDATES_GRID)
+            nf_strbuf_addf(&sb, "band weightings on a grid of 1/%" PRId64, p->grid_steps);
+        else
+            nf_strbuf_addf(&sb, "%" PRId64 " band weightings (the uniform one and Dirichlet samples)", p->n_iter);
+        nf_strbuf_addf(&sb, " times ");
+        if (isnan(p->alpha))
+            add_alpha_grid(&sb, &p->alphas);
+        else
+            nf_strbuf_addf(&sb, "alpha = %g", p->alpha);
+        nf_strbuf_addf(&sb, " by %" PRId64 "-fold cross-validation maximising the mean %s over folds; the "
+                       "weights were then refit on all samples.", p->cv,
+                       p->score == RIDGE_L2_NEG_LOSS ? "negative mean squared error" : "R²");
+        return nf_strbuf_detach(&sb);
+    }
     if (isnan(p->alpha)) {
         nf_strbuf_addf(&sb, ", with %s chosen from ",
                        p->alpha_mode == RIDGE_SHARED ? "one penalty for all voxels" : "each voxel's penalty");
@@ -126,11 +166,21 @@ static char *ridge_methods(const void *params)
     return nf_strbuf_detach(&sb);
 }
 
-/* The seed only shuffles the samples (node.h param_matters). */
+/* The seed only shuffles the samples and draws random band weights; the band
+ * parameters matter only with bands (node.h param_matters). */
 static bool ridge_param_matters(const void *params, const struct nf_param *p)
 {
     const struct ridge_params *prm = params;
-    return strcmp(p->name, "seed") != 0 || prm->shuffle;
+    bool banded = prm->bands.n > 0, random = banded && !prm->gammas.n && prm->candidates == RIDGE_CANDIDATES_RANDOM;
+    if (strcmp(p->name, "seed") == 0)
+        return prm->shuffle || random;
+    if (strcmp(p->name, "n_iter") == 0 || strcmp(p->name, "concentration") == 0)
+        return random;
+    if (strcmp(p->name, "grid_steps") == 0)
+        return banded && !prm->gammas.n && prm->candidates == RIDGE_CANDIDATES_GRID;
+    if (strcmp(p->name, "candidates") == 0 || strcmp(p->name, "gammas") == 0)
+        return banded;
+    return true;
 }
 
 static const struct nf_port ridge_inputs[] = {
@@ -149,8 +199,13 @@ static const struct nf_port ridge_outputs[] = {
     { "predictions", "samples x voxels: cross-validated predictions at the chosen alpha (computed "
       "only when used)", NF_PT_MATRIX, NF_PORT_ON_DEMAND },
     { "intercept", "1 x voxels: mean(Y) - mean(X) weights (zeros without fit_intercept)", NF_PT_MATRIX, 0 },
-    { "cv_scores", "(folds x alphas) x voxels: every fold's score for every alpha, row f * alphas + a "
-      "(computed only when used)", NF_PT_MATRIX, NF_PORT_ON_DEMAND },
+    { "cv_scores", "(folds x alphas) x voxels: every fold's score for every alpha, row f * alphas + a; "
+      "with bands, candidates x voxels: each candidate's mean score over folds at its best alpha "
+      "(himalaya's cv_scores_) (computed only when used)", NF_PT_MATRIX, NF_PORT_ON_DEMAND },
+    { "band_alpha", "bands x voxels (with bands): each band's penalty, alpha / band weight "
+      "(himalaya's exp(-deltas_))", NF_PT_MATRIX, NF_PORT_ON_DEMAND },
+    { "split_r2", "bands x voxels (with bands): each band's share of the R² of the refit on the "
+      "training data (himalaya's score(X, Y, split=True))", NF_PT_MATRIX, NF_PORT_ON_DEMAND },
     NF_PORT_END
 };
 NF_PORTS_MATCH(ridge_inputs, RIDGE_N_IN);
@@ -165,6 +220,40 @@ static void ridge_check(const void *params, const struct nf_loc *loc, const char
         if (!(p->alphas.v[i] >= 0) || !isfinite(p->alphas.v[i]))
             NF_DIAG(d, NF_EINVAL, loc, node, "alphas must be finite and >= 0 (value %zu is %g)", i + 1,
                     p->alphas.v[i]);
+    if (!p->bands.n) {
+        if (p->score == RIDGE_L2_NEG_LOSS)
+            NF_DIAG(d, NF_EINVAL, loc, node, "score l2_neg_loss is for banded ridge (give bands)");
+        if (p->gammas.n)
+            NF_DIAG(d, NF_EINVAL, loc, node, "gammas are band weights: give bands too");
+        return;
+    }
+    if (p->score == RIDGE_PEARSON)
+        NF_DIAG(d, NF_EINVAL, loc, node, "banded ridge scores r2 or l2_neg_loss (as himalaya), not pearson");
+    if (p->alpha_mode == RIDGE_SHARED)
+        NF_DIAG(d, NF_EINVAL, loc, node, "banded ridge chooses per voxel: alpha_mode shared is not available");
+    for (size_t i = 0; i < p->alphas.n && isnan(p->alpha); i++)
+        if (!(p->alphas.v[i] > 0))
+            NF_DIAG(d, NF_EINVAL, loc, node, "banded ridge needs alphas > 0 (value %zu is %g)", i + 1,
+                    p->alphas.v[i]);
+    if (!isnan(p->alpha) && !(p->alpha > 0))
+        NF_DIAG(d, NF_EINVAL, loc, node, "banded ridge needs alpha > 0 (got %g)", p->alpha);
+    if (p->gammas.n % p->bands.n)
+        NF_DIAG(d, NF_EINVAL, loc, node, "gammas has %zu values: not a whole number of rows of %zu band weights",
+                p->gammas.n, p->bands.n);
+    for (size_t i = 0; i < p->bands.n; i++) {
+        const char *eq = strchr(p->bands.v[i], '=');
+        const char *name = p->bands.v[i];
+        while (*name == ' ')
+            name++;
+        int name_len = eq ? (int)(eq - name) : 0;
+        while (name_len > 0 && name[name_len - 1] == ' ')
+            name_len--;
+        if (!eq || eq == name)
+            NF_DIAG(d, NF_EINVAL, loc, node, "band %zu ('%s') must be \"name = item, item\" or a map entry "
+                    "name: [items]", i + 1, p->bands.v[i]);
+        else if (strspn(eq + 1, " ,") == strlen(eq + 1))
+            NF_DIAG(d, NF_EINVAL, loc, node, "band '%.*s' is empty: give its columns", name_len, name);
+    }
 }
 
 static int ridge_resolve(struct nf_resolve *r)
@@ -181,10 +270,13 @@ static int ridge_resolve(struct nf_resolve *r)
     if (n > 0 && n < p->cv)
         return NF_FAIL_AT(r->err, NF_EINVAL, nf_node_loc(r->node), nf_node_id(r->node),
                           "%lld samples cannot be split into %lld folds (cv)", (long long)n, (long long)p->cv);
+    int64_t n_bands = (int64_t)p->bands.n;
     const int64_t dims[][2] = { { pf, y->dim[1] }, { 1, y->dim[1] }, { 1, y->dim[1] }, { n, y->dim[1] },
                                 { 1, y->dim[1] },
                                 /* with groups, leave-one-group-out may change the fold count */
-                                { r->in[RIDGE_IN_GROUPS].kind != NF_KIND_NONE ? 0 : p->cv * n_alpha, y->dim[1] } };
+                                { n_bands ? nf_ridge_band_candidate_count(p, n_bands)
+                                  : r->in[RIDGE_IN_GROUPS].kind != NF_KIND_NONE ? 0 : p->cv * n_alpha, y->dim[1] },
+                                { n_bands, y->dim[1] }, { n_bands, y->dim[1] } };
     for (int o = 0; o < RIDGE_N_OUT; o++) {
         r->out[o].kind = NF_KIND_MATRIX;
         r->out[o].dim[0] = dims[o][0];
@@ -280,7 +372,7 @@ int nf_ridge_new_outputs(const struct nf_run *run, int64_t n, int64_t p, int64_t
                          struct nf_geom *geom, struct nf_value **out)
 {
     const int64_t rows[6] = { p, 1, 1, n, 1, k * A };
-    for (int o = 0; o < RIDGE_N_OUT; o++) {
+    for (int o = 0; o < RIDGE_N_PLAIN_OUT; o++) {
         if ((o == RIDGE_OUT_PREDICTIONS || o == RIDGE_OUT_CV_SCORES) && !nf_run_wants(run, o))
             continue;
         if (!(out[o] = nf_value_new_matrix(rows[o], V, geom, run->err)))
@@ -382,30 +474,11 @@ int nf_ridge_finish_outputs(struct nf_run *run, struct nf_value **out, bool cent
     }
     if ((rc = label_outputs(run, out)) < 0)
         return rc;
-    for (int o = 0; o < RIDGE_N_OUT; o++) {
+    for (int o = 0; o < RIDGE_N_PLAIN_OUT; o++) {
         run->out[o] = out[o];
         out[o] = NULL;
     }
     return 0;
-}
-
-void nf_ridge_read_run(const struct nf_run *run, const float **X, const float **Y, int64_t *n, int64_t *p,
-                       int64_t *V, int64_t *k, const double **alphas, int64_t *A, bool *legacy, bool *center,
-                       bool *fold_center)
-{
-    const struct ridge_params *prm = run->params;
-    const struct nf_value *xin = run->in[RIDGE_IN_X], *yin = run->in[RIDGE_IN_Y];
-    *X = xin->u.mat.data;
-    *Y = yin->u.mat.data;
-    *n = xin->u.mat.rows;
-    *p = xin->u.mat.cols;
-    *V = yin->u.mat.cols;
-    *k = prm->cv;
-    *alphas = isnan(prm->alpha) ? prm->alphas.v : &prm->alpha;
-    *A = isnan(prm->alpha) ? (int64_t)prm->alphas.n : 1;
-    *legacy = prm->alpha_mode == RIDGE_SHARED;
-    *center = prm->fit_intercept;
-    *fold_center = prm->fit_intercept && !*legacy;
 }
 
 void nf_ridge_fold_gram(const float *P, int64_t n_val, int64_t r, double *G, double *p_sum)
@@ -417,22 +490,6 @@ void nf_ridge_fold_gram(const float *P, int64_t n_val, int64_t r, double *G, dou
             for (int64_t l = 0; l < r; l++)
                 G[j * r + l] += pij * P[i * r + l];
         }
-}
-
-void nf_ridge_column_means(const float *X, int64_t n, int64_t p, int64_t skip0, int64_t skip1,
-                         double *mean)
-{
-    memset(mean, 0, (size_t)p * sizeof *mean);
-    int64_t cnt = 0;
-    for (int64_t i = 0; i < n; i++) {
-        if (i >= skip0 && i < skip1)
-            continue;
-        for (int64_t j = 0; j < p; j++)
-            mean[j] += X[i * p + j];
-        cnt++;
-    }
-    for (int64_t j = 0; j < p; j++)
-        mean[j] /= (double)(cnt ? cnt : 1);
 }
 
 enum centring { CENTER_NONE, CENTER_TRAIN, CENTER_GLOBAL };
@@ -756,199 +813,6 @@ static void free_ctx(struct ridge_ctx *c)
     free(c->X_perm);
 }
 
-/* Group labels of the samples as small integers 0..n_groups-1, in sorted label
- * order (numbers ascending, or text by strcmp), like numpy.unique. */
-struct label { double num; const char *str; int64_t row; };
-static int cmp_label(const void *a, const void *b)
-{
-    const struct label *x = a, *y = b;
-    int c = x->str ? strcmp(x->str, y->str) : (x->num < y->num ? -1 : x->num > y->num);
-    return c ? c : (x->row < y->row ? -1 : x->row > y->row);
-}
-
-static int group_ids(const struct nf_value *g, int64_t n, int64_t *id, int64_t *n_groups,
-                     const struct nf_run *run)
-{
-    const struct nf_loc *loc = nf_node_loc(run->node);
-    const char *nid = nf_node_id(run->node);
-    int64_t len = g->kind == NF_KIND_TABLE ? g->u.tab.n_rows : g->u.mat.rows * g->u.mat.cols;
-    if (g->kind == NF_KIND_MATRIX && g->u.mat.rows != 1 && g->u.mat.cols != 1)
-        return NF_FAIL_AT(run->err, NF_ESHAPE, loc, nid, "groups must be one column (got a %lldx%lld matrix)",
-                          (long long)g->u.mat.rows, (long long)g->u.mat.cols);
-    if (len != n)
-        return NF_FAIL_AT(run->err, NF_ESHAPE, loc, nid, "groups has %lld values but X has %lld samples",
-                          (long long)len, (long long)n);
-    struct label *l = nf_malloc((size_t)n * sizeof *l);
-    if (!l)
-        return NF_FAIL(run->err, NF_ENOMEM, "out of memory");
-    for (int64_t i = 0; i < n; i++) {
-        l[i].row = i;
-        l[i].str = NULL;
-        if (g->kind == NF_KIND_TABLE && !g->u.tab.cols[0].numeric)
-            l[i].str = g->u.tab.cols[0].str[i] ? g->u.tab.cols[0].str[i] : "";
-        else
-            l[i].num = g->kind == NF_KIND_TABLE ? g->u.tab.cols[0].num[i] : g->u.mat.data[i];
-        if (!l[i].str && isnan(l[i].num)) {
-            free(l);
-            return NF_FAIL_AT(run->err, NF_EDATA, loc, nid, "groups has a missing value (sample %lld)",
-                              (long long)i + 1);
-        }
-    }
-    qsort(l, (size_t)n, sizeof *l, cmp_label);
-    int64_t k = 0;
-    for (int64_t i = 0; i < n; i++) {
-        if (i > 0 && (l[i].str ? strcmp(l[i].str, l[i - 1].str) != 0 : l[i].num != l[i - 1].num))
-            k++;
-        id[l[i].row] = k;
-    }
-    *n_groups = n ? k + 1 : 0;
-    free(l);
-    return 0;
-}
-
-/* Decide the folds and put the rows in fold order (c->perm, c->X_perm,
- * c->fold_size; *k may change for leave-one-group-out):
- *  - contiguous k-fold (nltools' default): identity, no copy;
- *  - shuffle: sklearn KFold(shuffle=True, random_state=seed), i.e. sorted
- *    chunks of RandomState(seed).permutation(n);
- *  - groups: leave-one-group-out (a fold per group, in sorted label order) when
- *    cv >= the number of groups, else sklearn's GroupKFold assignment (largest
- *    groups first, each to the fold with the fewest samples so far). */
-int nf_ridge_assign_folds(const struct ridge_params *prm, int64_t n, int64_t p, int64_t k, const float **X,
-                          int64_t **fold_size_out, int64_t **perm_out, float **X_perm_out,
-                          const struct nf_value *groups, const struct nf_run *run, int64_t *k_out)
-{
-    int64_t *fold = NULL, *id = NULL, *fold_size = NULL, *perm = NULL;
-    float *X_perm = NULL;
-    int rc = 0;
-    fold_size = nf_calloc((size_t)(n + 1), sizeof *fold_size);
-    fold = nf_malloc((size_t)n * sizeof *fold);
-    if (!fold_size || !fold) {
-        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
-        goto fail;
-    }
-    if (!groups && !prm->shuffle) {
-        for (int64_t f = 0; f < k; f++)
-            fold_size[f] = n / k + (f < n % k ? 1 : 0);
-        goto done;   /* contiguous: rows are already in fold order */
-    }
-    if (groups) {
-        int64_t n_groups = 0;
-        id = nf_malloc((size_t)n * sizeof *id);
-        if (!id) {
-            rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
-            goto fail;
-        }
-        NF_TRY(rc = group_ids(groups, n, id, &n_groups, run));
-        if (n_groups < 2) {
-            rc = NF_FAIL_AT(run->err, NF_EDATA, nf_node_loc(run->node), nf_node_id(run->node),
-                            "groups has %lld distinct value%s: cross-validation needs at least 2",
-                            (long long)n_groups, n_groups == 1 ? "" : "s");
-            goto fail;
-        }
-        /* leave-one-group-out or sklearn's GroupKFold, numpy's tie order included
-         * (predict_models.c) */
-        if ((rc = nf_folds_groups(id, n, n_groups, &k, fold, run->err)) < 0) {
-            nf_error_on_node(run->node, run->err, rc);
-            goto fail;
-        }
-    } else {
-        /* KFold(shuffle=True, random_state=seed): sorted chunks of a permutation */
-        uint32_t seed = (uint32_t)(prm->seed >= 0 ? (uint64_t)prm->seed : run->env->seed);
-        if ((rc = nf_folds_kfold(n, k, seed, fold, run->err)) < 0) {
-            nf_error_on_node(run->node, run->err, rc);
-            goto fail;
-        }
-    }
-    for (int64_t f = 0; f < k; f++)
-        fold_size[f] = 0;
-    for (int64_t i = 0; i < n; i++)
-        fold_size[fold[i]]++;
-    for (int64_t f = 0; f < k; f++)
-        if (fold_size[f] == 0 || fold_size[f] == n) {
-            rc = NF_FAIL_AT(run->err, NF_EDATA, nf_node_loc(run->node), nf_node_id(run->node),
-                            "fold %lld would have %s training samples; use fewer folds (cv)",
-                            (long long)f + 1, fold_size[f] == 0 ? "all samples and no validation" : "no");
-            goto fail;
-        }
-    /* rows in fold order, ascending within a fold (as sklearn's test indices) */
-    perm = nf_malloc((size_t)n * sizeof *perm);
-    X_perm = nf_malloc((size_t)(n * p) * sizeof *X_perm);
-    if (!perm || !X_perm) {
-        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
-        goto fail;
-    }
-    for (int64_t f = 0, at = 0; f < k; f++)
-        for (int64_t i = 0; i < n; i++)
-            if (fold[i] == f)
-                perm[at++] = i;
-    for (int64_t i = 0; i < n; i++)
-        memcpy(X_perm + i * p, *X + perm[i] * p, (size_t)p * sizeof(float));
-    *X = X_perm;
-done:
-    *k_out = k;
-    *fold_size_out = fold_size;   /* owned by the caller from here */
-    *perm_out = perm;
-    *X_perm_out = X_perm;
-    fold_size = perm = NULL;
-    X_perm = NULL;
-fail:
-    free(fold);
-    free(id);
-    free(fold_size);
-    free(perm);
-    free(X_perm);
-    return rc;
-}
-
-int nf_ridge_check_finite(const float *a, int64_t n, const char *what, const struct nf_run *run)
-{
-    for (int64_t i = 0; i < n; i++)
-        if (!isfinite(a[i]))
-            return NF_FAIL_AT(run->err, NF_EDATA, nf_node_loc(run->node), nf_node_id(run->node),
-                              "%s has a non-finite value (NaN or inf) at element %lld", what, (long long)i);
-    return 0;
-}
-
-/* The input checks and warnings of the node (CPU and GPU): shapes, folds,
- * alphas, finite values, more features than training samples, a constant
- * column. */
-int nf_ridge_check_inputs(const struct nf_run *run, const float *X, const float *Y, int64_t n, int64_t p,
-                          int64_t V, int64_t k, int64_t A, bool center)
-{
-    const struct nf_value *xin = run->in[RIDGE_IN_X], *yin = run->in[RIDGE_IN_Y];
-    const struct nf_loc *loc = nf_node_loc(run->node);
-    const char *id = nf_node_id(run->node);
-    int rc = 0;
-    if (yin->u.mat.rows != n)
-        return NF_FAIL_AT(run->err, NF_ESHAPE, loc, id, "X has %lld samples (rows) but Y has %lld",
-                          (long long)n, (long long)yin->u.mat.rows);
-    if (n < k)
-        return NF_FAIL_AT(run->err, NF_EINVAL, loc, id, "%lld samples cannot be split into %lld folds (cv)",
-                          (long long)n, (long long)k);
-    if (A < 1)
-        return NF_FAIL_AT(run->err, NF_EINVAL, loc, id, "no alphas to choose from");
-    if ((rc = nf_ridge_check_finite(X, n * p, "X", run)) < 0 || (rc = nf_ridge_check_finite(Y, n * V, "Y", run)) < 0)
-        return rc;
-    if (p > n - (n + k - 1) / k)
-        nf_warn(id, "more features (%lld) than training samples per fold (%lld): the SVD handles it, "
-                "but the model is underdetermined without the penalty", (long long)p,
-                (long long)(n - (n + k - 1) / k));
-    for (int64_t j = 0; j < p; j++) {
-        bool constant = true;
-        for (int64_t i = 1; i < n && constant; i++)
-            constant = X[i * p + j] == X[j];
-        if (constant) {
-            nf_warn(id, "column %lld of X%s%s%s is constant%s", (long long)j + 1,
-                    xin->u.mat.col_names ? " ('" : "", xin->u.mat.col_names ? xin->u.mat.col_names[j] : "",
-                    xin->u.mat.col_names ? "')" : "",
-                    center ? " (centred to zero: it has no effect)" : " (it acts as an intercept)");
-            break;
-        }
-    }
-    return 0;
-}
-
 /* ---- voxel blocks as parts of a SLURM run (node.h: nf_ckpt_skip) ----
  * A part computes the blocks it is given and commits each block's outputs
  * as one checkpoint chunk; the run that merges the parts resumes every block
@@ -1043,7 +907,7 @@ static int64_t ridge_chunks(const void *params, const struct nf_shape *in, const
 {
     const struct ridge_params *prm = params;
     (void)out;
-    if (prm->alpha_mode == RIDGE_SHARED || in[RIDGE_IN_Y].kind != NF_KIND_MATRIX || in[RIDGE_IN_Y].dim[1] < 1)
+    if (prm->alpha_mode == RIDGE_SHARED || prm->bands.n || in[RIDGE_IN_Y].kind != NF_KIND_MATRIX || in[RIDGE_IN_Y].dim[1] < 1)
         return 0;
     int64_t V = in[RIDGE_IN_Y].dim[1], block = (V + 7) / 8;
     if (block > BLOCK_VOXELS)
@@ -1289,6 +1153,11 @@ static int run_workers(struct ridge_work *w, const struct nf_run *run)
 static int ridge_run(struct nf_run *run)
 {
     const struct ridge_params *prm = run->params;
+    /* without bands, band_alpha and split_r2 are not produced (a node using
+     * them is told so by the engine); their wanted[] entries are not read,
+     * since callers size it by the plain outputs */
+    if (prm->bands.n)
+        return nf_ridge_banded_run(run);
     const struct nf_value *yin = run->in[RIDGE_IN_Y];
     struct ridge_ctx c = { 0 };
     struct nf_value *out[6] = { 0 };
@@ -1385,7 +1254,7 @@ static int ridge_run(struct nf_run *run)
     rc = nf_ridge_finish_outputs(run, out, c.center, c.x_mean, c.y_mean, c.p, c.V);
 fail:
     nf_blas_set_threads(blas);
-    for (int o = 0; o < RIDGE_N_OUT; o++)
+    for (int o = 0; o < RIDGE_N_PLAIN_OUT; o++)
         nf_value_unref(out[o]);
     free(alpha_score_sum);
     free(alpha_means);
@@ -1405,7 +1274,32 @@ const struct nf_node_type nf_node_ridge = {
         "`shared` one alpha is chosen for all voxels by nltools' legacy ridge_cv rule. The weights "
         "are refit on all samples. One thin SVD per fold; all alphas and voxels from it as GEMMs, "
         "voxels in blocks. Shared mode costs what per_voxel does: its first pass over the voxels does "
-        "all the cross-validation, the second only applies the alpha chosen.",
+        "all the cross-validation, the second only applies the alpha chosen.\n\n"
+        "**Banded ridge.** With `bands` the node is himalaya 0.4's BandedRidgeCV (and "
+        "MultipleKernelRidgeCV on linear kernels) with solver random_search: the columns of X are "
+        "split into feature spaces, and each voxel gets the band weights gamma (on the simplex) and "
+        "the alpha with the best mean cross-validated score; band b is penalised by alpha / gamma_b. "
+        "Candidates are the uniform weighting, then Dirichlet samples cycling through "
+        "`concentration` (`candidates: random`, `n_iter` in all, seeded by `seed`), or every "
+        "weighting on a grid of 1/`grid_steps` (`candidates: grid`), or `gammas` as given. As in "
+        "himalaya, the mean over folds gets a 1e-10 log(alpha) slope for ties and a voxel moves to a "
+        "later candidate only when it scores better by the float32 epsilon. Mapping: `bands` = "
+        "groups (or the kernelizer's column sets); `n_iter`, `concentration`, `alphas` = the "
+        "solver_params of the same names; `gammas` = solver_params n_iter given as an array; "
+        "`seed` = random_state (the Dirichlet draws are nlflow's own, not numpy's: give `gammas` "
+        "to reproduce a himalaya run exactly); `cv` = cv (contiguous KFold; `shuffle` and "
+        "`groups` as without bands); `score: r2` = score_func r2_score, `score: l2_neg_loss` = "
+        "himalaya's default; `fit_intercept` = fit_intercept (centred per training fold). "
+        "Outputs: `weights` = coef_ (on the unscaled columns), `alpha` = best_alphas_, "
+        "`band_alpha` = exp(-deltas_), `cv_scores` = cv_scores_ (candidates x voxels), `score` = "
+        "the chosen candidate's entry of cv_scores_, `split_r2` = score(X, Y, split=True) on the "
+        "training data (with fit_intercept, of the centred data and predictions, where himalaya "
+        "has none). Per candidate and fold one thin SVD of the scaled training design (r = "
+        "min(n_train, p), so the kernel-sized problem when p > n) and every alpha's validation "
+        "error from one stacked GEMM, voxels in blocks over threads; the refit is one SVD per "
+        "candidate some voxel chose. Not available with bands: cross-validated predictions, "
+        "alpha_mode shared, pearson scores, himalaya's conservative, jitter_alphas and "
+        "local_alpha=False, SLURM parts, the GPU (banded runs on the CPU).",
     .version = 1,
     .params = ridge_params_table,
     .params_size = sizeof(struct ridge_params),

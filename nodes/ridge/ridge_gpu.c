@@ -740,6 +740,8 @@ fail:
 
 int nf_ridge_run_gpu(struct nf_run *run)
 {
+    if (((const struct ridge_params *)run->params)->bands.n)   /* banded ridge runs on the CPU */
+        return nf_ridge_banded_run(run);
     const struct ridge_params *prm = run->params;
     const struct nf_value *xin = run->in[RIDGE_IN_X], *yin = run->in[RIDGE_IN_Y];
     const char *id = nf_node_id(run->node);
@@ -801,7 +803,7 @@ int nf_ridge_run_gpu(struct nf_run *run)
     rc = nf_ridge_finish_outputs(run, out, c.center, c.x_mean, c.y_mean, c.p, c.V);
 fail:
     nf_gpu_release(g);
-    for (int o = 0; o < RIDGE_N_OUT; o++)
+    for (int o = 0; o < RIDGE_N_PLAIN_OUT; o++)
         nf_value_unref(out[o]);
     free_gctx(&c);
     if (rc < 0)

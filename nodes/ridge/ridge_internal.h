@@ -2,7 +2,7 @@
  * nodes/ridge/ridge_gpu.c): what they read off the run, input checks, the fold
  * plan, the rows of X around a validation fold, a fold's Gram matrix, and the
  * outputs (allocation, intercept, hand-over).
- * Defined in ridge.c. */
+ * Defined in ridge.c (outputs, fold Gram) and ridge_folds.c (inputs, folds). */
 #ifndef NF_NODE_RIDGE_INTERNAL_H
 #define NF_NODE_RIDGE_INTERNAL_H
 
