@@ -880,10 +880,16 @@ static void test_streaming_chain(void **state)
     nf_value_set_free_hook(NULL);
     /* per task in flight (2 threads) the image read, its smoothed copy and
      * smooth's working memory; a few smoothed images waiting for mask */
+#ifdef __SANITIZE_ADDRESS__
+    /* AddressSanitizer's allocator does not report to mallinfo2: the
+     * results below are still checked, the bytes held are not */
+    print_message("skipped: bytes held (mallinfo2 sees nothing under AddressSanitizer; images of %zu bytes)\n", image);
+#else
     assert_true(mapped_peak > image);
     if (mapped_peak >= 10 * image)
         fail_msg("%zu bytes of images held at once (%zu images of %zu)", mapped_peak, mapped_peak / image,
                  (size_t)SUBJECTS);
+#endif
     /* the results are those of the chain: subject 5's masked series */
     char *out = nf_asprintf("%s/out/sub-05_chain_stat-m_statmap.nii.gz", dir);
     struct nf_value *back = nf_nifti_read(out, &err);
