@@ -974,24 +974,10 @@ int nf_perm_info_table(const struct perm_ctx *c, uint32_t seed, struct nf_value 
             snprintf(vals[rows++], 64, "%.9g (cluster_p %g), connectivity %lld", nf_perm_cluster_threshold(c),
                      prm->cluster_p, (long long)prm->connectivity);
     }
-    struct nf_value *t = nf_value_new_table(rows, 2, err);
-    if (!t)
-        return err->code;
-    int rc = nf_table_column_string(t, 0, "key", err);
-    if (!rc)
-        rc = nf_table_column_string(t, 1, "value", err);
-    for (int i = 0; !rc && i < rows; i++) {
-        t->u.tab.cols[0].str[i] = nf_strdup(keys[i]);
-        t->u.tab.cols[1].str[i] = nf_strdup(vals[i]);
-        if (!t->u.tab.cols[0].str[i] || !t->u.tab.cols[1].str[i])
-            rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
-    }
-    if (rc) {
-        nf_value_unref(t);
-        return rc;
-    }
-    *out = t;
-    return 0;
+    const char *vp[11];
+    for (int i = 0; i < rows; i++)
+        vp[i] = vals[i];
+    return nf_perm_key_value_table(keys, vp, rows, out, err);
 }
 
 /* Sets up D, n1/n2 and the covariate from the inputs. */

@@ -1217,24 +1217,10 @@ static int info_table(const struct glm_ctx *g, uint32_t seed, struct nf_value **
         at += snprintf(vals[11] + at, sizeof vals[11] - (size_t)at, "%s%s: %lld of %lld directions moved",
                        c ? "; " : "", g->con[c].name, (long long)(g->con[c].r - g->con[c].s),
                        (long long)(g->p - g->con[c].s));
-    struct nf_value *t = nf_value_new_table(ROWS, 2, err);
-    if (!t)
-        return err->code;
-    int rc = nf_table_column_string(t, 0, "key", err);
-    if (!rc)
-        rc = nf_table_column_string(t, 1, "value", err);
-    for (int i = 0; !rc && i < ROWS; i++) {
-        t->u.tab.cols[0].str[i] = nf_strdup(keys[i]);
-        t->u.tab.cols[1].str[i] = nf_strdup(vals[i]);
-        if (!t->u.tab.cols[0].str[i] || !t->u.tab.cols[1].str[i])
-            rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
-    }
-    if (rc) {
-        nf_value_unref(t);
-        return rc;
-    }
-    *out = t;
-    return 0;
+    const char *vp[ROWS];
+    for (int i = 0; i < ROWS; i++)
+        vp[i] = vals[i];
+    return nf_perm_key_value_table(keys, vp, ROWS, out, err);
 }
 
 static void label_outputs(const struct glm_ctx *g, struct nf_value **out)

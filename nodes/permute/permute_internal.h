@@ -82,6 +82,9 @@ int nf_perm_gather_inputs(struct perm_ctx *c, const struct nf_run *run);
 /* Per-voxel constants and the observed statistic (stat_out: V). */
 int nf_perm_prepare(struct perm_ctx *c, const struct nf_run *run, float *stat_out);
 int nf_perm_bh_qvalues(const float *p, const bool *flat, int64_t V, float *q, struct nf_error *err);
+/* The node's `info` output: a table of rows (key, value) of strings. */
+int nf_perm_key_value_table(const char *const *keys, const char *const *vals, int rows, struct nf_value **out,
+                            struct nf_error *err);
 /* A transformed value back in the statistic's units (inline: the TFCE maps
  * convert every voxel of every permutation). */
 static inline float nf_perm_null_units(const struct perm_ctx *c, float q)

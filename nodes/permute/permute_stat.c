@@ -2,8 +2,8 @@
  * shared by the CPU node (permute.c), the GPU node (permute_gpu.c) and the
  * TFCE and cluster maps (permute_tfce.c): the GEMM value of a permutation row
  * and a voxel → the transformed statistic that the node compares, and a
- * function run over a team of threads, and the Benjamini-Hochberg q-values
- * (also of test: glm, permute_glm.c).
+ * function run over a team of threads, the Benjamini-Hochberg q-values and
+ * the key/value `info` table (also of test: glm, permute_glm.c).
  * A file of its own so that the files that use them do not import each
  * other. */
 #include <float.h>
@@ -90,4 +90,27 @@ fail:
     free(idx);
     free(order);
     return rc;
+}
+
+int nf_perm_key_value_table(const char *const *keys, const char *const *vals, int rows, struct nf_value **out,
+                            struct nf_error *err)
+{
+    struct nf_value *t = nf_value_new_table(rows, 2, err);
+    if (!t)
+        return err->code;
+    int rc = nf_table_column_string(t, 0, "key", err);
+    if (!rc)
+        rc = nf_table_column_string(t, 1, "value", err);
+    for (int i = 0; !rc && i < rows; i++) {
+        t->u.tab.cols[0].str[i] = nf_strdup(keys[i]);
+        t->u.tab.cols[1].str[i] = nf_strdup(vals[i]);
+        if (!t->u.tab.cols[0].str[i] || !t->u.tab.cols[1].str[i])
+            rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+    }
+    if (rc) {
+        nf_value_unref(t);
+        return rc;
+    }
+    *out = t;
+    return 0;
 }
