@@ -766,22 +766,14 @@ static void block_free(struct block *b)
     free(b->dj);
 }
 
-/* CV scores of every fold and alpha for the block (b->score), keeping each
- * fold's UtY for the predictions. */
 /* Point the block at its rows of Y in fold order (gathered when shuffled). */
 static void block_rows(const struct ridge_ctx *c, struct block *b)
 {
-    if (!c->perm) {
-        b->Y = c->Y + b->b0;
-        b->ldy = c->V;
-        return;
-    }
-    for (int64_t i = 0; i < c->n; i++)
-        memcpy(b->Ybuf + i * b->nb, c->Y + c->perm[i] * c->V + b->b0, (size_t)b->nb * sizeof(float));
-    b->Y = b->Ybuf;
-    b->ldy = b->nb;
+    b->Y = nf_ridge_block_rows(c->Y, c->n, c->V, c->perm, b->b0, b->nb, b->Ybuf, &b->ldy);
 }
 
+/* CV scores of every fold and alpha for the block (b->score), keeping each
+ * fold's UtY for the predictions. */
 static void block_cv(const struct ridge_ctx *c, struct block *b)
 {
     block_rows(c, b);

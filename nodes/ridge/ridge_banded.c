@@ -528,15 +528,7 @@ static void bblock_free(struct bblock *b)
 
 static void bblock_rows(const struct bctx *c, struct bblock *b)
 {
-    if (!c->perm) {
-        b->Y = c->Y + b->b0;
-        b->ldy = c->V;
-        return;
-    }
-    for (int64_t i = 0; i < c->n; i++)
-        memcpy(b->Ybuf + i * b->nb, c->Y + c->perm[i] * c->V + b->b0, (size_t)b->nb * sizeof(float));
-    b->Y = b->Ybuf;
-    b->ldy = b->nb;
+    b->Y = nf_ridge_block_rows(c->Y, c->n, c->V, c->perm, b->b0, b->nb, b->Ybuf, &b->ldy);
 }
 
 /* Add fold fd's score of every alpha for the block's voxels to b->acc. */

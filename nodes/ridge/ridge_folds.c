@@ -243,3 +243,16 @@ int nf_ridge_check_inputs(const struct nf_run *run, const float *X, const float 
     return 0;
 }
 
+
+const float *nf_ridge_block_rows(const float *Y, int64_t n, int64_t V, const int64_t *perm, int64_t b0, int64_t nb,
+                                 float *buf, int64_t *ld)
+{
+    if (!perm) {
+        *ld = V;
+        return Y + b0;
+    }
+    for (int64_t i = 0; i < n; i++)
+        memcpy(buf + i * nb, Y + perm[i] * V + b0, (size_t)nb * sizeof(float));
+    *ld = nb;
+    return buf;
+}

@@ -1,5 +1,5 @@
-/* ridge_internal.h — what the CPU and GPU ridge nodes share (nodes/ridge/ridge.c,
- * nodes/ridge/ridge_gpu.c): what they read off the run, input checks, the fold
+/* ridge_internal.h — what the ridge node's modes share (nodes/ridge/ridge.c,
+ * ridge_banded.c, ridge_gpu.c): what they read off the run, input checks, the fold
  * plan, the rows of X around a validation fold, a fold's Gram matrix, and the
  * outputs (allocation, intercept, hand-over).
  * Defined in ridge.c (outputs, fold Gram) and ridge_folds.c (inputs, folds). */
@@ -34,6 +34,11 @@ void nf_ridge_read_run(const struct nf_run *run, const float **X, const float **
 /* G += PᵀP (r x r) and p_sum += Pᵀ1 in double, for the n_val x r matrix P of
  * a validation fold, summed over rows in order (so CPU and GPU nodes agree). */
 void nf_ridge_fold_gram(const float *P, int64_t n_val, int64_t r, double *G, double *p_sum);
+/* A voxel block's rows of Y (n x V) in fold order: Y itself from column b0
+ * (*ld = V) for contiguous folds, else rows perm[i] gathered into buf
+ * (n x nb, *ld = nb). */
+const float *nf_ridge_block_rows(const float *Y, int64_t n, int64_t V, const int64_t *perm, int64_t b0, int64_t nb,
+                                 float *buf, int64_t *ld);
 /* Per-column means of the rows of X outside [skip0, skip1). */
 void nf_ridge_column_means(const float *X, int64_t n, int64_t p, int64_t skip0, int64_t skip1, double *mean);
 /* Rows of X outside [skip0, skip1) (inside, when `inside`), minus `mean` when given. */
