@@ -320,27 +320,39 @@ void nf_value_set_stat(struct nf_value *v, enum nf_stat kind, double dof, const 
     v->stat = (struct nf_stat_info){ kind, dof, copy };
 }
 
-int nf_matrix_set_row_names(struct nf_value *m, const char *const *names, struct nf_error *err)
+/* A copy of n names (NULL entries stay NULL) replacing *slot's n names. */
+static int replace_names(char ***slot, int64_t n, const char *const *names, struct nf_error *err)
 {
-    if (!m || m->kind != NF_KIND_MATRIX)
-        return NF_FAIL(err, NF_EBUG, "row names on a value that is not a matrix");
-    int64_t rows = m->u.mat.rows;
-    char **copy = nf_calloc((size_t)(rows ? rows : 1), sizeof *copy);
+    char **copy = nf_calloc((size_t)(n ? n : 1), sizeof *copy);
     bool oom = !copy;
-    for (int64_t r = 0; !oom && r < rows; r++)
+    for (int64_t r = 0; !oom && r < n; r++)
         oom = names[r] && !(copy[r] = nf_strdup(names[r]));
     if (oom) {
-        for (int64_t r = 0; copy && r < rows; r++)
+        for (int64_t r = 0; copy && r < n; r++)
             free(copy[r]);
         free(copy);
         return NF_FAIL(err, NF_ENOMEM, "out of memory");
     }
-    if (m->u.mat.row_names)
-        for (int64_t r = 0; r < rows; r++)
-            free(m->u.mat.row_names[r]);
-    free(m->u.mat.row_names);
-    m->u.mat.row_names = copy;
+    if (*slot)
+        for (int64_t r = 0; r < n; r++)
+            free((*slot)[r]);
+    free(*slot);
+    *slot = copy;
     return 0;
+}
+
+int nf_matrix_set_row_names(struct nf_value *m, const char *const *names, struct nf_error *err)
+{
+    if (!m || m->kind != NF_KIND_MATRIX)
+        return NF_FAIL(err, NF_EBUG, "row names on a value that is not a matrix");
+    return replace_names(&m->u.mat.row_names, m->u.mat.rows, names, err);
+}
+
+int nf_matrix_set_col_names(struct nf_value *m, const char *const *names, struct nf_error *err)
+{
+    if (!m || m->kind != NF_KIND_MATRIX)
+        return NF_FAIL(err, NF_EBUG, "column names on a value that is not a matrix");
+    return replace_names(&m->u.mat.col_names, m->u.mat.cols, names, err);
 }
 
 uint64_t nf_value_bytes(const struct nf_value *v)

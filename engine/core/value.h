@@ -179,6 +179,7 @@ void nf_value_set_stat(struct nf_value *v, enum nf_stat kind, double dof, const 
 /* Name the rows of a matrix value: names[r] for r < rows, copied (NULL entries
  * stay NULL). Replaces earlier names. 0, or NF_ENOMEM. */
 int nf_matrix_set_row_names(struct nf_value *m, const char *const *names, struct nf_error *err);
+int nf_matrix_set_col_names(struct nf_value *m, const char *const *names, struct nf_error *err);
 
 /* Bytes held by a value (data arrays), for memory accounting. */
 uint64_t nf_value_bytes(const struct nf_value *v);

@@ -1142,16 +1142,9 @@ static int tfce_outputs(const struct glm_ctx *g, const struct nf_run *run, const
         goto fail;
     }
     struct nf_matrix *nm = &out[PERMUTE_OUT_NULL_MAX_TFCE]->u.mat;
-    if (!(nm->col_names = nf_calloc((size_t)C, sizeof *nm->col_names))) {
-        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
-        goto fail;
-    }
+    NF_TRY(rc = nf_matrix_set_col_names(out[PERMUTE_OUT_NULL_MAX_TFCE], names, run->err));
     for (int64_t c = 0; c < C; c++) {
         const struct glm_con *k = &g->con[c];
-        if (!(nm->col_names[c] = nf_strdup(names[c]))) {
-            rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
-            goto fail;
-        }
         for (int64_t i = 0; i < M; i++)
             nm->data[i * C + c] = sorted[i] = g->null_tfce[c * M + i];
         qsort(sorted, (size_t)M, sizeof *sorted, cmp_float);
@@ -1265,15 +1258,8 @@ static int finish(struct glm_ctx *g, const struct nf_run *run, uint32_t seed, st
         goto fail;
     }
     struct nf_matrix *nm = &out[PERMUTE_OUT_NULL_MAX]->u.mat;
-    if (!(nm->col_names = nf_calloc((size_t)C, sizeof *nm->col_names))) {
-        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
-        goto fail;
-    }
+    NF_TRY(rc = nf_matrix_set_col_names(out[PERMUTE_OUT_NULL_MAX], names, run->err));
     for (int64_t c = 0; c < C; c++) {
-        if (!(nm->col_names[c] = nf_strdup(names[c]))) {
-            rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
-            goto fail;
-        }
         for (int64_t i = 0; i < M; i++)
             nm->data[i * C + c] = g->con[c].null_max[i] == -FLT_MAX ? 0.0f : g->con[c].null_max[i];
     }
