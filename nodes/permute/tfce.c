@@ -14,7 +14,10 @@
  * lower neighbours in a FIFO queue per level). The flood moves between
  * neighbouring cells, so it stays in cache, where a union-find over the
  * voxels sorted by level jumps across the whole brain at every level (the
- * previous version, 15-25% slower). A tree node is a component of s voxels
+ * previous version, 15-25% slower). With the box in cache (one byte per
+ * cell at the default 100 steps) its cost is instructions and branches, not
+ * memory: no prefetching, levels in float with one test per voxel, and the
+ * waiting neighbours found as a bit mask. A tree node is a component of s voxels
  * from the level where it formed or last changed down to the level where it
  * grew or merged (its parent). A node contributes s^E (P(top) - P(end)) to
  * every voxel below it, P(k) = sum of h_j^H for j <= k, so a voxel's TFCE is
@@ -64,10 +67,6 @@ struct nf_tfce_tree_node {
 struct nf_tfce_flood_comp {
     int32_t level, size, node;
 };
-
-/* How many places on in a level's queue the flood prefetches the cells
- * beside a voxel (their reads are its main wait). */
-enum { FLOOD_AHEAD = 16 };
 
 /* ---- the voxel graph ---- */
 
@@ -243,6 +242,13 @@ int nf_cluster_plan_init(struct nf_cluster_plan *p, const struct nf_voxel_graph 
     return 0;
 }
 
+/* The 8-byte words that hold the box's cell levels (one byte per cell, or
+ * two when `wide`). */
+static size_t level_words(int64_t n_cells, bool wide)
+{
+    return ((size_t)n_cells * (wide ? 2 : 1) + 7) / 8;
+}
+
 int nf_tfce_work_init(struct nf_tfce_work *w, const struct nf_voxel_graph *g, int steps, struct nf_error *err)
 {
     memset(w, 0, sizeof *w);
@@ -259,7 +265,9 @@ int nf_tfce_work_init(struct nf_tfce_work *w, const struct nf_voxel_graph *g, in
         w->tree = nf_malloc_array(V, sizeof *w->tree);
         w->comp = nf_malloc_array((size_t)steps + 2, sizeof *w->comp);
         w->nonempty = nf_calloc((size_t)steps / 64 + 1, sizeof *w->nonempty);
-        w->cell_level = nf_calloc((size_t)g->n_cells, steps > INT8_MAX ? 2 : 1);
+        /* whole 8-byte words, the last one padded with zeros, for the scan
+         * for seeds */
+        w->cell_level = nf_calloc(level_words(g->n_cells, steps > INT8_MAX), sizeof(uint64_t));
         w->cell_birth = nf_malloc_array((size_t)g->n_cells, sizeof *w->cell_birth);
     }
     w->bucket = nf_malloc_array(2 * ((size_t)steps + 1), sizeof *w->bucket);
@@ -329,20 +337,24 @@ static inline int32_t uf_find(int32_t *parent, int32_t x)
 
 /* ---- TFCE ---- */
 
-/* The largest k in 0 .. steps with a >= h_k, given the thresholds h[0] = 0,
- * h[1 .. steps] and h[steps + 1] = +inf (0 for NaN, negative values and
- * values above m, that is infinities): a first guess from a / dh, then
- * corrected against the thresholds themselves so that values exactly on a
- * threshold count. */
-static inline int level_of(double a, int steps, double m, double inv_dh, const double *h)
+/* The largest k in 0 .. steps with a >= h_k, in float: given fh[k], the
+ * least float at or above h_k (so a >= fh[k] exactly when (double)a >= h_k),
+ * fh[0] = 0 and fh[steps + 1] = +inf; 0 for NaN, negative values and values
+ * above m (infinities). A first guess from a / dh, then corrected against the
+ * thresholds themselves so that values exactly on a threshold count. Float
+ * and one test in the common case: the chain of operations per voxel is
+ * short, so the out-of-order core overlaps many voxels. */
+static inline int level_of(float a, int steps, float m, float inv_dh, const float *fh)
 {
-    a = a > 0 && a <= m ? a : 0;
-    int k = (int)(a * inv_dh);
-    k = k < steps ? k : steps;
-    while (a >= h[k + 1])
-        k++;
-    while (a < h[k])
-        k--;
+    a = (a > 0) & (a <= m) ? a : 0;   /* NaN fails both */
+    float guess = a * inv_dh;          /* inf or NaN when inv_dh overflows float (m tiny): then steps */
+    int k = guess < (float)steps ? (int)guess : steps;
+    if ((a >= fh[k + 1]) | (a < fh[k])) {   /* a guess off by one, rounding near a threshold */
+        while (a >= fh[k + 1])
+            k++;
+        while (a < fh[k])
+            k--;
+    }
     return k;
 }
 
@@ -363,19 +375,23 @@ static inline __attribute__((always_inline)) void cell_put(void *level, const bo
 }
 
 /* Each voxel's level, signed by its side (level_of), and the count of voxels
- * per level in count[]; `tail` is a constant where it is called, so the loop
- * has no per-voxel choice of side. */
-static inline __attribute__((always_inline)) void signed_levels(const float *stat, int64_t V, const int tail,
-                                                                int steps, double m, double inv_dh,
-                                                                const double *h, const int32_t *cell,
-                                                                void *level, const bool wide, int64_t *count)
+ * per level: count[k] + count2[k] (even and odd voxels apart: neighbouring
+ * voxels of a smooth map share a level, and one counter would make each
+ * increment wait for the one before). `tail` is a constant where it is
+ * called, so the loop has no per-voxel choice of side. */
+static inline __attribute__((always_inline)) void signed_levels(const float *stat, const struct nf_voxel_graph *g,
+                                                                const int tail, int steps, float m,
+                                                                float inv_dh, const float *fh, void *level,
+                                                                const bool wide, int64_t *count, int64_t *count2)
 {
-    for (int64_t v = 0; v < V; v++) {
-        double x = stat[v];
-        double a = tail == NF_TAIL_UPPER ? x : tail == NF_TAIL_LOWER ? -x : fabs(x);
-        int k = level_of(a, steps, m, inv_dh, h);
-        cell_put(level, wide, cell[v], tail == NF_TAIL_LOWER || (tail == NF_TAIL_TWO && x < 0) ? -k : k);
-        count[k]++;
+    const int32_t *cell = g->cell;
+    for (int64_t v = 0; v < g->n_voxels; v++) {
+        float x = stat[v];
+        float a = tail == NF_TAIL_UPPER ? x : tail == NF_TAIL_LOWER ? -x : fabsf(x);
+        int k = level_of(a, steps, m, inv_dh, fh);
+        int negative = tail == NF_TAIL_LOWER || (tail == NF_TAIL_TWO && x < 0);
+        cell_put(level, wide, cell[v], negative ? -k : k);
+        (v & 1 ? count2 : count)[k]++;
     }
 }
 
@@ -414,6 +430,25 @@ static inline int next_level_below(const uint64_t *nonempty, int k)
     return word * 64 + 63 - __builtin_clzll(bits);
 }
 
+/* The flood meets u, a neighbour of *cur higher than its level *k: it
+ * gathers u's first and comes back to cur later, cur back at the head of its
+ * queue (where it was just taken from, if it was: so that no voxel is queued
+ * twice), with a component opened at u's level ku on the stack. */
+static inline __attribute__((always_inline)) void descend(struct nf_tfce_work *w, int64_t *head, int64_t *tail,
+                                                          int32_t *cur, int *k, bool *queued, int *top,
+                                                          int32_t *n_nodes, int32_t u, int ku)
+{
+    if (*queued)
+        head[*k]--;
+    else
+        w->queue[tail[*k]++] = *cur;
+    w->nonempty[*k >> 6] |= (uint64_t)1 << (*k & 63);
+    w->comp[++*top] = (struct nf_tfce_flood_comp){ ku, 0, (*n_nodes)++ };
+    *cur = u;
+    *queued = false;
+    *k = ku;
+}
+
 /* Floods the component of one side that holds `seed` (levels as
  * tfce_sweep's, already-visited voxels at 0): the Nistér–Stewénius walk,
  * which gathers the voxels highest level first, descends into a higher
@@ -440,30 +475,43 @@ static inline __attribute__((always_inline)) void flood(const struct nf_tfce_pla
     st[0] = (struct nf_tfce_flood_comp){ 0, 0, -1 };
     st[1] = (struct nf_tfce_flood_comp){ k, 0, (*n_nodes)++ };
     for (;;) {
-        for (int j = 0; j < conn; j++) {
-            int32_t u = cur + offset[j];
-            int ku = cell_get(level, wide, u) * side;
-            if (ku <= 0)
-                continue;
-            cell_put(level, wide, u, 0);
-            if (ku <= k) {
-                queue[tail[ku]++] = u;
-                nonempty[ku >> 6] |= (uint64_t)1 << (ku & 63);
-                continue;
+    next_neighbours:
+        if (conn == 26) {
+            for (int j = 0; j < conn; j++) {
+                int32_t u = cur + offset[j];
+                int ku = cell_get(level, wide, u) * side;
+                if (ku <= 0)
+                    continue;
+                cell_put(level, wide, u, 0);
+                if (ku <= k) {
+                    queue[tail[ku]++] = u;
+                    nonempty[ku >> 6] |= (uint64_t)1 << (ku & 63);
+                    continue;
+                }
+                descend(w, head, tail, &cur, &k, &queued, &top, n_nodes, u, ku);
+                goto next_neighbours;
             }
-            /* a higher neighbour: gather u's first and come back to cur
-             * later, cur back at the head of its queue (where it was just
-             * taken from, if it was: so that no voxel is queued twice) */
-            if (queued)
-                head[k]--;
-            else
-                queue[tail[k]++] = cur;
-            nonempty[k >> 6] |= (uint64_t)1 << (k & 63);
-            st[++top] = (struct nf_tfce_flood_comp){ ku, 0, (*n_nodes)++ };
-            cur = u;
-            queued = false;
-            k = ku;
-            j = -1;
+        } else {
+            /* which neighbours wait on this side, as bits, then those only:
+             * one voxel in six or so, and which one is a coin toss, so a
+             * branch per neighbour is mispredicted about once per voxel
+             * (12% of the time at connectivity 6; at 26 the 26 tests cost
+             * more than they save) */
+            uint32_t waiting = 0;
+            for (int j = 0; j < conn; j++)
+                waiting |= (uint32_t)(cell_get(level, wide, cur + offset[j]) * side > 0) << j;
+            for (; waiting; waiting &= waiting - 1) {
+                int32_t u = cur + offset[__builtin_ctz(waiting)];
+                int ku = cell_get(level, wide, u) * side;
+                cell_put(level, wide, u, 0);
+                if (ku <= k) {
+                    queue[tail[ku]++] = u;
+                    nonempty[ku >> 6] |= (uint64_t)1 << (ku & 63);
+                    continue;
+                }
+                descend(w, head, tail, &cur, &k, &queued, &top, n_nodes, u, ku);
+                goto next_neighbours;
+            }
         }
         st[top].size++;
         if (births)
@@ -492,28 +540,23 @@ static inline __attribute__((always_inline)) void flood(const struct nf_tfce_pla
         }
         cur = queue[head[k]++];
         queued = true;
-        if (head[k] + FLOOD_AHEAD < tail[k]) {
-            /* the cells beside a voxel a few places on in the queue, which
-             * the neighbour loop would otherwise wait for */
-            int32_t ahead = queue[head[k] + FLOOD_AHEAD];
-            for (int j = 0; j < conn; j++)
-                __builtin_prefetch((const char *)level + ((int64_t)ahead + offset[j]) * (wide ? 2 : 1), 1);
-        }
     }
 }
 
 /* signed_levels and flood with the tail and the connectivity as constants. */
-static inline __attribute__((always_inline)) void signed_levels_of_tail(const float *stat, int64_t V, int tail,
-                                                                        int steps, double m, double inv_dh,
-                                                                        const double *h, const int32_t *cell,
-                                                                        void *level, const bool wide, int64_t *count)
+static inline __attribute__((always_inline)) void signed_levels_of_tail(const float *stat,
+                                                                        const struct nf_voxel_graph *g, int tail,
+                                                                        int steps, float m, float inv_dh,
+                                                                        const float *fh, void *level,
+                                                                        const bool wide, int64_t *count,
+                                                                        int64_t *count2)
 {
     if (tail == NF_TAIL_TWO)
-        signed_levels(stat, V, NF_TAIL_TWO, steps, m, inv_dh, h, cell, level, wide, count);
+        signed_levels(stat, g, NF_TAIL_TWO, steps, m, inv_dh, fh, level, wide, count, count2);
     else if (tail == NF_TAIL_UPPER)
-        signed_levels(stat, V, NF_TAIL_UPPER, steps, m, inv_dh, h, cell, level, wide, count);
+        signed_levels(stat, g, NF_TAIL_UPPER, steps, m, inv_dh, fh, level, wide, count, count2);
     else
-        signed_levels(stat, V, NF_TAIL_LOWER, steps, m, inv_dh, h, cell, level, wide, count);
+        signed_levels(stat, g, NF_TAIL_LOWER, steps, m, inv_dh, fh, level, wide, count, count2);
 }
 
 static inline __attribute__((always_inline)) void flood_of_conn(const struct nf_tfce_plan *p,
@@ -545,26 +588,30 @@ static int32_t tfce_sweep(const struct nf_tfce_plan *p, struct nf_tfce_work *w, 
         return 0;
 
     /* thresholds h_k = k (m / steps), h_steps = m, as numpy's linspace(0, m,
-     * steps + 1) in double; P(k) = sum of h_j^H for j <= k */
-    double *h = w->height, *P = w->height_sum, dh = m / steps, inv_dh = steps / m;
-    h[0] = 0;
+     * steps + 1) in double; fh[k] the least float at or above h_k; P(k) =
+     * sum of h_j^H for j <= k */
+    double *P = w->height_sum, dh = m / steps;
+    float *fh = w->height;
+    fh[0] = 0;
     P[0] = 0;
     for (int k = 1; k <= steps; k++) {
-        h[k] = k == steps ? m : k * dh;
-        P[k] = P[k - 1] + pow(h[k], p->H);
+        double h = k == steps ? m : k * dh;
+        float f = (float)h;
+        fh[k] = (double)f < h ? nextafterf(f, INFINITY) : f;
+        P[k] = P[k - 1] + pow(h, p->H);
     }
-    h[steps + 1] = INFINITY;
+    fh[steps + 1] = INFINITY;
 
     /* levels, signed by side; each level's queue gets room for its voxels */
     int64_t *head = w->bucket, *tail = w->bucket + steps + 1;
-    memset(head, 0, (size_t)(steps + 1) * sizeof *head);
+    memset(head, 0, 2 * (size_t)(steps + 1) * sizeof *head);
     if (wide)
-        signed_levels_of_tail(stat, V, p->tail, steps, m, inv_dh, h, g->cell, level, true, head);
+        signed_levels_of_tail(stat, g, p->tail, steps, (float)m, (float)(steps / m), fh, level, true, head, tail);
     else
-        signed_levels_of_tail(stat, V, p->tail, steps, m, inv_dh, h, g->cell, level, false, head);
+        signed_levels_of_tail(stat, g, p->tail, steps, (float)m, (float)(steps / m), fh, level, false, head, tail);
     int64_t at = 0;
     for (int k = 1; k <= steps; k++) {
-        int64_t room = head[k];
+        int64_t room = head[k] + tail[k];
         head[k] = tail[k] = at;
         at += room;
     }
@@ -572,16 +619,25 @@ static int32_t tfce_sweep(const struct nf_tfce_plan *p, struct nf_tfce_work *w, 
     if (births)
         memset(w->cell_birth, 0xff, (size_t)g->n_cells * sizeof *w->cell_birth);
 
+    /* a flood from every cell still holding a level, in cell order (column
+     * order), 8 bytes of cells at a time: most are 0 by then (padding,
+     * flooded, below h_1) */
     int32_t n_nodes = 0, n_closed = 0;
-    int conn = g->connectivity;
-    for (int64_t v = 0; v < V; v++) {
-        int32_t c = g->cell[v];
-        if (!cell_get(level, wide, c))
+    int conn = g->connectivity, per_word = wide ? 4 : 8;
+    size_t n_words = level_words(g->n_cells, wide);
+    for (size_t i = 0; i < n_words; i++) {
+        uint64_t word;
+        memcpy(&word, (const char *)level + 8 * i, sizeof word);
+        if (!word)
             continue;
-        if (wide)
-            flood_of_conn(p, w, c, conn, true, births, &n_nodes, &n_closed);
-        else
-            flood_of_conn(p, w, c, conn, false, births, &n_nodes, &n_closed);
+        for (int32_t c = (int32_t)i * per_word, end = c + per_word; c < end; c++) {
+            if (!cell_get(level, wide, c))
+                continue;
+            if (wide)
+                flood_of_conn(p, w, c, conn, true, births, &n_nodes, &n_closed);
+            else
+                flood_of_conn(p, w, c, conn, false, births, &n_nodes, &n_closed);
+        }
     }
 
     /* node values, parents (closed after their children) first */

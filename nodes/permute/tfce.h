@@ -93,7 +93,7 @@ struct nf_tfce_work {
     uint64_t *nonempty;    /* bitmap over levels: which queues hold voxels */
     struct nf_tfce_flood_comp *comp;   /* steps + 2: the stack of open components */
     int32_t *order;        /* V: tree nodes in the order they closed */
-    double *height;        /* steps + 2: h_0 = 0, the thresholds h_1 .. h_steps, +inf */
+    float *height;         /* steps + 2: 0, the least float at or above each threshold h_1 .. h_steps, +inf */
     double *height_sum;    /* steps + 1: sum of h_j^H for j <= k */
     int32_t *parent;       /* clusters: union-find over voxels */
     int32_t *size;         /* clusters: a root's voxel count */

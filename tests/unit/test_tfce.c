@@ -368,7 +368,9 @@ static void test_tfce_random_grids(void **state)
  * the thresholds a reaches. Values m j / 4 are floats while k (m / steps) in
  * double may round above or below them, so the first guess (a steps / m,
  * truncated) is off by one in both directions for some of them; the test
- * makes sure both happen. */
+ * makes sure both happen. The module compares floats against the least
+ * float at or above each h_k: the values one float below and above each
+ * such value check that this is the same test as in double. */
 static void test_levels_at_thresholds(void **state)
 {
     (void)state;
@@ -399,7 +401,7 @@ static void test_levels_at_thresholds(void **state)
                             want += h;
                         }
                     }
-                    int guess = (int)((double)a * (steps / (double)m));
+                    int guess = (int)(a * (float)(steps / (double)m));   /* tfce.c's first guess, in float */
                     guess_high += guess > L;
                     guess_low += guess < L;
                     const float stat[2] = { a, m };
@@ -421,7 +423,7 @@ static void test_levels_at_thresholds(void **state)
     fixture_release(&f);
 }
 
-/* Degenerate masks and maps: one voxel, no voxel, all zero. */
+/* Degenerate masks and maps: one voxel, no voxel, subnormal values, all zero. */
 static void test_tfce_degenerate(void **state)
 {
     (void)state;
@@ -445,8 +447,18 @@ static void test_tfce_degenerate(void **state)
     }
     fixture_release(&f);
 
+    /* maps of subnormal floats: steps / m overflows float (the first guess
+     * of a level is then inf or NaN); H 0.5, so that the TFCE does not
+     * underflow float */
     memset(one, 1, sizeof one);
     fixture_init(&f, 2, 2, 2, one, 6);
+    for (int trial = 0; trial < 20; trial++) {
+        float tiny[8];
+        for (int v = 0; v < 8; v++)
+            tiny[v] = (float)((uniform() - 0.4) * 1e-40);
+        for (int t = 0; t < 3; t++)
+            check_tfce(&f, tiny, tails[t], 0.5, 0.5, 100);
+    }
     float zero[8] = { 0 };
     for (int t = 0; t < 3; t++) {
         check_tfce(&f, zero, tails[t], 0.5, 2, 100);
