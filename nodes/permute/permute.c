@@ -1719,7 +1719,7 @@ const struct nf_node_type nf_node_permute = {
         "F contrasts (f_contrasts: rows of t contrasts) are tested the same way in their upper tail; TFCE "
         "(tfce) enhances each permutation's whole map, per contrast. Cluster inference is not available for glm "
         "yet; it runs on the CPU.",
-    .version = 4,
+    .version = 5,
     .params = permute_params_table,
     .params_size = sizeof(struct permute_params),
     .inputs = permute_inputs,

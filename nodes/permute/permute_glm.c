@@ -64,12 +64,14 @@ struct glm_con {
     double *ss_d;         /* V: |E_v|², from the float residuals */
     float *ss, *floor_;   /* V: the same in float, and the RSS floor */
     float *cap;           /* V: +FLT_MAX, or -FLT_MAX for a zero-variance voxel (never counted) */
-    float *lo, *hi;       /* V: the observed value's round-off window (+FLT_MAX: not tested) */
+    float *lo, *hi;       /* V: the observed value's round-off window, as compared (+FLT_MAX: not tested) */
+    float w_max;          /* the widest window of a tested voxel (fwe_pvalues' candidates) */
     double *q_obs_d;      /* V: the observed transformed statistic in double */
     bool *flat;
     int64_t n_flat;
     uint32_t *count;      /* V exceedances */
-    float *null_max;      /* M maxima over voxels */
+    float *null_max;      /* M maxima over voxels, as compared (q) */
+    double *null_max_d;   /* M the same maxima in double, in t or F by the tail (fwe_pvalues) */
 };
 
 struct glm_ctx {
@@ -316,6 +318,31 @@ done:
 static inline double tail_of(int tail, double t)
 {
     return tail == PERM_TAIL_TWO ? fabs(t) : tail == PERM_TAIL_UPPER ? t : -t;
+}
+
+/* ---- the compared value ----
+ * The chunks compare, count and take maxima of q = t|t| / dof (the tail's
+ * sign: |t| t for two tails, t|t| upper, -t|t| lower) = s g0 |g0| / RSS*,
+ * and of q = F s / dof = |U'PE|² / RSS* for F: monotone in the statistic and
+ * free of a square root per value. The windows are in the same terms (the
+ * double decisions of near ties and near maxima stay in t and F). */
+
+/* The compared value of a statistic value y in the tail's terms (tail_of(t)
+ * for t, F for F). */
+static inline double q_of(const struct glm_ctx *g, const struct glm_con *k, double y, double t_abs)
+{
+    return k->is_f ? y * (double)k->s / g->dof : y * t_abs / g->dof;
+}
+
+/* Back from q to the tail's terms (the null maxima reported). */
+static inline float stat_of_q(const struct glm_ctx *g, const struct glm_con *k, float q)
+{
+    if (q == -FLT_MAX)
+        return 0.0f;
+    if (k->is_f)
+        return (float)((double)q * g->dof / (double)k->s);
+    double a = sqrt(fabs((double)q) * g->dof);
+    return (float)(q < 0 ? -a : a);
 }
 
 /* t (or F) of one permutation's rows (r x n) and voxel v in double, the
@@ -655,8 +682,9 @@ static int prepare_contrast(struct glm_ctx *g, struct glm_con *k, float *stat, c
     k->flat = nf_calloc((size_t)V, sizeof *k->flat);
     k->count = nf_calloc((size_t)V, sizeof *k->count);
     k->null_max = nf_malloc((size_t)(g->M ? g->M : 1) * sizeof *k->null_max);
+    k->null_max_d = nf_malloc((size_t)(g->M ? g->M : 1) * sizeof *k->null_max_d);
     if (!u || !qz || !B || !yy || !k->E || !k->ss_d || !k->ss || !k->floor_ || !k->cap || !k->lo || !k->hi || !k->q_obs_d ||
-        !k->flat || !k->count || !k->null_max) {
+        !k->flat || !k->count || !k->null_max || !k->null_max_d) {
         rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory for the residuals of contrast '%s' (%lld x %lld)", k->name,
                      (long long)n, (long long)V);
         goto fail;
@@ -747,8 +775,11 @@ static int prepare_contrast(struct glm_ctx *g, struct glm_con *k, float *stat, c
         double e_t = k->is_f ? g->dof / ((double)k->s * rss) * e_num + fabs(t) * e_rss / rss
                              : e_g * (1.0 + num / rss) / sqrt(rss / g->dof) + fabs(t) * e_rss / (2.0 * rss);
         double w = 4.0 * e_t + 8.0 * u32 * fabs(t);
-        k->lo[v] = (float)(k->q_obs_d[v] - w);
-        k->hi[v] = (float)(k->q_obs_d[v] + w);
+        /* in the compared terms (q_of is monotone), rounded outwards */
+        double ylo = k->q_obs_d[v] - w, yhi = k->q_obs_d[v] + w;
+        k->lo[v] = nextafterf((float)q_of(g, k, ylo, fabs(ylo)), -INFINITY);
+        k->hi[v] = nextafterf((float)q_of(g, k, yhi, fabs(yhi)), INFINITY);
+        k->w_max = k->hi[v] - k->lo[v] > k->w_max ? k->hi[v] - k->lo[v] : k->w_max;
     }
     if (k->n_flat == V)
         rc = NF_FAIL_AT(run->err, NF_EDATA, nf_node_loc(run->node), nf_node_id(run->node),
@@ -774,46 +805,104 @@ struct glm_chunk {
     int64_t len, n_tiles;
     uint32_t *count;         /* V (this chunk) */
     float *tile_max;         /* n_tiles x len */
+    double *tile_max_d;      /* n_tiles x len: the tile's maximum in double (glm_team) */
     const struct nf_run *run;
     atomic_long next;
     atomic_int failed, interrupted;
 };
 
-/* The statistic of one permutation's GEMM values g (r rows of nv, leading
- * dimension nv) of voxels v0.. into q (the compared value; -FLT_MAX for
- * zero-variance voxels): row passes over contiguous voxels, which the
- * compiler vectorises. */
-static void tile_stat(const struct glm_ctx *g, const struct glm_con *k, const float *G, int64_t v0, int64_t nv,
-                      float *num, float *q)
+/* One permutation's block of voxels: its GEMM values G (r rows, leading
+ * dimension ld), the per-voxel constants offset to the block's first voxel. */
+struct glm_epi {
+    const float *G, *ss, *fl, *cap, *lo, *hi;
+    int64_t r, s, ld, nv;
+    float sg;          /* the tail's sign, +1 or -1 (two tails: +1, and q = g0²/RSS) */
+    bool two, is_f;
+};
+
+/* q of every voxel of the block into q, the block's maximum returned; with
+ * counting, count[v] += (q >= hi) and *near set when some q is inside its
+ * window. One pass over the voxels with R rows known (t contrasts of up to 4
+ * rows: the compiler vectorises it), else passes row by row. */
+static inline __attribute__((always_inline)) float epi_body(const struct glm_epi *e, float *q, uint32_t *count,
+                                                           int *near_out, const int R, const bool counting)
 {
-    const float inv_dof = (float)(1.0 / g->dof), inv_s = (float)(1.0 / (double)k->s);
-    const float *ss = k->ss + v0, *fl = k->floor_ + v0, *cap = k->cap + v0;
-    for (int64_t v = 0; v < nv; v++)
-        num[v] = G[v] * G[v];
-    for (int64_t m = 1; m < k->s; m++)
-        for (int64_t v = 0; v < nv; v++)
-            num[v] += G[m * nv + v] * G[m * nv + v];
-    for (int64_t v = 0; v < nv; v++)
-        q[v] = ss[v] - num[v];
-    for (int64_t m = k->s; m < k->r; m++)
-        for (int64_t v = 0; v < nv; v++)
-            q[v] -= G[m * nv + v] * G[m * nv + v];
-    if (k->is_f) {
+    const float *G = e->G, *ss = e->ss, *fl = e->fl, *cap = e->cap, *lo = e->lo, *hi = e->hi;
+    const int64_t ld = e->ld, nv = e->nv;
+    float mx = -FLT_MAX;
+    int near = 0;
+    if (R > 0) {
+        const float sg = e->sg;
+        const bool two = e->two;
         for (int64_t v = 0; v < nv; v++) {
-            float rss = q[v] > fl[v] ? q[v] : fl[v];
-            float f = num[v] * inv_s / (rss * inv_dof);
-            q[v] = f < cap[v] ? f : cap[v];
+            float g0 = G[v], rss = ss[v] - g0 * g0;
+            for (int m = 1; m < R; m++)
+                rss -= G[m * ld + v] * G[m * ld + v];
+            rss = rss > fl[v] ? rss : fl[v];
+            float x = (two ? g0 * g0 : sg * g0 * fabsf(g0)) / rss;
+            x = x < cap[v] ? x : cap[v];
+            q[v] = x;
+            mx = x > mx ? x : mx;
+            if (counting) {
+                count[v] += x >= hi[v];
+                near |= (x >= lo[v]) & (x < hi[v]);
+            }
         }
-        return;
+    } else {
+        /* q holds the contrast's sum of squares, then RSS*, then the value */
+        for (int64_t v = 0; v < nv; v++)
+            q[v] = G[v] * G[v];
+        for (int64_t m = 1; m < e->s; m++)
+            for (int64_t v = 0; v < nv; v++)
+                q[v] += G[m * ld + v] * G[m * ld + v];
+        for (int64_t v = 0; v < nv; v++) {
+            float num = e->is_f ? q[v] : (e->two ? G[v] * G[v] : e->sg * G[v] * fabsf(G[v]));
+            float rss = ss[v] - (e->is_f ? q[v] : G[v] * G[v]);
+            for (int64_t m = e->is_f ? e->s : 1; m < e->r; m++)
+                rss -= G[m * ld + v] * G[m * ld + v];
+            rss = rss > fl[v] ? rss : fl[v];
+            float x = num / rss;
+            x = x < cap[v] ? x : cap[v];
+            q[v] = x;
+            mx = x > mx ? x : mx;
+            if (counting) {
+                count[v] += x >= hi[v];
+                near |= (x >= lo[v]) & (x < hi[v]);
+            }
+        }
     }
-    const float sg = g->tail == PERM_TAIL_LOWER ? -1.0f : 1.0f;
-    const bool two = g->tail == PERM_TAIL_TWO;
-    for (int64_t v = 0; v < nv; v++) {
-        float rss = q[v] > fl[v] ? q[v] : fl[v];
-        float t = sg * G[v] / sqrtf(rss * inv_dof);
-        t = two ? fabsf(t) : t;
-        q[v] = t < cap[v] ? t : cap[v];
+    if (counting)
+        *near_out = near;
+    return mx;
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default")))
+static float glm_epilogue(const struct glm_epi *e, float *q, uint32_t *count, int *near)
+{
+    bool counting = count != NULL;
+    int R = e->is_f || e->r > 4 ? 0 : (int)e->r;
+    switch (R * 2 + counting) {
+    case 2: return epi_body(e, q, count, near, 1, false);
+    case 3: return epi_body(e, q, count, near, 1, true);
+    case 4: return epi_body(e, q, count, near, 2, false);
+    case 5: return epi_body(e, q, count, near, 2, true);
+    case 6: return epi_body(e, q, count, near, 3, false);
+    case 7: return epi_body(e, q, count, near, 3, true);
+    case 8: return epi_body(e, q, count, near, 4, false);
+    case 9: return epi_body(e, q, count, near, 4, true);
+    case 1: return epi_body(e, q, count, near, 0, true);
+    default: return epi_body(e, q, count, near, 0, false);
     }
+}
+
+/* The epilogue's view of contrast k's voxels v0 .. v0 + nv, values G. */
+static struct glm_epi epi_of(const struct glm_ctx *g, const struct glm_con *k, const float *G, int64_t ld, int64_t v0,
+                             int64_t nv)
+{
+    return (struct glm_epi){ .G = G, .ss = k->ss + v0, .fl = k->floor_ + v0, .cap = k->cap + v0, .lo = k->lo + v0,
+                             .hi = k->hi + v0, .r = k->r, .s = k->s, .ld = ld, .nv = nv,
+                             .sg = g->tail == PERM_TAIL_LOWER ? -1.0f : 1.0f, .two = g->tail == PERM_TAIL_TWO,
+                             .is_f = k->is_f };
 }
 
 static void *glm_team(void *arg)
@@ -823,8 +912,8 @@ static void *glm_team(void *arg)
     const struct glm_con *k = w->k;
     const int64_t n = g->n, V = g->V, r = k->r;
     float *G = nf_malloc((size_t)(GLM_SUB * r * GLM_TILE) * sizeof *G);
-    float *num = nf_malloc(GLM_TILE * sizeof *num), *q = nf_malloc(GLM_TILE * sizeof *q);
-    if (!G || !num || !q) {
+    float *q = nf_malloc(GLM_TILE * sizeof *q);
+    if (!G || !q) {
         atomic_store(&w->failed, 1);
         goto done;
     }
@@ -837,30 +926,39 @@ static void *glm_team(void *arg)
         int64_t v0 = t * GLM_TILE, nv = V - v0 < GLM_TILE ? V - v0 : GLM_TILE;
         const float *lo = k->lo + v0, *hi = k->hi + v0;
         uint32_t *count = w->count + v0;
+        struct glm_epi e = epi_of(g, k, G, nv, v0, nv);
         for (int64_t i0 = 0; i0 < w->len; i0 += GLM_SUB) {
             int64_t np = w->len - i0 < GLM_SUB ? w->len - i0 : GLM_SUB;
             g->K->sgemm(false, false, np * r, nv, n, 1.0f, w->R + i0 * r * n, n, k->E + v0, V, 0.0f, G, nv);
             for (int64_t i = 0; i < np; i++) {
-                tile_stat(g, k, G + i * r * nv, v0, nv, num, q);
-                float mx = -FLT_MAX;
-                bool near = false;
-                for (int64_t v = 0; v < nv; v++) {
-                    mx = q[v] > mx ? q[v] : mx;
-                    count[v] += q[v] >= hi[v];
-                    near |= q[v] >= lo[v] && q[v] < hi[v];
-                }
+                int near = 0;
+                e.G = G + i * r * nv;
+                float mx = glm_epilogue(&e, q, count, &near);
                 /* within round-off of the observed value: decided in double */
                 for (int64_t v = 0; near && v < nv; v++)
                     if (q[v] >= lo[v] && q[v] < hi[v] &&
                         q_double(g, k, w->R + (i0 + i) * r * n, v0 + v) >= k->q_obs_d[v0 + v])
                         count[v]++;
                 w->tile_max[t * w->len + i0 + i] = mx;
+                /* the tile's maximum in double, from the voxels that can hold
+                 * it: those within twice the widest window of the float
+                 * maximum (a value's round-off grows with its size, and a
+                 * window is 4 x a first-order bound of it at the observed
+                 * value). The permutation's maximum in double is then the
+                 * largest of the tiles near its float maximum (run_chunk). */
+                double mx_d = -INFINITY;
+                float below = mx - 2.0f * k->w_max;
+                for (int64_t v = 0; mx > -FLT_MAX && v < nv; v++)
+                    if (q[v] >= below) {
+                        double y = q_double(g, k, w->R + (i0 + i) * r * n, v0 + v);
+                        mx_d = y > mx_d ? y : mx_d;
+                    }
+                w->tile_max_d[t * w->len + i0 + i] = mx_d;
             }
         }
     }
 done:
     free(G);
-    free(num);
     free(q);
     return NULL;
 }
@@ -887,11 +985,13 @@ static int chunk_rows(const struct glm_ctx *g, const struct glm_con *k, int64_t 
 }
 
 static int run_chunk(const struct glm_ctx *g, const struct glm_con *k, const struct nf_run *run, int64_t p0,
-                     int64_t len, int threads, float *R, uint32_t *ccount, float *tile_max, float *cmax)
+                     int64_t len, int threads, float *R, uint32_t *ccount, float *tile_max, double *tile_max_d,
+                     float *cmax, double *cmax_d)
 {
     if (chunk_rows(g, k, p0, len, R) < 0)
         return NF_FAIL(run->err, NF_ENOMEM, "out of memory");
-    struct glm_chunk w = { .g = g, .k = k, .R = R, .len = len, .count = ccount, .tile_max = tile_max, .run = run };
+    struct glm_chunk w = { .g = g, .k = k, .R = R, .len = len, .count = ccount, .tile_max = tile_max,
+                           .tile_max_d = tile_max_d, .run = run };
     w.n_tiles = (g->V + GLM_TILE - 1) / GLM_TILE;
     memset(ccount, 0, (size_t)g->V * sizeof *ccount);
     nf_perm_run_threads(glm_team, &w, threads);
@@ -904,6 +1004,11 @@ static int run_chunk(const struct glm_ctx *g, const struct glm_con *k, const str
         for (int64_t t = 0; t < w.n_tiles; t++)
             m = tile_max[t * len + i] > m ? tile_max[t * len + i] : m;
         cmax[i] = m;
+        double m_d = -INFINITY;
+        for (int64_t t = 0; t < w.n_tiles; t++)
+            if (tile_max[t * len + i] >= m - 2.0f * k->w_max)
+                m_d = tile_max_d[t * len + i] > m_d ? tile_max_d[t * len + i] : m_d;
+        cmax_d[i] = m_d;
     }
     return 0;
 }
@@ -917,82 +1022,14 @@ static int cmp_float(const void *a, const void *b)
 }
 
 /* Family-wise p by the maximum over voxels: a maximum at or above a voxel's
- * window counts, one below it does not, one inside it is recomputed in double
- * over every voxel (the draw regenerated) and compared in double. */
+ * window counts, one below it does not, one inside it is compared in double
+ * (null_max_d, from the chunks). */
 static int fwe_pvalues(const struct glm_ctx *g, const struct glm_con *k, float *pf, const struct nf_run *run)
 {
     const int64_t M = g->M, V = g->V;
-    float *sorted = nf_malloc((size_t)M * sizeof *sorted), *lo = nf_malloc((size_t)V * sizeof *lo);
-    float *hi_max = nf_malloc((size_t)V * sizeof *hi_max);
-    int64_t *by_lo = nf_malloc((size_t)V * sizeof *by_lo), *todo = nf_malloc((size_t)M * sizeof *todo);
-    int64_t *tested = nf_malloc((size_t)V * sizeof *tested);
-    double *max_d = nf_malloc((size_t)M * sizeof *max_d);
-    float *rows = nf_malloc((size_t)(k->r * g->n) * sizeof *rows);
-    double *acc = nf_malloc((size_t)(k->r * V) * sizeof *acc), *all = nf_malloc((size_t)V * sizeof *all);
-    int64_t n_todo = 0, m = 0;
-    int rc = 0;
-    if (!sorted || !lo || !hi_max || !by_lo || !todo || !tested || !max_d || !rows || !acc || !all) {
-        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
-        goto fail;
-    }
-    for (int64_t v = 0; v < V; v++)
-        if (!k->flat[v])
-            lo[m++] = k->lo[v];
-    if (nf_argsort_f32(lo, m, by_lo) < 0) {
-        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
-        goto fail;
-    }
-    /* the tested voxels' windows by lower edge, with the running maximum of
-     * their upper edges (tested: the tested voxels in order) */
-    for (int64_t v = 0, t = 0; v < V; v++)
-        if (!k->flat[v])
-            tested[t++] = v;
-    for (int64_t q = 0; q < m; q++) {
-        float h = k->hi[tested[by_lo[q]]];
-        hi_max[q] = q > 0 && hi_max[q - 1] > h ? hi_max[q - 1] : h;
-        lo[q] = k->lo[tested[by_lo[q]]];   /* lo now sorted */
-    }
-    for (int64_t i = 0; i < M; i++) {
-        float x = k->null_max[i];
-        int64_t a = 0, b = m;   /* windows with lo <= x: the first a */
-        while (a < b) {
-            int64_t mid = (a + b) / 2;
-            if (lo[mid] <= x)
-                a = mid + 1;
-            else
-                b = mid;
-        }
-        max_d[i] = NAN;
-        if (a > 0 && hi_max[a - 1] > x)
-            todo[n_todo++] = i;
-    }
-    if (n_todo) {
-        int64_t *src = nf_malloc((size_t)g->n * sizeof *src), *scratch = nf_malloc((size_t)(2 * g->n + 8) * sizeof *scratch);
-        int8_t *sign = nf_malloc((size_t)g->n);
-        if (!src || !scratch || !sign) {
-            free(src);
-            free(scratch);
-            free(sign);
-            rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
-            goto fail;
-        }
-        for (int64_t t = 0; t < n_todo; t++) {
-            int64_t i = todo[t];
-            nf_perm_glm_draw(&g->blocks, g->seeds[i], src, sign, scratch);
-            draw_rows(g, k, src, sign, rows);
-            double mx = -INFINITY;
-            stat_double_all(g, k, rows, acc, all, NULL);
-            for (int64_t v = 0; v < V; v++)
-                if (!k->flat[v]) {
-                    double q = k->is_f ? all[v] : tail_of(g->tail, all[v]);
-                    mx = q > mx ? q : mx;
-                }
-            max_d[i] = mx;
-        }
-        free(src);
-        free(scratch);
-        free(sign);
-    }
+    float *sorted = nf_malloc((size_t)M * sizeof *sorted);
+    if (!sorted)
+        return NF_FAIL(run->err, NF_ENOMEM, "out of memory");
     memcpy(sorted, k->null_max, (size_t)M * sizeof *sorted);
     qsort(sorted, (size_t)M, sizeof *sorted, cmp_float);
     for (int64_t v = 0; v < V; v++) {
@@ -1011,21 +1048,11 @@ static int fwe_pvalues(const struct glm_ctx *g, const struct glm_con *k, float *
         int64_t count = M - a;
         if (a > 0 && sorted[a - 1] >= k->lo[v])
             for (int64_t i = 0; i < M; i++)
-                count += k->null_max[i] >= k->lo[v] && k->null_max[i] < k->hi[v] && max_d[i] >= k->q_obs_d[v];
+                count += k->null_max[i] >= k->lo[v] && k->null_max[i] < k->hi[v] && k->null_max_d[i] >= k->q_obs_d[v];
         pf[v] = (float)(((double)count + 1.0) / ((double)M + 1.0));
     }
-fail:
     free(sorted);
-    free(lo);
-    free(hi_max);
-    free(by_lo);
-    free(todo);
-    free(tested);
-    free(max_d);
-    free(rows);
-    free(acc);
-    free(all);
-    return rc;
+    return 0;
 }
 
 /* ---- TFCE ---- */
@@ -1261,7 +1288,7 @@ static int finish(struct glm_ctx *g, const struct nf_run *run, uint32_t seed, st
     NF_TRY(rc = nf_matrix_set_col_names(out[PERMUTE_OUT_NULL_MAX], names, run->err));
     for (int64_t c = 0; c < C; c++) {
         for (int64_t i = 0; i < M; i++)
-            nm->data[i * C + c] = g->con[c].null_max[i] == -FLT_MAX ? 0.0f : g->con[c].null_max[i];
+            nm->data[i * C + c] = stat_of_q(g, &g->con[c], g->con[c].null_max[i]);
     }
     for (int o = PERMUTE_OUT_STAT; o <= PERMUTE_OUT_Q_FDR; o++)
         NF_TRY(rc = nf_matrix_set_row_names(out[o], names, run->err));
@@ -1296,6 +1323,7 @@ static void release(struct glm_ctx *g)
         free(k->flat);
         free(k->count);
         free(k->null_max);
+        free(k->null_max_d);
     }
     free(g->con);
     free(g->X);
@@ -1312,11 +1340,12 @@ static void release(struct glm_ctx *g)
     nf_voxel_graph_release(&g->graph);
 }
 
-/* Checkpoint of chunk ci: per contrast, V counts then len maxima (then, with
- * TFCE, len maxima of |TFCE|). */
+/* Checkpoint of chunk ci: per contrast, V counts, len maxima in float, the
+ * same in double (then, with TFCE, len maxima of |TFCE|). */
 static int64_t ckpt_bytes(const struct glm_ctx *g, int64_t len)
 {
-    return g->C * (g->V * (int64_t)sizeof(uint32_t) + len * (int64_t)sizeof(float) * (g->tfce ? 2 : 1));
+    return g->C * (g->V * (int64_t)sizeof(uint32_t) + len * (int64_t)(sizeof(float) + sizeof(double)) +
+                   len * (int64_t)sizeof(float) * g->tfce);
 }
 
 int nf_perm_glm_run(struct nf_run *run)
@@ -1325,6 +1354,7 @@ int nf_perm_glm_run(struct nf_run *run)
     struct glm_ctx g = { .prm = prm, .K = nf_kernels_cpu(), .tail = prm->tail };
     struct nf_value *out[PERMUTE_N_OUT] = { 0 };
     float *R = NULL, *tile_max = NULL, *cmax = NULL;
+    double *tile_max_d = NULL, *cmax_d = NULL;
     uint32_t *ccount = NULL;
     char *ck = NULL;
     int64_t *done_idx = NULL;
@@ -1362,10 +1392,12 @@ int nf_perm_glm_run(struct nf_run *run)
     R = nf_malloc((size_t)(chunk * r_max * g.n) * sizeof *R);
     tile_max = nf_malloc((size_t)(n_tiles * chunk) * sizeof *tile_max);
     cmax = nf_malloc((size_t)chunk * sizeof *cmax);
+    tile_max_d = nf_malloc((size_t)(n_tiles * chunk) * sizeof *tile_max_d);
+    cmax_d = nf_malloc((size_t)chunk * sizeof *cmax_d);
     ccount = nf_malloc((size_t)g.V * sizeof *ccount);
     ck = nf_malloc((size_t)ckpt_bytes(&g, chunk));
     have = nf_calloc((size_t)n_chunks, sizeof *have);
-    if (!R || !tile_max || !cmax || !ccount || !ck || !have) {
+    if (!R || !tile_max || !cmax || !tile_max_d || !cmax_d || !ccount || !ck || !have) {
         rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory for a chunk of %lld permutations", (long long)chunk);
         goto fail;
     }
@@ -1386,9 +1418,11 @@ int nf_perm_glm_run(struct nf_run *run)
                 const uint32_t *cnt = (const uint32_t *)at;
                 for (int64_t v = 0; v < g.V; v++)
                     g.con[c].count[v] += cnt[v];
-                memcpy(g.con[c].null_max + ci * chunk, at + g.V * (int64_t)sizeof(uint32_t),
-                       (size_t)len * sizeof(float));
-                at += g.V * (int64_t)sizeof(uint32_t) + len * (int64_t)sizeof(float);
+                at += g.V * (int64_t)sizeof(uint32_t);
+                memcpy(g.con[c].null_max + ci * chunk, at, (size_t)len * sizeof(float));
+                at += len * (int64_t)sizeof(float);
+                memcpy(g.con[c].null_max_d + ci * chunk, at, (size_t)len * sizeof(double));
+                at += len * (int64_t)sizeof(double);
                 if (g.tfce) {
                     memcpy(g.null_tfce + c * g.M + ci * chunk, at, (size_t)len * sizeof(float));
                     at += len * (int64_t)sizeof(float);
@@ -1413,15 +1447,19 @@ int nf_perm_glm_run(struct nf_run *run)
         char *at = ck;
         for (int64_t c = 0; c < g.C; c++) {
             struct glm_con *k = &g.con[c];
-            NF_TRY(rc = run_chunk(&g, k, run, p0, len, threads, R, ccount, tile_max, cmax));
+            NF_TRY(rc = run_chunk(&g, k, run, p0, len, threads, R, ccount, tile_max, tile_max_d, cmax, cmax_d));
             if (g.tfce)
                 NF_TRY(rc = tfce_chunk(&g, c, run, R, p0, len, threads));
             for (int64_t v = 0; v < g.V; v++)
                 k->count[v] += ccount[v];
             memcpy(k->null_max + p0, cmax, (size_t)len * sizeof *cmax);
+            memcpy(k->null_max_d + p0, cmax_d, (size_t)len * sizeof *cmax_d);
             memcpy(at, ccount, (size_t)g.V * sizeof *ccount);
-            memcpy(at + g.V * (int64_t)sizeof(uint32_t), cmax, (size_t)len * sizeof *cmax);
-            at += g.V * (int64_t)sizeof(uint32_t) + len * (int64_t)sizeof(float);
+            at += g.V * (int64_t)sizeof(uint32_t);
+            memcpy(at, cmax, (size_t)len * sizeof *cmax);
+            at += len * (int64_t)sizeof(float);
+            memcpy(at, cmax_d, (size_t)len * sizeof *cmax_d);
+            at += len * (int64_t)sizeof(double);
             if (g.tfce) {
                 memcpy(at, g.null_tfce + c * g.M + p0, (size_t)len * sizeof(float));
                 at += len * (int64_t)sizeof(float);
@@ -1441,6 +1479,8 @@ fail:
     free(R);
     free(tile_max);
     free(cmax);
+    free(tile_max_d);
+    free(cmax_d);
     free(ccount);
     free(ck);
     free(done_idx);
@@ -1575,7 +1615,7 @@ uint64_t nf_perm_glm_estimate(const struct permute_params *p, const struct nf_sh
     uint64_t tfce = p->tfce ? V * (uint64_t)(4 * p->connectivity + 40) + C * (V * 4 + N * 4) +
                                   16 * V * (uint64_t)(64 + 4 * p->connectivity + 4 * width + 4)
                             : 0;
-    return tfce + C * (n * V * 4 + V * 40 + N * 4) + V * 8 * width + chunk * width * n * 4 + tiles * chunk * 4 +
+    return tfce + C * (n * V * 4 + V * 40 + N * 12) + V * 8 * width + chunk * width * n * 4 + tiles * chunk * 12 +
            N * 4 + (uint64_t)16 * GLM_SUB * width * GLM_TILE * 4 + chunk * 4 * (V + 2);
 }
 
