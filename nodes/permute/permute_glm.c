@@ -65,7 +65,9 @@ struct glm_con {
     float *ss, *floor_;   /* V: the same in float, and the RSS floor */
     float *cap;           /* V: +FLT_MAX, or -FLT_MAX for a zero-variance voxel (never counted) */
     float *lo, *hi;       /* V: the observed value's round-off window, as compared (+FLT_MAX: not tested) */
-    float w_max;          /* the widest window of a tested voxel (fwe_pvalues' candidates) */
+    float w_max;          /* the widest window of a tested voxel (near_maxima's candidates) */
+    float *win_lo, *win_hi_max;   /* the tested voxels' windows by lower edge, with the running largest upper edge */
+    int64_t n_win;
     double *q_obs_d;      /* V: the observed transformed statistic in double */
     bool *flat;
     int64_t n_flat;
@@ -660,6 +662,53 @@ static int gather(struct glm_ctx *g, const struct nf_run *run)
 
 /* ---- per contrast: residuals, rows, the observed statistic ---- */
 
+/* The tested voxels' windows sorted by lower edge, with the running maximum
+ * of their upper edges: whether a value is inside some window in a search. */
+static int window_index(const struct glm_ctx *g, struct glm_con *k, const struct nf_run *run)
+{
+    int64_t *by_lo = nf_malloc((size_t)g->V * sizeof *by_lo), *tested = nf_malloc((size_t)g->V * sizeof *tested);
+    k->win_lo = nf_malloc((size_t)g->V * sizeof *k->win_lo);
+    k->win_hi_max = nf_malloc((size_t)g->V * sizeof *k->win_hi_max);
+    int rc = 0;
+    if (!by_lo || !tested || !k->win_lo || !k->win_hi_max) {
+        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    k->n_win = 0;
+    for (int64_t v = 0; v < g->V; v++)
+        if (!k->flat[v]) {
+            tested[k->n_win] = v;
+            k->win_lo[k->n_win++] = k->lo[v];
+        }
+    if (nf_argsort_f32(k->win_lo, k->n_win, by_lo) < 0) {
+        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    for (int64_t q = 0; q < k->n_win; q++) {
+        float h = k->hi[tested[by_lo[q]]];
+        k->win_hi_max[q] = q > 0 && k->win_hi_max[q - 1] > h ? k->win_hi_max[q - 1] : h;
+        k->win_lo[q] = k->lo[tested[by_lo[q]]];
+    }
+fail:
+    free(by_lo);
+    free(tested);
+    return rc;
+}
+
+/* Whether x is inside some tested voxel's window, lo <= x < hi. */
+static bool in_some_window(const struct glm_con *k, float x)
+{
+    int64_t a = 0, b = k->n_win;   /* windows with lo <= x: the first a */
+    while (a < b) {
+        int64_t mid = (a + b) / 2;
+        if (k->win_lo[mid] <= x)
+            a = mid + 1;
+        else
+            b = mid;
+    }
+    return a > 0 && k->win_hi_max[a - 1] > x;
+}
+
 /* The contrast's Freedman–Lane residuals, rows, and observed t (stat: V),
  * its transformed value in double and its round-off window. */
 static int prepare_contrast(struct glm_ctx *g, struct glm_con *k, float *stat, const struct nf_run *run)
@@ -781,9 +830,12 @@ static int prepare_contrast(struct glm_ctx *g, struct glm_con *k, float *stat, c
         k->hi[v] = nextafterf((float)q_of(g, k, yhi, fabs(yhi)), INFINITY);
         k->w_max = k->hi[v] - k->lo[v] > k->w_max ? k->hi[v] - k->lo[v] : k->w_max;
     }
-    if (k->n_flat == V)
+    if (k->n_flat == V) {
         rc = NF_FAIL_AT(run->err, NF_EDATA, nf_node_loc(run->node), nf_node_id(run->node),
                         "contrast '%s': every voxel has zero variance after the nuisance regressors", k->name);
+        goto fail;
+    }
+    NF_TRY(rc = window_index(g, k, run));
 fail:
     free(u);
     free(qz);
@@ -805,7 +857,6 @@ struct glm_chunk {
     int64_t len, n_tiles;
     uint32_t *count;         /* V (this chunk) */
     float *tile_max;         /* n_tiles x len */
-    double *tile_max_d;      /* n_tiles x len: the tile's maximum in double (glm_team) */
     const struct nf_run *run;
     atomic_long next;
     atomic_int failed, interrupted;
@@ -820,10 +871,31 @@ struct glm_epi {
     bool two, is_f;
 };
 
+typedef float glm_v8f __attribute__((vector_size(32)));
+typedef int32_t glm_v8i __attribute__((vector_size(32)));
+/* mask ? a : b for vectors (a mask is all ones or zeros per lane) */
+#define GLM_VSEL(mask, a, b) ((glm_v8f)(((glm_v8i)(a) & (mask)) | ((glm_v8i)(b) & ~(mask))))
+
+/* One voxel's q, count and near flag (the scalar tails and the row-by-row
+ * case): num the compared numerator, rss RSS* before its floor. */
+static inline __attribute__((always_inline)) float epi_one(const struct glm_epi *e, int64_t v, float num, float rss,
+                                                          float *q, uint32_t *count, int *near, const bool counting)
+{
+    rss = rss > e->fl[v] ? rss : e->fl[v];
+    float x = num / rss;
+    x = x < e->cap[v] ? x : e->cap[v];
+    q[v] = x;
+    if (counting) {
+        count[v] += x >= e->hi[v];
+        *near |= (x >= e->lo[v]) & (x < e->hi[v]);
+    }
+    return x;
+}
+
 /* q of every voxel of the block into q, the block's maximum returned; with
- * counting, count[v] += (q >= hi) and *near set when some q is inside its
- * window. One pass over the voxels with R rows known (t contrasts of up to 4
- * rows: the compiler vectorises it), else passes row by row. */
+ * counting, count[v] += (q >= hi) and *near_out set when some q is inside its
+ * window. t contrasts of R <= 4 rows: one pass of 8-wide vectors over the
+ * voxels (R known, the rows unrolled); else (R 0) passes row by row. */
 static inline __attribute__((always_inline)) float epi_body(const struct glm_epi *e, float *q, uint32_t *count,
                                                            int *near_out, const int R, const bool counting)
 {
@@ -831,44 +903,66 @@ static inline __attribute__((always_inline)) float epi_body(const struct glm_epi
     const int64_t ld = e->ld, nv = e->nv;
     float mx = -FLT_MAX;
     int near = 0;
+    int64_t v = 0;
     if (R > 0) {
-        const float sg = e->sg;
-        const bool two = e->two;
-        for (int64_t v = 0; v < nv; v++) {
+        const glm_v8f vsg = { e->sg, e->sg, e->sg, e->sg, e->sg, e->sg, e->sg, e->sg };
+        const glm_v8i absmask = { INT32_MAX, INT32_MAX, INT32_MAX, INT32_MAX, INT32_MAX, INT32_MAX, INT32_MAX,
+                                  INT32_MAX };
+        glm_v8f vmax = { -FLT_MAX, -FLT_MAX, -FLT_MAX, -FLT_MAX, -FLT_MAX, -FLT_MAX, -FLT_MAX, -FLT_MAX };
+        glm_v8i vnear = { 0 };
+        for (; v + 8 <= nv; v += 8) {
+            glm_v8f g0, gm, rss, vss, vfl, vcap, x;
+            memcpy(&g0, G + v, sizeof g0);
+            memcpy(&vss, ss + v, sizeof vss);
+            memcpy(&vfl, fl + v, sizeof vfl);
+            memcpy(&vcap, cap + v, sizeof vcap);
+            rss = vss - g0 * g0;
+            for (int m = 1; m < R; m++) {
+                memcpy(&gm, G + m * ld + v, sizeof gm);
+                rss -= gm * gm;
+            }
+            rss = GLM_VSEL(rss > vfl, rss, vfl);
+            glm_v8f ag = (glm_v8f)((glm_v8i)g0 & absmask);
+            x = (e->two ? g0 * g0 : vsg * g0 * ag) / rss;
+            x = GLM_VSEL(x < vcap, x, vcap);
+            memcpy(q + v, &x, sizeof x);
+            vmax = GLM_VSEL(x > vmax, x, vmax);
+            if (counting) {
+                glm_v8f vlo, vhi;
+                glm_v8i cnt;
+                memcpy(&vlo, lo + v, sizeof vlo);
+                memcpy(&vhi, hi + v, sizeof vhi);
+                memcpy(&cnt, count + v, sizeof cnt);
+                cnt -= (glm_v8i)(x >= vhi);
+                memcpy(count + v, &cnt, sizeof cnt);
+                vnear |= (glm_v8i)(x >= vlo) & (glm_v8i)(x < vhi);
+            }
+        }
+        for (int j = 0; j < 8; j++) {
+            mx = vmax[j] > mx ? vmax[j] : mx;
+            near |= vnear[j] != 0;
+        }
+        for (; v < nv; v++) {
             float g0 = G[v], rss = ss[v] - g0 * g0;
             for (int m = 1; m < R; m++)
                 rss -= G[m * ld + v] * G[m * ld + v];
-            rss = rss > fl[v] ? rss : fl[v];
-            float x = (two ? g0 * g0 : sg * g0 * fabsf(g0)) / rss;
-            x = x < cap[v] ? x : cap[v];
-            q[v] = x;
+            float x = epi_one(e, v, e->two ? g0 * g0 : e->sg * g0 * fabsf(g0), rss, q, count, &near, counting);
             mx = x > mx ? x : mx;
-            if (counting) {
-                count[v] += x >= hi[v];
-                near |= (x >= lo[v]) & (x < hi[v]);
-            }
         }
     } else {
-        /* q holds the contrast's sum of squares, then RSS*, then the value */
-        for (int64_t v = 0; v < nv; v++)
+        /* q holds the contrast's sum of squares first */
+        for (v = 0; v < nv; v++)
             q[v] = G[v] * G[v];
         for (int64_t m = 1; m < e->s; m++)
-            for (int64_t v = 0; v < nv; v++)
+            for (v = 0; v < nv; v++)
                 q[v] += G[m * ld + v] * G[m * ld + v];
-        for (int64_t v = 0; v < nv; v++) {
+        for (v = 0; v < nv; v++) {
             float num = e->is_f ? q[v] : (e->two ? G[v] * G[v] : e->sg * G[v] * fabsf(G[v]));
             float rss = ss[v] - (e->is_f ? q[v] : G[v] * G[v]);
             for (int64_t m = e->is_f ? e->s : 1; m < e->r; m++)
                 rss -= G[m * ld + v] * G[m * ld + v];
-            rss = rss > fl[v] ? rss : fl[v];
-            float x = num / rss;
-            x = x < cap[v] ? x : cap[v];
-            q[v] = x;
+            float x = epi_one(e, v, num, rss, q, count, &near, counting);
             mx = x > mx ? x : mx;
-            if (counting) {
-                count[v] += x >= hi[v];
-                near |= (x >= lo[v]) & (x < hi[v]);
-            }
         }
     }
     if (counting)
@@ -940,20 +1034,6 @@ static void *glm_team(void *arg)
                         q_double(g, k, w->R + (i0 + i) * r * n, v0 + v) >= k->q_obs_d[v0 + v])
                         count[v]++;
                 w->tile_max[t * w->len + i0 + i] = mx;
-                /* the tile's maximum in double, from the voxels that can hold
-                 * it: those within twice the widest window of the float
-                 * maximum (a value's round-off grows with its size, and a
-                 * window is 4 x a first-order bound of it at the observed
-                 * value). The permutation's maximum in double is then the
-                 * largest of the tiles near its float maximum (run_chunk). */
-                double mx_d = -INFINITY;
-                float below = mx - 2.0f * k->w_max;
-                for (int64_t v = 0; mx > -FLT_MAX && v < nv; v++)
-                    if (q[v] >= below) {
-                        double y = q_double(g, k, w->R + (i0 + i) * r * n, v0 + v);
-                        mx_d = y > mx_d ? y : mx_d;
-                    }
-                w->tile_max_d[t * w->len + i0 + i] = mx_d;
             }
         }
     }
@@ -984,14 +1064,56 @@ static int chunk_rows(const struct glm_ctx *g, const struct glm_con *k, int64_t 
     return 0;
 }
 
+/* The maxima of a chunk (cmax: len, R: its rows) inside some voxel's window
+ * again in double into cmax_d (NAN for the others, which are never compared
+ * in double): the largest over the voxels that can hold the maximum, those
+ * within twice the widest window of the float maximum (a value's round-off
+ * grows with its size, and a window is 4 x a first-order bound of it at the
+ * observed value), found in the tiles whose maximum is that close, their
+ * GEMM values computed again. */
+static int near_maxima(const struct glm_ctx *g, const struct glm_con *k, const float *R, int64_t len, int64_t n_tiles,
+                       const float *tile_max, const float *cmax, double *cmax_d, const struct nf_run *run)
+{
+    const int64_t n = g->n, V = g->V, r = k->r;
+    float *G = NULL, *q = NULL;
+    for (int64_t i = 0; i < len; i++) {
+        cmax_d[i] = NAN;
+        if (!in_some_window(k, cmax[i]))
+            continue;
+        if (!G && (!(G = nf_malloc((size_t)(r * GLM_TILE) * sizeof *G)) || !(q = nf_malloc(GLM_TILE * sizeof *q)))) {
+            free(G);
+            return NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+        }
+        const float below = cmax[i] - 2.0f * k->w_max;
+        double m_d = -INFINITY;
+        for (int64_t t = 0; t < n_tiles; t++) {
+            if (!(tile_max[t * len + i] >= below))
+                continue;
+            int64_t v0 = t * GLM_TILE, nv = V - v0 < GLM_TILE ? V - v0 : GLM_TILE;
+            g->K->sgemm(false, false, r, nv, n, 1.0f, R + i * r * n, n, k->E + v0, V, 0.0f, G, nv);
+            struct glm_epi e = epi_of(g, k, G, nv, v0, nv);
+            glm_epilogue(&e, q, NULL, NULL);
+            for (int64_t v = 0; v < nv; v++)
+                if (q[v] >= below) {
+                    double y = q_double(g, k, R + i * r * n, v0 + v);
+                    m_d = y > m_d ? y : m_d;
+                }
+        }
+        cmax_d[i] = m_d;
+    }
+    free(G);
+    free(q);
+    return 0;
+}
+
 static int run_chunk(const struct glm_ctx *g, const struct glm_con *k, const struct nf_run *run, int64_t p0,
-                     int64_t len, int threads, float *R, uint32_t *ccount, float *tile_max, double *tile_max_d,
-                     float *cmax, double *cmax_d)
+                     int64_t len, int threads, float *R, uint32_t *ccount, float *tile_max, float *cmax,
+                     double *cmax_d)
 {
     if (chunk_rows(g, k, p0, len, R) < 0)
         return NF_FAIL(run->err, NF_ENOMEM, "out of memory");
     struct glm_chunk w = { .g = g, .k = k, .R = R, .len = len, .count = ccount, .tile_max = tile_max,
-                           .tile_max_d = tile_max_d, .run = run };
+                           .run = run };
     w.n_tiles = (g->V + GLM_TILE - 1) / GLM_TILE;
     memset(ccount, 0, (size_t)g->V * sizeof *ccount);
     nf_perm_run_threads(glm_team, &w, threads);
@@ -1004,13 +1126,8 @@ static int run_chunk(const struct glm_ctx *g, const struct glm_con *k, const str
         for (int64_t t = 0; t < w.n_tiles; t++)
             m = tile_max[t * len + i] > m ? tile_max[t * len + i] : m;
         cmax[i] = m;
-        double m_d = -INFINITY;
-        for (int64_t t = 0; t < w.n_tiles; t++)
-            if (tile_max[t * len + i] >= m - 2.0f * k->w_max)
-                m_d = tile_max_d[t * len + i] > m_d ? tile_max_d[t * len + i] : m_d;
-        cmax_d[i] = m_d;
     }
-    return 0;
+    return near_maxima(g, k, R, len, w.n_tiles, tile_max, cmax, cmax_d, run);
 }
 
 /* ---- p-values ---- */
@@ -1324,6 +1441,8 @@ static void release(struct glm_ctx *g)
         free(k->count);
         free(k->null_max);
         free(k->null_max_d);
+        free(k->win_lo);
+        free(k->win_hi_max);
     }
     free(g->con);
     free(g->X);
@@ -1354,7 +1473,7 @@ int nf_perm_glm_run(struct nf_run *run)
     struct glm_ctx g = { .prm = prm, .K = nf_kernels_cpu(), .tail = prm->tail };
     struct nf_value *out[PERMUTE_N_OUT] = { 0 };
     float *R = NULL, *tile_max = NULL, *cmax = NULL;
-    double *tile_max_d = NULL, *cmax_d = NULL;
+    double *cmax_d = NULL;
     uint32_t *ccount = NULL;
     char *ck = NULL;
     int64_t *done_idx = NULL;
@@ -1392,12 +1511,11 @@ int nf_perm_glm_run(struct nf_run *run)
     R = nf_malloc((size_t)(chunk * r_max * g.n) * sizeof *R);
     tile_max = nf_malloc((size_t)(n_tiles * chunk) * sizeof *tile_max);
     cmax = nf_malloc((size_t)chunk * sizeof *cmax);
-    tile_max_d = nf_malloc((size_t)(n_tiles * chunk) * sizeof *tile_max_d);
     cmax_d = nf_malloc((size_t)chunk * sizeof *cmax_d);
     ccount = nf_malloc((size_t)g.V * sizeof *ccount);
     ck = nf_malloc((size_t)ckpt_bytes(&g, chunk));
     have = nf_calloc((size_t)n_chunks, sizeof *have);
-    if (!R || !tile_max || !cmax || !tile_max_d || !cmax_d || !ccount || !ck || !have) {
+    if (!R || !tile_max || !cmax || !cmax_d || !ccount || !ck || !have) {
         rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory for a chunk of %lld permutations", (long long)chunk);
         goto fail;
     }
@@ -1447,7 +1565,7 @@ int nf_perm_glm_run(struct nf_run *run)
         char *at = ck;
         for (int64_t c = 0; c < g.C; c++) {
             struct glm_con *k = &g.con[c];
-            NF_TRY(rc = run_chunk(&g, k, run, p0, len, threads, R, ccount, tile_max, tile_max_d, cmax, cmax_d));
+            NF_TRY(rc = run_chunk(&g, k, run, p0, len, threads, R, ccount, tile_max, cmax, cmax_d));
             if (g.tfce)
                 NF_TRY(rc = tfce_chunk(&g, c, run, R, p0, len, threads));
             for (int64_t v = 0; v < g.V; v++)
@@ -1479,7 +1597,6 @@ fail:
     free(R);
     free(tile_max);
     free(cmax);
-    free(tile_max_d);
     free(cmax_d);
     free(ccount);
     free(ck);
