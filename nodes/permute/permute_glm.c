@@ -879,7 +879,8 @@ typedef int32_t glm_v8i __attribute__((vector_size(32)));
 /* One voxel's q, count and near flag (the scalar tails and the row-by-row
  * case): num the compared numerator, rss RSS* before its floor. */
 static inline __attribute__((always_inline)) float epi_one(const struct glm_epi *e, int64_t v, float num, float rss,
-                                                          float *q, uint32_t *count, int *near, const bool counting)
+                                                          float *q, uint32_t *count, int32_t *near, int *n_near,
+                                                          const bool counting)
 {
     rss = rss > e->fl[v] ? rss : e->fl[v];
     float x = num / rss;
@@ -887,30 +888,32 @@ static inline __attribute__((always_inline)) float epi_one(const struct glm_epi 
     q[v] = x;
     if (counting) {
         count[v] += x >= e->hi[v];
-        *near |= (x >= e->lo[v]) & (x < e->hi[v]);
+        if (x >= e->lo[v] && x < e->hi[v])
+            near[(*n_near)++] = (int32_t)v;
     }
     return x;
 }
 
 /* q of every voxel of the block into q, the block's maximum returned; with
- * counting, count[v] += (q >= hi) and *near_out set when some q is inside its
- * window. t contrasts of R <= 4 rows: one pass of 8-wide vectors over the
+ * counting, count[v] += (q >= hi) and the voxels whose q is inside their
+ * window listed in near (*n_near of them: rare). t contrasts of R <= 4 rows: one pass of 8-wide vectors over the
  * voxels (R known, the rows unrolled); else (R 0) passes row by row. */
 static inline __attribute__((always_inline)) float epi_body(const struct glm_epi *e, float *q, uint32_t *count,
-                                                           int *near_out, const int R, const bool counting)
+                                                           int32_t *near, int *n_near, const int R, const bool counting)
 {
     const float *G = e->G, *ss = e->ss, *fl = e->fl, *cap = e->cap, *lo = e->lo, *hi = e->hi;
     const int64_t ld = e->ld, nv = e->nv;
     float mx = -FLT_MAX;
-    int near = 0;
     int64_t v = 0;
+    if (counting)
+        *n_near = 0;
     if (R > 0) {
         const glm_v8f vsg = { e->sg, e->sg, e->sg, e->sg, e->sg, e->sg, e->sg, e->sg };
         const glm_v8i absmask = { INT32_MAX, INT32_MAX, INT32_MAX, INT32_MAX, INT32_MAX, INT32_MAX, INT32_MAX,
                                   INT32_MAX };
         glm_v8f vmax = { -FLT_MAX, -FLT_MAX, -FLT_MAX, -FLT_MAX, -FLT_MAX, -FLT_MAX, -FLT_MAX, -FLT_MAX };
         glm_v8i vnear = { 0 };
-        for (; v + 8 <= nv; v += 8) {
+        for (int64_t run_from = 0; v + 8 <= nv; v += 8) {
             glm_v8f g0, gm, rss, vss, vfl, vcap, x;
             memcpy(&g0, G + v, sizeof g0);
             memcpy(&vss, ss + v, sizeof vss);
@@ -936,17 +939,26 @@ static inline __attribute__((always_inline)) float epi_body(const struct glm_epi
                 cnt -= (glm_v8i)(x >= vhi);
                 memcpy(count + v, &cnt, sizeof cnt);
                 vnear |= (glm_v8i)(x >= vlo) & (glm_v8i)(x < vhi);
+                /* every 64 voxels (and at the end): the rare values inside their window, listed */
+                if ((v + 8) % 64 == 0 || v + 16 > nv) {
+                    int any = 0;
+                    for (int j = 0; j < 8; j++)
+                        any |= vnear[j];
+                    for (int64_t u = run_from; any && u < v + 8; u++)
+                        if (q[u] >= lo[u] && q[u] < hi[u])
+                            near[(*n_near)++] = (int32_t)u;
+                    vnear = (glm_v8i){ 0 };
+                    run_from = v + 8;
+                }
             }
         }
-        for (int j = 0; j < 8; j++) {
+        for (int j = 0; j < 8; j++)
             mx = vmax[j] > mx ? vmax[j] : mx;
-            near |= vnear[j] != 0;
-        }
         for (; v < nv; v++) {
             float g0 = G[v], rss = ss[v] - g0 * g0;
             for (int m = 1; m < R; m++)
                 rss -= G[m * ld + v] * G[m * ld + v];
-            float x = epi_one(e, v, e->two ? g0 * g0 : e->sg * g0 * fabsf(g0), rss, q, count, &near, counting);
+            float x = epi_one(e, v, e->two ? g0 * g0 : e->sg * g0 * fabsf(g0), rss, q, count, near, n_near, counting);
             mx = x > mx ? x : mx;
         }
     } else {
@@ -961,31 +973,29 @@ static inline __attribute__((always_inline)) float epi_body(const struct glm_epi
             float rss = ss[v] - (e->is_f ? q[v] : G[v] * G[v]);
             for (int64_t m = e->is_f ? e->s : 1; m < e->r; m++)
                 rss -= G[m * ld + v] * G[m * ld + v];
-            float x = epi_one(e, v, num, rss, q, count, &near, counting);
+            float x = epi_one(e, v, num, rss, q, count, near, n_near, counting);
             mx = x > mx ? x : mx;
         }
     }
-    if (counting)
-        *near_out = near;
     return mx;
 }
 
 __attribute__((target_clones("avx512f", "avx2", "default")))
-static float glm_epilogue(const struct glm_epi *e, float *q, uint32_t *count, int *near)
+static float glm_epilogue(const struct glm_epi *e, float *q, uint32_t *count, int32_t *near, int *n_near)
 {
     bool counting = count != NULL;
     int R = e->is_f || e->r > 4 ? 0 : (int)e->r;
     switch (R * 2 + counting) {
-    case 2: return epi_body(e, q, count, near, 1, false);
-    case 3: return epi_body(e, q, count, near, 1, true);
-    case 4: return epi_body(e, q, count, near, 2, false);
-    case 5: return epi_body(e, q, count, near, 2, true);
-    case 6: return epi_body(e, q, count, near, 3, false);
-    case 7: return epi_body(e, q, count, near, 3, true);
-    case 8: return epi_body(e, q, count, near, 4, false);
-    case 9: return epi_body(e, q, count, near, 4, true);
-    case 1: return epi_body(e, q, count, near, 0, true);
-    default: return epi_body(e, q, count, near, 0, false);
+    case 2: return epi_body(e, q, count, near, n_near, 1, false);
+    case 3: return epi_body(e, q, count, near, n_near, 1, true);
+    case 4: return epi_body(e, q, count, near, n_near, 2, false);
+    case 5: return epi_body(e, q, count, near, n_near, 2, true);
+    case 6: return epi_body(e, q, count, near, n_near, 3, false);
+    case 7: return epi_body(e, q, count, near, n_near, 3, true);
+    case 8: return epi_body(e, q, count, near, n_near, 4, false);
+    case 9: return epi_body(e, q, count, near, n_near, 4, true);
+    case 1: return epi_body(e, q, count, near, n_near, 0, true);
+    default: return epi_body(e, q, count, near, n_near, 0, false);
     }
 }
 
@@ -1007,7 +1017,8 @@ static void *glm_team(void *arg)
     const int64_t n = g->n, V = g->V, r = k->r;
     float *G = nf_malloc((size_t)(GLM_SUB * r * GLM_TILE) * sizeof *G);
     float *q = nf_malloc(GLM_TILE * sizeof *q);
-    if (!G || !q) {
+    int32_t *near = nf_malloc(GLM_TILE * sizeof *near);
+    if (!G || !q || !near) {
         atomic_store(&w->failed, 1);
         goto done;
     }
@@ -1018,21 +1029,18 @@ static void *glm_team(void *arg)
             break;
         }
         int64_t v0 = t * GLM_TILE, nv = V - v0 < GLM_TILE ? V - v0 : GLM_TILE;
-        const float *lo = k->lo + v0, *hi = k->hi + v0;
         uint32_t *count = w->count + v0;
         struct glm_epi e = epi_of(g, k, G, nv, v0, nv);
         for (int64_t i0 = 0; i0 < w->len; i0 += GLM_SUB) {
             int64_t np = w->len - i0 < GLM_SUB ? w->len - i0 : GLM_SUB;
             g->K->sgemm(false, false, np * r, nv, n, 1.0f, w->R + i0 * r * n, n, k->E + v0, V, 0.0f, G, nv);
             for (int64_t i = 0; i < np; i++) {
-                int near = 0;
+                int n_near = 0;
                 e.G = G + i * r * nv;
-                float mx = glm_epilogue(&e, q, count, &near);
+                float mx = glm_epilogue(&e, q, count, near, &n_near);
                 /* within round-off of the observed value: decided in double */
-                for (int64_t v = 0; near && v < nv; v++)
-                    if (q[v] >= lo[v] && q[v] < hi[v] &&
-                        q_double(g, k, w->R + (i0 + i) * r * n, v0 + v) >= k->q_obs_d[v0 + v])
-                        count[v]++;
+                for (int j = 0; j < n_near; j++)
+                    count[near[j]] += q_double(g, k, w->R + (i0 + i) * r * n, v0 + near[j]) >= k->q_obs_d[v0 + near[j]];
                 w->tile_max[t * w->len + i0 + i] = mx;
             }
         }
@@ -1040,6 +1048,7 @@ static void *glm_team(void *arg)
 done:
     free(G);
     free(q);
+    free(near);
     return NULL;
 }
 
@@ -1092,7 +1101,7 @@ static int near_maxima(const struct glm_ctx *g, const struct glm_con *k, const f
             int64_t v0 = t * GLM_TILE, nv = V - v0 < GLM_TILE ? V - v0 : GLM_TILE;
             g->K->sgemm(false, false, r, nv, n, 1.0f, R + i * r * n, n, k->E + v0, V, 0.0f, G, nv);
             struct glm_epi e = epi_of(g, k, G, nv, v0, nv);
-            glm_epilogue(&e, q, NULL, NULL);
+            glm_epilogue(&e, q, NULL, NULL, NULL);
             for (int64_t v = 0; v < nv; v++)
                 if (q[v] >= below) {
                     double y = q_double(g, k, R + i * r * n, v0 + v);

@@ -237,7 +237,7 @@ static double stat_of(const struct glm_problem *pb, const double *c, const doubl
 
 static void fl_reference(const struct glm_problem *pb, const double *c, const double Z[][MAXP], int q, int exchange,
                          int tail, int64_t N, uint32_t seed, double *t_obs, double *p, double *pfwe, double *null_max,
-                         float *maps)
+                         float *maps, double tie_tol)
 {
     if (!c)
         tail = PERM_TAIL_UPPER;
@@ -309,12 +309,12 @@ static void fl_reference(const struct glm_problem *pb, const double *c, const do
             if (maps)
                 maps[k * V + v] = (float)raw;
             null_max[k] = stat > null_max[k] ? stat : null_max[k];
-            p[v] += stat >= tail_of(tail, t_obs[v]);
+            p[v] += stat >= tail_of(tail, t_obs[v]) - tie_tol * (1 + fabs(t_obs[v]));
         }
     }
     for (int v = 0; v < V; v++) {
         for (int64_t k = 0; k < N; k++)
-            pfwe[v] += null_max[k] >= tail_of(tail, t_obs[v]);
+            pfwe[v] += null_max[k] >= tail_of(tail, t_obs[v]) - tie_tol * (1 + fabs(t_obs[v]));
         p[v] /= (double)(N + 1);
         pfwe[v] /= (double)(N + 1);
     }
@@ -327,7 +327,7 @@ static void check_against_reference(struct glm_problem *pb, const char *contrast
 {
     enum { N = 300 };
     double t_obs[MAXV], p[MAXV], pfwe[MAXV], null_max[N];
-    fl_reference(pb, c, Z, q, exchange, tail, N, 77, t_obs, p, pfwe, null_max, NULL);
+    fl_reference(pb, c, Z, q, exchange, tail, N, 77, t_obs, p, pfwe, null_max, NULL, 0);
     const float *st = out[PERMUTE_OUT_STAT]->u.mat.data + row * pb->V;
     const float *pp = out[PERMUTE_OUT_P]->u.mat.data + row * pb->V, *pf = out[PERMUTE_OUT_P_FWE]->u.mat.data + row * pb->V;
     const struct nf_matrix *nm = &out[PERMUTE_OUT_NULL_MAX]->u.mat;
@@ -395,6 +395,66 @@ static void test_matches_freedman_lane_in_double(void **state)
         check_against_reference(&pb, "x_and_z", NULL, Z3, 1, cases[cs][0], cases[cs][1], 2, 3, out);
         release(&prm, out);
     }
+}
+
+/* Exact ties count, as the definition counts them: with 6 subjects and sign
+ * flips (64 patterns), 400 random draws repeat the identity and its mirror
+ * image, whose null t's equal the observed ones exactly (two tails); the
+ * node's float values fall inside the round-off windows and are decided in
+ * double, voxel by voxel (p) and for the maxima (p_fwe). The reference, in
+ * its own double arithmetic (a refit of the rebuilt data), counts a null
+ * value within 1e-9 of the observed one, far closer than any two distinct
+ * patterns' t's here. */
+static void test_exact_ties_counted(void **state)
+{
+    (void)state;
+    enum { N = 400 };
+    struct glm_problem pb;
+    struct permute_params prm;
+    struct nf_value *out[PERMUTE_N_OUT] = { 0 };
+    struct nf_error err = { 0 };
+    random_glm_problem(&pb, 6, 20, 0.5, 1.0, 0.3, 31);
+    glm_defaults(&prm, PERM_EXCHANGE_SIGN_FLIP, PERM_TAIL_TWO, N, 77);
+    set_list(&prm.contrasts, 1, "x = x");
+    assert_int_equal(run_glm(&prm, &pb, 2, out, &err), 0);
+    double Z[MAXN][MAXP], t_obs[MAXV], p[MAXV], pfwe[MAXV], null_max[N];
+    for (int i = 0; i < pb.n; i++) {
+        Z[i][0] = 1;
+        Z[i][1] = pb.X[i][2];
+    }
+    const double c[] = { 0, 1, 0 };
+    fl_reference(&pb, c, Z, 2, PERM_EXCHANGE_SIGN_FLIP, PERM_TAIL_TWO, N, 77, t_obs, p, pfwe, null_max, NULL, 1e-9);
+    /* the draws themselves (seed 77, the node's and the reference's): how
+     * many are the identity or its mirror */
+    int ties = 0;
+    {
+        struct perm_glm_blocks b = { .n = pb.n, .exchange = PERM_EXCHANGE_SIGN_FLIP, .n_blocks = 1 };
+        int64_t start[2] = { 0, pb.n }, members[MAXN], src[MAXN], scratch[2 * MAXN + 8];
+        int8_t sign[MAXN];
+        for (int i = 0; i < pb.n; i++)
+            members[i] = i;
+        b.start = start;
+        b.members = members;
+        uint32_t s77[N];
+        nf_mt_seeds(77, s77, N);
+        for (int k = 0; k < N; k++) {
+            nf_perm_glm_draw(&b, s77[k], src, sign, scratch);
+            int plus = 0;
+            for (int i = 0; i < pb.n; i++)
+                plus += sign[i] > 0;
+            ties += plus == 0 || plus == pb.n;
+        }
+    }
+    assert_true(ties >= 4);   /* the case is what it says */
+    const float *pp = out[PERMUTE_OUT_P]->u.mat.data, *pf = out[PERMUTE_OUT_P_FWE]->u.mat.data;
+    for (int v = 0; v < pb.V; v++) {
+        assert_true(p[v] * (N + 1) >= 1 + ties);
+        if (pp[v] != (float)p[v] || pf[v] != (float)pfwe[v])
+            fprintf(stderr, "ties voxel %d: p %.6g / %.6g, p_fwe %.6g / %.6g\n", v, pp[v], p[v], pf[v], pfwe[v]);
+        assert_true(pp[v] == (float)p[v]);
+        assert_true(pf[v] == (float)pfwe[v]);
+    }
+    release(&prm, out);
 }
 
 /* Threads and chunk sizes change nothing. */
@@ -654,7 +714,7 @@ static void test_tfce_of_glm_maps(void **state)
             Z[i][1] = pb.X[i][2];
         }
         const double c[] = { 0, 1, 0 };
-        fl_reference(&pb, c, Z, 2, PERM_EXCHANGE_PERMUTE, tail, N, 77, t_obs, p, pfwe, null_max, maps);
+        fl_reference(&pb, c, Z, 2, PERM_EXCHANGE_PERMUTE, tail, N, 77, t_obs, p, pfwe, null_max, maps, 0);
         ref_tfce(pb.geom, out[PERMUTE_OUT_STAT]->u.mat.data, 6, tail, 0.5, 2, STEPS, ref);
         for (int v = 0; v < pb.V; v++)
             assert_true(fabs(out[PERMUTE_OUT_TFCE]->u.mat.data[v] - ref[v]) <= 1e-4 * (1 + fabs(ref[v])));
@@ -818,6 +878,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matches_freedman_lane_in_double),
         cmocka_unit_test(test_threads_and_chunks_identical),
+        cmocka_unit_test(test_exact_ties_counted),
         cmocka_unit_test(test_intercept_only_is_one_sample),
         cmocka_unit_test(test_two_groups_is_two_sample_t),
         cmocka_unit_test(test_blocks_keep_subjects),
