@@ -89,12 +89,18 @@ struct glm_ctx {
     int64_t *block_label_at;   /* n_blocks: a row of each block (for the info table) */
     uint32_t *seeds;
     struct glm_con *con;
-    /* TFCE (tfce.h), when asked for */
-    bool tfce;
+    /* TFCE and clusters (tfce.h), when asked for: each permutation's map */
+    bool tfce, clusters;
     struct nf_voxel_graph graph;
     struct nf_tfce_plan *plan;   /* C: the t contrasts' tail, upper for F */
     float *tfce_obs;             /* C x V: the observed maps' TFCE */
     float *null_tfce;            /* C x M: each permutation's max |TFCE| */
+    double cluster_T;            /* the cluster-forming threshold on t */
+    struct nf_cluster_plan *cplan;   /* C (t contrasts only) */
+    int32_t *cluster_ids;        /* C x V: the observed clusters of each contrast's map */
+    struct nf_cluster *cluster_obs;  /* C x V (n_clusters[c] used) */
+    int64_t *n_clusters;         /* C */
+    double *null_csize, *null_cmass;  /* C x M: each permutation's largest cluster size and mass */
 };
 
 /* ---- the draws ---- */
@@ -1183,29 +1189,53 @@ static int fwe_pvalues(const struct glm_ctx *g, const struct glm_con *k, float *
 
 /* ---- TFCE ---- */
 
-/* The voxel graph, one plan per contrast and the observed maps' TFCE (stat:
- * C x V). */
-static int tfce_begin(struct glm_ctx *g, const struct nf_run *run, const float *stat)
+/* The voxel graph, one TFCE and/or cluster plan per contrast, the observed
+ * maps' TFCE and clusters (stat: C x V). */
+static int spatial_begin(struct glm_ctx *g, const struct nf_run *run, const float *stat, bool tfce, bool clusters)
 {
     const struct permute_params *prm = g->prm;
     const struct nf_geom *geom = run->in[PERMUTE_IN_DATA]->u.mat.geom;
+    const int64_t C = g->C, V = g->V, M = g->M ? g->M : 1;
     struct nf_tfce_work w = { 0 };
     int rc = 0;
-    if (!geom)
-        return RUN_FAIL(run, NF_EUSAGE, "tfce needs data whose columns are voxels of a grid (the output of a mask node)");
-    g->plan = nf_calloc((size_t)g->C, sizeof *g->plan);
-    g->tfce_obs = nf_malloc((size_t)(g->C * g->V) * sizeof *g->tfce_obs);
-    g->null_tfce = nf_malloc((size_t)(g->C * g->M) * sizeof *g->null_tfce);
-    if (!g->plan || !g->tfce_obs || !g->null_tfce)
-        return NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+    if (!geom || geom->n_voxels != V)
+        return RUN_FAIL(run, NF_EUSAGE, "%s needs data whose columns are voxels of a grid (the output of a mask node)",
+                        tfce ? "tfce" : "cluster inference");
     NF_TRY(rc = nf_voxel_graph_build(geom, (int)prm->connectivity, &g->graph, run->err));
-    for (int64_t c = 0; c < g->C; c++)
-        NF_TRY(rc = nf_tfce_plan_init(&g->plan[c], &g->graph, g->con[c].is_f ? NF_TAIL_UPPER : g->tail, prm->tfce_e,
-                                      prm->tfce_h, (int)prm->tfce_steps, run->err));
-    NF_TRY(rc = nf_tfce_work_init(&w, &g->graph, (int)prm->tfce_steps, run->err));
-    for (int64_t c = 0; c < g->C; c++)
-        nf_tfce_map(&g->plan[c], &w, stat + c * g->V, g->tfce_obs + c * g->V);
-    g->tfce = true;
+    if (tfce) {
+        g->plan = nf_calloc((size_t)C, sizeof *g->plan);
+        g->tfce_obs = nf_malloc((size_t)(C * V) * sizeof *g->tfce_obs);
+        g->null_tfce = nf_malloc((size_t)(C * M) * sizeof *g->null_tfce);
+        if (!g->plan || !g->tfce_obs || !g->null_tfce)
+            return NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+        for (int64_t c = 0; c < C; c++)
+            NF_TRY(rc = nf_tfce_plan_init(&g->plan[c], &g->graph, g->con[c].is_f ? NF_TAIL_UPPER : g->tail,
+                                          prm->tfce_e, prm->tfce_h, (int)prm->tfce_steps, run->err));
+    }
+    if (clusters) {
+        /* cluster_p through Student's t with the design's degrees of freedom */
+        g->cluster_T = isnan(prm->cluster_p) ? prm->cluster_threshold : nf_perm_t_isf(prm->cluster_p, g->dof);
+        g->cplan = nf_calloc((size_t)C, sizeof *g->cplan);
+        g->cluster_ids = nf_malloc((size_t)(C * V) * sizeof *g->cluster_ids);
+        g->cluster_obs = nf_malloc((size_t)(C * V) * sizeof *g->cluster_obs);
+        g->n_clusters = nf_calloc((size_t)C, sizeof *g->n_clusters);
+        g->null_csize = nf_malloc((size_t)(C * M) * sizeof *g->null_csize);
+        g->null_cmass = nf_malloc((size_t)(C * M) * sizeof *g->null_cmass);
+        if (!g->cplan || !g->cluster_ids || !g->cluster_obs || !g->n_clusters || !g->null_csize || !g->null_cmass)
+            return NF_FAIL(run->err, NF_ENOMEM, "out of memory for clusters");
+        for (int64_t c = 0; c < C; c++)
+            NF_TRY(rc = nf_cluster_plan_init(&g->cplan[c], &g->graph, g->tail, g->cluster_T, run->err));
+    }
+    NF_TRY(rc = nf_tfce_work_init(&w, &g->graph, tfce ? (int)prm->tfce_steps : 0, run->err));
+    for (int64_t c = 0; c < C; c++) {
+        if (tfce)
+            nf_tfce_map(&g->plan[c], &w, stat + c * V, g->tfce_obs + c * V);
+        if (clusters)
+            g->n_clusters[c] = nf_clusters_label(&g->cplan[c], &w, stat + c * V, g->cluster_ids + c * V,
+                                                 g->cluster_obs + c * V);
+    }
+    g->tfce = tfce;
+    g->clusters = clusters;
 fail:
     nf_tfce_work_release(&w);
     return rc;
@@ -1232,7 +1262,7 @@ static void *glm_tfce_team(void *arg)
     struct nf_error err = { 0 };
     struct nf_tfce_work work = { 0 };
     float *G = nf_malloc((size_t)(r * V) * sizeof *G), *map = nf_malloc((size_t)V * sizeof *map);
-    if (!G || !map || nf_tfce_work_init(&work, &g->graph, (int)g->prm->tfce_steps, &err) < 0) {
+    if (!G || !map || nf_tfce_work_init(&work, &g->graph, g->tfce ? (int)g->prm->tfce_steps : 0, &err) < 0) {
         atomic_store(&w->failed, 1);
         goto done;
     }
@@ -1257,7 +1287,15 @@ static void *glm_tfce_team(void *arg)
             rss = rss > k->floor_[v] ? rss : k->floor_[v];
             map[v] = k->is_f ? num / (float)k->s / (rss / (float)g->dof) : G[v] / sqrtf(rss / (float)g->dof);
         }
-        g->null_tfce[w->c * g->M + w->p0 + i] = nf_tfce_max(&g->plan[w->c], &work, map);
+        if (g->tfce)
+            g->null_tfce[w->c * g->M + w->p0 + i] = nf_tfce_max(&g->plan[w->c], &work, map);
+        if (g->clusters) {
+            int64_t size = 0;
+            double mass = 0;
+            nf_clusters_max(&g->cplan[w->c], &work, map, &size, &mass);
+            g->null_csize[w->c * g->M + w->p0 + i] = (double)size;
+            g->null_cmass[w->c * g->M + w->p0 + i] = mass;
+        }
     }
 done:
     nf_tfce_work_release(&work);
@@ -1326,6 +1364,72 @@ static int tfce_outputs(const struct glm_ctx *g, const struct nf_run *run, const
                       "maximum |TFCE| over voxels of each random permutation, one column per contrast");
 fail:
     free(sorted);
+    return rc;
+}
+
+/* Cluster-level FWE per contrast (rows of the maps, columns of the null
+ * maxima) and one clusters table with the contrast's name first. */
+static int cluster_outputs(const struct glm_ctx *g, const struct nf_run *run, const char *const *names,
+                           struct nf_value **out)
+{
+    const int64_t C = g->C, V = g->V, M = g->M;
+    struct nf_geom *geom = run->in[PERMUTE_IN_DATA]->u.mat.geom;
+    int64_t total = 0;
+    for (int64_t c = 0; c < C; c++)
+        total += g->n_clusters[c];
+    double *p_size = nf_malloc((size_t)(V + 1) * sizeof *p_size), *p_mass = nf_malloc((size_t)(V + 1) * sizeof *p_mass);
+    int rc = 0;
+    if (!p_size || !p_mass) {
+        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    if (!(out[PERMUTE_OUT_CLUSTER_P_FWE] = nf_value_new_matrix(C, V, geom, run->err)) ||
+        !(out[PERMUTE_OUT_CLUSTER_MASS_P_FWE] = nf_value_new_matrix(C, V, geom, run->err)) ||
+        !(out[PERMUTE_OUT_NULL_MAX_CLUSTER_SIZE] = nf_value_new_matrix(M, C, NULL, run->err)) ||
+        !(out[PERMUTE_OUT_NULL_MAX_CLUSTER_MASS] = nf_value_new_matrix(M, C, NULL, run->err)) ||
+        !(out[PERMUTE_OUT_CLUSTERS] = nf_value_new_table(total, 1 + NF_PERM_CLUSTER_COLUMNS, run->err))) {
+        rc = run->err->code;
+        goto fail;
+    }
+    struct nf_value *tab = out[PERMUTE_OUT_CLUSTERS];
+    NF_TRY(rc = nf_table_column_string(tab, 0, "contrast", run->err));
+    NF_TRY(rc = nf_perm_cluster_columns(tab, 1, run->err));
+    for (int64_t c = 0, row = 0; c < C; c++) {
+        const int64_t n = g->n_clusters[c];
+        for (int64_t i = 0; i < M; i++) {
+            out[PERMUTE_OUT_NULL_MAX_CLUSTER_SIZE]->u.mat.data[i * C + c] = (float)g->null_csize[c * M + i];
+            out[PERMUTE_OUT_NULL_MAX_CLUSTER_MASS]->u.mat.data[i * C + c] = (float)g->null_cmass[c * M + i];
+        }
+        NF_TRY(rc = nf_perm_cluster_pvalues(g->null_csize + c * M, g->null_cmass + c * M, M, (double)M + 1.0, 1.0,
+                                            g->cluster_obs + c * V, n, g->cluster_ids + c * V, V, p_size, p_mass,
+                                            out[PERMUTE_OUT_CLUSTER_P_FWE]->u.mat.data + c * V,
+                                            out[PERMUTE_OUT_CLUSTER_MASS_P_FWE]->u.mat.data + c * V, run->err));
+        for (int64_t k = 0; k < n; k++, row++) {
+            if (!(tab->u.tab.cols[0].str[row] = nf_strdup(names[c]))) {
+                rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+                goto fail;
+            }
+            nf_perm_cluster_row(tab, 1, row, geom, &g->cluster_obs[c * V + k], k + 1, p_size[k], p_mass[k]);
+        }
+    }
+    for (int o = PERMUTE_OUT_CLUSTER_P_FWE; o <= PERMUTE_OUT_CLUSTER_MASS_P_FWE; o++)
+        NF_TRY(rc = nf_matrix_set_row_names(out[o], names, run->err));
+    for (int o = PERMUTE_OUT_NULL_MAX_CLUSTER_SIZE; o <= PERMUTE_OUT_NULL_MAX_CLUSTER_MASS; o++)
+        NF_TRY(rc = nf_matrix_set_col_names(out[o], names, run->err));
+    char what[240];
+    snprintf(what, sizeof what, "largest cluster size (voxels) beyond t %.6g of each random permutation, one column "
+             "per contrast: p = (count + 1) / (N + 1)", g->cluster_T);
+    nf_value_set_stat(out[PERMUTE_OUT_NULL_MAX_CLUSTER_SIZE], NF_STAT_NONE, 0, what);
+    snprintf(what, sizeof what, "largest cluster mass beyond t %.6g of each random permutation, one column per "
+             "contrast: p = (count + 1) / (N + 1)", g->cluster_T);
+    nf_value_set_stat(out[PERMUTE_OUT_NULL_MAX_CLUSTER_MASS], NF_STAT_NONE, 0, what);
+    nf_value_set_stat(out[PERMUTE_OUT_CLUSTER_P_FWE], NF_STAT_P_FWE, 0,
+                      "family-wise corrected p-value of each voxel's cluster by the maximum cluster size, per contrast");
+    nf_value_set_stat(out[PERMUTE_OUT_CLUSTER_MASS_P_FWE], NF_STAT_P_FWE, 0,
+                      "family-wise corrected p-value of each voxel's cluster by the maximum cluster mass, per contrast");
+fail:
+    free(p_size);
+    free(p_mass);
     return rc;
 }
 
@@ -1422,7 +1526,9 @@ static int finish(struct glm_ctx *g, const struct nf_run *run, uint32_t seed, st
     label_outputs(g, out);
     if (g->tfce)
         NF_TRY(rc = tfce_outputs(g, run, names, out));
-    for (int o = 0; o < (g->tfce ? PERMUTE_OUT_NULL_MAX_TFCE + 1 : PERMUTE_N_BASE_OUT); o++) {
+    if (g->clusters)
+        NF_TRY(rc = cluster_outputs(g, run, names, out));
+    for (int o = 0; o < PERMUTE_N_OUT; o++) {
         run->out[o] = out[o];
         out[o] = NULL;
     }
@@ -1462,6 +1568,12 @@ static void release(struct glm_ctx *g)
     free(g->seeds);
     for (int64_t c = 0; g->plan && c < g->C; c++)
         nf_tfce_plan_release(&g->plan[c]);
+    free(g->cplan);
+    free(g->cluster_ids);
+    free(g->cluster_obs);
+    free(g->n_clusters);
+    free(g->null_csize);
+    free(g->null_cmass);
     free(g->plan);
     free(g->tfce_obs);
     free(g->null_tfce);
@@ -1473,7 +1585,7 @@ static void release(struct glm_ctx *g)
 static int64_t ckpt_bytes(const struct glm_ctx *g, int64_t len)
 {
     return g->C * (g->V * (int64_t)sizeof(uint32_t) + len * (int64_t)(sizeof(float) + sizeof(double)) +
-                   len * (int64_t)sizeof(float) * g->tfce);
+                   len * (int64_t)sizeof(float) * g->tfce + 2 * len * (int64_t)sizeof(double) * g->clusters);
 }
 
 int nf_perm_glm_run(struct nf_run *run)
@@ -1509,9 +1621,13 @@ int nf_perm_glm_run(struct nf_run *run)
         r_max = g.con[c].r > r_max ? g.con[c].r : r_max;
         n_flat = g.con[c].n_flat > n_flat ? g.con[c].n_flat : n_flat;
     }
-    if (prm->tfce && (nf_run_wants(run, PERMUTE_OUT_TFCE) || nf_run_wants(run, PERMUTE_OUT_P_TFCE_FWE) ||
-                      nf_run_wants(run, PERMUTE_OUT_NULL_MAX_TFCE)))
-        NF_TRY(rc = tfce_begin(&g, run, out[PERMUTE_OUT_STAT]->u.mat.data));
+    bool tfce = prm->tfce && (nf_run_wants(run, PERMUTE_OUT_TFCE) || nf_run_wants(run, PERMUTE_OUT_P_TFCE_FWE) ||
+                              nf_run_wants(run, PERMUTE_OUT_NULL_MAX_TFCE));
+    bool clusters = false;
+    for (int o = PERMUTE_OUT_CLUSTER_P_FWE; o <= PERMUTE_OUT_NULL_MAX_CLUSTER_MASS; o++)
+        clusters |= (!isnan(prm->cluster_threshold) || !isnan(prm->cluster_p)) && nf_run_wants(run, o);
+    if (tfce || clusters)
+        NF_TRY(rc = spatial_begin(&g, run, out[PERMUTE_OUT_STAT]->u.mat.data, tfce, clusters));
     if (n_flat)
         nf_warn(id, "%lld voxel%s with zero variance after the nuisance regressors: t 0, p = 1, left out of the "
                 "maximum and FDR", (long long)n_flat, n_flat == 1 ? "" : "s");
@@ -1554,6 +1670,12 @@ int nf_perm_glm_run(struct nf_run *run)
                     memcpy(g.null_tfce + c * g.M + ci * chunk, at, (size_t)len * sizeof(float));
                     at += len * (int64_t)sizeof(float);
                 }
+                if (g.clusters) {
+                    memcpy(g.null_csize + c * g.M + ci * chunk, at, (size_t)len * sizeof(double));
+                    memcpy(g.null_cmass + c * g.M + ci * chunk, at + len * (int64_t)sizeof(double),
+                           (size_t)len * sizeof(double));
+                    at += 2 * len * (int64_t)sizeof(double);
+                }
             }
             have[ci] = true;
             resumed++;
@@ -1575,7 +1697,7 @@ int nf_perm_glm_run(struct nf_run *run)
         for (int64_t c = 0; c < g.C; c++) {
             struct glm_con *k = &g.con[c];
             NF_TRY(rc = run_chunk(&g, k, run, p0, len, threads, R, ccount, tile_max, cmax, cmax_d));
-            if (g.tfce)
+            if (g.tfce || g.clusters)
                 NF_TRY(rc = tfce_chunk(&g, c, run, R, p0, len, threads));
             for (int64_t v = 0; v < g.V; v++)
                 k->count[v] += ccount[v];
@@ -1590,6 +1712,11 @@ int nf_perm_glm_run(struct nf_run *run)
             if (g.tfce) {
                 memcpy(at, g.null_tfce + c * g.M + p0, (size_t)len * sizeof(float));
                 at += len * (int64_t)sizeof(float);
+            }
+            if (g.clusters) {
+                memcpy(at, g.null_csize + c * g.M + p0, (size_t)len * sizeof(double));
+                memcpy(at + len * (int64_t)sizeof(double), g.null_cmass + c * g.M + p0, (size_t)len * sizeof(double));
+                at += 2 * len * (int64_t)sizeof(double);
             }
         }
         if (ci < n_chunks - 1 || nf_ckpt_partial(run->ckpt))
@@ -1656,16 +1783,21 @@ int nf_perm_glm_resolve(struct nf_resolve *r)
         return NF_FAIL_AT(r->err, NF_EUSAGE, loc, id,
                           "test glm needs a 'design' table (subjects x regressors, named columns), e.g. "
                           "in: {data: maps, design: participants}");
-    if (!isnan(p->cluster_threshold) || !isnan(p->cluster_p))
+    bool clusters = !isnan(p->cluster_threshold) || !isnan(p->cluster_p);
+    if (!isnan(p->cluster_threshold) && !isnan(p->cluster_p))
         return NF_FAIL_AT(r->err, NF_EUSAGE, loc, id,
-                          "test glm has voxelwise max-statistic FWE, FDR and TFCE; cluster inference is not "
-                          "available for it yet");
-    if (p->tfce && p->connectivity != 6 && p->connectivity != 18 && p->connectivity != 26)
+                          "give cluster_threshold or cluster_p, not both (both set the cluster-forming threshold)");
+    if (clusters && p->f_contrasts.n)
+        return NF_FAIL_AT(r->err, NF_EUSAGE, loc, id,
+                          "cluster inference with test glm takes t contrasts (contrasts) only; test the F "
+                          "contrasts in a permute node of their own, with tfce or voxelwise FWE");
+    if ((p->tfce || clusters) && p->connectivity != 6 && p->connectivity != 18 && p->connectivity != 26)
         return NF_FAIL_AT(r->err, NF_EUSAGE, loc, id, "connectivity must be 6, 18 or 26 (got %lld)",
                           (long long)p->connectivity);
-    if (p->tfce && x->kind != NF_KIND_NONE && !x->has_geom)
+    if ((p->tfce || clusters) && x->kind != NF_KIND_NONE && !x->has_geom)
         return NF_FAIL_AT(r->err, NF_EUSAGE, loc, id,
-                          "tfce needs data whose columns are voxels of a grid (the output of a mask node)");
+                          "%s needs data whose columns are voxels of a grid (the output of a mask node)",
+                          p->tfce ? "tfce" : "cluster inference");
     if (p->contrasts.n + p->f_contrasts.n == 0)
         return NF_FAIL_AT(r->err, NF_EUSAGE, loc, id,
                           "test glm needs contrasts, e.g. contrasts: [\"age = age\", \"patients_gt_controls = "
@@ -1721,6 +1853,12 @@ int nf_perm_glm_resolve(struct nf_resolve *r)
     if (p->tfce) {
         r->out[PERMUTE_OUT_TFCE] = r->out[PERMUTE_OUT_P_TFCE_FWE] = r->out[PERMUTE_OUT_STAT];
         r->out[PERMUTE_OUT_NULL_MAX_TFCE] = r->out[PERMUTE_OUT_NULL_MAX];
+    }
+    if (clusters) {
+        r->out[PERMUTE_OUT_CLUSTER_P_FWE] = r->out[PERMUTE_OUT_CLUSTER_MASS_P_FWE] = r->out[PERMUTE_OUT_STAT];
+        r->out[PERMUTE_OUT_NULL_MAX_CLUSTER_SIZE] = r->out[PERMUTE_OUT_NULL_MAX_CLUSTER_MASS] =
+            r->out[PERMUTE_OUT_NULL_MAX];
+        r->out[PERMUTE_OUT_CLUSTERS].kind = NF_KIND_TABLE;
     }
     r->out[PERMUTE_OUT_INFO].kind = NF_KIND_TABLE;
     return 0;

@@ -679,7 +679,6 @@ static void test_tfce_of_glm_maps(void **state)
 {
     (void)state;
     enum { N = 60, NX = 6, NY = 6, NZ = 4, STEPS = 100 };
-    (void)ref_clusters;   /* tfce_ref.h's clusters: the GLM has no cluster inference yet */
     struct glm_problem pb;
     struct nf_grid grid = { .dim = { NX, NY, NZ }, .pixdim = { 2, 2, 2 } };
     for (int d = 0; d < 3; d++)
@@ -736,6 +735,104 @@ static void test_tfce_of_glm_maps(void **state)
             assert_true(out[PERMUTE_OUT_P_TFCE_FWE]->u.mat.data[v] == (float)((double)count / (N + 1)));
         }
         free(maps);
+        release(&prm, out);
+    }
+    nf_geom_unref(pb.geom);
+}
+
+/* Cluster inference of t contrasts: the observed clusters (table and ids),
+ * each permutation's largest cluster size and mass, and the cluster FWE p,
+ * against a flood fill (tfce_ref.h) of the observed map and of the
+ * double-precision Freedman–Lane maps over the same draws; cluster_p through
+ * Student's t with n - p degrees of freedom; two contrasts, both tails. */
+static void test_clusters_of_glm_maps(void **state)
+{
+    (void)state;
+    enum { N = 60, NX = 6, NY = 6, NZ = 4 };
+    struct glm_problem pb;
+    struct nf_grid grid = { .dim = { NX, NY, NZ }, .pixdim = { 2, 2, 2 } };
+    for (int d = 0; d < 3; d++)
+        grid.affine[d][d] = 2;
+    grid.affine[3][3] = 1;
+    float mask[NX * NY * NZ];
+    uint64_t st = 7;
+    for (int cell = 0; cell < NX * NY * NZ; cell++)
+        mask[cell] = nf_rand_uniform(&st) < 0.9 ? 1.0f : 0.0f;
+    random_glm_problem(&pb, 16, 1, 0.5, 1.0, 0.0, 23);
+    pb.geom = nf_geom_from_mask(&grid, mask);
+    assert_non_null(pb.geom);
+    pb.V = (int)pb.geom->n_voxels;
+    assert_true(pb.V <= MAXV);
+    st = 6;
+    for (int i = 0; i < pb.n; i++)   /* an effect of x in the first third, of -x in the last */
+        for (int v = 0; v < pb.V; v++)
+            pb.Y[i][v] = (float)(2.0 + pb.X[i][2] + nf_rand_normal(&st) + (v < pb.V / 3 ? 1.2 * pb.X[i][1] : 0.0) -
+                                 (v > 2 * pb.V / 3 ? 1.2 * pb.X[i][1] : 0.0));
+    for (int tail = PERM_TAIL_TWO; tail <= PERM_TAIL_UPPER; tail++) {
+        struct permute_params prm;
+        struct nf_value *out[PERMUTE_N_OUT] = { 0 };
+        struct nf_error err = { 0 };
+        glm_defaults(&prm, PERM_EXCHANGE_PERMUTE, tail, N, 77);
+        set_list(&prm.contrasts, 2, "x = x", "z = z");
+        prm.cluster_p = 0.01;
+        assert_int_equal(run_glm(&prm, &pb, 2, out, &err), 0);
+        assert_non_null(out[PERMUTE_OUT_CLUSTERS]);
+        /* t(13) upper 0.01 quantile = 2.650309 (tables) */
+        const double T = 2.650309;
+        const struct nf_table *tab = &out[PERMUTE_OUT_CLUSTERS]->u.tab;
+        assert_string_equal(tab->cols[0].name, "contrast");
+        int64_t row = 0;
+        for (int con = 0; con < 2; con++) {
+            const char *name = con ? "z" : "x";
+            double Z[MAXN][MAXP], t_obs[MAXV], p[MAXV], pfwe[MAXV], null_max[N];
+            float *maps = malloc((size_t)N * MAXV * sizeof *maps);
+            for (int i = 0; i < pb.n; i++) {
+                Z[i][0] = 1;
+                Z[i][1] = pb.X[i][con ? 1 : 2];
+            }
+            const double c[] = { 0, con ? 0 : 1, con ? 1 : 0 };
+            fl_reference(&pb, c, Z, 2, PERM_EXCHANGE_PERMUTE, tail, N, 77, t_obs, p, pfwe, null_max, maps, 0);
+            int32_t ids[MAXV];
+            struct ref_cluster cl[MAXV];
+            const float *stat = out[PERMUTE_OUT_STAT]->u.mat.data + con * pb.V;
+            int n_obs = ref_clusters(pb.geom, stat, 6, tail, T, ids, cl);
+            double null_size[N], null_mass[N];
+            for (int k = 0; k < N; k++) {
+                int32_t kid[MAXV];
+                struct ref_cluster kcl[MAXV];
+                int nk = ref_clusters(pb.geom, maps + k * pb.V, 6, tail, T, kid, kcl);
+                null_size[k] = null_mass[k] = 0;
+                for (int j = 0; j < nk; j++) {
+                    null_size[k] = fmax(null_size[k], (double)kcl[j].size);
+                    null_mass[k] = fmax(null_mass[k], kcl[j].mass);
+                }
+                assert_true(out[PERMUTE_OUT_NULL_MAX_CLUSTER_SIZE]->u.mat.data[k * 2 + con] == (float)null_size[k]);
+                assert_true(fabs(out[PERMUTE_OUT_NULL_MAX_CLUSTER_MASS]->u.mat.data[k * 2 + con] - null_mass[k]) <=
+                            1e-4 * (1 + null_mass[k]));
+            }
+            assert_true(n_obs >= 1);   /* the planted effect makes a cluster */
+            for (int j = 0; j < n_obs; j++, row++) {
+                int count_size = 1, count_mass = 1;
+                for (int k = 0; k < N; k++) {
+                    count_size += null_size[k] >= (double)cl[j].size;
+                    count_mass += null_mass[k] >= cl[j].mass * (1 - 1e-6);
+                }
+                assert_string_equal(tab->cols[0].str[row], name);
+                assert_true(tab->cols[3].num[row] == (double)cl[j].size);
+                assert_true(fabs(tab->cols[4].num[row] - cl[j].mass) <= 1e-6 * (1 + cl[j].mass));
+                assert_true(tab->cols[9].num[row] == (double)count_size / (N + 1));
+                assert_true(tab->cols[10].num[row] == (double)count_mass / (N + 1));
+                for (int v = 0; v < pb.V; v++)
+                    if (ids[v] == j + 1)
+                        assert_true(out[PERMUTE_OUT_CLUSTER_P_FWE]->u.mat.data[con * pb.V + v] ==
+                                    (float)((double)count_size / (N + 1)));
+            }
+            for (int v = 0; v < pb.V; v++)
+                if (!ids[v])
+                    assert_true(out[PERMUTE_OUT_CLUSTER_P_FWE]->u.mat.data[con * pb.V + v] == 1.0f);
+            free(maps);
+        }
+        assert_int_equal(tab->n_rows, row);
         release(&prm, out);
     }
     nf_geom_unref(pb.geom);
@@ -883,6 +980,7 @@ int main(void)
         cmocka_unit_test(test_two_groups_is_two_sample_t),
         cmocka_unit_test(test_blocks_keep_subjects),
         cmocka_unit_test(test_tfce_of_glm_maps),
+        cmocka_unit_test(test_clusters_of_glm_maps),
         cmocka_unit_test(test_calibration_with_correlated_nuisance),
         cmocka_unit_test(test_bad_input),
     };
