@@ -79,7 +79,7 @@ struct glm_con {
     int64_t n_flat;
     uint32_t *count;      /* V exceedances */
     float *null_max;      /* M maxima over voxels, as compared (q) */
-    double *null_max_d;   /* M the same maxima in double, in t or F by the tail (fwe_pvalues) */
+    double *null_max_d;   /* M the same maxima in double, in t or F by the tail, where inside a window (else NAN) */
 };
 
 struct glm_ctx {
@@ -1247,8 +1247,9 @@ fail:
     return rc;
 }
 
-/* Each permutation's whole map of one chunk and contrast (R: its rows) and
- * its max |TFCE|, a permutation per thread at a time. */
+/* Each permutation's whole map of one chunk and contrast (R: its rows), its
+ * max |TFCE| and its largest cluster size and mass (as asked for), a
+ * permutation per thread at a time. */
 struct glm_tfce_chunk {
     const struct glm_ctx *g;
     const struct glm_con *k;
