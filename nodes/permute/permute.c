@@ -106,8 +106,8 @@ static const struct nf_param permute_params_table[] = {
                    "permuted_ols(threshold=T)"),
     NF_PARAM_NUM_F("cluster_p", FIELD(cluster_p), NAN, 1e-300, 0.5, NF_PF_OPTIONAL,
                    "the cluster-forming threshold as an upper-tail p: T with P(t > T) = cluster_p for Student's "
-                   "t with the test's degrees of freedom (n - 1 one-sample, n - 2 two-sample), or the r with "
-                   "that t for correlation (n - 2); not for stat: mean; instead of cluster_threshold"),
+                   "t with the test's degrees of freedom (n - 1 one-sample, n - 2 two-sample, n - p glm), or the "
+                   "r with that t for correlation (n - 2); not for stat: mean; instead of cluster_threshold"),
     NF_PARAM_STR_LIST_F("contrasts", FIELD(contrasts), "", 0, 1000, NF_PF_OPTIONAL,
                         "glm: t contrasts, each \"name = expression\" over the design's column names (as the glm "
                         "node: \"age = age\", \"group = patients - controls\", \"w = [0, 1, -1]\"); one row of "
@@ -129,6 +129,23 @@ static const struct nf_param permute_params_table[] = {
     NF_PARAM_END,
 };
 #undef FIELD
+
+/* The methods sentences of TFCE and clusters, when asked for. */
+static void spatial_methods(struct nf_strbuf *sb, const struct permute_params *p)
+{
+    if (p->tfce)
+        nf_strbuf_addf(sb, " Threshold-free cluster enhancement (E = %g, H = %g, %lld steps, %lld-connectivity) "
+                           "was corrected by the maximum TFCE over voxels.", p->tfce_e, p->tfce_h,
+                       (long long)p->tfce_steps, (long long)p->connectivity);
+    if (!isnan(p->cluster_threshold) || !isnan(p->cluster_p)) {
+        nf_strbuf_addf(sb, " Clusters (%lld-connectivity) formed at ", (long long)p->connectivity);
+        if (isnan(p->cluster_p))
+            nf_strbuf_addf(sb, "a threshold of %g", p->cluster_threshold);
+        else
+            nf_strbuf_addf(sb, "p < %g (one-sided, through the t distribution)", p->cluster_p);
+        nf_strbuf_addf(sb, " were tested by the maximum cluster size and cluster mass over each permutation.");
+    }
+}
 
 /* The methods sentence of test: glm. */
 static char *glm_methods(const struct permute_params *p)
@@ -161,6 +178,7 @@ static char *glm_methods(const struct permute_params *p)
         nf_strbuf_addf(&sb, ", the exchangeability blocks permuted as wholes");
     nf_strbuf_addf(&sb, ". Family-wise error was controlled per contrast by the maximum statistic over voxels (single "
                         "step) and the false discovery rate by the Benjamini\u2013Hochberg procedure.");
+    spatial_methods(&sb, p);
     return nf_strbuf_detach(&sb);
 }
 
@@ -205,18 +223,7 @@ static char *permute_methods(const void *params)
         nf_strbuf_addf(&sb, ", or %s when there were no more than %" PRId64, every[p->test], p->n_permutations);
     nf_strbuf_addf(&sb, ". Family-wise error was controlled by the maximum statistic over voxels (single "
                         "step) and the false discovery rate by the Benjamini\u2013Hochberg procedure.");
-    if (p->tfce)
-        nf_strbuf_addf(&sb, " Threshold-free cluster enhancement (E = %g, H = %g, %lld steps, %lld-connectivity) "
-                            "was corrected by the maximum TFCE over voxels.", p->tfce_e, p->tfce_h,
-                       (long long)p->tfce_steps, (long long)p->connectivity);
-    if (!isnan(p->cluster_threshold) || !isnan(p->cluster_p)) {
-        nf_strbuf_addf(&sb, " Clusters (%lld-connectivity) formed at ", (long long)p->connectivity);
-        if (isnan(p->cluster_p))
-            nf_strbuf_addf(&sb, "a threshold of %g", p->cluster_threshold);
-        else
-            nf_strbuf_addf(&sb, "p < %g (one-sided, through the t distribution)", p->cluster_p);
-        nf_strbuf_addf(&sb, " were tested by the maximum cluster size and cluster mass over each permutation.");
-    }
+    spatial_methods(&sb, p);
     return nf_strbuf_detach(&sb);
 }
 
@@ -1717,9 +1724,11 @@ const struct nf_node_type nf_node_permute = {
         "and one column of null_max per contrast, each corrected over voxels on its own; n_permutations "
         "random draws (a design of one constant column with sign flips runs as test one_sample, stat t). "
         "F contrasts (f_contrasts: rows of t contrasts) are tested the same way in their upper tail; TFCE "
-        "(tfce) enhances each permutation's whole map, per contrast. Cluster inference is not available for glm "
-        "yet; it runs on the CPU.",
-    .version = 4,
+        "(tfce) enhances each permutation's whole map, per contrast, and cluster inference (cluster_threshold, "
+        "cluster_p through t with n - p degrees of freedom) tests the t contrasts' clusters by the maximum "
+        "cluster size and mass (one row or column per contrast; the clusters table names the contrast); it "
+        "runs on the CPU.",
+    .version = 5,
     .params = permute_params_table,
     .params_size = sizeof(struct permute_params),
     .inputs = permute_inputs,

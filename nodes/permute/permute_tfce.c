@@ -312,23 +312,68 @@ fail:
 
 static const char *const cluster_columns[] = { "id", "sign", "size", "mass", "peak", "x", "y", "z",
                                                "p_size_fwe", "p_mass_fwe" };
-enum { N_CLUSTER_COLUMNS = 10 };
+_Static_assert(sizeof cluster_columns / sizeof *cluster_columns == NF_PERM_CLUSTER_COLUMNS, "the clusters table");
+
+int nf_perm_cluster_pvalues(const double *null_size, const double *null_mass, int64_t M, double denom, double add,
+                            const struct nf_cluster *obs, int64_t n, const int32_t *ids, int64_t V, double *p_size,
+                            double *p_mass, float *ps, float *pm, struct nf_error *err)
+{
+    double *size = sorted_copy(NULL, null_size, M), *mass = sorted_copy(NULL, null_mass, M);
+    int rc = 0;
+    if (!size || !mass) {
+        rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    for (int64_t k = 0; k < n; k++) {
+        p_size[k] = ((double)count_at_least(size, M, (double)obs[k].size) + add) / denom;
+        p_mass[k] = ((double)count_at_least(mass, M, obs[k].mass) + add) / denom;
+    }
+    for (int64_t v = 0; v < V; v++) {
+        int32_t k = ids[v];
+        ps[v] = k ? (float)p_size[k - 1] : 1.0f;
+        pm[v] = k ? (float)p_mass[k - 1] : 1.0f;
+    }
+fail:
+    free(size);
+    free(mass);
+    return rc;
+}
+
+int nf_perm_cluster_columns(struct nf_value *tab, int64_t first, struct nf_error *err)
+{
+    int rc = 0;
+    for (int j = 0; j < NF_PERM_CLUSTER_COLUMNS; j++)
+        NF_TRY(rc = nf_table_column_numeric(tab, first + j, cluster_columns[j], err));
+fail:
+    return rc;
+}
+
+void nf_perm_cluster_row(struct nf_value *tab, int64_t first, int64_t row, const struct nf_geom *geom,
+                         const struct nf_cluster *cl, int64_t id, double p_size, double p_mass)
+{
+    const int64_t nx = geom->grid.dim[0], ny = geom->grid.dim[1];
+    int64_t off = geom->index[cl->peak_voxel];
+    double ijk[3] = { (double)(off % nx), (double)(off / nx % ny), (double)(off / nx / ny) };
+    double vals[NF_PERM_CLUSTER_COLUMNS] = { (double)id, cl->sign, (double)cl->size, cl->mass, cl->peak };
+    for (int d = 0; d < 3; d++)
+        vals[5 + d] = geom->grid.affine[d][0] * ijk[0] + geom->grid.affine[d][1] * ijk[1] +
+                      geom->grid.affine[d][2] * ijk[2] + geom->grid.affine[d][3];
+    vals[8] = p_size;
+    vals[9] = p_mass;
+    for (int j = 0; j < NF_PERM_CLUSTER_COLUMNS; j++)
+        tab->u.tab.cols[first + j].num[row] = vals[j];
+}
 
 static int cluster_outputs(const struct perm_ctx *c, const struct nf_run *run, struct nf_value **out, double denom,
                            double add)
 {
     struct nf_geom *geom = run->in[PERMUTE_IN_DATA]->u.mat.geom;
-    double *size = sorted_copy(NULL, c->null_csize, c->M), *mass = sorted_copy(NULL, c->null_cmass, c->M);
     double *p_size = nf_malloc((size_t)(c->n_clusters + 1) * sizeof *p_size);
     double *p_mass = nf_malloc((size_t)(c->n_clusters + 1) * sizeof *p_mass);
     int rc = 0;
-    if (!size || !mass || !p_size || !p_mass) {
+    if (!p_size || !p_mass) {
         rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
         goto fail;
-    }
-    for (int64_t k = 0; k < c->n_clusters; k++) {
-        p_size[k] = ((double)count_at_least(size, c->M, (double)c->cluster_obs[k].size) + add) / denom;
-        p_mass[k] = ((double)count_at_least(mass, c->M, c->cluster_obs[k].mass) + add) / denom;
     }
     char what[200];
     snprintf(what, sizeof what, "largest cluster %%s beyond %.6g of each %spermutation: %s", c->cluster_T,
@@ -342,40 +387,23 @@ static int cluster_outputs(const struct perm_ctx *c, const struct nf_run *run, s
               null_column(NULL, c->null_csize, c->M, "null_max_cluster_size", what_size, run->err)) ||
         !(out[PERMUTE_OUT_NULL_MAX_CLUSTER_MASS] =
               null_column(NULL, c->null_cmass, c->M, "null_max_cluster_mass", what_mass, run->err)) ||
-        !(out[PERMUTE_OUT_CLUSTERS] = nf_value_new_table(c->n_clusters, N_CLUSTER_COLUMNS, run->err))) {
+        !(out[PERMUTE_OUT_CLUSTERS] = nf_value_new_table(c->n_clusters, NF_PERM_CLUSTER_COLUMNS, run->err))) {
         rc = run->err->code;
         goto fail;
     }
-    float *ps = out[PERMUTE_OUT_CLUSTER_P_FWE]->u.mat.data, *pm = out[PERMUTE_OUT_CLUSTER_MASS_P_FWE]->u.mat.data;
-    for (int64_t v = 0; v < c->V; v++) {
-        int32_t k = c->cluster_ids[v];
-        ps[v] = k ? (float)p_size[k - 1] : 1.0f;
-        pm[v] = k ? (float)p_mass[k - 1] : 1.0f;
-    }
+    NF_TRY(rc = nf_perm_cluster_pvalues(c->null_csize, c->null_cmass, c->M, denom, add, c->cluster_obs,
+                                        c->n_clusters, c->cluster_ids, c->V, p_size, p_mass,
+                                        out[PERMUTE_OUT_CLUSTER_P_FWE]->u.mat.data,
+                                        out[PERMUTE_OUT_CLUSTER_MASS_P_FWE]->u.mat.data, run->err));
     struct nf_value *tab = out[PERMUTE_OUT_CLUSTERS];
-    for (int j = 0; j < N_CLUSTER_COLUMNS; j++)
-        NF_TRY(rc = nf_table_column_numeric(tab, j, cluster_columns[j], run->err));
-    const int64_t nx = geom->grid.dim[0], ny = geom->grid.dim[1];
-    for (int64_t k = 0; k < c->n_clusters; k++) {
-        const struct nf_cluster *cl = &c->cluster_obs[k];
-        int64_t off = geom->index[cl->peak_voxel];
-        double ijk[3] = { (double)(off % nx), (double)(off / nx % ny), (double)(off / nx / ny) };
-        double row[N_CLUSTER_COLUMNS] = { (double)(k + 1), cl->sign, (double)cl->size, cl->mass, cl->peak };
-        for (int d = 0; d < 3; d++)
-            row[5 + d] = geom->grid.affine[d][0] * ijk[0] + geom->grid.affine[d][1] * ijk[1] +
-                         geom->grid.affine[d][2] * ijk[2] + geom->grid.affine[d][3];
-        row[8] = p_size[k];
-        row[9] = p_mass[k];
-        for (int j = 0; j < N_CLUSTER_COLUMNS; j++)
-            tab->u.tab.cols[j].num[k] = row[j];
-    }
+    NF_TRY(rc = nf_perm_cluster_columns(tab, 0, run->err));
+    for (int64_t k = 0; k < c->n_clusters; k++)
+        nf_perm_cluster_row(tab, 0, k, geom, &c->cluster_obs[k], k + 1, p_size[k], p_mass[k]);
     nf_value_set_stat(out[PERMUTE_OUT_CLUSTER_P_FWE], NF_STAT_P_FWE, 0,
                       "family-wise corrected p-value of each voxel's cluster by the maximum cluster size");
     nf_value_set_stat(out[PERMUTE_OUT_CLUSTER_MASS_P_FWE], NF_STAT_P_FWE, 0,
                       "family-wise corrected p-value of each voxel's cluster by the maximum cluster mass");
 fail:
-    free(size);
-    free(mass);
     free(p_size);
     free(p_mass);
     return rc;

@@ -237,7 +237,7 @@ static double stat_of(const struct glm_problem *pb, const double *c, const doubl
 
 static void fl_reference(const struct glm_problem *pb, const double *c, const double Z[][MAXP], int q, int exchange,
                          int tail, int64_t N, uint32_t seed, double *t_obs, double *p, double *pfwe, double *null_max,
-                         float *maps)
+                         float *maps, double tie_tol)
 {
     if (!c)
         tail = PERM_TAIL_UPPER;
@@ -309,12 +309,12 @@ static void fl_reference(const struct glm_problem *pb, const double *c, const do
             if (maps)
                 maps[k * V + v] = (float)raw;
             null_max[k] = stat > null_max[k] ? stat : null_max[k];
-            p[v] += stat >= tail_of(tail, t_obs[v]);
+            p[v] += stat >= tail_of(tail, t_obs[v]) - tie_tol * (1 + fabs(t_obs[v]));
         }
     }
     for (int v = 0; v < V; v++) {
         for (int64_t k = 0; k < N; k++)
-            pfwe[v] += null_max[k] >= tail_of(tail, t_obs[v]);
+            pfwe[v] += null_max[k] >= tail_of(tail, t_obs[v]) - tie_tol * (1 + fabs(t_obs[v]));
         p[v] /= (double)(N + 1);
         pfwe[v] /= (double)(N + 1);
     }
@@ -327,7 +327,7 @@ static void check_against_reference(struct glm_problem *pb, const char *contrast
 {
     enum { N = 300 };
     double t_obs[MAXV], p[MAXV], pfwe[MAXV], null_max[N];
-    fl_reference(pb, c, Z, q, exchange, tail, N, 77, t_obs, p, pfwe, null_max, NULL);
+    fl_reference(pb, c, Z, q, exchange, tail, N, 77, t_obs, p, pfwe, null_max, NULL, 0);
     const float *st = out[PERMUTE_OUT_STAT]->u.mat.data + row * pb->V;
     const float *pp = out[PERMUTE_OUT_P]->u.mat.data + row * pb->V, *pf = out[PERMUTE_OUT_P_FWE]->u.mat.data + row * pb->V;
     const struct nf_matrix *nm = &out[PERMUTE_OUT_NULL_MAX]->u.mat;
@@ -395,6 +395,66 @@ static void test_matches_freedman_lane_in_double(void **state)
         check_against_reference(&pb, "x_and_z", NULL, Z3, 1, cases[cs][0], cases[cs][1], 2, 3, out);
         release(&prm, out);
     }
+}
+
+/* Exact ties count, as the definition counts them: with 6 subjects and sign
+ * flips (64 patterns), 400 random draws repeat the identity and its mirror
+ * image, whose null t's equal the observed ones exactly (two tails); the
+ * node's float values fall inside the round-off windows and are decided in
+ * double, voxel by voxel (p) and for the maxima (p_fwe). The reference, in
+ * its own double arithmetic (a refit of the rebuilt data), counts a null
+ * value within 1e-9 of the observed one, far closer than any two distinct
+ * patterns' t's here. */
+static void test_exact_ties_counted(void **state)
+{
+    (void)state;
+    enum { N = 400 };
+    struct glm_problem pb;
+    struct permute_params prm;
+    struct nf_value *out[PERMUTE_N_OUT] = { 0 };
+    struct nf_error err = { 0 };
+    random_glm_problem(&pb, 6, 20, 0.5, 1.0, 0.3, 31);
+    glm_defaults(&prm, PERM_EXCHANGE_SIGN_FLIP, PERM_TAIL_TWO, N, 77);
+    set_list(&prm.contrasts, 1, "x = x");
+    assert_int_equal(run_glm(&prm, &pb, 2, out, &err), 0);
+    double Z[MAXN][MAXP], t_obs[MAXV], p[MAXV], pfwe[MAXV], null_max[N];
+    for (int i = 0; i < pb.n; i++) {
+        Z[i][0] = 1;
+        Z[i][1] = pb.X[i][2];
+    }
+    const double c[] = { 0, 1, 0 };
+    fl_reference(&pb, c, Z, 2, PERM_EXCHANGE_SIGN_FLIP, PERM_TAIL_TWO, N, 77, t_obs, p, pfwe, null_max, NULL, 1e-9);
+    /* the draws themselves (seed 77, the node's and the reference's): how
+     * many are the identity or its mirror */
+    int ties = 0;
+    {
+        struct perm_glm_blocks b = { .n = pb.n, .exchange = PERM_EXCHANGE_SIGN_FLIP, .n_blocks = 1 };
+        int64_t start[2] = { 0, pb.n }, members[MAXN], src[MAXN], scratch[2 * MAXN + 8];
+        int8_t sign[MAXN];
+        for (int i = 0; i < pb.n; i++)
+            members[i] = i;
+        b.start = start;
+        b.members = members;
+        uint32_t s77[N];
+        nf_mt_seeds(77, s77, N);
+        for (int k = 0; k < N; k++) {
+            nf_perm_glm_draw(&b, s77[k], src, sign, scratch);
+            int plus = 0;
+            for (int i = 0; i < pb.n; i++)
+                plus += sign[i] > 0;
+            ties += plus == 0 || plus == pb.n;
+        }
+    }
+    assert_true(ties >= 4);   /* the case is what it says */
+    const float *pp = out[PERMUTE_OUT_P]->u.mat.data, *pf = out[PERMUTE_OUT_P_FWE]->u.mat.data;
+    for (int v = 0; v < pb.V; v++) {
+        assert_true(p[v] * (N + 1) >= 1 + ties);
+        if (pp[v] != (float)p[v] || pf[v] != (float)pfwe[v])
+            fprintf(stderr, "ties voxel %d: p %.6g / %.6g, p_fwe %.6g / %.6g\n", v, pp[v], p[v], pf[v], pfwe[v]);
+        assert_true(pp[v] == (float)p[v]);
+        assert_true(pf[v] == (float)pfwe[v]);
+    }
+    release(&prm, out);
 }
 
 /* Threads and chunk sizes change nothing. */
@@ -619,7 +679,6 @@ static void test_tfce_of_glm_maps(void **state)
 {
     (void)state;
     enum { N = 60, NX = 6, NY = 6, NZ = 4, STEPS = 100 };
-    (void)ref_clusters;   /* tfce_ref.h's clusters: the GLM has no cluster inference yet */
     struct glm_problem pb;
     struct nf_grid grid = { .dim = { NX, NY, NZ }, .pixdim = { 2, 2, 2 } };
     for (int d = 0; d < 3; d++)
@@ -654,7 +713,7 @@ static void test_tfce_of_glm_maps(void **state)
             Z[i][1] = pb.X[i][2];
         }
         const double c[] = { 0, 1, 0 };
-        fl_reference(&pb, c, Z, 2, PERM_EXCHANGE_PERMUTE, tail, N, 77, t_obs, p, pfwe, null_max, maps);
+        fl_reference(&pb, c, Z, 2, PERM_EXCHANGE_PERMUTE, tail, N, 77, t_obs, p, pfwe, null_max, maps, 0);
         ref_tfce(pb.geom, out[PERMUTE_OUT_STAT]->u.mat.data, 6, tail, 0.5, 2, STEPS, ref);
         for (int v = 0; v < pb.V; v++)
             assert_true(fabs(out[PERMUTE_OUT_TFCE]->u.mat.data[v] - ref[v]) <= 1e-4 * (1 + fabs(ref[v])));
@@ -676,6 +735,104 @@ static void test_tfce_of_glm_maps(void **state)
             assert_true(out[PERMUTE_OUT_P_TFCE_FWE]->u.mat.data[v] == (float)((double)count / (N + 1)));
         }
         free(maps);
+        release(&prm, out);
+    }
+    nf_geom_unref(pb.geom);
+}
+
+/* Cluster inference of t contrasts: the observed clusters (table and ids),
+ * each permutation's largest cluster size and mass, and the cluster FWE p,
+ * against a flood fill (tfce_ref.h) of the observed map and of the
+ * double-precision Freedman–Lane maps over the same draws; cluster_p through
+ * Student's t with n - p degrees of freedom; two contrasts, both tails. */
+static void test_clusters_of_glm_maps(void **state)
+{
+    (void)state;
+    enum { N = 60, NX = 6, NY = 6, NZ = 4 };
+    struct glm_problem pb;
+    struct nf_grid grid = { .dim = { NX, NY, NZ }, .pixdim = { 2, 2, 2 } };
+    for (int d = 0; d < 3; d++)
+        grid.affine[d][d] = 2;
+    grid.affine[3][3] = 1;
+    float mask[NX * NY * NZ];
+    uint64_t st = 7;
+    for (int cell = 0; cell < NX * NY * NZ; cell++)
+        mask[cell] = nf_rand_uniform(&st) < 0.9 ? 1.0f : 0.0f;
+    random_glm_problem(&pb, 16, 1, 0.5, 1.0, 0.0, 23);
+    pb.geom = nf_geom_from_mask(&grid, mask);
+    assert_non_null(pb.geom);
+    pb.V = (int)pb.geom->n_voxels;
+    assert_true(pb.V <= MAXV);
+    st = 6;
+    for (int i = 0; i < pb.n; i++)   /* an effect of x in the first third, of -x in the last */
+        for (int v = 0; v < pb.V; v++)
+            pb.Y[i][v] = (float)(2.0 + pb.X[i][2] + nf_rand_normal(&st) + (v < pb.V / 3 ? 1.2 * pb.X[i][1] : 0.0) -
+                                 (v > 2 * pb.V / 3 ? 1.2 * pb.X[i][1] : 0.0));
+    for (int tail = PERM_TAIL_TWO; tail <= PERM_TAIL_UPPER; tail++) {
+        struct permute_params prm;
+        struct nf_value *out[PERMUTE_N_OUT] = { 0 };
+        struct nf_error err = { 0 };
+        glm_defaults(&prm, PERM_EXCHANGE_PERMUTE, tail, N, 77);
+        set_list(&prm.contrasts, 2, "x = x", "z = z");
+        prm.cluster_p = 0.01;
+        assert_int_equal(run_glm(&prm, &pb, 2, out, &err), 0);
+        assert_non_null(out[PERMUTE_OUT_CLUSTERS]);
+        /* t(13) upper 0.01 quantile = 2.650309 (tables) */
+        const double T = 2.650309;
+        const struct nf_table *tab = &out[PERMUTE_OUT_CLUSTERS]->u.tab;
+        assert_string_equal(tab->cols[0].name, "contrast");
+        int64_t row = 0;
+        for (int con = 0; con < 2; con++) {
+            const char *name = con ? "z" : "x";
+            double Z[MAXN][MAXP], t_obs[MAXV], p[MAXV], pfwe[MAXV], null_max[N];
+            float *maps = malloc((size_t)N * MAXV * sizeof *maps);
+            for (int i = 0; i < pb.n; i++) {
+                Z[i][0] = 1;
+                Z[i][1] = pb.X[i][con ? 1 : 2];
+            }
+            const double c[] = { 0, con ? 0 : 1, con ? 1 : 0 };
+            fl_reference(&pb, c, Z, 2, PERM_EXCHANGE_PERMUTE, tail, N, 77, t_obs, p, pfwe, null_max, maps, 0);
+            int32_t ids[MAXV];
+            struct ref_cluster cl[MAXV];
+            const float *stat = out[PERMUTE_OUT_STAT]->u.mat.data + con * pb.V;
+            int n_obs = ref_clusters(pb.geom, stat, 6, tail, T, ids, cl);
+            double null_size[N], null_mass[N];
+            for (int k = 0; k < N; k++) {
+                int32_t kid[MAXV];
+                struct ref_cluster kcl[MAXV];
+                int nk = ref_clusters(pb.geom, maps + k * pb.V, 6, tail, T, kid, kcl);
+                null_size[k] = null_mass[k] = 0;
+                for (int j = 0; j < nk; j++) {
+                    null_size[k] = fmax(null_size[k], (double)kcl[j].size);
+                    null_mass[k] = fmax(null_mass[k], kcl[j].mass);
+                }
+                assert_true(out[PERMUTE_OUT_NULL_MAX_CLUSTER_SIZE]->u.mat.data[k * 2 + con] == (float)null_size[k]);
+                assert_true(fabs(out[PERMUTE_OUT_NULL_MAX_CLUSTER_MASS]->u.mat.data[k * 2 + con] - null_mass[k]) <=
+                            1e-4 * (1 + null_mass[k]));
+            }
+            assert_true(n_obs >= 1);   /* the planted effect makes a cluster */
+            for (int j = 0; j < n_obs; j++, row++) {
+                int count_size = 1, count_mass = 1;
+                for (int k = 0; k < N; k++) {
+                    count_size += null_size[k] >= (double)cl[j].size;
+                    count_mass += null_mass[k] >= cl[j].mass * (1 - 1e-6);
+                }
+                assert_string_equal(tab->cols[0].str[row], name);
+                assert_true(tab->cols[3].num[row] == (double)cl[j].size);
+                assert_true(fabs(tab->cols[4].num[row] - cl[j].mass) <= 1e-6 * (1 + cl[j].mass));
+                assert_true(tab->cols[9].num[row] == (double)count_size / (N + 1));
+                assert_true(tab->cols[10].num[row] == (double)count_mass / (N + 1));
+                for (int v = 0; v < pb.V; v++)
+                    if (ids[v] == j + 1)
+                        assert_true(out[PERMUTE_OUT_CLUSTER_P_FWE]->u.mat.data[con * pb.V + v] ==
+                                    (float)((double)count_size / (N + 1)));
+            }
+            for (int v = 0; v < pb.V; v++)
+                if (!ids[v])
+                    assert_true(out[PERMUTE_OUT_CLUSTER_P_FWE]->u.mat.data[con * pb.V + v] == 1.0f);
+            free(maps);
+        }
+        assert_int_equal(tab->n_rows, row);
         release(&prm, out);
     }
     nf_geom_unref(pb.geom);
@@ -818,10 +975,12 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matches_freedman_lane_in_double),
         cmocka_unit_test(test_threads_and_chunks_identical),
+        cmocka_unit_test(test_exact_ties_counted),
         cmocka_unit_test(test_intercept_only_is_one_sample),
         cmocka_unit_test(test_two_groups_is_two_sample_t),
         cmocka_unit_test(test_blocks_keep_subjects),
         cmocka_unit_test(test_tfce_of_glm_maps),
+        cmocka_unit_test(test_clusters_of_glm_maps),
         cmocka_unit_test(test_calibration_with_correlated_nuisance),
         cmocka_unit_test(test_bad_input),
     };
