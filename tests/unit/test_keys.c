@@ -134,6 +134,7 @@ static const struct decision decisions[] = {
     { "bootstrap", "ci", CTX_BOOT, "n_boot: 40", "ci: 0.95", "ci: 0.5", true, NULL },
     { "bootstrap", "ci_method", CTX_BOOT, "n_boot: 40", "ci_method: percentile", "ci_method: normal", true, NULL },
     { "bootstrap", "seed", CTX_BOOT, "n_boot: 40", "seed: 1", "seed: 2", true, NULL },
+    { "bootstrap", "chunk", CTX_BOOT, "n_boot: 40, seed: 1", "chunk: 0", "chunk: 16", false, NULL },
     { "ridge", "alphas", CTX_RIDGE, "cv: 2", "alphas: [0.1, 1, 10]", "alphas: [1000, 10000]", true, NULL },
     { "ridge", "alpha", CTX_RIDGE, "cv: 2", "alpha: 1", "alpha: 50", true, NULL },
     { "ridge", "cv", CTX_RIDGE_SCORED, "alpha: 1", "cv: 2", "cv: 3", true, NULL },
