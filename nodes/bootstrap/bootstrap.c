@@ -70,10 +70,10 @@ static const struct nf_param bootstrap_params_table[] = {
     NF_PARAM_SEED("seed", FIELD(seed), 4294967295.0,
                   "RandomState seed of the resample seeds (-1: the pipeline's settings.seed)"),
     NF_PARAM_INT_F("chunk", FIELD(chunk), 0, 0, 1e9, NF_PF_NOT_KEYED,
-                   "resamples whose factors are held in memory at once (0: all when they fit in 256 MiB "
-                   "and a quarter of the memory budget, else as many as fit; below n_boot, a multiple of "
-                   "16). With chunks, each is factored again for every group of voxel blocks. Not part of "
-                   "the cache key: results do not depend on it"),
+                   "resamples whose factors are held in memory at once (0: all when they fit in 1 GiB and "
+                   "a quarter of the memory budget, else as many as fit in a quarter of that; below n_boot, "
+                   "a multiple of 16). With chunks, each is factored again for every group of voxel blocks. "
+                   "Not part of the cache key: results do not depend on it"),
     NF_PARAM_END,
 };
 #undef FIELD
@@ -164,11 +164,12 @@ static int64_t bootstrap_chunks(const void *params, const struct nf_shape *in, c
 }
 
 /* Working memory: one chunk of resamples' factors (H_b, or Uᵀ S_b with s
- * and Vt; all resamples when they fit in 256 MiB, nf_bootstrap_chunk) and one
+ * and Vt; all resamples when they fit in 1 GiB, nf_bootstrap_chunk) and one
  * block of every resample's weights with its reduction scratch, or with
- * chunks a group of such blocks (at most 512 MiB, nf_bootstrap_group); each
- * further thread adds a block (at most 64 MiB). The run holds no more when
- * the memory budget is smaller (a quarter of it, at most, for each). */
+ * chunks a group of such blocks (the chunk and the group together 1 GiB at
+ * most, nf_bootstrap_group); each further thread adds a block (at most 64
+ * MiB). The run holds no more: less when a quarter of the memory budget is
+ * less than 1 GiB. */
 static uint64_t bootstrap_estimate(const void *params, const struct nf_shape *in, const struct nf_shape *out)
 {
     const struct bootstrap_params *prm = params;
@@ -980,11 +981,12 @@ const struct nf_node_type nf_node_bootstrap = {
         "z = mean / se, its two-tailed normal p and the `ci` confidence interval (percentile, or "
         "normal). One factorisation per resample (Cholesky in double for a fixed alpha > 0, else a "
         "thin SVD); every resample's weights of a block of voxels come from GEMMs of 16 resamples. "
-        "Voxel blocks are checkpointed. Memory stays bounded for any n_boot: the factors are held for "
-        "all resamples when they fit in 256 MiB (and a quarter of the memory budget), else in chunks "
-        "of resamples (`chunk`), each factored again for every group of voxel blocks (as many blocks "
-        "as fit in 512 MiB and a quarter of the budget); the results are the same bits for any chunk "
-        "size and thread count.",
+        "Voxel blocks are checkpointed. Memory stays bounded for any n_boot: the factors of all "
+        "resamples are held when they fit in the room (1 GiB, or a quarter of the memory budget when "
+        "that is less), else they come in chunks of resamples (a quarter of the room, or `chunk`), "
+        "each factored again for every group of voxel blocks (as many as fit in the rest of the room): "
+        "the price of the bound is a factorisation per group. The results are the same bits for any "
+        "chunk size and thread count.",
     .version = 2,
     .params = bootstrap_params_table,
     .params_size = sizeof(struct bootstrap_params),

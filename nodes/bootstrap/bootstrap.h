@@ -51,15 +51,16 @@ int64_t nf_bootstrap_block(int64_t n_boot, int64_t p, int64_t V);
 enum { NF_BOOT_GEMM_RESAMPLES = 16 };
 
 /* Resamples whose factors (floats_each floats apiece) are held at once: all
- * n_boot when they fit in the lesser of 256 MiB and a quarter of `budget`
- * bytes, else as many as fit there; `chunk` (> 0) instead when given. Never
- * fewer than NF_BOOT_GEMM_RESAMPLES, and a multiple of them below n_boot. */
+ * n_boot when they fit in the room (the lesser of 1 GiB and a quarter of
+ * `budget` bytes), else as many as fit in a quarter of it; `chunk` (> 0)
+ * instead when given. Never fewer than NF_BOOT_GEMM_RESAMPLES, and a
+ * multiple of them below n_boot. */
 int64_t nf_bootstrap_chunk(int64_t chunk, int64_t n_boot, int64_t floats_each, uint64_t budget);
 
 /* Voxel blocks (of block_floats floats of every resample's weights) held at
  * once while the factors come in chunks: each chunk is factored again for
- * every such group, so as many as fit in the lesser of 512 MiB and a quarter
- * of `budget` bytes, at least `threads`, at most n_blocks. */
+ * every such group, so as many as fit in the other three quarters of the
+ * room, at least `threads`, at most n_blocks. */
 int64_t nf_bootstrap_group(int64_t block_floats, int64_t n_blocks, int threads, uint64_t budget);
 
 /* node_type.cost (bootstrap_cost.c): 1 and *c filled, or 0 while shapes are

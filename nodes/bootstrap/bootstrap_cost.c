@@ -23,18 +23,21 @@ int64_t nf_bootstrap_block(int64_t n_boot, int64_t p, int64_t V)
     return block < 1 ? 1 : block;
 }
 
-/* What one chunk of factors and one group of blocks may take. */
-#define FACTOR_BYTES ((uint64_t)256 << 20)
-#define GROUP_BYTES ((uint64_t)512 << 20)
+/* What the factors and, with chunks, the group of blocks may take together:
+ * the lesser of this and a quarter of the budget. */
+#define ROOM_BYTES ((uint64_t)1 << 30)
+
+static uint64_t room_of(uint64_t budget)
+{
+    return budget / 4 < ROOM_BYTES ? budget / 4 : ROOM_BYTES;
+}
 
 int64_t nf_bootstrap_chunk(int64_t chunk, int64_t n_boot, int64_t floats_each, uint64_t budget)
 {
     const int64_t unit = NF_BOOT_GEMM_RESAMPLES;
-    if (chunk <= 0) {
-        uint64_t room = budget / 4 < FACTOR_BYTES ? budget / 4 : FACTOR_BYTES;
-        uint64_t each = (uint64_t)(floats_each > 0 ? floats_each : 1) * sizeof(float);
-        chunk = room / each > (uint64_t)n_boot ? n_boot : (int64_t)(room / each);
-    }
+    uint64_t each = (uint64_t)(floats_each > 0 ? floats_each : 1) * sizeof(float), room = room_of(budget);
+    if (chunk <= 0)   /* all when they fit, else a quarter of the room (the rest: the group) */
+        chunk = room / each >= (uint64_t)n_boot ? n_boot : (int64_t)(room / 4 / each);
     if (chunk >= n_boot)
         return n_boot;
     chunk -= chunk % unit;
@@ -43,9 +46,8 @@ int64_t nf_bootstrap_chunk(int64_t chunk, int64_t n_boot, int64_t floats_each, u
 
 int64_t nf_bootstrap_group(int64_t block_floats, int64_t n_blocks, int threads, uint64_t budget)
 {
-    uint64_t room = budget / 4 < GROUP_BYTES ? budget / 4 : GROUP_BYTES;
     uint64_t each = (uint64_t)(block_floats > 0 ? block_floats : 1) * sizeof(float);
-    int64_t group = (int64_t)(room / each);
+    int64_t group = (int64_t)(room_of(budget) / 4 * 3 / each);
     if (group < threads)
         group = threads;
     if (group > n_blocks)
