@@ -244,26 +244,6 @@ static double gamma_variate(uint64_t *st, double a)
     }
 }
 
-static int64_t binomial(int64_t n, int64_t k)
-{
-    int64_t r = 1;
-    for (int64_t i = 1; i <= k; i++)
-        r = r * (n - k + i) / i;
-    return r;
-}
-
-int64_t nf_ridge_band_candidate_count(const struct ridge_params *prm, int64_t n_bands)
-{
-    if (n_bands < 1)
-        return 0;
-    if (prm->gammas.n)
-        return (int64_t)prm->gammas.n / n_bands;
-    if (prm->candidates == RIDGE_CANDIDATES_RANDOM)
-        return prm->n_iter;
-    /* the weight vectors on the grid, plus the uniform one first unless on it */
-    return binomial(prm->grid_steps + n_bands - 1, n_bands - 1) + (prm->grid_steps % n_bands ? 1 : 0);
-}
-
 /* The grid points with the first `at` weights set and `left` steps to give. */
 static void grid_points(int64_t B, int64_t steps, int64_t at, int64_t left, int64_t *w, double *out, int64_t *n)
 {

@@ -1,7 +1,9 @@
 /* ridge_folds.c — what every mode of the ridge node (ridge.c, ridge_banded.c,
- * ridge_gpu.c) reads off the run before it computes: the inputs and their
- * checks, the folds (contiguous, shuffled KFold, GroupKFold or
- * leave-one-group-out) with the rows in fold order, and training means. A
+ * ridge_gpu.c) reads off the run before it computes: whether there is
+ * anything to cross-validate (nf_ridge_fit_only, the band candidates'
+ * number), the inputs and their checks, the folds (contiguous, shuffled
+ * KFold, GroupKFold or leave-one-group-out) with the rows in fold order,
+ * and training means. A
  * file of its own so that the modes depend on it and never on each other.
  */
 #include <math.h>
@@ -32,6 +34,29 @@ void nf_ridge_read_run(const struct nf_run *run, const float **X, const float **
     *legacy = prm->alpha_mode == RIDGE_SHARED;
     *center = prm->fit_intercept;
     *fold_center = prm->fit_intercept && !*legacy;
+}
+
+/* The candidates' number: rows of gammas, n_iter, or the grid's weight
+ * vectors (plus the uniform one first unless on the grid), as
+ * nf_ridge_band_candidates makes them. Here, not in ridge_banded.c, because
+ * resolve and nf_ridge_fit_only need it without the banded mode. */
+static int64_t binomial(int64_t n, int64_t k)
+{
+    int64_t r = 1;
+    for (int64_t i = 1; i <= k; i++)
+        r = r * (n - k + i) / i;
+    return r;
+}
+
+int64_t nf_ridge_band_candidate_count(const struct ridge_params *prm, int64_t n_bands)
+{
+    if (n_bands < 1)
+        return 0;
+    if (prm->gammas.n)
+        return (int64_t)prm->gammas.n / n_bands;
+    if (prm->candidates == RIDGE_CANDIDATES_RANDOM)
+        return prm->n_iter;
+    return binomial(prm->grid_steps + n_bands - 1, n_bands - 1) + (prm->grid_steps % n_bands ? 1 : 0);
 }
 
 bool nf_ridge_fit_only(const struct ridge_params *prm, const bool *wanted)
