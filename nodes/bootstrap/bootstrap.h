@@ -18,6 +18,7 @@ struct bootstrap_params {
     double ci;             /* coverage of the confidence interval, in (0, 1) */
     int ci_method;         /* BOOT_CI_PERCENTILE / BOOT_CI_NORMAL */
     int64_t seed;          /* RandomState seed of the resample seeds; -1: settings.seed */
+    int64_t chunk;         /* resamples whose factors are held at once; 0: sized to the budget */
 };
 
 enum { BOOT_IN_X, BOOT_IN_Y, BOOT_IN_PENALTY, BOOT_N_IN };
@@ -44,6 +45,23 @@ void nf_bootstrap_percentiles(const float *x, int64_t n, double q_lo, double q_h
  * all), at most 64 MiB of them; blocks depend on the shapes only, so results
  * are the same bits on any thread count. */
 int64_t nf_bootstrap_block(int64_t n_boot, int64_t p, int64_t V);
+
+/* Resamples per GEMM of a voxel block's weights (and the unit of `chunk`):
+ * the same calls whatever the chunks, so the same bits. */
+enum { NF_BOOT_GEMM_RESAMPLES = 16 };
+
+/* Resamples whose factors (floats_each floats apiece) are held at once: all
+ * n_boot when they fit in the room (the lesser of 1 GiB and a quarter of
+ * `budget` bytes), else as many as fit in a quarter of it; `chunk` (> 0)
+ * instead when given. Never fewer than NF_BOOT_GEMM_RESAMPLES, and a
+ * multiple of them below n_boot. */
+int64_t nf_bootstrap_chunk(int64_t chunk, int64_t n_boot, int64_t floats_each, uint64_t budget);
+
+/* Voxel blocks (of block_floats floats of every resample's weights) held at
+ * once while the factors come in chunks: each chunk is factored again for
+ * every such group, so as many as fit in the other three quarters of the
+ * room, at least `threads`, at most n_blocks. */
+int64_t nf_bootstrap_group(int64_t block_floats, int64_t n_blocks, int threads, uint64_t budget);
 
 /* node_type.cost (bootstrap_cost.c): 1 and *c filled, or 0 while shapes are
  * unknown. */

@@ -1,4 +1,5 @@
-/* bootstrap_cost.c — how one bootstrap run is cut into voxel blocks, and its
+/* bootstrap_cost.c — how one bootstrap run is cut into voxel blocks and
+ * chunks of resamples (sized to the memory budget), and its
  * work (node_type.cost) for the placement cost model behind `device: auto`
  * (engine/plan/cost.h), from the resolved shapes and parameters. The node has
  * no GPU path: the estimate places it on the CPU and lets the planner weigh
@@ -22,6 +23,38 @@ int64_t nf_bootstrap_block(int64_t n_boot, int64_t p, int64_t V)
     return block < 1 ? 1 : block;
 }
 
+/* What the factors and, with chunks, the group of blocks may take together:
+ * the lesser of this and a quarter of the budget. */
+#define ROOM_BYTES ((uint64_t)1 << 30)
+
+static uint64_t room_of(uint64_t budget)
+{
+    return budget / 4 < ROOM_BYTES ? budget / 4 : ROOM_BYTES;
+}
+
+int64_t nf_bootstrap_chunk(int64_t chunk, int64_t n_boot, int64_t floats_each, uint64_t budget)
+{
+    const int64_t unit = NF_BOOT_GEMM_RESAMPLES;
+    uint64_t each = (uint64_t)(floats_each > 0 ? floats_each : 1) * sizeof(float), room = room_of(budget);
+    if (chunk <= 0)   /* all when they fit, else a quarter of the room (the rest: the group) */
+        chunk = room / each >= (uint64_t)n_boot ? n_boot : (int64_t)(room / 4 / each);
+    if (chunk >= n_boot)
+        return n_boot;
+    chunk -= chunk % unit;
+    return chunk < unit ? (unit < n_boot ? unit : n_boot) : chunk;
+}
+
+int64_t nf_bootstrap_group(int64_t block_floats, int64_t n_blocks, int threads, uint64_t budget)
+{
+    uint64_t each = (uint64_t)(block_floats > 0 ? block_floats : 1) * sizeof(float);
+    int64_t group = (int64_t)(room_of(budget) / 4 * 3 / each);
+    if (group < threads)
+        group = threads;
+    if (group > n_blocks)
+        group = n_blocks;
+    return group < 1 ? 1 : group;
+}
+
 int nf_bootstrap_cost(const void *params, const struct nf_shape *in, const struct nf_shape *out,
                       struct nf_cost *c)
 {
@@ -36,13 +69,21 @@ int nf_bootstrap_cost(const void *params, const struct nf_shape *in, const struc
         return 0;
     bool per_voxel = in[BOOT_IN_PENALTY].kind != NF_KIND_NONE;
     /* per resample: the factorisation and H_b (the SVD form's count, the
-     * larger); per weight and resample: the
-     * stacked GEMM (and per-voxel shrinkage and Vtᵀ), the sums and the
-     * selection of the percentile interval */
-    c->flops = B * (4 * n * p * p + 2 * p * r * n) + 2 * B * (per_voxel ? r : p) * n * V +
+     * larger), once, or once per group of blocks when the factors come in
+     * chunks (the caps: the budget is not known here); per weight and
+     * resample: the stacked GEMM (and per-voxel shrinkage and Vtᵀ), the sums
+     * and the selection of the percentile interval */
+    int64_t block = nf_bootstrap_block(prm->n_boot, (int64_t)p, (int64_t)V);
+    int64_t n_blocks = ((int64_t)V + block - 1) / block;
+    int64_t each = per_voxel ? (int64_t)(r * (n + p + 1)) : (int64_t)(p * n);
+    double passes = nf_bootstrap_chunk(prm->chunk, prm->n_boot, each, UINT64_MAX) < prm->n_boot
+                    ? ceil((double)n_blocks / (double)nf_bootstrap_group(prm->n_boot * (int64_t)p * block, n_blocks,
+                                                                         1, UINT64_MAX))
+                    : 1;
+    c->flops = passes * B * (4 * n * p * p + 2 * p * r * n) + 2 * B * (per_voxel ? r : p) * n * V +
                (per_voxel ? 2 * B * p * r * V : 0) + 8 * B * p * V;
     /* Y is read once per block; every resample's weights written and read */
-    double blocks = ceil(V / (double)nf_bootstrap_block(prm->n_boot, (int64_t)p, (int64_t)V));
+    double blocks = (double)n_blocks;
     c->cpu_bytes = 4 * n * V + 4 * B * p * n * blocks + 12 * B * p * V;
     c->gpu_bytes = c->cpu_bytes;
     c->transfer_bytes = 4 * (n * V + 6 * p * V);

@@ -53,7 +53,9 @@ static const struct nf_param ridge_params_table[] = {
                       "candidate penalties, a list or {logspace: [lo, hi, n]} (10^lo .. 10^hi); "
                       "the best per voxel (or shared) is chosen by cross-validation"),
     NF_PARAM_NUM_F("alpha", FIELD(alpha), NAN, 0, 1e300, NF_PF_OPTIONAL,
-                   "a fixed penalty instead of choosing among `alphas` (scores are still cross-validated)"),
+                   "a fixed penalty instead of choosing among `alphas`: the model is fit once on all "
+                   "samples, with no folds, unless score, cv_scores or predictions is used (then they are "
+                   "cross-validated as with alphas); with bands, when there is one band weighting"),
     NF_PARAM_INT("cv", FIELD(cv), 5, 2, 1000000,
                  "folds of the contiguous, unshuffled k-fold (the first n mod k folds one sample larger)"),
     NF_PARAM_ENUM("alpha_mode", FIELD(alpha_mode), alpha_modes, RIDGE_PER_VOXEL,
@@ -151,8 +153,8 @@ static char *ridge_methods(const void *params)
         add_alpha_grid(&sb, &p->alphas);
         nf_strbuf_addf(&sb, " by %" PRId64 "-fold cross-validation", p->cv);
     } else {
-        nf_strbuf_addf(&sb, " and a fixed penalty (alpha = %g), scored by %" PRId64 "-fold cross-validation",
-                       p->alpha, p->cv);
+        nf_strbuf_addf(&sb, " and a fixed penalty (alpha = %g) on all samples; scores, where reported, were "
+                       "obtained by %" PRId64 "-fold cross-validation", p->alpha, p->cv);
     }
     if (!p->shuffle)
         nf_strbuf_addf(&sb, " (contiguous, unshuffled folds)");
@@ -160,9 +162,9 @@ static char *ridge_methods(const void *params)
         nf_strbuf_addf(&sb, " (shuffled folds, seed %" PRId64 ")", p->seed);
     else
         nf_strbuf_addf(&sb, " (shuffled folds)");
-    nf_strbuf_addf(&sb, "%s the mean %s over folds%s; the weights were then refit on all samples.",
-                   isnan(p->alpha) ? " maximising" : " as", score,
-                   isnan(p->alpha) && p->alpha_mode == RIDGE_SHARED ? " and voxels" : "");
+    nf_strbuf_addf(&sb, "%s the mean %s over folds%s%s", isnan(p->alpha) ? " maximising" : " as", score,
+                   isnan(p->alpha) && p->alpha_mode == RIDGE_SHARED ? " and voxels" : "",
+                   isnan(p->alpha) ? "; the weights were then refit on all samples." : ".");
     return nf_strbuf_detach(&sb);
 }
 
@@ -195,7 +197,8 @@ static const struct nf_port ridge_inputs[] = {
 static const struct nf_port ridge_outputs[] = {
     { "weights", "features x voxels: the refit on all samples with each voxel's alpha", NF_PT_MATRIX, 0 },
     { "alpha", "1 x voxels: the chosen alpha", NF_PT_MATRIX, 0 },
-    { "score", "1 x voxels: mean cross-validated score at the chosen alpha", NF_PT_MATRIX, 0 },
+    { "score", "1 x voxels: mean cross-validated score at the chosen alpha (with a fixed alpha, "
+      "computed only when used: it is what needs the folds)", NF_PT_MATRIX, NF_PORT_ON_DEMAND },
     { "predictions", "samples x voxels: cross-validated predictions at the chosen alpha (computed "
       "only when used)", NF_PT_MATRIX, NF_PORT_ON_DEMAND },
     { "intercept", "1 x voxels: mean(Y) - mean(X) weights (zeros without fit_intercept)", NF_PT_MATRIX, 0 },
@@ -263,11 +266,12 @@ static int ridge_resolve(struct nf_resolve *r)
     if (x->kind == NF_KIND_NONE || y->kind == NF_KIND_NONE)
         return 0;
     int64_t n = x->dim[0], pf = x->dim[1], n_alpha = isnan(p->alpha) ? (int64_t)p->alphas.n : 1;
+    bool fit_only = nf_ridge_fit_only(p, r->wanted);
     if (x->dim[0] > 0 && y->dim[0] > 0 && x->dim[0] != y->dim[0])
         return NF_FAIL_AT(r->err, NF_ESHAPE, nf_node_loc(r->node), nf_node_id(r->node),
                           "X has %lld samples (rows) but Y has %lld", (long long)x->dim[0],
                           (long long)y->dim[0]);
-    if (n > 0 && n < p->cv)
+    if (!fit_only && n > 0 && n < p->cv)
         return NF_FAIL_AT(r->err, NF_EINVAL, nf_node_loc(r->node), nf_node_id(r->node),
                           "%lld samples cannot be split into %lld folds (cv)", (long long)n, (long long)p->cv);
     int64_t n_bands = (int64_t)p->bands.n;
@@ -284,11 +288,17 @@ static int ridge_resolve(struct nf_resolve *r)
         r->out[o].cols_upper_bound = y->cols_upper_bound;
         r->out[o].has_geom = y->has_geom;
     }
+    /* fitted once without folds: no cross-validated output (estimate and
+     * cost read this) */
+    for (int o = RIDGE_OUT_SCORE; fit_only && o <= RIDGE_OUT_CV_SCORES; o++)
+        if (o != RIDGE_OUT_INTERCEPT)
+            r->out[o] = (struct nf_shape){ .kind = NF_KIND_NONE };
     return 0;
 }
 
 /* Working memory: factors of every fold and one voxel block (and shared
- * mode's mean score of every alpha and voxel). */
+ * mode's mean score of every alpha and voxel); without folds (fit only, the
+ * resolved score is not produced) the full-data factors and a block. */
 #define BLOCK_VOXELS 1000
 /* the T GEMM and its epilogue: alphas x voxels per tile (see fold_scores) */
 #define ALPHA_GROUP 4
@@ -296,9 +306,10 @@ static int ridge_resolve(struct nf_resolve *r)
 static uint64_t ridge_estimate(const void *params, const struct nf_shape *in, const struct nf_shape *out)
 {
     const struct ridge_params *prm = params;
-    (void)out;
     uint64_t n = (uint64_t)in[RIDGE_IN_X].dim[0], p = (uint64_t)in[RIDGE_IN_X].dim[1], k = (uint64_t)prm->cv;
     uint64_t a = isnan(prm->alpha) ? prm->alphas.n : 1, r = n < p ? n : p, b = BLOCK_VOXELS;
+    if (out && out[RIDGE_OUT_WEIGHTS].kind == NF_KIND_MATRIX && out[RIDGE_OUT_SCORE].kind == NF_KIND_NONE)
+        return (n * r + r * p + n * p + (n + r + p) * b) * sizeof(float) * 2;
     uint64_t factors = k * (n * r + r * p + (a * (n / k + 1) * r)) + n * r + r * p + n * p;
     uint64_t block = k * r * b + a * (n / k + 1) * b + k * a * b * 2 + r * b + n * b;
     uint64_t means = prm->alpha_mode == RIDGE_SHARED && in[RIDGE_IN_Y].dim[1] > 0
@@ -373,7 +384,8 @@ int nf_ridge_new_outputs(const struct nf_run *run, int64_t n, int64_t p, int64_t
 {
     const int64_t rows[6] = { p, 1, 1, n, 1, k * A };
     for (int o = 0; o < RIDGE_N_PLAIN_OUT; o++) {
-        if ((o == RIDGE_OUT_PREDICTIONS || o == RIDGE_OUT_CV_SCORES) && !nf_run_wants(run, o))
+        if ((o == RIDGE_OUT_PREDICTIONS || o == RIDGE_OUT_CV_SCORES || (o == RIDGE_OUT_SCORE && k == 0)) &&
+            !nf_run_wants(run, o))
             continue;
         if (!(out[o] = nf_value_new_matrix(rows[o], V, geom, run->err)))
             return run->err->code;
@@ -416,9 +428,10 @@ static int label_outputs(const struct nf_run *run, struct nf_value **out)
                       "ridge weights of each feature, refit on all samples at the voxel's alpha");
     nf_value_set_stat(out[RIDGE_OUT_ALPHA], NF_STAT_PENALTY, 0, isnan(prm->alpha)
                       ? "ridge penalty chosen by cross-validation" : "ridge penalty (fixed)");
-    nf_value_set_stat(out[RIDGE_OUT_SCORE], NF_STAT_SCORE, 0, pearson
-                      ? "mean cross-validated Pearson r of predicted and observed"
-                      : "mean cross-validated R^2 (1 - SS_res / SS_tot)");
+    if (out[RIDGE_OUT_SCORE])
+        nf_value_set_stat(out[RIDGE_OUT_SCORE], NF_STAT_SCORE, 0, pearson
+                          ? "mean cross-validated Pearson r of predicted and observed"
+                          : "mean cross-validated R^2 (1 - SS_res / SS_tot)");
     nf_value_set_stat(out[RIDGE_OUT_INTERCEPT], NF_STAT_ESTIMATE, 0, "intercept");
     n_names = out[RIDGE_OUT_WEIGHTS]->u.mat.rows;
     if (!(names = nf_calloc((size_t)(n_names ? n_names : 1), sizeof *names))) {
@@ -810,15 +823,20 @@ static void free_ctx(struct ridge_ctx *c)
  * as one checkpoint chunk; the run that merges the parts resumes every block
  * from them. Only parts commit blocks: a local run would write every output
  * twice. Per-voxel mode only (shared mode chooses its alpha from all voxels). */
-struct block_head { int64_t nb, has_cv, has_pred; };
+struct block_head { int64_t nb, has_score, has_cv, has_pred; };
 
 /* Row `row` of a block's chunk: alpha, score, the k·A cv_scores rows, the n
  * prediction rows, the p weight rows (the optional ones when present). */
 static float *block_row(const struct ridge_ctx *c, struct nf_value **out, int64_t row, int64_t b0)
 {
-    if (row < 2)
-        return out[row == 0 ? RIDGE_OUT_ALPHA : RIDGE_OUT_SCORE]->u.mat.data + b0;
-    row -= 2;
+    if (row == 0)
+        return out[RIDGE_OUT_ALPHA]->u.mat.data + b0;
+    row--;
+    if (out[RIDGE_OUT_SCORE]) {
+        if (row == 0)
+            return out[RIDGE_OUT_SCORE]->u.mat.data + b0;
+        row--;
+    }
     if (out[RIDGE_OUT_CV_SCORES]) {
         if (row < c->k * c->A)
             return out[RIDGE_OUT_CV_SCORES]->u.mat.data + row * c->V + b0;
@@ -834,7 +852,7 @@ static float *block_row(const struct ridge_ctx *c, struct nf_value **out, int64_
 
 static int64_t block_rows_in_chunk(const struct ridge_ctx *c, struct nf_value **out)
 {
-    return 2 + (out[RIDGE_OUT_CV_SCORES] ? c->k * c->A : 0) + (out[RIDGE_OUT_PREDICTIONS] ? c->n : 0) + c->p;
+    return 1 + (out[RIDGE_OUT_SCORE] != NULL) + (out[RIDGE_OUT_CV_SCORES] ? c->k * c->A : 0) + (out[RIDGE_OUT_PREDICTIONS] ? c->n : 0) + c->p;
 }
 
 static void block_commit(const struct ridge_ctx *c, struct nf_value **out, const struct nf_run *run, int64_t i,
@@ -845,7 +863,8 @@ static void block_commit(const struct ridge_ctx *c, struct nf_value **out, const
     unsigned char *buf = nf_malloc(bytes);
     if (!buf)
         return;   /* not committed: the merging run computes this block itself */
-    struct block_head h = { nb, out[RIDGE_OUT_CV_SCORES] != NULL, out[RIDGE_OUT_PREDICTIONS] != NULL };
+    struct block_head h = { nb, out[RIDGE_OUT_SCORE] != NULL, out[RIDGE_OUT_CV_SCORES] != NULL,
+                            out[RIDGE_OUT_PREDICTIONS] != NULL };
     memcpy(buf, &h, sizeof h);
     float *dst = (float *)(buf + sizeof h);
     for (int64_t r = 0; r < rows; r++)
@@ -875,7 +894,8 @@ static int resume_blocks(const struct ridge_ctx *c, struct nf_value **out, const
         struct block_head h;
         if (bytes == sizeof h + (size_t)(rows * nb) * sizeof(float)) {
             memcpy(&h, data, sizeof h);
-            if (h.nb == nb && h.has_cv == (out[RIDGE_OUT_CV_SCORES] != NULL) &&
+            if (h.nb == nb && h.has_score == (out[RIDGE_OUT_SCORE] != NULL) &&
+                h.has_cv == (out[RIDGE_OUT_CV_SCORES] != NULL) &&
                 h.has_pred == (out[RIDGE_OUT_PREDICTIONS] != NULL)) {
                 const float *src = (const float *)((const unsigned char *)data + sizeof h);
                 for (int64_t r = 0; r < rows; r++)
@@ -1018,6 +1038,19 @@ static void finish_block(const struct ridge_ctx *c, struct block *b, struct nf_v
     refit_weights(c, b, out, full, best);
 }
 
+/* Without folds (nf_ridge_fit_only, c->k = 0): the block's weights at the
+ * fixed alpha, by the refit that follows the CV otherwise (the same bits). */
+static void fit_block(const struct ridge_ctx *c, struct block *b, struct nf_value **out, float *full, int64_t *best)
+{
+    block_rows(c, b);
+    for (int64_t v = 0; v < b->nb; v++) {
+        best[v] = 0;
+        out[RIDGE_OUT_ALPHA]->u.mat.data[b->b0 + v] = (float)c->alphas[0];
+    }
+    refit_uty(c, b, full, b->nb);
+    refit_weights(c, b, out, full, best);
+}
+
 /* Shared mode's first pass, one block after block_cv: everything that does
  * not depend on the alpha chosen. The block's score sums per alpha (folds,
  * then voxels in order), each alpha's mean over folds per voxel (alpha_means,
@@ -1075,7 +1108,7 @@ static void *ridge_worker(void *arg)
     int64_t *best = nf_malloc((size_t)c->block * sizeof *best);
     if (!coef || !full || !best)
         NF_FAIL(&err, NF_ENOMEM, "out of memory");
-    else
+    else if (c->k > 0)   /* without folds a block needs no scratch */
         block_alloc(c, &b, &err);
     for (int64_t i; !err.code && !atomic_load(&w->failed) && (i = atomic_fetch_add(&w->next, 1)) < w->n_blocks;) {
         if (nf_run_interrupted(w->run)) {   /* between voxel blocks (tens of ms each) */
@@ -1090,7 +1123,9 @@ static void *ridge_worker(void *arg)
             block_cv(c, &b);
             shared_first_pass(c, &b, w->out, w->block_sums + i * c->A, w->alpha_means);
         } else {
-            if (w->shared_best >= 0) {
+            if (c->k == 0) {
+                fit_block(c, &b, w->out, full, best);
+            } else if (w->shared_best >= 0) {
                 shared_finish_block(c, &b, w->out, w->shared_best, w->alpha_means, coef, full, best);
             } else {
                 block_cv(c, &b);
@@ -1167,6 +1202,10 @@ static int ridge_run(struct nf_run *run)
     c.K = nf_kernels_cpu();
     nf_ridge_read_run(run, &c.X, &c.Y, &c.n, &c.p, &c.V, &c.k, &c.alphas, &c.A, &c.legacy, &c.center,
                       &c.fold_center);
+    /* a fixed alpha and no cross-validated output wanted: no folds at all (k = 0) */
+    bool fit_only = nf_ridge_fit_only(prm, run->wanted);
+    if (fit_only)
+        c.k = 0;
 
     NF_TRY(rc = nf_ridge_check_inputs(run, c.X, c.Y, c.n, c.p, c.V, c.k, c.A, c.center));
 
@@ -1179,8 +1218,9 @@ static int ridge_run(struct nf_run *run)
     if (c.block < 1)
         c.block = 1;
     /* folds first: leave-one-group-out decides their number */
-    NF_TRY(rc = nf_ridge_assign_folds(prm, c.n, c.p, c.k, &c.X, &c.fold_size, &c.perm, &c.X_perm,
-                                      run->in[RIDGE_IN_GROUPS], run, &c.k));
+    if (!fit_only)
+        NF_TRY(rc = nf_ridge_assign_folds(prm, c.n, c.p, c.k, &c.X, &c.fold_size, &c.perm, &c.X_perm,
+                                          run->in[RIDGE_IN_GROUPS], run, &c.k));
     struct nf_geom *geom = yin->u.mat.geom;
     NF_TRY(rc = nf_ridge_new_outputs(run, c.n, c.p, c.k, c.A, c.V, geom, out));
 
@@ -1201,7 +1241,8 @@ static int ridge_run(struct nf_run *run)
     }
     NF_TRY(rc = factor(&c, 0, 0, c.center ? CENTER_GLOBAL : CENTER_NONE, c.x_mean, &c.U, &c.s, &c.Vt,
                        &c.r, &c.u_sum, run->err));
-    NF_TRY(rc = setup_folds(&c, run->err));
+    if (!fit_only)
+        NF_TRY(rc = setup_folds(&c, run->err));
 
     /* shared mode needs every voxel's scores before it can choose: a first
      * pass does all the CV and sums the scores per alpha (per block, then in
@@ -1209,8 +1250,9 @@ static int ridge_run(struct nf_run *run)
      * second only picks up what depends on the alpha chosen */
     int64_t shared_best = -1;
     struct ridge_work w = { .c = &c, .out = out, .shared_best = -1,
-                            .n_blocks = (c.V + c.block - 1) / c.block, .run = run, .passes = c.legacy ? 2 : 1 };
-    if (c.legacy) {
+                            .n_blocks = (c.V + c.block - 1) / c.block, .run = run,
+                            .passes = c.legacy && !fit_only ? 2 : 1 };
+    if (c.legacy && !fit_only) {
         alpha_score_sum = nf_calloc((size_t)(c.A * (w.n_blocks + 1)), sizeof *alpha_score_sum);
         alpha_means = nf_malloc((size_t)(c.A * c.V + 1) * sizeof *alpha_means);
         if (!alpha_score_sum || !alpha_means) {
@@ -1267,6 +1309,15 @@ const struct nf_node_type nf_node_ridge = {
         "are refit on all samples. One thin SVD per fold; all alphas and voxels from it as GEMMs, "
         "voxels in blocks. Shared mode costs what per_voxel does: its first pass over the voxels does "
         "all the cross-validation, the second only applies the alpha chosen.\n\n"
+        "**A fixed alpha.** With `alpha` instead of `alphas` there is nothing to choose: unless `score`, "
+        "`cv_scores` or `predictions` is used by another node, the model is fit once on all samples "
+        "(one SVD and the GEMMs of the refit, the weights the same bits as the refit of a "
+        "cross-validated run) and no fold is cut, so `cv`, `shuffle` and `groups` have no effect and "
+        "`score`, `cv_scores` and `predictions` are not produced. Using any of them brings back the "
+        "cross-validation for it, as before. With bands the same holds when there is a single band "
+        "weighting (one row of `gammas`, or `n_iter: 1`: the uniform one) and a fixed `alpha`. The "
+        "one fit runs on the CPU, also where the GPU was chosen; `cv`, `shuffle` and `seed` stay in "
+        "the cache key (changing them recomputes the same weights).\n\n"
         "**Banded ridge.** With `bands` the node is himalaya 0.4's BandedRidgeCV (and "
         "MultipleKernelRidgeCV on linear kernels) with solver random_search: the columns of X are "
         "split into feature spaces, and each voxel gets the band weights gamma (on the simplex) and "
@@ -1292,7 +1343,7 @@ const struct nf_node_type nf_node_ridge = {
         "candidate some voxel chose. Not available with bands: cross-validated predictions, "
         "alpha_mode shared, pearson scores, himalaya's conservative, jitter_alphas and "
         "local_alpha=False, SLURM parts, the GPU (banded runs on the CPU).",
-    .version = 1,
+    .version = 2,
     .params = ridge_params_table,
     .params_size = sizeof(struct ridge_params),
     .inputs = ridge_inputs,

@@ -59,7 +59,8 @@ int nf_ridge_banded_run(struct nf_run *run);
  * row uniform). *out the caller's. 0, or the error code. */
 int nf_ridge_band_candidates(const struct ridge_params *prm, int64_t n_bands, uint32_t seed, double **out,
                              int64_t *n_out, struct nf_error *err);
-/* Their number, without generating them (resolve); 0 when it cannot be known. */
+/* Their number, without generating them (resolve; ridge_folds.c); 0 when it
+ * cannot be known. */
 int64_t nf_ridge_band_candidate_count(const struct ridge_params *prm, int64_t n_bands);
 
 extern const struct nf_node_type nf_node_ridge;

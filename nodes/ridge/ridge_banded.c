@@ -244,26 +244,6 @@ static double gamma_variate(uint64_t *st, double a)
     }
 }
 
-static int64_t binomial(int64_t n, int64_t k)
-{
-    int64_t r = 1;
-    for (int64_t i = 1; i <= k; i++)
-        r = r * (n - k + i) / i;
-    return r;
-}
-
-int64_t nf_ridge_band_candidate_count(const struct ridge_params *prm, int64_t n_bands)
-{
-    if (n_bands < 1)
-        return 0;
-    if (prm->gammas.n)
-        return (int64_t)prm->gammas.n / n_bands;
-    if (prm->candidates == RIDGE_CANDIDATES_RANDOM)
-        return prm->n_iter;
-    /* the weight vectors on the grid, plus the uniform one first unless on it */
-    return binomial(prm->grid_steps + n_bands - 1, n_bands - 1) + (prm->grid_steps % n_bands ? 1 : 0);
-}
-
 /* The grid points with the first `at` weights set and `left` steps to give. */
 static void grid_points(int64_t B, int64_t steps, int64_t at, int64_t left, int64_t *w, double *out, int64_t *n)
 {
@@ -845,11 +825,12 @@ static int label_banded(const struct nf_run *run, struct bctx *c, const struct b
         return NF_FAIL(run->err, NF_ENOMEM, "out of memory");
     nf_value_set_stat(out[RIDGE_OUT_WEIGHTS], NF_STAT_ESTIMATE, 0,
                       "banded ridge weights of each feature (unscaled columns), refit on all samples");
-    nf_value_set_stat(out[RIDGE_OUT_ALPHA], NF_STAT_PENALTY, 0,
-                      "global ridge penalty chosen with the band weights by cross-validation");
-    nf_value_set_stat(out[RIDGE_OUT_SCORE], NF_STAT_SCORE, 0, l2
-                      ? "mean cross-validated negative mean squared error at the chosen band weights and alpha"
-                      : "mean cross-validated R^2 at the chosen band weights and alpha");
+    nf_value_set_stat(out[RIDGE_OUT_ALPHA], NF_STAT_PENALTY, 0, c->k ? "global ridge penalty chosen with the "
+                      "band weights by cross-validation" : "global ridge penalty (fixed)");
+    if (out[RIDGE_OUT_SCORE])
+        nf_value_set_stat(out[RIDGE_OUT_SCORE], NF_STAT_SCORE, 0, l2
+                          ? "mean cross-validated negative mean squared error at the chosen band weights and alpha"
+                          : "mean cross-validated R^2 at the chosen band weights and alpha");
     nf_value_set_stat(out[RIDGE_OUT_INTERCEPT], NF_STAT_ESTIMATE, 0, "intercept");
     for (int64_t j = 0; j < c->p; j++) {
         char buf[32];
@@ -933,6 +914,10 @@ int nf_ridge_banded_run(struct nf_run *run)
                         "band_alpha and split_r2 are)");
         goto fail;
     }
+    /* one band weighting, a fixed alpha, no score wanted: fit once, no folds (k = 0) */
+    bool fit_only = nf_ridge_fit_only(prm, run->wanted);
+    if (fit_only)
+        c.k = 0;
     NF_TRY(rc = nf_ridge_check_inputs(run, c.X, c.Y, c.n, c.p, c.V, c.k, c.A, c.center));
     NF_TRY(rc = parse_bands(run, &xin->u.mat, &bd));
     c.B = bd.B;
@@ -947,12 +932,14 @@ int nf_ridge_banded_run(struct nf_run *run)
     c.block = (c.V + 7) / 8;
     c.block = c.block > BLOCK_VOXELS ? BLOCK_VOXELS : c.block < 1 ? 1 : c.block;
     c.n_blocks = (c.V + c.block - 1) / c.block;
-    NF_TRY(rc = nf_ridge_assign_folds(prm, c.n, c.p, c.k, &c.X, &c.fold_size, &c.perm, &c.X_perm,
-                                      run->in[RIDGE_IN_GROUPS], run, &c.k));
+    if (!fit_only)
+        NF_TRY(rc = nf_ridge_assign_folds(prm, c.n, c.p, c.k, &c.X, &c.fold_size, &c.perm, &c.X_perm,
+                                          run->in[RIDGE_IN_GROUPS], run, &c.k));
 
     const int64_t rows[RIDGE_N_OUT] = { c.p, 1, 1, 0, 1, c.C, c.B, c.B };
     for (int o = 0; o < RIDGE_N_OUT; o++) {
-        if (o == RIDGE_OUT_PREDICTIONS || (o >= RIDGE_OUT_CV_SCORES && !nf_run_wants(run, o)))
+        if (o == RIDGE_OUT_PREDICTIONS || (o >= RIDGE_OUT_CV_SCORES && !nf_run_wants(run, o)) ||
+            (fit_only && (o == RIDGE_OUT_SCORE || o == RIDGE_OUT_CV_SCORES)))
             continue;
         if (!(out[o] = nf_value_new_matrix(rows[o], c.V, yin->u.mat.geom, run->err)))
             goto fail_code;
@@ -963,7 +950,7 @@ int nf_ridge_banded_run(struct nf_run *run)
     c.best_a = nf_calloc((size_t)c.V + 1, sizeof *c.best_a);
     c.x_mean = nf_calloc((size_t)c.p + 1, sizeof *c.x_mean);
     c.y_mean = nf_calloc((size_t)c.V + 1, sizeof *c.y_mean);
-    c.folds = nf_calloc((size_t)c.k, sizeof *c.folds);
+    c.folds = nf_calloc((size_t)c.k + 1, sizeof *c.folds);
     if (!c.best_score || !c.best_c || !c.best_a || !c.x_mean || !c.y_mean || !c.folds) {
         rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
         goto fail;
@@ -991,15 +978,17 @@ int nf_ridge_banded_run(struct nf_run *run)
             nf_ridge_column_means(c.X, c.n, c.p, fd->v0, fd->v1, fd->x_mean);
     }
 
-    /* candidates in order: a voxel keeps the first of equal scores */
-    for (c.cand = 0; c.cand < c.C; c.cand++) {
+    /* candidates in order: a voxel keeps the first of equal scores (none to
+     * score without folds: every voxel keeps candidate 0 and alpha 0, calloc'd) */
+    for (c.cand = 0; c.cand < c.C && !fit_only; c.cand++) {
         NF_TRY(rc = run_pool(&c, POOL_FOLDS, c.k, NULL, run));
         NF_TRY(rc = run_pool(&c, POOL_BLOCKS, c.n_blocks, NULL, run));
         nf_progress(run, c.cand + 1, c.C + 1, "candidates");
     }
     for (int64_t v = 0; v < c.V; v++) {
         out[RIDGE_OUT_ALPHA]->u.mat.data[v] = (float)c.alphas[c.best_a[v]];
-        out[RIDGE_OUT_SCORE]->u.mat.data[v] = c.best_score[v];
+        if (out[RIDGE_OUT_SCORE])
+            out[RIDGE_OUT_SCORE]->u.mat.data[v] = c.best_score[v];
         for (int64_t b = 0; out[RIDGE_OUT_BAND_ALPHA] && b < c.B; b++)
             out[RIDGE_OUT_BAND_ALPHA]->u.mat.data[b * c.V + v] =
                 (float)(c.alphas[c.best_a[v]] / c.gam[c.best_c[v] * c.B + b]);

@@ -15,7 +15,6 @@ int nf_ridge_cost(const void *params, const struct nf_shape *in, const struct nf
                   struct nf_cost *c)
 {
     const struct ridge_params *prm = params;
-    (void)out;
     /* X may be a numeric table taken as a matrix: rows x columns either way */
     if ((in[RIDGE_IN_X].kind != NF_KIND_MATRIX && in[RIDGE_IN_X].kind != NF_KIND_TABLE) || in[RIDGE_IN_Y].kind != NF_KIND_MATRIX)
         return 0;
@@ -23,7 +22,10 @@ int nf_ridge_cost(const void *params, const struct nf_shape *in, const struct nf
     double k = (double)prm->cv, A = isnan(prm->alpha) ? (double)prm->alphas.n : 1.0;
     if (!(n > 0 && p > 0 && V > 0 && k >= 1))
         return 0;
-    double n_val = n / k, n_tr = n - n_val, r = fmin(n_tr, p), r_all = fmin(n, p);
+    /* fitted once without folds (resolve left score unproduced): the refit only */
+    if (out && out[RIDGE_OUT_WEIGHTS].kind == NF_KIND_MATRIX && out[RIDGE_OUT_SCORE].kind == NF_KIND_NONE)
+        k = 0;
+    double n_val = k ? n / k : 0, n_tr = n - n_val, r = fmin(n_tr, p), r_all = fmin(n, p);
     /* per fold: SVD, P, Uᵀ Y_train, Z = Pᵀ Y_val, T = M UtY (every alpha), the
      * epilogue; then the refit on all samples */
     double per_fold = 4 * n_tr * p * p + 2 * n_val * p * r + 2 * n_val * r * r + 2 * r * n_tr * V +

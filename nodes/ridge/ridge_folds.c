@@ -1,7 +1,9 @@
 /* ridge_folds.c — what every mode of the ridge node (ridge.c, ridge_banded.c,
- * ridge_gpu.c) reads off the run before it computes: the inputs and their
- * checks, the folds (contiguous, shuffled KFold, GroupKFold or
- * leave-one-group-out) with the rows in fold order, and training means. A
+ * ridge_gpu.c) reads off the run before it computes: whether there is
+ * anything to cross-validate (nf_ridge_fit_only, the band candidates'
+ * number), the inputs and their checks, the folds (contiguous, shuffled
+ * KFold, GroupKFold or leave-one-group-out) with the rows in fold order,
+ * and training means. A
  * file of its own so that the modes depend on it and never on each other.
  */
 #include <math.h>
@@ -32,6 +34,37 @@ void nf_ridge_read_run(const struct nf_run *run, const float **X, const float **
     *legacy = prm->alpha_mode == RIDGE_SHARED;
     *center = prm->fit_intercept;
     *fold_center = prm->fit_intercept && !*legacy;
+}
+
+/* The candidates' number: rows of gammas, n_iter, or the grid's weight
+ * vectors (plus the uniform one first unless on the grid), as
+ * nf_ridge_band_candidates makes them. Here, not in ridge_banded.c, because
+ * resolve and nf_ridge_fit_only need it without the banded mode. */
+static int64_t binomial(int64_t n, int64_t k)
+{
+    int64_t r = 1;
+    for (int64_t i = 1; i <= k; i++)
+        r = r * (n - k + i) / i;
+    return r;
+}
+
+int64_t nf_ridge_band_candidate_count(const struct ridge_params *prm, int64_t n_bands)
+{
+    if (n_bands < 1)
+        return 0;
+    if (prm->gammas.n)
+        return (int64_t)prm->gammas.n / n_bands;
+    if (prm->candidates == RIDGE_CANDIDATES_RANDOM)
+        return prm->n_iter;
+    return binomial(prm->grid_steps + n_bands - 1, n_bands - 1) + (prm->grid_steps % n_bands ? 1 : 0);
+}
+
+bool nf_ridge_fit_only(const struct ridge_params *prm, const bool *wanted)
+{
+    if (isnan(prm->alpha) || !wanted || wanted[RIDGE_OUT_SCORE] || wanted[RIDGE_OUT_CV_SCORES] ||
+        wanted[RIDGE_OUT_PREDICTIONS])
+        return false;
+    return !prm->bands.n || nf_ridge_band_candidate_count(prm, (int64_t)prm->bands.n) == 1;
 }
 
 void nf_ridge_column_means(const float *X, int64_t n, int64_t p, int64_t skip0, int64_t skip1,
@@ -217,17 +250,18 @@ int nf_ridge_check_inputs(const struct nf_run *run, const float *X, const float 
     if (yin->u.mat.rows != n)
         return NF_FAIL_AT(run->err, NF_ESHAPE, loc, id, "X has %lld samples (rows) but Y has %lld",
                           (long long)n, (long long)yin->u.mat.rows);
-    if (n < k)
+    if (k > 0 && n < k)
         return NF_FAIL_AT(run->err, NF_EINVAL, loc, id, "%lld samples cannot be split into %lld folds (cv)",
                           (long long)n, (long long)k);
     if (A < 1)
         return NF_FAIL_AT(run->err, NF_EINVAL, loc, id, "no alphas to choose from");
     if ((rc = nf_ridge_check_finite(X, n * p, "X", run)) < 0 || (rc = nf_ridge_check_finite(Y, n * V, "Y", run)) < 0)
         return rc;
-    if (p > n - (n + k - 1) / k)
-        nf_warn(id, "more features (%lld) than training samples per fold (%lld): the SVD handles it, "
-                "but the model is underdetermined without the penalty", (long long)p,
-                (long long)(n - (n + k - 1) / k));
+    int64_t n_train = k > 0 ? n - (n + k - 1) / k : n;   /* k = 0: one fit on all samples */
+    if (p > n_train)
+        nf_warn(id, "more features (%lld) than training samples%s (%lld): the SVD handles it, "
+                "but the model is underdetermined without the penalty", (long long)p, k > 0 ? " per fold" : "",
+                (long long)n_train);
     for (int64_t j = 0; j < p; j++) {
         bool constant = true;
         for (int64_t i = 1; i < n && constant; i++)

@@ -751,8 +751,11 @@ int nf_ridge_run_gpu(struct nf_run *run)
     struct nf_error gpu_err = { 0 };
     int rc = 0;
 
-    if (xin->u.mat.cols < 1 || yin->u.mat.cols < 1)
-        return nf_node_ridge.run_cpu(run);   /* nothing for a GPU to do */
+    /* nothing for a GPU to do; or, with a fixed alpha and no score, one SVD
+     * and the refit's GEMMs (nf_ridge_fit_only), which the CPU does in the
+     * time a GPU takes to start */
+    if (xin->u.mat.cols < 1 || yin->u.mat.cols < 1 || nf_ridge_fit_only(prm, run->wanted))
+        return nf_node_ridge.run_cpu(run);
     if (!(g = nf_gpu_acquire(&gpu_err))) {
         nf_warn(id, "%s; running on the CPU", gpu_err.msg);
         return nf_node_ridge.run_cpu(run);

@@ -12,7 +12,13 @@
 #include "node.h"
 #include "ridge.h"
 
-/* Shapes, folds, alphas and finite values (errors naming the node), and the
+/* Nothing to choose and no score asked for: a fixed `alpha` (with bands, and
+ * a single band weighting) while none of the cross-validated outputs (score,
+ * cv_scores, predictions) is consumed. The model is then fit once on all
+ * samples and no fold is cut (issue 20). wanted: per output port, NULL when
+ * unknown (then every output is wanted and the node cross-validates). */
+bool nf_ridge_fit_only(const struct ridge_params *prm, const bool *wanted);
+/* Shapes, folds (k = 0: none, the fit-only path), alphas and finite values (errors naming the node), and the
  * warnings (more features than training samples, a constant column). */
 int nf_ridge_check_inputs(const struct nf_run *run, const float *X, const float *Y, int64_t n, int64_t p,
                           int64_t V, int64_t k, int64_t A, bool center);

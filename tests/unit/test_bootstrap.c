@@ -5,8 +5,9 @@
  * double-precision refit of every resample ((X_bᵀX_b + αI) w = X_bᵀy_b by
  * Gaussian elimination, with and without centring, fixed, zero and
  * per-voxel penalties), the percentile interval against sorting, and a planted
- * weight against null ones. Also: the same bits on any thread count, the
- * normal interval, and bad inputs.
+ * weight against null ones. Also: the same bits on any thread count and any
+ * chunk of resamples (forced, or from a small memory budget), a memory
+ * estimate bounded whatever n_boot, the normal interval, and bad inputs.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -192,6 +193,8 @@ static void make_data(uint64_t seed)
         }
 }
 
+static uint64_t test_budget;   /* the run's memory budget (0: none) */
+
 static int run_node(struct bootstrap_params *prm, bool per_voxel_alpha, int threads, struct nf_value **out,
                     struct nf_error *err)
 {
@@ -202,7 +205,7 @@ static int run_node(struct bootstrap_params *prm, bool per_voxel_alpha, int thre
     if (a)
         memcpy(a->u.mat.data, alpha_v, sizeof alpha_v);
     struct nf_value *in[BOOT_N_IN] = { x, y, a };
-    struct nf_env env = { .threads = threads, .seed = 99 };
+    struct nf_env env = { .threads = threads, .seed = 99, .memory_budget = test_budget };
     struct nf_run run = { .params = prm, .env = &env, .in = in, .out = out, .err = err };
     int rc = nf_node_bootstrap.run_cpu(&run);
     nf_value_unref(x);
@@ -380,6 +383,78 @@ static void test_planted_and_normal(void **state)
 }
 
 /* Bad inputs: clear errors, no outputs. */
+/* Factors in chunks of resamples (forced by `chunk`, or chosen for a small
+ * memory budget, where blocks come in groups that factor every chunk again)
+ * give the same bits as all resamples at once, on 1 and 3 threads, in the
+ * Cholesky form, the SVD form with per-voxel penalties, and with alpha 0;
+ * and they agree with the direct refits. */
+static void test_chunks(void **state)
+{
+    (void)state;
+    static double w[B * P * V];
+    make_data(9);
+    static const int64_t chunks[] = { 16, 48, 112, 299 };
+    for (int mode = 0; mode < 3; mode++) {
+        struct bootstrap_params prm;
+        params(&prm, B, 11);
+        prm.alpha = mode == 2 ? 0.0 : 1.5;
+        prm.fit_intercept = mode != 0;
+        struct nf_value *whole[BOOT_N_OUT] = { 0 };
+        struct nf_error err = { 0 };
+        assert_int_equal(run_node(&prm, mode == 1, 2, whole, &err), 0);
+        ref_weights(11, B, prm.alpha, mode == 1 ? alpha_v : NULL, prm.fit_intercept, w);
+        check_against_ref(whole, w, B);
+        for (size_t k = 0; k <= sizeof chunks / sizeof *chunks; k++)
+            for (int threads = 1; threads <= 3; threads += 2) {
+                struct nf_value *part[BOOT_N_OUT] = { 0 };
+                /* the last case: no chunk given, a budget whose room (a quarter)
+                 * holds 128 resamples' factors, so chunks of 32 */
+                prm.chunk = k < sizeof chunks / sizeof *chunks ? chunks[k] : 0;
+                test_budget = prm.chunk ? 0 : 16 * 32 * (uint64_t)(mode == 1 ? P * (N + P + 1) : P * N) * sizeof(float);
+                assert_int_equal(run_node(&prm, mode == 1, threads, part, &err), 0);
+                test_budget = 0;
+                for (int o = 0; o < BOOT_N_OUT; o++)
+                    assert_memory_equal(whole[o]->u.mat.data, part[o]->u.mat.data, sizeof(float) * P * V);
+                release(part);
+            }
+        release(whole);
+        nf_params_release(&nf_node_bootstrap, &prm);
+    }
+    /* chunks: all resamples when they fit, else multiples of 16 */
+    assert_int_equal(nf_bootstrap_chunk(0, 300, 1000, 0 + ((uint64_t)1 << 40)), 300);
+    assert_int_equal(nf_bootstrap_chunk(0, 300, 1000, 16 * 32 * 1000 * sizeof(float)), 32);
+    assert_int_equal(nf_bootstrap_chunk(0, 300, 1000, 16 * 40 * 1000 * sizeof(float)), 32);
+    assert_int_equal(nf_bootstrap_chunk(0, 300, 1000, 4 * 300 * 1000 * sizeof(float)), 300);
+    assert_int_equal(nf_bootstrap_chunk(5, 300, 1000, 0), 16);
+    assert_int_equal(nf_bootstrap_chunk(400, 300, 1000, 0), 300);
+}
+
+/* The memory estimate follows the chunks: bounded for any n_boot (2 GB of
+ * factors at 5000 resamples x 100 features x 1000 samples, 20 GB at 50000,
+ * were held at once before); all factors when they fit. */
+static void test_estimate_chunked(void **state)
+{
+    (void)state;
+    struct bootstrap_params prm;
+    struct nf_shape in[BOOT_N_IN] = { { .kind = NF_KIND_MATRIX, .dim = { 1000, 100 } },
+                                      { .kind = NF_KIND_MATRIX, .dim = { 1000, 20000 } }, { 0 } };
+    struct nf_shape out[BOOT_N_OUT] = { 0 };
+    const uint64_t GiB = (uint64_t)1 << 30;
+    params(&prm, 5000, 1);
+    uint64_t e5k = nf_node_bootstrap.estimate(&prm, in, out);
+    prm.n_boot = 50000;
+    uint64_t e50k = nf_node_bootstrap.estimate(&prm, in, out);
+    prm.n_boot = 100;   /* 40 MB of factors: held whole */
+    uint64_t e100 = nf_node_bootstrap.estimate(&prm, in, out);
+    prm.chunk = 16;
+    uint64_t e100c = nf_node_bootstrap.estimate(&prm, in, out);
+    assert_true(e5k < GiB + GiB / 2 && e50k < GiB + GiB / 2);
+    assert_true(e100 > (uint64_t)100 * 100 * 1000 * sizeof(float));
+    /* chunked, it holds 16 resamples' factors and a group of blocks instead */
+    assert_true(e100c != e100 && e100c < GiB + GiB / 2);
+    nf_params_release(&nf_node_bootstrap, &prm);
+}
+
 static void test_bad_inputs(void **state)
 {
     (void)state;
@@ -424,6 +499,8 @@ int main(void)
         cmocka_unit_test(test_against_direct_refits),
         cmocka_unit_test(test_threads_and_seed),
         cmocka_unit_test(test_planted_and_normal),
+        cmocka_unit_test(test_chunks),
+        cmocka_unit_test(test_estimate_chunked),
         cmocka_unit_test(test_bad_inputs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -50,6 +50,9 @@ static char *tmpdir;
 #define CTX_MASK IMAGES "  t: {type: mask, in: {data: bold, mask: brain}, @P}\n"
 #define CTX_RIDGE IMAGES "  x: {type: load, path: data/design.tsv}\n" \
                          "  t: {type: ridge, in: {X: x, Y: voxels}, @P}\n"
+/* the score used: a fixed alpha cross-validates only then (else cv, score,
+ * shuffle and seed change nothing) */
+#define CTX_RIDGE_SCORED CTX_RIDGE "  s: {type: moments, in: {data: t.score}}\n"
 #define CTX_BOOT IMAGES "  x: {type: load, path: data/design.tsv}\n" \
                         "  t: {type: bootstrap, in: {X: x, Y: voxels}, @P}\n"
 #define CTX_PERMUTE IMAGES "  x: {type: load, path: data/design.tsv}\n" \
@@ -131,15 +134,16 @@ static const struct decision decisions[] = {
     { "bootstrap", "ci", CTX_BOOT, "n_boot: 40", "ci: 0.95", "ci: 0.5", true, NULL },
     { "bootstrap", "ci_method", CTX_BOOT, "n_boot: 40", "ci_method: percentile", "ci_method: normal", true, NULL },
     { "bootstrap", "seed", CTX_BOOT, "n_boot: 40", "seed: 1", "seed: 2", true, NULL },
+    { "bootstrap", "chunk", CTX_BOOT, "n_boot: 40, seed: 1", "chunk: 0", "chunk: 16", false, NULL },
     { "ridge", "alphas", CTX_RIDGE, "cv: 2", "alphas: [0.1, 1, 10]", "alphas: [1000, 10000]", true, NULL },
     { "ridge", "alpha", CTX_RIDGE, "cv: 2", "alpha: 1", "alpha: 50", true, NULL },
-    { "ridge", "cv", CTX_RIDGE, "alpha: 1", "cv: 2", "cv: 3", true, NULL },
+    { "ridge", "cv", CTX_RIDGE_SCORED, "alpha: 1", "cv: 2", "cv: 3", true, NULL },
     { "ridge", "alpha_mode", CTX_RIDGE, "cv: 2, alphas: [0.01, 1, 100, 10000]", "alpha_mode: per_voxel",
       "alpha_mode: shared", true, NULL },
     { "ridge", "fit_intercept", CTX_RIDGE, "cv: 2, alpha: 1", "fit_intercept: false", "fit_intercept: true", true, NULL },
-    { "ridge", "score", CTX_RIDGE, "cv: 2, alpha: 1", "score: r2", "score: pearson", true, NULL },
-    { "ridge", "shuffle", CTX_RIDGE, "cv: 2, alpha: 1", "shuffle: false", "shuffle: true", true, NULL },
-    { "ridge", "seed", CTX_RIDGE, "cv: 2, alpha: 1, shuffle: true", "seed: 1", "seed: 2", true, NULL },
+    { "ridge", "score", CTX_RIDGE_SCORED, "cv: 2, alpha: 1", "score: r2", "score: pearson", true, NULL },
+    { "ridge", "shuffle", CTX_RIDGE_SCORED, "cv: 2, alpha: 1", "shuffle: false", "shuffle: true", true, NULL },
+    { "ridge", "seed", CTX_RIDGE_SCORED, "cv: 2, alpha: 1, shuffle: true", "seed: 1", "seed: 2", true, NULL },
     /* without shuffling the seed is not used: not keyed (param_matters) */
     { "ridge", "bands", CTX_RIDGE, "cv: 2, n_iter: 3", "bands: ['all = f1, f2']", "bands: {u: [f1], v: [f2]}", true, NULL },
     { "ridge", "n_iter", CTX_RIDGE, "cv: 2, bands: {u: [f1], v: [f2]}", "n_iter: 2", "n_iter: 6", true, NULL },
@@ -272,7 +276,7 @@ static const struct decision decisions[] = {
     /* settings: the seed is read by every node that draws (NF_PF_SEED) */
     { "simulate", "settings.seed", CTX_SIM, SIM, "seed: 1, outputs: out, cache: off",
       "seed: 2, outputs: out, cache: off", true, NULL },
-    { "ridge", "settings.seed", CTX_RIDGE, "cv: 2, alpha: 1, shuffle: true", "seed: 1, outputs: out",
+    { "ridge", "settings.seed", CTX_RIDGE_SCORED, "cv: 2, alpha: 1, shuffle: true", "seed: 1, outputs: out",
       "seed: 2, outputs: out", true, NULL },
     { "ridge", "settings.seed (no shuffle)", CTX_RIDGE, "cv: 2, alpha: 1", "seed: 1, outputs: out",
       "seed: 2, outputs: out", false, NULL },

