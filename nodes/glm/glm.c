@@ -39,6 +39,7 @@
 #include <string.h>
 
 #include "node.h"
+#include "core/distributions.h"
 #include "core/util.h"
 #include "kernels/kernels.h"
 
@@ -261,6 +262,7 @@ struct glm_ctx {
     double *XtX, *XsX;          /* k x k: XᵀX and Xᵀ(S + Sᵀ)X, S the lag-1 shift */
     struct contrasts cs;
     double dof;                 /* n - rank(X) */
+    struct nf_t_tail tail;      /* Student's t of dof degrees of freedom */
     struct factor *ols;
     struct factor *bins;        /* AR(1): one per bin index (2 AR_BINS + 1), empty unless it has voxels */
     double *rec;                /* AR(1): V x REC(k), every voxel's sums (record layout below) */
@@ -573,7 +575,7 @@ static void store_voxel(const struct glm_ctx *c, const struct factor *f, int64_t
     for (size_t ci = 0; ci < c->cs.c; ci++) {
         const double effect = dot(c->cs.w + ci * (size_t)k, beta, k), variance = f->cvar[ci] * dispersion;
         double t = effect / sqrt(variance > 1e-50 ? variance : 1e-50), p, z;
-        glm_t_p_z(t, c->dof, &p, &z);
+        glm_t_p_z_tail(&c->tail, t, &p, &z);
         const int64_t at = (int64_t)ci * V + v;
         c->out[GLM_OUT_EFFECT][at] = (float)effect;
         c->out[GLM_OUT_VARIANCE][at] = (float)variance;
@@ -868,6 +870,7 @@ static int glm_run(struct nf_run *run)
     NF_TRY(rc = factor_make(&c, 0, false, c.ols, run->err));
     /* nilearn: the residual degrees of freedom, n - rank of the design */
     c.dof = (double)(c.n - c.ols->rank);
+    nf_t_tail_init(&c.tail, c.dof);
     if (c.ols->rank < c.k)
         nf_warn(nf_node_id(node), "the design has rank %" PRId64 " for %" PRId64 " columns (some columns are "
                 "combinations of others): contrasts of those columns are not estimable", c.ols->rank, c.k);
