@@ -16,20 +16,27 @@
  * degrees of freedom, and z the normal quantile of that tail (nilearn's
  * clipping at 1e-300).
  *
- * The algorithm: one factorisation per design (the OLS one and one per AR
- * bin, the bins' spread over the node's threads): the column-equilibrated
- * normal matrix is decomposed by Jacobi rotations in double, giving the
- * design's rank (whitening keeps it, so the bins of a full-rank design are
- * inverted by Cholesky, cheaper), (XwᵀXw)⁺ and the k x n operator P = (XwᵀXw)⁺ Xwᵀ, which
- * equals pinv(Xw) for a full-rank design (for a rank-deficient one it is
- * another least-squares solution: estimable contrasts are the same as
- * nilearn's, the betas of aliased columns are not). The voxels then go
- * through float GEMMs in blocks (Bᵀ = Y Pᵀ, residuals Y - B Xwᵀ, voxel-major
- * so that each series is contiguous) over the node's threads: first in voxel
- * order (the OLS pass, which keeps the scaled series voxel by voxel for the
- * refit), then grouped by AR bin. Each voxel's mean is taken out before the
- * GEMMs and carried in double (its betas are P w, w the whitened constant),
- * so float round-off scales with the data's variation, not its baseline.
+ * The algorithm: one pass over Y. Everything the fits need of a series y
+ * is linear or quadratic in it: the projections Xᵀy and Xᵀ(S + Sᵀ)y (S the
+ * lag-1 shift), Σ y, y_0, y_{n-1}, yᵀy and yᵀSy. So each block of voxels is
+ * read in Y's own layout (frames x voxels, no transposition), less its
+ * float mean, and one float GEMM gives the projections; the rest, in
+ * double, is k x k algebra per voxel: the OLS betas b = (XᵀX)⁺Xᵀy (a GEMM
+ * over the block), the residuals' sums at the least-squares solution (rᵀr =
+ * yᵀy - bᵀXᵀy, rᵀSr = yᵀSy - bᵀXᵀ(S + Sᵀ)y + bᵀXᵀSXb, Σ r, r_0, r_{n-1}:
+ * the Yule-Walker estimate), and for each AR bin, with W = I - rho S,
+ * XwᵀXw = XᵀWᵀWX and Xwᵀyw = XᵀWᵀWy, WᵀW = I - rho (S + Sᵀ) + rho² SᵀS,
+ * from the same sums: betas (XwᵀXw)⁺ Xwᵀyw and the whitened residuals' sum
+ * of squares ywᵀyw - betaᵀXwᵀyw. One factorisation per design (the OLS
+ * one, then one per AR bin, spread over the node's threads): the
+ * column-equilibrated normal matrix is decomposed by Jacobi rotations in
+ * double, giving the design's rank (whitening keeps it, so the bins of a
+ * full-rank design are inverted by Cholesky, cheaper) and (XwᵀXw)⁺, which
+ * with a rank-deficient design gives another least-squares solution than
+ * pinv (estimable contrasts are the same as nilearn's, the betas of aliased
+ * columns are not). With AR(1) each voxel's sums are kept (2k + 5 doubles)
+ * between the OLS pass and the refit, which goes through the voxels in
+ * order (outputs written in place), each with its bin's inverse.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -259,6 +266,7 @@ struct glm_ctx {
     double *X;                  /* n x k */
     double *Z;                  /* ZROWS(k) x n: the linear functionals of a series that the fit needs */
     double *Zsum;               /* ZROWS(k): each functional of the constant series 1 */
+    float *Zf;                  /* 2k x n: Z's first rows in float */
     double *XtX, *XsX;          /* k x k: XᵀX and Xᵀ(S + Sᵀ)X, S the lag-1 shift */
     struct contrasts cs;
     double dof;                 /* n - rank(X) */
@@ -304,6 +312,10 @@ static int design_sums(struct glm_ctx *c, struct nf_error *err)
     for (int64_t r = 0; r < rows; r++)
         for (int64_t t = 0; t < n; t++)
             c->Zsum[r] += c->Z[r * n + t];
+    if (!(c->Zf = nf_alloc_floats((size_t)(2 * k * n))))
+        return NF_FAIL(err, NF_ENOMEM, "out of memory");
+    for (int64_t e = 0; e < 2 * k * n; e++)
+        c->Zf[e] = (float)c->Z[e];
     for (int64_t i = 0; i < k; i++)
         for (int64_t j = 0; j < k; j++) {
             double a = 0, b = 0;
@@ -483,7 +495,9 @@ static void symv(const double *cov, int64_t k, int64_t kp, const double *q, doub
 
 /* Per-thread scratch; blocks are voxel-major (a voxel's series contiguous). */
 struct scratch {
-    double *Yd;                 /* BLOCK_VOXELS x n */
+    float *Yf;                  /* n x BLOCK_VOXELS: the block less its float means */
+    float *G;                   /* BLOCK_VOXELS x 2k: its projections */
+    double *col;                /* BLOCK_VOXELS x 3: Σ y, Σ of the centred y, the float means */
     double *rec;                /* BLOCK_VOXELS x REC(k): OLS only (AR(1) keeps them all) */
     double *B, *MB;             /* BLOCK_VOXELS x kp: OLS betas, (Xᵀ(S + Sᵀ)X) betas */
     double *q;                  /* kp */
@@ -491,7 +505,9 @@ struct scratch {
 
 static void scratch_free(struct scratch *s)
 {
-    free(s->Yd);
+    free(s->Yf);
+    free(s->G);
+    free(s->col);
     free(s->rec);
     free(s->B);
     free(s->MB);
@@ -500,65 +516,109 @@ static void scratch_free(struct scratch *s)
 
 static bool scratch_alloc(const struct glm_ctx *c, struct scratch *s)
 {
-    s->Yd = nf_malloc_array((size_t)(c->n * BLOCK_VOXELS), sizeof *s->Yd);
+    s->Yf = nf_alloc_floats((size_t)(c->n * BLOCK_VOXELS));
+    s->G = nf_alloc_floats((size_t)(2 * c->k * BLOCK_VOXELS));
+    s->col = nf_calloc((size_t)(3 * BLOCK_VOXELS), sizeof *s->col);
+    if (!s->Yf || !s->G || !s->col)
+        return false;
     s->rec = c->rec ? NULL : nf_malloc_array((size_t)(REC(c->k) * BLOCK_VOXELS), sizeof *s->rec);
     s->B = nf_calloc((size_t)(c->kp * BLOCK_VOXELS), sizeof *s->B);
     s->MB = nf_calloc((size_t)(c->kp * BLOCK_VOXELS), sizeof *s->MB);
     s->q = nf_calloc((size_t)c->kp, sizeof *s->q);
-    return s->Yd && (c->rec || s->rec) && s->B && s->MB && s->q;
+    return (c->rec || s->rec) && s->B && s->MB && s->q;
 }
 
-/* Frame row (nb floats) into d as doubles; yy += d², lag += d prev (prev
- * the frame before, NULL for the first). */
-static void frame_sums(const float *row, double *d, const double *prev, double *yy, double *lag, int64_t nb)
+/* sum += row (nb floats), in double. */
+static void frame_add(const float *row, double *sum, int64_t nb)
 {
     int64_t i = 0;
     for (; i + 2 <= nb; i += 2) {
         glm_v2f f;
         memcpy(&f, row + i, sizeof f);
+        store2(sum + i, load2(sum + i) + __builtin_convertvector(f, glm_v2d));
+    }
+    for (; i < nb; i++)
+        sum[i] += row[i];
+}
+
+/* d = row - mean (float); yy += d², csum += d, lag += d prev (prev the
+ * frame before, NULL for the first), in double. */
+static void frame_center(const float *row, const float *mean, float *d, const float *prev, double *yy, double *csum,
+                         double *lag, int64_t nb)
+{
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        glm_v2f f, m;
+        memcpy(&f, row + i, sizeof f);
+        memcpy(&m, mean + i, sizeof m);
+        f -= m;
+        memcpy(d + i, &f, sizeof f);
         glm_v2d v = __builtin_convertvector(f, glm_v2d);
-        store2(d + i, v);
         store2(yy + i, load2(yy + i) + v * v);
-        if (prev)
-            store2(lag + i, load2(lag + i) + v * load2(prev + i));
+        store2(csum + i, load2(csum + i) + v);
+        if (prev) {
+            memcpy(&m, prev + i, sizeof m);
+            store2(lag + i, load2(lag + i) + v * __builtin_convertvector(m, glm_v2d));
+        }
     }
     for (; i < nb; i++) {
-        d[i] = row[i];
-        yy[i] += d[i] * d[i];
+        d[i] = row[i] - mean[i];
+        const double v = d[i];
+        yy[i] += v * v;
+        csum[i] += v;
         if (prev)
-            lag[i] += d[i] * prev[i];
+            lag[i] += v * prev[i];
     }
 }
 
 /* The records (rec, nb x REC(k)) of voxels b0..: Y's frames are read row by
- * row into s->Yd as doubles (no transposition), with each voxel's Σ y² and
- * Σ y_t y_{t-1}; one GEMM in double gives the functionals Z y (Σ y among
- * them); nilearn's mean scaling, y -> a y + b with a = 100 / max(mean, 1)
- * and b = -100 (the mean rounded to float32, as nilearn's), is then
- * applied to the record: Z(a y + b) = a Z y + b Zsum, and the quadratic
- * sums likewise. In double a raw baseline costs no digits that matter. */
+ * row (no transposition), twice while the block is in cache: for each
+ * voxel's sum, then less its float mean (exact for the data near it), with
+ * the sums Σ y², Σ y_t y_{t-1} and Σ y of that in double; one float GEMM
+ * gives the projections Xᵀy and Xᵀ(S + Sᵀ)y of the centred series (its
+ * round-off scales with the data's variation, not their baseline, as in
+ * the float residuals nilearn's float32 data would give). The mean's share
+ * is added back in double (Zsum m), then nilearn's mean scaling, y -> a y
+ * + b with a = 100 / max(mean, 1) (the mean rounded to float32, as
+ * nilearn's) and b = -100, is applied to the record: Z(a y + b) = a Z y +
+ * b Zsum, and the quadratic sums likewise. */
 static void project_block(const struct glm_ctx *c, struct scratch *s, int64_t b0, int64_t nb, double *rec)
 {
-    const int64_t n = c->n, V = c->V, k = c->k, R = REC(k), Zr = ZROWS(k);
-    double *yy = s->B, *lag = s->MB;   /* nb each: B and MB are free until the fit */
-    memset(yy, 0, (size_t)nb * sizeof *yy);
-    memset(lag, 0, (size_t)nb * sizeof *lag);
+    const int64_t n = c->n, V = c->V, k = c->k, R = REC(k);
+    double *yy = s->B, *lag = s->MB, *sum = s->col, *csum = s->col + BLOCK_VOXELS;
+    float *mf = (float *)(s->col + 2 * BLOCK_VOXELS);
+    memset(sum, 0, (size_t)nb * sizeof *sum);
     for (int64_t t = 0; t < n; t++)
-        frame_sums(c->Y + t * V + b0, s->Yd + t * nb, t ? s->Yd + (t - 1) * nb : NULL, yy, lag, nb);
-    c->K->dgemm(true, true, nb, Zr, n, s->Yd, nb, c->Z, n, rec, R);
+        frame_add(c->Y + t * V + b0, sum, nb);
+    for (int64_t i = 0; i < nb; i++) {
+        mf[i] = (float)(sum[i] / (double)n);
+        yy[i] = lag[i] = csum[i] = 0;
+    }
+    for (int64_t t = 0; t < n; t++)
+        frame_center(c->Y + t * V + b0, mf, s->Yf + t * nb, t ? s->Yf + (t - 1) * nb : NULL, yy, csum, lag, nb);
+    c->K->sgemm(true, true, nb, 2 * k, n, 1.0f, s->Yf, nb, c->Zf, n, 0.0f, s->G, 2 * k);
     const double dn = (double)n;
     for (int64_t i = 0; i < nb; i++) {
-        double *r = rec + i * R, *z = r + 2 * k, a = 1, b = 0;
+        double *r = rec + i * R, *z = r + 2 * k, a = 1, b = 0, m = mf[i];
+        const float *g = s->G + i * 2 * k;
+        for (int64_t j = 0; j < 2 * k; j++)
+            r[j] = (double)g[j] + m * c->Zsum[j];
+        const double c0 = s->Yf[i], cl = s->Yf[(n - 1) * nb + i];
+        z[R_SUM] = csum[i] + dn * m;
+        z[R_FIRST] = c0 + m;
+        z[R_LAST] = cl + m;
+        z[R_YY] = yy[i] + 2 * m * csum[i] + dn * m * m;
+        z[R_YSY] = lag[i] + m * (2 * csum[i] - c0 - cl) + (dn - 1) * m * m;
         if (c->prm->scaling == GLM_SCALING_MEAN) {
-            const float mean = (float)(z[R_SUM] / dn);
+            const float mean = (float)(sum[i] / dn);
             a = 100.0 / (mean > 1.0f ? mean : 1.0f);
             b = -100;
         }
-        const double sum = z[R_SUM], y0 = z[R_FIRST], yl = z[R_LAST];
-        for (int64_t j = 0; j < Zr; j++)
+        const double sy = z[R_SUM], y0 = z[R_FIRST], yl = z[R_LAST];
+        for (int64_t j = 0; j < ZROWS(k); j++)
             r[j] = a * r[j] + b * c->Zsum[j];
-        z[R_YY] = a * a * yy[i] + 2 * a * b * sum + dn * b * b;
-        z[R_YSY] = a * a * lag[i] + a * b * (2 * sum - y0 - yl) + (dn - 1) * b * b;
+        z[R_YY] = a * a * z[R_YY] + 2 * a * b * sy + dn * b * b;
+        z[R_YSY] = a * a * z[R_YSY] + a * b * (2 * sy - y0 - yl) + (dn - 1) * b * b;
     }
 }
 
@@ -781,6 +841,7 @@ static void ctx_free(struct glm_ctx *c)
     free(c->X);
     free(c->Z);
     free(c->Zsum);
+    free(c->Zf);
     free(c->XtX);
     free(c->XsX);
     contrasts_free(&c->cs);
@@ -919,7 +980,7 @@ fail:
     return nf_error_on_node(node, run->err, rc);
 }
 
-/* Per thread: a block of series and betas (double); per voxel with AR(1):
+/* Per thread: a block of series (float), records and betas; per voxel with AR(1):
  * its record and residual sums, and its bin; the factorisations (one per
  * AR bin). */
 static uint64_t glm_estimate(const void *params, const struct nf_shape *in, const struct nf_shape *out)
@@ -929,7 +990,7 @@ static uint64_t glm_estimate(const void *params, const struct nf_shape *in, cons
     double n = (double)in[GLM_IN_Y].dim[0], V = (double)in[GLM_IN_Y].dim[1], k = (double)in[GLM_IN_X].dim[1];
     if (k < 1)
         k = 64;
-    double threads = 16, per_thread = (8 * n + 8 * (2 * k + 4) + 16 * (k + 3)) * BLOCK_VOXELS;
+    double threads = 16, per_thread = (4 * n + 8 * (2 * k + 4) + 4 * 2 * k + 16 * (k + 3) + 24) * BLOCK_VOXELS;
     double per_voxel = p->noise == GLM_NOISE_AR1 ? 8 * (2 * k + 5) + 40 + 4 : 0;
     double factors = (p->noise == GLM_NOISE_AR1 ? 2 * AR_BINS + 2 : 1) * 8 * (k + 3) * (k + 4) + 8 * (2 * k + 3) * n;
     return (uint64_t)(threads * per_thread + per_voxel * V + factors);
