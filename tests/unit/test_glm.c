@@ -465,16 +465,16 @@ static void test_mean_scaling(void **state)
     free(Y);
 }
 
-/* AR(1) by the definition, voxel by voxel. */
-static void test_ar1(void **state)
+/* AR(1) by the definition, voxel by voxel, on data of the given baseline,
+ * scaled or not. */
+static void ar1_case(double baseline, int scaling, uint64_t seed)
 {
-    (void)state;
     double *X = malloc(sizeof(double) * N * K), *Y = malloc(sizeof(double) * N * NV), rho[NV];
     for (int v = 0; v < NV; v++)
         rho[v] = -0.3 + 0.9 * v / NV;
-    make_problem(X, Y, rho, 50, 13);
+    make_problem(X, Y, rho, baseline, seed);
     struct glm_params p;
-    set_params(&p, GLM_NOISE_AR1, GLM_SCALING_MEAN, CONTRASTS);
+    set_params(&p, GLM_NOISE_AR1, scaling, CONTRASTS);
     struct nf_value *x = design_table(X, N, K, NAMES), *ym = data_matrix(Y, N, NV), *out[GLM_N_OUT];
     struct nf_error err;
     assert_int_equal(run_glm(&p, x, ym, 4, out, &err), 0);
@@ -488,7 +488,8 @@ static void test_ar1(void **state)
             mean += (float)Y[t * NV + v];
         mean /= N;
         for (int t = 0; t < N; t++)
-            y[t] = S[t * NV + v] = 100 * ((float)Y[t * NV + v] / (mean > 1 ? mean : 1) - 1);
+            y[t] = S[t * NV + v] = scaling == GLM_SCALING_MEAN ? 100 * ((float)Y[t * NV + v] / (mean > 1 ? mean : 1) - 1)
+                                                                 : (float)Y[t * NV + v];
         struct ref_fit r;
         ref_fit(X, y, N, K, CW, 0, &r);
         for (int t = 0; t < N; t++) {
@@ -545,6 +546,21 @@ static void test_ar1(void **state)
     free(R);
     free(X);
     free(Y);
+}
+
+static void test_ar1(void **state)
+{
+    (void)state;
+    ar1_case(50, GLM_SCALING_MEAN, 13);
+}
+
+/* No scaling and a baseline of 20000 next to noise of about 1: the node's
+ * sums carry the baseline in double and difference it away (yᵀy - bᵀXᵀy),
+ * which must keep the residual variance, t and z to the same tolerance. */
+static void test_ar1_raw_baseline(void **state)
+{
+    (void)state;
+    ar1_case(20000, GLM_SCALING_NONE, 14);
 }
 
 /* A column that is the sum of two others: the estimable contrast a - b
@@ -637,6 +653,7 @@ int main(void)
         cmocka_unit_test(test_ols),
         cmocka_unit_test(test_mean_scaling),
         cmocka_unit_test(test_ar1),
+        cmocka_unit_test(test_ar1_raw_baseline),
         cmocka_unit_test(test_rank_deficient),
         cmocka_unit_test(test_errors),
     };
