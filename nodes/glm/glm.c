@@ -88,14 +88,16 @@ static const struct nf_port glm_inputs[] = {
     NF_PORT_END
 };
 static const struct nf_port glm_outputs[] = {
-    { "effect", "contrasts x voxels: each contrast's effect size cᵀβ (rows named by contrast)", NF_PT_MATRIX, 0 },
-    { "variance", "contrasts x voxels: the variance of each effect", NF_PT_MATRIX, 0 },
+    { "effect", "contrasts x voxels: each contrast's effect size cᵀβ (rows named by contrast)", NF_PT_MATRIX,
+      NF_PORT_ON_DEMAND },
+    { "variance", "contrasts x voxels: the variance of each effect", NF_PT_MATRIX, NF_PORT_ON_DEMAND },
     { "t", "contrasts x voxels: t statistics, n - rank(X) degrees of freedom", NF_PT_MATRIX, 0 },
     { "z", "contrasts x voxels: z scores of the t statistics' upper tail, as nilearn's", NF_PT_MATRIX, 0 },
-    { "p", "contrasts x voxels: one-sided p-values P(T > t)", NF_PT_MATRIX, 0 },
-    { "betas", "regressors x voxels: the parameter estimates (rows named by design column)", NF_PT_MATRIX, 0 },
+    { "p", "contrasts x voxels: one-sided p-values P(T > t)", NF_PT_MATRIX, NF_PORT_ON_DEMAND },
+    { "betas", "regressors x voxels: the parameter estimates (rows named by design column)", NF_PT_MATRIX,
+      NF_PORT_ON_DEMAND },
     { "residual_variance", "1 x voxels: the (whitened) residuals' sum of squares over n - k",
-      NF_PT_MATRIX, 0 },
+      NF_PT_MATRIX, NF_PORT_ON_DEMAND },
     NF_PORT_END
 };
 NF_PORTS_MATCH(glm_inputs, GLM_N_IN);
@@ -639,19 +641,23 @@ static void store_voxel(const struct glm_ctx *c, const struct factor *f, int64_t
 {
     const int64_t k = c->k, V = c->V;
     const double dispersion = (sse > 0 ? sse : 0) / (double)(c->n - k);
-    for (int64_t j = 0; j < k; j++)
+    for (int64_t j = 0; c->out[GLM_OUT_BETAS] && j < k; j++)
         c->out[GLM_OUT_BETAS][j * V + v] = (float)beta[j];
-    c->out[GLM_OUT_RESIDUAL_VARIANCE][v] = (float)dispersion;
+    if (c->out[GLM_OUT_RESIDUAL_VARIANCE])
+        c->out[GLM_OUT_RESIDUAL_VARIANCE][v] = (float)dispersion;
     for (size_t ci = 0; ci < c->cs.c; ci++) {
         const double effect = dot(c->cs.w + ci * (size_t)k, beta, k), variance = f->cvar[ci] * dispersion;
         double t = effect / sqrt(variance > 1e-50 ? variance : 1e-50), p, z;
         glm_t_p_z_tail(&c->tail, t, &p, &z);
         const int64_t at = (int64_t)ci * V + v;
-        c->out[GLM_OUT_EFFECT][at] = (float)effect;
-        c->out[GLM_OUT_VARIANCE][at] = (float)variance;
+        if (c->out[GLM_OUT_EFFECT])
+            c->out[GLM_OUT_EFFECT][at] = (float)effect;
+        if (c->out[GLM_OUT_VARIANCE])
+            c->out[GLM_OUT_VARIANCE][at] = (float)variance;
+        if (c->out[GLM_OUT_P])
+            c->out[GLM_OUT_P][at] = (float)p;
         c->out[GLM_OUT_T][at] = (float)t;
         c->out[GLM_OUT_Z][at] = (float)z;
-        c->out[GLM_OUT_P][at] = (float)p;
     }
 }
 
@@ -867,39 +873,48 @@ static void ctx_free(struct glm_ctx *c)
     free(c->todo);
 }
 
-static int new_outputs(struct glm_ctx *c, const struct nf_value *yin, const char *const *cols, struct nf_value **out,
+/* The outputs some node reads (t and z always; the others on demand): NULL
+ * in out[] and c->out[] for the rest. */
+static int new_outputs(struct glm_ctx *c, const struct nf_run *run, const char *const *cols, struct nf_value **out,
                        struct nf_error *err)
 {
-    struct nf_geom *geom = yin->u.mat.geom;
+    struct nf_geom *geom = run->in[GLM_IN_Y]->u.mat.geom;
     const int64_t rows[GLM_N_OUT] = { (int64_t)c->cs.c, (int64_t)c->cs.c, (int64_t)c->cs.c, (int64_t)c->cs.c,
                                       (int64_t)c->cs.c, c->k, 1 };
-    for (int o = 0; o < GLM_N_OUT; o++) {
-        if (!(out[o] = nf_value_new_matrix(rows[o], c->V, geom, err)))
-            return err->code ? err->code : NF_ENOMEM;
+    char what[160];
+    snprintf(what, sizeof what, "first-level GLM (%s), contrast ",
+             c->prm->noise == GLM_NOISE_AR1 ? "AR(1)" : "OLS");
+    char *effect = nf_asprintf("%seffect size", what), *variance = nf_asprintf("%svariance", what);
+    const struct { int kind; double dof; const char *what; } stat[GLM_N_OUT] = {
+        [GLM_OUT_EFFECT] = { NF_STAT_ESTIMATE, 0, effect },
+        [GLM_OUT_VARIANCE] = { NF_STAT_ESTIMATE, 0, variance },
+        [GLM_OUT_T] = { NF_STAT_T, c->dof, "first-level GLM t contrast" },
+        [GLM_OUT_Z] = { NF_STAT_Z, 0, "first-level GLM z score (upper tail of t)" },
+        [GLM_OUT_P] = { NF_STAT_P, 0, "first-level GLM one-sided p-value P(T > t)" },
+        [GLM_OUT_BETAS] = { NF_STAT_ESTIMATE, 0, "first-level GLM parameter estimates" },
+        [GLM_OUT_RESIDUAL_VARIANCE] = { NF_STAT_ESTIMATE, 0,
+                                        "first-level GLM residual variance (whitened SSE / (n - k))" },
+    };
+    int rc = 0;
+    for (int o = 0; o < GLM_N_OUT && rc == 0; o++) {
+        if ((glm_outputs[o].flags & NF_PORT_ON_DEMAND) && !nf_run_wants(run, o))
+            continue;
+        if (!(out[o] = nf_value_new_matrix(rows[o], c->V, geom, err))) {
+            rc = err->code ? err->code : NF_ENOMEM;
+            break;
+        }
         c->out[o] = out[o]->u.mat.data;
         const char *const *names = o == GLM_OUT_BETAS ? cols : o == GLM_OUT_RESIDUAL_VARIANCE ? NULL
                                    : (const char *const *)c->cs.names;
         if (names && nf_matrix_set_row_names(out[o], names, err) < 0)
-            return err->code;
+            rc = err->code;
+        else
+            nf_value_set_stat(out[o], stat[o].kind, stat[o].dof, stat[o].what);
     }
-    char what[160];
-    snprintf(what, sizeof what, "first-level GLM (%s), contrast ",
-             c->prm->noise == GLM_NOISE_AR1 ? "AR(1)" : "OLS");
-    char *d = nf_asprintf("%seffect size", what);
-    nf_value_set_stat(out[GLM_OUT_EFFECT], NF_STAT_ESTIMATE, 0, d);
-    free(d);
-    d = nf_asprintf("%svariance", what);
-    nf_value_set_stat(out[GLM_OUT_VARIANCE], NF_STAT_ESTIMATE, 0, d);
-    free(d);
-    nf_value_set_stat(out[GLM_OUT_T], NF_STAT_T, c->dof, "first-level GLM t contrast");
-    nf_value_set_stat(out[GLM_OUT_Z], NF_STAT_Z, 0, "first-level GLM z score (upper tail of t)");
-    nf_value_set_stat(out[GLM_OUT_P], NF_STAT_P, 0, "first-level GLM one-sided p-value P(T > t)");
-    nf_value_set_stat(out[GLM_OUT_BETAS], NF_STAT_ESTIMATE, 0, "first-level GLM parameter estimates");
-    nf_value_set_stat(out[GLM_OUT_RESIDUAL_VARIANCE], NF_STAT_ESTIMATE, 0,
-                      "first-level GLM residual variance (whitened SSE / (n - k))");
-    return 0;
+    free(effect);
+    free(variance);
+    return rc;
 }
-
 
 static int glm_run(struct nf_run *run)
 {
@@ -954,7 +969,7 @@ static int glm_run(struct nf_run *run)
             goto fail;
         }
     }
-    NF_TRY(rc = new_outputs(&c, yin, cols, out, run->err));
+    NF_TRY(rc = new_outputs(&c, run, cols, out, run->err));
 
     const int64_t blocks = (c.V + BLOCK_VOXELS - 1) / BLOCK_VOXELS;
     struct work w = { .c = &c, .pass = PASS_OLS, .n_items = blocks, .run = run,

@@ -255,12 +255,13 @@ static void params_free(struct glm_params *p)
 }
 
 /* Run the node (threads as given); 0 and out[] filled, or the error code. */
-static int run_glm(const struct glm_params *p, struct nf_value *x, struct nf_value *y, int threads,
-                   struct nf_value **out, struct nf_error *err)
+/* wanted: the outputs consumed downstream (NULL: all). */
+static int run_glm_wanting(const struct glm_params *p, struct nf_value *x, struct nf_value *y, int threads,
+                           const bool *wanted, struct nf_value **out, struct nf_error *err)
 {
     struct nf_value *in[GLM_N_IN] = { x, y };
     struct nf_env env = { .threads = threads };
-    struct nf_run run = { .params = p, .env = &env, .in = in, .out = out, .err = err };
+    struct nf_run run = { .params = p, .env = &env, .in = in, .out = out, .err = err, .wanted = wanted };
     *err = (struct nf_error){ 0 };
     for (int o = 0; o < GLM_N_OUT; o++)
         out[o] = NULL;
@@ -269,6 +270,12 @@ static int run_glm(const struct glm_params *p, struct nf_value *x, struct nf_val
         for (int o = 0; o < GLM_N_OUT; o++)
             assert_null(out[o]);
     return rc;
+}
+
+static int run_glm(const struct glm_params *p, struct nf_value *x, struct nf_value *y, int threads,
+                   struct nf_value **out, struct nf_error *err)
+{
+    return run_glm_wanting(p, x, y, threads, NULL, out, err);
 }
 
 static void outputs_free(struct nf_value **out)
@@ -537,6 +544,18 @@ static void ar1_case(double baseline, int scaling, uint64_t seed)
     for (int o = 0; o < GLM_N_OUT; o++)
         assert_memory_equal(one[o]->u.mat.data, out[o]->u.mat.data,
                             (size_t)(out[o]->u.mat.rows * NV) * sizeof(float));
+    outputs_free(one);
+    /* only z read downstream: the on-demand outputs are not made, t and z
+     * are the same bits */
+    bool wanted[GLM_N_OUT] = { [GLM_OUT_Z] = true };
+    assert_int_equal(run_glm_wanting(&p, x, ym, 2, wanted, one, &err), 0);
+    for (int o = 0; o < GLM_N_OUT; o++) {
+        if (o == GLM_OUT_T || o == GLM_OUT_Z)
+            assert_memory_equal(one[o]->u.mat.data, out[o]->u.mat.data,
+                                (size_t)(out[o]->u.mat.rows * NV) * sizeof(float));
+        else
+            assert_null(one[o]);
+    }
     outputs_free(one);
     outputs_free(out);
     nf_value_unref(x);
