@@ -10,11 +10,29 @@
 
 #include "distributions.h"
 
+/* The log-beta term of the fraction's front for (a, b) and for the swapped
+ * pair, added in the order nf_t_sf always added them. */
+void nf_t_tail_init(struct nf_t_tail *tt, double dof)
+{
+    const double a = dof / 2, b = 0.5;
+    tt->dof = dof;
+    tt->log_beta[0] = lgamma(a + b) - lgamma(a) - lgamma(b);
+    tt->log_beta[1] = lgamma(b + a) - lgamma(b) - lgamma(a);
+}
+
+double nf_t_sf(double t, double dof)
+{
+    struct nf_t_tail tt;
+    nf_t_tail_init(&tt, dof);
+    return nf_t_tail_sf(&tt, t);
+}
+
 /* P(T > t) for t >= 0 through the regularised incomplete beta function
  * I_x(dof/2, 1/2), x = dof / (dof + t^2), by its continued fraction
  * (modified Lentz). */
-double nf_t_sf(double t, double dof)
+double nf_t_tail_sf(const struct nf_t_tail *tt, double t)
 {
+    const double dof = tt->dof;
     double a = dof / 2, b = 0.5, x = dof / (dof + t * t);
     bool swap = x > (a + 1) / (a + b + 2);   /* the fraction converges fast below */
     if (swap) {
@@ -25,7 +43,7 @@ double nf_t_sf(double t, double dof)
     }
     if (x <= 0)
         return swap ? 0.5 : 0.0;
-    double front = exp(lgamma(a + b) - lgamma(a) - lgamma(b) + a * log(x) + b * log1p(-x)) / a;
+    double front = exp(tt->log_beta[swap] + a * log(x) + b * log1p(-x)) / a;
     const double tiny = 1e-300;
     double c = 1, d = 1 - (a + b) * x / (a + 1);
     d = 1 / (fabs(d) < tiny ? tiny : d);

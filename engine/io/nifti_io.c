@@ -15,7 +15,10 @@
  * Writing is NIfTI-1 FLOAT32 only (nifti_clib 3.0.1 cannot write single-file
  * NIfTI-2). We fill the 348-byte header ourselves and write it with zlib so that
  * every write error is seen (nifti_image_write returns void), into a temporary
- * file in the same folder that is renamed over the final name on success.
+ * file in the same folder that is renamed over the final name on success. A
+ * .nii.gz of up to WHOLE_GZIP_MAX bytes (statistical maps) is compressed in one
+ * buffer by libdeflate when the build has it: 2-3x faster than zlib's stream
+ * at the same level, and the same gzip format.
  */
 #include <errno.h>
 #include <float.h>
@@ -27,6 +30,9 @@
 
 #include <nifti2_io.h>
 #include <zlib.h>
+#ifdef HAVE_LIBDEFLATE
+#include <libdeflate.h>
+#endif
 
 #include "run/events.h"
 #include "io.h"
@@ -38,6 +44,11 @@
 /* Voxels per chunk of a masked read: 128 KiB of float32, as cat reads, so that
  * the kernel's copy lands in cache and the scatter reads it from there. */
 #define MASKED_CHUNK_VOXELS ((size_t)1 << 15)
+/* Images compressed whole by libdeflate: the header and data are copied
+ * next to each other, so the bound keeps that copy small. */
+#define WHOLE_GZIP_MAX ((size_t)256 << 20)
+/* The gzip level of written .nii.gz (zlib's and libdeflate's 6 compress alike). */
+#define GZIP_LEVEL 6
 /* NIfTI-1 dims are int16. */
 #define NIFTI1_MAX_DIM 32767
 
@@ -868,6 +879,32 @@ static int gz_write_all(gzFile fp, const void *buf, size_t n)
     return 0;
 }
 
+#ifdef HAVE_LIBDEFLATE
+/* hdr + 4 zero extension bytes + data, gzip-compressed in one call, to fp.
+ * 0, -1 on a write error, NF_ENOMEM-like -2 when memory ran out. */
+static int gz_write_whole(FILE *fp, const nifti_1_header *hdr, const float *data, size_t data_bytes)
+{
+    const size_t head = sizeof *hdr + 4, in_len = head + data_bytes;
+    unsigned char *in = nf_malloc(in_len);
+    struct libdeflate_compressor *z = libdeflate_alloc_compressor(GZIP_LEVEL);
+    size_t bound = z ? libdeflate_gzip_compress_bound(z, in_len) : 0;
+    unsigned char *out = bound ? nf_malloc(bound) : NULL;
+    int rc = -2;
+    if (in && z && out) {
+        memcpy(in, hdr, sizeof *hdr);
+        memset(in + sizeof *hdr, 0, 4);
+        memcpy(in + head, data, data_bytes);
+        size_t got = libdeflate_gzip_compress(z, in, in_len, out, bound);
+        rc = got > 0 && fwrite(out, 1, got, fp) == got ? 0 : -1;
+    }
+    free(in);
+    free(out);
+    if (z)
+        libdeflate_free_compressor(z);
+    return rc;
+}
+#endif
+
 int nf_nifti_write(const char *path, const struct nf_grid *grid, int64_t nt,
                    const float *data, int intent, const char *descrip,
                    struct nf_error *err)
@@ -936,8 +973,30 @@ int nf_nifti_write_labelled(const char *path, const struct nf_grid *grid, int64_
     /* The temporary keeps the image suffix, so that a reader tool pointed at it
      * (or a crash leftover) still looks like what it is. */
     NF_TRY(rc = nf_atomic_reserve(&a, path, compress ? ".nii.gz" : ".nii", err));
+#ifdef HAVE_LIBDEFLATE
+    if (compress && (size_t)nvox * sizeof(float) <= WHOLE_GZIP_MAX) {
+        errno = 0;
+        FILE *whole = fopen(a.tmp, "wb");
+        if (!whole) {
+            rc = NF_FAIL(err, NF_EIO, "cannot write '%s': %s", path,
+                         errno ? strerror(errno) : "cannot open temporary file");
+            goto fail;
+        }
+        int wr = gz_write_whole(whole, &hdr, data, (size_t)nvox * sizeof(float));
+        if (fclose(whole) != 0 && wr == 0)
+            wr = -1;
+        if (wr == -2) {
+            rc = NF_FAIL(err, NF_ENOMEM, "cannot write '%s': out of memory", display_name(path));
+            goto fail;
+        }
+        if (wr < 0)
+            goto write_error;
+        NF_TRY(rc = nf_atomic_commit(&a, err));
+        return 0;
+    }
+#endif
     errno = 0;
-    fp = gzopen(a.tmp, compress ? "wb6" : "wbT");
+    fp = gzopen(a.tmp, compress ? "wb6" : "wbT");   /* GZIP_LEVEL */
     if (!fp) {
         rc = NF_FAIL(err, NF_EIO, "cannot write '%s': %s", path,
                      errno ? strerror(errno) : "cannot open temporary file");

@@ -94,6 +94,12 @@ struct nf_kernels {
      * n x n (ldc). The Gram matrix of closed-form ridge models with more features
      * than samples. NULL in tables without it (the caller uses the CPU's). */
     void (*dsyrk)(int64_t n, int64_t k, const double *A, int64_t lda, double *C, int64_t ldc);
+    /* C = op(A) op(B) in double (C overwritten), row-major as sgemm: op(A) is
+     * m x k, op(B) k x n, C m x n. The glm node's projections of float data,
+     * where sums of squares are later differenced and float would cancel.
+     * NULL in tables without it (the caller uses the CPU's). */
+    void (*dgemm)(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double *A, int64_t lda,
+                  const double *B, int64_t ldb, double *C, int64_t ldc);
     /* The permute tile (struct nf_perm_tile above): cnt[0..nv) += exceedances
      * of voxels v0.., near ties included; rowmax[i] = row i's largest q over
      * the tile; scratch: nf_perm_tile_scratch(rows, nv) floats. */

@@ -16,20 +16,27 @@
  * degrees of freedom, and z the normal quantile of that tail (nilearn's
  * clipping at 1e-300).
  *
- * The algorithm: one factorisation per design (the OLS one and one per AR
- * bin, the bins' spread over the node's threads): the column-equilibrated
- * normal matrix is decomposed by Jacobi rotations in double, giving the
- * design's rank (whitening keeps it, so the bins of a full-rank design are
- * inverted by Cholesky, cheaper), (XwᵀXw)⁺ and the k x n operator P = (XwᵀXw)⁺ Xwᵀ, which
- * equals pinv(Xw) for a full-rank design (for a rank-deficient one it is
- * another least-squares solution: estimable contrasts are the same as
- * nilearn's, the betas of aliased columns are not). The voxels then go
- * through float GEMMs in blocks (Bᵀ = Y Pᵀ, residuals Y - B Xwᵀ, voxel-major
- * so that each series is contiguous) over the node's threads: first in voxel
- * order (the OLS pass, which keeps the scaled series voxel by voxel for the
- * refit), then grouped by AR bin. Each voxel's mean is taken out before the
- * GEMMs and carried in double (its betas are P w, w the whitened constant),
- * so float round-off scales with the data's variation, not its baseline.
+ * The algorithm: one pass over Y. Everything the fits need of a series y
+ * is linear or quadratic in it: the projections Xᵀy and Xᵀ(S + Sᵀ)y (S the
+ * lag-1 shift), Σ y, y_0, y_{n-1}, yᵀy and yᵀSy. So each block of voxels is
+ * read in Y's own layout (frames x voxels, no transposition), less its
+ * float mean, and one float GEMM gives the projections; the rest, in
+ * double, is k x k algebra per voxel: the OLS betas b = (XᵀX)⁺Xᵀy (a GEMM
+ * over the block), the residuals' sums at the least-squares solution (rᵀr =
+ * yᵀy - bᵀXᵀy, rᵀSr = yᵀSy - bᵀXᵀ(S + Sᵀ)y + bᵀXᵀSXb, Σ r, r_0, r_{n-1}:
+ * the Yule-Walker estimate), and for each AR bin, with W = I - rho S,
+ * XwᵀXw = XᵀWᵀWX and Xwᵀyw = XᵀWᵀWy, WᵀW = I - rho (S + Sᵀ) + rho² SᵀS,
+ * from the same sums: betas (XwᵀXw)⁺ Xwᵀyw and the whitened residuals' sum
+ * of squares ywᵀyw - betaᵀXwᵀyw. One factorisation per design (the OLS
+ * one, then one per AR bin, spread over the node's threads): the
+ * column-equilibrated normal matrix is decomposed by Jacobi rotations in
+ * double, giving the design's rank (whitening keeps it, so the bins of a
+ * full-rank design are inverted by Cholesky, cheaper) and (XwᵀXw)⁺, which
+ * with a rank-deficient design gives another least-squares solution than
+ * pinv (estimable contrasts are the same as nilearn's, the betas of aliased
+ * columns are not). With AR(1) each voxel's sums are kept (2k + 5 doubles)
+ * between the OLS pass and the refit, which goes through the voxels in
+ * order (outputs written in place), each with its bin's inverse.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -39,6 +46,7 @@
 #include <string.h>
 
 #include "node.h"
+#include "core/distributions.h"
 #include "core/util.h"
 #include "kernels/kernels.h"
 
@@ -80,14 +88,16 @@ static const struct nf_port glm_inputs[] = {
     NF_PORT_END
 };
 static const struct nf_port glm_outputs[] = {
-    { "effect", "contrasts x voxels: each contrast's effect size cᵀβ (rows named by contrast)", NF_PT_MATRIX, 0 },
-    { "variance", "contrasts x voxels: the variance of each effect", NF_PT_MATRIX, 0 },
+    { "effect", "contrasts x voxels: each contrast's effect size cᵀβ (rows named by contrast)", NF_PT_MATRIX,
+      NF_PORT_ON_DEMAND },
+    { "variance", "contrasts x voxels: the variance of each effect", NF_PT_MATRIX, NF_PORT_ON_DEMAND },
     { "t", "contrasts x voxels: t statistics, n - rank(X) degrees of freedom", NF_PT_MATRIX, 0 },
     { "z", "contrasts x voxels: z scores of the t statistics' upper tail, as nilearn's", NF_PT_MATRIX, 0 },
-    { "p", "contrasts x voxels: one-sided p-values P(T > t)", NF_PT_MATRIX, 0 },
-    { "betas", "regressors x voxels: the parameter estimates (rows named by design column)", NF_PT_MATRIX, 0 },
+    { "p", "contrasts x voxels: one-sided p-values P(T > t)", NF_PT_MATRIX, NF_PORT_ON_DEMAND },
+    { "betas", "regressors x voxels: the parameter estimates (rows named by design column)", NF_PT_MATRIX,
+      NF_PORT_ON_DEMAND },
     { "residual_variance", "1 x voxels: the (whitened) residuals' sum of squares over n - k",
-      NF_PT_MATRIX, 0 },
+      NF_PT_MATRIX, NF_PORT_ON_DEMAND },
     NF_PORT_END
 };
 NF_PORTS_MATCH(glm_inputs, GLM_N_IN);
@@ -248,27 +258,95 @@ static int glm_resolve(struct nf_resolve *r)
     return 0;
 }
 
+/* ---- the design's sums ---- */
+
+struct glm_ctx {
+    const struct glm_params *prm;
+    const struct nf_kernels *K;
+    int64_t n, k, kp, V;        /* kp: k rounded up to whole vectors (the stride of cov, betas) */
+    const float *Y;             /* n x V */
+    double *X;                  /* n x k */
+    double *Z;                  /* ZROWS(k) x n: the linear functionals of a series that the fit needs */
+    double *Zsum;               /* ZROWS(k): each functional of the constant series 1 */
+    float *Zf;                  /* 2k x n: Z's first rows in float */
+    double *XtX, *XsX;          /* k x k: XᵀX and Xᵀ(S + Sᵀ)X, S the lag-1 shift */
+    struct contrasts cs;
+    double dof;                 /* n - rank(X) */
+    struct nf_t_tail tail;      /* Student's t of dof degrees of freedom */
+    struct factor *ols;
+    struct factor *bins;        /* AR(1): one per bin index (2 AR_BINS + 1), empty unless it has voxels */
+    double *rec;                /* AR(1): V x REC(k), every voxel's sums (record layout below) */
+    double *acf;                /* AR(1): V x 5 sums of the OLS residuals r:
+                                   Σ r, Σ r², Σ r_t r_{t+1}, r_0, r_{n-1} */
+    int32_t *bin;               /* AR(1): V, int(100 rho) + AR_BINS */
+    int64_t *todo, n_todo;      /* AR(1): the bins that have voxels */
+    float *out[GLM_N_OUT];      /* output data */
+};
+
+/* A voxel's record: the functionals Zy (Xᵀy, Xᵀ(S + Sᵀ)y, Σ y, y_0,
+ * y_{n-1}), then yᵀy and yᵀSy = Σ y_t y_{t-1}; y the (scaled) series with
+ * its mean. */
+#define ZROWS(k) (2 * (k) + 3)
+#define REC(k) (ZROWS(k) + 2)
+enum { R_SUM, R_FIRST, R_LAST, R_YY, R_YSY };   /* offsets after the 2k projections */
+
+/* Z's rows: X's columns, (S + Sᵀ)X's (x_{t-1} + x_{t+1}, the missing
+ * neighbour 0 at either end), ones, e_0 and e_{n-1}; XᵀX and Xᵀ(S + Sᵀ)X. */
+static int design_sums(struct glm_ctx *c, struct nf_error *err)
+{
+    const int64_t n = c->n, k = c->k, rows = ZROWS(k);
+    c->Z = nf_calloc((size_t)(rows * n), sizeof *c->Z);
+    c->Zsum = nf_calloc((size_t)rows, sizeof *c->Zsum);
+    c->XtX = nf_calloc((size_t)(k * k), sizeof *c->XtX);
+    c->XsX = nf_calloc((size_t)(k * k), sizeof *c->XsX);
+    if (!c->Z || !c->Zsum || !c->XtX || !c->XsX)
+        return NF_FAIL(err, NF_ENOMEM, "out of memory");
+    const double *X = c->X;
+    for (int64_t j = 0; j < k; j++)
+        for (int64_t t = 0; t < n; t++) {
+            c->Z[j * n + t] = X[t * k + j];
+            c->Z[(k + j) * n + t] = (t > 0 ? X[(t - 1) * k + j] : 0) + (t < n - 1 ? X[(t + 1) * k + j] : 0);
+        }
+    for (int64_t t = 0; t < n; t++)
+        c->Z[2 * k * n + t] = 1;
+    c->Z[(2 * k + 1) * n] = 1;
+    c->Z[(2 * k + 2) * n + n - 1] = 1;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t t = 0; t < n; t++)
+            c->Zsum[r] += c->Z[r * n + t];
+    if (!(c->Zf = nf_alloc_floats((size_t)(2 * k * n))))
+        return NF_FAIL(err, NF_ENOMEM, "out of memory");
+    for (int64_t e = 0; e < 2 * k * n; e++)
+        c->Zf[e] = (float)c->Z[e];
+    for (int64_t i = 0; i < k; i++)
+        for (int64_t j = 0; j < k; j++) {
+            double a = 0, b = 0;
+            for (int64_t t = 0; t < n; t++) {
+                a += c->Z[i * n + t] * c->Z[j * n + t];
+                b += c->Z[i * n + t] * c->Z[(k + j) * n + t];
+            }
+            c->XtX[i * k + j] = a;
+            c->XsX[i * k + j] = b;
+        }
+    for (int64_t i = 0; i < k; i++)   /* symmetric in exact arithmetic: make it so in floating point */
+        for (int64_t j = 0; j < i; j++)
+            c->XsX[i * k + j] = c->XsX[j * k + i] = (c->XsX[i * k + j] + c->XsX[j * k + i]) / 2;
+    return 0;
+}
+
 /* ---- factorisations ---- */
 
-/* The least-squares operator of one design, whitened with rho (0: OLS). */
+/* The normal matrix of one design whitened with rho (0: OLS), inverted. */
 struct factor {
     double rho;
-    float *P;          /* k x n: (XwᵀXw)⁺ Xwᵀ */
-    float *Xw;         /* n x k */
-    double *cov;       /* k x k: (XwᵀXw)⁺ */
-    double *g;         /* k: P w, the betas of a constant series (w = whitened ones) */
-    double *u;         /* n: w - Xw g, what of a constant the design leaves (0 with an intercept) */
+    double *cov;       /* k x kp: (XwᵀXw)⁺, zeros beyond column k */
     double *cvar;      /* per contrast: cᵀ cov c */
     int64_t rank;
 };
 
 static void factor_free(struct factor *f)
 {
-    free(f->P);
-    free(f->Xw);
     free(f->cov);
-    free(f->g);
-    free(f->u);
     free(f->cvar);
     *f = (struct factor){ 0 };
 }
@@ -311,362 +389,329 @@ static bool cholesky_inverse(const double *C, int64_t k, double *inv, double *L,
     return true;
 }
 
-/* X (n x k, double) whitened by rho; contrasts W (c x k). With full_rank
- * (the design's rank is k, which whitening keeps: it is an invertible map
- * of the rows) the normal matrix is inverted by Cholesky, a fraction of
- * the eigendecomposition's work, which finds the rank (the OLS design, or
- * a rank-deficient one). */
-static int factor_make(const double *X, int64_t n, int64_t k, double rho, bool full_rank, const struct contrasts *cs,
-                       struct factor *f, struct nf_error *err)
+/* (XwᵀXw)⁺ for the design whitened by rho, from the design's sums: with
+ * W = I - rho S (ARModel.whiten: row t minus rho times row t - 1, the first
+ * kept), WᵀW = I - rho (S + Sᵀ) + rho² SᵀS and SᵀS is the identity less its
+ * last frame. With full_rank (the design's rank is k, which whitening keeps:
+ * W is invertible) it is inverted by Cholesky, a fraction of the
+ * eigendecomposition's work, which finds the rank (the OLS design, or a
+ * rank-deficient one). */
+static int factor_make(const struct glm_ctx *c, double rho, bool full_rank, struct factor *f, struct nf_error *err)
 {
+    const int64_t k = c->k, kp = c->kp;
+    const double *xl = c->X + (c->n - 1) * k;
+    size_t kk = (size_t)(k * k);
     *f = (struct factor){ .rho = rho };
-    size_t nk = (size_t)(n * k), kk = (size_t)(k * k);
-    double *Xw = nf_malloc_array(nk, sizeof *Xw), *C = nf_malloc_array(kk, sizeof *C);
-    double *Q = nf_malloc_array(kk, sizeof *Q), *lambda = nf_malloc_array((size_t)k, sizeof *lambda);
-    double *d = nf_malloc_array((size_t)k, sizeof *d), *w = nf_malloc_array((size_t)n, sizeof *w);
-    double *Pd = nf_malloc_array(nk, sizeof *Pd);
-    f->P = nf_alloc_floats(nk);
-    f->Xw = nf_alloc_floats(nk);
-    f->cov = nf_calloc(kk, sizeof *f->cov);
-    f->g = nf_calloc((size_t)k, sizeof *f->g);
-    f->u = nf_calloc((size_t)n, sizeof *f->u);
-    f->cvar = nf_calloc(cs->c + 1, sizeof *f->cvar);
+    double *C = nf_malloc_array(kk, sizeof *C), *Q = nf_malloc_array(kk, sizeof *Q);
+    double *inv = nf_calloc(kk, sizeof *inv), *lambda = nf_malloc_array((size_t)k, sizeof *lambda);
+    double *d = nf_malloc_array((size_t)k, sizeof *d);
+    f->cov = nf_calloc((size_t)(k * kp), sizeof *f->cov);
+    f->cvar = nf_calloc(c->cs.c + 1, sizeof *f->cvar);
     int rc = 0;
-    if (!Xw || !C || !Q || !lambda || !d || !w || !Pd || !f->P || !f->Xw || !f->cov || !f->g || !f->u || !f->cvar) {
+    if (!C || !Q || !inv || !lambda || !d || !f->cov || !f->cvar) {
         rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
         goto done;
     }
-    /* ARModel.whiten: row t minus rho times row t - 1, the first row kept */
-    for (int64_t t = 0; t < n; t++) {
-        w[t] = t == 0 ? 1 : 1 - rho;
+    for (int64_t i = 0; i < k; i++)
         for (int64_t j = 0; j < k; j++)
-            Xw[t * k + j] = t == 0 ? X[j] : X[t * k + j] - rho * X[(t - 1) * k + j];
-    }
+            C[i * k + j] = c->XtX[i * k + j] - rho * c->XsX[i * k + j] +
+                           rho * rho * (c->XtX[i * k + j] - xl[i] * xl[j]);
     /* equilibrate the columns so that their scales (a constant next to
      * rotations in radians) do not pass for rank deficiency */
-    for (int64_t j = 0; j < k; j++) {
-        double s = 0;
-        for (int64_t t = 0; t < n; t++)
-            s += Xw[t * k + j] * Xw[t * k + j];
-        d[j] = s > 0 ? 1 / sqrt(s) : 0;
-    }
+    for (int64_t j = 0; j < k; j++)
+        d[j] = C[j * k + j] > 0 ? 1 / sqrt(C[j * k + j]) : 0;
     for (int64_t i = 0; i < k; i++)
-        for (int64_t j = i; j < k; j++) {
-            double s = 0;
-            for (int64_t t = 0; t < n; t++)
-                s += Xw[t * k + i] * Xw[t * k + j];
-            C[i * k + j] = C[j * k + i] = s * d[i] * d[j];
-        }
-    if (full_rank && cholesky_inverse(C, k, f->cov, Q, lambda)) {
+        for (int64_t j = 0; j < k; j++)
+            C[i * k + j] *= d[i] * d[j];
+    if (full_rank && cholesky_inverse(C, k, inv, Q, lambda)) {
         f->rank = k;
     } else {
-        memset(f->cov, 0, kk * sizeof *f->cov);
+        memset(inv, 0, kk * sizeof *inv);
         glm_sym_eigen(C, k, lambda, Q);
         double top = 0;
         for (int64_t i = 0; i < k; i++)
             top = lambda[i] > top ? lambda[i] : top;
-        /* cov = D Q diag(1/lambda) Qᵀ D over the eigenvalues kept */
+        /* inv = Q diag(1/lambda) Qᵀ over the eigenvalues kept */
         for (int64_t e = 0; e < k; e++) {
             if (!(lambda[e] > RANK_TOLERANCE * top))
                 continue;
             f->rank++;
             for (int64_t i = 0; i < k; i++)
                 for (int64_t j = 0; j < k; j++)
-                    f->cov[i * k + j] += Q[i * k + e] * Q[j * k + e] / lambda[e];
+                    inv[i * k + j] += Q[i * k + e] * Q[j * k + e] / lambda[e];
         }
     }
     for (int64_t i = 0; i < k; i++)
         for (int64_t j = 0; j < k; j++)
-            f->cov[i * k + j] *= d[i] * d[j];
-    /* P = cov Xwᵀ, g = P w, u = w - Xw g */
-    for (int64_t i = 0; i < k; i++) {
-        for (int64_t t = 0; t < n; t++) {
-            double s = 0;
-            for (int64_t j = 0; j < k; j++)
-                s += f->cov[i * k + j] * Xw[t * k + j];
-            Pd[i * n + t] = s;
-            f->P[i * n + t] = (float)s;
-            f->g[i] += s * w[t];
-        }
-    }
-    for (int64_t t = 0; t < n; t++) {
-        double s = w[t];
-        for (int64_t j = 0; j < k; j++) {
-            s -= Xw[t * k + j] * f->g[j];
-            f->Xw[t * k + j] = (float)Xw[t * k + j];
-        }
-        f->u[t] = s;
-    }
-    for (size_t c = 0; c < cs->c; c++) {
-        const double *cw = cs->w + c * (size_t)k;
+            f->cov[i * kp + j] = inv[i * k + j] * d[i] * d[j];
+    for (size_t q = 0; q < c->cs.c; q++) {
+        const double *cw = c->cs.w + q * (size_t)k;
         double s = 0;
         for (int64_t i = 0; i < k; i++)
             for (int64_t j = 0; j < k; j++)
-                s += cw[i] * f->cov[i * k + j] * cw[j];
-        f->cvar[c] = s;
+                s += cw[i] * f->cov[i * kp + j] * cw[j];
+        f->cvar[q] = s;
     }
 done:
-    free(Xw);
     free(C);
     free(Q);
+    free(inv);
     free(lambda);
     free(d);
-    free(w);
-    free(Pd);
     if (rc < 0)
         factor_free(f);
     return rc;
 }
 
-/* ---- the fit ---- */
+/* ---- per-voxel vector loops ----
+ * -O2 leaves loops of unknown length scalar: these are written with
+ * explicit SSE2-wide vectors (the same IEEE operations per element as the
+ * scalar code, in a fixed order, so results do not depend on threads). */
 
-struct glm_ctx {
-    const struct glm_params *prm;
-    const struct nf_kernels *K;
-    int64_t n, k, V;
-    const float *Y;             /* n x V */
-    double *X;                  /* n x k */
-    struct contrasts cs;
-    double dof;                 /* n - rank(X) */
-    struct factor ols;
-    struct factor *bins;        /* AR(1): one per bin index (2 AR_BINS + 1), rank 0 when empty */
-    double *mean;               /* V: the mean taken out of each (scaled) series */
-    float *Yt;                  /* AR(1): V x n, the scaled, centred series, voxel by voxel */
-    double *acf;                /* AR(1): V x 5 sums of the OLS residuals r:
-                                   Σ r, Σ r², Σ r_t r_{t+1}, r_0, r_{n-1} */
-    int32_t *bin;               /* AR(1): V, int(100 rho) + AR_BINS */
-    int64_t *order;             /* AR(1): voxels grouped by bin */
-    int64_t *item_start, *item_len, *item_bin;   /* AR(1) work items */
-    int64_t n_items;
-    int64_t *todo, n_todo;      /* AR(1): the bins that have voxels */
-    float *out[GLM_N_OUT];      /* output data */
-};
+typedef float glm_v2f __attribute__((vector_size(8)));
+typedef double glm_v2d __attribute__((vector_size(16)));
 
-/* ---- per-voxel passes over a series ----
- * -O2 leaves loops of unknown length scalar, and a single double
- * accumulator is a chain of dependent additions: these keep four chains (a
- * fixed order, so results do not depend on threads) and write the
- * element-wise float loops with explicit vectors (the same IEEE operations
- * per element as the scalar code). */
+/* (macros: no vector arguments or results across calls) */
+#define load2(p) __extension__({ glm_v2d v2_; memcpy(&v2_, (p), sizeof v2_); v2_; })
+#define store2(p, v) __extension__({ glm_v2d v2_ = (v); memcpy((p), &v2_, sizeof v2_); })
 
-typedef float glm_v8f __attribute__((vector_size(32)));
-
-static double series_sum(const float *y, int64_t n)
+static double dot(const double *a, const double *b, int64_t k)
 {
-    double a[4] = { 0, 0, 0, 0 };
-    int64_t t = 0;
-    for (; t + 4 <= n; t += 4)
-        for (int l = 0; l < 4; l++)
-            a[l] += y[t + l];
-    for (; t < n; t++)
-        a[0] += y[t];
-    return (a[0] + a[1]) + (a[2] + a[3]);
+    double s = 0;
+    for (int64_t j = 0; j < k; j++)
+        s += a[j] * b[j];
+    return s;
 }
 
-/* y = 100 (y / divisor - 1), nilearn's mean_scaling in float32. */
-static void series_scale(float *y, int64_t n, float divisor)
+/* beta = cov q: cov symmetric k x kp (zeros past k, kp a multiple of 4),
+ * beta kp values. The refit's k² per voxel: cloned for AVX2 (4 doubles a
+ * vector; the same multiplies and adds in the same order, no fusing, so
+ * every clone gives the same bits). */
+__attribute__((target_clones("avx2", "default")))
+static void symv(const double *cov, int64_t k, int64_t kp, const double *q, double *beta)
 {
-    const glm_v8f d = { divisor, divisor, divisor, divisor, divisor, divisor, divisor, divisor };
-    int64_t t = 0;
-    for (; t + 8 <= n; t += 8) {
-        glm_v8f v;
-        memcpy(&v, y + t, sizeof v);
-        v = 100.0f * (v / d - 1.0f);
-        memcpy(y + t, &v, sizeof v);
-    }
-    for (; t < n; t++)
-        y[t] = 100.0f * (y[t] / divisor - 1.0f);
-}
-
-static void series_shift(float *y, int64_t n, float mean)
-{
-    int64_t t = 0;
-    for (; t + 8 <= n; t += 8) {
-        glm_v8f v;
-        memcpy(&v, y + t, sizeof v);
-        v -= mean;
-        memcpy(y + t, &v, sizeof v);
-    }
-    for (; t < n; t++)
-        y[t] -= mean;
-}
-
-/* y = ARModel.whiten(src): y_t = src_t - rho src_{t-1}, y_0 = src_0. */
-static void series_whiten(float *y, const float *src, int64_t n, float rho)
-{
-    y[0] = src[0];
-    int64_t t = 1;
-    for (; t + 8 <= n; t += 8) {
-        glm_v8f a, b;
-        memcpy(&a, src + t, sizeof a);
-        memcpy(&b, src + t - 1, sizeof b);
-        a -= rho * b;
-        memcpy(y + t, &a, sizeof a);
-    }
-    for (; t < n; t++)
-        y[t] = src[t] - rho * src[t - 1];
-}
-
-/* Σ (r_t + u_t m)² in double. */
-static double series_sse(const float *r, const double *u, double m, int64_t n)
-{
-    double a[4] = { 0, 0, 0, 0 };
-    int64_t t = 0;
-    for (; t + 4 <= n; t += 4)
-        for (int l = 0; l < 4; l++) {
-            double e = (double)r[t + l] + u[t + l] * m;
-            a[l] += e * e;
+    typedef double v4d __attribute__((vector_size(32)));
+    memset(beta, 0, (size_t)kp * sizeof *beta);
+    for (int64_t j = 0; j < k; j++) {
+        const double qj = q[j];
+        const double *row = cov + j * kp;
+        for (int64_t i = 0; i < kp; i += 4) {
+            v4d b, r;
+            memcpy(&b, beta + i, sizeof b);
+            memcpy(&r, row + i, sizeof r);
+            b += qj * r;
+            memcpy(beta + i, &b, sizeof b);
         }
-    for (; t < n; t++) {
-        double e = (double)r[t] + u[t] * m;
-        a[0] += e * e;
     }
-    return (a[0] + a[1]) + (a[2] + a[3]);
 }
 
 /* Per-thread scratch; blocks are voxel-major (a voxel's series contiguous). */
 struct scratch {
-    float *Yb;                  /* BLOCK_VOXELS x n */
-    float *B;                   /* BLOCK_VOXELS x k */
-    double *m, *sse;            /* BLOCK_VOXELS */
-    double *beta;               /* BLOCK_VOXELS x k */
+    float *Yf;                  /* n x BLOCK_VOXELS: the block less its float means */
+    float *G;                   /* BLOCK_VOXELS x 2k: its projections */
+    double *col;                /* BLOCK_VOXELS x 3: Σ y, Σ of the centred y, the float means */
+    double *rec;                /* BLOCK_VOXELS x REC(k): OLS only (AR(1) keeps them all) */
+    double *B, *MB;             /* BLOCK_VOXELS x kp: OLS betas, (Xᵀ(S + Sᵀ)X) betas */
+    double *q;                  /* kp */
 };
 
 static void scratch_free(struct scratch *s)
 {
-    free(s->Yb);
+    free(s->Yf);
+    free(s->G);
+    free(s->col);
+    free(s->rec);
     free(s->B);
-    free(s->m);
-    free(s->sse);
-    free(s->beta);
+    free(s->MB);
+    free(s->q);
 }
 
 static bool scratch_alloc(const struct glm_ctx *c, struct scratch *s)
 {
-    s->Yb = nf_alloc_floats((size_t)(c->n * BLOCK_VOXELS));
-    s->B = nf_alloc_floats((size_t)(c->k * BLOCK_VOXELS));
-    s->m = nf_malloc_array(BLOCK_VOXELS, sizeof *s->m);
-    s->sse = nf_malloc_array(BLOCK_VOXELS, sizeof *s->sse);
-    s->beta = nf_malloc_array((size_t)(c->k * BLOCK_VOXELS), sizeof *s->beta);
-    return s->Yb && s->B && s->m && s->sse && s->beta;
+    s->Yf = nf_alloc_floats((size_t)(c->n * BLOCK_VOXELS));
+    s->G = nf_alloc_floats((size_t)(2 * c->k * BLOCK_VOXELS));
+    s->col = nf_calloc((size_t)(3 * BLOCK_VOXELS), sizeof *s->col);
+    if (!s->Yf || !s->G || !s->col)
+        return false;
+    s->rec = c->rec ? NULL : nf_malloc_array((size_t)(REC(c->k) * BLOCK_VOXELS), sizeof *s->rec);
+    s->B = nf_calloc((size_t)(c->kp * BLOCK_VOXELS), sizeof *s->B);
+    s->MB = nf_calloc((size_t)(c->kp * BLOCK_VOXELS), sizeof *s->MB);
+    s->q = nf_calloc((size_t)c->kp, sizeof *s->q);
+    return (c->rec || s->rec) && s->B && s->MB && s->q;
 }
 
-/* Voxels b0.. of Y into s->Yb, transposed (tiles, so that both sides stay in
- * cache), scaled as nilearn does in float32, and less their mean (the float
- * mean, so that what is left of it stays in the data), which is kept per
- * voxel. With AR(1) the result is kept for the refit (c->Yt). */
-static void load_block(struct glm_ctx *c, struct scratch *s, int64_t b0, int64_t nb)
+/* sum += row (nb floats), in double. */
+static void frame_add(const float *row, double *sum, int64_t nb)
 {
-    const int64_t n = c->n, V = c->V;
-    enum { TT = 16, TI = 64 };
-    for (int64_t t0 = 0; t0 < n; t0 += TT)
-        for (int64_t i0 = 0; i0 < nb; i0 += TI) {
-            const int64_t t1 = t0 + TT < n ? t0 + TT : n, i1 = i0 + TI < nb ? i0 + TI : nb;
-            for (int64_t t = t0; t < t1; t++) {
-                const float *row = c->Y + t * V + b0;
-                for (int64_t i = i0; i < i1; i++)
-                    s->Yb[i * n + t] = row[i];
-            }
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        glm_v2f f;
+        memcpy(&f, row + i, sizeof f);
+        store2(sum + i, load2(sum + i) + __builtin_convertvector(f, glm_v2d));
+    }
+    for (; i < nb; i++)
+        sum[i] += row[i];
+}
+
+/* d = row - mean (float); yy += d², csum += d, lag += d prev (prev the
+ * frame before, NULL for the first), in double. */
+static void frame_center(const float *row, const float *mean, float *d, const float *prev, double *yy, double *csum,
+                         double *lag, int64_t nb)
+{
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        glm_v2f f, m;
+        memcpy(&f, row + i, sizeof f);
+        memcpy(&m, mean + i, sizeof m);
+        f -= m;
+        memcpy(d + i, &f, sizeof f);
+        glm_v2d v = __builtin_convertvector(f, glm_v2d);
+        store2(yy + i, load2(yy + i) + v * v);
+        store2(csum + i, load2(csum + i) + v);
+        if (prev) {
+            memcpy(&m, prev + i, sizeof m);
+            store2(lag + i, load2(lag + i) + v * __builtin_convertvector(m, glm_v2d));
         }
+    }
+    for (; i < nb; i++) {
+        d[i] = row[i] - mean[i];
+        const double v = d[i];
+        yy[i] += v * v;
+        csum[i] += v;
+        if (prev)
+            lag[i] += v * prev[i];
+    }
+}
+
+/* The records (rec, nb x REC(k)) of voxels b0..: Y's frames are read row by
+ * row (no transposition), twice while the block is in cache: for each
+ * voxel's sum, then less its float mean (exact for the data near it), with
+ * the sums Σ y², Σ y_t y_{t-1} and Σ y of that in double; one float GEMM
+ * gives the projections Xᵀy and Xᵀ(S + Sᵀ)y of the centred series (its
+ * round-off scales with the data's variation, not their baseline, as in
+ * the float residuals nilearn's float32 data would give). The mean's share
+ * is added back in double (Zsum m), then nilearn's mean scaling, y -> a y
+ * + b with a = 100 / max(mean, 1) (the mean rounded to float32, as
+ * nilearn's) and b = -100, is applied to the record: Z(a y + b) = a Z y +
+ * b Zsum, and the quadratic sums likewise. */
+static void project_block(const struct glm_ctx *c, struct scratch *s, int64_t b0, int64_t nb, double *rec)
+{
+    const int64_t n = c->n, V = c->V, k = c->k, R = REC(k);
+    double *yy = s->B, *lag = s->MB, *sum = s->col, *csum = s->col + BLOCK_VOXELS;
+    float *mf = (float *)(s->col + 2 * BLOCK_VOXELS);
+    memset(sum, 0, (size_t)nb * sizeof *sum);
+    for (int64_t t = 0; t < n; t++)
+        frame_add(c->Y + t * V + b0, sum, nb);
     for (int64_t i = 0; i < nb; i++) {
-        float *y = s->Yb + i * n;
+        mf[i] = (float)(sum[i] / (double)n);
+        yy[i] = lag[i] = csum[i] = 0;
+    }
+    for (int64_t t = 0; t < n; t++)
+        frame_center(c->Y + t * V + b0, mf, s->Yf + t * nb, t ? s->Yf + (t - 1) * nb : NULL, yy, csum, lag, nb);
+    c->K->sgemm(true, true, nb, 2 * k, n, 1.0f, s->Yf, nb, c->Zf, n, 0.0f, s->G, 2 * k);
+    const double dn = (double)n;
+    for (int64_t i = 0; i < nb; i++) {
+        double *r = rec + i * R, *z = r + 2 * k, a = 1, b = 0, m = mf[i];
+        const float *g = s->G + i * 2 * k;
+        for (int64_t j = 0; j < 2 * k; j++)
+            r[j] = (double)g[j] + m * c->Zsum[j];
+        const double c0 = s->Yf[i], cl = s->Yf[(n - 1) * nb + i];
+        z[R_SUM] = csum[i] + dn * m;
+        z[R_FIRST] = c0 + m;
+        z[R_LAST] = cl + m;
+        z[R_YY] = yy[i] + 2 * m * csum[i] + dn * m * m;
+        z[R_YSY] = lag[i] + m * (2 * csum[i] - c0 - cl) + (dn - 1) * m * m;
         if (c->prm->scaling == GLM_SCALING_MEAN) {
-            const float mean = (float)(series_sum(y, n) / (double)n);
-            series_scale(y, n, mean > 1.0f ? mean : 1.0f);
+            const float mean = (float)(sum[i] / dn);
+            a = 100.0 / (mean > 1.0f ? mean : 1.0f);
+            b = -100;
         }
-        const float mean = (float)(series_sum(y, n) / (double)n);
-        series_shift(y, n, mean);
-        s->m[i] = c->mean[b0 + i] = (double)mean;
-    }
-    if (c->Yt)
-        memcpy(c->Yt + b0 * n, s->Yb, (size_t)(nb * n) * sizeof *s->Yb);
-}
-
-/* The AR(1) refit's voxels vox[] from c->Yt (scaled and centred), whitened
- * as ARModel.whiten does (last frame first, the first kept). */
-static void gather_block(const struct glm_ctx *c, struct scratch *s, const int64_t *vox, int64_t nb, double rho)
-{
-    const int64_t n = c->n;
-    const float r = (float)rho;
-    for (int64_t i = 0; i < nb; i++) {
-        series_whiten(s->Yb + i * n, c->Yt + vox[i] * n, n, r);
-        s->m[i] = c->mean[vox[i]];
+        const double sy = z[R_SUM], y0 = z[R_FIRST], yl = z[R_LAST];
+        for (int64_t j = 0; j < ZROWS(k); j++)
+            r[j] = a * r[j] + b * c->Zsum[j];
+        z[R_YY] = a * a * z[R_YY] + 2 * a * b * sy + dn * b * b;
+        z[R_YSY] = a * a * z[R_YSY] + a * b * (2 * sy - y0 - yl) + (dn - 1) * b * b;
     }
 }
 
-/* Fit the block with f: betas in s->beta (double, the mean part added back),
- * s->Yb becomes the centred residuals, s->sse their sums of squares with the
- * mean part. */
-static void fit_block(const struct glm_ctx *c, const struct factor *f, struct scratch *s, int64_t nb)
-{
-    const int64_t n = c->n, k = c->k;
-    /* Bt = Yb Pᵀ, then Yb -= Bt Xwᵀ */
-    c->K->sgemm(false, true, nb, k, n, 1.0f, s->Yb, n, f->P, n, 0.0f, s->B, k);
-    c->K->sgemm(false, true, nb, n, k, -1.0f, s->B, k, f->Xw, k, 1.0f, s->Yb, n);
-    for (int64_t i = 0; i < nb; i++) {
-        for (int64_t j = 0; j < k; j++)
-            s->beta[i * k + j] = (double)s->B[i * k + j] + f->g[j] * s->m[i];
-        s->sse[i] = series_sse(s->Yb + i * n, f->u, s->m[i], n);
-    }
-}
+/* ---- the fit, from the records ---- */
 
-/* Write the block's betas, residual variance and contrasts to voxels (b0.. or vox[]). */
-static void store_block(const struct glm_ctx *c, const struct factor *f, const struct scratch *s, int64_t b0,
-                        const int64_t *vox, int64_t nb)
+/* Voxel v's betas (kp values), residual variance and contrasts into the outputs. */
+static void store_voxel(const struct glm_ctx *c, const struct factor *f, int64_t v, const double *beta, double sse)
 {
     const int64_t k = c->k, V = c->V;
-    const double denom = (double)(c->n - k);
-    for (int64_t i = 0; i < nb; i++) {
-        const int64_t v = vox ? vox[i] : b0 + i;
-        const double dispersion = s->sse[i] / denom, *beta = s->beta + i * k;
-        for (int64_t j = 0; j < k; j++)
-            c->out[GLM_OUT_BETAS][j * V + v] = (float)beta[j];
+    const double dispersion = (sse > 0 ? sse : 0) / (double)(c->n - k);
+    for (int64_t j = 0; c->out[GLM_OUT_BETAS] && j < k; j++)
+        c->out[GLM_OUT_BETAS][j * V + v] = (float)beta[j];
+    if (c->out[GLM_OUT_RESIDUAL_VARIANCE])
         c->out[GLM_OUT_RESIDUAL_VARIANCE][v] = (float)dispersion;
-        for (size_t ci = 0; ci < c->cs.c; ci++) {
-            const double *w = c->cs.w + ci * (size_t)k;
-            double effect = 0;
-            for (int64_t j = 0; j < k; j++)
-                effect += w[j] * beta[j];
-            double variance = f->cvar[ci] * dispersion;
-            double t = effect / sqrt(variance > 1e-50 ? variance : 1e-50), p, z;
-            glm_t_p_z(t, c->dof, &p, &z);
-            const int64_t at = (int64_t)ci * V + v;
+    for (size_t ci = 0; ci < c->cs.c; ci++) {
+        const double effect = dot(c->cs.w + ci * (size_t)k, beta, k), variance = f->cvar[ci] * dispersion;
+        double t = effect / sqrt(variance > 1e-50 ? variance : 1e-50), p, z;
+        glm_t_p_z_tail(&c->tail, t, &p, &z);
+        const int64_t at = (int64_t)ci * V + v;
+        if (c->out[GLM_OUT_EFFECT])
             c->out[GLM_OUT_EFFECT][at] = (float)effect;
+        if (c->out[GLM_OUT_VARIANCE])
             c->out[GLM_OUT_VARIANCE][at] = (float)variance;
-            c->out[GLM_OUT_T][at] = (float)t;
-            c->out[GLM_OUT_Z][at] = (float)z;
+        if (c->out[GLM_OUT_P])
             c->out[GLM_OUT_P][at] = (float)p;
-        }
+        c->out[GLM_OUT_T][at] = (float)t;
+        c->out[GLM_OUT_Z][at] = (float)z;
     }
 }
 
-/* The OLS residuals' sums for the Yule-Walker estimate. */
-static void residual_sums(struct glm_ctx *c, const struct scratch *s, int64_t b0, int64_t nb)
+/* The OLS fit of voxels b0.. from their records: betas b = cov Xᵀy (a GEMM
+ * over the block) and, at the least-squares solution, the residuals' sums
+ * rᵀr = yᵀy - bᵀXᵀy and rᵀSr = yᵀSy - bᵀXᵀ(S + Sᵀ)y + bᵀXᵀSXb (the last
+ * half of bᵀXᵀ(S + Sᵀ)Xb), Σ r, r_0 and r_{n-1}: the Yule-Walker sums with
+ * AR(1), the outputs without. */
+static void ols_block(const struct glm_ctx *c, struct scratch *s, int64_t b0, int64_t nb, const double *rec)
 {
-    const int64_t n = c->n;
+    const int64_t n = c->n, k = c->k, kp = c->kp, R = REC(k);
+    const double *x0 = c->X, *xl = c->X + (n - 1) * k;
+    c->K->dgemm(false, true, nb, k, k, rec, R, c->ols->cov, kp, s->B, kp);
+    if (c->acf)
+        c->K->dgemm(false, true, nb, k, k, s->B, kp, c->XsX, k, s->MB, kp);
     for (int64_t i = 0; i < nb; i++) {
-        const float *res = s->Yb + i * n;
-        const double m = s->m[i];
-        double *a = c->acf + (b0 + i) * 5, sum = 0, sq = 0, lag = 0, prev = 0;
-        for (int64_t t = 0; t < n; t++) {
-            double r = (double)res[t] + c->ols.u[t] * m;
-            sum += r;
-            sq += r * r;
-            lag += prev * r;   /* prev is 0 at t = 0 */
-            if (t == 0)
-                a[3] = r;
-            prev = r;
+        const double *r = rec + i * R, *z = r + 2 * k, *b = s->B + i * kp;
+        const double rr = z[R_YY] - dot(b, r, k);
+        if (!c->acf) {
+            store_voxel(c, c->ols, b0 + i, b, rr);
+            continue;
         }
-        a[0] = sum;
-        a[1] = sq;
-        a[2] = lag;
-        a[4] = prev;
+        double *a = c->acf + (b0 + i) * 5;
+        a[0] = z[R_SUM] - dot(b, c->Zsum, k);
+        a[1] = rr;
+        a[2] = z[R_YSY] - dot(b, r + k, k) + 0.5 * dot(b, s->MB + i * kp, k);
+        a[3] = z[R_FIRST] - dot(b, x0, k);
+        a[4] = z[R_LAST] - dot(b, xl, k);
+    }
+}
+
+/* The AR(1) refit of voxels b0.. with their bins' factors: Xwᵀyw = XᵀWᵀWy
+ * and ywᵀyw from the record (WᵀW as in factor_make), betas cov Xwᵀyw, the
+ * whitened residuals' sum of squares ywᵀyw - betaᵀXwᵀyw. */
+static void ar_block(const struct glm_ctx *c, struct scratch *s, int64_t b0, int64_t nb)
+{
+    const int64_t k = c->k, kp = c->kp, R = REC(k);
+    const double *xl = c->X + (c->n - 1) * k;
+    double *beta = s->B;
+    for (int64_t i = 0; i < nb; i++) {
+        const int64_t v = b0 + i;
+        const struct factor *f = &c->bins[c->bin[v]];
+        const double *r = c->rec + v * R, *z = r + 2 * k, rho = f->rho, yl = z[R_LAST];
+        for (int64_t j = 0; j < k; j++)
+            s->q[j] = r[j] - rho * r[k + j] + rho * rho * (r[j] - xl[j] * yl);
+        const double yy = z[R_YY] - 2 * rho * z[R_YSY] + rho * rho * (z[R_YY] - yl * yl);
+        symv(f->cov, k, kp, s->q, beta);
+        store_voxel(c, f, v, beta, yy - dot(beta, s->q, k));
     }
 }
 
 /* ---- voxel blocks over threads ---- */
 
-enum { PASS_OLS, PASS_FACTOR, PASS_AR };   /* voxel blocks in order, AR bins' factors, bins' voxels */
+enum { PASS_OLS, PASS_FACTOR, PASS_AR };   /* records and OLS fits, AR bins' factors, AR refits */
 
 struct work {
     struct glm_ctx *c;
@@ -693,30 +738,19 @@ static void *worker(void *arg)
             NF_FAIL(&err, NF_EINTR, "interrupted");
             break;
         }
-        int64_t nb;
         if (w->pass == PASS_FACTOR) {   /* nilearn's rho: (int * 1.0) / bins */
             const int64_t b = c->todo[i];
-            if (factor_make(c->X, c->n, c->k, (double)(b - AR_BINS) * 1.0 / AR_BINS, c->ols.rank == c->k, &c->cs,
-                            &c->bins[b], &err) < 0)
+            if (factor_make(c, (double)(b - AR_BINS) * 1.0 / AR_BINS, c->ols->rank == c->k, &c->bins[b], &err) < 0)
                 break;
             continue;
         }
+        const int64_t b0 = i * BLOCK_VOXELS, nb = c->V - b0 < BLOCK_VOXELS ? c->V - b0 : BLOCK_VOXELS;
         if (w->pass == PASS_OLS) {
-            const int64_t b0 = i * BLOCK_VOXELS;
-            nb = c->V - b0 < BLOCK_VOXELS ? c->V - b0 : BLOCK_VOXELS;
-            load_block(c, &s, b0, nb);
-            fit_block(c, &c->ols, &s, nb);
-            if (c->prm->noise == GLM_NOISE_OLS)
-                store_block(c, &c->ols, &s, b0, NULL, nb);
-            else
-                residual_sums(c, &s, b0, nb);
+            double *rec = c->rec ? c->rec + b0 * REC(c->k) : s.rec;
+            project_block(c, &s, b0, nb, rec);
+            ols_block(c, &s, b0, nb, rec);
         } else {
-            const int64_t *vox = c->order + c->item_start[i];
-            const struct factor *f = &c->bins[c->item_bin[i]];
-            nb = c->item_len[i];
-            gather_block(c, &s, vox, nb, f->rho);
-            fit_block(c, f, &s, nb);
-            store_block(c, f, &s, 0, vox, nb);
+            ar_block(c, &s, b0, nb);
         }
         nf_progress(w->run, atomic_fetch_add(&w->done, nb) + nb, w->total, "voxels");
     }
@@ -755,8 +789,8 @@ static int run_pass(struct work *w, const struct nf_run *run)
 }
 
 /* nilearn's _yule_walker on the OLS residuals less their mean over the whole
- * run, then its bins; voxels grouped by bin into work items, and the list of
- * bins that have voxels (each then gets its factorisation). */
+ * run, then its bins; and the list of bins that have voxels (each then gets
+ * its factorisation). */
 static int make_bins(struct glm_ctx *c, struct nf_error *err)
 {
     const int64_t n = c->n, V = c->V, nbins = 2 * AR_BINS + 1;
@@ -764,12 +798,12 @@ static int make_bins(struct glm_ctx *c, struct nf_error *err)
     for (int64_t v = 0; v < V; v++)
         total += c->acf[v * 5];
     const double mu = total / ((double)n * (double)V), dn = (double)n;
-    int64_t *count = nf_calloc((size_t)nbins + 1, sizeof *count);
+    bool *used = nf_calloc((size_t)nbins, sizeof *used);
     c->bins = nf_calloc((size_t)nbins, sizeof *c->bins);
     c->bin = nf_malloc_array((size_t)V, sizeof *c->bin);
-    c->order = nf_malloc_array((size_t)V, sizeof *c->order);
-    if (!count || !c->bins || !c->bin || !c->order) {
-        free(count);
+    c->todo = nf_malloc_array((size_t)nbins, sizeof *c->todo);
+    if (!used || !c->bins || !c->bin || !c->todo) {
+        free(used);
         return NF_FAIL(err, NF_ENOMEM, "out of memory");
     }
     for (int64_t v = 0; v < V; v++) {
@@ -784,39 +818,13 @@ static int make_bins(struct glm_ctx *c, struct nf_error *err)
         int64_t b = (int64_t)(rho * AR_BINS);   /* toward zero, as astype(int) */
         b = b < -AR_BINS ? -AR_BINS : b > AR_BINS ? AR_BINS : b;
         c->bin[v] = (int32_t)(b + AR_BINS);
-        count[b + AR_BINS]++;
+        used[b + AR_BINS] = true;
     }
-    int64_t items = 0;
     for (int64_t b = 0; b < nbins; b++)
-        items += (count[b] + BLOCK_VOXELS - 1) / BLOCK_VOXELS;
-    c->item_start = nf_malloc_array((size_t)items + 1, sizeof *c->item_start);
-    c->item_len = nf_malloc_array((size_t)items + 1, sizeof *c->item_len);
-    c->item_bin = nf_malloc_array((size_t)items + 1, sizeof *c->item_bin);
-    int64_t *at = nf_malloc_array((size_t)nbins + 1, sizeof *at);
-    c->todo = nf_malloc_array((size_t)nbins + 1, sizeof *c->todo);
-    int rc = 0;
-    if (!c->item_start || !c->item_len || !c->item_bin || !at || !c->todo) {
-        rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
-        goto done;
-    }
-    int64_t pos = 0;
-    for (int64_t b = 0; b < nbins; b++) {
-        at[b] = pos;
-        for (int64_t s = 0; s < count[b]; s += BLOCK_VOXELS) {
-            c->item_start[c->n_items] = pos + s;
-            c->item_len[c->n_items] = count[b] - s < BLOCK_VOXELS ? count[b] - s : BLOCK_VOXELS;
-            c->item_bin[c->n_items++] = b;
-        }
-        pos += count[b];
-        if (count[b] > 0)
+        if (used[b])
             c->todo[c->n_todo++] = b;
-    }
-    for (int64_t v = 0; v < V; v++)
-        c->order[at[c->bin[v]]++] = v;
-done:
-    free(at);
-    free(count);
-    return rc;
+    free(used);
+    return 0;
 }
 
 /* X as doubles (n x k) and its column names (borrowed from the table). */
@@ -843,56 +851,69 @@ static int read_design(const struct nf_value *xv, double **X, const char ***cols
     return 0;
 }
 
+
 static void ctx_free(struct glm_ctx *c)
 {
     free(c->X);
+    free(c->Z);
+    free(c->Zsum);
+    free(c->Zf);
+    free(c->XtX);
+    free(c->XsX);
     contrasts_free(&c->cs);
-    factor_free(&c->ols);
+    if (c->ols)
+        factor_free(c->ols);
+    free(c->ols);
     for (int64_t b = 0; c->bins && b < 2 * AR_BINS + 1; b++)
         factor_free(&c->bins[b]);
     free(c->bins);
-    free(c->Yt);
-    free(c->mean);
+    free(c->rec);
     free(c->acf);
     free(c->bin);
-    free(c->order);
-    free(c->item_start);
-    free(c->item_len);
-    free(c->item_bin);
     free(c->todo);
 }
 
-static int new_outputs(struct glm_ctx *c, const struct nf_value *yin, const char *const *cols, struct nf_value **out,
+/* The outputs some node reads (t and z always; the others on demand): NULL
+ * in out[] and c->out[] for the rest. */
+static int new_outputs(struct glm_ctx *c, const struct nf_run *run, const char *const *cols, struct nf_value **out,
                        struct nf_error *err)
 {
-    struct nf_geom *geom = yin->u.mat.geom;
+    struct nf_geom *geom = run->in[GLM_IN_Y]->u.mat.geom;
     const int64_t rows[GLM_N_OUT] = { (int64_t)c->cs.c, (int64_t)c->cs.c, (int64_t)c->cs.c, (int64_t)c->cs.c,
                                       (int64_t)c->cs.c, c->k, 1 };
-    for (int o = 0; o < GLM_N_OUT; o++) {
-        if (!(out[o] = nf_value_new_matrix(rows[o], c->V, geom, err)))
-            return err->code ? err->code : NF_ENOMEM;
+    char what[160];
+    snprintf(what, sizeof what, "first-level GLM (%s), contrast ",
+             c->prm->noise == GLM_NOISE_AR1 ? "AR(1)" : "OLS");
+    char *effect = nf_asprintf("%seffect size", what), *variance = nf_asprintf("%svariance", what);
+    const struct { int kind; double dof; const char *what; } stat[GLM_N_OUT] = {
+        [GLM_OUT_EFFECT] = { NF_STAT_ESTIMATE, 0, effect },
+        [GLM_OUT_VARIANCE] = { NF_STAT_ESTIMATE, 0, variance },
+        [GLM_OUT_T] = { NF_STAT_T, c->dof, "first-level GLM t contrast" },
+        [GLM_OUT_Z] = { NF_STAT_Z, 0, "first-level GLM z score (upper tail of t)" },
+        [GLM_OUT_P] = { NF_STAT_P, 0, "first-level GLM one-sided p-value P(T > t)" },
+        [GLM_OUT_BETAS] = { NF_STAT_ESTIMATE, 0, "first-level GLM parameter estimates" },
+        [GLM_OUT_RESIDUAL_VARIANCE] = { NF_STAT_ESTIMATE, 0,
+                                        "first-level GLM residual variance (whitened SSE / (n - k))" },
+    };
+    int rc = 0;
+    for (int o = 0; o < GLM_N_OUT && rc == 0; o++) {
+        if ((glm_outputs[o].flags & NF_PORT_ON_DEMAND) && !nf_run_wants(run, o))
+            continue;
+        if (!(out[o] = nf_value_new_matrix(rows[o], c->V, geom, err))) {
+            rc = err->code ? err->code : NF_ENOMEM;
+            break;
+        }
         c->out[o] = out[o]->u.mat.data;
         const char *const *names = o == GLM_OUT_BETAS ? cols : o == GLM_OUT_RESIDUAL_VARIANCE ? NULL
                                    : (const char *const *)c->cs.names;
         if (names && nf_matrix_set_row_names(out[o], names, err) < 0)
-            return err->code;
+            rc = err->code;
+        else
+            nf_value_set_stat(out[o], stat[o].kind, stat[o].dof, stat[o].what);
     }
-    char what[160];
-    snprintf(what, sizeof what, "first-level GLM (%s), contrast ",
-             c->prm->noise == GLM_NOISE_AR1 ? "AR(1)" : "OLS");
-    char *d = nf_asprintf("%seffect size", what);
-    nf_value_set_stat(out[GLM_OUT_EFFECT], NF_STAT_ESTIMATE, 0, d);
-    free(d);
-    d = nf_asprintf("%svariance", what);
-    nf_value_set_stat(out[GLM_OUT_VARIANCE], NF_STAT_ESTIMATE, 0, d);
-    free(d);
-    nf_value_set_stat(out[GLM_OUT_T], NF_STAT_T, c->dof, "first-level GLM t contrast");
-    nf_value_set_stat(out[GLM_OUT_Z], NF_STAT_Z, 0, "first-level GLM z score (upper tail of t)");
-    nf_value_set_stat(out[GLM_OUT_P], NF_STAT_P, 0, "first-level GLM one-sided p-value P(T > t)");
-    nf_value_set_stat(out[GLM_OUT_BETAS], NF_STAT_ESTIMATE, 0, "first-level GLM parameter estimates");
-    nf_value_set_stat(out[GLM_OUT_RESIDUAL_VARIANCE], NF_STAT_ESTIMATE, 0,
-                      "first-level GLM residual variance (whitened SSE / (n - k))");
-    return 0;
+    free(effect);
+    free(variance);
+    return rc;
 }
 
 static int glm_run(struct nf_run *run)
@@ -909,6 +930,7 @@ static int glm_run(struct nf_run *run)
     c.n = yin->u.mat.rows;
     c.V = yin->u.mat.cols;
     c.k = xin->u.tab.n_cols;
+    c.kp = (c.k + 3) / 4 * 4;
     c.Y = yin->u.mat.data;
     if (xin->u.tab.n_rows != c.n) {
         rc = FAIL_NODE(run->err, node, NF_ESHAPE, "the design X has %" PRId64 " rows but Y has %" PRId64
@@ -926,26 +948,32 @@ static int glm_run(struct nf_run *run)
     }
     NF_TRY(rc = read_design(xin, &c.X, &cols, node, run->err));
     NF_TRY(rc = read_contrasts(prm, cols, (size_t)c.k, &c.cs, node, run->err));
-    NF_TRY(rc = factor_make(c.X, c.n, c.k, 0, false, &c.cs, &c.ols, run->err));
-    /* nilearn: the residual degrees of freedom, n - rank of the design */
-    c.dof = (double)(c.n - c.ols.rank);
-    if (c.ols.rank < c.k)
-        nf_warn(nf_node_id(node), "the design has rank %" PRId64 " for %" PRId64 " columns (some columns are "
-                "combinations of others): contrasts of those columns are not estimable", c.ols.rank, c.k);
-    c.mean = nf_malloc_array((size_t)c.V, sizeof *c.mean);
-    if (prm->noise == GLM_NOISE_AR1) {
-        c.acf = nf_malloc_array((size_t)c.V * 5, sizeof *c.acf);
-        c.Yt = nf_alloc_floats((size_t)(c.V * c.n));
-    }
-    if (!c.mean || (prm->noise == GLM_NOISE_AR1 && (!c.acf || !c.Yt))) {
+    NF_TRY(rc = design_sums(&c, run->err));
+    if (!(c.ols = nf_calloc(1, sizeof *c.ols))) {
         rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
         goto fail;
     }
-    NF_TRY(rc = new_outputs(&c, yin, cols, out, run->err));
+    NF_TRY(rc = factor_make(&c, 0, false, c.ols, run->err));
+    /* nilearn: the residual degrees of freedom, n - rank of the design */
+    c.dof = (double)(c.n - c.ols->rank);
+    nf_t_tail_init(&c.tail, c.dof);
+    if (c.ols->rank < c.k)
+        nf_warn(nf_node_id(node), "the design has rank %" PRId64 " for %" PRId64 " columns (some columns are "
+                "combinations of others): contrasts of those columns are not estimable", c.ols->rank, c.k);
+    if (prm->noise == GLM_NOISE_AR1) {
+        /* not zero-filled: each worker writes its blocks' records first */
+        c.acf = nf_malloc_array((size_t)c.V * 5, sizeof *c.acf);
+        c.rec = nf_malloc_array((size_t)c.V * REC(c.k), sizeof *c.rec);
+        if (!c.acf || !c.rec) {
+            rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+            goto fail;
+        }
+    }
+    NF_TRY(rc = new_outputs(&c, run, cols, out, run->err));
 
-    int64_t passes = prm->noise == GLM_NOISE_AR1 ? 2 : 1;
-    struct work w = { .c = &c, .pass = PASS_OLS, .n_items = (c.V + BLOCK_VOXELS - 1) / BLOCK_VOXELS, .run = run,
-                      .total = passes * c.V };
+    const int64_t blocks = (c.V + BLOCK_VOXELS - 1) / BLOCK_VOXELS;
+    struct work w = { .c = &c, .pass = PASS_OLS, .n_items = blocks, .run = run,
+                      .total = (prm->noise == GLM_NOISE_AR1 ? 2 : 1) * c.V };
     pthread_mutex_init(&w.lock, NULL);
     rc = run_pass(&w, run);
     if (rc == 0 && prm->noise == GLM_NOISE_AR1) {
@@ -957,7 +985,7 @@ static int glm_run(struct nf_run *run)
         }
         if (rc == 0) {
             w.pass = PASS_AR;
-            w.n_items = c.n_items;
+            w.n_items = blocks;
             rc = run_pass(&w, run);
         }
     }
@@ -977,9 +1005,9 @@ fail:
     return nf_error_on_node(node, run->err, rc);
 }
 
-/* Per thread: a block of data, betas and sums; per voxel: mean, and with
- * AR(1) the scaled series again (voxel-major, for the refit by bin),
- * residual sums, bin and order; the factorisations (one per AR bin). */
+/* Per thread: a block of series (float), records and betas; per voxel with AR(1):
+ * its record and residual sums, and its bin; the factorisations (one per
+ * AR bin). */
 static uint64_t glm_estimate(const void *params, const struct nf_shape *in, const struct nf_shape *out)
 {
     const struct glm_params *p = params;
@@ -987,9 +1015,9 @@ static uint64_t glm_estimate(const void *params, const struct nf_shape *in, cons
     double n = (double)in[GLM_IN_Y].dim[0], V = (double)in[GLM_IN_Y].dim[1], k = (double)in[GLM_IN_X].dim[1];
     if (k < 1)
         k = 64;
-    double threads = 16, per_thread = 4 * (n + k) * BLOCK_VOXELS + 8 * (k + 2) * BLOCK_VOXELS;
-    double per_voxel = 8 + (p->noise == GLM_NOISE_AR1 ? 4 * n + 40 + 4 + 8 : 0);
-    double factors = (p->noise == GLM_NOISE_AR1 ? 2 * AR_BINS + 2 : 1) * (8 * n * k + 8 * k * k);
+    double threads = 16, per_thread = (4 * n + 8 * (2 * k + 4) + 4 * 2 * k + 16 * (k + 3) + 24) * BLOCK_VOXELS;
+    double per_voxel = p->noise == GLM_NOISE_AR1 ? 8 * (2 * k + 5) + 40 + 4 : 0;
+    double factors = (p->noise == GLM_NOISE_AR1 ? 2 * AR_BINS + 2 : 1) * 8 * (k + 3) * (k + 4) + 8 * (2 * k + 3) * n;
     return (uint64_t)(threads * per_thread + per_voxel * V + factors);
 }
 
@@ -1010,7 +1038,7 @@ const struct nf_node_type nf_node_glm = {
         "keep Y's voxel geometry, so summarize writes them as NIfTI images. A design whose rows differ from "
         "Y's frames, a contrast naming no column of the design, and malformed expressions are errors. "
         "Mapped over runs (a design and a masked run per item), it fits each run.",
-    .version = 1,
+    .version = 2,
     .params = glm_params_table,
     .params_size = sizeof(struct glm_params),
     .inputs = glm_inputs,

@@ -47,6 +47,9 @@ int glm_contrast_weights(const char *expr, const char *const *cols, size_t k, do
  * nilearn.glm._utils.z_score makes it from t.sf and t.cdf (each clipped to
  * [1e-300, 1 - 1e-16]). */
 void glm_t_p_z(double t, double dof, double *p, double *z);
+/* The same with the t distribution's constants computed once (core/distributions.h). */
+struct nf_t_tail;
+void glm_t_p_z_tail(const struct nf_t_tail *tt, double t, double *p, double *z);
 /* Eigenvalues (in no particular order) and eigenvectors of the symmetric k x k matrix A
  * (row-major, destroyed) by cyclic Jacobi rotations: A = Q diag(lambda) Qᵀ
  * with Q's columns the eigenvectors (Q row-major, k x k). */

@@ -20,6 +20,13 @@
 
 void glm_t_p_z(double t, double dof, double *p, double *z)
 {
+    struct nf_t_tail tt;
+    nf_t_tail_init(&tt, dof);
+    glm_t_p_z_tail(&tt, t, p, z);
+}
+
+void glm_t_p_z_tail(const struct nf_t_tail *tt, double t, double *p, double *z)
+{
     if (isnan(t)) {
         *p = *z = NAN;
         return;
@@ -28,7 +35,7 @@ void glm_t_p_z(double t, double dof, double *p, double *z)
      * probabilities clipped to [1e-300, 1 - 1e-16]. cdf(t) = sf(-t) and
      * sf(|t|) <= 0.5, so only the lower clip can bite:
      * z = sign(t) isf(max(sf(|t|), 1e-300)). */
-    double tail = nf_t_sf(fabs(t), dof);
+    double tail = nf_t_tail_sf(tt, fabs(t));
     *p = t < 0 ? 1 - tail : tail;
     double zz = nf_normal_isf(tail < 1e-300 ? 1e-300 : tail);
     *z = t < 0 ? -zz : zz;

@@ -255,12 +255,13 @@ static void params_free(struct glm_params *p)
 }
 
 /* Run the node (threads as given); 0 and out[] filled, or the error code. */
-static int run_glm(const struct glm_params *p, struct nf_value *x, struct nf_value *y, int threads,
-                   struct nf_value **out, struct nf_error *err)
+/* wanted: the outputs consumed downstream (NULL: all). */
+static int run_glm_wanting(const struct glm_params *p, struct nf_value *x, struct nf_value *y, int threads,
+                           const bool *wanted, struct nf_value **out, struct nf_error *err)
 {
     struct nf_value *in[GLM_N_IN] = { x, y };
     struct nf_env env = { .threads = threads };
-    struct nf_run run = { .params = p, .env = &env, .in = in, .out = out, .err = err };
+    struct nf_run run = { .params = p, .env = &env, .in = in, .out = out, .err = err, .wanted = wanted };
     *err = (struct nf_error){ 0 };
     for (int o = 0; o < GLM_N_OUT; o++)
         out[o] = NULL;
@@ -269,6 +270,12 @@ static int run_glm(const struct glm_params *p, struct nf_value *x, struct nf_val
         for (int o = 0; o < GLM_N_OUT; o++)
             assert_null(out[o]);
     return rc;
+}
+
+static int run_glm(const struct glm_params *p, struct nf_value *x, struct nf_value *y, int threads,
+                   struct nf_value **out, struct nf_error *err)
+{
+    return run_glm_wanting(p, x, y, threads, NULL, out, err);
 }
 
 static void outputs_free(struct nf_value **out)
@@ -465,16 +472,16 @@ static void test_mean_scaling(void **state)
     free(Y);
 }
 
-/* AR(1) by the definition, voxel by voxel. */
-static void test_ar1(void **state)
+/* AR(1) by the definition, voxel by voxel, on data of the given baseline,
+ * scaled or not. */
+static void ar1_case(double baseline, int scaling, uint64_t seed)
 {
-    (void)state;
     double *X = malloc(sizeof(double) * N * K), *Y = malloc(sizeof(double) * N * NV), rho[NV];
     for (int v = 0; v < NV; v++)
         rho[v] = -0.3 + 0.9 * v / NV;
-    make_problem(X, Y, rho, 50, 13);
+    make_problem(X, Y, rho, baseline, seed);
     struct glm_params p;
-    set_params(&p, GLM_NOISE_AR1, GLM_SCALING_MEAN, CONTRASTS);
+    set_params(&p, GLM_NOISE_AR1, scaling, CONTRASTS);
     struct nf_value *x = design_table(X, N, K, NAMES), *ym = data_matrix(Y, N, NV), *out[GLM_N_OUT];
     struct nf_error err;
     assert_int_equal(run_glm(&p, x, ym, 4, out, &err), 0);
@@ -488,7 +495,8 @@ static void test_ar1(void **state)
             mean += (float)Y[t * NV + v];
         mean /= N;
         for (int t = 0; t < N; t++)
-            y[t] = S[t * NV + v] = 100 * ((float)Y[t * NV + v] / (mean > 1 ? mean : 1) - 1);
+            y[t] = S[t * NV + v] = scaling == GLM_SCALING_MEAN ? 100 * ((float)Y[t * NV + v] / (mean > 1 ? mean : 1) - 1)
+                                                                 : (float)Y[t * NV + v];
         struct ref_fit r;
         ref_fit(X, y, N, K, CW, 0, &r);
         for (int t = 0; t < N; t++) {
@@ -537,6 +545,18 @@ static void test_ar1(void **state)
         assert_memory_equal(one[o]->u.mat.data, out[o]->u.mat.data,
                             (size_t)(out[o]->u.mat.rows * NV) * sizeof(float));
     outputs_free(one);
+    /* only z read downstream: the on-demand outputs are not made, t and z
+     * are the same bits */
+    bool wanted[GLM_N_OUT] = { [GLM_OUT_Z] = true };
+    assert_int_equal(run_glm_wanting(&p, x, ym, 2, wanted, one, &err), 0);
+    for (int o = 0; o < GLM_N_OUT; o++) {
+        if (o == GLM_OUT_T || o == GLM_OUT_Z)
+            assert_memory_equal(one[o]->u.mat.data, out[o]->u.mat.data,
+                                (size_t)(out[o]->u.mat.rows * NV) * sizeof(float));
+        else
+            assert_null(one[o]);
+    }
+    outputs_free(one);
     outputs_free(out);
     nf_value_unref(x);
     nf_value_unref(ym);
@@ -545,6 +565,21 @@ static void test_ar1(void **state)
     free(R);
     free(X);
     free(Y);
+}
+
+static void test_ar1(void **state)
+{
+    (void)state;
+    ar1_case(50, GLM_SCALING_MEAN, 13);
+}
+
+/* No scaling and a baseline of 20000 next to noise of about 1: the node's
+ * sums carry the baseline in double and difference it away (yᵀy - bᵀXᵀy),
+ * which must keep the residual variance, t and z to the same tolerance. */
+static void test_ar1_raw_baseline(void **state)
+{
+    (void)state;
+    ar1_case(20000, GLM_SCALING_NONE, 14);
 }
 
 /* A column that is the sum of two others: the estimable contrast a - b
@@ -637,6 +672,7 @@ int main(void)
         cmocka_unit_test(test_ols),
         cmocka_unit_test(test_mean_scaling),
         cmocka_unit_test(test_ar1),
+        cmocka_unit_test(test_ar1_raw_baseline),
         cmocka_unit_test(test_rank_deficient),
         cmocka_unit_test(test_errors),
     };

@@ -914,6 +914,7 @@ static void test_tables_are_complete(void **state)
         assert_non_null(all[t]->standardize);
         assert_non_null(all[t]->svd);
         assert_non_null(all[t]->dsyrk);
+        assert_non_null(all[t]->dgemm);
         assert_non_null(all[t]->perm_tile);
         assert_non_null(all[t]->ridge_error_sums);
         assert_non_null(all[t]->row_accumulate);
@@ -1057,6 +1058,51 @@ static void test_dsyrk_matches_reference(void **state)
     }
 }
 
+/* dgemm (op(A) op(B) in double) against a direct sum, every transposition:
+ * strided operands, k = 0 (C becomes zeros), sizes around BLAS blocking. */
+static void test_dgemm_matches_reference(void **state)
+{
+    (void)state;
+    const int sizes[][3] = { { 1, 1, 5 }, { 3, 2, 0 }, { 7, 5, 13 }, { 70, 40, 300 }, { 65, 9, 129 } };
+    const struct nf_kernels *all[] = { &nf_kernels_ref, &nf_kernels_blas, nf_kernels_cpu() };
+    uint64_t st = 7;
+    for (size_t c = 0; c < sizeof sizes / sizeof sizes[0]; c++)
+        for (int tr = 0; tr < 4; tr++) {
+            const bool ta = tr & 1, tb = tr & 2;
+            const int m = sizes[c][0], n = sizes[c][1], k = sizes[c][2], pad = 3;
+            /* op(A) m x k, op(B) k x n, each stored with `pad` spare columns */
+            const int lda = (ta ? m : k) + pad, ldb = (tb ? k : n) + pad, ldc = n + pad;
+            const int arows = ta ? k : m, brows = tb ? n : k;
+            double *A = malloc((size_t)(arows * lda + 1) * sizeof *A), *B = malloc((size_t)(brows * ldb + 1) * sizeof *B);
+            double *C = malloc((size_t)(m * ldc) * sizeof *C);
+            assert_non_null(A);
+            assert_non_null(B);
+            assert_non_null(C);
+            for (int e = 0; e < arows * lda; e++)
+                A[e] = nf_rand_normal(&st);
+            for (int e = 0; e < brows * ldb; e++)
+                B[e] = nf_rand_normal(&st);
+            for (size_t t = 0; t < sizeof all / sizeof all[0]; t++) {
+                for (int e = 0; e < m * ldc; e++)
+                    C[e] = NAN;
+                all[t]->dgemm(ta, tb, m, n, k, A, lda, B, ldb, C, ldc);
+                for (int i = 0; i < m; i++)
+                    for (int j = 0; j < n; j++) {
+                        double want = 0, scale = 0;
+                        for (int q = 0; q < k; q++) {
+                            double a = ta ? A[q * lda + i] : A[i * lda + q], b = tb ? B[j * ldb + q] : B[q * ldb + j];
+                            want += a * b;
+                            scale += fabs(a * b);
+                        }
+                        assert_true(fabs(C[i * ldc + j] - want) <= 1e-13 * (1 + scale));
+                    }
+            }
+            free(A);
+            free(B);
+            free(C);
+        }
+}
+
 static void test_blas_identity(void **state)
 {
     (void)state;
@@ -1112,6 +1158,7 @@ int main(void)
         cmocka_unit_test(test_rows_gemm_f32_matches_reference),
         cmocka_unit_test(test_perm_signed_t_f32_matches_reference),
         cmocka_unit_test(test_dsyrk_matches_reference),
+        cmocka_unit_test(test_dgemm_matches_reference),
         cmocka_unit_test(test_sgemm_reference_closed_form),
         cmocka_unit_test(test_sgemm_matches_reference),
         cmocka_unit_test(test_sgemm_edges),

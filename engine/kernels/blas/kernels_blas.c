@@ -241,6 +241,21 @@ static void blas_dsyrk(int64_t n, int64_t k, const double *A, int64_t lda, doubl
             C[j * ldc + i] = C[i * ldc + j];
 }
 
+/* Sizes beyond 32 bits go to the reference (the glm node's are blocks). */
+static void blas_dgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double *A, int64_t lda,
+                       const double *B, int64_t ldb, double *C, int64_t ldc)
+{
+    if (m <= 0 || n <= 0)
+        return;
+    if (k <= 0 || m > INT32_MAX || n > INT32_MAX || k > INT32_MAX || lda > INT32_MAX || ldb > INT32_MAX ||
+        ldc > INT32_MAX) {
+        nf_kernels_ref.dgemm(ta, tb, m, n, k, A, lda, B, ldb, C, ldc);
+        return;
+    }
+    cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (blasint)m,
+                (blasint)n, (blasint)k, 1.0, A, (blasint)lda, B, (blasint)ldb, 0.0, C, (blasint)ldc);
+}
+
 const struct nf_kernels nf_kernels_blas = {
     .name = "blas",
     .sgemm = blas_sgemm,
@@ -248,6 +263,7 @@ const struct nf_kernels nf_kernels_blas = {
     .standardize = blas_standardize,
     .svd = blas_svd,
     .dsyrk = blas_dsyrk,
+    .dgemm = blas_dgemm,
     NF_KERNELS_SIMD_ENTRIES,
 };
 

@@ -290,6 +290,18 @@ static void ref_dsyrk(int64_t n, int64_t k, const double *A, int64_t lda, double
         }
 }
 
+static void ref_dgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double *A, int64_t lda,
+                      const double *B, int64_t ldb, double *C, int64_t ldc)
+{
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double s = 0;
+            for (int64_t q = 0; q < k; q++)
+                s += (ta ? A[q * lda + i] : A[i * lda + q]) * (tb ? B[j * ldb + q] : B[q * ldb + j]);
+            C[i * ldc + j] = s;
+        }
+}
+
 const struct nf_kernels nf_kernels_ref = {
     .name = "ref",
     .sgemm = ref_sgemm,
@@ -297,6 +309,7 @@ const struct nf_kernels nf_kernels_ref = {
     .standardize = ref_standardize,
     .svd = ref_svd,
     .dsyrk = ref_dsyrk,
+    .dgemm = ref_dgemm,
     .perm_tile = nf_perm_tile_ref,
     .ridge_error_sums = nf_ridge_error_sums_ref,
     .row_accumulate = nf_row_accumulate_ref,
