@@ -63,7 +63,7 @@ static const struct nf_port group_design_inputs[] = {
     NF_PORT_END,
 };
 static const struct nf_port group_design_outputs[] = {
-    { "design", "one row per map, in the maps' order: intercept, numeric columns, column[level] indicators "
+    { "out", "the design table: one row per map, in the maps' order: intercept, numeric columns, column[level] indicators "
       "(the design input of permute's test: glm)", NF_PT_TABLE, 0 },
     NF_PORT_END,
 };
@@ -486,7 +486,7 @@ static int group_design_resolve(struct nf_resolve *r)
     }
     int64_t rows = m->kind == NF_KIND_COLLECTION ? m->n_items : m->kind == NF_KIND_MATRIX ? m->dim[0] : 0;
     /* the columns depend on the levels the maps' subjects have: known when it runs */
-    r->out[GROUP_DESIGN_OUT_DESIGN] = (struct nf_shape){ .kind = NF_KIND_TABLE, .dim = { rows, 0 } };
+    r->out[GROUP_DESIGN_OUT] = (struct nf_shape){ .kind = NF_KIND_TABLE, .dim = { rows, 0 } };
     return 0;
 }
 
@@ -517,7 +517,7 @@ static int group_design_run(struct nf_run *run)
     if (summary)
         nf_log("nlflow: node '%s': %s", nf_node_id(run->node), summary);
     free(summary);
-    run->out[GROUP_DESIGN_OUT_DESIGN] = design;
+    run->out[GROUP_DESIGN_OUT] = design;
     return 0;
 }
 
@@ -556,7 +556,7 @@ const struct nf_node_type nf_node_group_design = {
         "as 0/1 indicator columns named column[level] (sex[M]), levels in sorted order. With an intercept each "
         "category drops its first level, the reference; without one the first category keeps every level and "
         "later ones drop their first (patsy's coding), so the design stays full rank. The run logs how each "
-        "column was coded. The `design` output has one row per map in the maps' order, the `design` input of "
+        "column was coded. The output (`out`) has one row per map in the maps' order, the `design` input of "
         "permute's test: glm, whose contrasts name the columns (\"patients = group[patient]\"). A map whose "
         "subject is not in the table, a missing value (n/a or empty) in a used column, a participant listed "
         "twice, a category with one level among the subjects and a constant numeric column are errors naming "

@@ -18,7 +18,7 @@ struct group_design_params {
 };
 
 enum { GROUP_DESIGN_IN_PARTICIPANTS, GROUP_DESIGN_IN_MAPS, GROUP_DESIGN_N_IN };
-enum { GROUP_DESIGN_OUT_DESIGN, GROUP_DESIGN_N_OUT };
+enum { GROUP_DESIGN_OUT, GROUP_DESIGN_N_OUT };
 
 extern const struct nf_node_type nf_node_group_design;
 
