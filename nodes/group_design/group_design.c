@@ -532,9 +532,10 @@ static char *group_design_methods(const void *params)
                        listed(&p->categorical, p->columns.v[i]) ? " (categorical)" : "");
     char *text = cols.oom ? NULL
                  : nf_asprintf("The group design was built from the participants table (matched to each subject's "
-                               "map by its %s) with the regressors %s%s; numeric variables were %s, and categorical "
+                               "map by its %s) with %s%s%s; numeric variables were %s, and categorical "
                                "ones coded as indicator regressors%s.",
-                               p->id_column ? p->id_column : "participant_id", cols.buf ? cols.buf : "",
+                               p->id_column ? p->id_column : "participant_id", cols.len ? "the regressors " : "",
+                               cols.len ? cols.buf : "the columns given",
                                p->intercept ? " and an intercept" : " and no intercept",
                                p->demean ? "mean-centred over the subjects" : "used as they are",
                                p->intercept ? " with the first level in sorted order as the reference"
