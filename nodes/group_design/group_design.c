@@ -70,6 +70,12 @@ static const struct nf_port group_design_outputs[] = {
 NF_PORTS_MATCH(group_design_inputs, GROUP_DESIGN_N_IN);
 NF_PORTS_MATCH(group_design_outputs, GROUP_DESIGN_N_OUT);
 
+/* The id column's name ("participant_id" unless id_column says otherwise). */
+static const char *id_column_of(const struct group_design_params *p)
+{
+    return p->id_column && p->id_column[0] ? p->id_column : "participant_id";
+}
+
 static bool listed(const struct nf_str_list *l, const char *name)
 {
     for (size_t i = 0; i < l->n; i++)
@@ -85,9 +91,9 @@ static void group_design_check(const void *params, const struct nf_loc *loc, con
         for (size_t j = 0; j < i; j++)
             if (strcmp(p->columns.v[i], p->columns.v[j]) == 0)
                 NF_DIAG(d, NF_EINVAL, loc, node, "columns lists '%s' twice", p->columns.v[i]);
-        if (p->id_column && strcmp(p->columns.v[i], p->id_column) == 0)
+        if (strcmp(p->columns.v[i], id_column_of(p)) == 0)
             NF_DIAG(d, NF_EINVAL, loc, node, "columns lists '%s', the participant id column: an id is no regressor",
-                    p->id_column);
+                    id_column_of(p));
     }
     for (size_t i = 0; i < p->categorical.n; i++)
         if (!listed(&p->columns, p->categorical.v[i]))
@@ -387,7 +393,7 @@ int group_design_build(const struct group_design_params *p, const struct nf_tabl
     nf_strbuf_init(&log);
     *design = NULL;
     *summary = NULL;
-    int rc = id_index_build(&ids, t, tname, p->id_column ? p->id_column : "participant_id", err);
+    int rc = id_index_build(&ids, t, tname, id_column_of(p), err);
     if (rc < 0)
         goto done;
     if (!row) {
@@ -475,7 +481,7 @@ static int group_design_resolve(struct nf_resolve *r)
     const struct nf_shape *t = &r->in[GROUP_DESIGN_IN_PARTICIPANTS], *m = &r->in[GROUP_DESIGN_IN_MAPS];
     const char *tname = t->path ? t->path : "participants";
     const char *missing = t->kind != NF_KIND_TABLE ? NULL
-                          : !nf_shape_has_column(t, p->id_column) ? p->id_column : NULL;
+                          : !nf_shape_has_column(t, id_column_of(p)) ? id_column_of(p) : NULL;
     for (size_t k = 0; !missing && t->kind == NF_KIND_TABLE && k < p->columns.n; k++)
         if (!nf_shape_has_column(t, p->columns.v[k]))
             missing = p->columns.v[k];
@@ -534,7 +540,7 @@ static char *group_design_methods(const void *params)
                  : nf_asprintf("The group design was built from the participants table (matched to each subject's "
                                "map by its %s) with %s%s%s; numeric variables were %s, and categorical "
                                "ones coded as indicator regressors%s.",
-                               p->id_column ? p->id_column : "participant_id", cols.len ? "the regressors " : "",
+                               id_column_of(p), cols.len ? "the regressors " : "",
                                cols.len ? cols.buf : "the columns given",
                                p->intercept ? " and an intercept" : " and no intercept",
                                p->demean ? "mean-centred over the subjects" : "used as they are",

@@ -12,7 +12,7 @@
  * collection and on a matrix with named rows, contrasts over the bracketed
  * names, and each error: a subject not in the table, n/a in a used column, a
  * participant twice, one level, an unknown column, a label without a subject,
- * a matrix without row names.
+ * a matrix without row names; and out of memory at every allocation in turn.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -325,6 +325,33 @@ static void test_run(void **state)
     nf_value_unref(t);
 }
 
+/* Out of memory at every allocation in turn: NF_ENOMEM and no design (and,
+ * under valgrind or ASan, no leak), until the build succeeds. */
+static void test_out_of_memory(void **state)
+{
+    (void)state;
+    struct nf_value *t = participants();
+    const char *cols[] = { "age", "sex", "group" };
+    struct group_design_params p = params(cols, 3, NULL, 0, true, true);
+    int rc = NF_ENOMEM;
+    for (long k = 1; k < 10000 && rc == NF_ENOMEM; k++) {
+        struct nf_value *d = NULL;
+        char *summary = NULL;
+        struct nf_error err = { 0 };
+        nf_alloc_fail_at(k, false);
+        rc = group_design_build(&p, &t->u.tab, "participants.tsv", maps, N_MAPS, &d, &summary, &err);
+        nf_alloc_fail_at(0, false);
+        if (rc == NF_ENOMEM)
+            assert_null(d);
+        else
+            assert_int_equal(rc, 0);
+        nf_value_unref(d);
+        free(summary);
+    }
+    assert_int_equal(rc, 0);
+    nf_value_unref(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -334,6 +361,7 @@ int main(void)
         cmocka_unit_test(test_contrast_over_levels),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_run),
+        cmocka_unit_test(test_out_of_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
