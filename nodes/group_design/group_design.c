@@ -32,6 +32,7 @@
 #include <strings.h>
 
 #include "core/util.h"
+#include "io/io.h"
 
 #define FAIL_NODE(err, node, code, ...) NF_FAIL_AT(err, code, nf_node_loc(node), nf_node_id(node), __VA_ARGS__)
 
@@ -475,6 +476,68 @@ done:
 
 /* ---- the node ---- */
 
+/* The design's column names at plan time, so that permute checks its
+ * contrasts at validation, before any first level runs: the design over
+ * every participant whose used cells are filled in. The run's subjects are
+ * some of them, so its columns are these or fewer (a level no map's subject
+ * has drops out; a reference level is never one of these names' levels
+ * while it is still among the subjects); a design that cannot be built over
+ * all of them (a single level, a constant) leaves the names to the run.
+ * What is wrong with the table whatever the maps (no id column, an id
+ * twice) is an error now. *names: nf_intern'ed "a\nb\n", or NULL. */
+static int planned_columns(const struct group_design_params *p, const struct nf_shape *t,
+                           const struct nf_node_inst *node, const char **names, struct nf_error *err)
+{
+    *names = NULL;
+    if (t->kind != NF_KIND_TABLE || !t->path)
+        return 0;
+    struct nf_error rerr = { 0 };
+    struct nf_value *tab = nf_table_read(t->path, NULL, 0, &rerr);
+    if (!tab)
+        return 0;   /* the reader that made the shape reports what is wrong with the file */
+    const struct nf_table *tb = &tab->u.tab;
+    struct id_index ids;
+    int rc = id_index_build(&ids, tb, t->path, id_column_of(p), err);
+    const char **labels = rc == 0 ? nf_calloc((size_t)tb->n_rows + 1, sizeof *labels) : NULL;
+    size_t n = 0;
+    if (rc < 0) {
+        rc = nf_error_on_node(node, err, rc);
+        goto done;
+    }
+    if (!labels) {
+        rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (int64_t r = 0; r < tb->n_rows; r++) {
+        bool complete = true;
+        for (size_t k = 0; k < p->columns.n && complete; k++) {
+            int64_t c = nf_table_find(tb, p->columns.v[k]);
+            complete = c >= 0 && !cell_missing(&tb->cols[c], r);
+        }
+        if (complete)
+            labels[n++] = ids.id[r];
+    }
+    struct nf_value *design = NULL;
+    char *summary = NULL;
+    struct nf_error berr = { 0 };
+    if (n > 0 && group_design_build(p, tb, t->path, labels, n, &design, &summary, &berr) == 0) {
+        struct nf_strbuf sb;
+        nf_strbuf_init(&sb);
+        for (int64_t j = 0; j < design->u.tab.n_cols; j++)
+            nf_strbuf_addf(&sb, "%s\n", design->u.tab.cols[j].name);
+        if (!sb.oom)
+            *names = nf_intern(sb.buf);
+        nf_strbuf_release(&sb);
+    }
+    nf_value_unref(design);
+    free(summary);
+done:
+    free(labels);
+    id_index_release(&ids);
+    nf_value_unref(tab);
+    return rc;
+}
+
 static int group_design_resolve(struct nf_resolve *r)
 {
     const struct group_design_params *p = r->params;
@@ -491,8 +554,14 @@ static int group_design_resolve(struct nf_resolve *r)
         return FAIL_NODE(r->err, r->node, NF_EUSAGE, "%s has no column '%s' (columns: %s)", tname, missing, cols);
     }
     int64_t rows = m->kind == NF_KIND_COLLECTION ? m->n_items : m->kind == NF_KIND_MATRIX ? m->dim[0] : 0;
-    /* the columns depend on the levels the maps' subjects have: known when it runs */
-    r->out[GROUP_DESIGN_OUT] = (struct nf_shape){ .kind = NF_KIND_TABLE, .dim = { rows, 0 } };
+    const char *names = NULL;
+    int rc = planned_columns(p, t, r->node, &names, r->err);
+    if (rc < 0)
+        return rc;
+    int64_t cols = 0;
+    for (const char *c = names; c && *c; c = strchr(c, '\n') + 1)
+        cols++;
+    r->out[GROUP_DESIGN_OUT] = (struct nf_shape){ .kind = NF_KIND_TABLE, .dim = { rows, cols }, .col_names = names };
     return 0;
 }
 
@@ -564,7 +633,9 @@ const struct nf_node_type nf_node_group_design = {
         "category drops its first level, the reference; without one the first category keeps every level and "
         "later ones drop their first (patsy's coding), so the design stays full rank. The run logs how each "
         "column was coded. The output (`out`) has one row per map in the maps' order, the `design` input of "
-        "permute's test: glm, whose contrasts name the columns (\"patients = group[patient]\"). A map whose "
+        "permute's test: glm, whose contrasts name the columns (\"patients = group[patient]\"); the columns are "
+        "known before the run from the table (every participant with the used cells filled in; the run's subjects "
+        "may lack a level), so that permute checks contrasts at validation when the maps are known then. A map whose "
         "subject is not in the table, a missing value (n/a or empty) in a used column, a participant listed "
         "twice, a category with one level among the subjects and a constant numeric column are errors naming "
         "the subject, row and column.",

@@ -325,6 +325,49 @@ static void test_run(void **state)
     nf_value_unref(t);
 }
 
+/* At plan time the design's columns come from every participant with the
+ * used cells filled in (sub-02's age is n/a: left out), so that permute
+ * checks contrasts before anything runs; a participant twice is an error
+ * then already. */
+static void test_planned_columns(void **state)
+{
+    (void)state;
+    char *path = write_tsv("participant_id\tage\tsex\tgroup\nsub-01\t20\tM\tb\nsub-02\tn/a\tF\tc\n"
+                           "sub-03\t30\tF\ta\n");
+    const char *cols[] = { "age", "sex", "group" };
+    struct group_design_params p = params(cols, 3, NULL, 0, true, true);
+    struct nf_shape in[GROUP_DESIGN_N_IN] = {
+        { .kind = NF_KIND_TABLE, .dim = { 3, 4 }, .path = path, .col_names = "participant_id\nage\nsex\ngroup\n" },
+        { .kind = NF_KIND_COLLECTION, .item_kind = NF_KIND_MATRIX, .n_items = 2, .dim = { 1, 10 } } };
+    struct nf_shape out[GROUP_DESIGN_N_OUT];
+    struct nf_error err = { 0 };
+    struct nf_resolve r = { .params = &p, .in = in, .out = out, .err = &err };
+    assert_int_equal(nf_node_group_design.resolve(&r), 0);
+    assert_int_equal(out[0].kind, NF_KIND_TABLE);
+    assert_int_equal(out[0].dim[0], 2);
+    assert_int_equal(out[0].dim[1], 4);
+    assert_string_equal(out[0].col_names, "intercept\nage\nsex[M]\ngroup[b]\n");
+    /* an unknown column is found from the header */
+    const char *bad[] = { "age", "site" };
+    struct group_design_params q = params(bad, 2, NULL, 0, true, true);
+    r.params = &q;
+    assert_int_equal(nf_node_group_design.resolve(&r), NF_EUSAGE);
+    assert_non_null(strstr(err.msg, "has no column 'site'"));
+    unlink(path);
+    free(path);
+    path = write_tsv("participant_id\tage\nsub-01\t20\nsub-01\t30\n");
+    in[0].path = path;
+    in[0].col_names = "participant_id\nage\n";
+    r.params = &p;
+    const char *age[] = { "age" };
+    p = params(age, 1, NULL, 0, true, true);
+    memset(&err, 0, sizeof err);
+    assert_int_equal(nf_node_group_design.resolve(&r), NF_EDATA);
+    assert_non_null(strstr(err.msg, "participant 'sub-01' appears twice"));
+    unlink(path);
+    free(path);
+}
+
 /* Out of memory at every allocation in turn: NF_ENOMEM and no design (and,
  * under valgrind or ASan, no leak), until the build succeeds. */
 static void test_out_of_memory(void **state)
@@ -361,6 +404,7 @@ int main(void)
         cmocka_unit_test(test_contrast_over_levels),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_run),
+        cmocka_unit_test(test_planned_columns),
         cmocka_unit_test(test_out_of_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
