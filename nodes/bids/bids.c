@@ -334,8 +334,18 @@ static int bids_resolve(struct nf_resolve *r)
         r->out[o] = (struct nf_shape){ 0 };
         if (!produce[o])
             continue;
-        rc = o == BIDS_OUT_PARTICIPANTS ? participants_shape(p, r->node, &r->out[o], r->err)
-             : o == BIDS_OUT_BOLD || o == BIDS_OUT_MASK ? image_shapes(p, r->node, &scan, o, &r->out[o], r->err)
+        if (o == BIDS_OUT_PARTICIPANTS) {
+            rc = participants_shape(p, r->node, &r->out[o], r->err);
+            if (rc < 0 && rc != NF_ENOMEM && !(r->wanted && r->wanted[o])) {
+                /* a broken participants.tsv must not stop a first level that does not read it */
+                nf_warn(nf_node_id(r->node), "%s: output 'participants' is not produced", r->err->msg);
+                *r->err = (struct nf_error){ 0 };
+                r->out[o] = (struct nf_shape){ 0 };
+                rc = 0;
+            }
+            continue;
+        }
+        rc = o == BIDS_OUT_BOLD || o == BIDS_OUT_MASK ? image_shapes(p, r->node, &scan, o, &r->out[o], r->err)
                                                       : table_shapes(p, r->node, &scan, o, &r->out[o], r->err);
     }
     bids_scan_release(&scan);
@@ -386,7 +396,9 @@ static int bids_run(struct nf_run *run)
         if (o == BIDS_OUT_PARTICIPANTS) {
             char *path = participants_path(p);
             run->out[o] = path ? nf_table_read(path, NULL, 0, run->err) : NULL;
-            if (!run->out[o])
+            if (!run->out[o] && path && run->err->code != NF_ENOMEM && !nf_run_wants(run, o))
+                *run->err = (struct nf_error){ 0 };   /* unread: warned about at plan time */
+            else if (!run->out[o])
                 rc = path ? nf_error_on_node(node, run->err, run->err->code ? run->err->code : NF_EIO)
                           : NF_FAIL(run->err, NF_ENOMEM, "out of memory");
             free(path);

@@ -343,6 +343,22 @@ static void test_node_outputs(void **state)
     assert_true(tab->u.tab.cols[1].numeric && isnan(tab->u.tab.cols[1].num[1]) && tab->u.tab.cols[1].num[2] == 25);
     for (int o = 0; o < BIDS_N_OUT; o++)
         nf_value_unref(again[o]);
+    /* a broken one: a warning and no output unless a node reads it, then an error */
+    put("ds/participants.tsv", "participant_id\tage\nsub-01\t31\textra\n");
+    assert_int_equal(resolve(&p, NULL, out, &err), 0);
+    assert_int_equal(out[BIDS_OUT_PARTICIPANTS].kind, NF_KIND_NONE);
+    bool wants_all_but_participants[BIDS_N_OUT] = { true, true, true, true, false };
+    run.out = again;
+    run.wanted = wants_all_but_participants;
+    assert_int_equal(nf_node_bids.run_cpu(&run), 0);
+    assert_null(again[BIDS_OUT_PARTICIPANTS]);
+    for (int o = 0; o < BIDS_N_OUT; o++)
+        nf_value_unref(again[o]);
+    bool wants_participants[BIDS_N_OUT] = { true, false, false, false, true };
+    assert_true(resolve(&p, wants_participants, out, &err) < 0);
+    assert_non_null(strstr(err.msg, "line 2 has 3 fields"));
+    memset(&err, 0, sizeof err);
+    run.wanted = NULL;
     run.out = vals;
     static const char *const labels[] = { "sub-01_task-faces_run-1_space-MNI152NLin2009cAsym",
                                           "sub-02_task-faces_run-1_space-MNI152NLin2009cAsym",
