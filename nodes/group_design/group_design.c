@@ -222,7 +222,7 @@ static void design_cols_release(struct design_cols *d)
     free(d->v);
 }
 
-/* A new zeroed column (name owned by the caller's nf_asprintf, taken even on failure). */
+/* A new zeroed column named `name` (owned: taken, also when this fails). */
 static double *design_cols_add(struct design_cols *d, char *name, struct nf_error *err)
 {
     if (name && d->n == d->cap) {
@@ -269,7 +269,8 @@ static char *level_name(const struct level *l)
     return l->text ? nf_strdup(l->text) : nf_asprintf("%.15g", l->num);
 }
 
-/* Indicator columns of one categorical column; *full: keep the first level. */
+/* Indicator columns of one categorical column, levels in sorted order; keep_first: the first level
+ * too (it carries the mean when there is no intercept), else it is the reference and left out. */
 static int add_categorical(struct design_cols *d, const struct nf_column *col, const int64_t *row, bool keep_first,
                            struct nf_strbuf *log, struct nf_error *err)
 {
