@@ -328,6 +328,14 @@ struct nf_node_type {
      * caller (free each entry; both have n entries, *labels' may be NULL). */
     int (*input_files)(const void *params, char ***paths, char ***labels, size_t *n,
                        bool *is_collection, struct nf_error *err);
+    /* File readers with an output read from one file of its own rather than
+     * one item per input file (bids' participants table beside its per-run
+     * collections): 1 and that file's path in *path (owned by the caller; the
+     * file may be absent) for such an output `port`, 0 for outputs keyed by
+     * input_files. Such an output is one value keyed by that file's content
+     * alone, so that editing it changes no other output's keys (a new column
+     * in participants.tsv reruns no first-level model). NULL: none. */
+    int (*output_file)(const void *params, int port, char **path, struct nf_error *err);
     /* Whether a keyed parameter can matter given the others (ridge's seed
      * without shuffle cannot): parameters that cannot are left out of the
      * cache key, so that changing them (or settings.seed) reruns nothing.

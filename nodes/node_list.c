@@ -13,6 +13,7 @@ extern const struct nf_node_type nf_node_debug_fault;
 extern const struct nf_node_type nf_node_design;
 extern const struct nf_node_type nf_node_glm;
 extern const struct nf_node_type nf_node_fixed_effects;
+extern const struct nf_node_type nf_node_group_design;
 extern const struct nf_node_type nf_node_load;
 extern const struct nf_node_type nf_node_mask;
 extern const struct nf_node_type nf_node_moments;
@@ -32,6 +33,7 @@ const struct nf_node_type *const nf_node_types[] = {
     &nf_node_design,
     &nf_node_glm,
     &nf_node_fixed_effects,
+    &nf_node_group_design,
     &nf_node_load,
     &nf_node_mask,
     &nf_node_moments,

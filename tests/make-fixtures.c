@@ -1,7 +1,7 @@
 /* make-fixtures.c — writes the small data files the golden failure tests read
  * (tests/fail/): a 3D and a 4D volume, matching / shifted / empty masks, a
  * truncated .nii.gz and a truncated .nii, a design table, events and confounds tables (the design
- * node's), all on a 6x5x4 grid, and a mask on a
+ * node's), participants tables (group_design's), all on a 6x5x4 grid, and a mask on a
  * 9x8x6 grid of 2 mm voxels (another grid), and two special files named like
  * inputs (a FIFO fifo.nii, a link urandom.tsv to /dev/urandom) that readers
  * must refuse rather than block on or read without end, and a BIDS data set
@@ -117,6 +117,11 @@ static const struct { const char *name, *text; } design_files[] = {
      * in months is 12 x age (rank deficient with age), sites of 4, 3 and 1 */
     { "group_design.tsv", "intercept\tage\tage_months\tsite\n1\t30\t360\t1\n1\t41\t492\t1\n1\t25\t300\t2\n"
                           "1\t38\t456\t1\n1\t52\t624\t2\n1\t29\t348\t3\n1\t47\t564\t2\n1\t33\t396\t1\n" },
+    /* participants tables for group_design (maps: sub-01_bold.nii.gz ...):
+     * sub-03 missing and one site, an n/a age, sub-01 twice */
+    { "participants.tsv", "participant_id\tage\tsex\tsite\nsub-02\t31\tF\tA\nsub-01\t25\tM\tA\n" },
+    { "participants_na.tsv", "participant_id\tage\tsex\nsub-01\t25\tM\nsub-02\tn/a\tF\n" },
+    { "participants_dup.tsv", "participant_id\tage\nsub-01\t25\nsub-02\t31\nsub-01\t27\n" },
 };
 
 int main(int argc, char **argv)

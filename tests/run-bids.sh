@@ -6,7 +6,8 @@
 # design -> summarize runs on it, one item per run labelled
 # sub-XX_task-localizer_run-R_space-S and written in its subject's folder,
 # with the design's conditions and confounds; fixed_effects groups the 8 runs
-# into 4 subjects, labelled with the entities their runs share. The same seed gives the
+# into 4 subjects, labelled with the entities their runs share; group_design
+# joins participants.tsv to them for a permute test: glm. The same seed gives the
 # same bytes. Then a run whose events file is missing stops the pipeline at
 # validation with the run named.
 set -u
@@ -79,6 +80,57 @@ X="$work/results/sub-03/sub-03_task-localizer_run-2_${sp}_stat-X.tsv"
 [ "$(wc -l <"$X")" = 81 ] || fail "the design should have 80 rows"
 n=$(ls "$work"/results/sub-0?/ | grep -c "^sub-0[1-4]_task-localizer_${sp}_stat-fx_statmap.nii.gz\$")
 [ "$n" = 4 ] || fail "fixed_effects should give one map per subject, found $n: $(ls -R "$work/results")"
+
+# the group design from participants.tsv: rows shuffled and one id written
+# without "sub-", joined to fixed_effects' maps (sub-XX_task-localizer_space-S)
+# by subject; the design's rows follow the maps (sub-01..04), checked here by
+# an awk join on the original file; then a new column in participants.tsv
+# reruns the design but no first-level node (the participants output is keyed
+# by that file alone)
+pt="$ds/participants.tsv"
+[ "$(head -1 "$pt")" = "$(printf 'participant_id\tage\tsex\tgroup\thandedness')" ] || fail "participants.tsv header: $(head -1 "$pt")"
+cp "$pt" "$work/participants.orig"
+{ head -1 "$work/participants.orig"; tail -n +2 "$work/participants.orig" | sort -r | sed 's/^sub-03/03/'; } >"$pt"
+cat >"$work/group.yaml" <<YAML
+nlflow: 1
+name: group
+settings: {outputs: results-group}
+nodes:
+  runs:
+    type: bids
+    root: ds
+    derivatives: ds/derivatives/fmriprep
+    task: localizer
+    space: MNI152NLin2009cAsym
+  voxels: {type: mask, in: {data: runs.bold, mask: runs.mask}}
+  fx: {type: fixed_effects, in: {effect: voxels, variance: voxels}}
+  effect: {type: select, in: {data: fx.effect}, row: 1}
+  design:
+    type: group_design
+    in: {participants: runs.participants, maps: effect}
+    columns: [age, group]
+  group:
+    type: permute
+    in: {data: effect, design: design}
+    test: glm
+    contrasts: ["mean = intercept", "patients = group[patient]"]
+    exchange: sign_flip
+    n_permutations: 50
+  out: {type: summarize, in: {design: design, t: group.stat}}
+YAML
+(cd "$work" && "$NLFLOW" run --quiet group.yaml) || fail "the group-design pipeline does not run"
+D="$work/results-group/group_stat-design.tsv"
+[ "$(head -1 "$D")" = "$(printf 'intercept\tage\tgroup[patient]')" ] || fail "group design columns: $(head -1 "$D")"
+awk -F'\t' 'NR == FNR { if (FNR > 1) { age[$1] = $2; grp[$1] = $4; sum += $2; n++ } next }
+    FNR > 1 { s = sprintf("sub-%02d", FNR - 1); want = age[s] - sum / n
+              if ($1 != 1 || (($2 - want) ^ 2) > 1e-10 || $3 != (grp[s] == "patient")) { print "row " FNR - 1 ": " $0; bad = 1 } }
+    END { exit bad }' "$work/participants.orig" "$D" || fail "the group design's rows do not follow the maps' subjects"
+(cd "$work" && "$NLFLOW" plan --explain group.yaml >"$work/explain0.txt" 2>&1) || fail "plan --explain failed"
+sed -i '1s/$/\tsite/; 2,$s/$/\tA/' "$pt"
+(cd "$work" && "$NLFLOW" plan --explain group.yaml >"$work/explain.txt" 2>&1) || fail "plan --explain failed"
+grep -Eq '^voxels +mask +cached' "$work/explain.txt" || { cat "$work/explain.txt"; fail "a new participants column made the first level stale"; }
+grep -Eq '^design +group_design +(stale|will run)' "$work/explain.txt" || { cat "$work/explain.txt"; fail "a new participants column left the design cached"; }
+cp "$work/participants.orig" "$pt"
 
 # the same seed, the same bytes
 "$NLFLOW" simulate --bids "$work/again" --seed 11 >/dev/null 2>&1 || fail "second simulate failed"

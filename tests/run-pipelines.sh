@@ -6,7 +6,8 @@
 # that a second process sees the same results (determinism from the seed);
 # the group cluster table and decoding-roi's ROI table name the planted region;
 # the first-level example writes its per-run and per-subject maps, the BIDS
-# group example and the group GLM find the planted sphere.
+# group examples and the group GLMs find the planted sphere, and the design
+# bids-group-glm builds from participants.tsv holds the file's values.
 set -u
 : "${NLFLOW:?path to the nlflow binary}" "${srcdir:?source folder}"
 work=$(mktemp -d /tmp/nlflow-pipelines-XXXXXX)
@@ -67,6 +68,25 @@ for f in "$q"/*.nii.gz "$q"/*.tsv; do
     cmp -s "$f" "$work/again/results/quickstart/$(basename "$f")" || fail "$(basename "$f") differs between two runs with the same seed"
 done
 echo "ok   quickstart outputs, planted ROI and determinism"
+
+# bids-group-glm: the design group_design built from participants.tsv is, row
+# by row, the file's values for the maps' subjects (sub-01..08 in order;
+# age minus its mean, sex[M], group[patient]), computed here by awk from the
+# file; the mean contrast's first FWE cluster is the planted sphere (peak
+# within 12 mm of 15,-20,10)
+bgg="$work/pipelines/results/bids-group-glm"
+pt="$work/pipelines/data/localizer-group/participants.tsv"
+[ "$(head -1 "$bgg/bids-group-glm_stat-design.tsv")" = "$(printf 'intercept\tage\tsex[M]\tgroup[patient]')" ] \
+    || fail "bids-group-glm.yaml: design columns $(head -1 "$bgg/bids-group-glm_stat-design.tsv")"
+awk -F'\t' 'NR == FNR { if (FNR > 1) { age[$1] = $2; sex[$1] = $3; grp[$1] = $4; sum += $2; n++ } next }
+    FNR > 1 { s = sprintf("sub-%02d", FNR - 1); rows++
+              if ($1 != 1 || ($2 - (age[s] - sum / n)) ^ 2 > 1e-10 || $3 != (sex[s] == "M") || $4 != (grp[s] == "patient")) {
+                  print "row " FNR - 1 " (" s "): " $0; bad = 1 } }
+    END { exit bad || rows != 8 }' "$pt" "$bgg/bids-group-glm_stat-design.tsv" \
+    || fail "bids-group-glm.yaml: the design's rows are not participants.tsv's values for the maps' subjects"
+awk -F'\t' 'NR == 2 { d = sqrt(($4 - 15)^2 + ($5 + 20)^2 + ($6 - 10)^2); exit !(d < 12) }' "$bgg/bids-group-glm_stat-meanT_clusters.tsv" \
+    || { cat "$bgg/bids-group-glm_stat-meanT_clusters.tsv"; fail "bids-group-glm.yaml: the first cluster is not at the planted sphere"; }
+echo "ok   bids-group-glm design from participants.tsv, cluster at the planted sphere"
 
 # group-glm: the mean contrast's first FWE cluster is the planted sphere (peak
 # within 15 mm of 40,-20,40); every contrast's maps are written

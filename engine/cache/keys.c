@@ -276,6 +276,42 @@ static int key_environment(const struct nf_pipeline *p, const struct nf_node_ins
     return rc;
 }
 
+/* A file reader's output read from a file of its own (node_type.output_file):
+ * one value keyed by the reader's type and parameters and that file's
+ * content, or by its absence (nothing can consume an output that is not
+ * made: shape resolution says so). 1 when keyed so, 0 for an ordinary
+ * output, NF_ENOMEM. */
+static int own_file_key(const struct nf_node_type *t, const struct nf_node_inst *node, int port,
+                        struct nf_key own_base, struct nf_cache *cache, struct nf_keyset *ks,
+                        struct nf_strbuf *comp, struct nf_error *err)
+{
+    char *path = NULL;
+    struct nf_error ferr = { 0 };
+    int rc = t->output_file ? t->output_file(node->params, port, &path, &ferr) : 0;
+    if (rc <= 0) {
+        if (rc == NF_ENOMEM)
+            *err = ferr;
+        return rc == NF_ENOMEM ? rc : 0;
+    }
+    XXH3_state_t state, *st = start(&state, "output file");
+    feed_key(st, own_base);
+    feed_u64(st, (uint64_t)port);
+    struct nf_key content;
+    bool there = (cache ? nf_cache_file_hash(cache, path, &content, &ferr)
+                        : nf_file_hash(path, &content, &ferr)) == 0;
+    if (there) {
+        char hex[33];
+        feed_key(st, content);
+        nf_key_hex(content, hex);
+        nf_strbuf_addf(comp, "file %s=%s (output %s)\n", path, hex, t->outputs[port].name);
+    } else {
+        feed_str(st, "absent");
+    }
+    free(path);
+    *ks = (struct nf_keyset){ .known = true, .whole = digest(st) };
+    return 1;
+}
+
 int nf_node_keys_compute(const struct nf_pipeline *p, size_t ni, struct nf_node_keys *keys,
                          struct nf_cache *cache, struct nf_value *const *value_outs,
                          struct nf_error *err)
@@ -330,7 +366,8 @@ int nf_node_keys_compute(const struct nf_pipeline *p, size_t ni, struct nf_node_
         base = digest(st);
         nf_strbuf_addf(&comp, "pipeline file %s=%s\n", uf->path, uf->hash);
     }
-        rc = key_environment(p, node, &base, &comp, cache, err);
+    struct nf_key own_base = base;   /* before key_files: for outputs read from a file of their own */
+    rc = key_environment(p, node, &base, &comp, cache, err);
     if (rc < 0)
         goto fail;
     if (rc == 0)
@@ -369,6 +406,13 @@ int nf_node_keys_compute(const struct nf_pipeline *p, size_t ni, struct nf_node_
                 feed_key(ost, base);
                 feed_u64(ost, o);
                 out_base = digest(ost);
+            }
+            rc = own_file_key(t, node, (int)o, own_base, cache, ks, &comp, err);
+            if (rc < 0)
+                goto fail;
+            if (rc == 1) {
+                rc = 0;
+                continue;
             }
             ks->is_coll = is_coll;
             ks->n = is_coll ? n_paths : 0;

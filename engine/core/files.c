@@ -65,6 +65,26 @@ bool nf_path_has_suffix(const char *path, const char *suffix)
     return n >= s && strcasecmp(path + n - s, suffix) == 0;
 }
 
+/* The last "sub-" entity starting a path component or following '_': the
+ * file name beats its folders ("data/sub-01/func/bold.nii.gz" gives sub-01). */
+char *nf_subject_entity(const char *path)
+{
+    const char *found = NULL;
+    size_t found_len = 0;
+    for (const char *p = strstr(path, "sub-"); p; p = strstr(p + 4, "sub-")) {
+        if (p != path && p[-1] != '/' && p[-1] != '_')
+            continue;
+        size_t n = 0;
+        while (isalnum((unsigned char)p[4 + n]))
+            n++;
+        if (n > 0) {
+            found = p;
+            found_len = 4 + n;
+        }
+    }
+    return found ? nf_strndup(found, found_len) : NULL;
+}
+
 int nf_mkdirs(const char *dir, struct nf_error *err)
 {
     char *tmp = nf_strdup(dir);

@@ -36,6 +36,11 @@ char *nf_path_join(const char *dir, const char *name);    /* name absolute -> co
 char *nf_path_dirname(const char *path);
 char *nf_path_stem(const char *path);                     /* "a/b.nii.gz" -> "b" */
 bool nf_path_has_suffix(const char *path, const char *suffix);  /* case-insensitive */
+/* The BIDS subject entity ("sub-01") of a path or label: "sub-" plus letters
+ * and digits, starting a path component or following '_'; the last one wins
+ * ("data/sub-01/func/sub-01_task-x_bold.nii.gz" and "sub-01_task-x" give
+ * "sub-01"). NULL when there is none, or out of memory. */
+char *nf_subject_entity(const char *path);
 /* mkdir -p; 0 or NF_EIO with err naming the folder. */
 int nf_mkdirs(const char *dir, struct nf_error *err);
 /* Remove a folder and everything in it, best effort (scratch folders:

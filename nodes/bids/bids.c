@@ -9,6 +9,9 @@
  * labelled sub-XX[_ses-YY]_task-T[_run-R][_space-S] (the derivatives'
  * space), so that a node mapped over them (design, mask, glm) pairs the
  * right files and per-run results keep the run's entities in their names.
+ * The dataset's participants.tsv is a fifth output, one table (absent: an
+ * error only when a node reads it), keyed by its own content
+ * (node_type.output_file) so that a new column reruns no first level.
  * The repetition time comes from the JSON sidecars by BIDS inheritance and travels on each bold item (volume.tr),
  * where `design` reads it; a header that says otherwise is an error. A
  * missing piece is an error when `require` lists it or a node consumes its
@@ -25,6 +28,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "bids_internal.h"
 #include "io/io.h"
@@ -33,7 +37,7 @@
 #define FAIL_NODE(err, node, code, ...) NF_FAIL_AT(err, code, nf_node_loc(node), nf_node_id(node), __VA_ARGS__)
 
 /* The optional outputs and the `require` word of each. */
-static const char *const piece_names[BIDS_N_OUT] = { "bold", "mask", "events", "confounds" };
+static const char *const piece_names[BIDS_N_RUN_OUT] = { "bold", "mask", "events", "confounds" };
 
 #define FIELD(f) offsetof(struct bids_params, f)
 static const struct nf_param bids_params_table[] = {
@@ -71,6 +75,8 @@ static const struct nf_port bids_outputs[] = {
     { "mask", "each run's brain mask (fMRIPrep's _desc-brain_mask, in the bold's space), same order", NF_PT_COLL, 0 },
     { "events", "each run's _events.tsv table (onset, duration, trial_type, ...), same order", NF_PT_COLL, 0 },
     { "confounds", "each run's fMRIPrep confounds table, same order", NF_PT_COLL, 0 },
+    { "participants", "the dataset's participants.tsv (participant_id, then age, sex, group, ...; n/a where "
+      "missing), for group_design; an error only when a node reads it and the file is absent", NF_PT_TABLE, 0 },
     NF_PORT_END,
 };
 NF_PORTS_MATCH(bids_inputs, BIDS_N_IN);
@@ -96,14 +102,14 @@ static int check_require(const struct bids_params *p, const struct nf_node_inst 
 {
     for (size_t i = 0; i < p->require.n; i++) {
         bool known = false;
-        for (int o = BIDS_OUT_MASK; o < BIDS_N_OUT; o++)
+        for (int o = BIDS_OUT_MASK; o < BIDS_N_RUN_OUT; o++)
             known |= strcmp(p->require.v[i], piece_names[o]) == 0;
         if (!known)
             return FAIL_NODE(err, node, NF_EINVAL, "require: '%s' is not a piece of a run (events, confounds, "
                              "mask)", p->require.v[i]);
     }
     if (!p->derivatives)
-        for (int o = BIDS_OUT_MASK; o < BIDS_N_OUT; o++)
+        for (int o = BIDS_OUT_MASK; o < BIDS_N_RUN_OUT; o++)
             if (o != BIDS_OUT_EVENTS && required(p, o))
                 return FAIL_NODE(err, node, NF_EINVAL, "require lists %s, which come from fMRIPrep: give "
                                  "derivatives (the fMRIPrep folder)", piece_names[o]);
@@ -155,6 +161,12 @@ static char *filters_text(const struct bids_params *p)
     return nf_strbuf_detach(&sb);
 }
 
+/* The dataset's participants.tsv (owned; NULL when out of memory). */
+static char *participants_path(const struct bids_params *p)
+{
+    return nf_path_join(p->root ? p->root : ".", "participants.tsv");
+}
+
 /* Scan and judge what is missing: *produce[o] says which outputs can be
  * made (every run has the piece). wanted: per output, consumed (NULL:
  * unknown, nothing required beyond `require`). Warnings only when `warn`
@@ -198,7 +210,7 @@ static int scan_checks(const struct bids_params *p, const struct nf_node_inst *n
                              scan->items[i].n_sidecars ? "the sidecars that apply do not have it"
                                                        : "none applies to it",
                              p->task ? p->task : "<task>");
-    for (int o = 0; o < BIDS_N_OUT; o++) {
+    for (int o = 0; o < BIDS_N_RUN_OUT; o++) {
         size_t missing = 0, first = 0;
         for (size_t i = 0; i < scan->n; i++)
             if (!piece_path(&scan->items[i], o) && missing++ == 0)
@@ -217,7 +229,19 @@ static int scan_checks(const struct bids_params *p, const struct nf_node_inst *n
                     "produced", missing, scan->n, piece_names[o], scan->items[first].label, piece_hint(o),
                     piece_names[o]);
     }
-    return 0;
+    char *participants = participants_path(p);
+    if (!participants)
+        return NF_FAIL(err, NF_ENOMEM, "out of memory");
+    struct stat st;
+    produce[BIDS_OUT_PARTICIPANTS] = stat(participants, &st) == 0 && S_ISREG(st.st_mode);
+    int rc_p = 0;
+    if (!produce[BIDS_OUT_PARTICIPANTS] && wanted && wanted[BIDS_OUT_PARTICIPANTS])
+        rc_p = FAIL_NODE(err, node, NF_EDATA, "the dataset has no participants.tsv ('%s' %s) but a node reads "
+                         "output 'participants': add the file (participant_id, then one column per variable) or "
+                         "load the table from elsewhere", participants,
+                         stat(participants, &st) != 0 ? "does not exist" : "is not a file");
+    free(participants);
+    return rc_p;
 }
 
 /* ---- shapes ---- */
@@ -282,6 +306,22 @@ static int table_shapes(const struct bids_params *p, const struct nf_node_inst *
     return 0;
 }
 
+static int participants_shape(const struct bids_params *p, const struct nf_node_inst *node, struct nf_shape *out,
+                              struct nf_error *err)
+{
+    char *path = participants_path(p), *names = NULL;
+    if (!path)
+        return NF_FAIL(err, NF_ENOMEM, "out of memory");
+    int64_t rows = 0, cols = 0;
+    int rc = nf_table_read_header(path, NULL, 0, &rows, &cols, &names, err);
+    if (rc == 0)
+        *out = (struct nf_shape){ .kind = NF_KIND_TABLE, .dim = { rows, cols }, .path = nf_intern(path),
+                                  .col_names = nf_intern(names) };
+    free(names);
+    free(path);
+    return rc < 0 ? nf_error_on_node(node, err, rc) : 0;
+}
+
 static int bids_resolve(struct nf_resolve *r)
 {
     const struct bids_params *p = r->params;
@@ -294,6 +334,17 @@ static int bids_resolve(struct nf_resolve *r)
         r->out[o] = (struct nf_shape){ 0 };
         if (!produce[o])
             continue;
+        if (o == BIDS_OUT_PARTICIPANTS) {
+            rc = participants_shape(p, r->node, &r->out[o], r->err);
+            if (rc < 0 && rc != NF_ENOMEM && !(r->wanted && r->wanted[o])) {
+                /* a broken participants.tsv must not stop a first level that does not read it */
+                nf_warn(nf_node_id(r->node), "%s: output 'participants' is not produced", r->err->msg);
+                *r->err = (struct nf_error){ 0 };
+                r->out[o] = (struct nf_shape){ 0 };
+                rc = 0;
+            }
+            continue;
+        }
         rc = o == BIDS_OUT_BOLD || o == BIDS_OUT_MASK ? image_shapes(p, r->node, &scan, o, &r->out[o], r->err)
                                                       : table_shapes(p, r->node, &scan, o, &r->out[o], r->err);
     }
@@ -342,6 +393,17 @@ static int bids_run(struct nf_run *run)
     for (int o = 0; o < BIDS_N_OUT && rc == 0; o++) {
         if (!produce[o])
             continue;
+        if (o == BIDS_OUT_PARTICIPANTS) {
+            char *path = participants_path(p);
+            run->out[o] = path ? nf_table_read(path, NULL, 0, run->err) : NULL;
+            if (!run->out[o] && path && run->err->code != NF_ENOMEM && !nf_run_wants(run, o))
+                *run->err = (struct nf_error){ 0 };   /* unread: warned about at plan time */
+            else if (!run->out[o])
+                rc = path ? nf_error_on_node(node, run->err, run->err->code ? run->err->code : NF_EIO)
+                          : NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+            free(path);
+            continue;
+        }
         struct nf_value *coll = nf_value_new_collection(scan.n, run->err);
         if (!coll) {
             rc = run->err->code ? run->err->code : NF_ENOMEM;
@@ -429,7 +491,7 @@ static int bids_key_files(const void *params, const struct nf_env *env, char ***
         const struct bids_item *it = &scan.items[i];
         for (size_t s = 0; rc == 0 && s < it->n_sidecars; s++)
             rc = push(paths, n, it->sidecars[s], err);
-        for (int o = BIDS_OUT_MASK; rc == 0 && o < BIDS_N_OUT; o++)
+        for (int o = BIDS_OUT_MASK; rc == 0 && o < BIDS_N_RUN_OUT; o++)
             rc = push(paths, n, piece_path(it, o), err);
     }
     bids_scan_release(&scan);
@@ -441,6 +503,16 @@ static int bids_key_files(const void *params, const struct nf_env *env, char ***
         *n = 0;
     }
     return rc;
+}
+
+/* participants.tsv keys the participants output alone (node_type.output_file). */
+static int bids_output_file(const void *params, int port, char **path, struct nf_error *err)
+{
+    if (port != BIDS_OUT_PARTICIPANTS)
+        return 0;
+    if (!(*path = participants_path(params)))
+        return NF_FAIL(err, NF_ENOMEM, "out of memory");
+    return 1;
 }
 
 /* node_type.methods */
@@ -474,7 +546,9 @@ const struct nf_node_type nf_node_bids = {
         "entity filters select (`subjects`, `sessions`, `task`, `runs`; `space` and `desc` choose the "
         "derivatives' image), and returns four collections aligned item by item and labelled "
         "sub-XX[_ses-YY]_task-T[_run-R][_space-S]: `bold` (lazy 4D images), `mask` (fMRIPrep's brain mask), `events` "
-        "(the raw _events.tsv, found by BIDS inheritance) and `confounds` (fMRIPrep's confounds table). "
+        "(the raw _events.tsv, found by BIDS inheritance) and `confounds` (fMRIPrep's confounds table); and the "
+        "dataset's participants.tsv as the table `participants` (for group_design; keyed by that file alone, so "
+        "that editing it reruns only what reads it). "
         "Each bold item carries the repetition time of its JSON sidecars (BIDS inheritance: top-level "
         "task-T_bold.json, then subject, session and file level, the nearest winning), which `design` "
         "uses; a header whose TR disagrees, a run without RepetitionTime, a malformed sidecar and a filter "
@@ -490,6 +564,7 @@ const struct nf_node_type nf_node_bids = {
     .run_cpu = bids_run,
     .input_files = bids_input_files,
     .key_files = bids_key_files,
+    .output_file = bids_output_file,
     .methods = bids_methods,
     .flags = NF_NODE_SOURCE,
 };

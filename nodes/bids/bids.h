@@ -18,7 +18,10 @@ struct bids_params {
 };
 
 enum { BIDS_N_IN = 0 };
-enum { BIDS_OUT_BOLD, BIDS_OUT_MASK, BIDS_OUT_EVENTS, BIDS_OUT_CONFOUNDS, BIDS_N_OUT };
+/* The per-run collections come first (BIDS_N_RUN_OUT of them), then the
+ * dataset's participants table. */
+enum { BIDS_OUT_BOLD, BIDS_OUT_MASK, BIDS_OUT_EVENTS, BIDS_OUT_CONFOUNDS, BIDS_OUT_PARTICIPANTS, BIDS_N_OUT };
+enum { BIDS_N_RUN_OUT = BIDS_OUT_PARTICIPANTS };
 
 extern const struct nf_node_type nf_node_bids;
 

@@ -27,7 +27,9 @@ extern const struct nf_node_type nf_node_glm;
 /* ---- contrasts (glm_contrast.c) ----
  * A contrast is written "name = expression": the expression combines the
  * design's column names with +, -, numbers times names (2*A, A*2, A/2) and
- * parentheses ("faces - houses", "2*a - (b + c)"), or lists weights in column
+ * parentheses ("faces - houses", "2*a - (b + c)"; a name may end in a
+ * bracketed level, "group[patient]", as group_design names indicator
+ * columns), or lists weights in column
  * order ("[1, -1, 0]", zeros added up to the number of columns, as nilearn
  * pads a short vector). */
 

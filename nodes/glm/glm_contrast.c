@@ -1,6 +1,8 @@
 /* glm_contrast.c — contrasts of the `glm` node written over the design's
  * column names ("faces - houses", "2*a - (b + c)", "(a + b)/2") or as weight
- * lists ("[1, -1, 0]"), turned into one weight per column.
+ * lists ("[1, -1, 0]"), turned into one weight per column. A name may end
+ * in a bracketed level, "group[patient]", as group_design names the
+ * indicator columns of a categorical variable.
  *
  * A recursive-descent parser over linear forms: every sub-expression is a
  * weight vector plus a constant, so that numbers may scale names (2*a, a*2,
@@ -155,6 +157,16 @@ static void parse_primary(struct parser *p, struct form *f)
         const char *start = p->s;
         while (is_name_char(*p->s))
             p->s++;
+        /* an indicator column of a categorical variable, named as group_design
+           names them: "group[patient]" (the level is any text without ']') */
+        if (*p->s == '[') {
+            const char *close = strchr(p->s, ']');
+            if (!close) {
+                fail(p, "'[' without a closing ']' (a level is written name[level])");
+                return;
+            }
+            p->s = close + 1;
+        }
         size_t len = (size_t)(p->s - start);
         f->linear = true;
         if (!p->cols)

@@ -18,7 +18,6 @@
  */
 #include "load.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <glob.h>
 #include <stdlib.h>
@@ -226,28 +225,6 @@ static int glob_format(const glob_t *matches, const char *pattern,
 
 /* ---- labels ---- */
 
-/* The BIDS subject entity ("sub-01") in a path: "sub-" plus letters/digits,
- * starting a path component or following '_'. The last one wins, so the file
- * name beats its folders, and "data/sub-01/func/bold.nii.gz" still gives
- * "sub-01". NULL when there is none (or on OOM: the stem is used then). */
-static char *subject_entity(const char *path)
-{
-    const char *found = NULL;
-    size_t found_len = 0;
-    for (const char *p = strstr(path, "sub-"); p; p = strstr(p + 4, "sub-")) {
-        if (p != path && p[-1] != '/' && p[-1] != '_')
-            continue;
-        size_t n = 0;
-        while (isalnum((unsigned char)p[4 + n]))
-            n++;
-        if (n > 0) {
-            found = p;
-            found_len = 4 + n;
-        }
-    }
-    return found ? nf_strndup(found, found_len) : NULL;
-}
-
 static bool labels_unique(char *const *labels, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -266,7 +243,7 @@ static char **item_labels(char *const *paths, size_t n)
     if (!labels)
         return NULL;
     for (size_t i = 0; i < n; i++)
-        labels[i] = subject_entity(paths[i]);
+        labels[i] = nf_subject_entity(paths[i]);
     if (!labels_unique(labels, n))
         for (size_t i = 0; i < n; i++) {
             free(labels[i]);

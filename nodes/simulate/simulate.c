@@ -779,7 +779,8 @@ static const struct nf_param simulate_param_table[] = {
     NF_PARAM_PATH_F("bids", FIELD(bids), "", NF_PF_OPTIONAL,
                     "instead: simulate a two-condition task (faces, houses) and write it to this folder as BIDS "
                     "raw data (sub-XX/func/sub-XX_task-localizer_run-R_bold.nii.gz and _events.tsv, "
-                    "task-localizer_bold.json with RepetitionTime 2) plus fMRIPrep-like derivatives "
+                    "task-localizer_bold.json with RepetitionTime 2, participants.tsv with age, sex, group and handedness) "
+                    "plus fMRIPrep-like derivatives "
                     "(derivatives/fmriprep/: _space-MNI152NLin2009cAsym_desc-preproc_bold, _desc-brain_mask, "
                     "_desc-confounds_timeseries.tsv) and derivatives/simulation/truth.nii.gz; faces - houses "
                     "is effect_size in the ROI (mask auto or synthetic: a small 60 x 72 x 60 mm brain)"),
@@ -868,7 +869,7 @@ const struct nf_node_type nf_node_simulate = {
         "with fMRIPrep-like derivatives (preprocessed images, brain masks, confounds); data are then the "
         "runs (labelled sub-XX_task-localizer_run-R), X run 1's events, y run 1's two HRF regressors and "
         "truth the faces - houses map.",
-    .version = 3,   /* 2: write: also writes atlas.nii.gz; 3: bids, runs */
+    .version = 4,   /* 2: write: also writes atlas.nii.gz; 3: bids, runs; 4: bids writes participants.tsv */
     .params = simulate_param_table,
     .params_size = sizeof(struct simulate_params),
     .inputs = simulate_inputs,

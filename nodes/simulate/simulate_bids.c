@@ -15,7 +15,8 @@
  * matrices are), e = effect_size and a_s = 1 + 0.2 N(0, 1) per subject: the
  * contrast faces - houses is e a_s in the ROI and 0 elsewhere, so its mean
  * over subjects, e, is the `truth` map. Deterministic from the seed, one
- * normal stream per run.
+ * normal stream per run. participants.tsv gives each subject an age, sex,
+ * group and handedness (for group_design), fixed, not drawn.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -276,6 +277,29 @@ fail:
     return rc;
 }
 
+/* participants.tsv: ages from a fixed list (not a line in the subject index,
+ * so that age is no combination of sex and group), sex alternating, groups
+ * in pairs (balanced against sex), handedness with one n/a (a column no
+ * design uses may have gaps). No random draws: the images stay as they were. */
+static int write_participants(const char *root, int64_t subjects, struct nf_error *err)
+{
+    static const int ages[] = { 34, 27, 45, 23, 38, 52, 29, 41, 31, 47, 25, 36, 58, 33, 42, 28 };
+    struct nf_strbuf sb;
+    nf_strbuf_init(&sb);
+    nf_strbuf_addf(&sb, "participant_id\tage\tsex\tgroup\thandedness\n");
+    for (int64_t s = 0; s < subjects; s++) {
+        char *sub = sim_subject_label(s, subjects);
+        nf_strbuf_addf(&sb, "%s\t%d\t%s\t%s\t%s\n", sub ? sub : "", ages[s % 16], s % 2 ? "M" : "F",
+                       s / 2 % 2 ? "patient" : "control", s == 2 ? "n/a" : s % 5 == 4 ? "L" : "R");
+        if (!sub)
+            sb.oom = true;
+        free(sub);
+    }
+    int rc = sb.oom ? NF_FAIL(err, NF_ENOMEM, "out of memory") : sim_write_text(root, "participants.tsv", sb.buf, err);
+    nf_strbuf_release(&sb);
+    return rc;
+}
+
 int sim_bids_run(struct nf_run *run, const struct nf_geom *geom, const int64_t *roi, int64_t n_roi,
                  uint64_t seed, struct nf_value **out)
 {
@@ -298,6 +322,7 @@ int sim_bids_run(struct nf_run *run, const struct nf_geom *geom, const int64_t *
     for (int64_t r = 0; r < n_roi; r++)
         out[SIMULATE_OUT_TRUTH]->u.vol.data[geom->index[roi[r]]] = (float)p->effect_size;
     NF_TRY(rc = write_top_level(p->bids, deriv, truth_dir, out[SIMULATE_OUT_TRUTH], err));
+    NF_TRY(rc = write_participants(p->bids, S, err));
     if (!(out[SIMULATE_OUT_DATA] = nf_value_new_collection((size_t)(S * R), err))) {
         rc = err->code;
         goto fail;

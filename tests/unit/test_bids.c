@@ -316,13 +316,50 @@ static void test_node_outputs(void **state)
     assert_int_equal(out[BIDS_OUT_EVENTS].item_kind, NF_KIND_TABLE);
     assert_int_equal(out[BIDS_OUT_CONFOUNDS].dim[0], 4);
 
+    /* no participants.tsv: that output is not made */
+    assert_int_equal(out[BIDS_OUT_PARTICIPANTS].kind, NF_KIND_NONE);
     struct nf_value *vals[BIDS_N_OUT] = { 0 };
     struct nf_run run = { .params = &p, .out = vals, .err = &err };
     assert_int_equal(nf_node_bids.run_cpu(&run), 0);
-    for (int o = 0; o < BIDS_N_OUT; o++) {
+    for (int o = 0; o < BIDS_N_RUN_OUT; o++) {
         assert_non_null(vals[o]);
         assert_int_equal(vals[o]->u.coll.n, 3);
     }
+    assert_null(vals[BIDS_OUT_PARTICIPANTS]);
+    /* with one: a table, its header known at plan time, n/a kept as missing */
+    put("ds/participants.tsv", "participant_id\tage\tsex\nsub-01\t31\tF\nsub-02\tn/a\tM\nsub-10\t25\tF\n");
+    assert_int_equal(resolve(&p, NULL, out, &err), 0);
+    assert_int_equal(out[BIDS_OUT_PARTICIPANTS].kind, NF_KIND_TABLE);
+    assert_int_equal(out[BIDS_OUT_PARTICIPANTS].dim[0], 3);
+    assert_string_equal(out[BIDS_OUT_PARTICIPANTS].col_names, "participant_id\nage\nsex\n");
+    struct nf_value *again[BIDS_N_OUT] = { 0 };
+    run.out = again;
+    assert_int_equal(nf_node_bids.run_cpu(&run), 0);
+    const struct nf_value *tab = again[BIDS_OUT_PARTICIPANTS];
+    assert_non_null(tab);
+    assert_int_equal(tab->kind, NF_KIND_TABLE);
+    assert_int_equal(tab->u.tab.n_rows, 3);
+    assert_string_equal(tab->u.tab.cols[0].str[2], "sub-10");
+    assert_true(tab->u.tab.cols[1].numeric && isnan(tab->u.tab.cols[1].num[1]) && tab->u.tab.cols[1].num[2] == 25);
+    for (int o = 0; o < BIDS_N_OUT; o++)
+        nf_value_unref(again[o]);
+    /* a broken one: a warning and no output unless a node reads it, then an error */
+    put("ds/participants.tsv", "participant_id\tage\nsub-01\t31\textra\n");
+    assert_int_equal(resolve(&p, NULL, out, &err), 0);
+    assert_int_equal(out[BIDS_OUT_PARTICIPANTS].kind, NF_KIND_NONE);
+    bool wants_all_but_participants[BIDS_N_OUT] = { true, true, true, true, false };
+    run.out = again;
+    run.wanted = wants_all_but_participants;
+    assert_int_equal(nf_node_bids.run_cpu(&run), 0);
+    assert_null(again[BIDS_OUT_PARTICIPANTS]);
+    for (int o = 0; o < BIDS_N_OUT; o++)
+        nf_value_unref(again[o]);
+    bool wants_participants[BIDS_N_OUT] = { true, false, false, false, true };
+    assert_true(resolve(&p, wants_participants, out, &err) < 0);
+    assert_non_null(strstr(err.msg, "line 2 has 3 fields"));
+    memset(&err, 0, sizeof err);
+    run.wanted = NULL;
+    run.out = vals;
     static const char *const labels[] = { "sub-01_task-faces_run-1_space-MNI152NLin2009cAsym",
                                           "sub-02_task-faces_run-1_space-MNI152NLin2009cAsym",
                                           "sub-10_task-faces_run-1_space-MNI152NLin2009cAsym" };
@@ -363,10 +400,16 @@ static void test_node_errors(void **state)
     assert_non_null(strstr(err.msg, "require lists it"));
     assert_non_null(strstr(err.msg, "1 of 6 runs"));
     p.require = (struct nf_str_list){ 0, NULL };
-    bool wanted[BIDS_N_OUT] = { true, false, true, false };
+    bool wanted[BIDS_N_OUT] = { true, false, true, false, false };
     memset(&err, 0, sizeof err);
     assert_true(resolve(&p, wanted, out, &err) < 0);
     assert_non_null(strstr(err.msg, "a node reads this output"));
+    /* participants.tsv absent: an error only when a node reads it */
+    bool wants_participants[BIDS_N_OUT] = { true, false, false, false, true };
+    memset(&err, 0, sizeof err);
+    assert_true(resolve(&p, wants_participants, out, &err) < 0);
+    assert_non_null(strstr(err.msg, "the dataset has no participants.tsv"));
+    assert_non_null(strstr(err.msg, "does not exist) but a node reads output 'participants'"));
     memset(&err, 0, sizeof err);
     assert_int_equal(resolve(&p, NULL, out, &err), 0);
     assert_int_equal(out[BIDS_OUT_EVENTS].kind, NF_KIND_NONE);

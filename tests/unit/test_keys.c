@@ -105,6 +105,12 @@ static char *tmpdir;
                "  v: {type: mask, in: {data: r.bold, mask: r.mask}}\n" \
                "  t: {type: fixed_effects, in: {effect: v, variance: v}, @P}\n"
 
+/* group_design: the simulated subjects' images (only their labels matter)
+ * and a participants table with a second id column in another order */
+#define CTX_GD "  m: {type: load, path: data/sub-*/func/*_bold.nii.gz}\n" \
+               "  pt: {type: load, path: data/participants.tsv}\n" \
+               "  t: {type: group_design, in: {participants: pt, maps: m}, @P}\n"
+
 #define SIM "images: 12, voxel_size: 10, mask: synthetic"
 #define PERM "n_permutations: 200"
 #define SEED "seed: 7"
@@ -229,6 +235,12 @@ static const struct decision decisions[] = {
     { "fixed_effects", "precision_weighted", CTX_FX, "", "precision_weighted: false", "precision_weighted: true",
       true, NULL },
     { "fixed_effects", "dof", CTX_FX, "", "dof: 100", "dof: 3", true, NULL },
+    { "group_design", "columns", CTX_GD, "", "columns: [age]", "columns: [age, sex]", true, NULL },
+    { "group_design", "categorical", CTX_GD, "columns: [age, site]", "", "categorical: [site]", true, NULL },
+    { "group_design", "demean", CTX_GD, "columns: [age]", "demean: true", "demean: false", true, NULL },
+    { "group_design", "intercept", CTX_GD, "columns: [age]", "intercept: true", "intercept: false", true, NULL },
+    { "group_design", "id_column", CTX_GD, "columns: [age]", "id_column: participant_id", "id_column: code", true,
+      NULL },
     { "bids", "root", CTX_BIDS, "", "root: data/bids", "root: data/bids2", true, NULL },
     { "bids", "derivatives", CTX_BIDS, "root: data/bids", "", DERIV, true, NULL },
     { "bids", "subjects", CTX_BIDS, "root: data/bids", "subjects: ['01']", "subjects: ['0*']", true, NULL },
@@ -694,6 +706,8 @@ static int setup(void **state)
                             " && printf '1 Roi\\n' > data/names1.txt && printf '1 Sphere\\n' > data/names2.txt"
                             " && printf 'onset\\tduration\\ttrial_type\\tamp\\n-10\\t4\\ta\\t1\\n2\\t4\\ta\\t1\\n8\\t0\\tb\\t2\\n"
                             "14\\t3\\ta\\t0.5\\n20\\t2\\tb\\t1\\n' > data/events.tsv"
+                            " && printf 'participant_id\\tcode\\tage\\tsex\\tsite\\nsub-01\\tsub-02\\t30\\tF\\t1\\n"
+                            "sub-02\\tsub-01\\t41\\tM\\t2\\nsub-03\\tsub-03\\t25\\tF\\t2\\n' > data/participants.tsv"
                             " && cd data && D=bids/derivatives/fmriprep/sub-01/func/sub-01_task-localizer_run-1_space-"
                             "MNI152NLin2009cAsym_desc && cp ${D}-preproc_bold.nii.gz ${D}-smooth_bold.nii.gz"
                             " && for s in 1 2; do mkdir -p bses/sub-01/ses-$s/func && for f in bids/sub-01/func/*run-1*; do"

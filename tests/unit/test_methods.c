@@ -27,6 +27,7 @@
 #include "design/design.h"
 #include "glm/glm.h"
 #include "fixed_effects/fixed_effects.h"
+#include "group_design/group_design.h"
 #include "load/load.h"
 #include "mask/mask.h"
 #include "permute/permute.h"
@@ -43,6 +44,7 @@ union any_params {
     struct bids_params bids;
     struct bootstrap_params bootstrap;
     struct fixed_effects_params fixed_effects;
+    struct group_design_params group_design;
     struct design_params design;
     struct glm_params glm;
     struct load_params load;
@@ -482,6 +484,28 @@ static void test_fixed_effects(void **state)
            HAS("mean effect"));
 }
 
+static void test_group_design(void **state)
+{
+    (void)state;
+    union any_params u;
+    const struct nf_node_type *t = defaults("group_design", &u);
+    struct group_design_params *p = &u.group_design;
+    char *cols[] = { "age", "site", "group" }, *cat[] = { "site" };
+    p->columns = (struct nf_str_list){ 3, cols };
+    p->categorical = (struct nf_str_list){ 1, cat };
+    expect("group_design", p,
+           HAS("participant_id", "the regressors age, site (categorical) and group and an intercept",
+               "mean-centred", "first level in sorted order as the reference"),
+           HAS("no intercept", "as they are"));
+    p->demean = false;
+    p->intercept = false;
+    expect("group_design", p, HAS("and no intercept", "used as they are", "every level of the first"),
+           HAS("mean-centred", "reference"));
+    p->columns = (struct nf_str_list){ 0 };
+    p->categorical = (struct nf_str_list){ 0 };
+    nf_params_release(t, p);
+}
+
 static void test_simulate_bids(void **state)
 {
     (void)state;
@@ -572,6 +596,7 @@ int main(void)
         cmocka_unit_test(test_glm),
         cmocka_unit_test(test_bids),
         cmocka_unit_test(test_fixed_effects),
+        cmocka_unit_test(test_group_design),
         cmocka_unit_test(test_simulate_bids),
         cmocka_unit_test(test_smooth_resample),
         cmocka_unit_test(test_out_of_memory),
