@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <sqlite3.h>
@@ -218,17 +219,41 @@ void *nf_aligned_alloc(size_t align, size_t n)
     return p;
 }
 
-float *nf_alloc_floats(size_t n)
+/* Huge allocations ask for 2 MiB pages (THP is "madvise" on common
+ * distributions): first touching a 276 MB matrix then costs 140 faults
+ * instead of 67,000, which halved the time to fill one from a masked read,
+ * and freeing it is one unmap of 140 entries. Smaller blocks keep 4 KiB
+ * pages: the rounding to 2 MiB would matter there and the faults do not. */
+#define HUGE_PAGE_BYTES ((size_t)2 << 20)
+#define HUGE_PAGE_FROM ((size_t)16 << 20)
+
+static float *alloc_floats(size_t n, bool zero)
 {
     if (n > SIZE_MAX / sizeof(float) - 64)
         return NULL;
     size_t bytes = (n * sizeof(float) + 63) & ~(size_t)63;
     if (!bytes)
         bytes = 64;
-    float *p = nf_aligned_alloc(64, bytes);
-    if (p)
+    float *p = nf_aligned_alloc(bytes >= HUGE_PAGE_FROM ? HUGE_PAGE_BYTES : 64, bytes);
+    if (!p)
+        return NULL;
+#ifdef MADV_HUGEPAGE
+    if (bytes >= HUGE_PAGE_FROM)
+        (void)madvise(p, bytes & ~(HUGE_PAGE_BYTES - 1), MADV_HUGEPAGE);   /* advice only */
+#endif
+    if (zero)
         memset(p, 0, bytes);
     return p;
+}
+
+float *nf_alloc_floats(size_t n)
+{
+    return alloc_floats(n, true);
+}
+
+float *nf_alloc_floats_unfilled(size_t n)
+{
+    return alloc_floats(n, false);
 }
 
 void nf_free_aligned(void *p) { free(p); }
