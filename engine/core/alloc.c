@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <sqlite3.h>
@@ -219,14 +218,6 @@ void *nf_aligned_alloc(size_t align, size_t n)
     return p;
 }
 
-/* Huge allocations ask for 2 MiB pages (THP is "madvise" on common
- * distributions): first touching a 276 MB matrix then costs 140 faults
- * instead of 67,000, which halved the time to fill one from a masked read,
- * and freeing it is one unmap of 140 entries. Smaller blocks keep 4 KiB
- * pages: the rounding to 2 MiB would matter there and the faults do not. */
-#define HUGE_PAGE_BYTES ((size_t)2 << 20)
-#define HUGE_PAGE_FROM ((size_t)16 << 20)
-
 static float *alloc_floats(size_t n, bool zero)
 {
     if (n > SIZE_MAX / sizeof(float) - 64)
@@ -234,14 +225,8 @@ static float *alloc_floats(size_t n, bool zero)
     size_t bytes = (n * sizeof(float) + 63) & ~(size_t)63;
     if (!bytes)
         bytes = 64;
-    float *p = nf_aligned_alloc(bytes >= HUGE_PAGE_FROM ? HUGE_PAGE_BYTES : 64, bytes);
-    if (!p)
-        return NULL;
-#ifdef MADV_HUGEPAGE
-    if (bytes >= HUGE_PAGE_FROM)
-        (void)madvise(p, bytes & ~(HUGE_PAGE_BYTES - 1), MADV_HUGEPAGE);   /* advice only */
-#endif
-    if (zero)
+    float *p = nf_aligned_alloc(64, bytes);
+    if (p && zero)
         memset(p, 0, bytes);
     return p;
 }

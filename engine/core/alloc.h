@@ -45,8 +45,7 @@ char *nf_vasprintf(const char *fmt, va_list ap);
 char *nf_realpath(const char *path);
 /* align a power of two, a multiple of sizeof(void *); release with free(). */
 void *nf_aligned_alloc(size_t align, size_t n);
-/* 64-byte aligned float buffer for kernels, zeroed; free with nf_free_aligned.
- * From 16 MiB on, 2 MiB aligned, on huge pages where the kernel allows. */
+/* 64-byte aligned float buffer for kernels, zeroed; free with nf_free_aligned. */
 float *nf_alloc_floats(size_t n);
 /* The same, not zeroed: for a caller that writes every element before any
  * is read (a fresh block from the kernel is zero anyway; this skips a pass). */
