@@ -36,7 +36,8 @@
 /* Voxels converted per chunk: bounds the scratch buffer to 2 MiB (int64). */
 #define CHUNK_VOXELS ((size_t)1 << 18)
 /* Voxels per chunk of a masked read: 128 KiB of float32, as cat reads, so that
- * the kernel's copy lands in cache and the scatter reads it from there. */
+ * a pread copy lands in cache and the scatter reads it from there (a mapped
+ * or inflated file is walked in the same steps, with no copy). */
 #define MASKED_CHUNK_VOXELS ((size_t)1 << 15)
 /* NIfTI-1 dims are int16. */
 #define NIFTI1_MAX_DIM 32767
