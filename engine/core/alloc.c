@@ -218,7 +218,7 @@ void *nf_aligned_alloc(size_t align, size_t n)
     return p;
 }
 
-float *nf_alloc_floats(size_t n)
+static float *alloc_floats(size_t n, bool zero)
 {
     if (n > SIZE_MAX / sizeof(float) - 64)
         return NULL;
@@ -226,9 +226,19 @@ float *nf_alloc_floats(size_t n)
     if (!bytes)
         bytes = 64;
     float *p = nf_aligned_alloc(64, bytes);
-    if (p)
+    if (p && zero)
         memset(p, 0, bytes);
     return p;
+}
+
+float *nf_alloc_floats(size_t n)
+{
+    return alloc_floats(n, true);
+}
+
+float *nf_alloc_floats_unfilled(size_t n)
+{
+    return alloc_floats(n, false);
 }
 
 void nf_free_aligned(void *p) { free(p); }

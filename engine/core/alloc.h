@@ -47,6 +47,9 @@ char *nf_realpath(const char *path);
 void *nf_aligned_alloc(size_t align, size_t n);
 /* 64-byte aligned float buffer for kernels, zeroed; free with nf_free_aligned. */
 float *nf_alloc_floats(size_t n);
+/* The same, not zeroed: for a caller that writes every element before any
+ * is read (a fresh block from the kernel is zero anyway; this skips a pass). */
+float *nf_alloc_floats_unfilled(size_t n);
 void nf_free_aligned(void *p);
 void nf_free(void *p);
 

@@ -170,8 +170,8 @@ struct nf_value *nf_value_new_volume(const struct nf_grid *g, int ndim, int64_t 
     return v;
 }
 
-struct nf_value *nf_value_new_matrix(int64_t rows, int64_t cols, struct nf_geom *geom,
-                                     struct nf_error *err)
+static struct nf_value *new_matrix(int64_t rows, int64_t cols, struct nf_geom *geom, bool zero,
+                                   struct nf_error *err)
 {
     int64_t total;
     if (mul_overflows(rows, cols, &total) || total > (int64_t)(SIZE_MAX / sizeof(float))) {
@@ -183,7 +183,7 @@ struct nf_value *nf_value_new_matrix(int64_t rows, int64_t cols, struct nf_geom 
         return NULL;
     v->u.mat.rows = rows;
     v->u.mat.cols = cols;
-    v->u.mat.data = nf_alloc_floats((size_t)total);
+    v->u.mat.data = zero ? nf_alloc_floats((size_t)total) : nf_alloc_floats_unfilled((size_t)total);
     if (!v->u.mat.data) {
         free(v);
         NF_FAIL(err, NF_ENOMEM, "out of memory allocating a %" PRId64 "x%" PRId64 " matrix",
@@ -192,6 +192,18 @@ struct nf_value *nf_value_new_matrix(int64_t rows, int64_t cols, struct nf_geom 
     }
     v->u.mat.geom = nf_geom_ref(geom);
     return v;
+}
+
+struct nf_value *nf_value_new_matrix(int64_t rows, int64_t cols, struct nf_geom *geom,
+                                     struct nf_error *err)
+{
+    return new_matrix(rows, cols, geom, true, err);
+}
+
+struct nf_value *nf_value_new_matrix_unfilled(int64_t rows, int64_t cols, struct nf_geom *geom,
+                                              struct nf_error *err)
+{
+    return new_matrix(rows, cols, geom, false, err);
 }
 
 struct nf_value *nf_value_new_table(int64_t n_rows, int64_t n_cols, struct nf_error *err)

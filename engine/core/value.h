@@ -161,6 +161,9 @@ struct nf_value *nf_value_new_volume(const struct nf_grid *g, int ndim, int64_t 
                                      struct nf_error *err);
 struct nf_value *nf_value_new_matrix(int64_t rows, int64_t cols, struct nf_geom *geom,
                                      struct nf_error *err);
+/* The same with its data not zeroed, for a reader that writes every element. */
+struct nf_value *nf_value_new_matrix_unfilled(int64_t rows, int64_t cols, struct nf_geom *geom,
+                                              struct nf_error *err);
 struct nf_value *nf_value_new_table(int64_t n_rows, int64_t n_cols, struct nf_error *err);
 struct nf_value *nf_value_new_collection(size_t n, struct nf_error *err);
 

@@ -2,8 +2,8 @@
  *
  * Reading goes through libnifti2 (nifti_clib 3.0.1) for the header only: it
  * understands NIfTI-1, NIfTI-2, .hdr/.img pairs and either byte order. The voxel
- * data we read ourselves (voxel_source.c: pread for .nii, the whole file
- * inflated by libdeflate or streamed by zlib for .nii.gz), in chunks,
+ * data we read ourselves (voxel_source.c: mapped or pread for .nii, the whole
+ * file inflated by libdeflate or streamed by zlib for .nii.gz), in chunks,
  * converting any integer or float on-disk type to float32 and applying
  * scl_slope/scl_inter (the library does not). Doing the read ourselves is what
  * lets a truncated or corrupt file become one clear NF_EIO error that names the
@@ -42,7 +42,8 @@
 /* Voxels converted per chunk: bounds the scratch buffer to 2 MiB (int64). */
 #define CHUNK_VOXELS ((size_t)1 << 18)
 /* Voxels per chunk of a masked read: 128 KiB of float32, as cat reads, so that
- * the kernel's copy lands in cache and the scatter reads it from there. */
+ * a pread copy lands in cache and the scatter reads it from there (a mapped
+ * or inflated file is walked in the same steps, with no copy). */
 #define MASKED_CHUNK_VOXELS ((size_t)1 << 15)
 /* Images compressed whole by libdeflate: the header and data are copied
  * next to each other, so the bound keeps that copy small. */
@@ -325,14 +326,14 @@ static void convert_to_float(int dt, const unsigned char *raw, float *out, size_
 
 /* An open stream of voxel data: read in order, converted to float32 and
  * scaled, CHUNK_VOXELS at a time, so callers choose how much to hold. The
- * bytes come from voxel_source.c (pread, or the whole file inflated). */
+ * bytes come from voxel_source.c (mapped, pread, or the whole file inflated). */
 struct voxel_reader {
     const char *path;
     const nifti_image *nim;
     int size;
     bool swap, scale;
     double slope, inter;
-    unsigned char *chunk;      /* NULL when the source hands out memory */
+    struct nf_voxel_view view; /* sequential reads: this thread's window or scratch */
     int64_t next;              /* sequential reads: the next voxel of the file */
     struct nf_voxel_source src;
 };
@@ -340,7 +341,7 @@ struct voxel_reader {
 static void reader_close(struct voxel_reader *r)
 {
     nf_voxel_source_close(&r->src);
-    free(r->chunk);
+    nf_voxel_view_release(&r->view);
     memset(r, 0, sizeof *r);
     r->src.fd = -1;
 }
@@ -363,28 +364,22 @@ static int reader_open(struct voxel_reader *r, const char *path, const nifti_ima
         goto fail;
     }
     NF_TRY(rc = nf_voxel_source_open(&r->src, path, nim->iname, (uint64_t)nim->iname_offset,
-                                     (uint64_t)nvox_total * (uint64_t)r->size, err));
-    if (!nf_voxel_source_in_memory(&r->src) &&
-        !(r->chunk = nf_malloc(CHUNK_VOXELS * (size_t)r->size))) {
-        rc = NF_FAIL(err, NF_ENOMEM, "cannot read '%s': out of memory", path);
-        goto fail;
-    }
+                                     (uint64_t)nvox_total * (uint64_t)r->size, !r->swap, err));
     return 0;
 fail:
     reader_close(r);
     return rc;
 }
 
-/* The raw bytes of n voxels (n <= CHUNK_VOXELS) from voxel `first` of the
- * file on, in CPU byte order; scratch is CHUNK_VOXELS voxels (unused when the
- * file is in memory). */
-static int reader_raw_at(struct voxel_reader *r, int64_t first, size_t n, unsigned char *scratch,
-                         unsigned char **raw, struct nf_error *err)
+/* The raw bytes of n voxels from voxel `first` of the file on, in CPU byte
+ * order, through the calling thread's view. */
+static int reader_raw_at(struct voxel_reader *r, struct nf_voxel_view *view, int64_t first,
+                         size_t n, unsigned char **raw, struct nf_error *err)
 {
     if (nf_interrupt_pending())   /* a big .nii.gz takes seconds; a chunk, milliseconds */
         return NF_FAIL(err, NF_EINTR, "interrupted while reading '%s'", r->path);
-    int rc = nf_voxel_source_read_at(&r->src, (uint64_t)first * (uint64_t)r->size,
-                                     n * (size_t)r->size, scratch, raw, err);
+    int rc = nf_voxel_source_read_at(&r->src, view, (uint64_t)first * (uint64_t)r->size,
+                                     n * (size_t)r->size, raw, err);
     if (rc == 0 && r->swap)
         nifti_swap_Nbytes((int64_t)n, r->size, *raw);
     return rc;
@@ -396,7 +391,7 @@ static int reader_read(struct voxel_reader *r, int64_t nvox, float *out, struct 
     for (int64_t done = 0; done < nvox;) {
         size_t n = (size_t)(nvox - done) < CHUNK_VOXELS ? (size_t)(nvox - done) : CHUNK_VOXELS;
         unsigned char *raw;
-        int rc = reader_raw_at(r, r->next, n, r->chunk, &raw, err);
+        int rc = reader_raw_at(r, &r->view, r->next, n, &raw, err);
         if (rc < 0)
             return rc;
         convert_to_float(r->nim->datatype, raw, out + done, n, r->scale, r->slope, r->inter);
@@ -491,15 +486,17 @@ static int64_t scatter_converted(int dt, const unsigned char *raw, uint32_t firs
     return bad;
 }
 
-/* The masked read, shared by its workers: each takes the next image, reads
- * it chunk by chunk and scatters the chunk's in-mask voxels into the image's
- * row while the chunk is in cache. Images are independent, so workers overlap
- * one image's read (the kernel's copy, or the walk through the inflated file)
- * with another's scatter. */
+/* The masked read, shared by its workers: each claims the next few images
+ * (a run of about 12 MiB, which one window of a mapped file holds, so that
+ * each window is mapped once), reads them chunk by chunk and scatters each
+ * chunk's in-mask voxels into the image's row while the chunk is in cache.
+ * Images are independent, so workers overlap one image's read (the page
+ * faults of a window, the kernel's copy, or the walk through the inflated
+ * file) with another's scatter. */
 struct masked_read {
     struct voxel_reader *r;
     const struct storage_order *o;
-    int64_t nvox, nt, cols;
+    int64_t nvox, nt, cols, images_per_claim;
     float *out;
     pthread_mutex_t lock;
     int64_t next_image, n_nonfinite;
@@ -507,38 +504,47 @@ struct masked_read {
     struct nf_error err;
 };
 
+/* One image into its row. */
+static int masked_image(struct masked_read *m, struct nf_voxel_view *view, int64_t t,
+                        int64_t *bad, struct nf_error *err)
+{
+    const struct voxel_reader *r = m->r;
+    const struct storage_order *o = m->o;
+    float *row = m->out + t * m->cols;
+    for (int64_t j = 0; j < o->n_chunks; j++) {
+        int64_t done = j * (int64_t)MASKED_CHUNK_VOXELS;
+        size_t n = (size_t)(m->nvox - done) < MASKED_CHUNK_VOXELS ? (size_t)(m->nvox - done)
+                                                                  : MASKED_CHUNK_VOXELS;
+        unsigned char *raw;
+        int rc = reader_raw_at(m->r, view, t * m->nvox + done, n, &raw, err);
+        if (rc < 0)
+            return rc;
+        int64_t k = o->chunk_first[j];
+        *bad += scatter_converted(r->nim->datatype, raw, (uint32_t)done, o->offset + k,
+                                  o->column + k, o->chunk_first[j + 1] - k, r->scale, r->slope,
+                                  r->inter, row);
+    }
+    return 0;
+}
+
 static void *masked_worker(void *arg)
 {
     struct masked_read *m = arg;
-    const struct voxel_reader *r = m->r;
-    const struct storage_order *o = m->o;
+    struct nf_voxel_view view = { 0 };
     struct nf_error err = { 0 };
     int64_t bad = 0;
     int rc = 0;
-    unsigned char *scratch = NULL;
-    if (!nf_voxel_source_in_memory(&r->src) && !(scratch = nf_malloc(MASKED_CHUNK_VOXELS * (size_t)r->size)))
-        rc = NF_FAIL(&err, NF_ENOMEM, "cannot read '%s': out of memory", r->path);
     while (rc == 0) {
         pthread_mutex_lock(&m->lock);
-        int64_t t = m->rc < 0 ? m->nt : m->next_image++;
+        int64_t first = m->rc < 0 ? m->nt : m->next_image;
+        m->next_image += m->images_per_claim;
         pthread_mutex_unlock(&m->lock);
-        if (t >= m->nt)
+        for (int64_t t = first; t < first + m->images_per_claim && t < m->nt && rc == 0; t++)
+            rc = masked_image(m, &view, t, &bad, &err);
+        if (first >= m->nt)
             break;
-        float *row = m->out + t * m->cols;
-        for (int64_t j = 0; j < o->n_chunks && rc == 0; j++) {
-            int64_t done = j * (int64_t)MASKED_CHUNK_VOXELS;
-            size_t n = (size_t)(m->nvox - done) < MASKED_CHUNK_VOXELS ? (size_t)(m->nvox - done) : MASKED_CHUNK_VOXELS;
-            unsigned char *raw;
-            rc = reader_raw_at(m->r, t * m->nvox + done, n, scratch, &raw, &err);
-            if (rc == 0) {
-                int64_t k = o->chunk_first[j];
-                bad += scatter_converted(r->nim->datatype, raw, (uint32_t)done, o->offset + k,
-                                         o->column + k, o->chunk_first[j + 1] - k, r->scale,
-                                         r->slope, r->inter, row);
-            }
-        }
     }
-    free(scratch);
+    nf_voxel_view_release(&view);
     pthread_mutex_lock(&m->lock);
     m->n_nonfinite += bad;
     if (rc < 0 && m->rc == 0) {
@@ -564,6 +570,13 @@ static int reader_read_masked(struct voxel_reader *r, int64_t nvox, int64_t nt,
         threads = 64;
     if (threads > nt)
         threads = (int)nt;
+    /* runs of images that a window holds, but at least four claims per worker */
+    const int64_t image_bytes = nvox * r->size;
+    m.images_per_claim = (int64_t)(NF_VOXEL_MAP_WINDOW * 3 / 4) / (image_bytes ? image_bytes : 1);
+    if (m.images_per_claim > nt / (4 * threads))
+        m.images_per_claim = nt / (4 * threads);
+    if (m.images_per_claim < 1)
+        m.images_per_claim = 1;
     pthread_mutex_init(&m.lock, NULL);
     while (started < threads - 1 && pthread_create(&tid[started], NULL, masked_worker, &m) == 0)
         started++;
@@ -708,7 +721,7 @@ struct nf_value *nf_nifti_read_masked(const char *path, struct nf_geom *geom, in
     /* opened (for .nii.gz: inflated, its compressed copy freed) before the
      * matrix exists, so that the two copies of the file never meet it */
     NF_TRY(rc = reader_open(&r, path, nim, nvox * info.nt, err));
-    m = nf_value_new_matrix(info.nt, cols, geom, err);
+    m = nf_value_new_matrix_unfilled(info.nt, cols, geom, err);   /* every element is read */
     if (!m) {
         rc = err->code;
         goto fail;

@@ -2,9 +2,18 @@
  *
  * Reading was zlib's gzread for every file: a copy through zlib's buffer for
  * a plain .nii, and zlib's one-core inflate (2-3x slower than libdeflate) for
- * .nii.gz, which dominated loading real data. Here a plain file is read with
- * pread straight into the caller's chunk (the kernel's copy is the only one),
- * and a compressed file is read in one piece and inflated in one call per
+ * .nii.gz, which dominated loading real data. Here a plain file that the
+ * caller only reads is mapped, a 16 MiB window at a time per reader: the
+ * caller converts straight out of the page cache, with no copy at all (a
+ * 1 GB file took 0.09 s of CPU to pread in 128 KiB pieces, as cat does, and
+ * 0.01 s to map window by window, the kernel mapping its large folios whole
+ * when a window starts on a 2 MiB boundary). Windows, not the whole file, so
+ * that the mapped pages a reader holds (which count in its RSS) stay a few
+ * MiB. A file that shrinks while mapped would raise SIGBUS; the size is
+ * checked when the file is opened, and nothing of ours truncates an input.
+ * Otherwise (bytes to be swapped in place, a file that cannot be mapped) it
+ * is read with pread into the reader's scratch (the kernel's copy is the
+ * only one), and a compressed file is read in one piece and inflated in one call per
  * gzip member by libdeflate, which has no streaming interface: the inflated
  * file is held while the caller converts or masks it, then freed.
  *
@@ -27,6 +36,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -40,6 +50,28 @@ static bool is_gzip_file(const char *path)
 {
     size_t n = strlen(path);
     return n >= 3 && strcmp(path + n - 3, ".gz") == 0;
+}
+
+/* The one message for voxel data that ends early, whatever the reader. */
+static int truncated(const struct nf_voxel_source *s, uint64_t got, struct nf_error *err)
+{
+    return NF_FAIL(err, NF_EIO, "cannot read '%s': file is truncated (expected %llu bytes of "
+                   "voxel data, got %llu)", s->path, (unsigned long long)s->expected,
+                   (unsigned long long)got);
+}
+
+/* The view's scratch, at least `want` bytes. */
+static int scratch_for(const struct nf_voxel_source *s, struct nf_voxel_view *v, size_t want,
+                       struct nf_error *err)
+{
+    if (v->scratch_len < want || !v->scratch) {
+        unsigned char *grown = nf_realloc(v->scratch, want ? want : 1);
+        if (!grown)
+            return NF_FAIL(err, NF_ENOMEM, "cannot read '%s': out of memory", s->path);
+        v->scratch = grown;
+        v->scratch_len = want;
+    }
+    return 0;
 }
 
 /* ---- zlib, streamed ---- */
@@ -75,10 +107,7 @@ static int next_streamed(struct nf_voxel_source *s, size_t want, unsigned char *
                                "cannot read '%s': corrupt compressed data after %llu bytes of "
                                "voxel data (%s)", s->path, (unsigned long long)s->got,
                                zmsg ? zmsg : "zlib error");
-            return NF_FAIL(err, NF_EIO,
-                           "cannot read '%s': file is truncated (expected %llu bytes of voxel "
-                           "data, got %llu)", s->path, (unsigned long long)s->expected,
-                           (unsigned long long)s->got);
+            return truncated(s, s->got, err);
         }
         have += (size_t)got;
     }
@@ -86,25 +115,69 @@ static int next_streamed(struct nf_voxel_source *s, size_t want, unsigned char *
     return 0;
 }
 
-/* ---- plain files: pread ---- */
+/* ---- plain files: mapped windows, or pread ---- */
 
-static int pread_at(struct nf_voxel_source *s, uint64_t pos, size_t want, unsigned char *scratch,
-                    struct nf_error *err)
+/* Windows start on a 2 MiB boundary of the file, where the page cache's
+ * large folios start. */
+#define MAP_ALIGN ((uint64_t)2 << 20)
+
+static int pread_at(struct nf_voxel_source *s, struct nf_voxel_view *v, uint64_t pos, size_t want,
+                    unsigned char **bytes, struct nf_error *err)
 {
+    int rc = scratch_for(s, v, want, err);
+    if (rc < 0)
+        return rc;
     size_t have = 0;
     while (have < want) {
-        ssize_t got = pread(s->fd, scratch + have, want - have, (off_t)(s->offset + pos + have));
+        ssize_t got = pread(s->fd, v->scratch + have, want - have,
+                            (off_t)(s->offset + pos + have));
         if (got < 0 && errno == EINTR)
             continue;
         if (got < 0)
             return NF_FAIL(err, NF_EIO, "cannot read '%s': %s", s->path, strerror(errno));
         if (got == 0)   /* the file ends at pos + have, whoever asks */
-            return NF_FAIL(err, NF_EIO,
-                           "cannot read '%s': file is truncated (expected %llu bytes of voxel "
-                           "data, got %llu)", s->path, (unsigned long long)s->expected,
-                           (unsigned long long)(pos + have));
+            return truncated(s, pos + have, err);
         have += (size_t)got;
     }
+    *bytes = v->scratch;
+    return 0;
+}
+
+static void unmap_window(struct nf_voxel_view *v)
+{
+    if (v->map)
+        munmap(v->map, v->map_len);
+    v->map = NULL;
+    v->map_at = 0;
+    v->map_len = 0;
+}
+
+/* 0: *bytes points into the view's window; 1: the file cannot be mapped
+ * (read it with pread). */
+static int map_at(struct nf_voxel_source *s, struct nf_voxel_view *v, uint64_t pos, size_t n,
+                  unsigned char **bytes, struct nf_error *err)
+{
+    uint64_t from = s->offset + pos, to;
+    if (__builtin_add_overflow(from, (uint64_t)n, &to) || to > s->file_size)
+        return truncated(s, s->file_size > s->offset ? s->file_size - s->offset : 0, err);
+    if (n == 0)
+        return 1;
+    if (!v->map || from < v->map_at || to > v->map_at + v->map_len) {
+        unmap_window(v);
+        uint64_t start = from & ~(MAP_ALIGN - 1);
+        uint64_t end = to > start + NF_VOXEL_MAP_WINDOW ? to : start + NF_VOXEL_MAP_WINDOW;
+        if (end > s->file_size)
+            end = s->file_size;
+        if (end - start > SIZE_MAX)
+            return 1;
+        void *m = mmap(NULL, (size_t)(end - start), PROT_READ, MAP_SHARED, s->fd, (off_t)start);
+        if (m == MAP_FAILED)
+            return 1;
+        v->map = m;
+        v->map_at = start;
+        v->map_len = (size_t)(end - start);
+    }
+    *bytes = v->map + (from - v->map_at);
     return 0;
 }
 
@@ -255,7 +328,8 @@ static int open_inflated(struct nf_voxel_source *s, const char *data_file, struc
 /* ---- the source ---- */
 
 int nf_voxel_source_open(struct nf_voxel_source *s, const char *path, const char *data_file,
-                         uint64_t offset, uint64_t expected, struct nf_error *err)
+                         uint64_t offset, uint64_t expected, bool read_only,
+                         struct nf_error *err)
 {
     memset(s, 0, sizeof *s);
     s->path = path;
@@ -277,34 +351,54 @@ int nf_voxel_source_open(struct nf_voxel_source *s, const char *path, const char
         rc = NF_FAIL(err, NF_EIO, "cannot read '%s': %s", data_file, strerror(errno));
         goto done;
     }
-    (void)posix_fadvise(s->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    struct stat st;
+    if (read_only && fstat(s->fd, &st) == 0 && S_ISREG(st.st_mode)) {
+        s->map = true;
+        s->file_size = (uint64_t)st.st_size;
+    } else {
+        (void)posix_fadvise(s->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    }
 done:
     if (rc < 0)
         nf_voxel_source_close(s);
     return rc < 0 ? rc : 0;
 }
 
-int nf_voxel_source_read_at(struct nf_voxel_source *s, uint64_t pos, size_t n,
-                            unsigned char *scratch, unsigned char **bytes, struct nf_error *err)
+int nf_voxel_source_read_at(struct nf_voxel_source *s, struct nf_voxel_view *view, uint64_t pos,
+                            size_t n, unsigned char **bytes, struct nf_error *err)
 {
     if (s->inflated) {
         uint64_t have = s->inflated_len > s->offset ? s->inflated_len - s->offset : 0;
         if (pos > have || have - pos < n)
-            return NF_FAIL(err, NF_EIO,
-                           "cannot read '%s': file is truncated (expected %llu bytes of voxel "
-                           "data, got %llu)", s->path, (unsigned long long)s->expected,
-                           (unsigned long long)have);
+            return truncated(s, have, err);
         *bytes = s->inflated + s->offset + pos;
         return 0;
     }
-    *bytes = scratch;
-    if (!s->gz)
-        return pread_at(s, pos, n, scratch, err);
-    if (pos != s->got)
-        return NF_FAIL(err, NF_EBUG, "cannot read '%s': a compressed stream is read in order "
-                       "(asked for byte %llu after %llu)", s->path, (unsigned long long)pos,
-                       (unsigned long long)s->got);
-    return next_streamed(s, n, scratch, err);
+    if (s->gz) {
+        if (pos != s->got)
+            return NF_FAIL(err, NF_EBUG, "cannot read '%s': a compressed stream is read in "
+                           "order (asked for byte %llu after %llu)", s->path,
+                           (unsigned long long)pos, (unsigned long long)s->got);
+        int rc = scratch_for(s, view, n, err);
+        if (rc < 0)
+            return rc;
+        *bytes = view->scratch;
+        return next_streamed(s, n, view->scratch, err);
+    }
+    if (s->map) {
+        int rc = map_at(s, view, pos, n, bytes, err);
+        if (rc <= 0)
+            return rc;
+    }
+    return pread_at(s, view, pos, n, bytes, err);
+}
+
+void nf_voxel_view_release(struct nf_voxel_view *view)
+{
+    unmap_window(view);
+    free(view->scratch);
+    view->scratch = NULL;
+    view->scratch_len = 0;
 }
 
 void nf_voxel_source_close(struct nf_voxel_source *s)

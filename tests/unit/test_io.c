@@ -553,6 +553,69 @@ static void append_gzip_member(const char *path, const void *bytes, size_t n)
     assert_int_equal(gzclose(gz), Z_OK);
 }
 
+/* A file bigger than a few windows of the mapped reader (16 MiB each, from
+ * 2 MiB boundaries): images straddle window ends, workers claim runs of
+ * images, and the whole-image read walks window after window. Values are a
+ * cheap hash of the position (so every byte is checked against its place),
+ * with NaN and infinity planted in several images. */
+static void test_nifti_fast_read_windows(void **state)
+{
+    (void)state;
+    const int64_t nx = 101, ny = 97, nz = 89, nt = 16, nvox = nx * ny * nz, n = nvox * nt;
+    float *raw = malloc((size_t)n * sizeof *raw);
+    for (int64_t i = 0; i < n; i++)
+        raw[i] = (float)((uint32_t)(i * 2654435761u) >> 8) / 65536.0f - 128.0f;
+    for (int64_t t = 1; t < nt; t += 4) {
+        raw[t * nvox + nx * 40 + 50] = NAN;          /* inside the mask below */
+        raw[t * nvox + nvox - 1] = -INFINITY;
+    }
+    write_4d_with_clib(tmp_path("windows.nii"), DT_FLOAT32, raw, nx, ny, nz, nt, 0, 0);
+    assert_true(file_size(tmp_path("windows.nii")) > 3 * (16 << 20));
+    check_fast_read(tmp_path("windows.nii"), DT_FLOAT32, raw, nx, ny, nz, nt, 0, 0);
+    /* scaled: the same windows, converted */
+    write_4d_with_clib(tmp_path("windows2.nii"), DT_FLOAT32, raw, nx, ny, nz, nt, 0.5, 2);
+    check_fast_read(tmp_path("windows2.nii"), DT_FLOAT32, raw, nx, ny, nz, nt, 0.5, 2);
+    unlink(tmp_path("windows.nii"));
+    unlink(tmp_path("windows2.nii"));
+    free(raw);
+}
+
+/* Big-endian files on a little-endian machine (and the reverse): the bytes
+ * are swapped in place, so a plain file is read into scratch, not mapped
+ * (a write to a read-only mapping would crash here). The file is one that
+ * nifti_clib wrote, its header and voxels swapped here. */
+static void test_nifti_swapped_byte_order(void **state)
+{
+    (void)state;
+    const int64_t nx = 9, ny = 7, nz = 5, nt = 3, n = nx * ny * nz * nt;
+    int16_t *raw = malloc((size_t)n * sizeof *raw);
+    for (int64_t i = 0; i < n; i++)
+        raw[i] = (int16_t)(i * 97 - 9000);
+    const char *native = tmp_path("native.nii");
+    write_4d_with_clib(native, DT_INT16, raw, nx, ny, nz, nt, 0.25, -1);
+    size_t len;
+    unsigned char *b = file_bytes(native, &len);
+    assert_true(len >= 352 + (size_t)n * 2);
+    nifti_swap_as_nifti1((nifti_1_header *)b);
+    for (size_t i = 352; i + 1 < len; i += 2) {
+        unsigned char x = b[i];
+        b[i] = b[i + 1];
+        b[i + 1] = x;
+    }
+    const char *swapped = tmp_path("swapped.nii");
+    FILE *fp = fopen(swapped, "wb");
+    assert_non_null(fp);
+    assert_int_equal(fwrite(b, 1, len, fp), len);
+    fclose(fp);
+    check_fast_read(swapped, DT_INT16, raw, nx, ny, nz, nt, 0.25, -1);
+    const char *swapped_gz = tmp_path("swapped.nii.gz");
+    unlink(swapped_gz);
+    append_gzip_member(swapped_gz, b, len);
+    check_fast_read(swapped_gz, DT_INT16, raw, nx, ny, nz, nt, 0.25, -1);
+    free(b);
+    free(raw);
+}
+
 /* Multi-member gzip (bgzip, pigz --independent, cat a.gz b.gz): every member
  * is read, bytes after the last member are ignored (as zlib ignores them),
  * and a last member whose size trailer is smaller than the data before it
@@ -1112,6 +1175,8 @@ int main(void)
         cmocka_unit_test(test_nifti_fast_read_datatypes),
         cmocka_unit_test(test_nifti_fast_read_chunks),
         cmocka_unit_test(test_nifti_multi_member_gzip),
+        cmocka_unit_test(test_nifti_fast_read_windows),
+        cmocka_unit_test(test_nifti_swapped_byte_order),
         cmocka_unit_test(test_nifti_masked_truncated),
         cmocka_unit_test(test_nifti_lazy),
         cmocka_unit_test(test_nifti_write_matrix),
