@@ -8,7 +8,9 @@ nlflow is given as `gammas`), alphas logspace(-2, 4, 20), score r2_score,
 Above 4000 voxels a fit takes many minutes on a small machine: the script then
 times fits on the first 2000 and 4000 voxels (one each, no warm-up) and
 extrapolates linearly in the voxels (the per-candidate SVDs are the constant
-term), and says so ("extrapolated_from"). When the nlflow condition left its
+term), and says so ("extrapolated_from"; when the two probes' times are not
+in line, e.g. on a busy machine, it scales the larger probe proportionally and
+says so in "extrapolation"). When the nlflow condition left its
 output folder in DATA/nlflow-outputs.txt, it reports over the voxels it fit
 the share with the same chosen candidate and alpha (nlflow's band_alpha and
 alpha against exp(-deltas_) and best_alphas_, relative 1e-4) and the largest
@@ -99,6 +101,11 @@ def main():
             t.append(time.perf_counter() - t0)
         est = t[0] + (t[1] - t[0]) * (V - PROBES[0]) / (PROBES[1] - PROBES[0])
         extra["extrapolated_from"] = {str(PROBES[0]): t[0], str(PROBES[1]): t[1]}
+        if not t[0] <= t[1] <= 2 * t[0]:
+            # a busy machine can make the smaller probe the slower one: then the
+            # line through both means nothing; scale the larger probe instead
+            est = t[1] * V / PROBES[1]
+            extra["extrapolation"] = "proportional to the larger probe (the probes' times were not linear)"
 
         def run():
             pass

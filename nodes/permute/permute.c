@@ -1598,11 +1598,8 @@ static int permute_run_tests(struct nf_run *run)
 
     NF_TRY(rc = nf_perm_begin(&c, run, out, &seed));
     tile_setup(&c);
-    bool tfce = prm->tfce && (nf_run_wants(run, PERMUTE_OUT_TFCE) || nf_run_wants(run, PERMUTE_OUT_P_TFCE_FWE) ||
-                              nf_run_wants(run, PERMUTE_OUT_NULL_MAX_TFCE));
-    bool clusters = false;
-    for (int o = PERMUTE_OUT_CLUSTER_P_FWE; o <= PERMUTE_OUT_NULL_MAX_CLUSTER_MASS; o++)
-        clusters |= (!isnan(prm->cluster_threshold) || !isnan(prm->cluster_p)) && nf_run_wants(run, o);
+    bool tfce, clusters;
+    nf_perm_spatial_wanted(prm, run, &tfce, &clusters);
     if (tfce || clusters)
         NF_TRY(rc = nf_perm_tfce_begin(&c, run, tfce, clusters));
     /* chunks of permutations, resumed from checkpoints */

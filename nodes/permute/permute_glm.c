@@ -1628,11 +1628,8 @@ int nf_perm_glm_run(struct nf_run *run)
         r_max = g.con[c].r > r_max ? g.con[c].r : r_max;
         n_flat = g.con[c].n_flat > n_flat ? g.con[c].n_flat : n_flat;
     }
-    bool tfce = prm->tfce && (nf_run_wants(run, PERMUTE_OUT_TFCE) || nf_run_wants(run, PERMUTE_OUT_P_TFCE_FWE) ||
-                              nf_run_wants(run, PERMUTE_OUT_NULL_MAX_TFCE));
-    bool clusters = false;
-    for (int o = PERMUTE_OUT_CLUSTER_P_FWE; o <= PERMUTE_OUT_NULL_MAX_CLUSTER_MASS; o++)
-        clusters |= (!isnan(prm->cluster_threshold) || !isnan(prm->cluster_p)) && nf_run_wants(run, o);
+    bool tfce, clusters;
+    nf_perm_spatial_wanted(prm, run, &tfce, &clusters);
     if (tfce || clusters)
         NF_TRY(rc = spatial_begin(&g, run, out[PERMUTE_OUT_STAT]->u.mat.data, tfce, clusters));
     if (n_flat)

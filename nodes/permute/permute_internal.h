@@ -82,6 +82,10 @@ int nf_perm_gather_inputs(struct perm_ctx *c, const struct nf_run *run);
 /* Per-voxel constants and the observed statistic (stat_out: V). */
 int nf_perm_prepare(struct perm_ctx *c, const struct nf_run *run, float *stat_out);
 int nf_perm_bh_qvalues(const float *p, const bool *flat, int64_t V, float *q, struct nf_error *err);
+/* Which spatial corrections the run computes: TFCE when asked for and one of
+ * its outputs is read, clusters when a threshold is set and one of theirs is. */
+void nf_perm_spatial_wanted(const struct permute_params *prm, const struct nf_run *run, bool *tfce,
+                            bool *clusters);
 /* The node's `info` output: a table of rows (key, value) of strings. */
 int nf_perm_key_value_table(const char *const *keys, const char *const *vals, int rows, struct nf_value **out,
                             struct nf_error *err);
