@@ -25,7 +25,7 @@
  * clusters, each permutation's whole map is computed again (a GEMM of its
  * rows over every voxel) and enhanced or clustered (tfce.h).
  *
- * The GEMMs run over voxel tiles on a thread team, the rows of 64
+ * The GEMMs run over voxel tiles on a thread team, the rows of 128
  * permutations in one GEMM, and one vector pass per permutation computes the
  * compared value q = t|t| / dof (F s / dof: monotone in the statistic, with
  * no square root per value), the exceedance counts and the maximum while the
@@ -56,7 +56,11 @@
 #include "permute_glm.h"
 #include "permute_internal.h"
 
-enum { GLM_TILE = 512, GLM_SUB = 64 };   /* voxels per tile; permutations per GEMM */
+/* voxels per tile; permutations per GEMM: 128 x r rows of 256 voxels keep G
+ * (384 KiB at r = 3) in L2 for the epilogue while the E tile is packed once
+ * per 128 permutations (measured best of 512/64, 1024/64, 512/128, 256/256
+ * and 128/256 on 100 x 230k) */
+enum { GLM_TILE = 256, GLM_SUB = 128 };
 
 /* One contrast: its Freedman–Lane residuals, rows and results. */
 struct glm_con {
@@ -327,6 +331,91 @@ done:
     return kept;
 }
 
+/* ---- double sums over the voxels ----
+ * The fixed work of a contrast (its residuals, their sums of squares, the
+ * observed statistic) is row-by-row double sums over every voxel; -O2 leaves
+ * such loops scalar, so they are written in 4-double vectors. Each voxel's
+ * sum takes the same operations in the same order as the scalar loop (no
+ * contraction under -std=c11), so the values are the same. */
+
+typedef double glm_v4d __attribute__((vector_size(32)));
+typedef float glm_v4f __attribute__((vector_size(16)));
+
+/* 4 floats from x, widened (a macro: a function returning an AVX vector
+ * changes the ABI of the default clone) */
+#define GLM_LOAD_F2D(out, x) \
+    do { \
+        glm_v4f f_; \
+        memcpy(&f_, (x), sizeof f_); \
+        (out) = __builtin_convertvector(f_, glm_v4d); \
+    } while (0)
+
+/* a[v] += w x[v], v < len */
+__attribute__((target_clones("avx512f", "avx2", "default")))
+static void axpy_f2d(double *a, double w, const float *x, int64_t len)
+{
+    const glm_v4d vw = { w, w, w, w };
+    int64_t v = 0;
+    for (; v + 4 <= len; v += 4) {
+        glm_v4d av, xv;
+        GLM_LOAD_F2D(xv, x + v);
+        memcpy(&av, a + v, sizeof av);
+        av += vw * xv;
+        memcpy(a + v, &av, sizeof av);
+    }
+    for (; v < len; v++)
+        a[v] += w * (double)x[v];
+}
+
+/* a[v] += x[v]², v < len */
+__attribute__((target_clones("avx512f", "avx2", "default")))
+static void sumsq_f2d(double *a, const float *x, int64_t len)
+{
+    int64_t v = 0;
+    for (; v + 4 <= len; v += 4) {
+        glm_v4d av, xv;
+        GLM_LOAD_F2D(xv, x + v);
+        memcpy(&av, a + v, sizeof av);
+        av += xv * xv;
+        memcpy(a + v, &av, sizeof av);
+    }
+    for (; v < len; v++)
+        a[v] += (double)x[v] * (double)x[v];
+}
+
+/* One subject's residuals over len voxels: e[v] = y[v] - Σ_m q[m dq]
+ * B[m V + v] (m in order, nz of them), rounded to float, and ss[v] += e[v]²
+ * of the rounded value. */
+__attribute__((target_clones("avx512f", "avx2", "default")))
+static void residual_row(const float *y, const double *B, const double *q, int64_t dq, int64_t nz, int64_t V,
+                         int64_t len, float *e, double *ss)
+{
+    int64_t v = 0;
+    for (; v + 4 <= len; v += 4) {
+        glm_v4d s, bv, sv;
+        GLM_LOAD_F2D(s, y + v);
+        for (int64_t m = 0; m < nz; m++) {
+            const double w = q[m * dq];
+            const glm_v4d qm = { w, w, w, w };
+            memcpy(&bv, B + m * V + v, sizeof bv);
+            s -= qm * bv;
+        }
+        glm_v4f ef = __builtin_convertvector(s, glm_v4f);
+        memcpy(e + v, &ef, sizeof ef);
+        glm_v4d ed = __builtin_convertvector(ef, glm_v4d);
+        memcpy(&sv, ss + v, sizeof sv);
+        sv += ed * ed;
+        memcpy(ss + v, &sv, sizeof sv);
+    }
+    for (; v < len; v++) {
+        double s = y[v];
+        for (int64_t m = 0; m < nz; m++)
+            s -= q[m * dq] * B[m * V + v];
+        e[v] = (float)s;
+        ss[v] += (double)e[v] * (double)e[v];
+    }
+}
+
 /* ---- the statistic ---- */
 
 static inline double tail_of(int tail, double t)
@@ -381,22 +470,21 @@ static double stat_double(const struct glm_ctx *g, const struct glm_con *k, cons
 }
 
 /* stat_double for every voxel at once (out: V): the same sums, each over the
- * subjects in order, accumulated row by row over contiguous voxels (acc: r x V
- * scratch), so that the residuals stream from memory once per row rather than
- * once per voxel. sums: NULL, or V contrast sums of squares. */
+ * subjects in order, accumulated row by row over a tile of contiguous voxels
+ * (acc: r x V scratch), so that the residuals stream from memory once per row
+ * rather than once per voxel and the tile's sums stay in cache. sums: NULL,
+ * or V contrast sums of squares. */
 static void stat_double_all(const struct glm_ctx *g, const struct glm_con *k, const float *rows, double *acc,
                             double *out, double *sums)
 {
     const int64_t n = g->n, V = g->V;
     memset(acc, 0, (size_t)(k->r * V) * sizeof *acc);
-    for (int64_t m = 0; m < k->r; m++)
-        for (int64_t j = 0; j < n; j++) {
-            const double w = rows[m * n + j];
-            const float *e = k->E + j * V;
-            double *a = acc + m * V;
-            for (int64_t v = 0; v < V; v++)
-                a[v] += w * (double)e[v];
-        }
+    for (int64_t v0 = 0; v0 < V; v0 += GLM_TILE) {
+        int64_t nv = V - v0 < GLM_TILE ? V - v0 : GLM_TILE;
+        for (int64_t m = 0; m < k->r; m++)
+            for (int64_t j = 0; j < n; j++)
+                axpy_f2d(acc + m * V + v0, rows[m * n + j], k->E + j * V + v0, nv);
+    }
     for (int64_t v = 0; v < V; v++) {
         double rss = k->ss_d[v], num = 0;
         for (int64_t m = 0; m < k->r; m++) {
@@ -768,26 +856,17 @@ static int prepare_contrast(struct glm_ctx *g, struct glm_con *k, float *stat, c
         goto fail;
     }
     /* E = Y - Q_Z Q_Zᵀ Y in double (every nuisance direction) */
-    for (int64_t i = 0; i < n; i++) {
-        const float *y = g->Y + i * V;
-        for (int64_t m = 0; m < nz; m++) {
-            double q = qz[m * n + i], *b = B + m * V;
-            for (int64_t v = 0; v < V; v++)
-                b[v] += q * (double)y[v];
-        }
-        for (int64_t v = 0; v < V; v++)
-            yy[v] += (double)y[v] * (double)y[v];
-    }
-    for (int64_t i = 0; i < n; i++) {
-        const float *y = g->Y + i * V;
-        float *e = k->E + i * V;
-        for (int64_t v = 0; v < V; v++) {
-            double s = y[v];
+    /* a tile of voxels at a time, its sums staying in cache over the subjects */
+    for (int64_t v0 = 0; v0 < V; v0 += GLM_TILE) {
+        int64_t nv = V - v0 < GLM_TILE ? V - v0 : GLM_TILE;
+        for (int64_t i = 0; i < n; i++) {
+            const float *y = g->Y + i * V + v0;
             for (int64_t m = 0; m < nz; m++)
-                s -= qz[m * n + i] * B[m * V + v];
-            e[v] = (float)s;
-            k->ss_d[v] += (double)e[v] * (double)e[v];
+                axpy_f2d(B + m * V + v0, qz[m * n + i], y, nv);
+            sumsq_f2d(yy + v0, y, nv);
         }
+        for (int64_t i = 0; i < n; i++)
+            residual_row(g->Y + i * V + v0, B + v0, qz + i, n, nz, V, nv, k->E + i * V + v0, k->ss_d + v0);
     }
     /* rows: u, then the nuisance directions a draw can move */
     int64_t moved = movable_nuisance(&g->blocks, qz, n, nz);
