@@ -145,8 +145,8 @@ static bool mul_overflows(int64_t a, int64_t b, int64_t *out)
     return false;
 }
 
-struct nf_value *nf_value_new_volume(const struct nf_grid *g, int ndim, int64_t nt,
-                                     struct nf_error *err)
+static struct nf_value *new_volume(const struct nf_grid *g, int ndim, int64_t nt, bool zero,
+                                   struct nf_error *err)
 {
     int64_t nvox, total;
     if (mul_overflows(g->dim[0] * g->dim[1], g->dim[2], &nvox) ||
@@ -161,13 +161,25 @@ struct nf_value *nf_value_new_volume(const struct nf_grid *g, int ndim, int64_t 
     v->u.vol.grid = *g;
     v->u.vol.ndim = ndim;
     v->u.vol.nt = nt;
-    v->u.vol.data = nf_alloc_floats((size_t)total);
+    v->u.vol.data = zero ? nf_alloc_floats((size_t)total) : nf_alloc_floats_unfilled((size_t)total);
     if (!v->u.vol.data) {
         free(v);
         NF_FAIL(err, NF_ENOMEM, "out of memory allocating a %" PRId64 "-voxel volume", total);
         return NULL;
     }
     return v;
+}
+
+struct nf_value *nf_value_new_volume(const struct nf_grid *g, int ndim, int64_t nt,
+                                     struct nf_error *err)
+{
+    return new_volume(g, ndim, nt, true, err);
+}
+
+struct nf_value *nf_value_new_volume_unfilled(const struct nf_grid *g, int ndim, int64_t nt,
+                                              struct nf_error *err)
+{
+    return new_volume(g, ndim, nt, false, err);
 }
 
 static struct nf_value *new_matrix(int64_t rows, int64_t cols, struct nf_geom *geom, bool zero,

@@ -662,7 +662,7 @@ static struct nf_value *read_volume(const char *path, struct nf_nifti_info *info
     NF_TRY(rc = open_header(path, &nim, &version, err));
     NF_TRY(rc = info_from_header(path, nim, version, &info, err));
     NF_TRY(rc = check_file_size(path, nim, nf_grid_nvox(&info.grid) * info.nt, err));
-    v = nf_value_new_volume(&info.grid, info.ndim, info.nt, err);
+    v = nf_value_new_volume_unfilled(&info.grid, info.ndim, info.nt, err);   /* every voxel is read */
     if (!v)
         goto fail;
     v->u.vol.tr = info.tr;

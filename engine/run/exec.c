@@ -12,7 +12,9 @@
  * its item i as soon as their item i is made, tasks are taken deepest node
  * first, and an item that only mapped consumers read is dropped once they
  * are done with it (smooth -> mask -> glm over 40 runs holds a few runs'
- * images, not 40).
+ * images, not 40). Dropped values are freed by a releaser thread, joined
+ * before the run returns, so that unmapping a large image happens neither
+ * under the scheduler's lock nor between a node and the next.
  *
  * The first failure stops scheduling; running tasks finish, nothing else
  * starts, and the error is returned. SIGINT/SIGTERM set nf_interrupted
@@ -101,6 +103,13 @@ struct executor {
     bool finished;            /* workers are done: the heartbeat thread stops */
     bool interrupt_said;      /* the interrupt event is out */
     double t_start;           /* nf_now() when execution began */
+    /* values whose last reference the workers dropped, freed by the releaser
+     * thread (releasing a 675 MB image is a munmap of 0.1 s or more: not
+     * under the lock, not between a node and the next) */
+    struct nf_value **dropped;
+    size_t n_dropped, cap_dropped;
+    bool releasing;           /* the releaser thread runs */
+    bool workers_done;        /* the releaser drains what is left and stops */
 };
 
 /* Keeps this process's cache leases fresh (other hosts judge them by age)
@@ -121,6 +130,51 @@ static void *heartbeat(void *arg)
             nf_cache_heartbeat(x->cache);
             pthread_mutex_lock(&x->lock);
         }
+    }
+    pthread_mutex_unlock(&x->lock);
+    return NULL;
+}
+
+/* Under the lock: drop one reference to v, freeing it on the releaser
+ * thread when there is one (and memory to queue it), here otherwise. The
+ * queue holds the reference, so nothing still used can be freed. */
+static void drop_value(struct executor *x, struct nf_value *v)
+{
+    if (!v)
+        return;
+    if (x->releasing && x->n_dropped == x->cap_dropped) {
+        size_t cap = x->cap_dropped ? 2 * x->cap_dropped : 16;
+        struct nf_value **grown = nf_realloc_array(x->dropped, cap, sizeof *grown);
+        if (grown) {
+            x->dropped = grown;
+            x->cap_dropped = cap;
+        }
+    }
+    if (!x->releasing || x->n_dropped == x->cap_dropped) {
+        nf_value_unref(v);
+        return;
+    }
+    x->dropped[x->n_dropped++] = v;
+    pthread_cond_broadcast(&x->cond);
+}
+
+/* The releaser thread: frees the queued values outside the lock until the
+ * workers are done and the queue is empty. */
+static void *releaser(void *arg)
+{
+    struct executor *x = arg;
+    pthread_mutex_lock(&x->lock);
+    for (;;) {
+        if (x->n_dropped > 0) {
+            struct nf_value *v = x->dropped[--x->n_dropped];
+            pthread_mutex_unlock(&x->lock);
+            nf_value_unref(v);
+            pthread_mutex_lock(&x->lock);
+            continue;
+        }
+        if (x->workers_done)
+            break;
+        pthread_cond_wait(&x->cond, &x->lock);
     }
     pthread_mutex_unlock(&x->lock);
     return NULL;
@@ -471,7 +525,7 @@ static void release_items(struct executor *x, size_t ni, size_t item)
         struct nf_value *v = src->out[edge->src_port];
         if (--src->item_uses[edge->src_port][item] == 0 && v && v->kind == NF_KIND_COLLECTION &&
             item < v->u.coll.n) {
-            nf_value_unref(v->u.coll.items[item]);
+            drop_value(x, v->u.coll.items[item]);
             v->u.coll.items[item] = NULL;
         }
     }
@@ -540,7 +594,7 @@ static void release_sources(struct executor *x, size_t ni)
     struct nstate *s = &x->st[ni];
     size_t n_in = nf_port_count(node->type->inputs);
     for (size_t i = 0; i < n_in; i++) {
-        nf_value_unref(s->prepared[i]);
+        drop_value(x, s->prepared[i]);
         s->prepared[i] = NULL;
     }
     for (size_t e = 0; e < node->n_edges; e++) {
@@ -548,7 +602,7 @@ static void release_sources(struct executor *x, size_t ni)
         if (--x->st[src].consumers_left == 0) {
             size_t n_out = nf_port_count(x->p->nodes[src].type->outputs);
             for (size_t o = 0; o < n_out; o++) {
-                nf_value_unref(x->st[src].out[o]);
+                drop_value(x, x->st[src].out[o]);
                 x->st[src].out[o] = NULL;
             }
         }
@@ -596,7 +650,7 @@ static void node_finished(struct executor *x, size_t ni)
     if (s->consumers_left == 0) {
         size_t n_out = nf_port_count(node->type->outputs);
         for (size_t o = 0; o < n_out; o++) {
-            nf_value_unref(s->out[o]);
+            drop_value(x, s->out[o]);
             s->out[o] = NULL;
         }
     }
@@ -1259,6 +1313,8 @@ static int execute_once(struct nf_pipeline *p, const struct nf_exec_opts *o, str
     int started = 0;
     pthread_t beat;
     bool beating = x.cache && pthread_create(&beat, NULL, heartbeat, &x) == 0;
+    pthread_t release_tid;
+    x.releasing = pthread_create(&release_tid, NULL, releaser, &x) == 0;
     for (int t = 0; t < nthreads; t++) {
         if (pthread_create(&tids[t], NULL, worker, &x) != 0)
             break;
@@ -1270,10 +1326,14 @@ static int execute_once(struct nf_pipeline *p, const struct nf_exec_opts *o, str
         pthread_join(tids[t], NULL);
     pthread_mutex_lock(&x.lock);
     x.finished = true;
+    x.workers_done = true;
     pthread_cond_broadcast(&x.cond);
     pthread_mutex_unlock(&x.lock);
     if (beating)
         pthread_join(beat, NULL);
+    if (x.releasing)
+        pthread_join(release_tid, NULL);   /* everything dropped is freed now */
+    free(x.dropped);
     pthread_mutex_destroy(&x.lock);
     pthread_cond_destroy(&x.cond);
     if (x.abort) {

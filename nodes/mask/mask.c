@@ -301,7 +301,7 @@ static int mask_run(struct nf_run *run)
             goto fail;
         }
     } else {
-        out = nf_value_new_matrix(n_images, n_cols, geom, err);
+        out = nf_value_new_matrix_unfilled(n_images, n_cols, geom, err);   /* gather writes all */
         if (!out) {
             rc = err->code < 0 ? err->code : NF_ENOMEM;
             goto fail;
