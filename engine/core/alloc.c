@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <sqlite3.h>
@@ -219,8 +218,6 @@ void *nf_aligned_alloc(size_t align, size_t n)
     return p;
 }
 
-enum { HUGE_PAGE_BYTES = 2 << 20, HUGE_PAGE_MIN_BYTES = 32 << 20 };
-
 static float *alloc_floats(size_t n, bool zero)
 {
     if (n > SIZE_MAX / sizeof(float) - 64)
@@ -228,15 +225,7 @@ static float *alloc_floats(size_t n, bool zero)
     size_t bytes = (n * sizeof(float) + 63) & ~(size_t)63;
     if (!bytes)
         bytes = 64;
-    /* A large matrix is faulted in 2 MiB pages where the kernel allows it
-     * (transparent huge pages in "madvise" mode): one fault per 2 MiB instead
-     * of 512, which was a fifth of loading a whole-brain run. */
-    bool huge = bytes >= HUGE_PAGE_MIN_BYTES;
-    float *p = nf_aligned_alloc(huge ? HUGE_PAGE_BYTES : 64, bytes);
-#ifdef MADV_HUGEPAGE
-    if (p && huge)
-        madvise(p, bytes & ~(size_t)(HUGE_PAGE_BYTES - 1), MADV_HUGEPAGE);
-#endif
+    float *p = nf_aligned_alloc(64, bytes);
     if (p && zero)
         memset(p, 0, bytes);
     return p;

@@ -83,7 +83,7 @@ static const struct nf_port design_inputs[] = {
     { "events", "BIDS events table: onset and duration (seconds), optional trial_type and modulation",
       NF_PT_TABLE, 0 },
     { "frames", "the run the design models: a 4D image (its length and TR) or a frames x voxels matrix",
-      NF_PT_VOLUME | NF_PT_MATRIX, 0 },
+      NF_PT_VOLUME | NF_PT_MATRIX, NF_PORT_LAZY },   /* only its header is read */
     { "confounds", "table of nuisance regressors, one row per frame (e.g. fMRIPrep's confounds)",
       NF_PT_TABLE, NF_PORT_OPTIONAL },
     NF_PORT_END

@@ -622,10 +622,11 @@ static struct nf_value *run_masking(const char *name, const char *text, bool *la
     return c.m;
 }
 
-/* An image stays on disk only when every consumer reads it itself, and mask
- * reading it there gives the bits of mask reading it from memory (a second
- * consumer that needs it in memory, smooth, makes load read it whole), for a
- * .nii and a .nii.gz 4D series with NaNs. */
+/* An image stays on disk only when every consumer reads it itself (mask its
+ * voxels, design its header), and mask reading it there gives the bits of
+ * mask reading it from memory (a second consumer that needs it in memory,
+ * smooth, makes load read it whole), for a .nii and a .nii.gz 4D series with
+ * NaNs. */
 static void test_image_left_on_disk_only_for_mask(void **state)
 {
     (void)state;
@@ -659,11 +660,31 @@ static void test_image_left_on_disk_only_for_mask(void **state)
             "  brain: {type: load, path: diskmask.nii}\n"
             "  m: {type: mask, in: {data: vol, mask: brain}}\n"
             "  sm: {type: smooth, fwhm: 4, in: {data: vol}}\n", suffixes[k]);
-        bool lazy_a, lazy_b;
+        /* design reads only the header (length, TR) of its frames */
+        char *with_design = nf_asprintf(
+            "nlflow: 1\nsettings: {outputs: out}\nnodes:\n"
+            "  vol: {type: load, path: disk4d%s}\n"
+            "  brain: {type: load, path: diskmask.nii}\n"
+            "  ev: {type: load, path: diskevents.tsv}\n"
+            "  m: {type: mask, in: {data: vol, mask: brain}}\n"
+            "  d: {type: design, in: {events: ev, frames: vol}}\n", suffixes[k]);
+        char *events = nf_asprintf("%s/diskevents.tsv", tmpdir);
+        FILE *f = fopen(events, "w");
+        assert_non_null(f);
+        fputs("onset\tduration\ttrial_type\n0\t2\ta\n4\t2\tb\n", f);
+        fclose(f);
+        bool lazy_a, lazy_b, lazy_c;
         struct nf_value *a = run_masking("disk.yaml", only_mask, &lazy_a);
         struct nf_value *b = run_masking("disk2.yaml", with_smooth, &lazy_b);
+        struct nf_value *c = run_masking("disk3.yaml", with_design, &lazy_c);
         assert_true(lazy_a);
         assert_false(lazy_b);
+        assert_true(lazy_c);
+        assert_memory_equal(a->u.mat.data, c->u.mat.data,
+                            (size_t)(NT * a->u.mat.cols) * sizeof(float));
+        nf_value_unref(c);
+        free(with_design);
+        free(events);
         assert_int_equal(a->u.mat.rows, NT);
         assert_int_equal(a->u.mat.cols, b->u.mat.cols);
         assert_int_equal(b->u.mat.rows, NT);
