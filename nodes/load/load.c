@@ -10,9 +10,9 @@
  * collection of subjects costs the memory of one subject at a time; tables and
  * arrays are small and are read at once. A single image stays on disk too (a
  * lazy volume) when the plan finds that every consumer reads it itself
- * (engine/plan/shapes.c: mask's data port and design's frames, which reads the
- * header only), so that mask gathers
- * its voxels while reading and the 4D series is never held whole.
+ * (engine/plan/shapes.c: mask's data port, and design's frames, which reads
+ * the header only), so that mask gathers its voxels while reading and the 4D
+ * series is never held whole.
  *
  * At plan time resolve() reads headers only, so that `nlflow validate` and
  * `nlflow plan` report a missing or unreadable file before anything runs.
