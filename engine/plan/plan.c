@@ -80,6 +80,12 @@ int nf_plan_memory(struct nf_pipeline *p, struct nf_diags *d)
                 continue;
             const struct nf_shape *src = &p->nodes[edge->src].out_shape[edge->src_port];
             const struct nf_shape *in = &node->in_shape[edge->port];
+            /* a port that reads a volume left on disk itself (mask: its
+             * voxels, counted in its output; design: the header) holds none
+             * of it */
+            if (src->lazy && src->kind == NF_KIND_VOLUME &&
+                (node->type->inputs[edge->port].flags & NF_PORT_LAZY))
+                continue;
             uint64_t bytes = nf_shape_item_bytes(in);
             in_item += bytes;
             bool copied = src->lazy || (src->kind == NF_KIND_COLLECTION && in->kind == NF_KIND_MATRIX &&
@@ -92,7 +98,10 @@ int nf_plan_memory(struct nf_pipeline *p, struct nf_diags *d)
             if (node->edges[e].port == NF_EDGE_VARIADIC)   /* taken whole, as they are */
                 in_item += shape_resident(&node->extra_shape[x++]);
         for (size_t o = 0; o < n_out; o++) {
-            out_item += nf_shape_item_bytes(&node->out_shape[o]);
+            const struct nf_shape *out = &node->out_shape[o];
+            if (out->lazy && out->kind == NF_KIND_VOLUME)   /* left on disk: a header */
+                continue;
+            out_item += nf_shape_item_bytes(out);
             out_all += shape_resident(&node->out_shape[o]);
         }
         /* A mapped node folded item by item into its consumer keeps only the
