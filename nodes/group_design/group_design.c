@@ -127,6 +127,20 @@ struct id_index {
     int64_t n;
 };
 
+/* The error for a column the table lacks, listing the ones it has. */
+static int no_such_column(const struct nf_table *t, const char *tname, const char *name, int code,
+                          const char *hint, struct nf_error *err)
+{
+    struct nf_strbuf sb;
+    nf_strbuf_init(&sb);
+    for (int64_t j = 0; j < t->n_cols; j++)
+        nf_strbuf_addf(&sb, "%s%s", j ? ", " : "", t->cols[j].name);
+    int rc = NF_FAIL(err, code, "%s has no column '%s' (columns: %s)%s", tname, name, sb.buf ? sb.buf : "",
+                     hint);
+    nf_strbuf_release(&sb);
+    return rc;
+}
+
 static void id_index_release(struct id_index *x)
 {
     for (int64_t r = 0; x->id && r < x->n; r++)
@@ -140,16 +154,9 @@ static int id_index_build(struct id_index *x, const struct nf_table *t, const ch
 {
     *x = (struct id_index){ .n = t->n_rows };
     int64_t c = nf_table_find(t, id_column);
-    if (c < 0) {
-        struct nf_strbuf sb;
-        nf_strbuf_init(&sb);
-        for (int64_t j = 0; j < t->n_cols; j++)
-            nf_strbuf_addf(&sb, "%s%s", j ? ", " : "", t->cols[j].name);
-        int rc = NF_FAIL(err, NF_EDATA, "%s has no column '%s' (columns: %s); a BIDS participants.tsv starts "
-                         "with participant_id", tname, id_column, sb.buf ? sb.buf : "");
-        nf_strbuf_release(&sb);
-        return rc;
-    }
+    if (c < 0)
+        return no_such_column(t, tname, id_column, NF_EDATA, "; a BIDS participants.tsv starts with "
+                              "participant_id", err);
     const struct nf_column *col = &t->cols[c];
     if (col->numeric)
         return NF_FAIL(err, NF_EDATA, "column '%s' of %s holds numbers, not participant labels (BIDS writes "
@@ -424,12 +431,7 @@ int group_design_build(const struct group_design_params *p, const struct nf_tabl
         const char *name = p->columns.v[k];
         int64_t c = nf_table_find(t, name);
         if (c < 0) {
-            struct nf_strbuf sb;
-            nf_strbuf_init(&sb);
-            for (int64_t j = 0; j < t->n_cols; j++)
-                nf_strbuf_addf(&sb, "%s%s", j ? ", " : "", t->cols[j].name);
-            rc = NF_FAIL(err, NF_EUSAGE, "%s has no column '%s' (columns: %s)", tname, name, sb.buf ? sb.buf : "");
-            nf_strbuf_release(&sb);
+            rc = no_such_column(t, tname, name, NF_EUSAGE, "", err);
             break;
         }
         const struct nf_column *col = &t->cols[c];
