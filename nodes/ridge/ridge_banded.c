@@ -29,6 +29,15 @@
  * state (best score, candidate, α) carries from one candidate to the next.
  * The refit groups voxels by their candidate: one SVD of the full design per
  * candidate chosen by some voxel.
+ *
+ * Checkpoints (with a cache): the per-voxel state after the candidates done
+ * so far is one chunk, replaced at each commit, with the cv_scores rows of
+ * the candidates since the last commit in a chunk of their own; commits come
+ * when the candidates since the last one took CKPT_COST_RATIO times what a
+ * commit takes (about 1% of the node's time). Refit groups are committed as
+ * they finish within the same budget. A resumed run continues from the last
+ * commit and ends with the bits of an uninterrupted run, on any thread count
+ * (details at "checkpoints" below; layout in ridge_internal.h).
  */
 #include <float.h>
 #include <inttypes.h>
@@ -351,6 +360,8 @@ struct bctx {
     struct nf_checkpoint *ckpt;
     pthread_mutex_t ckpt_lock;     /* refit groups commit from the pool's threads */
     bool *refit_done;              /* C: weights resumed from checkpoints */
+    double t_start, ckpt_seconds;  /* when the node began; its commits took (ckpt_lock) */
+    int64_t refit_commits;         /* (ckpt_lock) */
 };
 
 static void bfold_release(struct bfold *f)
@@ -705,13 +716,18 @@ static int run_pool(struct bctx *c, int kind, int64_t n_tasks, void *arg, const 
  * of the candidates since the last commit go first in a chunk of their own,
  * so that a state chunk always has its rows behind it. A commit waits until
  * the candidates computed since the last one took CKPT_COST_RATIO times what
- * that commit took (the first comes after candidate 0): a few percent of the
- * node's time at most, whatever the machine, and a killed run loses that
- * fraction of its work. An interrupt commits what is done before stopping.
- * The refit commits each candidate's group of voxels as it finishes. Chunk
- * boundaries depend on timing, the state after a candidate does not: a run
- * resumed from any chunk, on any number of threads, ends with the same bits. */
-#define CKPT_COST_RATIO 50
+ * that commit took (the first comes after candidate 0): about 1% of the
+ * node's time whatever the machine, and a killed run loses about that share
+ * of the candidates' work since the last commit. An interrupt commits what
+ * is done before stopping. The refit commits a candidate's group of voxels
+ * (its weights) as it finishes, the first always, the others while all
+ * commits so far took less than 1/CKPT_COST_RATIO of the node's time: a
+ * group's weights cost about a sixth of its refit to store, so only a share
+ * of the groups is kept where the refit is short next to the candidates
+ * (a run killed in the refit redoes at most the refit). Chunk boundaries depend on timing,
+ * the state after a candidate does not: a run resumed from any chunk, on any
+ * number of threads, ends with the same bits. */
+#define CKPT_COST_RATIO 100
 
 static void commit_candidates(struct bctx *c, int64_t c0, int64_t c1)
 {
@@ -900,7 +916,12 @@ static int refit_candidate(struct bctx *c, int64_t cand, struct nf_value **out, 
         memcpy(saved, &head, sizeof head);
         struct nf_error e = { 0 };
         pthread_mutex_lock(&c->ckpt_lock);
-        nf_ckpt_put(c->ckpt, 1 + c->C + cand, saved, sizeof head + (size_t)(p * nv) * sizeof(float), &e);
+        double t0 = nf_now();
+        if (!c->refit_commits || c->ckpt_seconds * CKPT_COST_RATIO <= t0 - c->t_start) {   /* within the budget */
+            nf_ckpt_put(c->ckpt, 1 + c->C + cand, saved, sizeof head + (size_t)(p * nv) * sizeof(float), &e);
+            c->ckpt_seconds += nf_now() - t0;
+            c->refit_commits++;
+        }
         pthread_mutex_unlock(&c->ckpt_lock);
     }
 fail:
@@ -1067,6 +1088,7 @@ int nf_ridge_banded_run(struct nf_run *run)
     bool legacy, fold_center;
     int rc = 0, blas = nf_blas_threads();
 
+    c.t_start = nf_now();
     nf_blas_set_threads(1);   /* blocks over threads instead, as the per-voxel node */
     c.prm = prm;
     c.K = nf_kernels_cpu();
@@ -1162,6 +1184,7 @@ int nf_ridge_banded_run(struct nf_run *run)
             double t1 = nf_now();
             commit_candidates(&c, committed, c.cand + 1);
             commit_cost = nf_now() - t1;
+            c.ckpt_seconds += commit_cost;
             committed = c.cand + 1;
             since_commit = 0;
         }
