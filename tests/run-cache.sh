@@ -192,6 +192,17 @@ nodes:
   keep: {type: summarize, in: {m: boot.mean, se: boot.se, p: boot.p, lo: boot.ci_low, hi: boot.ci_high}}' \
     "15 20 25" "[1-9][0-9]* of 8 voxel blocks from checkpoints"
 
+# banded ridge: the per-voxel state after each committed candidate, then the refit groups
+kill_resume banded-ridge 'nlflow: 1
+name: banded
+settings: {outputs: out, seed: 3}
+nodes:
+  sim: {type: simulate, subjects: 1, images: 40, voxel_size: 8, mask: synthetic}
+  maps: {type: mask, in: {data: sim.data, mask: sim.mask}}
+  fit: {type: ridge, in: {X: sim.X, Y: maps}, bands: ["a = 0:1", "b = 1:2"], n_iter: 20, cv: 4}
+  keep: {type: summarize, in: {w: fit.weights, a: fit.alpha, s: fit.score, cv: fit.cv_scores, ba: fit.band_alpha, r2: fit.split_r2}}' \
+    "14 20 26" "resumed [1-9][0-9]* of 20 candidates"
+
 # 8. disk full: the run goes on without caching (warning), or fails cleanly with --strict-cache
 f="$work/full"; setup "$f"
 NLFLOW_CACHE_MAX_PAGES=40 "$NLFLOW" run --quiet "$f/q.yaml" 2>"$work/ferr" || { cat "$work/ferr"; fail "disk-full run should go on"; }

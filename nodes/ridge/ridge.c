@@ -1340,7 +1340,12 @@ const struct nf_node_type nf_node_ridge = {
         "has none). Per candidate and fold one thin SVD of the scaled training design (r = "
         "min(n_train, p), so the kernel-sized problem when p > n) and every alpha's validation "
         "error from one stacked GEMM, voxels in blocks over threads; the refit is one SVD per "
-        "candidate some voxel chose. Not available with bands: cross-validated predictions, "
+        "candidate some voxel chose. With a cache the run is checkpointed: the per-voxel state "
+        "(best score, candidate and alpha) after the candidates done so far, committed when the "
+        "candidates since the last commit took 100 times what a commit takes (about 1% of the "
+        "node's time), with the cv_scores rows, and the refit weights of candidate groups within "
+        "the same budget; a killed or interrupted run resumes from them with the same outputs, "
+        "on any thread count. Not available with bands: cross-validated predictions, "
         "alpha_mode shared, pearson scores, himalaya's conservative, jitter_alphas and "
         "local_alpha=False, SLURM parts, the GPU (banded runs on the CPU).",
     .version = 2,

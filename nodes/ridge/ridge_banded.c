@@ -29,6 +29,15 @@
  * state (best score, candidate, α) carries from one candidate to the next.
  * The refit groups voxels by their candidate: one SVD of the full design per
  * candidate chosen by some voxel.
+ *
+ * Checkpoints (with a cache): the per-voxel state after the candidates done
+ * so far is one chunk, replaced at each commit, with the cv_scores rows of
+ * the candidates since the last commit in a chunk of their own; commits come
+ * when the candidates since the last one took CKPT_COST_RATIO times what a
+ * commit takes (about 1% of the node's time). Refit groups are committed as
+ * they finish within the same budget. A resumed run continues from the last
+ * commit and ends with the bits of an uninterrupted run, on any thread count
+ * (details at "checkpoints" below; layout in ridge_internal.h).
  */
 #include <float.h>
 #include <inttypes.h>
@@ -347,6 +356,12 @@ struct bctx {
     int32_t *best_c, *best_a;
     float *cv_scores;              /* C x V, or NULL */
     double *x_mean, *y_mean;       /* global (refit) */
+    /* checkpoints: NULL without a cache, or when the model is fit once */
+    struct nf_checkpoint *ckpt;
+    pthread_mutex_t ckpt_lock;     /* refit groups commit from the pool's threads */
+    bool *refit_done;              /* C: weights resumed from checkpoints */
+    double t_start, ckpt_seconds;  /* when the node began; its commits took (ckpt_lock) */
+    int64_t refit_commits;         /* (ckpt_lock) */
 };
 
 static void bfold_release(struct bfold *f)
@@ -694,18 +709,169 @@ static int run_pool(struct bctx *c, int kind, int64_t n_tasks, void *arg, const 
     return 0;
 }
 
+/* ---- checkpoints (layout: ridge_internal.h) ----
+ * The candidates run in order and each changes the per-voxel state, so the
+ * state after the first `done` candidates is one chunk, replaced at every
+ * commit (the cache keeps one copy, not one per commit); the cv_scores rows
+ * of the candidates since the last commit go first in a chunk of their own,
+ * so that a state chunk always has its rows behind it. A commit waits until
+ * the candidates computed since the last one took CKPT_COST_RATIO times what
+ * that commit took (the first comes after candidate 0): about 1% of the
+ * node's time whatever the machine, and a killed run loses about that share
+ * of the candidates' work since the last commit. An interrupt commits what
+ * is done before stopping. The refit commits a candidate's group of voxels
+ * (its weights) as it finishes, the first always, the others while all
+ * commits so far took less than 1/CKPT_COST_RATIO of the node's time: a
+ * group's weights cost about a sixth of its refit to store, so only a share
+ * of the groups is kept where the refit is short next to the candidates
+ * (a run killed in the refit redoes at most the refit). Chunk boundaries depend on timing,
+ * the state after a candidate does not: a run resumed from any chunk, on any
+ * number of threads, ends with the same bits. */
+#define CKPT_COST_RATIO 100
+
+static void commit_candidates(struct bctx *c, int64_t c0, int64_t c1)
+{
+    int64_t V = c->V;
+    struct nf_error e = { 0 };
+    if (c->cv_scores && c1 > c0) {
+        struct nf_ridge_band_rows rh = { V, c0, c1 };
+        size_t bytes = sizeof rh + (size_t)((c1 - c0) * V) * sizeof(float);
+        unsigned char *buf = nf_malloc(bytes);
+        if (!buf)
+            return;   /* not saved: a resumed run computes these candidates again */
+        memcpy(buf, &rh, sizeof rh);
+        memcpy(buf + sizeof rh, c->cv_scores + c0 * V, bytes - sizeof rh);
+        nf_ckpt_put(c->ckpt, 1 + c0, buf, bytes, &e);
+        free(buf);
+    }
+    struct nf_ridge_band_state sh = { V, c->C, c1 };
+    size_t bytes = sizeof sh + (size_t)V * (sizeof *c->best_score + sizeof *c->best_c + sizeof *c->best_a);
+    unsigned char *buf = nf_malloc(bytes), *at = buf;
+    if (!buf)
+        return;
+    memcpy(at, &sh, sizeof sh);
+    memcpy(at += sizeof sh, c->best_score, (size_t)V * sizeof *c->best_score);
+    memcpy(at += (size_t)V * sizeof *c->best_score, c->best_c, (size_t)V * sizeof *c->best_c);
+    memcpy(at + (size_t)V * sizeof *c->best_c, c->best_a, (size_t)V * sizeof *c->best_a);
+    nf_ckpt_put(c->ckpt, NF_RIDGE_BAND_CKPT_STATE, buf, bytes, &e);
+    free(buf);
+}
+
+/* The cv_scores rows of candidates [0, done) from their chunks; false when
+ * one is missing or does not fit (then the state is not used). */
+static bool resume_rows(struct bctx *c, int64_t done)
+{
+    for (int64_t c0 = 0; c0 < done;) {
+        void *data = NULL;
+        size_t bytes = 0;
+        struct nf_error e = { 0 };
+        struct nf_ridge_band_rows rh;
+        if (nf_ckpt_get(c->ckpt, 1 + c0, &data, &bytes, &e) != 1)
+            return false;
+        bool fits = bytes >= sizeof rh;
+        if (fits) {
+            memcpy(&rh, data, sizeof rh);
+            fits = rh.V == c->V && rh.c0 == c0 && rh.c1 > c0 && rh.c1 <= done &&
+                   bytes == sizeof rh + (size_t)((rh.c1 - c0) * c->V) * sizeof(float);
+        }
+        if (fits)
+            memcpy(c->cv_scores + c0 * c->V, (unsigned char *)data + sizeof rh, bytes - sizeof rh);
+        free(data);
+        if (!fits)
+            return false;
+        c0 = rh.c1;
+    }
+    return true;
+}
+
+/* The state after the candidates an earlier run committed: how many (0: none). */
+static int64_t resume_candidates(struct bctx *c, const struct nf_run *run)
+{
+    int64_t V = c->V, done = 0;
+    void *data = NULL;
+    size_t bytes = 0;
+    struct nf_error e = { 0 };
+    struct nf_ridge_band_state sh;
+    size_t want = sizeof sh + (size_t)V * (sizeof *c->best_score + sizeof *c->best_c + sizeof *c->best_a);
+    if (nf_ckpt_get(c->ckpt, NF_RIDGE_BAND_CKPT_STATE, &data, &bytes, &e) != 1)
+        return 0;
+    if (bytes == want) {
+        memcpy(&sh, data, sizeof sh);
+        const unsigned char *at = (const unsigned char *)data + sizeof sh;
+        const int32_t *bc = (const int32_t *)(at + (size_t)V * sizeof *c->best_score), *ba = bc + V;
+        bool fits = sh.V == V && sh.C == c->C && sh.done > 0 && sh.done <= c->C;
+        for (int64_t v = 0; fits && v < V; v++)
+            fits = bc[v] >= 0 && bc[v] < sh.done && ba[v] >= 0 && ba[v] < c->A;
+        if (fits && (!c->cv_scores || resume_rows(c, sh.done))) {
+            memcpy(c->best_score, at, (size_t)V * sizeof *c->best_score);
+            memcpy(c->best_c, bc, (size_t)V * sizeof *c->best_c);
+            memcpy(c->best_a, ba, (size_t)V * sizeof *c->best_a);
+            done = sh.done;
+        }
+    }
+    free(data);
+    if (done)
+        nf_log("nlflow: node '%s': resumed %lld of %lld candidates from checkpoints", nf_node_id(run->node),
+               (long long)done, (long long)c->C);
+    return done;
+}
+
+/* Refit groups an earlier run committed: their weights, refit_done[] set. */
+static void resume_refit(struct bctx *c, struct nf_value **out, const struct nf_run *run)
+{
+    int64_t V = c->V, p = c->p, groups = 0, resumed = 0;
+    int64_t *nv = nf_calloc((size_t)c->C, sizeof *nv);
+    if (!nv)
+        return;   /* nothing resumed: every group is refit */
+    for (int64_t v = 0; v < V; v++)
+        nv[c->best_c[v]]++;
+    float *wout = out[RIDGE_OUT_WEIGHTS]->u.mat.data;
+    for (int64_t cand = 0; cand < c->C; cand++) {
+        void *data = NULL;
+        size_t bytes = 0;
+        struct nf_error e = { 0 };
+        struct nf_ridge_band_refit rh;
+        groups += nv[cand] > 0;
+        if (!nv[cand] || nf_ckpt_get(c->ckpt, 1 + c->C + cand, &data, &bytes, &e) != 1)
+            continue;
+        if (bytes == sizeof rh + (size_t)(p * nv[cand]) * sizeof(float)) {
+            memcpy(&rh, data, sizeof rh);
+            if (rh.cand == cand && rh.nv == nv[cand] && rh.p == p) {
+                const float *w = (const float *)((const unsigned char *)data + sizeof rh);
+                for (int64_t v = 0, t = 0; v < V; v++)
+                    if (c->best_c[v] == cand) {
+                        for (int64_t j = 0; j < p; j++)
+                            wout[j * V + v] = w[j * nv[cand] + t];
+                        t++;
+                    }
+                c->refit_done[cand] = true;
+                resumed++;
+            }
+        }
+        free(data);
+    }
+    if (resumed)
+        nf_log("nlflow: node '%s': resumed %lld of %lld refit groups from checkpoints", nf_node_id(run->node),
+               (long long)resumed, (long long)groups);
+    free(nv);
+}
+
 /* ---- refit and split R² ---- */
 
 /* Weights of the voxels whose best candidate is cand: one SVD of the whole
  * scaled design, W = diag(√γ) V diag(s / (s² + α_v)) Uᵀ (y - mean). */
 static int refit_candidate(struct bctx *c, int64_t cand, struct nf_value **out, struct nf_error *err)
 {
-    int64_t n = c->n, p = c->p, r = n < p ? n : p, V = c->V, nv = 0;
+    int64_t n = c->n, p = c->p, r = n < p ? n : p, V = c->V, nv = 0, done = 0;
     const double *gam = c->gam + cand * c->B;
     for (int64_t v = 0; v < V; v++)
         nv += c->best_c[v] == cand;
-    if (!nv)
+    if (!nv || (c->refit_done && c->refit_done[cand]))
         return 0;
+    /* the group's weights as its checkpoint chunk holds them (p x nv) */
+    struct nf_ridge_band_refit head = { cand, nv, p };
+    unsigned char *saved = c->ckpt ? nf_malloc(sizeof head + (size_t)(p * nv) * sizeof(float)) : NULL;
+    float *kept = saved ? (float *)(saved + sizeof head) : NULL;
     int64_t chunk = nv < BLOCK_VOXELS ? nv : BLOCK_VOXELS;
     float *Z = nf_malloc((size_t)(n * p) * sizeof *Z), *U = nf_malloc((size_t)(n * r) * sizeof *U);
     float *s = nf_malloc((size_t)r * sizeof *s), *Vt = nf_malloc((size_t)(r * p) * sizeof *Vt);
@@ -741,9 +907,25 @@ static int refit_candidate(struct bctx *c, int64_t cand, struct nf_value **out, 
             float g = (float)sqrt(gam[c->band_of[j]]);
             for (int64_t t = 0; t < m; t++)
                 wout[j * V + vox[t]] = Wc[j * m + t] * g;
+            for (int64_t t = 0; kept && t < m; t++)
+                kept[j * nv + done + t] = wout[j * V + vox[t]];
         }
+        done += m;
+    }
+    if (saved) {   /* NULL (out of memory): not saved, a resumed run refits this group again */
+        memcpy(saved, &head, sizeof head);
+        struct nf_error e = { 0 };
+        pthread_mutex_lock(&c->ckpt_lock);
+        double t0 = nf_now();
+        if (!c->refit_commits || c->ckpt_seconds * CKPT_COST_RATIO <= t0 - c->t_start) {   /* within the budget */
+            nf_ckpt_put(c->ckpt, 1 + c->C + cand, saved, sizeof head + (size_t)(p * nv) * sizeof(float), &e);
+            c->ckpt_seconds += nf_now() - t0;
+            c->refit_commits++;
+        }
+        pthread_mutex_unlock(&c->ckpt_lock);
     }
 fail:
+    free(saved);
     free(Z);
     free(U);
     free(s);
@@ -888,6 +1070,8 @@ static void bctx_free(struct bctx *c)
     free(c->x_mean);
     free(c->y_mean);
     free((void *)c->gam);
+    free(c->refit_done);
+    pthread_mutex_destroy(&c->ckpt_lock);
 }
 
 int nf_ridge_banded_run(struct nf_run *run)
@@ -898,11 +1082,13 @@ int nf_ridge_banded_run(struct nf_run *run)
     const char *id = nf_node_id(run->node);
     struct bctx c = { 0 };
     struct bands bd = { 0 };
+    pthread_mutex_init(&c.ckpt_lock, NULL);
     struct nf_value *out[RIDGE_N_OUT] = { 0 };
     double *gam = NULL;
     bool legacy, fold_center;
     int rc = 0, blas = nf_blas_threads();
 
+    c.t_start = nf_now();
     nf_blas_set_threads(1);   /* blocks over threads instead, as the per-voxel node */
     c.prm = prm;
     c.K = nf_kernels_cpu();
@@ -945,6 +1131,7 @@ int nf_ridge_banded_run(struct nf_run *run)
             goto fail_code;
     }
     c.cv_scores = out[RIDGE_OUT_CV_SCORES] ? out[RIDGE_OUT_CV_SCORES]->u.mat.data : NULL;
+    c.ckpt = fit_only ? NULL : run->ckpt;   /* one fit: nothing worth keeping */
     c.best_score = nf_malloc((size_t)c.V * sizeof *c.best_score + 1);
     c.best_c = nf_calloc((size_t)c.V + 1, sizeof *c.best_c);
     c.best_a = nf_calloc((size_t)c.V + 1, sizeof *c.best_a);
@@ -980,9 +1167,27 @@ int nf_ridge_banded_run(struct nf_run *run)
 
     /* candidates in order: a voxel keeps the first of equal scores (none to
      * score without folds: every voxel keeps candidate 0 and alpha 0, calloc'd) */
-    for (c.cand = 0; c.cand < c.C && !fit_only; c.cand++) {
+    int64_t first = 0, committed = 0;
+    double since_commit = 0, commit_cost = 0;
+    if (c.ckpt) {
+        nf_ckpt_total(c.ckpt, 1 + (c.cv_scores ? c.C : 0) + c.C);   /* chunks at most */
+        first = committed = resume_candidates(&c, run);
+    }
+    for (c.cand = first; c.cand < c.C && !fit_only; c.cand++) {
+        if (c.ckpt && committed < c.cand && nf_run_interrupted(run))
+            commit_candidates(&c, committed, c.cand);   /* keep what is done; the pool stops */
+        double t0 = nf_now();
         NF_TRY(rc = run_pool(&c, POOL_FOLDS, c.k, NULL, run));
         NF_TRY(rc = run_pool(&c, POOL_BLOCKS, c.n_blocks, NULL, run));
+        since_commit += nf_now() - t0;
+        if (c.ckpt && (c.cand + 1 == c.C || since_commit >= CKPT_COST_RATIO * commit_cost)) {
+            double t1 = nf_now();
+            commit_candidates(&c, committed, c.cand + 1);
+            commit_cost = nf_now() - t1;
+            c.ckpt_seconds += commit_cost;
+            committed = c.cand + 1;
+            since_commit = 0;
+        }
         nf_progress(run, c.cand + 1, c.C + 1, "candidates");
     }
     for (int64_t v = 0; v < c.V; v++) {
@@ -992,6 +1197,13 @@ int nf_ridge_banded_run(struct nf_run *run)
         for (int64_t b = 0; out[RIDGE_OUT_BAND_ALPHA] && b < c.B; b++)
             out[RIDGE_OUT_BAND_ALPHA]->u.mat.data[b * c.V + v] =
                 (float)(c.alphas[c.best_a[v]] / c.gam[c.best_c[v] * c.B + b]);
+    }
+    if (c.ckpt) {
+        if (!(c.refit_done = nf_calloc((size_t)c.C, sizeof *c.refit_done))) {
+            rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+            goto fail;
+        }
+        resume_refit(&c, out, run);
     }
     NF_TRY(rc = run_pool(&c, POOL_REFIT, c.C, out, run));
     if (out[RIDGE_OUT_SPLIT_R2])

@@ -61,4 +61,17 @@ int nf_ridge_new_outputs(const struct nf_run *run, int64_t n, int64_t p, int64_t
 int nf_ridge_finish_outputs(struct nf_run *run, struct nf_value **out, bool center, const double *x_mean,
                             const double *y_mean, int64_t p, int64_t V);
 
+/* Banded ridge's checkpoint chunks (ridge_banded.c), laid out here for the
+ * tests that resume from doctored ones. Chunk NF_RIDGE_BAND_CKPT_STATE holds
+ * this head, then per voxel the best score (float, V), candidate and alpha
+ * index (int32, V each) after the first `done` candidates; it is replaced at
+ * every commit. Chunk 1 + c0 holds the cv_scores rows of candidates
+ * [c0, c1) (struct nf_ridge_band_rows, then (c1 - c0) x V floats); chunk
+ * 1 + C + c the refit weights of the voxels that chose candidate c
+ * (struct nf_ridge_band_refit, then p x nv floats, voxels in order). */
+#define NF_RIDGE_BAND_CKPT_STATE 0
+struct nf_ridge_band_state { int64_t V, C, done; };
+struct nf_ridge_band_rows { int64_t V, c0, c1; };
+struct nf_ridge_band_refit { int64_t cand, nv, p; };
+
 #endif
