@@ -72,15 +72,17 @@ void nf_perm_tile_force(int impl);
 size_t nf_perm_tile_scratch(int64_t rows, int64_t max_voxels);
 
 /* ---- the glm permutation test's epilogue ----
- * One permutation's GEMM values over a block of nv voxels (nodes/permute/
- * permute_glm.c): rows G_0 .. G_{r-1} (leading dimension ld), the first s of
- * them the contrast's. Per voxel, in float and in this order:
+ * The GEMM values of np permutations over a block of nv voxels (nodes/
+ * permute/permute_glm.c): permutation i's rows G_0 .. G_{r-1} at G + i pld
+ * (leading dimension ld), the first s of them the contrast's. Per
+ * permutation and voxel, in float and in this order:
  *   t (s = 1): num = two ? g0 g0 : sg g0 |g0|,  rss = ss - g0 g0 - G_1² - ...
  *   F:         num = G_0² + ... + G_{s-1}²,      rss = ss - num - G_s² - ...
  *   rss raised to fl when not above it, q = num / rss lowered to cap when not
  *   below it. The constants (ss, fl, cap, lo, hi) are offset to the block. */
 struct nf_glm_epi {
     const float *G, *ss, *fl, *cap, *lo, *hi;
+    int64_t np, pld;   /* permutations, and the distance between their rows */
     int64_t r, s, ld, nv;
     float sg;          /* the tail's sign, +1 or -1 (two tails: +1, and num = g0²) */
     bool two, is_f;
@@ -164,11 +166,13 @@ struct nf_kernels {
     void (*row_axpy)(double *acc, double w, const float *x, int64_t V);
     void (*row_residual)(const float *y, const double *B, const double *q, int64_t dq, int64_t nz, int64_t ldb,
                          int64_t V, float *e, double *ss);
-    /* struct nf_glm_epi above: q[0..nv) the compared values, returned their
-     * maximum (-FLT_MAX for nv = 0); with count (not NULL), count[v] += (q >=
-     * hi[v]) and the voxels with lo[v] <= q < hi[v] listed in near in
-     * increasing order (*n_near of them). Every table gives the same bits. */
-    float (*glm_epilogue)(const struct nf_glm_epi *e, float *q, uint32_t *count, int32_t *near, int *n_near);
+    /* struct nf_glm_epi above: q[i nv + v] the compared values, mx[i]
+     * permutation i's maximum (-FLT_MAX for nv = 0); with count (not NULL),
+     * count[v] += (q >= hi[v]) for every permutation, and the values with
+     * lo[v] <= q < hi[v] listed in near as i nv + v (*n_near of them, in no
+     * particular order). Every table gives the same bits. */
+    void (*glm_epilogue)(const struct nf_glm_epi *e, float *q, float *mx, uint32_t *count, int32_t *near,
+                         int *n_near);
 };
 
 /* The plain versions (kernels/ref/), also the fallbacks of the other tables. */
@@ -188,7 +192,7 @@ void nf_perm_signed_t_f32_ref(float *g, int64_t V, float a, float c, const float
 void nf_row_axpy_ref(double *acc, double w, const float *x, int64_t V);
 void nf_row_residual_ref(const float *y, const double *B, const double *q, int64_t dq, int64_t nz, int64_t ldb,
                          int64_t V, float *e, double *ss);
-float nf_glm_epilogue_ref(const struct nf_glm_epi *e, float *q, uint32_t *count, int32_t *near, int *n_near);
+void nf_glm_epilogue_ref(const struct nf_glm_epi *e, float *q, float *mx, uint32_t *count, int32_t *near, int *n_near);
 /* The vectorised versions (kernels/simd/): perm_tile runs t->impl. */
 void nf_perm_tile_simd(const struct nf_perm_tile *t, const float *R, int64_t rows, int64_t v0, int64_t nv,
                        uint32_t *cnt, float *rowmax, float *scratch);
@@ -206,7 +210,8 @@ void nf_perm_signed_t_f32_simd(float *g, int64_t V, float a, float c, const floa
 void nf_row_axpy_simd(double *acc, double w, const float *x, int64_t V);
 void nf_row_residual_simd(const float *y, const double *B, const double *q, int64_t dq, int64_t nz, int64_t ldb,
                           int64_t V, float *e, double *ss);
-float nf_glm_epilogue_simd(const struct nf_glm_epi *e, float *q, uint32_t *count, int32_t *near, int *n_near);
+void nf_glm_epilogue_simd(const struct nf_glm_epi *e, float *q, float *mx, uint32_t *count, int32_t *near,
+                          int *n_near);
 /* The entries of a table that come from kernels/simd/, for the tables that
  * take them all (blas, cuda): `{ .name = "x", ..., NF_KERNELS_SIMD_ENTRIES }`. */
 #define NF_KERNELS_SIMD_ENTRIES                                                                     \

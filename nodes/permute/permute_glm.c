@@ -61,6 +61,8 @@
  * per 128 permutations (measured best of 512/64, 1024/64, 512/128, 256/256
  * and 128/256 on 100 x 230k) */
 enum { GLM_TILE = 256, GLM_SUB = 128 };
+/* permutations per epilogue call: its values (q) stay in L1 */
+enum { GLM_EPI = 16 };
 
 /* One contrast: its Freedman–Lane residuals, rows and results. */
 struct glm_con {
@@ -363,21 +365,45 @@ static inline float stat_of_q(const struct glm_ctx *g, const struct glm_con *k, 
     return (float)(q < 0 ? -a : a);
 }
 
+/* s[m] = Σ_j w[m n + j] E[j V + v] in double, j in order, for NM (a
+ * constant where inlined) rows side by side: each residual is loaded once for
+ * them and their chains of adds overlap. */
+static inline __attribute__((always_inline)) void row_sums_double(const float *w, const float *E, int64_t n,
+                                                                  int64_t V, int64_t v, double *s, const int NM)
+{
+    double acc[4] = { 0, 0, 0, 0 };
+    for (int64_t j = 0; j < n; j++) {
+        const double e = E[j * V + v];
+        for (int m = 0; m < NM; m++)
+            acc[m] += (double)w[m * n + j] * e;
+    }
+    for (int m = 0; m < NM; m++)
+        s[m] = acc[m];
+}
+
 /* t (or F) of one permutation's rows (r x n) and voxel v in double, the
  * products summed in row order: the observed value and every near tie use
  * these sums. */
 static double stat_double(const struct glm_ctx *g, const struct glm_con *k, const float *rows, int64_t v)
 {
+    const int64_t n = g->n;
     double rss = k->ss_d[v], g0 = 0, num = 0;
-    for (int64_t m = 0; m < k->r; m++) {
-        double s = 0;
-        for (int64_t j = 0; j < g->n; j++)
-            s += (double)rows[m * g->n + j] * (double)k->E[j * g->V + v];
-        rss -= s * s;
-        if (m == 0)
-            g0 = s;
-        if (m < k->s)
-            num += s * s;
+    for (int64_t m0 = 0; m0 < k->r; m0 += 4) {
+        const int64_t nm = k->r - m0 < 4 ? k->r - m0 : 4;
+        double s[4];
+        switch (nm) {
+        case 4: row_sums_double(rows + m0 * n, k->E, n, g->V, v, s, 4); break;
+        case 3: row_sums_double(rows + m0 * n, k->E, n, g->V, v, s, 3); break;
+        case 2: row_sums_double(rows + m0 * n, k->E, n, g->V, v, s, 2); break;
+        default: row_sums_double(rows + m0 * n, k->E, n, g->V, v, s, 1); break;
+        }
+        for (int64_t m = m0; m < m0 + nm; m++) {
+            rss -= s[m - m0] * s[m - m0];
+            if (m == 0)
+                g0 = s[0];
+            if (m < k->s)
+                num += s[m - m0] * s[m - m0];
+        }
     }
     double fl = 1e-12 * k->ss_d[v];
     rss = rss > fl ? rss : fl;
@@ -870,12 +896,12 @@ struct glm_chunk {
 
 /* The epilogue's view of contrast k's voxels v0 .. v0 + nv, values G. */
 static struct nf_glm_epi epi_of(const struct glm_ctx *g, const struct glm_con *k, const float *G, int64_t ld, int64_t v0,
-                             int64_t nv)
+                                int64_t nv, int64_t np)
 {
     return (struct nf_glm_epi){ .G = G, .ss = k->ss + v0, .fl = k->floor_ + v0, .cap = k->cap + v0, .lo = k->lo + v0,
-                             .hi = k->hi + v0, .r = k->r, .s = k->s, .ld = ld, .nv = nv,
-                             .sg = g->tail == PERM_TAIL_LOWER ? -1.0f : 1.0f, .two = g->tail == PERM_TAIL_TWO,
-                             .is_f = k->is_f };
+                                .hi = k->hi + v0, .np = np, .pld = k->r * ld, .r = k->r, .s = k->s, .ld = ld,
+                                .nv = nv, .sg = g->tail == PERM_TAIL_LOWER ? -1.0f : 1.0f,
+                                .two = g->tail == PERM_TAIL_TWO, .is_f = k->is_f };
 }
 
 static void *glm_team(void *arg)
@@ -885,8 +911,8 @@ static void *glm_team(void *arg)
     const struct glm_con *k = w->k;
     const int64_t n = g->n, V = g->V, r = k->r;
     float *G = nf_malloc((size_t)(GLM_SUB * r * GLM_TILE) * sizeof *G);
-    float *q = nf_malloc(GLM_TILE * sizeof *q);
-    int32_t *near = nf_malloc(GLM_TILE * sizeof *near);
+    float *q = nf_malloc(GLM_EPI * GLM_TILE * sizeof *q);
+    int32_t *near = nf_malloc(GLM_EPI * GLM_TILE * sizeof *near);
     if (!G || !q || !near) {
         atomic_store(&w->failed, 1);
         goto done;
@@ -899,18 +925,18 @@ static void *glm_team(void *arg)
         }
         int64_t v0 = t * GLM_TILE, nv = V - v0 < GLM_TILE ? V - v0 : GLM_TILE;
         uint32_t *count = w->count + v0;
-        struct nf_glm_epi e = epi_of(g, k, G, nv, v0, nv);
         for (int64_t i0 = 0; i0 < w->len; i0 += GLM_SUB) {
             int64_t np = w->len - i0 < GLM_SUB ? w->len - i0 : GLM_SUB;
             g->K->sgemm(false, false, np * r, nv, n, 1.0f, w->R + i0 * r * n, n, k->E + v0, V, 0.0f, G, nv);
-            for (int64_t i = 0; i < np; i++) {
+            for (int64_t i = 0; i < np; i += GLM_EPI) {
                 int n_near = 0;
-                e.G = G + i * r * nv;
-                float mx = g->K->glm_epilogue(&e, q, count, near, &n_near);
+                struct nf_glm_epi e = epi_of(g, k, G + i * r * nv, nv, v0, nv, np - i < GLM_EPI ? np - i : GLM_EPI);
+                g->K->glm_epilogue(&e, q, w->tile_max + t * w->len + i0 + i, count, near, &n_near);
                 /* within round-off of the observed value: decided in double */
-                for (int j = 0; j < n_near; j++)
-                    count[near[j]] += q_double(g, k, w->R + (i0 + i) * r * n, v0 + near[j]) >= k->q_obs_d[v0 + near[j]];
-                w->tile_max[t * w->len + i0 + i] = mx;
+                for (int j = 0; j < n_near; j++) {
+                    int64_t p = i0 + i + near[j] / nv, v = v0 + near[j] % nv;
+                    count[v - v0] += q_double(g, k, w->R + p * r * n, v) >= k->q_obs_d[v];
+                }
             }
         }
     }
@@ -969,8 +995,9 @@ static int near_maxima(const struct glm_ctx *g, const struct glm_con *k, const f
                 continue;
             int64_t v0 = t * GLM_TILE, nv = V - v0 < GLM_TILE ? V - v0 : GLM_TILE;
             g->K->sgemm(false, false, r, nv, n, 1.0f, R + i * r * n, n, k->E + v0, V, 0.0f, G, nv);
-            struct nf_glm_epi e = epi_of(g, k, G, nv, v0, nv);
-            g->K->glm_epilogue(&e, q, NULL, NULL, NULL);
+            struct nf_glm_epi e = epi_of(g, k, G, nv, v0, nv, 1);
+            float top;
+            g->K->glm_epilogue(&e, q, &top, NULL, NULL, NULL);
             for (int64_t v = 0; v < nv; v++)
                 if (q[v] >= below) {
                     double y = q_double(g, k, R + i * r * n, v0 + v);

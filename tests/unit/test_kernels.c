@@ -929,13 +929,20 @@ static void test_row_passes_match_reference(void **state)
 
 /* ---- the glm test's epilogue ------------------------------------------------ */
 
+static int cmp_int32(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
 /* Every table's glm_epilogue against the plain loop, bit for bit (q, the
- * maximum, counts, the near list), for t contrasts of 1..5 rows in each tail
- * and F contrasts of 1..2 rows, block lengths around the 8-wide vectors and
- * the 64-voxel near scan, counting or not, with flat voxels (cap -FLT_MAX),
- * RSS floors that bind, and windows placed on some values; the plain loop
- * against q computed here in double (within float round-off), and nothing
- * written past the block. */
+ * maxima, counts, the near list as a set), for t contrasts of 1..5 rows in
+ * each tail and F contrasts of 1..2 rows, 1..9 permutations (around the
+ * vector version's groups of 2), block lengths around the 8-wide vectors
+ * and the 64-voxel near scan, counting or not, with flat voxels (cap
+ * -FLT_MAX), RSS floors that bind, and windows placed on some values; the
+ * plain loop against q computed here in double (within float round-off),
+ * and nothing written past the values. */
 static void test_glm_epilogue_matches_reference(void **state)
 {
     (void)state;
@@ -950,14 +957,16 @@ static void test_glm_epilogue_matches_reference(void **state)
     for (size_t li = 0; li < sizeof lengths / sizeof lengths[0]; li++)
         for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
             for (int tail = 0; tail < 3; tail++) {
-                const int64_t nv = lengths[li], ld = nv + 3, r = shapes[si].r, W = nv + 1;
+                const int64_t nv = lengths[li], ld = nv + 3, r = shapes[si].r, np = 1 + (int64_t)(li + si + tail) % 9;
+                const int64_t pld = r * ld + 5, W = np * nv + 1;
                 if (shapes[si].is_f && tail)
                     continue;
-                float *G = random_matrix(r, ld, ld), *ss = test_malloc((size_t)W * sizeof *ss);
-                float *fl = test_malloc((size_t)W * sizeof *fl), *cap = test_malloc((size_t)W * sizeof *cap);
-                float *lo = test_malloc((size_t)W * sizeof *lo), *hi = test_malloc((size_t)W * sizeof *hi);
+                float *G = random_matrix(np, pld, pld), *ss = test_malloc((size_t)(nv + 1) * sizeof *ss);
+                float *fl = test_malloc((size_t)(nv + 1) * sizeof *fl), *cap = test_malloc((size_t)(nv + 1) * sizeof *cap);
+                float *lo = test_malloc((size_t)(nv + 1) * sizeof *lo), *hi = test_malloc((size_t)(nv + 1) * sizeof *hi);
                 float *qw = test_malloc((size_t)W * sizeof *qw), *qg = test_malloc((size_t)W * sizeof *qg);
-                uint32_t *cw = test_malloc((size_t)W * sizeof *cw), *cg = test_malloc((size_t)W * sizeof *cg);
+                float *mw = test_malloc((size_t)(np + 1) * sizeof *mw), *mg = test_malloc((size_t)(np + 1) * sizeof *mg);
+                uint32_t *cw = test_malloc((size_t)(nv + 1) * sizeof *cw), *cg = test_malloc((size_t)(nv + 1) * sizeof *cg);
                 int32_t *nw = test_malloc((size_t)W * sizeof *nw), *ng = test_malloc((size_t)W * sizeof *ng);
                 for (int64_t v = 0; v < nv; v++) {
                     double sum = 0;
@@ -968,27 +977,36 @@ static void test_glm_epilogue_matches_reference(void **state)
                     cap[v] = v % 13 == 5 ? -FLT_MAX : FLT_MAX;
                     lo[v] = hi[v] = FLT_MAX;
                 }
-                struct nf_glm_epi e = { .G = G, .ss = ss, .fl = fl, .cap = cap, .lo = lo, .hi = hi, .r = r,
-                                        .s = shapes[si].s, .ld = ld, .nv = nv, .sg = tail == 2 ? -1.0f : 1.0f,
-                                        .two = tail == 0, .is_f = shapes[si].is_f };
-                qw[nv] = qg[nv] = PAD_SENTINEL;
-                float mw = nf_glm_epilogue_ref(&e, qw, NULL, NULL, NULL);
-                /* the plain loop against double; then windows: on some values, below others */
-                float mx = -FLT_MAX;
-                for (int64_t v = 0; v < nv; v++) {
-                    double g0 = G[v], num = 0, rss = ss[v];
-                    for (int64_t m = 0; m < r; m++) {
-                        double gm = G[m * ld + v];
-                        if (m < e.s)
-                            num += gm * gm;
-                        rss -= gm * gm;
+                struct nf_glm_epi e = { .G = G, .ss = ss, .fl = fl, .cap = cap, .lo = lo, .hi = hi, .np = np,
+                                        .pld = pld, .r = r, .s = shapes[si].s, .ld = ld, .nv = nv,
+                                        .sg = tail == 2 ? -1.0f : 1.0f, .two = tail == 0, .is_f = shapes[si].is_f };
+                qw[np * nv] = qg[np * nv] = PAD_SENTINEL;
+                mw[np] = mg[np] = PAD_SENTINEL;
+                nf_glm_epilogue_ref(&e, qw, mw, NULL, NULL, NULL);
+                /* the plain loop against double */
+                for (int64_t i = 0; i < np; i++) {
+                    float mx = -FLT_MAX;
+                    for (int64_t v = 0; v < nv; v++) {
+                        const float *Gi = G + i * pld;
+                        double g0 = Gi[v], num = 0, rss = ss[v];
+                        for (int64_t m = 0; m < r; m++) {
+                            double gm = Gi[m * ld + v];
+                            if (m < e.s)
+                                num += gm * gm;
+                            rss -= gm * gm;
+                        }
+                        if (!e.is_f)
+                            num = e.two ? g0 * g0 : e.sg * g0 * fabs(g0);
+                        rss = rss > fl[v] ? rss : fl[v];
+                        double q = cap[v] == -FLT_MAX ? -FLT_MAX : num / rss;
+                        assert_close(qw[i * nv + v], q, 1e-4 * (fabs(q) + 1.0) * (num / rss > 1e3 ? 1e3 : 1.0));
+                        mx = qw[i * nv + v] > mx ? qw[i * nv + v] : mx;
                     }
-                    if (!e.is_f)
-                        num = e.two ? g0 * g0 : e.sg * g0 * fabs(g0);
-                    rss = rss > fl[v] ? rss : fl[v];
-                    double q = cap[v] == -FLT_MAX ? -FLT_MAX : num / rss;
-                    assert_close(qw[v], q, 1e-4 * (fabs(q) + 1.0) * (num / rss > 1e3 ? 1e3 : 1.0));
-                    mx = qw[v] > mx ? qw[v] : mx;
+                    assert_true(mw[i] == mx);
+                }
+                assert_true(mw[np] == PAD_SENTINEL);
+                /* windows: on some values of the first permutation, below others */
+                for (int64_t v = 0; v < nv; v++) {
                     if (v % 3 == 0) {
                         lo[v] = qw[v] - 1e-3f * fabsf(qw[v]) - 1e-6f;
                         hi[v] = qw[v] + 1e-3f * fabsf(qw[v]) + 1e-6f;
@@ -997,34 +1015,47 @@ static void test_glm_epilogue_matches_reference(void **state)
                         hi[v] = qw[v] - 1.0f;
                     }
                 }
-                assert_true(mw == mx);
-                for (int64_t v = 0; v < W; v++)
+                for (int64_t v = 0; v <= nv; v++)
                     cw[v] = (uint32_t)v;
                 int n_w = -1;
-                assert_true(nf_glm_epilogue_ref(&e, qw, cw, nw, &n_w) == mw);
+                nf_glm_epilogue_ref(&e, qw, mw, cw, nw, &n_w);
                 for (int64_t v = 0, j = 0; v < nv; v++) {
-                    bool in = qw[v] >= lo[v] && qw[v] < hi[v];
-                    assert_true(cw[v] == (uint32_t)v + (qw[v] >= hi[v]));
-                    if (in)
-                        assert_true(j < n_w && nw[j++] == v);
-                    near_seen += in;
-                    counted_seen += qw[v] >= hi[v];
+                    uint32_t c = (uint32_t)v;
+                    for (int64_t i = 0; i < np; i++) {
+                        float x = qw[i * nv + v];
+                        c += x >= hi[v];
+                        counted_seen += x >= hi[v];
+                        bool in = x >= lo[v] && x < hi[v];
+                        near_seen += in;
+                        if (in) {
+                            bool listed = false;
+                            for (int jj = 0; jj < n_w; jj++)
+                                listed |= nw[jj] == (int32_t)(i * nv + v);
+                            assert_true(listed);
+                            j++;
+                        }
+                    }
+                    assert_true(cw[v] == c);
+                    if (v == nv - 1)
+                        assert_int_equal(j, n_w);
                 }
                 assert_true(cw[nv] == (uint32_t)nv);
+                qsort(nw, (size_t)n_w, sizeof *nw, cmp_int32);
                 for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++) {
-                    for (int64_t v = 0; v < nv; v++)
-                        qg[v] = NAN;
-                    float mg = tables[t]->glm_epilogue(&e, qg, NULL, NULL, NULL);
+                    for (int64_t i = 0; i < np * nv; i++)
+                        qg[i] = NAN;
+                    tables[t]->glm_epilogue(&e, qg, mg, NULL, NULL, NULL);
                     assert_memory_equal(qg, qw, (size_t)W * sizeof *qg);
-                    assert_true(mg == mw);
-                    for (int64_t v = 0; v < W; v++)
+                    assert_memory_equal(mg, mw, (size_t)(np + 1) * sizeof *mg);
+                    for (int64_t v = 0; v <= nv; v++)
                         cg[v] = (uint32_t)v;
                     int n_g = -1;
-                    mg = tables[t]->glm_epilogue(&e, qg, cg, ng, &n_g);
-                    assert_true(mg == mw);
+                    tables[t]->glm_epilogue(&e, qg, mg, cg, ng, &n_g);
                     assert_memory_equal(qg, qw, (size_t)W * sizeof *qg);
-                    assert_memory_equal(cg, cw, (size_t)W * sizeof *cg);
+                    assert_memory_equal(mg, mw, (size_t)(np + 1) * sizeof *mg);
+                    assert_memory_equal(cg, cw, (size_t)(nv + 1) * sizeof *cg);
                     assert_int_equal(n_g, n_w);
+                    qsort(ng, (size_t)n_g, sizeof *ng, cmp_int32);
                     if (n_w)
                         assert_memory_equal(ng, nw, (size_t)n_w * sizeof *ng);
                 }
@@ -1036,6 +1067,8 @@ static void test_glm_epilogue_matches_reference(void **state)
                 test_free(hi);
                 test_free(qw);
                 test_free(qg);
+                test_free(mw);
+                test_free(mg);
                 test_free(cw);
                 test_free(cg);
                 test_free(nw);
