@@ -894,7 +894,7 @@ struct glm_chunk {
     atomic_int failed, interrupted;
 };
 
-/* The epilogue's view of contrast k's voxels v0 .. v0 + nv, values G. */
+/* The epilogue's view of contrast k's voxels v0 .. v0 + nv: np permutations' values from G. */
 static struct nf_glm_epi epi_of(const struct glm_ctx *g, const struct glm_con *k, const float *G, int64_t ld, int64_t v0,
                                 int64_t nv, int64_t np)
 {
