@@ -71,6 +71,23 @@ void nf_perm_tile_force(int impl);
  * max_voxels voxels. */
 size_t nf_perm_tile_scratch(int64_t rows, int64_t max_voxels);
 
+/* ---- the glm permutation test's epilogue ----
+ * The GEMM values of np permutations over a block of nv voxels (nodes/
+ * permute/permute_glm.c): permutation i's rows G_0 .. G_{r-1} at G + i pld
+ * (leading dimension ld), the first s of them the contrast's. Per
+ * permutation and voxel, in float and in this order:
+ *   t (s = 1): num = two ? g0 g0 : sg g0 |g0|,  rss = ss - g0 g0 - G_1² - ...
+ *   F:         num = G_0² + ... + G_{s-1}²,      rss = ss - num - G_s² - ...
+ *   rss raised to fl when not above it, q = num / rss lowered to cap when not
+ *   below it. The constants (ss, fl, cap, lo, hi) are offset to the block. */
+struct nf_glm_epi {
+    const float *G, *ss, *fl, *cap, *lo, *hi;
+    int64_t np, pld;   /* permutations, and the distance between their rows */
+    int64_t r, s, ld, nv;
+    float sg;          /* the tail's sign, +1 or -1 (two tails: +1, and num = g0²) */
+    bool two, is_f;
+};
+
 struct nf_kernels {
     const char *name;
     /* C = alpha * op(A) * op(B) + beta * C, row-major; op transposes when t* set.
@@ -141,6 +158,21 @@ struct nf_kernels {
      * the same bits. */
     void (*perm_signed_t_f32)(float *g, int64_t V, float a, float c, const float *shift, const float *ss,
                               const float *floor_, const float *cap, double k);
+    /* The glm node's fixed work, in double with the same IEEE operations per
+     * element in every table (the same bits):
+     *   row_axpy:      acc[v] += w x[v], v < V;
+     *   row_residual:  e[v] = (float)(y[v] - Σ_m q[m dq] B[m ldb + v]) (m < nz
+     *                  in order), ss[v] += e[v]² of the rounded value. */
+    void (*row_axpy)(double *acc, double w, const float *x, int64_t V);
+    void (*row_residual)(const float *y, const double *B, const double *q, int64_t dq, int64_t nz, int64_t ldb,
+                         int64_t V, float *e, double *ss);
+    /* struct nf_glm_epi above: q[i nv + v] the compared values, mx[i]
+     * permutation i's maximum (-FLT_MAX for nv = 0); with count (not NULL),
+     * count[v] += (q >= hi[v]) for every permutation, and the values with
+     * lo[v] <= q < hi[v] listed in near as i nv + v (*n_near of them, in no
+     * particular order). Every table gives the same bits. */
+    void (*glm_epilogue)(const struct nf_glm_epi *e, float *q, float *mx, uint32_t *count, int32_t *near,
+                         int *n_near);
 };
 
 /* The plain versions (kernels/ref/), also the fallbacks of the other tables. */
@@ -157,6 +189,10 @@ void nf_row_gemv_double_ref(const float *row, const float *D, int64_t n, int64_t
 void nf_rows_gemm_f32_ref(const float *R, int64_t nr, const float *D, int64_t n, int64_t V, float *G);
 void nf_perm_signed_t_f32_ref(float *g, int64_t V, float a, float c, const float *shift, const float *ss,
                               const float *floor_, const float *cap, double k);
+void nf_row_axpy_ref(double *acc, double w, const float *x, int64_t V);
+void nf_row_residual_ref(const float *y, const double *B, const double *q, int64_t dq, int64_t nz, int64_t ldb,
+                         int64_t V, float *e, double *ss);
+void nf_glm_epilogue_ref(const struct nf_glm_epi *e, float *q, float *mx, uint32_t *count, int32_t *near, int *n_near);
 /* The vectorised versions (kernels/simd/): perm_tile runs t->impl. */
 void nf_perm_tile_simd(const struct nf_perm_tile *t, const float *R, int64_t rows, int64_t v0, int64_t nv,
                        uint32_t *cnt, float *rowmax, float *scratch);
@@ -171,13 +207,20 @@ void nf_row_gemv_double_simd(const float *row, const float *D, int64_t n, int64_
 void nf_rows_gemm_f32_simd(const float *R, int64_t nr, const float *D, int64_t n, int64_t V, float *G);
 void nf_perm_signed_t_f32_simd(float *g, int64_t V, float a, float c, const float *shift, const float *ss,
                                const float *floor_, const float *cap, double k);
+void nf_row_axpy_simd(double *acc, double w, const float *x, int64_t V);
+void nf_row_residual_simd(const float *y, const double *B, const double *q, int64_t dq, int64_t nz, int64_t ldb,
+                          int64_t V, float *e, double *ss);
+void nf_glm_epilogue_simd(const struct nf_glm_epi *e, float *q, float *mx, uint32_t *count, int32_t *near,
+                          int *n_near);
 /* The entries of a table that come from kernels/simd/, for the tables that
  * take them all (blas, cuda): `{ .name = "x", ..., NF_KERNELS_SIMD_ENTRIES }`. */
 #define NF_KERNELS_SIMD_ENTRIES                                                                     \
     .perm_tile = nf_perm_tile_simd, .ridge_error_sums = nf_ridge_error_sums_simd,                   \
     .row_accumulate = nf_row_accumulate_simd, .row_sq_dev = nf_row_sq_dev_simd,                     \
     .row_standardize = nf_row_standardize_simd, .row_gemv_double = nf_row_gemv_double_simd,        \
-    .rows_gemm_f32 = nf_rows_gemm_f32_simd, .perm_signed_t_f32 = nf_perm_signed_t_f32_simd
+    .rows_gemm_f32 = nf_rows_gemm_f32_simd, .perm_signed_t_f32 = nf_perm_signed_t_f32_simd,       \
+    .row_axpy = nf_row_axpy_simd, .row_residual = nf_row_residual_simd,                             \
+    .glm_epilogue = nf_glm_epilogue_simd
 
 extern const struct nf_kernels nf_kernels_ref;
 extern const struct nf_kernels nf_kernels_blas;

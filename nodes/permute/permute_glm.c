@@ -61,6 +61,8 @@
  * per 128 permutations (measured best of 512/64, 1024/64, 512/128, 256/256
  * and 128/256 on 100 x 230k) */
 enum { GLM_TILE = 256, GLM_SUB = 128 };
+/* permutations per epilogue call: its values (q) stay in L1 */
+enum { GLM_EPI = 16 };
 
 /* One contrast: its Freedman–Lane residuals, rows and results. */
 struct glm_con {
@@ -331,91 +333,6 @@ done:
     return kept;
 }
 
-/* ---- double sums over the voxels ----
- * The fixed work of a contrast (its residuals, their sums of squares, the
- * observed statistic) is row-by-row double sums over every voxel; -O2 leaves
- * such loops scalar, so they are written in 4-double vectors. Each voxel's
- * sum takes the same operations in the same order as the scalar loop (no
- * contraction under -std=c11), so the values are the same. */
-
-typedef double glm_v4d __attribute__((vector_size(32)));
-typedef float glm_v4f __attribute__((vector_size(16)));
-
-/* 4 floats from x, widened (a macro: a function returning an AVX vector
- * changes the ABI of the default clone) */
-#define GLM_LOAD_F2D(out, x) \
-    do { \
-        glm_v4f f_; \
-        memcpy(&f_, (x), sizeof f_); \
-        (out) = __builtin_convertvector(f_, glm_v4d); \
-    } while (0)
-
-/* a[v] += w x[v], v < len */
-__attribute__((target_clones("avx512f", "avx2", "default")))
-static void axpy_f2d(double *a, double w, const float *x, int64_t len)
-{
-    const glm_v4d vw = { w, w, w, w };
-    int64_t v = 0;
-    for (; v + 4 <= len; v += 4) {
-        glm_v4d av, xv;
-        GLM_LOAD_F2D(xv, x + v);
-        memcpy(&av, a + v, sizeof av);
-        av += vw * xv;
-        memcpy(a + v, &av, sizeof av);
-    }
-    for (; v < len; v++)
-        a[v] += w * (double)x[v];
-}
-
-/* a[v] += x[v]², v < len */
-__attribute__((target_clones("avx512f", "avx2", "default")))
-static void sumsq_f2d(double *a, const float *x, int64_t len)
-{
-    int64_t v = 0;
-    for (; v + 4 <= len; v += 4) {
-        glm_v4d av, xv;
-        GLM_LOAD_F2D(xv, x + v);
-        memcpy(&av, a + v, sizeof av);
-        av += xv * xv;
-        memcpy(a + v, &av, sizeof av);
-    }
-    for (; v < len; v++)
-        a[v] += (double)x[v] * (double)x[v];
-}
-
-/* One subject's residuals over len voxels: e[v] = y[v] - Σ_m q[m dq]
- * B[m V + v] (m in order, nz of them), rounded to float, and ss[v] += e[v]²
- * of the rounded value. */
-__attribute__((target_clones("avx512f", "avx2", "default")))
-static void residual_row(const float *y, const double *B, const double *q, int64_t dq, int64_t nz, int64_t V,
-                         int64_t len, float *e, double *ss)
-{
-    int64_t v = 0;
-    for (; v + 4 <= len; v += 4) {
-        glm_v4d s, bv, sv;
-        GLM_LOAD_F2D(s, y + v);
-        for (int64_t m = 0; m < nz; m++) {
-            const double w = q[m * dq];
-            const glm_v4d qm = { w, w, w, w };
-            memcpy(&bv, B + m * V + v, sizeof bv);
-            s -= qm * bv;
-        }
-        glm_v4f ef = __builtin_convertvector(s, glm_v4f);
-        memcpy(e + v, &ef, sizeof ef);
-        glm_v4d ed = __builtin_convertvector(ef, glm_v4d);
-        memcpy(&sv, ss + v, sizeof sv);
-        sv += ed * ed;
-        memcpy(ss + v, &sv, sizeof sv);
-    }
-    for (; v < len; v++) {
-        double s = y[v];
-        for (int64_t m = 0; m < nz; m++)
-            s -= q[m * dq] * B[m * V + v];
-        e[v] = (float)s;
-        ss[v] += (double)e[v] * (double)e[v];
-    }
-}
-
 /* ---- the statistic ---- */
 
 static inline double tail_of(int tail, double t)
@@ -448,21 +365,45 @@ static inline float stat_of_q(const struct glm_ctx *g, const struct glm_con *k, 
     return (float)(q < 0 ? -a : a);
 }
 
+/* s[m] = Σ_j w[m n + j] E[j V + v] in double, j in order, for NM (a
+ * constant where inlined) rows side by side: each residual is loaded once for
+ * them and their chains of adds overlap. */
+static inline __attribute__((always_inline)) void row_sums_double(const float *w, const float *E, int64_t n,
+                                                                  int64_t V, int64_t v, double *s, const int NM)
+{
+    double acc[4] = { 0, 0, 0, 0 };
+    for (int64_t j = 0; j < n; j++) {
+        const double e = E[j * V + v];
+        for (int m = 0; m < NM; m++)
+            acc[m] += (double)w[m * n + j] * e;
+    }
+    for (int m = 0; m < NM; m++)
+        s[m] = acc[m];
+}
+
 /* t (or F) of one permutation's rows (r x n) and voxel v in double, the
  * products summed in row order: the observed value and every near tie use
  * these sums. */
 static double stat_double(const struct glm_ctx *g, const struct glm_con *k, const float *rows, int64_t v)
 {
+    const int64_t n = g->n;
     double rss = k->ss_d[v], g0 = 0, num = 0;
-    for (int64_t m = 0; m < k->r; m++) {
-        double s = 0;
-        for (int64_t j = 0; j < g->n; j++)
-            s += (double)rows[m * g->n + j] * (double)k->E[j * g->V + v];
-        rss -= s * s;
-        if (m == 0)
-            g0 = s;
-        if (m < k->s)
-            num += s * s;
+    for (int64_t m0 = 0; m0 < k->r; m0 += 4) {
+        const int64_t nm = k->r - m0 < 4 ? k->r - m0 : 4;
+        double s[4];
+        switch (nm) {
+        case 4: row_sums_double(rows + m0 * n, k->E, n, g->V, v, s, 4); break;
+        case 3: row_sums_double(rows + m0 * n, k->E, n, g->V, v, s, 3); break;
+        case 2: row_sums_double(rows + m0 * n, k->E, n, g->V, v, s, 2); break;
+        default: row_sums_double(rows + m0 * n, k->E, n, g->V, v, s, 1); break;
+        }
+        for (int64_t m = m0; m < m0 + nm; m++) {
+            rss -= s[m - m0] * s[m - m0];
+            if (m == 0)
+                g0 = s[0];
+            if (m < k->s)
+                num += s[m - m0] * s[m - m0];
+        }
     }
     double fl = 1e-12 * k->ss_d[v];
     rss = rss > fl ? rss : fl;
@@ -483,7 +424,7 @@ static void stat_double_all(const struct glm_ctx *g, const struct glm_con *k, co
         int64_t nv = V - v0 < GLM_TILE ? V - v0 : GLM_TILE;
         for (int64_t m = 0; m < k->r; m++)
             for (int64_t j = 0; j < n; j++)
-                axpy_f2d(acc + m * V + v0, rows[m * n + j], k->E + j * V + v0, nv);
+                g->K->row_axpy(acc + m * V + v0, rows[m * n + j], k->E + j * V + v0, nv);
     }
     for (int64_t v = 0; v < V; v++) {
         double rss = k->ss_d[v], num = 0;
@@ -862,11 +803,11 @@ static int prepare_contrast(struct glm_ctx *g, struct glm_con *k, float *stat, c
         for (int64_t i = 0; i < n; i++) {
             const float *y = g->Y + i * V + v0;
             for (int64_t m = 0; m < nz; m++)
-                axpy_f2d(B + m * V + v0, qz[m * n + i], y, nv);
-            sumsq_f2d(yy + v0, y, nv);
+                g->K->row_axpy(B + m * V + v0, qz[m * n + i], y, nv);
+            g->K->row_accumulate(yy + v0, y, nv, true);
         }
         for (int64_t i = 0; i < n; i++)
-            residual_row(g->Y + i * V + v0, B + v0, qz + i, n, nz, V, nv, k->E + i * V + v0, k->ss_d + v0);
+            g->K->row_residual(g->Y + i * V + v0, B + v0, qz + i, n, nz, V, nv, k->E + i * V + v0, k->ss_d + v0);
     }
     /* rows: u, then the nuisance directions a draw can move */
     int64_t moved = movable_nuisance(&g->blocks, qz, n, nz);
@@ -953,151 +894,14 @@ struct glm_chunk {
     atomic_int failed, interrupted;
 };
 
-/* One permutation's block of voxels: its GEMM values G (r rows, leading
- * dimension ld), the per-voxel constants offset to the block's first voxel. */
-struct glm_epi {
-    const float *G, *ss, *fl, *cap, *lo, *hi;
-    int64_t r, s, ld, nv;
-    float sg;          /* the tail's sign, +1 or -1 (two tails: +1, and q = g0²/RSS) */
-    bool two, is_f;
-};
-
-typedef float glm_v8f __attribute__((vector_size(32)));
-typedef int32_t glm_v8i __attribute__((vector_size(32)));
-/* mask ? a : b for vectors (a mask is all ones or zeros per lane) */
-#define GLM_VSEL(mask, a, b) ((glm_v8f)(((glm_v8i)(a) & (mask)) | ((glm_v8i)(b) & ~(mask))))
-
-/* One voxel's q, count and near flag (the scalar tails and the row-by-row
- * case): num the compared numerator, rss RSS* before its floor. */
-static inline __attribute__((always_inline)) float epi_one(const struct glm_epi *e, int64_t v, float num, float rss,
-                                                          float *q, uint32_t *count, int32_t *near, int *n_near,
-                                                          const bool counting)
+/* The epilogue's view of contrast k's voxels v0 .. v0 + nv: np permutations' values from G. */
+static struct nf_glm_epi epi_of(const struct glm_ctx *g, const struct glm_con *k, const float *G, int64_t ld, int64_t v0,
+                                int64_t nv, int64_t np)
 {
-    rss = rss > e->fl[v] ? rss : e->fl[v];
-    float x = num / rss;
-    x = x < e->cap[v] ? x : e->cap[v];
-    q[v] = x;
-    if (counting) {
-        count[v] += x >= e->hi[v];
-        if (x >= e->lo[v] && x < e->hi[v])
-            near[(*n_near)++] = (int32_t)v;
-    }
-    return x;
-}
-
-/* q of every voxel of the block into q, the block's maximum returned; with
- * counting, count[v] += (q >= hi) and the voxels whose q is inside their
- * window listed in near (*n_near of them: rare). t contrasts of R <= 4 rows: one pass of 8-wide vectors over the
- * voxels (R known, the rows unrolled); else (R 0) passes row by row. */
-static inline __attribute__((always_inline)) float epi_body(const struct glm_epi *e, float *q, uint32_t *count,
-                                                           int32_t *near, int *n_near, const int R, const bool counting)
-{
-    const float *G = e->G, *ss = e->ss, *fl = e->fl, *cap = e->cap, *lo = e->lo, *hi = e->hi;
-    const int64_t ld = e->ld, nv = e->nv;
-    float mx = -FLT_MAX;
-    int64_t v = 0;
-    if (counting)
-        *n_near = 0;
-    if (R > 0) {
-        const glm_v8f vsg = { e->sg, e->sg, e->sg, e->sg, e->sg, e->sg, e->sg, e->sg };
-        const glm_v8i absmask = { INT32_MAX, INT32_MAX, INT32_MAX, INT32_MAX, INT32_MAX, INT32_MAX, INT32_MAX,
-                                  INT32_MAX };
-        glm_v8f vmax = { -FLT_MAX, -FLT_MAX, -FLT_MAX, -FLT_MAX, -FLT_MAX, -FLT_MAX, -FLT_MAX, -FLT_MAX };
-        glm_v8i vnear = { 0 };
-        for (int64_t run_from = 0; v + 8 <= nv; v += 8) {
-            glm_v8f g0, gm, rss, vss, vfl, vcap, x;
-            memcpy(&g0, G + v, sizeof g0);
-            memcpy(&vss, ss + v, sizeof vss);
-            memcpy(&vfl, fl + v, sizeof vfl);
-            memcpy(&vcap, cap + v, sizeof vcap);
-            rss = vss - g0 * g0;
-            for (int m = 1; m < R; m++) {
-                memcpy(&gm, G + m * ld + v, sizeof gm);
-                rss -= gm * gm;
-            }
-            rss = GLM_VSEL(rss > vfl, rss, vfl);
-            glm_v8f ag = (glm_v8f)((glm_v8i)g0 & absmask);
-            x = (e->two ? g0 * g0 : vsg * g0 * ag) / rss;
-            x = GLM_VSEL(x < vcap, x, vcap);
-            memcpy(q + v, &x, sizeof x);
-            vmax = GLM_VSEL(x > vmax, x, vmax);
-            if (counting) {
-                glm_v8f vlo, vhi;
-                glm_v8i cnt;
-                memcpy(&vlo, lo + v, sizeof vlo);
-                memcpy(&vhi, hi + v, sizeof vhi);
-                memcpy(&cnt, count + v, sizeof cnt);
-                cnt -= (glm_v8i)(x >= vhi);
-                memcpy(count + v, &cnt, sizeof cnt);
-                vnear |= (glm_v8i)(x >= vlo) & (glm_v8i)(x < vhi);
-                /* every 64 voxels (and at the end): the rare values inside their window, listed */
-                if ((v + 8) % 64 == 0 || v + 16 > nv) {
-                    int any = 0;
-                    for (int j = 0; j < 8; j++)
-                        any |= vnear[j];
-                    for (int64_t u = run_from; any && u < v + 8; u++)
-                        if (q[u] >= lo[u] && q[u] < hi[u])
-                            near[(*n_near)++] = (int32_t)u;
-                    vnear = (glm_v8i){ 0 };
-                    run_from = v + 8;
-                }
-            }
-        }
-        for (int j = 0; j < 8; j++)
-            mx = vmax[j] > mx ? vmax[j] : mx;
-        for (; v < nv; v++) {
-            float g0 = G[v], rss = ss[v] - g0 * g0;
-            for (int m = 1; m < R; m++)
-                rss -= G[m * ld + v] * G[m * ld + v];
-            float x = epi_one(e, v, e->two ? g0 * g0 : e->sg * g0 * fabsf(g0), rss, q, count, near, n_near, counting);
-            mx = x > mx ? x : mx;
-        }
-    } else {
-        /* q holds the contrast's sum of squares first */
-        for (v = 0; v < nv; v++)
-            q[v] = G[v] * G[v];
-        for (int64_t m = 1; m < e->s; m++)
-            for (v = 0; v < nv; v++)
-                q[v] += G[m * ld + v] * G[m * ld + v];
-        for (v = 0; v < nv; v++) {
-            float num = e->is_f ? q[v] : (e->two ? G[v] * G[v] : e->sg * G[v] * fabsf(G[v]));
-            float rss = ss[v] - (e->is_f ? q[v] : G[v] * G[v]);
-            for (int64_t m = e->is_f ? e->s : 1; m < e->r; m++)
-                rss -= G[m * ld + v] * G[m * ld + v];
-            float x = epi_one(e, v, num, rss, q, count, near, n_near, counting);
-            mx = x > mx ? x : mx;
-        }
-    }
-    return mx;
-}
-
-__attribute__((target_clones("avx512f", "avx2", "default")))
-static float glm_epilogue(const struct glm_epi *e, float *q, uint32_t *count, int32_t *near, int *n_near)
-{
-    bool counting = count != NULL;
-    int R = e->is_f || e->r > 4 ? 0 : (int)e->r;
-    switch (R * 2 + counting) {
-    case 2: return epi_body(e, q, count, near, n_near, 1, false);
-    case 3: return epi_body(e, q, count, near, n_near, 1, true);
-    case 4: return epi_body(e, q, count, near, n_near, 2, false);
-    case 5: return epi_body(e, q, count, near, n_near, 2, true);
-    case 6: return epi_body(e, q, count, near, n_near, 3, false);
-    case 7: return epi_body(e, q, count, near, n_near, 3, true);
-    case 8: return epi_body(e, q, count, near, n_near, 4, false);
-    case 9: return epi_body(e, q, count, near, n_near, 4, true);
-    case 1: return epi_body(e, q, count, near, n_near, 0, true);
-    default: return epi_body(e, q, count, near, n_near, 0, false);
-    }
-}
-
-/* The epilogue's view of contrast k's voxels v0 .. v0 + nv, values G. */
-static struct glm_epi epi_of(const struct glm_ctx *g, const struct glm_con *k, const float *G, int64_t ld, int64_t v0,
-                             int64_t nv)
-{
-    return (struct glm_epi){ .G = G, .ss = k->ss + v0, .fl = k->floor_ + v0, .cap = k->cap + v0, .lo = k->lo + v0,
-                             .hi = k->hi + v0, .r = k->r, .s = k->s, .ld = ld, .nv = nv,
-                             .sg = g->tail == PERM_TAIL_LOWER ? -1.0f : 1.0f, .two = g->tail == PERM_TAIL_TWO,
-                             .is_f = k->is_f };
+    return (struct nf_glm_epi){ .G = G, .ss = k->ss + v0, .fl = k->floor_ + v0, .cap = k->cap + v0, .lo = k->lo + v0,
+                                .hi = k->hi + v0, .np = np, .pld = k->r * ld, .r = k->r, .s = k->s, .ld = ld,
+                                .nv = nv, .sg = g->tail == PERM_TAIL_LOWER ? -1.0f : 1.0f,
+                                .two = g->tail == PERM_TAIL_TWO, .is_f = k->is_f };
 }
 
 static void *glm_team(void *arg)
@@ -1107,8 +911,8 @@ static void *glm_team(void *arg)
     const struct glm_con *k = w->k;
     const int64_t n = g->n, V = g->V, r = k->r;
     float *G = nf_malloc((size_t)(GLM_SUB * r * GLM_TILE) * sizeof *G);
-    float *q = nf_malloc(GLM_TILE * sizeof *q);
-    int32_t *near = nf_malloc(GLM_TILE * sizeof *near);
+    float *q = nf_malloc(GLM_EPI * GLM_TILE * sizeof *q);
+    int32_t *near = nf_malloc(GLM_EPI * GLM_TILE * sizeof *near);
     if (!G || !q || !near) {
         atomic_store(&w->failed, 1);
         goto done;
@@ -1121,18 +925,18 @@ static void *glm_team(void *arg)
         }
         int64_t v0 = t * GLM_TILE, nv = V - v0 < GLM_TILE ? V - v0 : GLM_TILE;
         uint32_t *count = w->count + v0;
-        struct glm_epi e = epi_of(g, k, G, nv, v0, nv);
         for (int64_t i0 = 0; i0 < w->len; i0 += GLM_SUB) {
             int64_t np = w->len - i0 < GLM_SUB ? w->len - i0 : GLM_SUB;
             g->K->sgemm(false, false, np * r, nv, n, 1.0f, w->R + i0 * r * n, n, k->E + v0, V, 0.0f, G, nv);
-            for (int64_t i = 0; i < np; i++) {
+            for (int64_t i = 0; i < np; i += GLM_EPI) {
                 int n_near = 0;
-                e.G = G + i * r * nv;
-                float mx = glm_epilogue(&e, q, count, near, &n_near);
+                struct nf_glm_epi e = epi_of(g, k, G + i * r * nv, nv, v0, nv, np - i < GLM_EPI ? np - i : GLM_EPI);
+                g->K->glm_epilogue(&e, q, w->tile_max + t * w->len + i0 + i, count, near, &n_near);
                 /* within round-off of the observed value: decided in double */
-                for (int j = 0; j < n_near; j++)
-                    count[near[j]] += q_double(g, k, w->R + (i0 + i) * r * n, v0 + near[j]) >= k->q_obs_d[v0 + near[j]];
-                w->tile_max[t * w->len + i0 + i] = mx;
+                for (int j = 0; j < n_near; j++) {
+                    int64_t p = i0 + i + near[j] / nv, v = v0 + near[j] % nv;
+                    count[v - v0] += q_double(g, k, w->R + p * r * n, v) >= k->q_obs_d[v];
+                }
             }
         }
     }
@@ -1191,8 +995,9 @@ static int near_maxima(const struct glm_ctx *g, const struct glm_con *k, const f
                 continue;
             int64_t v0 = t * GLM_TILE, nv = V - v0 < GLM_TILE ? V - v0 : GLM_TILE;
             g->K->sgemm(false, false, r, nv, n, 1.0f, R + i * r * n, n, k->E + v0, V, 0.0f, G, nv);
-            struct glm_epi e = epi_of(g, k, G, nv, v0, nv);
-            glm_epilogue(&e, q, NULL, NULL, NULL);
+            struct nf_glm_epi e = epi_of(g, k, G, nv, v0, nv, 1);
+            float top;
+            g->K->glm_epilogue(&e, q, &top, NULL, NULL, NULL);
             for (int64_t v = 0; v < nv; v++)
                 if (q[v] >= below) {
                     double y = q_double(g, k, R + i * r * n, v0 + v);

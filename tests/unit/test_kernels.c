@@ -882,6 +882,34 @@ static void test_row_passes_match_reference(void **state)
             tables[t]->row_gemv_double(row, D, n, V, got2);
             assert_same_doubles(got2, want2, W, "row_gemv_double", V);
         }
+        /* the glm test's row_axpy and row_residual (nz = 3 rows of B, q every 2nd of qv) */
+        const double qv[6] = { 0.5, -9.0, -1.25, 9.0, 0.375, -9.0 };
+        double *B = test_malloc((size_t)(3 * W) * sizeof *B);
+        for (int64_t i = 0; i < 3 * W; i++)
+            B[i] = 2.0 * rng_uniform() - 1.0;
+        memcpy(want, base, (size_t)W * sizeof *want);
+        nf_row_axpy_ref(want, -0.3, x, V);
+        for (int64_t v = 0; v < V; v++)
+            assert_true(want[v] == base[v] + -0.3 * (double)x[v]);
+        memcpy(want2, base, (size_t)W * sizeof *want2);
+        zw[V] = PAD_SENTINEL;
+        nf_row_residual_ref(x, B, qv, 2, 3, W, V, zw, want2);
+        for (int64_t v = 0; v < V; v++) {
+            double e = (double)x[v] - 0.5 * B[v] - -1.25 * B[W + v] - 0.375 * B[2 * W + v];
+            assert_true(zw[v] == (float)e);
+            assert_true(want2[v] == base[v] + (double)(float)e * (double)(float)e);
+        }
+        for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++) {
+            memcpy(got, base, (size_t)W * sizeof *got);
+            tables[t]->row_axpy(got, -0.3, x, V);
+            assert_same_doubles(got, want, W, "row_axpy", V);
+            memcpy(got2, base, (size_t)W * sizeof *got2);
+            zg[V] = PAD_SENTINEL;
+            tables[t]->row_residual(x, B, qv, 2, 3, W, V, zg, got2);
+            assert_same_doubles(got2, want2, W, "row_residual ss", V);
+            assert_memory_equal(zg, zw, (size_t)W * sizeof *zg);
+        }
+        test_free(B);
         test_free(x);
         test_free(D);
         test_free(row);
@@ -897,6 +925,156 @@ static void test_row_passes_match_reference(void **state)
         test_free(zw);
         test_free(zg);
     }
+}
+
+/* ---- the glm test's epilogue ------------------------------------------------ */
+
+static int cmp_int32(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Every table's glm_epilogue against the plain loop, bit for bit (q, the
+ * maxima, counts, the near list as a set), for t contrasts of 1..5 rows in
+ * each tail and F contrasts of 1..2 rows, 1..9 permutations (around the
+ * vector version's groups of 2), block lengths around the 8-wide vectors
+ * and the 64-voxel near scan, counting or not, with flat voxels (cap
+ * -FLT_MAX), RSS floors that bind, and windows placed on some values; the
+ * plain loop against q computed here in double (within float round-off),
+ * and nothing written past the values. */
+static void test_glm_epilogue_matches_reference(void **state)
+{
+    (void)state;
+    const int64_t lengths[] = { 1, 7, 8, 9, 63, 64, 65, 130, 256 };
+    const struct nf_kernels *tables[] = { &nf_kernels_ref, &nf_kernels_blas, nf_kernels_cpu() };
+    const struct { int64_t r, s; bool is_f; } shapes[] = {
+        { 1, 1, false }, { 2, 1, false }, { 3, 1, false }, { 4, 1, false }, { 5, 1, false },
+        { 1, 1, true }, { 3, 2, true }, { 2, 2, true },
+    };
+    rng_seed(2718);
+    int64_t near_seen = 0, counted_seen = 0;
+    for (size_t li = 0; li < sizeof lengths / sizeof lengths[0]; li++)
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+            for (int tail = 0; tail < 3; tail++) {
+                const int64_t nv = lengths[li], ld = nv + 3, r = shapes[si].r, np = 1 + (int64_t)(li + si + tail) % 9;
+                const int64_t pld = r * ld + 5, W = np * nv + 1;
+                if (shapes[si].is_f && tail)
+                    continue;
+                float *G = random_matrix(np, pld, pld), *ss = test_malloc((size_t)(nv + 1) * sizeof *ss);
+                float *fl = test_malloc((size_t)(nv + 1) * sizeof *fl), *cap = test_malloc((size_t)(nv + 1) * sizeof *cap);
+                float *lo = test_malloc((size_t)(nv + 1) * sizeof *lo), *hi = test_malloc((size_t)(nv + 1) * sizeof *hi);
+                float *qw = test_malloc((size_t)W * sizeof *qw), *qg = test_malloc((size_t)W * sizeof *qg);
+                float *mw = test_malloc((size_t)(np + 1) * sizeof *mw), *mg = test_malloc((size_t)(np + 1) * sizeof *mg);
+                uint32_t *cw = test_malloc((size_t)(nv + 1) * sizeof *cw), *cg = test_malloc((size_t)(nv + 1) * sizeof *cg);
+                int32_t *nw = test_malloc((size_t)W * sizeof *nw), *ng = test_malloc((size_t)W * sizeof *ng);
+                for (int64_t v = 0; v < nv; v++) {
+                    double sum = 0;
+                    for (int64_t m = 0; m < r; m++)
+                        sum += (double)G[m * ld + v] * G[m * ld + v];
+                    ss[v] = (float)(sum * (v % 11 == 3 ? 0.5 : 1.5 + rng_uniform()));   /* some floors bind */
+                    fl[v] = (float)(0.01 * sum);
+                    cap[v] = v % 13 == 5 ? -FLT_MAX : FLT_MAX;
+                    lo[v] = hi[v] = FLT_MAX;
+                }
+                struct nf_glm_epi e = { .G = G, .ss = ss, .fl = fl, .cap = cap, .lo = lo, .hi = hi, .np = np,
+                                        .pld = pld, .r = r, .s = shapes[si].s, .ld = ld, .nv = nv,
+                                        .sg = tail == 2 ? -1.0f : 1.0f, .two = tail == 0, .is_f = shapes[si].is_f };
+                qw[np * nv] = qg[np * nv] = PAD_SENTINEL;
+                mw[np] = mg[np] = PAD_SENTINEL;
+                nf_glm_epilogue_ref(&e, qw, mw, NULL, NULL, NULL);
+                /* the plain loop against double */
+                for (int64_t i = 0; i < np; i++) {
+                    float mx = -FLT_MAX;
+                    for (int64_t v = 0; v < nv; v++) {
+                        const float *Gi = G + i * pld;
+                        double g0 = Gi[v], num = 0, rss = ss[v];
+                        for (int64_t m = 0; m < r; m++) {
+                            double gm = Gi[m * ld + v];
+                            if (m < e.s)
+                                num += gm * gm;
+                            rss -= gm * gm;
+                        }
+                        if (!e.is_f)
+                            num = e.two ? g0 * g0 : e.sg * g0 * fabs(g0);
+                        rss = rss > fl[v] ? rss : fl[v];
+                        double q = cap[v] == -FLT_MAX ? -FLT_MAX : num / rss;
+                        assert_close(qw[i * nv + v], q, 1e-4 * (fabs(q) + 1.0) * (num / rss > 1e3 ? 1e3 : 1.0));
+                        mx = qw[i * nv + v] > mx ? qw[i * nv + v] : mx;
+                    }
+                    assert_true(mw[i] == mx);
+                }
+                assert_true(mw[np] == PAD_SENTINEL);
+                /* windows: on some values of the first permutation, below others */
+                for (int64_t v = 0; v < nv; v++) {
+                    if (v % 3 == 0) {
+                        lo[v] = qw[v] - 1e-3f * fabsf(qw[v]) - 1e-6f;
+                        hi[v] = qw[v] + 1e-3f * fabsf(qw[v]) + 1e-6f;
+                    } else if (v % 3 == 1) {
+                        lo[v] = qw[v] - 2.0f;
+                        hi[v] = qw[v] - 1.0f;
+                    }
+                }
+                for (int64_t v = 0; v <= nv; v++)
+                    cw[v] = (uint32_t)v;
+                int n_w = -1;
+                nf_glm_epilogue_ref(&e, qw, mw, cw, nw, &n_w);
+                for (int64_t v = 0, j = 0; v < nv; v++) {
+                    uint32_t c = (uint32_t)v;
+                    for (int64_t i = 0; i < np; i++) {
+                        float x = qw[i * nv + v];
+                        c += x >= hi[v];
+                        counted_seen += x >= hi[v];
+                        bool in = x >= lo[v] && x < hi[v];
+                        near_seen += in;
+                        if (in) {
+                            bool listed = false;
+                            for (int jj = 0; jj < n_w; jj++)
+                                listed |= nw[jj] == (int32_t)(i * nv + v);
+                            assert_true(listed);
+                            j++;
+                        }
+                    }
+                    assert_true(cw[v] == c);
+                    if (v == nv - 1)
+                        assert_int_equal(j, n_w);
+                }
+                assert_true(cw[nv] == (uint32_t)nv);
+                qsort(nw, (size_t)n_w, sizeof *nw, cmp_int32);
+                for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++) {
+                    for (int64_t i = 0; i < np * nv; i++)
+                        qg[i] = NAN;
+                    tables[t]->glm_epilogue(&e, qg, mg, NULL, NULL, NULL);
+                    assert_memory_equal(qg, qw, (size_t)W * sizeof *qg);
+                    assert_memory_equal(mg, mw, (size_t)(np + 1) * sizeof *mg);
+                    for (int64_t v = 0; v <= nv; v++)
+                        cg[v] = (uint32_t)v;
+                    int n_g = -1;
+                    tables[t]->glm_epilogue(&e, qg, mg, cg, ng, &n_g);
+                    assert_memory_equal(qg, qw, (size_t)W * sizeof *qg);
+                    assert_memory_equal(mg, mw, (size_t)(np + 1) * sizeof *mg);
+                    assert_memory_equal(cg, cw, (size_t)(nv + 1) * sizeof *cg);
+                    assert_int_equal(n_g, n_w);
+                    qsort(ng, (size_t)n_g, sizeof *ng, cmp_int32);
+                    if (n_w)
+                        assert_memory_equal(ng, nw, (size_t)n_w * sizeof *ng);
+                }
+                test_free(G);
+                test_free(ss);
+                test_free(fl);
+                test_free(cap);
+                test_free(lo);
+                test_free(hi);
+                test_free(qw);
+                test_free(qg);
+                test_free(mw);
+                test_free(mg);
+                test_free(cw);
+                test_free(cg);
+                test_free(nw);
+                test_free(ng);
+            }
+    assert_true(near_seen > 0 && counted_seen > 0);
 }
 
 /* ---- tables, BLAS identity, CUDA probe ------------------------------------ */
@@ -923,6 +1101,9 @@ static void test_tables_are_complete(void **state)
         assert_non_null(all[t]->row_gemv_double);
         assert_non_null(all[t]->rows_gemm_f32);
         assert_non_null(all[t]->perm_signed_t_f32);
+        assert_non_null(all[t]->row_axpy);
+        assert_non_null(all[t]->row_residual);
+        assert_non_null(all[t]->glm_epilogue);
     }
 }
 
@@ -1175,6 +1356,7 @@ int main(void)
         cmocka_unit_test(test_perm_tile_choice),
         cmocka_unit_test(test_ridge_error_sums_matches_reference),
         cmocka_unit_test(test_row_passes_match_reference),
+        cmocka_unit_test(test_glm_epilogue_matches_reference),
         cmocka_unit_test(test_blas_identity),
         cmocka_unit_test(test_cuda_probe_answers),
     };

@@ -318,4 +318,7 @@ const struct nf_kernels nf_kernels_ref = {
     .row_gemv_double = nf_row_gemv_double_ref,
     .rows_gemm_f32 = nf_rows_gemm_f32_ref,
     .perm_signed_t_f32 = nf_perm_signed_t_f32_ref,
+    .row_axpy = nf_row_axpy_ref,
+    .row_residual = nf_row_residual_ref,
+    .glm_epilogue = nf_glm_epilogue_ref,
 };

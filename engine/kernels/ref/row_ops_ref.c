@@ -1,5 +1,6 @@
 /* row_ops_ref.c — passes over one row of a matrix in double (row_accumulate,
- * row_sq_dev, row_standardize, row_gemv_double in kernels.h) and the float
+ * row_sq_dev, row_standardize, row_gemv_double, and the glm node's row_axpy
+ * and row_residual in kernels.h) and the float
  * product of a few rows with the data (rows_gemm_f32) and its signed t
  * (perm_signed_t_f32), as plain loops:
  * the oracle of tests/unit/test_kernels.c for kernels/simd/row_ops.c, which
@@ -70,5 +71,23 @@ void nf_perm_signed_t_f32_ref(float *g, int64_t V, float a, float c, const float
         q = q < cap[v] ? q : cap[v];
         double t = sqrt(fabs((double)q) * k);
         g[v] = q == -FLT_MAX ? 0.0f : (float)(q < 0 ? -t : t);
+    }
+}
+
+void nf_row_axpy_ref(double *acc, double w, const float *x, int64_t V)
+{
+    for (int64_t v = 0; v < V; v++)
+        acc[v] += w * (double)x[v];
+}
+
+void nf_row_residual_ref(const float *y, const double *B, const double *q, int64_t dq, int64_t nz, int64_t ldb,
+                         int64_t V, float *e, double *ss)
+{
+    for (int64_t v = 0; v < V; v++) {
+        double s = y[v];
+        for (int64_t m = 0; m < nz; m++)
+            s -= q[m * dq] * B[m * ldb + v];
+        e[v] = (float)s;
+        ss[v] += (double)e[v] * (double)e[v];
     }
 }

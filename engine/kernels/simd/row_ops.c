@@ -1,6 +1,7 @@
 /* row_ops.c — passes over one row of a matrix in double (row_accumulate,
- * row_sq_dev, row_standardize, row_gemv_double in kernels.h), vectorised: the
- * permute node's per-voxel preparation, which at 230,000 voxels costs as much
+ * row_sq_dev, row_standardize, row_gemv_double, and the glm test's row_axpy
+ * and row_residual in kernels.h), vectorised: the permute node's per-voxel
+ * preparation, which at 230,000 voxels costs as much
  * as a chunk of permutations when scalar. Explicit 8-wide vectors (-O2 leaves
  * these loops scalar) with the same IEEE operations per element as the plain
  * loops of kernels/ref/row_ops_ref.c, which do the tails, so the same bits;
@@ -84,6 +85,45 @@ void nf_row_standardize_simd(float *z, double *restrict cross, const float *x, c
         memcpy(cross + v, &cr, sizeof cr);
     }
     nf_row_standardize_ref(z + v, cross + v, x + v, m + v, sd + v, keep + v, cov, V - v);
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default")))
+void nf_row_axpy_simd(double *restrict acc, double w, const float *restrict x, int64_t V)
+{
+    int64_t v = 0;
+    for (; v + 8 <= V; v += 8) {
+        nf_v8d a;
+        nf_v8f f;
+        memcpy(&a, acc + v, sizeof a);
+        memcpy(&f, x + v, sizeof f);
+        a += w * __builtin_convertvector(f, nf_v8d);
+        memcpy(acc + v, &a, sizeof a);
+    }
+    nf_row_axpy_ref(acc + v, w, x + v, V - v);
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default")))
+void nf_row_residual_simd(const float *restrict y, const double *restrict B, const double *restrict q, int64_t dq,
+                          int64_t nz, int64_t ldb, int64_t V, float *restrict e, double *restrict ss)
+{
+    int64_t v = 0;
+    for (; v + 8 <= V; v += 8) {
+        nf_v8d s, b, sv;
+        nf_v8f f;
+        memcpy(&f, y + v, sizeof f);
+        s = __builtin_convertvector(f, nf_v8d);
+        for (int64_t m = 0; m < nz; m++) {
+            memcpy(&b, B + m * ldb + v, sizeof b);
+            s -= q[m * dq] * b;
+        }
+        f = __builtin_convertvector(s, nf_v8f);
+        memcpy(e + v, &f, sizeof f);
+        nf_v8d ed = __builtin_convertvector(f, nf_v8d);
+        memcpy(&sv, ss + v, sizeof sv);
+        sv += ed * ed;
+        memcpy(ss + v, &sv, sizeof sv);
+    }
+    nf_row_residual_ref(y + v, B + v, q, dq, nz, ldb, V - v, e + v, ss + v);
 }
 
 /* Voxels in blocks whose sums stay in L1 while the n rows of D stream past. */
