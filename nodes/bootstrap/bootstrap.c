@@ -1,7 +1,9 @@
 /* bootstrap.c — the `bootstrap` node: bootstrapped ridge weights, as nltools'
  * BrainData.bootstrap('weights') (reference/nltools-core.md §3.8): resample
  * the rows (samples or subjects) with replacement, refit the ridge model on
- * each resample, and summarise every weight over the resamples.
+ * each resample, and summarise every weight over the resamples. With test
+ * samples (the X_test input) also their predictions, as stat='predict':
+ * each resample's X_test w_b, summarised the same way (the pred_* outputs).
  *
  * Draws are nltools' own: seeds = RandomState(seed).randint(2**31 - 1,
  * n_boot), resample b = RandomState(seeds[b]).choice(n, n, replace=True), so
@@ -29,6 +31,15 @@
  * GEMM gives Uᵀ S_b Y instead, scaled per voxel and multiplied by Vtᵀ per
  * resample. The intercept (fit_intercept) needs no extra pass: centring Y on
  * a resample's mean is a rank-one change of H_b, folded into it.
+ *
+ * Predictions come from the same resamples' weights of a block once all
+ * are made (so chunks of resamples change nothing): X_test times 16
+ * resamples' weights laid side by side per GEMM, (m x p) (p x 16 nb), in
+ * tiles of test samples sized from the shapes. nltools' ridge_svd fits no
+ * intercept, so its predictions are X_test w_b, as here by default; with
+ * fit_intercept each adds its resample's intercept ȳ_b - x̄_bᵀ w_b (as a
+ * fitted sklearn Ridge predicts), ȳ_b from a GEMM of the row counts and Y.
+ * They are computed only when a pred_* output is consumed (on demand).
  *
  * Blocks run over threads with single-threaded BLAS (as the ridge node);
  * each block's outputs are one checkpoint chunk, so a killed run resumes
@@ -1199,7 +1210,13 @@ const struct nf_node_type nf_node_bootstrap = {
         "that is less), else they come in chunks of resamples (a quarter of the room, or `chunk`), "
         "each factored again for every group of voxel blocks (as many as fit in the rest of the room): "
         "the price of the bound is a factorisation per group. The results are the same bits for any "
-        "chunk size and thread count.",
+        "chunk size and thread count. With `X_test` connected (test samples x X's features) the "
+        "pred_* outputs give the same summaries of every resample's predictions of the test samples "
+        "(nltools' stat='predict'): X_test w_b, GEMMs of 16 resamples' weights; nltools' ridge_svd "
+        "has no intercept, so neither do the predictions unless `fit_intercept`, when each resample "
+        "adds its own intercept (mean of its Y minus its X means times w_b, as sklearn's Ridge "
+        "predicts). They are computed only when a pred_* output is used, from the same weights, so "
+        "the weights' outputs are the same bits with or without them.",
     .version = 2,
     .params = bootstrap_params_table,
     .params_size = sizeof(struct bootstrap_params),
