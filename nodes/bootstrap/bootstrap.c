@@ -794,9 +794,14 @@ static void block_predict(const struct boot_ctx *c, struct block_scratch *s, con
             for (int64_t g = 0; g < ng; g++)
                 for (int64_t i = 0; i < mt; i++) {
                     float *dst = s->P + ((g0 + g) * mt + i) * nb;
-                    const float *src = s->Pt + i * ld + g * nb, *icpt = I ? I + (g0 + g) * nb : NULL;
+                    const float *src = s->Pt + i * ld + g * nb;
+                    if (!I) {   /* two loops, each vectorised */
+                        memcpy(dst, src, (size_t)nb * sizeof *dst);
+                        continue;
+                    }
+                    const float *icpt = I + (g0 + g) * nb;
                     for (int64_t v = 0; v < nb; v++)
-                        dst[v] = icpt ? src[v] + icpt[v] : src[v];
+                        dst[v] = src[v] + icpt[v];
                 }
         }
         block_reduce(c, s, s->P, mt, t0, out + BOOT_OUT_PRED_MEAN, b0, nb);
