@@ -198,6 +198,8 @@ static int bootstrap_resolve(struct nf_resolve *r)
         r->out[o].cols_upper_bound = y->cols_upper_bound;
         r->out[o].has_geom = y->has_geom;
     }
+    for (int o = n_out; o < BOOT_N_OUT; o++)
+        r->out[o] = (struct nf_shape){ .kind = NF_KIND_NONE };
     return 0;
 }
 

