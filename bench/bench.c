@@ -797,6 +797,15 @@ static void run_condition(struct bench_run *run, const struct nf_bench_domain *d
         add_ratio(sb, "speedup", peer / t);
         if (isfinite(peer))
             fprintf(stderr, "nlflow bench:   peer %.4g s: speedup %.2fx\n", peer, peer / t);
+        /* the same peer time against the node alone and against a whole `nlflow run` */
+        double node = nf_ypath_num(res.tree, "node_median_s"), whole = nf_ypath_num(res.tree, "process_median_s");
+        if (isfinite(node))
+            add_ratio(sb, "node_speedup", peer / node);
+        if (isfinite(whole))
+            add_ratio(sb, "process_speedup", peer / whole);
+        if (isfinite(peer) && (isfinite(node) || isfinite(whole)))
+            fprintf(stderr, "nlflow bench:   node %.4g s: %.2fx; whole process %.4g s: %.2fx\n", node, peer / node,
+                    whole, peer / whole);
     }
     nf_strbuf_addf(sb, "}");
     child_result_release(&res);
@@ -1131,23 +1140,28 @@ int nf_bench_write_pipeline(const struct nf_bench_ctx *ctx, const char *name, ch
     return rc;
 }
 
+/* Runs kept for a node's own times: the warm-up and up to this many timed;
+ * whole-process runs after the timed ones: as many as the timed runs, at most
+ * PROCESS_RUNS (a short condition's timed runs can number hundreds). */
+enum { NODE_RUNS = MAX_REPS + 1, PROCESS_RUNS = 10 };
+
 struct pipeline_state {
     char *pipeline;
     int threads;
+    const char *node;           /* the node whose own time is kept; NULL: none */
+    double node_s[NODE_RUNS];   /* its time per run, warm-up first */
+    int n_runs;
 };
 
-int nf_bench_pipeline_setup(const struct nf_bench_ctx *ctx, const char *name, void **state, struct nf_error *err,
-                            const char *nodes_fmt, ...)
+static int pipeline_setup_v(const struct nf_bench_ctx *ctx, const char *name, const char *node, void **state,
+                            struct nf_error *err, const char *nodes_fmt, va_list ap)
 {
     struct pipeline_state *st = calloc(1, sizeof *st);
-    va_list ap;
-    int rc;
     if (!st)
         return NF_FAIL(err, NF_ENOMEM, "out of memory");
     st->threads = ctx->threads;
-    va_start(ap, nodes_fmt);
-    rc = write_pipeline_v(ctx, name, &st->pipeline, err, nodes_fmt, ap);
-    va_end(ap);
+    st->node = node;
+    int rc = write_pipeline_v(ctx, name, &st->pipeline, err, nodes_fmt, ap);
     if (rc < 0) {
         nf_bench_pipeline_teardown(st);
         return rc;
@@ -1156,10 +1170,101 @@ int nf_bench_pipeline_setup(const struct nf_bench_ctx *ctx, const char *name, vo
     return 0;
 }
 
+int nf_bench_pipeline_setup(const struct nf_bench_ctx *ctx, const char *name, void **state, struct nf_error *err,
+                            const char *nodes_fmt, ...)
+{
+    va_list ap;
+    va_start(ap, nodes_fmt);
+    int rc = pipeline_setup_v(ctx, name, NULL, state, err, nodes_fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+int nf_bench_pipeline_setup_node(const struct nf_bench_ctx *ctx, const char *name, const char *node, void **state,
+                                 struct nf_error *err, const char *nodes_fmt, ...)
+{
+    va_list ap;
+    va_start(ap, nodes_fmt);
+    int rc = pipeline_setup_v(ctx, name, node, state, err, nodes_fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
 int nf_bench_pipeline_run_once(void *state, struct nf_error *err)
 {
     struct pipeline_state *st = state;
-    return nf_bench_run_pipeline(st->pipeline, st->threads, false, err);
+    double node_s = NAN;
+    int rc = nf_bench_run_pipeline_node(st->pipeline, st->threads, false, st->node, &node_s, err);
+    if (rc == 0 && st->node && st->n_runs < NODE_RUNS)
+        st->node_s[st->n_runs++] = node_s;
+    return rc;
+}
+
+/* One fresh `nlflow run --quiet --no-cache PIPELINE` of this executable, from
+ * the exec to the exit: *wall_s, and *cpu_s its user + system time. Its stdout
+ * and stderr go to /dev/null: this process's stdout is its JSON line. */
+static int time_process_run(const char *pipeline, double *wall_s, double *cpu_s, struct nf_error *err)
+{
+    char *argv[] = { "nlflow", "run", "--quiet", "--no-cache", (char *)pipeline, NULL };
+    posix_spawn_file_actions_t fa;
+    struct rusage ru;
+    pid_t pid;
+    int ws = 0;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+    double t0 = nf_now();
+    int rc = posix_spawn(&pid, "/proc/self/exe", &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0)
+        return NF_FAIL(err, NF_EIO, "cannot start `nlflow run %s`: %s", pipeline, strerror(rc));
+    while (wait4(pid, &ws, 0, &ru) < 0)
+        if (errno != EINTR)
+            return NF_FAIL(err, NF_EIO, "cannot wait for `nlflow run %s`: %s", pipeline, strerror(errno));
+    *wall_s = nf_now() - t0;
+    *cpu_s = (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_sec +
+             1e-6 * (double)ru.ru_stime.tv_usec;
+    if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0)
+        return NF_FAIL(err, NF_EIO, "`nlflow run --no-cache %s` failed (status %d)", pipeline,
+                       WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws));
+    return 0;
+}
+
+/* ", \"KEY\": [t...]" in run order, then ", \"MEDIAN_KEY\": median". */
+static void add_times(struct nf_strbuf *json, const char *key, const char *median_key, const double *t, int n)
+{
+    double sorted[NODE_RUNS];
+    nf_strbuf_addf(json, ", \"%s\": [", key);
+    for (int r = 0; r < n; r++) {
+        nf_strbuf_addf(json, r ? ", " : "");
+        add_num(json, t[r]);
+    }
+    memcpy(sorted, t, (size_t)n * sizeof *t);
+    nf_strbuf_addf(json, "], \"%s\": ", median_key);
+    add_num(json, median(sorted, n));
+}
+
+void nf_bench_pipeline_describe(const struct nf_bench_ctx *ctx, void *state, struct nf_strbuf *json)
+{
+    (void)ctx;
+    struct pipeline_state *st = state;
+    int timed = st->n_runs - 1;   /* the warm-up is not a timed run */
+    if (st->node && timed >= 1)
+        add_times(json, "node_times_s", "node_median_s", st->node_s + 1, timed);
+    /* as many as the timed runs (the node's, or one when no node is kept) */
+    int runs = timed < 1 ? 1 : timed > PROCESS_RUNS ? PROCESS_RUNS : timed;
+    double wall[PROCESS_RUNS], cpu[PROCESS_RUNS];
+    struct nf_error err = { 0 };
+    for (int r = 0; r < runs; r++)
+        if (time_process_run(st->pipeline, &wall[r], &cpu[r], &err) < 0) {
+            char msg[1400];
+            nf_error_format(&err, msg, sizeof msg);
+            nf_strbuf_addf(json, ", \"process_error\": ");
+            nf_strbuf_add_json_str(json, msg);
+            return;
+        }
+    add_times(json, "process_times_s", "process_median_s", wall, runs);
+    add_times(json, "process_cpu_s", "process_cpu_median_s", cpu, runs);
 }
 
 void nf_bench_pipeline_teardown(void *state)

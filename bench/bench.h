@@ -84,6 +84,9 @@ struct nf_bench_domain {
     /* Domain-specific lines under the domain's table in docs/performance.md
      * (targets met or not), from this domain's part of a result file; NULL: none. */
     void (*report_notes)(const struct nf_ynode *domain_result, struct nf_strbuf *md);
+    /* Its conditions keep a node's own time and time whole `nlflow run`
+     * processes (nf_bench_pipeline_describe): its table has their columns. */
+    bool node_and_process;
 };
 
 /* The registry (bench/registry.c), terminated by a row with name NULL. */
@@ -134,6 +137,18 @@ int nf_bench_pipeline_setup(const struct nf_bench_ctx *ctx, const char *name, vo
                             const char *nodes_fmt, ...) __attribute__((format(printf, 5, 6)));
 int nf_bench_pipeline_run_once(void *state, struct nf_error *err);
 void nf_bench_pipeline_teardown(void *state);
+/* The same, keeping node `node`'s own time (the executor's clock) per run:
+ * for conditions whose peer computes what that one node does. */
+int nf_bench_pipeline_setup_node(const struct nf_bench_ctx *ctx, const char *name, const char *node, void **state,
+                                 struct nf_error *err, const char *nodes_fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+/* For a describe() of such a condition, after its timed runs: the node's
+ * times, "node_times_s" and "node_median_s" (with a node), then as many
+ * whole-process runs as timed runs (at most 10): fresh `nlflow run --quiet
+ * --no-cache` processes of the same pipeline file, exec to exit, reading the
+ * inputs and writing the outputs, "process_times_s", "process_median_s" (wall)
+ * and "process_cpu_s", "process_cpu_median_s" (user + system of the process). */
+void nf_bench_pipeline_describe(const struct nf_bench_ctx *ctx, void *state, struct nf_strbuf *json);
 
 /* ---- input data shared by domains (bench/bench_data.c) ---- */
 
@@ -172,6 +187,9 @@ void nf_bench_add_peer_speedup(struct nf_strbuf *md, const struct nf_ynode *cond
 /* "Peer: `bench/peers/SCRIPT` (what it reported itself as)." when a condition
  * ran that peer: the table names only a domain's first peer. */
 void nf_bench_name_peer(struct nf_strbuf *md, const struct nf_ynode *domain_result, const char *script);
+/* For a domain's notes: "node 1.2 s (speedup 3.40 x), whole process 2.3 s,
+ * 2.9 s CPU (speedup 1.80 x)", "—" for what an older result file lacks. */
+void nf_bench_add_node_and_process(struct nf_strbuf *md, const struct nf_ynode *condition_result);
 /* Append seconds as "1.23 s" / "45.6 ms" and bytes as "12.3 MiB" ("—" for NAN). */
 void nf_bench_add_seconds(struct nf_strbuf *sb, double s);
 void nf_bench_add_bytes(struct nf_strbuf *sb, double bytes);

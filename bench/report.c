@@ -12,6 +12,7 @@
  */
 #include <glob.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,6 +44,44 @@ void nf_bench_add_peer_speedup(struct nf_strbuf *md, const struct nf_ynode *c)
     else
         nf_strbuf_addf(md, "%s %s (%s)", script ? script : "peer", peer_status ? peer_status : "not run",
                        reason ? reason : "—");
+}
+
+/* The peer's median over one of the condition's times (key: "node" or
+ * "process"): the result file's KEY_speedup, else (files from before it was
+ * written) computed from the two medians; NAN when either is missing. */
+static double speedup_of(const struct nf_ynode *c, const char *key)
+{
+    char name[64];
+    snprintf(name, sizeof name, "%s_speedup", key);
+    double x = nf_ypath_num(c, name);
+    if (isfinite(x))
+        return x;
+    snprintf(name, sizeof name, "measure.%s_median_s", key);
+    return nf_ypath_num(c, "peer.result.median_s") / nf_ypath_num(c, name);
+}
+
+/* "1.23 x" or "—". */
+static void add_ratio_x(struct nf_strbuf *md, double x)
+{
+    if (isfinite(x))
+        nf_strbuf_addf(md, "%.2f x", x);
+    else
+        nf_strbuf_addf(md, "—");
+}
+
+void nf_bench_add_node_and_process(struct nf_strbuf *md, const struct nf_ynode *c)
+{
+    nf_strbuf_addf(md, "node ");
+    nf_bench_add_seconds(md, nf_ypath_num(c, "measure.node_median_s"));
+    nf_strbuf_addf(md, " (speedup ");
+    add_ratio_x(md, speedup_of(c, "node"));
+    nf_strbuf_addf(md, "), whole process ");
+    nf_bench_add_seconds(md, nf_ypath_num(c, "measure.process_median_s"));
+    nf_strbuf_addf(md, ", ");
+    nf_bench_add_seconds(md, nf_ypath_num(c, "measure.process_cpu_median_s"));
+    nf_strbuf_addf(md, " CPU (speedup ");
+    add_ratio_x(md, speedup_of(c, "process"));
+    nf_strbuf_addf(md, ")");
 }
 
 void nf_bench_name_peer(struct nf_strbuf *md, const struct nf_ynode *domain_result, const char *script)
@@ -147,14 +186,30 @@ static void add_machine(struct nf_strbuf *md, const struct nf_ynode *r)
     nf_strbuf_addf(md, " (other work on a shared machine slows every figure) |\n");
 }
 
-static void add_condition_row(struct nf_strbuf *md, const struct nf_ynode *c)
+/* The node and whole-process columns: "node, whole process (CPU) | speedup
+ * node / whole", "—" where the result file lacks them. */
+static void add_node_and_process_cells(struct nf_strbuf *md, const struct nf_ynode *c)
+{
+    nf_bench_add_seconds(md, nf_ypath_num(c, "measure.node_median_s"));
+    nf_strbuf_addf(md, ", ");
+    nf_bench_add_seconds(md, nf_ypath_num(c, "measure.process_median_s"));
+    nf_strbuf_addf(md, " (");
+    nf_bench_add_seconds(md, nf_ypath_num(c, "measure.process_cpu_median_s"));
+    nf_strbuf_addf(md, " CPU) | ");
+    add_fixed(md, "**%.2f×**", speedup_of(c, "node"));
+    nf_strbuf_addf(md, " / ");
+    add_fixed(md, "**%.2f×**", speedup_of(c, "process"));
+    nf_strbuf_addf(md, " |");
+}
+
+static void add_condition_row(struct nf_strbuf *md, const struct nf_ynode *c, bool node_and_process)
 {
     const char *status = nf_ypath_str(c, "status");
     nf_strbuf_addf(md, "| %s | ", js(c, "name"));
     if (!status || strcmp(status, "ok") != 0) {
         const char *why = nf_ypath_str(c, "error");
-        nf_strbuf_addf(md, "%s: %s | | | | | | | |\n", status ? status : "?",
-                       why ? why : js(c, "reason"));
+        nf_strbuf_addf(md, "%s: %s | | | | | | | |%s\n", status ? status : "?",
+                       why ? why : js(c, "reason"), node_and_process ? " | |" : "");
         return;
     }
     const struct nf_ynode *m = nf_ypath(c, "measure");
@@ -179,9 +234,9 @@ static void add_condition_row(struct nf_strbuf *md, const struct nf_ynode *c)
     nf_strbuf_addf(md, ") | ");
     const char *peer = nf_ypath_str(c, "peer.status");
     if (!peer) {
-        nf_strbuf_addf(md, "— | — |\n");
+        nf_strbuf_addf(md, "— | — |");
     } else if (strcmp(peer, "ok") != 0) {
-        nf_strbuf_addf(md, "%s: %s | — |\n", peer, js(c, "peer.reason"));
+        nf_strbuf_addf(md, "%s: %s | — |", peer, js(c, "peer.reason"));
     } else {
         const struct nf_ynode *p = nf_ypath(c, "peer.result");
         add_time_range(md, p);
@@ -189,8 +244,13 @@ static void add_condition_row(struct nf_strbuf *md, const struct nf_ynode *c)
         nf_bench_add_bytes(md, nf_ypath_num(p, "rss_peak_sampled") - nf_ypath_num(p, "rss_baseline"));
         nf_strbuf_addf(md, " | ");
         add_fixed(md, "**%.2f×**", nf_ypath_num(c, "speedup"));
-        nf_strbuf_addf(md, " |\n");
+        nf_strbuf_addf(md, " |");
     }
+    if (node_and_process) {
+        nf_strbuf_addf(md, " ");
+        add_node_and_process_cells(md, c);
+    }
+    nf_strbuf_addf(md, "\n");
 }
 
 static void add_domain(struct nf_strbuf *md, const struct nf_ynode *d)
@@ -200,12 +260,15 @@ static void add_domain(struct nf_strbuf *md, const struct nf_ynode *d)
     const char *label = nf_ypath_str(d, "size_label");
     nf_strbuf_addf(md, "\n### %s\n\n%s%s%s.\n\n", js(d, "name"),
                    js(d, "summary"), label ? "; size: " : "", label ? label : "");
+    const bool node_and_process = reg && reg->node_and_process;
     nf_strbuf_addf(md, "| condition | median (min–max) | GFLOP/s | GB/s | %% of SGEMM 2048³ | "
                        "%% of matched SGEMM (GFLOP/s, m×n×k) | peak RSS above baseline (raw) | "
-                       "peer median (min–max), peak RSS | speedup |\n"
-                       "|---|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+                       "peer median (min–max), peak RSS | speedup |%s\n"
+                       "|---|--:|--:|--:|--:|--:|--:|--:|--:|%s\n",
+                   node_and_process ? " node, whole process (CPU) | speedup node / whole process |" : "",
+                   node_and_process ? "--:|--:|" : "");
     for (size_t i = 0; conds && i < conds->n; i++)
-        add_condition_row(md, conds->items[i]);
+        add_condition_row(md, conds->items[i], node_and_process);
     for (size_t i = 0; conds && i < conds->n; i++) {
         const char *peer = nf_ypath_str(conds->items[i], "peer.result.peer");
         if (peer) {
@@ -278,6 +341,15 @@ static const char page_head[] =
     "  median / nlflow median. Peers run as their libraries do by default (the NumPy\n"
     "  steps of the collection peer are serial); nlflow uses every core unless told\n"
     "  otherwise (`--threads`). A peer that is not installed is listed as skipped.\n"
+    "- Node and whole process (the ridge and inference tables): the median column is the\n"
+    "  pipeline run inside the measuring process (every phase, loading the inputs, writing\n"
+    "  the outputs). *Node* is the executor's own clock for the one node that computes what\n"
+    "  the peer computes (the ridge or permute node; peers time that computation with\n"
+    "  their data already in memory). *Whole process* is a fresh `nlflow run --quiet\n"
+    "  --no-cache` of the same pipeline, from exec to exit (start-up, parsing and planning,\n"
+    "  reading the inputs, every node, writing the outputs), median wall time with its CPU\n"
+    "  time (user + system). Each has its speedup, peer median / that time; — where a\n"
+    "  result file predates them.\n"
     "\n"
     "![speedup over the peer against problem size](performance-speedup.svg)\n";
 

@@ -28,8 +28,20 @@ for key in '"nlflow_bench": 1' '"host": {' '"cpu": ' '"cores": ' '"memory_bytes"
            '"name": "ridge[vs_numpy,n=60,v=500,p=5]"' '"name": "ridge[vs_sklearn,n=60,v=500,p=5]"' \
            '"script": "ridge_numpy.py"' '"script": "ridge_sklearn.py"' '"y_bytes": ' \
            '"name": "searchlight[ridge_classifier,n=30,v=120,cv=3,r=8]"' '"script": "predict_sklearn.py"' \
-           '"mean_sphere": '; do
+           '"mean_sphere": ' \
+           '"name": "ridge[shared,vs_numpy,n=60,v=500,p=5]"' '"alpha_mode": "shared"' \
+           '"node_median_s": ' '"process_times_s": ' '"process_median_s": ' '"process_cpu_median_s": '; do
     grep -qF "$key" "$json" || fail "result file lacks $key"
+done
+# every ridge and inference row timed its node and whole `nlflow run` processes
+if grep -qF '"process_error"' "$json"; then
+    grep -oF '"process_error": [^,]*' "$json"
+    fail "a whole-process run failed"
+fi
+for name in 'ridge[vs_numpy,n=60,v=500,p=5]' 'banded[vs_himalaya,n=100,v=500,p=42,c=10]' \
+            'one_sample[mean,vs_numpy,n=30,v=300,N=200]' 'grid[tfce,vs_nilearn,n=12,v=4000,N=100]'; do
+    grep -A1 -F "\"name\": \"$name\"" "$json" | grep -qF '"process_median_s": ' \
+        || fail "$name has no whole-process time"
 done
 if grep -qF '"status": "failed"' "$json"; then
     grep -F '"status": "failed"' "$json"
@@ -64,12 +76,26 @@ grep -q '^### predict' "$md" || fail "performance.md has no predict table"
 grep -q 'Targets (issue 6)' "$md" || fail "performance.md lacks the predict targets note"
 grep -q '^### ridge' "$md" || fail "performance.md has no ridge table"
 grep -q 'Targets (issue 4)' "$md" || fail "performance.md lacks the ridge targets note"
+grep -qF '| node, whole process (CPU) | speedup node / whole process |' "$md" \
+    || fail "performance.md's ridge and inference tables lack the node and whole-process columns"
+grep -q '^- ridge\[vs_numpy,n=60,v=500,p=5\]: .*whole process [0-9.]* [mµ]*s' "$md" \
+    || fail "the ridge note lacks the whole-process time"
 grep -q '</svg>' "$work/docs/performance-speedup.svg" || fail "no SVG plot"
 # --report-only regenerates the same page from the result files alone
 rm "$md"
 "$NLFLOW" bench --report-only --out "$work/results/x.json" --docs "$work/docs" 2>/dev/null \
     || fail "--report-only failed"
 [ -s "$md" ] || fail "--report-only wrote no performance.md"
+# a result file from before the node and whole-process times: the columns show —
+mkdir -p "$work/old"
+sed -E 's/, "(node|process)_[a-z_]+": (\[[^]]*\]|[-0-9.e+]+|null)//g; s/, "(node|process)_speedup": [^,}]*//g' \
+    "$json" >"$work/old/old.json"
+grep -qF '"process_median_s"' "$work/old/old.json" && fail "could not strip the new fields for the old-file check"
+"$NLFLOW" bench --report-only --out "$work/old/old.json" --docs "$work/old" 2>/dev/null \
+    || fail "--report-only failed on a result file without node and whole-process times"
+grep -qF '| ridge[vs_numpy,n=60,v=500,p=5] |' "$work/old/performance.md" || fail "old file: no ridge row"
+grep -F '| ridge[vs_numpy,n=60,v=500,p=5] |' "$work/old/performance.md" | grep -qF '| —, — (— CPU) | — / — |' \
+    || fail "old file: the node and whole-process cells are not —"
 echo "ok   performance.md and plot"
 
 expect_usage() {   # $1 = what, rest = arguments; must exit 2 with a message

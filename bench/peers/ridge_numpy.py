@@ -12,7 +12,10 @@ node does with alpha_mode per_voxel (nltools' solve_ridge_cv), in float32:
   Then the mean over folds, argmax per voxel (first index on ties), and a refit
   with one SVD of all of X: W = V (d_alpha(v) * U^T Y).
 
-  --mode per_voxel   the only mode
+  --mode per_voxel   as above
+  --mode shared      one alpha for all voxels (the node's alpha_mode shared,
+                     nltools' legacy ridge_cv): the argmax of the score's mean
+                     over folds and voxels, the same refit with that alpha
 
 Voxels go through in blocks so that the stacked predictions of one block stay
 under 256 MiB (himalaya's n_targets_batch, for the same reason): at 230k voxels
@@ -48,8 +51,9 @@ def fold_bounds(n, k):
     return bounds
 
 
-def ridge_cv(np, X, Y, alphas):
-    """Per-voxel alpha by 5-fold CV, then the refit. Returns weights, alpha, score."""
+def ridge_cv(np, X, Y, alphas, shared=False):
+    """Per-voxel (or with shared, one) alpha by 5-fold CV, then the refit.
+    Returns weights, alpha, score."""
     n, p = X.shape
     V = Y.shape[1]
     A = len(alphas)
@@ -77,7 +81,10 @@ def ridge_cv(np, X, Y, alphas):
             ss_tot = np.einsum("ij,ij->j", centred, centred)
             score_sum[:, v0:v1] += 1.0 - ss_res / (ss_tot + np.float32(1e-10))
     mean_score = score_sum / FOLDS
-    best = np.argmax(mean_score, axis=0)                                      # first on ties
+    if shared:
+        best = np.full(V, np.argmax(mean_score.mean(axis=1, dtype=np.float64)))
+    else:
+        best = np.argmax(mean_score, axis=0)                                  # first on ties
     score = mean_score[best, np.arange(V)]
     U, s, Vt = np.linalg.svd(X, full_matrices=False)
     shrink = s[None, :] / (s[None, :] ** 2 + alphas32[:, None])              # A x r
@@ -86,7 +93,8 @@ def ridge_cv(np, X, Y, alphas):
 
 
 def main():
-    args = peerlib.arguments(__doc__, "folder with X.npy and Y.npy", ["per_voxel"])
+    args = peerlib.arguments(__doc__, "folder with X.npy and Y.npy", ["per_voxel", "shared"])
+    shared = args.mode == "shared"
     peerlib.set_blas_threads(args.threads)
     try:
         import numpy as np
@@ -102,11 +110,12 @@ def main():
 
     def run():
         X, Y = load()
-        return ridge_cv(np, X, Y, alphas)
+        return ridge_cv(np, X, Y, alphas, shared)
 
     X, Y = load()
     estimate = peerlib.per_run_estimate(
-        lambda voxels, X=X, Y=Y: ridge_cv(np, X, np.ascontiguousarray(Y[:, :voxels]), alphas), Y.shape[1])
+        lambda voxels, X=X, Y=Y: ridge_cv(np, X, np.ascontiguousarray(Y[:, :voxels]), alphas, shared),
+        Y.shape[1])
     del X, Y
     if estimate is not None and estimate > MAX_SECONDS_PER_RUN:
         return peerlib.skip(f"too slow (estimated {estimate:.0f} s per run)")
