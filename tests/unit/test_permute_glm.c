@@ -671,6 +671,30 @@ static void test_blocks_keep_subjects(void **state)
     }
 }
 
+/* A random problem (random_glm_problem with one voxel, effect_z 1, no
+ * effect of x) on an nx x ny x nz grid of 2 mm voxels, each in the mask
+ * with probability `keep` (draws from mask_seed); V and geom follow the mask.
+ * The caller fills Y. */
+static void glm_problem_on_grid(struct glm_problem *pb, int nx, int ny, int nz, uint64_t mask_seed, double keep,
+                                int n, double r, uint64_t seed)
+{
+    struct nf_grid grid = { .dim = { nx, ny, nz }, .pixdim = { 2, 2, 2 } };
+    for (int d = 0; d < 3; d++)
+        grid.affine[d][d] = 2;
+    grid.affine[3][3] = 1;
+    float *mask = calloc((size_t)(nx * ny * nz), sizeof *mask);
+    assert_non_null(mask);
+    uint64_t st = mask_seed;
+    for (int cell = 0; cell < nx * ny * nz; cell++)
+        mask[cell] = nf_rand_uniform(&st) < keep ? 1.0f : 0.0f;
+    random_glm_problem(pb, n, 1, r, 1.0, 0.0, seed);
+    pb->geom = nf_geom_from_mask(&grid, mask);
+    free(mask);
+    assert_non_null(pb->geom);
+    pb->V = (int)pb->geom->n_voxels;
+    assert_true(pb->V <= MAXV);
+}
+
 /* TFCE of the GLM's maps: the observed TFCE is TFCE's definition (tfce_ref.h)
  * of the t map, and each permutation's max |TFCE| that of the Freedman–Lane
  * t map in double over the same draw (float round-off apart); p_tfce_fwe
@@ -680,20 +704,8 @@ static void test_tfce_of_glm_maps(void **state)
     (void)state;
     enum { N = 60, NX = 6, NY = 6, NZ = 4, STEPS = 100 };
     struct glm_problem pb;
-    struct nf_grid grid = { .dim = { NX, NY, NZ }, .pixdim = { 2, 2, 2 } };
-    for (int d = 0; d < 3; d++)
-        grid.affine[d][d] = 2;
-    grid.affine[3][3] = 1;
-    float mask[NX * NY * NZ];
-    uint64_t st = 99;
-    for (int cell = 0; cell < NX * NY * NZ; cell++)
-        mask[cell] = nf_rand_uniform(&st) < 0.85 ? 1.0f : 0.0f;
-    random_glm_problem(&pb, 14, 1, 0.6, 1.0, 0.0, 21);
-    pb.geom = nf_geom_from_mask(&grid, mask);
-    assert_non_null(pb.geom);
-    pb.V = (int)pb.geom->n_voxels;
-    assert_true(pb.V <= MAXV);
-    st = 5;
+    uint64_t st = 5;
+    glm_problem_on_grid(&pb, NX, NY, NZ, 99, 0.85, 14, 0.6, 21);
     for (int i = 0; i < pb.n; i++)   /* spatially smooth-ish data: an effect of x in the first third */
         for (int v = 0; v < pb.V; v++)
             pb.Y[i][v] = (float)(2.0 + pb.X[i][2] + nf_rand_normal(&st) + (v < pb.V / 3 ? 0.9 * pb.X[i][1] : 0.0));
@@ -750,20 +762,8 @@ static void test_clusters_of_glm_maps(void **state)
     (void)state;
     enum { N = 60, NX = 6, NY = 6, NZ = 4 };
     struct glm_problem pb;
-    struct nf_grid grid = { .dim = { NX, NY, NZ }, .pixdim = { 2, 2, 2 } };
-    for (int d = 0; d < 3; d++)
-        grid.affine[d][d] = 2;
-    grid.affine[3][3] = 1;
-    float mask[NX * NY * NZ];
-    uint64_t st = 7;
-    for (int cell = 0; cell < NX * NY * NZ; cell++)
-        mask[cell] = nf_rand_uniform(&st) < 0.9 ? 1.0f : 0.0f;
-    random_glm_problem(&pb, 16, 1, 0.5, 1.0, 0.0, 23);
-    pb.geom = nf_geom_from_mask(&grid, mask);
-    assert_non_null(pb.geom);
-    pb.V = (int)pb.geom->n_voxels;
-    assert_true(pb.V <= MAXV);
-    st = 6;
+    uint64_t st = 6;
+    glm_problem_on_grid(&pb, NX, NY, NZ, 7, 0.9, 16, 0.5, 23);
     for (int i = 0; i < pb.n; i++)   /* an effect of x in the first third, of -x in the last */
         for (int v = 0; v < pb.V; v++)
             pb.Y[i][v] = (float)(2.0 + pb.X[i][2] + nf_rand_normal(&st) + (v < pb.V / 3 ? 1.2 * pb.X[i][1] : 0.0) -
