@@ -1038,6 +1038,7 @@ int main(int argc, char **argv)
      * large free, after which a streamed run's freed subjects stay resident. */
     mallopt(M_MMAP_THRESHOLD, 1 << 20);
     nf_alloc_init();   /* NLFLOW_FAIL_ALLOC and SQLite's allocator, once */
+    nf_blas_quiesce();
     if (argc < 2) {
         fputs(usage_text, stderr);
         return nf_err_exit_status(NF_EUSAGE);

@@ -232,6 +232,10 @@ const char *nf_blas_name(void);          /* e.g. "OpenBLAS 0.3.21" */
 const char *nf_blas_core(void);          /* active kernel / core type, e.g. "Haswell" */
 int nf_blas_threads(void);
 void nf_blas_set_threads(int n);
+/* Stops the BLAS library's worker threads, which spin while idle (they start
+ * again on its next threaded call); called once at startup. False where the
+ * BLAS has no such call (then nothing changed). */
+bool nf_blas_quiesce(void);
 
 /* CUDA: whether this build has CUDA and a usable device; `why` explains when not. */
 bool nf_cuda_available(char *why, size_t why_size);

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <dirent.h>
 
 #include "kernels/kernels.h"
 #include "core/util.h"
@@ -1300,6 +1301,44 @@ static void test_blas_identity(void **state)
     assert_int_equal(nf_blas_threads(), threads);
 }
 
+/* Threads of this process, from /proc/self/task (-1 where unreadable). */
+static int process_threads(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* nf_blas_quiesce stops OpenBLAS's idle workers (this test process has no
+ * threads of its own, so one thread is left), and a threaded SGEMM afterwards
+ * starts them again and still computes the reference's product. */
+static void test_blas_quiesce(void **state)
+{
+    (void)state;
+    int threads = nf_blas_threads();
+    if (nf_blas_quiesce() && process_threads() > 0)
+        assert_int_equal(process_threads(), 1);
+    nf_blas_set_threads(2);
+    enum { M = 300, N = 280, K = 260 };
+    rng_seed(7);
+    float *A = random_matrix(M, K, K), *B = random_matrix(K, N, N);
+    float *C = test_malloc(sizeof(float) * M * N), *C_ref = test_malloc(sizeof(float) * M * N);
+    nf_kernels_cpu()->sgemm(false, false, M, N, K, 1.0f, A, K, B, N, 0.0f, C, N);
+    nf_kernels_ref.sgemm(false, false, M, N, K, 1.0f, A, K, B, N, 0.0f, C_ref, N);
+    for (int i = 0; i < M * N; i++)
+        assert_true(fabsf(C[i] - C_ref[i]) <= 1e-4f * (1.0f + fabsf(C_ref[i])));
+    nf_blas_set_threads(threads);
+    test_free(A);
+    test_free(B);
+    test_free(C);
+    test_free(C_ref);
+}
+
 static void test_cuda_probe_answers(void **state)
 {
     (void)state;
@@ -1358,6 +1397,7 @@ int main(void)
         cmocka_unit_test(test_row_passes_match_reference),
         cmocka_unit_test(test_glm_epilogue_matches_reference),
         cmocka_unit_test(test_blas_identity),
+        cmocka_unit_test(test_blas_quiesce),
         cmocka_unit_test(test_cuda_probe_answers),
     };
     return cmocka_run_group_tests_name("kernels", tests, NULL, NULL);

@@ -292,6 +292,21 @@ int nf_blas_threads(void)
     return openblas_get_num_threads();
 }
 
+/* OpenBLAS (pthreads build) starts its worker threads when the library is
+ * loaded, and a worker spins on sched_yield for about 2^28 TSC cycles (~0.1 s)
+ * before it sleeps: in a short run that spin takes a core's share from the
+ * engine's own threads, which split the work themselves and call BLAS single-
+ * threaded. Stopping the workers is safe: OpenBLAS starts them again on its
+ * next threaded call. Weak, so other BLAS builds (OpenMP) link without it. */
+extern int blas_thread_shutdown_(void) __attribute__((weak));
+
+bool nf_blas_quiesce(void)
+{
+    if (!blas_thread_shutdown_)
+        return false;
+    return blas_thread_shutdown_() == 0;
+}
+
 void nf_blas_set_threads(int n)
 {
     if (n < 1)
