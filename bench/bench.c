@@ -1047,6 +1047,9 @@ int nf_bench_main(int argc, char **argv)
     int st = parse_opts(argc, argv, &o);
     if (st)
         return st < 0 ? 0 : st;
+    /* the SGEMM yardstick and the peers' shape-matched GEMMs use the BLAS's
+     * own threads (nlflow starts with one, nf_blas_quiesce); nodes set theirs */
+    nf_blas_set_threads(o.threads);
     if (o.run_condition)
         return child_main(&o);
     return parent_main(argc, argv, &o);

@@ -35,6 +35,8 @@ void nf_switches_reload(void)
     v = getenv("NLFLOW_GPU_RESIDENT");
     s.gpu_resident = !v || strcmp(v, "0") != 0;
     s.perm_tile = getenv("NLFLOW_PERM_TILE");
+    v = getenv("NLFLOW_PERM_TABLES");
+    s.perm_tables = !v || strcmp(v, "0") != 0;
     v = getenv("NLFLOW_KILL_AT");
     s.kill_at = v ? atol(v) : 0;
     if (s.kill_at < 0)

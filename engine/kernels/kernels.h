@@ -49,6 +49,10 @@ struct nf_perm_tile {
     bool t_stat;
     int tail;                  /* enum nf_tail */
     enum nf_perm_tile_impl impl;   /* what nf_kernels_blas.perm_tile runs (nf_perm_tile_choose) */
+    /* The fused implementations may sum rows whose entries take two values
+     * (sign flips, group labels) from tables of partial sums instead of their
+     * GEMM (nf_perm_tile_tables: true unless NLFLOW_PERM_TABLES=0). */
+    bool tables;
     const struct nf_kernels *K;    /* the SGEMM of NF_PERM_TILE_GEMM */
     /* Whether permutation row `row` (n floats) reaches the observed value at
      * voxel v, decided in double (rare: values inside the tie window). */
@@ -67,9 +71,13 @@ bool nf_perm_tile_available(enum nf_perm_tile_impl impl);
 enum nf_perm_tile_impl nf_perm_tile_choose(void);
 /* Tests: make nf_perm_tile_choose answer `impl` (-1: the best available again). */
 void nf_perm_tile_force(int impl);
-/* Floats of scratch perm_tile needs for `rows` rows and tiles of at most
- * max_voxels voxels. */
-size_t nf_perm_tile_scratch(int64_t rows, int64_t max_voxels);
+/* What a node should set in `tables`. */
+bool nf_perm_tile_tables(void);
+/* Tile calls that used the tables so far (tests: the path was taken). */
+int64_t nf_perm_tile_table_calls(void);
+/* Floats of scratch perm_tile needs for `rows` rows of n subjects and tiles
+ * of at most max_voxels voxels. */
+size_t nf_perm_tile_scratch(int64_t rows, int64_t n, int64_t max_voxels);
 
 /* ---- the glm permutation test's epilogue ----
  * The GEMM values of np permutations over a block of nv voxels (nodes/
@@ -119,9 +127,14 @@ struct nf_kernels {
                   const double *B, int64_t ldb, double *C, int64_t ldc);
     /* The permute tile (struct nf_perm_tile above): cnt[0..nv) += exceedances
      * of voxels v0.., near ties included; rowmax[i] = row i's largest q over
-     * the tile; scratch: nf_perm_tile_scratch(rows, nv) floats. */
+     * the tile; scratch: nf_perm_tile_scratch(rows, n, nv) floats. */
     void (*perm_tile)(const struct nf_perm_tile *t, const float *R, int64_t rows, int64_t v0, int64_t nv,
                       uint32_t *cnt, float *rowmax, float *scratch);
+    /* Once for a block of rows R, before its tiles: what perm_tile can reuse
+     * over them goes into scratch (the fused kernels' patterns of rows of two
+     * values). perm_tile with that R and scratch may use it; R must not change
+     * until the next call. */
+    void (*perm_tile_prepare)(const struct nf_perm_tile *t, const float *R, int64_t rows, float *scratch);
     /* The ridge node's per-voxel sums of one alpha's validation error over r
      * components, for v < nb, in double with j in order (so every table gives
      * the same bits):
@@ -178,6 +191,7 @@ struct nf_kernels {
 /* The plain versions (kernels/ref/), also the fallbacks of the other tables. */
 void nf_perm_tile_ref(const struct nf_perm_tile *t, const float *R, int64_t rows, int64_t v0, int64_t nv,
                       uint32_t *cnt, float *rowmax, float *scratch);
+void nf_perm_tile_prepare_ref(const struct nf_perm_tile *t, const float *R, int64_t rows, float *scratch);
 void nf_ridge_error_sums_ref(int64_t r, int64_t nb, int64_t ld, const float *U, const float *Z, const float *T,
                              int64_t ldt, const double *dj, const double *pj, double *quad, double *cross,
                              double *psum);
@@ -196,6 +210,7 @@ void nf_glm_epilogue_ref(const struct nf_glm_epi *e, float *q, float *mx, uint32
 /* The vectorised versions (kernels/simd/): perm_tile runs t->impl. */
 void nf_perm_tile_simd(const struct nf_perm_tile *t, const float *R, int64_t rows, int64_t v0, int64_t nv,
                        uint32_t *cnt, float *rowmax, float *scratch);
+void nf_perm_tile_prepare_simd(const struct nf_perm_tile *t, const float *R, int64_t rows, float *scratch);
 void nf_ridge_error_sums_simd(int64_t r, int64_t nb, int64_t ld, const float *U, const float *Z, const float *T,
                               int64_t ldt, const double *dj, const double *pj, double *quad, double *cross,
                               double *psum);
@@ -215,7 +230,8 @@ void nf_glm_epilogue_simd(const struct nf_glm_epi *e, float *q, float *mx, uint3
 /* The entries of a table that come from kernels/simd/, for the tables that
  * take them all (blas, cuda): `{ .name = "x", ..., NF_KERNELS_SIMD_ENTRIES }`. */
 #define NF_KERNELS_SIMD_ENTRIES                                                                     \
-    .perm_tile = nf_perm_tile_simd, .ridge_error_sums = nf_ridge_error_sums_simd,                   \
+    .perm_tile = nf_perm_tile_simd, .perm_tile_prepare = nf_perm_tile_prepare_simd,                 \
+    .ridge_error_sums = nf_ridge_error_sums_simd,                                                   \
     .row_accumulate = nf_row_accumulate_simd, .row_sq_dev = nf_row_sq_dev_simd,                     \
     .row_standardize = nf_row_standardize_simd, .row_gemv_double = nf_row_gemv_double_simd,        \
     .rows_gemm_f32 = nf_rows_gemm_f32_simd, .perm_signed_t_f32 = nf_perm_signed_t_f32_simd,       \
@@ -232,9 +248,10 @@ const char *nf_blas_name(void);          /* e.g. "OpenBLAS 0.3.21" */
 const char *nf_blas_core(void);          /* active kernel / core type, e.g. "Haswell" */
 int nf_blas_threads(void);
 void nf_blas_set_threads(int n);
-/* Stops the BLAS library's worker threads, which spin while idle (they start
- * again on its next threaded call); called once at startup. False where the
- * BLAS has no such call (then nothing changed). */
+/* Sets the BLAS to one thread and stops its worker threads, which spin while
+ * idle (nf_blas_set_threads(n > 1) starts them again); called once at
+ * startup: the nodes split their work over threads themselves. False where the
+ * BLAS has no such call (then it keeps its threads). */
 bool nf_blas_quiesce(void);
 
 /* CUDA: whether this build has CUDA and a usable device; `why` explains when not. */

@@ -179,6 +179,8 @@ void nf_calibrate_cpu(struct nf_rates *r)
             B[i] = (float)(i % 5) * 0.5f;
         }
         const struct nf_kernels *K = nf_kernels_cpu();
+        int blas = nf_blas_threads();
+        nf_blas_set_threads(nf_cpu_count());   /* the machine's rate: every core */
         K->sgemm(false, false, N, N, N, 1.0f, A, N, B, N, 0.0f, C, N);   /* warm-up */
         for (int i = 0; i < REPS; i++) {
             double t0 = nf_now();
@@ -187,6 +189,7 @@ void nf_calibrate_cpu(struct nf_rates *r)
         }
         qsort(t, REPS, sizeof *t, cmp_double);
         r->cpu_gflops = 2.0 * N * (double)N * N / t[REPS / 2] * 1e-9;
+        nf_blas_set_threads(blas);
         r->cpu_measured = true;
     }
     if (src && dst) {

@@ -441,7 +441,7 @@ static uint64_t permute_estimate(const void *params, const struct nf_shape *in, 
                                  16 * V * (uint64_t)(64 + 60 + 4 * p->connectivity)
                            : 0;
     return copy + V * 72 + (uint64_t)p->n_permutations * 12 + chunk * n * 4 + tiles * chunk * 4 +
-           (uint64_t)SUB_ROWS * TILE_VOXELS * 4 * 16 + spatial;
+           (uint64_t)nf_perm_tile_scratch((int64_t)chunk, (int64_t)n, TILE_VOXELS) * 4 * 16 + spatial;
 }
 
 /* ---- the computation ---- */
@@ -693,11 +693,12 @@ static void *chunk_team(void *arg)
     while (atomic_load(&w->rows_done) < w->len)
         sched_yield();
     float *scratch =
-        atomic_load(&w->failed) ? NULL : nf_malloc(nf_perm_tile_scratch(w->len, TILE_VOXELS) * sizeof *scratch);
+        atomic_load(&w->failed) ? NULL : nf_malloc(nf_perm_tile_scratch(w->len, c->n, TILE_VOXELS) * sizeof *scratch);
     if (!scratch) {
         atomic_store(&w->failed, 1);
         return NULL;
     }
+    c->K->perm_tile_prepare(&c->tile, w->R, w->len, scratch);
     for (int64_t t; !atomic_load(&w->failed) && (t = atomic_fetch_add(&w->next, 1)) < w->n_tiles;) {
         if (nf_run_interrupted(w->run)) {   /* a tile is ~1 ms: the chunk is dropped, not committed */
             atomic_store(&w->interrupted, 1);
@@ -1581,7 +1582,7 @@ static void tile_setup(struct perm_ctx *c)
     c->tile = (struct nf_perm_tile){ .n = c->n, .V = c->V, .D = c->D, .shift = c->shift, .ss = c->ss,
                                      .floor_ = c->floor_, .cap = c->cap, .lo = c->lo, .hi = c->hi,
                                      .a = (float)c->a, .c = (float)c->c, .t_stat = c->t_stat, .tail = c->tail,
-                                     .impl = nf_perm_tile_choose(), .K = c->K,
+                                     .impl = nf_perm_tile_choose(), .tables = nf_perm_tile_tables(), .K = c->K,
                                      .tie_exceeds = tile_tie_exceeds, .tie_ctx = c };
 }
 

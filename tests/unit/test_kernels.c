@@ -607,12 +607,19 @@ static bool tile_tie_exceeds(const void *ctx, const float *row, int64_t v)
     return tile_q_double(&p->t, row, v) >= p->q_obs_d[v];
 }
 
-static void tile_problem_make(struct tile_problem *p, struct tile_case tc, bool t_stat, int tail)
+/* Kinds of rows of R: any values (correlation), sign flips (one-sample), two
+ * group weights (two-sample): the last two take the fused tables' path. */
+enum tile_rows { ROWS_ANY, ROWS_SIGNS, ROWS_GROUPS };
+
+static void tile_problem_make(struct tile_problem *p, struct tile_case tc, bool t_stat, int tail,
+                              enum tile_rows kind)
 {
     const int64_t n = tc.n, V = tc.V;
     memset(p, 0, sizeof *p);
     p->D = random_matrix(n, V, V);
     p->R = random_matrix(tc.rows, n, n);
+    for (int64_t i = 0; kind != ROWS_ANY && i < tc.rows * n; i++)
+        p->R[i] = kind == ROWS_SIGNS ? (p->R[i] < 0 ? -1.0f : 1.0f) : p->R[i] < 0 ? 1.0f / 3.0f : -0.2f;
     p->consts = test_malloc((size_t)(6 * V) * sizeof *p->consts);
     p->q_obs_d = test_malloc((size_t)V * sizeof *p->q_obs_d);
     float *shift = p->consts, *ss = shift + V, *fl = ss + V, *cap = fl + V, *lo = cap + V, *hi = lo + V;
@@ -645,34 +652,39 @@ static void tile_problem_free(struct tile_problem *p)
 }
 
 /* Every implementation of perm_tile this CPU runs (the GEMM one, fused AVX2
- * and AVX-512) against nf_perm_tile_ref: the same counts, bit for bit (a value
- * within round-off of the observed one is decided in double), row maxima
- * within round-off. Shapes with odd sizes: rows that do not fill a register
- * block (6 or 8) or a GEMM block (255), voxel strips that do not fill 2
- * vectors, a tile that starts inside D, single rows and voxels; counts start
+ * and AVX-512, the fused ones with and without tables of partial sums)
+ * against nf_perm_tile_ref: the same counts, bit for bit (a value within
+ * round-off of the observed one is decided in double), row maxima within
+ * round-off. Rows of any values, of signs and of two group weights. Shapes
+ * with odd sizes: rows that do not fill a register block (4, 6 or 8) or a
+ * GEMM block (255), voxel strips that do not fill 2 vectors, a tile that
+ * starts inside D, single rows and voxels, subjects that do not fill a table
+ * group (4), the most groups tables take (64) and one more; counts start
  * non-zero (they accumulate). */
 static void test_perm_tile_matches_reference(void **state)
 {
     (void)state;
     const struct tile_case cases[] = {
-        { 7, 83, 13, 0, 83 }, { 30, 600, 50, 37, 512 }, { 1, 1, 1, 0, 1 }, { 12, 40, 300, 3, 37 },
-        { 40, 97, 8, 0, 97 },  { 5, 33, 6, 1, 32 },     { 19, 260, 31, 0, 260 },
+        { 7, 83, 13, 0, 83 },       { 30, 600, 50, 37, 512 }, { 1, 1, 1, 0, 1 },      { 12, 40, 300, 3, 37 },
+        { 40, 97, 8, 0, 97 },       { 5, 33, 6, 1, 32 },      { 19, 260, 31, 0, 260 }, { 50, 700, 203, 5, 640 },
+        { 256, 70, 9, 2, 64 },      { 257, 64, 5, 0, 64 },
     };
     const struct nf_kernels *tables[] = { &nf_kernels_ref, &nf_kernels_blas, nf_kernels_cpu() };
     rng_seed(314);
-    int64_t fused_runs = 0;
+    int64_t fused_runs = 0, table_calls = nf_perm_tile_table_calls();
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
         for (int t_stat = 0; t_stat < 2; t_stat++)
-            for (int tail = NF_TAIL_TWO; tail <= NF_TAIL_LOWER; tail++) {
+            for (int tail = NF_TAIL_TWO; tail <= NF_TAIL_LOWER; tail++)
+            for (int kind = ROWS_ANY; kind <= ROWS_GROUPS; kind++) {
                 struct tile_case tc = cases[ci];
                 struct tile_problem p;
-                tile_problem_make(&p, tc, t_stat, tail);
+                tile_problem_make(&p, tc, t_stat, tail, (enum tile_rows)kind);
                 uint32_t *cnt0 = test_malloc((size_t)tc.nv * sizeof *cnt0);
                 uint32_t *want = test_malloc((size_t)tc.nv * sizeof *want);
                 uint32_t *got = test_malloc((size_t)tc.nv * sizeof *got);
                 float *max_want = test_malloc((size_t)tc.rows * sizeof *max_want);
                 float *max_got = test_malloc((size_t)tc.rows * sizeof *max_got);
-                float *scratch = test_malloc(nf_perm_tile_scratch(tc.rows, tc.nv) * sizeof *scratch);
+                float *scratch = test_malloc(nf_perm_tile_scratch(tc.rows, tc.n, tc.nv) * sizeof *scratch);
                 for (int64_t v = 0; v < tc.nv; v++)
                     cnt0[v] = (uint32_t)(v % 3);
                 memcpy(want, cnt0, (size_t)tc.nv * sizeof *want);
@@ -680,17 +692,22 @@ static void test_perm_tile_matches_reference(void **state)
                 /* row 0 ties with the observed value at every uncapped voxel */
                 assert_true(p.tie_calls > 0);
                 for (size_t ti = 0; ti < sizeof tables / sizeof tables[0]; ti++)
-                    for (int impl = NF_PERM_TILE_GEMM; impl <= NF_PERM_TILE_AVX512; impl++) {
+                    for (int impl = NF_PERM_TILE_GEMM; impl <= NF_PERM_TILE_AVX512; impl++)
+                    for (int use_tables = 0; use_tables < 2; use_tables++) {
                         if (!nf_perm_tile_available((enum nf_perm_tile_impl)impl))
                             continue;
                         fused_runs += impl != NF_PERM_TILE_GEMM;
                         p.t.impl = (enum nf_perm_tile_impl)impl;
+                        p.t.tables = use_tables;
                         memcpy(got, cnt0, (size_t)tc.nv * sizeof *got);
+                        tables[ti]->perm_tile_prepare(&p.t, p.R, tc.rows, scratch);
                         tables[ti]->perm_tile(&p.t, p.R, tc.rows, tc.v0, tc.nv, got, max_got, scratch);
                         for (int64_t v = 0; v < tc.nv; v++)
                             if (got[v] != want[v])
-                                fail_msg("%s impl %d, case %zu (t %d, tail %d): count[%lld] = %u, want %u",
-                                         tables[ti]->name, impl, ci, t_stat, tail, (long long)v, got[v], want[v]);
+                                fail_msg("%s impl %d tables %d, case %zu (t %d, tail %d, rows %d): count[%lld] = "
+                                         "%u, want %u",
+                                         tables[ti]->name, impl, use_tables, ci, t_stat, tail, kind, (long long)v,
+                                         got[v], want[v]);
                         for (int64_t i = 0; i < tc.rows; i++)
                             assert_close(max_got[i], max_want[i], 1e-4 * (1.0 + fabs(max_want[i])));
                     }
@@ -702,8 +719,10 @@ static void test_perm_tile_matches_reference(void **state)
                 test_free(scratch);
                 tile_problem_free(&p);
             }
-    if (nf_perm_tile_best() != NF_PERM_TILE_GEMM)
+    if (nf_perm_tile_best() != NF_PERM_TILE_GEMM) {
         assert_true(fused_runs > 0);
+        assert_true(nf_perm_tile_table_calls() > table_calls);
+    }
 }
 
 /* The choice of implementation: the best by default, NLFLOW_PERM_TILE names
@@ -742,7 +761,7 @@ static void test_perm_tile_choice(void **state)
     unsetenv("NLFLOW_PERM_TILE");
     nf_switches_reload();
     /* scratch covers the GEMM implementation's block of a tile */
-    assert_true(nf_perm_tile_scratch(1, 512) >= (size_t)NF_PERM_TILE_SUB_ROWS * 512);
+    assert_true(nf_perm_tile_scratch(1, 50, 512) >= (size_t)NF_PERM_TILE_SUB_ROWS * 512);
 }
 
 /* ---- ridge_error_sums ----------------------------------------------------- */
@@ -1314,15 +1333,20 @@ static int process_threads(void)
     return n;
 }
 
-/* nf_blas_quiesce stops OpenBLAS's idle workers (this test process has no
- * threads of its own, so one thread is left), and a threaded SGEMM afterwards
+/* nf_blas_quiesce leaves one BLAS thread and stops OpenBLAS's idle workers
+ * (this test process has no threads of its own, so one thread is left), and
+ * setting one thread again does not start them; a threaded SGEMM afterwards
  * starts them again and still computes the reference's product. */
 static void test_blas_quiesce(void **state)
 {
     (void)state;
     int threads = nf_blas_threads();
-    if (nf_blas_quiesce() && process_threads() > 0)
+    if (nf_blas_quiesce() && process_threads() > 0) {
+        assert_int_equal(nf_blas_threads(), 1);
         assert_int_equal(process_threads(), 1);
+        nf_blas_set_threads(1);
+        assert_int_equal(process_threads(), 1);
+    }
     nf_blas_set_threads(2);
     enum { M = 300, N = 280, K = 260 };
     rng_seed(7);

@@ -293,17 +293,19 @@ int nf_blas_threads(void)
 }
 
 /* OpenBLAS (pthreads build) starts its worker threads when the library is
- * loaded, and a worker spins on sched_yield for about 2^28 TSC cycles (~0.1 s)
- * before it sleeps: in a short run that spin takes a core's share from the
- * engine's own threads, which split the work themselves and call BLAS single-
- * threaded. Stopping the workers is safe: OpenBLAS starts them again on its
- * next threaded call. Weak, so other BLAS builds (OpenMP) link without it. */
+ * loaded, and an idle worker spins on sched_yield for about 2^28 TSC cycles
+ * (~0.1 s) before it sleeps: in a short run that spin takes a core's share
+ * from the engine's own threads, which split the work themselves and call BLAS
+ * single-threaded. So nlflow starts with one BLAS thread and no workers; code
+ * that wants BLAS threads (the SGEMM yardstick, calibration) asks for them,
+ * and OpenBLAS starts them again then. Weak: other BLAS builds link without. */
 extern int blas_thread_shutdown_(void) __attribute__((weak));
 
 bool nf_blas_quiesce(void)
 {
     if (!blas_thread_shutdown_)
         return false;
+    openblas_set_num_threads(1);   /* before the shutdown: setting it later restarts the workers */
     return blas_thread_shutdown_() == 0;
 }
 
@@ -311,5 +313,6 @@ void nf_blas_set_threads(int n)
 {
     if (n < 1)
         n = 1;
-    openblas_set_num_threads(n);
+    if (n != openblas_get_num_threads())   /* any set restarts stopped workers */
+        openblas_set_num_threads(n);
 }

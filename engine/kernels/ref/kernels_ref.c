@@ -311,6 +311,7 @@ const struct nf_kernels nf_kernels_ref = {
     .dsyrk = ref_dsyrk,
     .dgemm = ref_dgemm,
     .perm_tile = nf_perm_tile_ref,
+    .perm_tile_prepare = nf_perm_tile_prepare_ref,
     .ridge_error_sums = nf_ridge_error_sums_ref,
     .row_accumulate = nf_row_accumulate_ref,
     .row_sq_dev = nf_row_sq_dev_ref,

@@ -44,3 +44,12 @@ void nf_perm_tile_ref(const struct nf_perm_tile *t, const float *R, int64_t rows
         rowmax[i] = m;
     }
 }
+
+/* The plain version has nothing to reuse over tiles. */
+void nf_perm_tile_prepare_ref(const struct nf_perm_tile *t, const float *R, int64_t rows, float *scratch)
+{
+    (void)t;
+    (void)R;
+    (void)rows;
+    (void)scratch;
+}

@@ -28,6 +28,7 @@
  * kernels/ref/perm_tile_ref.c.
  */
 #include <float.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -164,6 +165,24 @@ static __attribute__((noinline)) void near_ties(const struct nf_perm_tile *c, co
                 cnt[j] += c->tie_exceeds(c->tie_ctx, R + i * c->n, v + j);
 }
 
+/* Tables of partial sums (below): subjects per group, rows per pass. */
+enum { TAB_BITS = 4, TAB_PATTERNS = 1 << TAB_BITS, TAB_ROWS = 4, TAB_MAX_GROUPS = 64 };
+
+/* What nf_perm_tile_prepare_simd leaves at the start of scratch for the
+ * tiles of its rows (magic 0: use no tables). */
+struct tab_header {
+    uint32_t magic;
+    float one, zero;
+    int64_t rows, n;
+    const float *R;
+};
+enum { TAB_MAGIC = 0x7AB1E5, TAB_HEADER_FLOATS = 16 };
+
+static int64_t tab_groups(int64_t n)
+{
+    return (n + TAB_BITS - 1) / TAB_BITS;
+}
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #define NF_PERM_FUSED 1
 #include <immintrin.h>
@@ -171,33 +190,41 @@ static __attribute__((noinline)) void near_ties(const struct nf_perm_tile *c, co
 /* mask ? a : b for vectors of any width */
 #define VSELT(VF, VI, mask, a, b) ((VF)(((VI)(a) & (VI)(mask)) | ((VI)(b) & ~(VI)(mask))))
 
-/* The epilogue on one accumulator vector x of voxels with constants at k[..]
- * (pointers to the strip's first voxel): q, the count update, the near flag. */
-#define FUSED_EPILOGUE(VF, VI, x, h, q_out)                                                                  \
+/* The epilogue on one accumulator vector x of voxels with the voxels'
+ * constants in vectors: q, the count update (cntv), the near flag (nearv). */
+#define EPILOGUE_ON(VF, VI, x, sh_, cap_, hi_, lo_, ss_, fl_, cntv, q_out)                                   \
     do {                                                                                                     \
-        VF sh_, cap_, hi_, lo_;                                                                              \
-        memcpy(&sh_, shift + (h) * W, sizeof sh_);                                                           \
-        memcpy(&cap_, capv + (h) * W, sizeof cap_);                                                          \
-        memcpy(&hi_, hiv + (h) * W, sizeof hi_);                                                             \
-        memcpy(&lo_, lov + (h) * W, sizeof lo_);                                                             \
-        VF d_ = va * (x) - sh_;                                                                              \
+        VF d_ = va * (x) - (sh_);                                                                            \
         VF ad_ = (VF)((VI)d_ & absmask);                                                                     \
-        VF sd_ = tail == NF_TAIL_TWO ? ad_ : tail == NF_TAIL_UPPER ? d_ : -d_;                           \
+        VF sd_ = tail == NF_TAIL_TWO ? ad_ : tail == NF_TAIL_UPPER ? d_ : -d_;                               \
         VF q_;                                                                                               \
         if (t_stat) {                                                                                        \
-            VF ss_, fl_;                                                                                     \
-            memcpy(&ss_, ssv + (h) * W, sizeof ss_);                                                         \
-            memcpy(&fl_, flv + (h) * W, sizeof fl_);                                                         \
-            VF den_ = ss_ - vc * d_ * d_;                                                                    \
-            den_ = VSELT(VF, VI, den_ > fl_, den_, fl_);                                                     \
+            VF den_ = (ss_) - vc * d_ * d_;                                                                  \
+            den_ = VSELT(VF, VI, den_ > (fl_), den_, (fl_));                                                 \
             q_ = sd_ * ad_ / den_;                                                                           \
         } else {                                                                                             \
             q_ = sd_;                                                                                        \
         }                                                                                                    \
-        q_ = VSELT(VF, VI, q_ < cap_, q_, cap_);                                                             \
-        cnt##h -= (VI)(q_ >= hi_);                                                                           \
-        nearv |= (VI)(q_ > lo_) & (VI)(q_ < hi_);                                                            \
+        q_ = VSELT(VF, VI, q_ < (cap_), q_, (cap_));                                                         \
+        cntv -= (VI)(q_ >= (hi_));                                                                           \
+        nearv |= (VI)(q_ > (lo_)) & (VI)(q_ < (hi_));                                                        \
         q_out = q_;                                                                                          \
+    } while (0)
+
+/* The same with the constants read from k[..] (pointers to the strip's first
+ * voxel), vector h of the strip, into counts cnt##h. */
+#define FUSED_EPILOGUE(VF, VI, x, h, q_out)                                                                  \
+    do {                                                                                                     \
+        VF sh_, cap_, hi_, lo_, ss_ = { 0 }, fl_ = { 0 };                                                    \
+        memcpy(&sh_, shift + (h) * W, sizeof sh_);                                                           \
+        memcpy(&cap_, capv + (h) * W, sizeof cap_);                                                          \
+        memcpy(&hi_, hiv + (h) * W, sizeof hi_);                                                             \
+        memcpy(&lo_, lov + (h) * W, sizeof lo_);                                                             \
+        if (t_stat) {                                                                                        \
+            memcpy(&ss_, ssv + (h) * W, sizeof ss_);                                                         \
+            memcpy(&fl_, flv + (h) * W, sizeof fl_);                                                         \
+        }                                                                                                    \
+        EPILOGUE_ON(VF, VI, x, sh_, cap_, hi_, lo_, ss_, fl_, cnt##h, q_out);                                \
     } while (0)
 
 /* One instantiation: W floats per vector, ROWS rows per register tile, for a
@@ -298,12 +325,206 @@ static __attribute__((noinline)) void near_ties(const struct nf_perm_tile *c, co
 DEFINE_FUSED(fused_avx512, "avx512f,avx2,fma", 16, 8, _mm512_fmadd_ps, _mm512_set1_ps)
 DEFINE_FUSED(fused_avx2, "avx2,fma", 8, 6, _mm256_fmadd_ps, _mm256_set1_ps)
 
+/* ---- fused, rows of two values: sums from tables of partial sums ----
+ * A row of sign flips (one-sample) or of group weights (two-sample) takes two
+ * values, so its dot product with a strip of voxels is fixed by which subjects
+ * take which value. Subjects go in groups of TAB_BITS; for each group and each
+ * of its 2^TAB_BITS patterns the table holds the group's partial sum for the
+ * strip (built once per strip, each entry summed left to right as the GEMM
+ * would), and a row's sum is the sum of its groups' entries: n / TAB_BITS
+ * vector loads and adds per vector of voxels instead of n FMAs. The tables of
+ * 2 vectors x 13 groups (50 subjects) take 26 KB with AVX-512: they stay in L1.
+ * The sums differ from the GEMM's by round-off only (each term goes through
+ * fewer additions), which the tie window covers, so the counts are the same. */
+
+/* Whether every entry of R (rows x n) has the bits of one of two values; the
+ * value of the first entry is `one` (a set bit of a pattern), the other `zero`
+ * (the same as `one` when all entries are equal). */
+static bool two_valued(const float *R, int64_t rows, int64_t n, float *one, float *zero)
+{
+    uint32_t a, b = 0, x;
+    bool have_b = false;
+    memcpy(&a, R, sizeof a);
+    for (int64_t i = 0; i < rows * n; i++) {
+        memcpy(&x, R + i, sizeof x);
+        if (x == a || (have_b && x == b))
+            continue;
+        if (have_b)
+            return false;
+        b = x;
+        have_b = true;
+    }
+    memcpy(one, &a, sizeof a);
+    memcpy(zero, have_b ? &b : &a, sizeof a);
+    return true;
+}
+
+/* Each row's pattern in each group: idx[i * groups + g], bit k set where
+ * subject g * TAB_BITS + k takes the value `one`. */
+static void row_patterns(const float *R, int64_t rows, int64_t n, float one, uint8_t *idx)
+{
+    const int64_t groups = tab_groups(n);
+    uint32_t a, x;
+    memcpy(&a, &one, sizeof a);
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t g = 0; g < groups; g++) {
+            unsigned p = 0;
+            for (int64_t k = 0, j = g * TAB_BITS; k < TAB_BITS && j < n; k++, j++) {
+                memcpy(&x, R + i * n + j, sizeof x);
+                p |= (unsigned)(x == a) << k;
+            }
+            idx[i * groups + g] = (uint8_t)p;
+        }
+}
+
+/* One instantiation: W floats per vector, strips of 2 vectors, TAB_ROWS rows
+ * at a time, for a target. Processes rows [0, rows - rows % TAB_ROWS) and
+ * voxels [0, nv - nv % 2W) of the tile, with vmax as DEFINE_FUSED's. table:
+ * groups x TAB_PATTERNS x 2W floats. */
+#define DEFINE_TABLES(NAME, TARGET, W_)                                                                      \
+    typedef float NAME##_vf __attribute__((vector_size(4 * (W_))));                                          \
+    typedef int32_t NAME##_vi __attribute__((vector_size(4 * (W_))));                                        \
+    static inline __attribute__((always_inline, target(TARGET))) void NAME##_body(                           \
+        const struct nf_perm_tile *c, const float *R, int64_t rows, int64_t v0, int64_t nv, uint32_t *cnt,      \
+        float *vmax, const uint8_t *idx, float one, float zero, float *table, const bool t_stat,           \
+        const int tail)                                                                                      \
+    {                                                                                                        \
+        typedef NAME##_vf VF;                                                                                \
+        typedef NAME##_vi VI;                                                                                \
+        enum { W = W_, STRIP = 2 * W_ };                                                                     \
+        const int64_t n = c->n, ldd = c->V, groups = tab_groups(n);                                          \
+        const VF va = (VF){ 0 } + c->a, vc = (VF){ 0 } + c->c, vone = (VF){ 0 } + one,                      \
+                 vzero = (VF){ 0 } + zero;                                                                   \
+        const VI absmask = (VI){ 0 } + 0x7fffffff;                                                           \
+        for (int64_t v = 0; v + STRIP <= nv; v += STRIP) {                                                   \
+            const float *shift = c->shift + v0 + v, *capv = c->cap + v0 + v, *hiv = c->hi + v0 + v,          \
+                        *lov = c->lo + v0 + v, *ssv = c->ss + v0 + v, *flv = c->floor_ + v0 + v;             \
+            const float *Dv = c->D + v0 + v;                                                                 \
+            /* the strip's tables, each group's patterns built a subject at a time */                       \
+            for (int64_t g = 0; g < groups; g++) {                                                           \
+                float *T = table + g * TAB_PATTERNS * STRIP;                                                 \
+                memset(T, 0, sizeof(float) * STRIP);                                                         \
+                for (int64_t k = 0, j = g * TAB_BITS; k < TAB_BITS && j < n; k++, j++) {                     \
+                    VF d0, d1;                                                                               \
+                    memcpy(&d0, Dv + j * ldd, sizeof d0);                                                    \
+                    memcpy(&d1, Dv + j * ldd + W, sizeof d1);                                                \
+                    for (int64_t p = 0; p < ((int64_t)1 << k); p++) {                                        \
+                        VF t0, t1, s0, s1;                                                                   \
+                        memcpy(&t0, T + p * STRIP, sizeof t0);                                               \
+                        memcpy(&t1, T + p * STRIP + W, sizeof t1);                                           \
+                        s0 = t0 + vone * d0;                                                                 \
+                        s1 = t1 + vone * d1;                                                                 \
+                        memcpy(T + (p | ((int64_t)1 << k)) * STRIP, &s0, sizeof s0);                         \
+                        memcpy(T + (p | ((int64_t)1 << k)) * STRIP + W, &s1, sizeof s1);                     \
+                        t0 = t0 + vzero * d0;                                                                \
+                        t1 = t1 + vzero * d1;                                                                \
+                        memcpy(T + p * STRIP, &t0, sizeof t0);                                               \
+                        memcpy(T + p * STRIP + W, &t1, sizeof t1);                                           \
+                    }                                                                                        \
+                }                                                                                            \
+            }                                                                                                \
+            VI cnt0, cnt1;                                                                                   \
+            memcpy(&cnt0, cnt + v, sizeof cnt0);                                                             \
+            memcpy(&cnt1, cnt + v + W, sizeof cnt1);                                                         \
+            /* the strip's constants in registers for all its rows */                                      \
+            VF sh0, sh1, cap0, cap1, hi0, hi1, lo0, lo1, ss0 = { 0 }, ss1 = { 0 }, fl0 = { 0 }, fl1 = { 0 };  \
+            memcpy(&sh0, shift, sizeof sh0);                                                                 \
+            memcpy(&sh1, shift + W, sizeof sh1);                                                             \
+            memcpy(&cap0, capv, sizeof cap0);                                                                \
+            memcpy(&cap1, capv + W, sizeof cap1);                                                            \
+            memcpy(&hi0, hiv, sizeof hi0);                                                                   \
+            memcpy(&hi1, hiv + W, sizeof hi1);                                                               \
+            memcpy(&lo0, lov, sizeof lo0);                                                                   \
+            memcpy(&lo1, lov + W, sizeof lo1);                                                               \
+            if (t_stat) {                                                                                    \
+                memcpy(&ss0, ssv, sizeof ss0);                                                               \
+                memcpy(&ss1, ssv + W, sizeof ss1);                                                           \
+                memcpy(&fl0, flv, sizeof fl0);                                                               \
+                memcpy(&fl1, flv + W, sizeof fl1);                                                           \
+            }                                                                                                \
+            for (int64_t r = 0; r + TAB_ROWS <= rows; r += TAB_ROWS) {                                       \
+                VF acc0[TAB_ROWS], acc1[TAB_ROWS];                                                           \
+                const uint8_t *ix = idx + r * groups;                                                        \
+                _Pragma("GCC unroll 4") for (int i = 0; i < TAB_ROWS; i++) {                                 \
+                    const float *T = table + (int64_t)ix[i * groups] * STRIP;                                \
+                    memcpy(&acc0[i], T, sizeof acc0[i]);                                                     \
+                    memcpy(&acc1[i], T + W, sizeof acc1[i]);                                                 \
+                }                                                                                            \
+                for (int64_t g = 1; g < groups; g++) {                                                       \
+                    const float *Tg = table + g * TAB_PATTERNS * STRIP;                                      \
+                    _Pragma("GCC unroll 4") for (int i = 0; i < TAB_ROWS; i++) {                             \
+                        const float *T = Tg + (int64_t)ix[i * groups + g] * STRIP;                           \
+                        VF t0, t1;                                                                           \
+                        memcpy(&t0, T, sizeof t0);                                                           \
+                        memcpy(&t1, T + W, sizeof t1);                                                       \
+                        acc0[i] += t0;                                                                       \
+                        acc1[i] += t1;                                                                       \
+                    }                                                                                        \
+                }                                                                                            \
+                VI nearv = (VI){ 0 };                                                                        \
+                _Pragma("GCC unroll 4") for (int i = 0; i < TAB_ROWS; i++) {                                 \
+                    VF q0, q1, m, old;                                                                       \
+                    EPILOGUE_ON(VF, VI, acc0[i], sh0, cap0, hi0, lo0, ss0, fl0, cnt0, q0);                   \
+                    EPILOGUE_ON(VF, VI, acc1[i], sh1, cap1, hi1, lo1, ss1, fl1, cnt1, q1);                   \
+                    acc0[i] = q0;                                                                            \
+                    acc1[i] = q1;                                                                            \
+                    m = VSELT(VF, VI, q0 > q1, q0, q1);                                                      \
+                    memcpy(&old, vmax + (r + i) * W, sizeof old);                                            \
+                    m = VSELT(VF, VI, m > old, m, old);                                                      \
+                    memcpy(vmax + (r + i) * W, &m, sizeof m);                                                \
+                }                                                                                            \
+                bool any = false;                                                                            \
+                for (int l = 0; l < W; l++)                                                                  \
+                    any |= nearv[l] != 0;                                                                    \
+                if (__builtin_expect(any, 0)) {                                                              \
+                    float q[TAB_ROWS * STRIP];                                                               \
+                    for (int i = 0; i < TAB_ROWS; i++) {                                                     \
+                        memcpy(q + i * STRIP, &acc0[i], sizeof acc0[i]);                                     \
+                        memcpy(q + i * STRIP + W, &acc1[i], sizeof acc1[i]);                                 \
+                    }                                                                                        \
+                    memcpy(cnt + v, &cnt0, sizeof cnt0);                                                     \
+                    memcpy(cnt + v + W, &cnt1, sizeof cnt1);                                                 \
+                    near_ties(c, R + r * n, TAB_ROWS, v0 + v, STRIP, q, cnt + v);                            \
+                    memcpy(&cnt0, cnt + v, sizeof cnt0);                                                     \
+                    memcpy(&cnt1, cnt + v + W, sizeof cnt1);                                                 \
+                }                                                                                            \
+            }                                                                                                \
+            memcpy(cnt + v, &cnt0, sizeof cnt0);                                                             \
+            memcpy(cnt + v + W, &cnt1, sizeof cnt1);                                                         \
+        }                                                                                                    \
+    }                                                                                                        \
+    static __attribute__((target(TARGET), noinline)) void NAME(                                              \
+        const struct nf_perm_tile *c, const float *R, int64_t rows, int64_t v0, int64_t nv, uint32_t *cnt,      \
+        float *vmax, const uint8_t *idx, float one, float zero, float *table)                                \
+    {                                                                                                        \
+        if (c->t_stat) {                                                                                     \
+            if (c->tail == NF_TAIL_TWO)                                                                      \
+                NAME##_body(c, R, rows, v0, nv, cnt, vmax, idx, one, zero, table, true, NF_TAIL_TWO);        \
+            else if (c->tail == NF_TAIL_UPPER)                                                               \
+                NAME##_body(c, R, rows, v0, nv, cnt, vmax, idx, one, zero, table, true, NF_TAIL_UPPER);      \
+            else                                                                                             \
+                NAME##_body(c, R, rows, v0, nv, cnt, vmax, idx, one, zero, table, true, NF_TAIL_LOWER);      \
+        } else {                                                                                             \
+            if (c->tail == NF_TAIL_TWO)                                                                      \
+                NAME##_body(c, R, rows, v0, nv, cnt, vmax, idx, one, zero, table, false, NF_TAIL_TWO);       \
+            else if (c->tail == NF_TAIL_UPPER)                                                               \
+                NAME##_body(c, R, rows, v0, nv, cnt, vmax, idx, one, zero, table, false, NF_TAIL_UPPER);     \
+            else                                                                                             \
+                NAME##_body(c, R, rows, v0, nv, cnt, vmax, idx, one, zero, table, false, NF_TAIL_LOWER);     \
+        }                                                                                                    \
+    }
+
+DEFINE_TABLES(tables_avx512, "avx512f,avx2,fma", 16)
+DEFINE_TABLES(tables_avx2, "avx2,fma", 8)
+
 static const struct {
     int w, rows;
     void (*fn)(const struct nf_perm_tile *, const float *, int64_t, int64_t, int64_t, uint32_t *, float *);
+    void (*tables)(const struct nf_perm_tile *, const float *, int64_t, int64_t, int64_t, uint32_t *, float *,
+                   const uint8_t *, float, float, float *);
 } fused_impl[] = {
-    [NF_PERM_TILE_AVX2] = { 8, 6, fused_avx2 },
-    [NF_PERM_TILE_AVX512] = { 16, 8, fused_avx512 },
+    [NF_PERM_TILE_AVX2] = { 8, 6, fused_avx2, tables_avx2 },
+    [NF_PERM_TILE_AVX512] = { 16, 8, fused_avx512, tables_avx512 },
 };
 #endif
 
@@ -349,22 +570,76 @@ enum nf_perm_tile_impl nf_perm_tile_choose(void)
                                                                         : nf_perm_tile_best();
 }
 
-size_t nf_perm_tile_scratch(int64_t rows, int64_t max_voxels)
+static _Atomic int64_t table_calls;
+
+int64_t nf_perm_tile_table_calls(void)
+{
+    return table_calls;
+}
+
+bool nf_perm_tile_tables(void)
+{
+    return nf_switches()->perm_tables;
+}
+
+/* Scratch: the header nf_perm_tile_prepare_simd leaves, the rows' patterns
+ * (a byte per row and group, kept over the tiles), then what one tile needs:
+ * the gemm implementation's block, or the fused implementations' row maxima
+ * (rows + 16 vectors of 16) and a strip's tables (groups x patterns x 32). */
+static int64_t pattern_floats(int64_t rows, int64_t n)
+{
+    int64_t groups = tab_groups(n > 0 ? n : 1);
+    return groups <= TAB_MAX_GROUPS ? (rows * groups + 3) / 4 : 0;
+}
+
+size_t nf_perm_tile_scratch(int64_t rows, int64_t n, int64_t max_voxels)
 {
     size_t ref = (size_t)NF_PERM_TILE_SUB_ROWS * (size_t)max_voxels, fused = (size_t)(rows + 16) * 16 + 16;
-    return ref > fused ? ref : fused;
+    fused += (size_t)(tab_groups(n > 0 ? n : 1) * TAB_PATTERNS * 32);
+    return TAB_HEADER_FLOATS + (size_t)pattern_floats(rows, n) + (ref > fused ? ref : fused);
+}
+
+void nf_perm_tile_prepare_simd(const struct nf_perm_tile *c, const float *R, int64_t rows, float *scratch)
+{
+    struct tab_header h = { .magic = 0 };
+#ifdef NF_PERM_FUSED
+    if (c->impl != NF_PERM_TILE_GEMM && c->tables && c->n >= TAB_BITS && tab_groups(c->n) <= TAB_MAX_GROUPS &&
+        rows >= TAB_ROWS && two_valued(R, rows, c->n, &h.one, &h.zero)) {
+        h = (struct tab_header){ .magic = TAB_MAGIC, .one = h.one, .zero = h.zero, .rows = rows, .n = c->n, .R = R };
+        row_patterns(R, rows, c->n, h.one, (uint8_t *)(scratch + TAB_HEADER_FLOATS));
+    }
+#else
+    (void)c;
+    (void)R;
+    (void)rows;
+#endif
+    memcpy(scratch, &h, sizeof h);
 }
 
 void nf_perm_tile_simd(const struct nf_perm_tile *c, const float *R, int64_t rows, int64_t v0, int64_t nv,
                        uint32_t *cnt, float *rowmax, float *scratch)
 {
     const enum nf_perm_tile_impl impl = c->impl;
+    struct tab_header h;
+    memcpy(&h, scratch, sizeof h);
+    /* the rows' patterns, when prepared for these rows; then the tile's own */
+    const uint8_t *idx = (const uint8_t *)(scratch + TAB_HEADER_FLOATS);
+    scratch += TAB_HEADER_FLOATS + pattern_floats(rows, c->n);
 #ifdef NF_PERM_FUSED
-    if (impl != NF_PERM_TILE_GEMM && nv >= 2 * fused_impl[impl].w && rows >= fused_impl[impl].rows) {
-        int64_t W = fused_impl[impl].w, nr = rows - rows % fused_impl[impl].rows, nvf = nv - nv % (2 * W);
+    bool tables = h.magic == TAB_MAGIC && h.R == R && h.rows == rows && h.n == c->n && impl != NF_PERM_TILE_GEMM &&
+                  nv >= 2 * fused_impl[impl].w;
+    if (tables || (impl != NF_PERM_TILE_GEMM && nv >= 2 * fused_impl[impl].w && rows >= fused_impl[impl].rows)) {
+        int64_t W = fused_impl[impl].w, nvf = nv - nv % (2 * W);
+        int64_t nr = rows - rows % (tables ? TAB_ROWS : fused_impl[impl].rows);
         for (int64_t i = 0; i < nr * W; i++)
             scratch[i] = -FLT_MAX;
-        fused_impl[impl].fn(c, R, nr, v0, nvf, cnt, scratch);
+        if (tables) {
+            atomic_fetch_add_explicit(&table_calls, 1, memory_order_relaxed);
+            float *table = scratch + (rows + 16) * 16;   /* after the maxima */
+            fused_impl[impl].tables(c, R, nr, v0, nvf, cnt, scratch, idx, h.one, h.zero, table);
+        } else {
+            fused_impl[impl].fn(c, R, nr, v0, nvf, cnt, scratch);
+        }
         for (int64_t i = 0; i < nr; i++) {
             float m = -FLT_MAX;
             for (int64_t l = 0; l < W; l++)
