@@ -174,6 +174,7 @@ struct tab_header {
     uint32_t magic;
     float one, zero;
     int64_t rows, n;
+    enum nf_perm_tile_impl impl;
     const float *R;
 };
 enum { TAB_MAGIC = 0x7AB1E5, TAB_HEADER_FLOATS = 16 };
@@ -359,21 +360,23 @@ static bool two_valued(const float *R, int64_t rows, int64_t n, float *one, floa
     return true;
 }
 
-/* Each row's pattern in each group: idx[i * groups + g], bit k set where
- * subject g * TAB_BITS + k takes the value `one`. */
-static void row_patterns(const float *R, int64_t rows, int64_t n, float one, uint8_t *idx)
+/* Where each row's entry of each group lies in a strip's tables:
+ * off[i * groups + g] in units of 8 bytes (one addressing mode away from the
+ * table's start), for the pattern whose bit k is set where subject
+ * g * TAB_BITS + k takes the value `one`; strip: floats per table entry. */
+static void row_patterns(const float *R, int64_t rows, int64_t n, float one, int64_t strip, uint16_t *off)
 {
     const int64_t groups = tab_groups(n);
     uint32_t a, x;
     memcpy(&a, &one, sizeof a);
     for (int64_t i = 0; i < rows; i++)
         for (int64_t g = 0; g < groups; g++) {
-            unsigned p = 0;
+            int64_t p = 0;
             for (int64_t k = 0, j = g * TAB_BITS; k < TAB_BITS && j < n; k++, j++) {
                 memcpy(&x, R + i * n + j, sizeof x);
-                p |= (unsigned)(x == a) << k;
+                p |= (int64_t)(x == a) << k;
             }
-            idx[i * groups + g] = (uint8_t)p;
+            off[i * groups + g] = (uint16_t)((g * TAB_PATTERNS + p) * strip / 2);
         }
 }
 
@@ -386,7 +389,7 @@ static void row_patterns(const float *R, int64_t rows, int64_t n, float one, uin
     typedef int32_t NAME##_vi __attribute__((vector_size(4 * (W_))));                                        \
     static inline __attribute__((always_inline, target(TARGET))) void NAME##_body(                           \
         const struct nf_perm_tile *c, const float *R, int64_t rows, int64_t v0, int64_t nv, uint32_t *cnt,      \
-        float *vmax, const uint8_t *idx, float one, float zero, float *table, const bool t_stat,           \
+        float *vmax, const uint16_t *off, float one, float zero, float *table, const bool t_stat,          \
         const int tail)                                                                                      \
     {                                                                                                        \
         typedef NAME##_vf VF;                                                                                \
@@ -444,16 +447,15 @@ static void row_patterns(const float *R, int64_t rows, int64_t n, float one, uin
             }                                                                                                \
             for (int64_t r = 0; r + TAB_ROWS <= rows; r += TAB_ROWS) {                                       \
                 VF acc0[TAB_ROWS], acc1[TAB_ROWS];                                                           \
-                const uint8_t *ix = idx + r * groups;                                                        \
+                const uint16_t *ix = off + r * groups;                                                       \
                 _Pragma("GCC unroll 4") for (int i = 0; i < TAB_ROWS; i++) {                                 \
-                    const float *T = table + (int64_t)ix[i * groups] * STRIP;                                \
+                    const float *T = table + 2 * (int64_t)ix[i * groups];                                    \
                     memcpy(&acc0[i], T, sizeof acc0[i]);                                                     \
                     memcpy(&acc1[i], T + W, sizeof acc1[i]);                                                 \
                 }                                                                                            \
                 for (int64_t g = 1; g < groups; g++) {                                                       \
-                    const float *Tg = table + g * TAB_PATTERNS * STRIP;                                      \
                     _Pragma("GCC unroll 4") for (int i = 0; i < TAB_ROWS; i++) {                             \
-                        const float *T = Tg + (int64_t)ix[i * groups + g] * STRIP;                           \
+                        const float *T = table + 2 * (int64_t)ix[i * groups + g];                            \
                         VF t0, t1;                                                                           \
                         memcpy(&t0, T, sizeof t0);                                                           \
                         memcpy(&t1, T + W, sizeof t1);                                                       \
@@ -495,7 +497,7 @@ static void row_patterns(const float *R, int64_t rows, int64_t n, float one, uin
     }                                                                                                        \
     static __attribute__((target(TARGET), noinline)) void NAME(                                              \
         const struct nf_perm_tile *c, const float *R, int64_t rows, int64_t v0, int64_t nv, uint32_t *cnt,      \
-        float *vmax, const uint8_t *idx, float one, float zero, float *table)                                \
+        float *vmax, const uint16_t *idx, float one, float zero, float *table)                               \
     {                                                                                                        \
         if (c->t_stat) {                                                                                     \
             if (c->tail == NF_TAIL_TWO)                                                                      \
@@ -521,7 +523,7 @@ static const struct {
     int w, rows;
     void (*fn)(const struct nf_perm_tile *, const float *, int64_t, int64_t, int64_t, uint32_t *, float *);
     void (*tables)(const struct nf_perm_tile *, const float *, int64_t, int64_t, int64_t, uint32_t *, float *,
-                   const uint8_t *, float, float, float *);
+                   const uint16_t *, float, float, float *);
 } fused_impl[] = {
     [NF_PERM_TILE_AVX2] = { 8, 6, fused_avx2, tables_avx2 },
     [NF_PERM_TILE_AVX512] = { 16, 8, fused_avx512, tables_avx512 },
@@ -582,14 +584,15 @@ bool nf_perm_tile_tables(void)
     return nf_switches()->perm_tables;
 }
 
-/* Scratch: the header nf_perm_tile_prepare_simd leaves, the rows' patterns
- * (a byte per row and group, kept over the tiles), then what one tile needs:
+/* Scratch: the header nf_perm_tile_prepare_simd leaves, where the rows'
+ * patterns lie in the tables (2 bytes per row and group, kept over the
+ * tiles), then what one tile needs:
  * the gemm implementation's block, or the fused implementations' row maxima
  * (rows + 16 vectors of 16) and a strip's tables (groups x patterns x 32). */
 static int64_t pattern_floats(int64_t rows, int64_t n)
 {
     int64_t groups = tab_groups(n > 0 ? n : 1);
-    return groups <= TAB_MAX_GROUPS ? (rows * groups + 3) / 4 : 0;
+    return groups <= TAB_MAX_GROUPS ? (rows * groups + 1) / 2 : 0;
 }
 
 size_t nf_perm_tile_scratch(int64_t rows, int64_t n, int64_t max_voxels)
@@ -605,8 +608,9 @@ void nf_perm_tile_prepare_simd(const struct nf_perm_tile *c, const float *R, int
 #ifdef NF_PERM_FUSED
     if (c->impl != NF_PERM_TILE_GEMM && c->tables && c->n >= TAB_BITS && tab_groups(c->n) <= TAB_MAX_GROUPS &&
         rows >= TAB_ROWS && two_valued(R, rows, c->n, &h.one, &h.zero)) {
-        h = (struct tab_header){ .magic = TAB_MAGIC, .one = h.one, .zero = h.zero, .rows = rows, .n = c->n, .R = R };
-        row_patterns(R, rows, c->n, h.one, (uint8_t *)(scratch + TAB_HEADER_FLOATS));
+        h = (struct tab_header){ .magic = TAB_MAGIC, .one = h.one, .zero = h.zero, .rows = rows, .n = c->n,
+                                 .impl = c->impl, .R = R };
+        row_patterns(R, rows, c->n, h.one, 2 * fused_impl[c->impl].w, (uint16_t *)(scratch + TAB_HEADER_FLOATS));
     }
 #else
     (void)c;
@@ -623,10 +627,10 @@ void nf_perm_tile_simd(const struct nf_perm_tile *c, const float *R, int64_t row
     struct tab_header h;
     memcpy(&h, scratch, sizeof h);
     /* the rows' patterns, when prepared for these rows; then the tile's own */
-    const uint8_t *idx = (const uint8_t *)(scratch + TAB_HEADER_FLOATS);
+    const uint16_t *idx = (const uint16_t *)(scratch + TAB_HEADER_FLOATS);
     scratch += TAB_HEADER_FLOATS + pattern_floats(rows, c->n);
 #ifdef NF_PERM_FUSED
-    bool tables = h.magic == TAB_MAGIC && h.R == R && h.rows == rows && h.n == c->n && impl != NF_PERM_TILE_GEMM &&
+    bool tables = h.magic == TAB_MAGIC && h.R == R && h.rows == rows && h.n == c->n && h.impl == impl &&
                   nv >= 2 * fused_impl[impl].w;
     if (tables || (impl != NF_PERM_TILE_GEMM && nv >= 2 * fused_impl[impl].w && rows >= fused_impl[impl].rows)) {
         int64_t W = fused_impl[impl].w, nvf = nv - nv % (2 * W);
