@@ -659,15 +659,16 @@ static void tile_problem_free(struct tile_problem *p)
  * with odd sizes: rows that do not fill a register block (4, 6 or 8) or a
  * GEMM block (255), voxel strips that do not fill 2 vectors, a tile that
  * starts inside D, single rows and voxels, subjects that do not fill a table
- * group (4), the most groups tables take (64) and one more; counts start
- * non-zero (they accumulate). */
+ * group (4), groups over several passes (13 per pass with AVX-512, 26 with
+ * AVX2; 53 subjects: one group in the last), the most groups tables take
+ * (255) and one more; counts start non-zero (they accumulate). */
 static void test_perm_tile_matches_reference(void **state)
 {
     (void)state;
     const struct tile_case cases[] = {
         { 7, 83, 13, 0, 83 },       { 30, 600, 50, 37, 512 }, { 1, 1, 1, 0, 1 },      { 12, 40, 300, 3, 37 },
         { 40, 97, 8, 0, 97 },       { 5, 33, 6, 1, 32 },      { 19, 260, 31, 0, 260 }, { 50, 700, 203, 5, 640 },
-        { 256, 70, 9, 2, 64 },      { 257, 64, 5, 0, 64 },
+        { 256, 70, 9, 2, 64 },      { 53, 100, 12, 0, 96 },   { 1020, 40, 6, 0, 40 },  { 1021, 40, 5, 0, 33 },
     };
     const struct nf_kernels *tables[] = { &nf_kernels_ref, &nf_kernels_blas, nf_kernels_cpu() };
     rng_seed(314);

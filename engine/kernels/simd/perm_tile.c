@@ -166,7 +166,11 @@ static __attribute__((noinline)) void near_ties(const struct nf_perm_tile *c, co
 }
 
 /* Tables of partial sums (below): subjects per group, rows per pass. */
-enum { TAB_BITS = 4, TAB_PATTERNS = 1 << TAB_BITS, TAB_ROWS = 4, TAB_MAX_GROUPS = 64 };
+enum { TAB_BITS = 4, TAB_PATTERNS = 1 << TAB_BITS, TAB_ROWS = 4, TAB_MAX_GROUPS = 255 };
+/* Groups whose tables take at most 26 KB (L1 holds them with the rows'
+ * patterns and maxima streaming past) for entries of `strip` floats: a pass
+ * over the rows per this many groups. */
+#define TAB_PASS_GROUPS(strip) ((int64_t)(26 * 1024 / (TAB_PATTERNS * (strip) * 4)))
 
 /* What nf_perm_tile_prepare_simd leaves at the start of scratch for the
  * tiles of its rows (magic 0: use no tables). */
@@ -334,7 +338,9 @@ DEFINE_FUSED(fused_avx2, "avx2,fma", 8, 6, _mm256_fmadd_ps, _mm256_set1_ps)
  * strip (built once per strip, each entry summed left to right as the GEMM
  * would), and a row's sum is the sum of its groups' entries: n / TAB_BITS
  * vector loads and adds per vector of voxels instead of n FMAs. The tables of
- * 2 vectors x 13 groups (50 subjects) take 26 KB with AVX-512: they stay in L1.
+ * 2 vectors x 13 groups (50 subjects) take 26 KB with AVX-512: they stay in L1;
+ * more groups go in passes of 13 over the rows, each row's sum so far kept
+ * between them (added first, so the sum has the same terms in the same order).
  * The sums differ from the GEMM's by round-off only (each term goes through
  * fewer additions), which the tie window covers, so the counts are the same. */
 
@@ -389,7 +395,8 @@ static void row_patterns(const float *R, int64_t rows, int64_t n, float one, int
     typedef int32_t NAME##_vi __attribute__((vector_size(4 * (W_))));                                        \
     static inline __attribute__((always_inline, target(TARGET))) void NAME##_body(                           \
         const struct nf_perm_tile *c, const float *R, int64_t rows, int64_t v0, int64_t nv, uint32_t *cnt,      \
-        float *vmax, const uint16_t *off, float one, float zero, float *table, const bool t_stat,          \
+        float *vmax, const uint16_t *off, float one, float zero, float *table, float *partial,             \
+        const bool t_stat,                                                                                   \
         const int tail)                                                                                      \
     {                                                                                                        \
         typedef NAME##_vf VF;                                                                                \
@@ -403,29 +410,6 @@ static void row_patterns(const float *R, int64_t rows, int64_t n, float one, int
             const float *shift = c->shift + v0 + v, *capv = c->cap + v0 + v, *hiv = c->hi + v0 + v,          \
                         *lov = c->lo + v0 + v, *ssv = c->ss + v0 + v, *flv = c->floor_ + v0 + v;             \
             const float *Dv = c->D + v0 + v;                                                                 \
-            /* the strip's tables, each group's patterns built a subject at a time */                       \
-            for (int64_t g = 0; g < groups; g++) {                                                           \
-                float *T = table + g * TAB_PATTERNS * STRIP;                                                 \
-                memset(T, 0, sizeof(float) * STRIP);                                                         \
-                for (int64_t k = 0, j = g * TAB_BITS; k < TAB_BITS && j < n; k++, j++) {                     \
-                    VF d0, d1;                                                                               \
-                    memcpy(&d0, Dv + j * ldd, sizeof d0);                                                    \
-                    memcpy(&d1, Dv + j * ldd + W, sizeof d1);                                                \
-                    for (int64_t p = 0; p < ((int64_t)1 << k); p++) {                                        \
-                        VF t0, t1, s0, s1;                                                                   \
-                        memcpy(&t0, T + p * STRIP, sizeof t0);                                               \
-                        memcpy(&t1, T + p * STRIP + W, sizeof t1);                                           \
-                        s0 = t0 + vone * d0;                                                                 \
-                        s1 = t1 + vone * d1;                                                                 \
-                        memcpy(T + (p | ((int64_t)1 << k)) * STRIP, &s0, sizeof s0);                         \
-                        memcpy(T + (p | ((int64_t)1 << k)) * STRIP + W, &s1, sizeof s1);                     \
-                        t0 = t0 + vzero * d0;                                                                \
-                        t1 = t1 + vzero * d1;                                                                \
-                        memcpy(T + p * STRIP, &t0, sizeof t0);                                               \
-                        memcpy(T + p * STRIP + W, &t1, sizeof t1);                                           \
-                    }                                                                                        \
-                }                                                                                            \
-            }                                                                                                \
             VI cnt0, cnt1;                                                                                   \
             memcpy(&cnt0, cnt + v, sizeof cnt0);                                                             \
             memcpy(&cnt1, cnt + v + W, sizeof cnt1);                                                         \
@@ -445,50 +429,93 @@ static void row_patterns(const float *R, int64_t rows, int64_t n, float one, int
                 memcpy(&fl0, flv, sizeof fl0);                                                               \
                 memcpy(&fl1, flv + W, sizeof fl1);                                                           \
             }                                                                                                \
-            for (int64_t r = 0; r + TAB_ROWS <= rows; r += TAB_ROWS) {                                       \
-                VF acc0[TAB_ROWS], acc1[TAB_ROWS];                                                           \
-                const uint16_t *ix = off + r * groups;                                                       \
-                _Pragma("GCC unroll 4") for (int i = 0; i < TAB_ROWS; i++) {                                 \
-                    const float *T = table + 2 * (int64_t)ix[i * groups];                                    \
-                    memcpy(&acc0[i], T, sizeof acc0[i]);                                                     \
-                    memcpy(&acc1[i], T + W, sizeof acc1[i]);                                                 \
+            /* passes over groups whose tables fit in L1, the rows' sums so far kept in partial */      \
+            for (int64_t g0 = 0; g0 < groups; g0 += TAB_PASS_GROUPS(STRIP)) {                                \
+                const int64_t g1 = g0 + TAB_PASS_GROUPS(STRIP) < groups ? g0 + TAB_PASS_GROUPS(STRIP) : groups; \
+                const int64_t base = g0 * TAB_PATTERNS * STRIP;                                              \
+                const bool last = g1 == groups;                                                              \
+                /* this pass's tables, each group's patterns built a subject at a time */                   \
+                for (int64_t g = g0; g < g1; g++) {                                                          \
+                    float *T = table + (g - g0) * TAB_PATTERNS * STRIP;                                      \
+                    memset(T, 0, sizeof(float) * STRIP);                                                     \
+                    for (int64_t k = 0, j = g * TAB_BITS; k < TAB_BITS && j < n; k++, j++) {                 \
+                        VF d0, d1;                                                                           \
+                        memcpy(&d0, Dv + j * ldd, sizeof d0);                                                \
+                        memcpy(&d1, Dv + j * ldd + W, sizeof d1);                                            \
+                        for (int64_t p = 0; p < ((int64_t)1 << k); p++) {                                    \
+                            VF t0, t1, s0, s1;                                                               \
+                            memcpy(&t0, T + p * STRIP, sizeof t0);                                           \
+                            memcpy(&t1, T + p * STRIP + W, sizeof t1);                                       \
+                            s0 = t0 + vone * d0;                                                             \
+                            s1 = t1 + vone * d1;                                                             \
+                            memcpy(T + (p | ((int64_t)1 << k)) * STRIP, &s0, sizeof s0);                     \
+                            memcpy(T + (p | ((int64_t)1 << k)) * STRIP + W, &s1, sizeof s1);                 \
+                            t0 = t0 + vzero * d0;                                                            \
+                            t1 = t1 + vzero * d1;                                                            \
+                            memcpy(T + p * STRIP, &t0, sizeof t0);                                           \
+                            memcpy(T + p * STRIP + W, &t1, sizeof t1);                                       \
+                        }                                                                                    \
+                    }                                                                                        \
                 }                                                                                            \
-                for (int64_t g = 1; g < groups; g++) {                                                       \
+                for (int64_t r = 0; r + TAB_ROWS <= rows; r += TAB_ROWS) {                                   \
+                    VF acc0[TAB_ROWS], acc1[TAB_ROWS];                                                       \
+                    const uint16_t *ix = off + r * groups;                                                   \
                     _Pragma("GCC unroll 4") for (int i = 0; i < TAB_ROWS; i++) {                             \
-                        const float *T = table + 2 * (int64_t)ix[i * groups + g];                            \
-                        VF t0, t1;                                                                           \
-                        memcpy(&t0, T, sizeof t0);                                                           \
-                        memcpy(&t1, T + W, sizeof t1);                                                       \
-                        acc0[i] += t0;                                                                       \
-                        acc1[i] += t1;                                                                       \
+                        const float *T = table + (2 * (int64_t)ix[i * groups + g0] - base);                  \
+                        memcpy(&acc0[i], T, sizeof acc0[i]);                                                 \
+                        memcpy(&acc1[i], T + W, sizeof acc1[i]);                                             \
+                        if (g0 > 0) { /* the earlier passes' sum first: the order of the terms as in one pass */ \
+                            VF p0, p1;                                                                       \
+                            memcpy(&p0, partial + (r + i) * STRIP, sizeof p0);                               \
+                            memcpy(&p1, partial + (r + i) * STRIP + W, sizeof p1);                           \
+                            acc0[i] = p0 + acc0[i];                                                          \
+                            acc1[i] = p1 + acc1[i];                                                          \
+                        }                                                                                    \
                     }                                                                                        \
-                }                                                                                            \
-                VI nearv = (VI){ 0 };                                                                        \
-                _Pragma("GCC unroll 4") for (int i = 0; i < TAB_ROWS; i++) {                                 \
-                    VF q0, q1, m, old;                                                                       \
-                    EPILOGUE_ON(VF, VI, acc0[i], sh0, cap0, hi0, lo0, ss0, fl0, cnt0, q0);                   \
-                    EPILOGUE_ON(VF, VI, acc1[i], sh1, cap1, hi1, lo1, ss1, fl1, cnt1, q1);                   \
-                    acc0[i] = q0;                                                                            \
-                    acc1[i] = q1;                                                                            \
-                    m = VSELT(VF, VI, q0 > q1, q0, q1);                                                      \
-                    memcpy(&old, vmax + (r + i) * W, sizeof old);                                            \
-                    m = VSELT(VF, VI, m > old, m, old);                                                      \
-                    memcpy(vmax + (r + i) * W, &m, sizeof m);                                                \
-                }                                                                                            \
-                bool any = false;                                                                            \
-                for (int l = 0; l < W; l++)                                                                  \
-                    any |= nearv[l] != 0;                                                                    \
-                if (__builtin_expect(any, 0)) {                                                              \
-                    float q[TAB_ROWS * STRIP];                                                               \
-                    for (int i = 0; i < TAB_ROWS; i++) {                                                     \
-                        memcpy(q + i * STRIP, &acc0[i], sizeof acc0[i]);                                     \
-                        memcpy(q + i * STRIP + W, &acc1[i], sizeof acc1[i]);                                 \
+                    for (int64_t g = g0 + 1; g < g1; g++) {                                                  \
+                        _Pragma("GCC unroll 4") for (int i = 0; i < TAB_ROWS; i++) {                         \
+                            const float *T = table + (2 * (int64_t)ix[i * groups + g] - base);               \
+                            VF t0, t1;                                                                       \
+                            memcpy(&t0, T, sizeof t0);                                                       \
+                            memcpy(&t1, T + W, sizeof t1);                                                   \
+                            acc0[i] += t0;                                                                   \
+                            acc1[i] += t1;                                                                   \
+                        }                                                                                    \
                     }                                                                                        \
-                    memcpy(cnt + v, &cnt0, sizeof cnt0);                                                     \
-                    memcpy(cnt + v + W, &cnt1, sizeof cnt1);                                                 \
-                    near_ties(c, R + r * n, TAB_ROWS, v0 + v, STRIP, q, cnt + v);                            \
-                    memcpy(&cnt0, cnt + v, sizeof cnt0);                                                     \
-                    memcpy(&cnt1, cnt + v + W, sizeof cnt1);                                                 \
+                    if (!last) {                                                                             \
+                        for (int i = 0; i < TAB_ROWS; i++) {                                                 \
+                            memcpy(partial + (r + i) * STRIP, &acc0[i], sizeof acc0[i]);                     \
+                            memcpy(partial + (r + i) * STRIP + W, &acc1[i], sizeof acc1[i]);                 \
+                        }                                                                                    \
+                        continue;                                                                            \
+                    }                                                                                        \
+                    VI nearv = (VI){ 0 };                                                                    \
+                    _Pragma("GCC unroll 4") for (int i = 0; i < TAB_ROWS; i++) {                             \
+                        VF q0, q1, m, old;                                                                   \
+                        EPILOGUE_ON(VF, VI, acc0[i], sh0, cap0, hi0, lo0, ss0, fl0, cnt0, q0);               \
+                        EPILOGUE_ON(VF, VI, acc1[i], sh1, cap1, hi1, lo1, ss1, fl1, cnt1, q1);               \
+                        acc0[i] = q0;                                                                        \
+                        acc1[i] = q1;                                                                        \
+                        m = VSELT(VF, VI, q0 > q1, q0, q1);                                                  \
+                        memcpy(&old, vmax + (r + i) * W, sizeof old);                                        \
+                        m = VSELT(VF, VI, m > old, m, old);                                                  \
+                        memcpy(vmax + (r + i) * W, &m, sizeof m);                                            \
+                    }                                                                                        \
+                    bool any = false;                                                                        \
+                    for (int l = 0; l < W; l++)                                                              \
+                        any |= nearv[l] != 0;                                                                \
+                    if (__builtin_expect(any, 0)) {                                                          \
+                        float q[TAB_ROWS * STRIP];                                                           \
+                        for (int i = 0; i < TAB_ROWS; i++) {                                                 \
+                            memcpy(q + i * STRIP, &acc0[i], sizeof acc0[i]);                                 \
+                            memcpy(q + i * STRIP + W, &acc1[i], sizeof acc1[i]);                             \
+                        }                                                                                    \
+                        memcpy(cnt + v, &cnt0, sizeof cnt0);                                                 \
+                        memcpy(cnt + v + W, &cnt1, sizeof cnt1);                                             \
+                        near_ties(c, R + r * n, TAB_ROWS, v0 + v, STRIP, q, cnt + v);                        \
+                        memcpy(&cnt0, cnt + v, sizeof cnt0);                                                 \
+                        memcpy(&cnt1, cnt + v + W, sizeof cnt1);                                             \
+                    }                                                                                        \
                 }                                                                                            \
             }                                                                                                \
             memcpy(cnt + v, &cnt0, sizeof cnt0);                                                             \
@@ -497,22 +524,22 @@ static void row_patterns(const float *R, int64_t rows, int64_t n, float one, int
     }                                                                                                        \
     static __attribute__((target(TARGET), noinline)) void NAME(                                              \
         const struct nf_perm_tile *c, const float *R, int64_t rows, int64_t v0, int64_t nv, uint32_t *cnt,      \
-        float *vmax, const uint16_t *idx, float one, float zero, float *table)                               \
+        float *vmax, const uint16_t *idx, float one, float zero, float *table, float *partial)               \
     {                                                                                                        \
         if (c->t_stat) {                                                                                     \
             if (c->tail == NF_TAIL_TWO)                                                                      \
-                NAME##_body(c, R, rows, v0, nv, cnt, vmax, idx, one, zero, table, true, NF_TAIL_TWO);        \
+                NAME##_body(c, R, rows, v0, nv, cnt, vmax, idx, one, zero, table, partial, true, NF_TAIL_TWO);        \
             else if (c->tail == NF_TAIL_UPPER)                                                               \
-                NAME##_body(c, R, rows, v0, nv, cnt, vmax, idx, one, zero, table, true, NF_TAIL_UPPER);      \
+                NAME##_body(c, R, rows, v0, nv, cnt, vmax, idx, one, zero, table, partial, true, NF_TAIL_UPPER);      \
             else                                                                                             \
-                NAME##_body(c, R, rows, v0, nv, cnt, vmax, idx, one, zero, table, true, NF_TAIL_LOWER);      \
+                NAME##_body(c, R, rows, v0, nv, cnt, vmax, idx, one, zero, table, partial, true, NF_TAIL_LOWER);      \
         } else {                                                                                             \
             if (c->tail == NF_TAIL_TWO)                                                                      \
-                NAME##_body(c, R, rows, v0, nv, cnt, vmax, idx, one, zero, table, false, NF_TAIL_TWO);       \
+                NAME##_body(c, R, rows, v0, nv, cnt, vmax, idx, one, zero, table, partial, false, NF_TAIL_TWO);       \
             else if (c->tail == NF_TAIL_UPPER)                                                               \
-                NAME##_body(c, R, rows, v0, nv, cnt, vmax, idx, one, zero, table, false, NF_TAIL_UPPER);     \
+                NAME##_body(c, R, rows, v0, nv, cnt, vmax, idx, one, zero, table, partial, false, NF_TAIL_UPPER);     \
             else                                                                                             \
-                NAME##_body(c, R, rows, v0, nv, cnt, vmax, idx, one, zero, table, false, NF_TAIL_LOWER);     \
+                NAME##_body(c, R, rows, v0, nv, cnt, vmax, idx, one, zero, table, partial, false, NF_TAIL_LOWER);     \
         }                                                                                                    \
     }
 
@@ -523,7 +550,7 @@ static const struct {
     int w, rows;
     void (*fn)(const struct nf_perm_tile *, const float *, int64_t, int64_t, int64_t, uint32_t *, float *);
     void (*tables)(const struct nf_perm_tile *, const float *, int64_t, int64_t, int64_t, uint32_t *, float *,
-                   const uint16_t *, float, float, float *);
+                   const uint16_t *, float, float, float *, float *);
 } fused_impl[] = {
     [NF_PERM_TILE_AVX2] = { 8, 6, fused_avx2, tables_avx2 },
     [NF_PERM_TILE_AVX512] = { 16, 8, fused_avx512, tables_avx512 },
@@ -586,9 +613,10 @@ bool nf_perm_tile_tables(void)
 
 /* Scratch: the header nf_perm_tile_prepare_simd leaves, where the rows'
  * patterns lie in the tables (2 bytes per row and group, kept over the
- * tiles), then what one tile needs:
- * the gemm implementation's block, or the fused implementations' row maxima
- * (rows + 16 vectors of 16) and a strip's tables (groups x patterns x 32). */
+ * tiles), then what one tile needs: the gemm implementation's block, or the
+ * fused implementations' row maxima (rows + 16 vectors of 16), a pass's
+ * tables (groups x patterns x 32 floats at most) and the rows' partial sums
+ * between passes (32 floats per row). */
 static int64_t pattern_floats(int64_t rows, int64_t n)
 {
     int64_t groups = tab_groups(n > 0 ? n : 1);
@@ -598,7 +626,8 @@ static int64_t pattern_floats(int64_t rows, int64_t n)
 size_t nf_perm_tile_scratch(int64_t rows, int64_t n, int64_t max_voxels)
 {
     size_t ref = (size_t)NF_PERM_TILE_SUB_ROWS * (size_t)max_voxels, fused = (size_t)(rows + 16) * 16 + 16;
-    fused += (size_t)(tab_groups(n > 0 ? n : 1) * TAB_PATTERNS * 32);
+    if (pattern_floats(rows, n))   /* a pass's tables, then the rows' partial sums */
+        fused += (size_t)(TAB_PASS_GROUPS(32) * TAB_PATTERNS * 32) + (size_t)rows * 32;
     return TAB_HEADER_FLOATS + (size_t)pattern_floats(rows, n) + (ref > fused ? ref : fused);
 }
 
@@ -640,7 +669,8 @@ void nf_perm_tile_simd(const struct nf_perm_tile *c, const float *R, int64_t row
         if (tables) {
             atomic_fetch_add_explicit(&table_calls, 1, memory_order_relaxed);
             float *table = scratch + (rows + 16) * 16;   /* after the maxima */
-            fused_impl[impl].tables(c, R, nr, v0, nvf, cnt, scratch, idx, h.one, h.zero, table);
+            float *partial = table + TAB_PASS_GROUPS(32) * TAB_PATTERNS * 32;
+            fused_impl[impl].tables(c, R, nr, v0, nvf, cnt, scratch, idx, h.one, h.zero, table, partial);
         } else {
             fused_impl[impl].fn(c, R, nr, v0, nvf, cnt, scratch);
         }
