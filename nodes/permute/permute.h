@@ -14,6 +14,7 @@ enum { PERM_TAIL_TWO, PERM_TAIL_UPPER, PERM_TAIL_LOWER };
 enum { PERM_PEARSON, PERM_SPEARMAN };
 enum { PERM_EXACT_AUTO, PERM_EXACT_NEVER };
 enum { PERM_EXCHANGE_PERMUTE, PERM_EXCHANGE_SIGN_FLIP, PERM_EXCHANGE_BOTH };
+enum { PERM_NUISANCE_FREEDMAN_LANE, PERM_NUISANCE_SMITH };
 
 struct permute_params {
     int test;                /* PERM_ONE_SAMPLE / TWO_SAMPLE / CORRELATION */
@@ -37,6 +38,7 @@ struct permute_params {
     int exchange;                   /* PERM_EXCHANGE_*: what the null may do to a subject's residuals */
     char *blocks_column;            /* exchangeability blocks: a column of `blocks`, or of the design */
     bool whole_blocks;              /* permute the blocks as wholes instead of within them */
+    int nuisance_method;            /* PERM_NUISANCE_*: how the null handles the nuisance regressors */
 };
 
 enum { PERMUTE_IN_DATA, PERMUTE_IN_DATA2, PERMUTE_IN_COVARIATE, PERMUTE_IN_GROUPS, PERMUTE_IN_DESIGN,

@@ -72,6 +72,11 @@ struct glm_con {
     double *w;            /* s x p weights over the design's columns */
     int64_t r;            /* rows per permutation: u (s), then the nuisance directions a draw can move */
     float *basis;         /* r x n */
+    /* Smith (nuisance_method): r = s, each draw's rows orthonormalised against the nuisance directions it
+     * moves (qm: moved x n, in double); row_norm: the longest row of any draw (>= 1), widening the windows */
+    double *qm;
+    int64_t moved;
+    double row_norm;
     float *E;             /* n x V residuals under the nuisance model */
     double *ss_d;         /* V: |E_v|², from the float residuals */
     float *ss, *floor_;   /* V: the same in float, and the RSS floor */
@@ -461,6 +466,71 @@ static void draw_rows(const struct glm_ctx *g, const struct glm_con *k, const in
             rows[m * g->n + src[i]] = (float)sign[i] * k->basis[m * g->n + i];
 }
 
+/* Smith's rows of one draw, in place: the draw's rows A (s x n, the
+ * contrast's directions moved) become L⁻¹ A with L Lᵀ = A R_Z Aᵀ (Cholesky,
+ * in double), so that their products with the residuals E (orthogonal to Z)
+ * are those of an orthonormal basis of R_Z Aᵀ: the regressors permuted,
+ * orthogonalised to the nuisance and refitted. Only the nuisance directions
+ * the draw can move matter (the others are orthogonal to A already). A draw
+ * whose regressors fall into the nuisance space gets zero rows (statistic
+ * 0). work: s (n + s + moved) doubles. Returns the longest row's norm. */
+static double smith_rows(const struct glm_con *k, int64_t n, float *rows, double *work)
+{
+    const int64_t s = k->s, m = k->moved;
+    double *A = work, *L = A + s * n, *P = L + s * s;
+    for (int64_t i = 0; i < s * n; i++)
+        A[i] = rows[i];
+    for (int64_t j = 0; j < m; j++)
+        for (int64_t a = 0; a < s; a++) {
+            double x = 0;
+            for (int64_t i = 0; i < n; i++)
+                x += k->qm[j * n + i] * A[a * n + i];
+            P[j * s + a] = x;
+        }
+    double longest = 0;
+    for (int64_t a = 0; a < s; a++)
+        for (int64_t b = 0; b <= a; b++) {
+            double x = 0;
+            for (int64_t i = 0; i < n; i++)
+                x += A[a * n + i] * A[b * n + i];
+            for (int64_t j = 0; j < m; j++)
+                x -= P[j * s + a] * P[j * s + b];
+            for (int64_t c = 0; c < b; c++)
+                x -= L[a * s + c] * L[b * s + c];
+            if (a == b) {
+                if (!(x > 1e-10)) {   /* in the nuisance space, to round-off: no direction left */
+                    memset(rows, 0, (size_t)(s * n) * sizeof *rows);
+                    return 0;
+                }
+                L[a * s + a] = sqrt(x);
+            } else {
+                L[a * s + b] = x / L[b * s + b];
+            }
+        }
+    for (int64_t a = 0; a < s; a++) {
+        double norm = 0;
+        for (int64_t i = 0; i < n; i++) {
+            double x = A[a * n + i];
+            for (int64_t b = 0; b < a; b++)
+                x -= L[a * s + b] * A[b * n + i];   /* A's earlier rows are already the new ones */
+            x /= L[a * s + a];
+            A[a * n + i] = x;
+            rows[a * n + i] = (float)x;
+            norm += x * x;
+        }
+        longest = sqrt(norm) > longest ? sqrt(norm) : longest;
+    }
+    return longest;
+}
+
+/* The rows of one draw as the nuisance method makes them. */
+static double method_rows(const struct glm_ctx *g, const struct glm_con *k, const int64_t *src, const int8_t *sign,
+                          float *rows, double *work)
+{
+    draw_rows(g, k, src, sign, rows);
+    return g->prm->nuisance_method == PERM_NUISANCE_SMITH ? smith_rows(k, g->n, rows, work) : 1.0;
+}
+
 /* ---- inputs ---- */
 
 /* A located error of the node (its place in the pipeline file). */
@@ -750,8 +820,41 @@ static bool in_some_window(const struct glm_con *k, float x)
     return a > 0 && k->win_hi_max[a - 1] > x;
 }
 
-/* The contrast's Freedman–Lane residuals, rows, and observed t (stat: V),
- * its transformed value in double and its round-off window. */
+/* Smith: the observed rows (row0: the identity draw's) and k->row_norm, the
+ * longest row over every draw (a pass over the draws, ~the cost of drawing
+ * them once more). */
+static int smith_row_norm(const struct glm_ctx *g, struct glm_con *k, float *row0, const struct nf_run *run)
+{
+    const int64_t n = g->n;
+    int64_t *src = nf_malloc((size_t)n * sizeof *src), *scratch = nf_malloc((size_t)(2 * n + 8) * sizeof *scratch);
+    int8_t *sign = nf_malloc((size_t)n);
+    double *work = nf_malloc((size_t)(k->s * (n + k->s + k->moved)) * sizeof *work);
+    float *rows = nf_malloc((size_t)(k->r * n) * sizeof *rows);
+    int rc = 0;
+    if (!src || !scratch || !sign || !work || !rows) {
+        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        src[i] = i;
+        sign[i] = 1;
+    }
+    k->row_norm = fmax(1.0, method_rows(g, k, src, sign, row0, work));
+    for (int64_t d = 0; d < g->M; d++) {
+        nf_perm_glm_draw(&g->blocks, g->seeds[d], src, sign, scratch);
+        k->row_norm = fmax(k->row_norm, method_rows(g, k, src, sign, rows, work));
+    }
+done:
+    free(src);
+    free(scratch);
+    free(sign);
+    free(work);
+    free(rows);
+    return rc;
+}
+
+/* The contrast's residuals under the nuisance model, rows, and observed t
+ * (stat: V), its transformed value in double and its round-off window. */
 static int prepare_contrast(struct glm_ctx *g, struct glm_con *k, float *stat, const struct nf_run *run)
 {
     const int64_t n = g->n, V = g->V, p = g->p, nz = p - k->s;
@@ -809,20 +912,31 @@ static int prepare_contrast(struct glm_ctx *g, struct glm_con *k, float *stat, c
         for (int64_t i = 0; i < n; i++)
             g->K->row_residual(g->Y + i * V + v0, B + v0, qz + i, n, nz, V, nv, k->E + i * V + v0, k->ss_d + v0);
     }
-    /* rows: u, then the nuisance directions a draw can move */
+    /* rows: u, then (Freedman-Lane) the nuisance directions a draw can move */
     int64_t moved = movable_nuisance(&g->blocks, qz, n, nz);
-    k->r = k->s + moved;
+    bool smith = g->prm->nuisance_method == PERM_NUISANCE_SMITH;
+    k->r = smith ? k->s : k->s + moved;
+    k->moved = moved;
+    k->row_norm = 1;
     if (!(k->basis = nf_malloc((size_t)(k->r * n) * sizeof *k->basis)) ||
-        !(row0 = nf_malloc((size_t)(k->r * n) * sizeof *row0))) {
+        !(row0 = nf_malloc((size_t)(k->r * n) * sizeof *row0)) ||
+        (smith && !(k->qm = nf_malloc((size_t)(moved * n + 1) * sizeof *k->qm)))) {
         rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
         goto fail;
     }
     for (int64_t i = 0; i < k->s * n; i++)
         k->basis[i] = (float)u[i];
-    for (int64_t m = 0; m < moved; m++)
+    for (int64_t m = 0; m < moved && !smith; m++)
         for (int64_t i = 0; i < n; i++)
             k->basis[(k->s + m) * n + i] = (float)qz[m * n + i];
-    memcpy(row0, k->basis, (size_t)(k->r * n) * sizeof *row0);
+    if (smith) {
+        /* the observed rows as every draw's are made (the identity's bits equal), and
+         * the longest row of any draw: the float values' round-off grows with it */
+        memcpy(k->qm, qz, (size_t)(moved * n) * sizeof *k->qm);
+        NF_TRY(rc = smith_row_norm(g, k, row0, run));
+    } else {
+        memcpy(row0, k->basis, (size_t)(k->r * n) * sizeof *row0);
+    }
     if (!(acc = nf_malloc((size_t)(k->r * V) * sizeof *acc)) || !(obs = nf_malloc((size_t)V * sizeof *obs)) ||
         !(sums = nf_malloc((size_t)V * sizeof *sums))) {
         rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
@@ -850,7 +964,7 @@ static int prepare_contrast(struct glm_ctx *g, struct glm_con *k, float *stat, c
         stat[v] = (float)t;
         k->q_obs_d[v] = k->is_f ? t : tail_of(g->tail, t);
         double rss = fmax(ss - num, 1e-12 * ss);
-        double e_g = 4.0 * sqrt((double)n) * u32 * sqrt(ss) * (double)k->r;
+        double e_g = 4.0 * sqrt((double)n) * u32 * sqrt(ss) * (double)k->r * k->row_norm;
         double e_rss = 2.0 * sqrt(ss) * e_g * (double)k->r + 4.0 * u32 * ss;
         double e_num = 2.0 * sqrt(num) * e_g * sqrt((double)k->s) + 4.0 * u32 * num;
         double e_t = k->is_f ? g->dof / ((double)k->s * rss) * e_num + fabs(t) * e_rss / rss
@@ -952,20 +1066,17 @@ static int chunk_rows(const struct glm_ctx *g, const struct glm_con *k, int64_t 
 {
     int64_t *src = nf_malloc((size_t)g->n * sizeof *src), *scratch = nf_malloc((size_t)(2 * g->n + 8) * sizeof *scratch);
     int8_t *sign = nf_malloc((size_t)g->n);
-    if (!src || !scratch || !sign) {
-        free(src);
-        free(scratch);
-        free(sign);
-        return NF_ENOMEM;
-    }
-    for (int64_t i = 0; i < len; i++) {
+    double *work = nf_malloc((size_t)(k->s * (g->n + k->s + k->moved)) * sizeof *work);
+    int rc = src && scratch && sign && work ? 0 : NF_ENOMEM;
+    for (int64_t i = 0; rc == 0 && i < len; i++) {
         nf_perm_glm_draw(&g->blocks, g->seeds[p0 + i], src, sign, scratch);
-        draw_rows(g, k, src, sign, R + i * k->r * g->n);
+        method_rows(g, k, src, sign, R + i * k->r * g->n, work);
     }
     free(src);
     free(scratch);
     free(sign);
-    return 0;
+    free(work);
+    return rc;
 }
 
 /* The maxima of a chunk (cmax: len, R: its rows) inside some voxel's window
@@ -1334,7 +1445,8 @@ static int info_table(const struct glm_ctx *g, uint32_t seed, struct nf_value **
     char vals[ROWS][160];
     const char *keys[ROWS] = { "test", "statistic", "tail", "permutations", "seed", "subjects", "voxels",
                                "regressors", "dof", "exchange", "blocks", "nuisance" };
-    snprintf(vals[0], sizeof vals[0], "glm (Freedman-Lane)");
+    snprintf(vals[0], sizeof vals[0], "glm (%s)",
+             g->prm->nuisance_method == PERM_NUISANCE_SMITH ? "Smith" : "Freedman-Lane");
     bool any_f = g->C > (int64_t)g->prm->contrasts.n;
     snprintf(vals[1], sizeof vals[1], "%s", any_f ? "t, F (upper tail)" : "t");
     snprintf(vals[2], sizeof vals[2], "%s", tails[g->tail]);
@@ -1356,7 +1468,7 @@ static int info_table(const struct glm_ctx *g, uint32_t seed, struct nf_value **
     vals[11][0] = 0;
     for (int64_t c = 0; c < g->C && at < (int)sizeof vals[11] - 1; c++)
         at += snprintf(vals[11] + at, sizeof vals[11] - (size_t)at, "%s%s: %lld of %lld directions moved",
-                       c ? "; " : "", g->con[c].name, (long long)(g->con[c].r - g->con[c].s),
+                       c ? "; " : "", g->con[c].name, (long long)g->con[c].moved,
                        (long long)(g->p - g->con[c].s));
     const char *vp[ROWS];
     for (int i = 0; i < ROWS; i++)
@@ -1435,6 +1547,7 @@ static void release(struct glm_ctx *g)
         free(k->name);
         free(k->w);
         free(k->basis);
+        free(k->qm);
         free(k->E);
         free(k->ss_d);
         free(k->ss);

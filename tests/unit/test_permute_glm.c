@@ -397,6 +397,142 @@ static void test_matches_freedman_lane_in_double(void **state)
     }
 }
 
+/* ---- Smith in double, from its definition ----
+ * The tested regressors T (n x s: the t contrast's direction X (XᵀX)⁻¹ c, or
+ * the F contrast's columns beyond the nuisance) are moved by each draw
+ * (w[src[i]] = sign[i] T[i], the node's row convention), then the data, as
+ * they are, refitted on [w, Z]: t of w, or F of w over Z. */
+static void smith_reference(const struct glm_problem *pb, const double T[][MAXP], int s, const double Z[][MAXP],
+                            int q, int exchange, int tail, int64_t N, uint32_t seed, double *p, double *pfwe,
+                            double *null_max)
+{
+    const int n = pb->n, V = pb->V;
+    if (s > 1)
+        tail = PERM_TAIL_UPPER;
+    int64_t start[2] = { 0, n }, members[MAXN], src[MAXN], scratch[2 * MAXN + 8];
+    for (int i = 0; i < n; i++)
+        members[i] = i;
+    struct perm_glm_blocks b = { .n = n, .exchange = exchange, .n_blocks = 1, .start = start, .members = members };
+    uint32_t *seeds = malloc((size_t)N * sizeof *seeds);
+    nf_mt_seeds(seed, seeds, N);
+    int8_t sign[MAXN];
+    double D[MAXN][MAXP], y[MAXN], obs[MAXV];
+    const double e0[MAXP] = { 1 };
+    for (int64_t k = -1; k < N; k++) {   /* -1: the observed statistic */
+        if (k >= 0)
+            nf_perm_glm_draw(&b, seeds[k], src, sign, scratch);
+        for (int i = 0; i < n; i++) {
+            int at = k < 0 ? i : (int)src[i];
+            for (int a = 0; a < s; a++)
+                D[at][a] = (k < 0 ? 1 : sign[i]) * T[i][a];
+            for (int j = 0; j < q; j++)
+                D[i][s + j] = Z[i][j];
+        }
+        if (k >= 0)
+            null_max[k] = -INFINITY;
+        for (int v = 0; v < V; v++) {
+            for (int i = 0; i < n; i++)
+                y[i] = (float)pb->Y[i][v];
+            double raw = s == 1 ? t_of(D, n, 1 + q, e0, y) : f_of(D, n, s + q, Z, q, y);
+            double st = tail_of(tail, raw);
+            if (k < 0) {
+                obs[v] = st;
+                p[v] = pfwe[v] = 1;
+                continue;
+            }
+            null_max[k] = st > null_max[k] ? st : null_max[k];
+            p[v] += st >= obs[v] - 1e-9 * (1 + fabs(obs[v]));
+        }
+    }
+    for (int v = 0; v < V; v++) {
+        for (int64_t k = 0; k < N; k++)
+            pfwe[v] += null_max[k] >= obs[v] - 1e-9 * (1 + fabs(obs[v]));
+        p[v] /= (double)(N + 1);
+        pfwe[v] /= (double)(N + 1);
+    }
+    free(seeds);
+}
+
+/* nuisance_method: smith equals its definition in double over the node's
+ * draws: p and p_fwe exactly (counts decided in double), the null maxima and
+ * the observed t (the same as Freedman–Lane's) within round-off, for a t
+ * contrast (x; nuisance intercept and a correlated z) and an F contrast of
+ * two rows (x; z over the intercept), each exchange kind. Freedman–Lane on
+ * the same draws gives other null maxima where a draw moves a nuisance
+ * direction (the test can tell the two apart). */
+static void test_matches_smith_in_double(void **state)
+{
+    (void)state;
+    enum { N = 200 };
+    static const int cases[][2] = { { PERM_EXCHANGE_PERMUTE, PERM_TAIL_TWO },
+                                    { PERM_EXCHANGE_SIGN_FLIP, PERM_TAIL_UPPER },
+                                    { PERM_EXCHANGE_BOTH, PERM_TAIL_LOWER } };
+    for (size_t cs = 0; cs < sizeof cases / sizeof *cases; cs++) {
+        struct glm_problem pb;
+        struct permute_params prm, prm_fl;
+        struct nf_value *out[PERMUTE_N_OUT] = { 0 }, *out_fl[PERMUTE_N_OUT] = { 0 };
+        struct nf_error err = { 0 };
+        random_glm_problem(&pb, 16, 20, 0.6, 1.0, 0.3, 300 + cs);
+        glm_defaults(&prm, cases[cs][0], cases[cs][1], N, 91);
+        prm.nuisance_method = PERM_NUISANCE_SMITH;
+        set_list(&prm.contrasts, 1, "x = x");
+        set_list(&prm.f_contrasts, 1, "x_and_z = x; z");
+        glm_defaults(&prm_fl, cases[cs][0], cases[cs][1], N, 91);
+        set_list(&prm_fl.contrasts, 1, "x = x");
+        set_list(&prm_fl.f_contrasts, 1, "x_and_z = x; z");
+        if (run_glm(&prm, &pb, 3, out, &err) || run_glm(&prm_fl, &pb, 2, out_fl, &err))
+            fprintf(stderr, "%s\n", err.msg);
+        assert_int_equal(err.code, 0);
+        /* T for t: X (XᵀX)⁻¹ c; for F: x and z less their means */
+        double T1[MAXN][MAXP], T2[MAXN][MAXP], Z1[MAXN][MAXP], Z2[MAXN][MAXP], inv[MAXP][MAXP], b[MAXP], y0[MAXN] = { 0 };
+        lstsq(pb.X, pb.n, pb.p, y0, b, inv);
+        double mx = 0, mz = 0;
+        for (int i = 0; i < pb.n; i++) {
+            mx += pb.X[i][1] / pb.n;
+            mz += pb.X[i][2] / pb.n;
+        }
+        for (int i = 0; i < pb.n; i++) {
+            T1[i][0] = 0;
+            for (int a = 0; a < pb.p; a++)
+                T1[i][0] += pb.X[i][a] * inv[a][1];
+            T2[i][0] = pb.X[i][1] - mx;
+            T2[i][1] = pb.X[i][2] - mz;
+            Z1[i][0] = Z2[i][0] = 1;
+            Z1[i][1] = pb.X[i][2];
+        }
+        double p[MAXV], pfwe[MAXV], null_max[N];
+        for (int row = 0; row < 2; row++) {
+            if (row == 0)
+                smith_reference(&pb, T1, 1, Z1, 2, cases[cs][0], cases[cs][1], N, 91, p, pfwe, null_max);
+            else
+                smith_reference(&pb, T2, 2, Z2, 1, cases[cs][0], cases[cs][1], N, 91, p, pfwe, null_max);
+            const float *pp = out[PERMUTE_OUT_P]->u.mat.data + row * pb.V;
+            const float *pf = out[PERMUTE_OUT_P_FWE]->u.mat.data + row * pb.V;
+            const float *st = out[PERMUTE_OUT_STAT]->u.mat.data + row * pb.V;
+            const float *st_fl = out_fl[PERMUTE_OUT_STAT]->u.mat.data + row * pb.V;
+            const struct nf_matrix *nm = &out[PERMUTE_OUT_NULL_MAX]->u.mat, *nm_fl = &out_fl[PERMUTE_OUT_NULL_MAX]->u.mat;
+            for (int v = 0; v < pb.V; v++) {
+                if (pp[v] != (float)p[v] || pf[v] != (float)pfwe[v])
+                    fprintf(stderr, "case %zu row %d voxel %d: p %.6g / %.6g, p_fwe %.6g / %.6g\n", cs, row, v,
+                            pp[v], p[v], pf[v], pfwe[v]);
+                assert_true(pp[v] == (float)p[v]);
+                assert_true(pf[v] == (float)pfwe[v]);
+                assert_true(fabs(st[v] - st_fl[v]) <= 1e-5 * (1 + fabs(st_fl[v])));
+            }
+            int differ = 0;
+            for (int k = 0; k < N; k++) {
+                assert_true(fabs(nm->data[k * 2 + row] - null_max[k]) <= 1e-4 * (1 + fabs(null_max[k])));
+                differ += fabs(nm_fl->data[k * 2 + row] - null_max[k]) > 1e-3 * (1 + fabs(null_max[k]));
+            }
+            /* the t contrast moves z; the F contrast's nuisance, the intercept, moves only with sign flips */
+            if (row == 0 || cases[cs][0] != PERM_EXCHANGE_PERMUTE)
+                assert_true(differ > N / 4);
+        }
+        release(&prm, out);
+        release(&prm_fl, out_fl);
+    }
+}
+
 /* Exact ties count, as the definition counts them: with 6 subjects and sign
  * flips (64 patterns), 400 random draws repeat the identity and its mirror
  * image, whose null t's equal the observed ones exactly (two tails); the
@@ -974,6 +1110,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matches_freedman_lane_in_double),
+        cmocka_unit_test(test_matches_smith_in_double),
         cmocka_unit_test(test_threads_and_chunks_identical),
         cmocka_unit_test(test_exact_ties_counted),
         cmocka_unit_test(test_intercept_only_is_one_sample),
