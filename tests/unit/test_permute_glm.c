@@ -1165,6 +1165,28 @@ static void test_bad_input(void **state)
     glm_defaults(&prm, PERM_EXCHANGE_PERMUTE, PERM_TAIL_TWO, 50, 1);
     set_list(&prm.contrasts, 1, "x = x");
     expect_error(&prm, &pb, NF_EDATA, "design column 'x' has a missing value (subject 5)");
+
+    /* cluster-forming thresholds that leave a kind of contrast without one */
+    glm_problem_on_grid(&pb, 4, 4, 3, 7, 0.9, 12, 0.5, 5);
+    for (int i = 0; i < pb.n; i++)
+        for (int v = 0; v < pb.V; v++)
+            pb.Y[i][v] = (float)(i % 3) + 0.01f * (float)((i * 7 + v * 3) % 11);
+    glm_defaults(&prm, PERM_EXCHANGE_PERMUTE, PERM_TAIL_TWO, 20, 1);
+    set_list(&prm.contrasts, 1, "x = x");
+    set_list(&prm.f_contrasts, 1, "xz = x; z");
+    prm.cluster_threshold = 3;
+    expect_error(&prm, &pb, NF_EUSAGE, "the F contrasts need f_cluster_threshold");
+    glm_defaults(&prm, PERM_EXCHANGE_PERMUTE, PERM_TAIL_TWO, 20, 1);
+    set_list(&prm.contrasts, 1, "x = x");
+    set_list(&prm.f_contrasts, 1, "xz = x; z");
+    prm.f_cluster_threshold = 5;
+    expect_error(&prm, &pb, NF_EUSAGE, "the t contrasts need cluster_threshold too");
+    glm_defaults(&prm, PERM_EXCHANGE_PERMUTE, PERM_TAIL_TWO, 20, 1);
+    set_list(&prm.f_contrasts, 1, "xz = x; z");
+    prm.f_cluster_threshold = 5;
+    prm.cluster_p = 0.01;
+    expect_error(&prm, &pb, NF_EUSAGE, "give f_cluster_threshold or cluster_p, not both");
+    nf_geom_unref(pb.geom);
 }
 
 int main(void)
