@@ -147,8 +147,8 @@ static void spatial_methods(struct nf_strbuf *sb, const struct permute_params *p
         bool f = p->test == PERM_GLM && p->f_contrasts.n;
         nf_strbuf_addf(sb, " Clusters (%lld-connectivity) formed at ", (long long)p->connectivity);
         if (!isnan(p->cluster_p))
-            nf_strbuf_addf(sb, "p < %g (one-sided, through the t %s)", p->cluster_p,
-                           f ? "and F distributions" : "distribution");
+            nf_strbuf_addf(sb, "p < %g (one-sided, through the %s)", p->cluster_p,
+                           !f ? "t distribution" : p->contrasts.n ? "t and F distributions" : "F distribution");
         else if (!f)
             nf_strbuf_addf(sb, "a threshold of %g", p->cluster_threshold);
         else if (p->contrasts.n)
