@@ -1,10 +1,11 @@
-/* distributions.c — Student's t upper tail and the normal upper quantile, in
- * double precision without a statistics library.
+/* distributions.c — Student's t and F upper tails, the F and normal upper
+ * quantiles, in double precision without a statistics library.
  *
  * Nodes turn statistics into p-values and z scores the way scipy does
- * (fixed_effects' z, permute's cluster_p threshold): one implementation of
+ * (fixed_effects' z, permute's cluster_p thresholds on t and F): one implementation of
  * each, so that the nodes agree with one another to the last bit.
  */
+#include <float.h>
 #include <math.h>
 #include <stdbool.h>
 
@@ -27,23 +28,13 @@ double nf_t_sf(double t, double dof)
     return nf_t_tail_sf(&tt, t);
 }
 
-/* P(T > t) for t >= 0 through the regularised incomplete beta function
- * I_x(dof/2, 1/2), x = dof / (dof + t^2), by its continued fraction
- * (modified Lentz). */
-double nf_t_tail_sf(const struct nf_t_tail *tt, double t)
+/* I_x(a, b), the regularised incomplete beta function, by its continued
+ * fraction (modified Lentz), for x below (a + 1) / (a + b + 2) where the
+ * fraction converges fast; log_beta = lgamma(a + b) - lgamma(a) - lgamma(b).
+ * The callers swap a and b (and use 1 - x) above that point. */
+static double beta_fraction(double a, double b, double x, double log_beta)
 {
-    const double dof = tt->dof;
-    double a = dof / 2, b = 0.5, x = dof / (dof + t * t);
-    bool swap = x > (a + 1) / (a + b + 2);   /* the fraction converges fast below */
-    if (swap) {
-        double s = a;
-        a = b;
-        b = s;
-        x = 1 - x;
-    }
-    if (x <= 0)
-        return swap ? 0.5 : 0.0;
-    double front = exp(tt->log_beta[swap] + a * log(x) + b * log1p(-x)) / a;
+    double front = exp(log_beta + a * log(x) + b * log1p(-x)) / a;
     const double tiny = 1e-300;
     double c = 1, d = 1 - (a + b) * x / (a + 1);
     d = 1 / (fabs(d) < tiny ? tiny : d);
@@ -61,8 +52,66 @@ double nf_t_tail_sf(const struct nf_t_tail *tt, double t)
         if (fabs(d * c - 1) < 1e-16)
             break;
     }
-    double I = front * f;
+    return front * f;
+}
+
+/* P(T > t) for t >= 0 through the regularised incomplete beta function
+ * I_x(dof/2, 1/2), x = dof / (dof + t^2). */
+double nf_t_tail_sf(const struct nf_t_tail *tt, double t)
+{
+    const double dof = tt->dof;
+    double a = dof / 2, b = 0.5, x = dof / (dof + t * t);
+    bool swap = x > (a + 1) / (a + b + 2);   /* the fraction converges fast below */
+    if (swap) {
+        double s = a;
+        a = b;
+        b = s;
+        x = 1 - x;
+    }
+    if (x <= 0)
+        return swap ? 0.5 : 0.0;
+    double I = beta_fraction(a, b, x, tt->log_beta[swap]);
     return 0.5 * (swap ? 1 - I : I);
+}
+
+/* P(F > f) = I_x(d2/2, d1/2), x = d2 / (d2 + d1 f); above the fraction's
+ * point 1 - I_{1-x}(d1/2, d2/2), 1 - x = d1 f / (d2 + d1 f) computed as
+ * such (no cancellation for small f). */
+double nf_f_sf(double f, double d1, double d2)
+{
+    if (!(f > 0))
+        return 1.0;
+    if (isinf(f))
+        return 0.0;
+    double a = d2 / 2, b = d1 / 2, den = d2 + d1 * f;
+    double x = d2 / den, x1 = d1 * f / den;
+    double log_beta = lgamma(a + b) - lgamma(a) - lgamma(b);
+    if (x > (a + 1) / (a + b + 2))
+        return 1 - beta_fraction(b, a, x1, log_beta);
+    if (x <= 0)
+        return 0.0;
+    return beta_fraction(a, b, x, log_beta);
+}
+
+/* Bisection on f: P(F > f) falls monotonically from 1 at f = 0, so the root
+ * is bracketed once the upper end has been doubled past it; halved until the
+ * bracket is a few ulps wide or its midpoint is one of its ends (a quantile
+ * near 0, where a relative width is never reached). */
+double nf_f_isf(double p, double d1, double d2)
+{
+    double lo = 0, hi = 1;
+    while (nf_f_sf(hi, d1, d2) > p && hi < 1e300)
+        hi *= 2;
+    while (hi - lo > 4 * DBL_EPSILON * hi) {
+        double mid = lo + (hi - lo) / 2;
+        if (mid <= lo || mid >= hi)
+            break;
+        if (nf_f_sf(mid, d1, d2) > p)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo + (hi - lo) / 2;
 }
 
 /* The standard normal upper quantile isf(p), 0 < p <= 0.5: Acklam's rational

@@ -108,7 +108,11 @@ static const struct nf_param permute_params_table[] = {
     NF_PARAM_NUM_F("cluster_p", FIELD(cluster_p), NAN, 1e-300, 0.5, NF_PF_OPTIONAL,
                    "the cluster-forming threshold as an upper-tail p: T with P(t > T) = cluster_p for Student's "
                    "t with the test's degrees of freedom (n - 1 one-sample, n - 2 two-sample, n - p glm), or the "
-                   "r with that t for correlation (n - 2); not for stat: mean; instead of cluster_threshold"),
+                   "r with that t for correlation (n - 2); not for stat: mean; instead of cluster_threshold. glm's "
+                   "F contrasts: F with P(F > F_T) = cluster_p for (the contrast's rows, n - p) degrees of freedom"),
+    NF_PARAM_NUM_F("f_cluster_threshold", FIELD(f_cluster_threshold), NAN, 0, 1e30, NF_PF_OPTIONAL,
+                   "glm: the cluster-forming threshold of the F contrasts on F's scale (F > T, as randomise -F and -S "
+                   "give it), with cluster_threshold for the t contrasts; instead, cluster_p sets both"),
     NF_PARAM_STR_LIST_F("contrasts", FIELD(contrasts), "", 0, 1000, NF_PF_OPTIONAL,
                         "glm: t contrasts, each \"name = expression\" over the design's column names (as the glm "
                         "node: \"age = age\", \"group = patients - controls\", \"w = [0, 1, -1]\"); one row of "
@@ -144,12 +148,20 @@ static void spatial_methods(struct nf_strbuf *sb, const struct permute_params *p
         nf_strbuf_addf(sb, " Threshold-free cluster enhancement (E = %g, H = %g, %lld steps, %lld-connectivity) "
                            "was corrected by the maximum TFCE over voxels.", p->tfce_e, p->tfce_h,
                        (long long)p->tfce_steps, (long long)p->connectivity);
-    if (!isnan(p->cluster_threshold) || !isnan(p->cluster_p)) {
+    if (nf_perm_clusters_asked(p)) {
+        /* glm's F contrasts: F's own threshold, or cluster_p through F (the
+         * t-only sentences are those from before F contrasts had clusters) */
+        bool f = p->test == PERM_GLM && p->f_contrasts.n;
         nf_strbuf_addf(sb, " Clusters (%lld-connectivity) formed at ", (long long)p->connectivity);
-        if (isnan(p->cluster_p))
+        if (!isnan(p->cluster_p))
+            nf_strbuf_addf(sb, "p < %g (one-sided, through the %s)", p->cluster_p,
+                           !f ? "t distribution" : p->contrasts.n ? "t and F distributions" : "F distribution");
+        else if (!f)
             nf_strbuf_addf(sb, "a threshold of %g", p->cluster_threshold);
+        else if (p->contrasts.n)
+            nf_strbuf_addf(sb, "thresholds of t > %g and F > %g", p->cluster_threshold, p->f_cluster_threshold);
         else
-            nf_strbuf_addf(sb, "p < %g (one-sided, through the t distribution)", p->cluster_p);
+            nf_strbuf_addf(sb, "a threshold of F > %g", p->f_cluster_threshold);
         nf_strbuf_addf(sb, " were tested by the maximum cluster size and cluster mass over each permutation.");
     }
 }
@@ -247,6 +259,9 @@ static bool permute_param_matters(const void *params, const struct nf_param *p)
     static const char *const glm_only[] = { "contrasts", "f_contrasts", "exchange", "blocks_column",
                                             "whole_blocks" };
     static const char *const not_glm[] = { "stat", "method", "column" };
+    /* keyed only when set, so that the keys of nodes from before it existed stand */
+    if (strcmp(p->name, "f_cluster_threshold") == 0)
+        return prm->test == PERM_GLM && !isnan(prm->f_cluster_threshold);
     for (size_t i = 0; i < sizeof glm_only / sizeof *glm_only; i++)
         if (strcmp(p->name, glm_only[i]) == 0)
             return prm->test == PERM_GLM;
@@ -259,7 +274,7 @@ static bool permute_param_matters(const void *params, const struct nf_param *p)
     if (strncmp(p->name, "tfce_", 5) == 0)
         return prm->tfce;
     if (strcmp(p->name, "connectivity") == 0)
-        return prm->tfce || !isnan(prm->cluster_threshold) || !isnan(prm->cluster_p);
+        return prm->tfce || nf_perm_clusters_asked(prm);
     return true;
 }
 
@@ -330,6 +345,11 @@ static int permute_resolve(struct nf_resolve *r)
     const char *id = nf_node_id(r->node);
     bool has2 = r->in[PERMUTE_IN_DATA2].kind != NF_KIND_NONE, hasc = r->in[PERMUTE_IN_COVARIATE].kind != NF_KIND_NONE,
          hasg = r->in[PERMUTE_IN_GROUPS].kind != NF_KIND_NONE;
+    if (!isnan(p->f_cluster_threshold) && (p->test != PERM_GLM || !p->f_contrasts.n))
+        return NF_FAIL_AT(r->err, NF_EUSAGE, loc, id,
+                          "f_cluster_threshold is the cluster-forming threshold of test glm's F contrasts, and this "
+                          "node has %s%s; give cluster_threshold (or cluster_p) for the t statistic",
+                          p->test == PERM_GLM ? "no f_contrasts" : "test ", p->test == PERM_GLM ? "" : test_kinds[p->test]);
     if (p->test == PERM_GLM)
         return nf_perm_glm_resolve(r);
     if (r->in[PERMUTE_IN_DESIGN].kind != NF_KIND_NONE || r->in[PERMUTE_IN_BLOCKS].kind != NF_KIND_NONE)
@@ -367,7 +387,7 @@ static int permute_resolve(struct nf_resolve *r)
             return NF_FAIL_AT(r->err, NF_ESHAPE, loc, id, "%s has %lld values but data has %lld subjects",
                               per_subject[i].name, (long long)values, (long long)x->dim[0]);
     }
-    bool clusters = !isnan(p->cluster_threshold) || !isnan(p->cluster_p);
+    bool clusters = nf_perm_clusters_asked(p);
     if (!isnan(p->cluster_threshold) && !isnan(p->cluster_p))
         return NF_FAIL_AT(r->err, NF_EUSAGE, loc, id,
                           "give cluster_threshold or cluster_p, not both (both set the cluster-forming threshold)");
@@ -449,7 +469,7 @@ static uint64_t permute_estimate(const void *params, const struct nf_shape *in, 
     /* TFCE and clusters: the voxel graph, the observed maps, per permutation
      * two doubles and a float, and per thread (16 at most) a block of 16 maps and
      * a workspace (tfce.h) */
-    bool clusters = !isnan(p->cluster_threshold) || !isnan(p->cluster_p);
+    bool clusters = nf_perm_clusters_asked(p);
     uint64_t spatial = p->tfce || clusters
                            ? V * (uint64_t)(4 * p->connectivity + 40) + (uint64_t)p->n_permutations * 20 +
                                  16 * V * (uint64_t)(64 + 60 + 4 * p->connectivity)
@@ -1738,10 +1758,12 @@ const struct nf_node_type nf_node_permute = {
         "and one column of null_max per contrast, each corrected over voxels on its own; n_permutations "
         "random draws (a design of one constant column with sign flips runs as test one_sample, stat t). "
         "F contrasts (f_contrasts: rows of t contrasts) are tested the same way in their upper tail; TFCE "
-        "(tfce) enhances each permutation's whole map, per contrast, and cluster inference (cluster_threshold, "
-        "cluster_p through t with n - p degrees of freedom) tests the t contrasts' clusters by the maximum "
-        "cluster size and mass (one row or column per contrast; the clusters table names the contrast); it "
-        "runs on the CPU.",
+        "(tfce) enhances each permutation's whole map, per contrast, and cluster inference tests each "
+        "contrast's clusters by the maximum cluster size and mass (one row or column per contrast; the "
+        "clusters table names the contrast): the t contrasts' beyond cluster_threshold on t, the F "
+        "contrasts' beyond f_cluster_threshold on F (upper tail, as randomise -F and -S), or both from "
+        "cluster_p, through t with n - p degrees of freedom and through F with (the contrast's rows, n - p); "
+        "it runs on the CPU.",
     .version = 5,
     .params = permute_params_table,
     .params_size = sizeof(struct permute_params),

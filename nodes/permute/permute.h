@@ -3,6 +3,7 @@
 #ifndef NF_NODE_PERMUTE_H
 #define NF_NODE_PERMUTE_H
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -32,6 +33,7 @@ struct permute_params {
     int64_t connectivity;    /* 6, 18 or 26: voxels sharing a face / an edge / a corner */
     double cluster_threshold;   /* cluster-forming threshold on the statistic's scale; NaN: none */
     double cluster_p;           /* or as an upper-tail p of the t (r) distribution; NaN: none */
+    double f_cluster_threshold; /* glm: the F contrasts' cluster-forming threshold on F; NaN: none */
     /* test: glm (permute_glm.c) */
     struct nf_str_list contrasts;   /* "name = expression" t contrasts over the design's columns */
     struct nf_str_list f_contrasts; /* "name = row; row; ..." F contrasts, each row an expression */
@@ -40,6 +42,13 @@ struct permute_params {
     bool whole_blocks;              /* permute the blocks as wholes instead of within them */
     int nuisance_method;            /* PERM_NUISANCE_*: how the null handles the nuisance regressors */
 };
+
+/* Whether cluster inference is asked for: a cluster-forming threshold of any
+ * kind (whether it is complete is the resolve step's business). */
+static inline bool nf_perm_clusters_asked(const struct permute_params *p)
+{
+    return !isnan(p->cluster_threshold) || !isnan(p->cluster_p) || !isnan(p->f_cluster_threshold);
+}
 
 enum { PERMUTE_IN_DATA, PERMUTE_IN_DATA2, PERMUTE_IN_COVARIATE, PERMUTE_IN_GROUPS, PERMUTE_IN_DESIGN,
        PERMUTE_IN_BLOCKS, PERMUTE_N_IN };

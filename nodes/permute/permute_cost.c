@@ -46,10 +46,10 @@ int nf_permute_cost(const void *params, const struct nf_shape *in, const struct 
      * its union-find passes, about 90 ns (TFCE, 100 steps) and 30 ns
      * (clusters) per voxel measured at 215k voxels; both paths run them on
      * the CPU (permute_gpu.c hands such runs to the CPU node) */
-    if (prm->tfce || !isnan(prm->cluster_threshold) || !isnan(prm->cluster_p)) {
+    if (prm->tfce || nf_perm_clusters_asked(prm)) {
         c->flops += 2 * N * n * V;
         c->host_s += N * V * ((prm->tfce ? 9e-8 * (double)prm->tfce_steps / 100 : 0) +
-                              (isnan(prm->cluster_threshold) && isnan(prm->cluster_p) ? 0 : 3e-8));
+                              (nf_perm_clusters_asked(prm) ? 3e-8 : 0));
     }
     return 1;
 }

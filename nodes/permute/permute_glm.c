@@ -2,8 +2,8 @@
  * (subjects x regressors, a table with named columns) tested voxel by voxel
  * by permutation, with nuisance regressors handled by Freedman–Lane as FSL
  * randomise does, exchangeability blocks (randomise -e, --permuteBlocks), and
- * the node's max-statistic FWE, Benjamini–Hochberg FDR, TFCE and (t
- * contrasts) cluster inference, one map set per contrast.
+ * the node's max-statistic FWE, Benjamini–Hochberg FDR, TFCE and cluster
+ * inference, one map set per contrast.
  *
  * Freedman–Lane, per contrast c: the design's column space splits into the
  * nuisance space Z = X null(cᵀ) (what the contrast does not test) and the one
@@ -23,7 +23,9 @@
  * quadratic form of rank k), so 1 + k rows per permutation, against 1 for
  * test one_sample, is the exact floor of the GEMM work. With TFCE or
  * clusters, each permutation's whole map is computed again (a GEMM of its
- * rows over every voxel) and enhanced or clustered (tfce.h).
+ * rows over every voxel) and enhanced or clustered (tfce.h); an F contrast's
+ * clusters are those of its F map beyond its own threshold (F's scale, upper
+ * tail, as randomise -F and -S).
  *
  * The GEMMs run over voxel tiles on a thread team, the rows of 128
  * permutations in one GEMM, and one vector pass per permutation computes the
@@ -46,6 +48,7 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#include "core/distributions.h"
 #include "core/rng.h"
 #include "core/util.h"
 #include "glm/glm.h"
@@ -112,8 +115,8 @@ struct glm_ctx {
     struct nf_tfce_plan *plan;   /* C: the t contrasts' tail, upper for F */
     float *tfce_obs;             /* C x V: the observed maps' TFCE */
     float *null_tfce;            /* C x M: each permutation's max |TFCE| */
-    double cluster_T;            /* the cluster-forming threshold on t */
-    struct nf_cluster_plan *cplan;   /* C (t contrasts only) */
+    double *cluster_T;           /* C: each contrast's cluster-forming threshold, on t or on F */
+    struct nf_cluster_plan *cplan;   /* C */
     int32_t *cluster_ids;        /* C x V: the observed clusters of each contrast's map */
     struct nf_cluster *cluster_obs;  /* C x V (n_clusters[c] used) */
     int64_t *n_clusters;         /* C */
@@ -1190,6 +1193,41 @@ static int fwe_pvalues(const struct glm_ctx *g, const struct glm_con *k, float *
 
 /* ---- TFCE ---- */
 
+/* Whether the cluster-forming thresholds given cover the contrasts: the t
+ * contrasts' on t (cluster_threshold), the F contrasts' on F
+ * (f_cluster_threshold), or cluster_p for both; else why not. Resolve and
+ * run both ask. */
+static bool cluster_thresholds_incomplete(const struct permute_params *p, char *why, size_t len)
+{
+    bool t_T = !isnan(p->cluster_threshold), f_T = !isnan(p->f_cluster_threshold), by_p = !isnan(p->cluster_p);
+    if (t_T && by_p)
+        snprintf(why, len, "give cluster_threshold or cluster_p, not both (both set the cluster-forming threshold)");
+    else if (f_T && by_p)
+        snprintf(why, len, "give f_cluster_threshold or cluster_p, not both (cluster_p sets the F contrasts' "
+                 "cluster-forming threshold too, through the F distribution)");
+    else if (p->f_contrasts.n && t_T && !f_T)
+        snprintf(why, len, "cluster_threshold is on t's scale, for the t contrasts; the F contrasts need "
+                 "f_cluster_threshold (on F's scale, as randomise -F) or cluster_p instead (through t and F)");
+    else if (p->contrasts.n && f_T && !t_T)
+        snprintf(why, len, "f_cluster_threshold is on F's scale, for the F contrasts; the t contrasts need "
+                 "cluster_threshold too, or cluster_p instead for both");
+    else
+        return false;
+    return true;
+}
+
+/* A contrast's cluster-forming threshold: cluster_p through Student's t with
+ * the design's n - p degrees of freedom, or through F with (the contrast's
+ * rows, n - p) — its rows are independent (nf_perm_glm_contrast_basis), so
+ * their count is its rank; else the threshold given for its kind. */
+static double cluster_threshold_of(const struct glm_ctx *g, const struct glm_con *k)
+{
+    const struct permute_params *prm = g->prm;
+    if (!isnan(prm->cluster_p))
+        return k->is_f ? nf_f_isf(prm->cluster_p, (double)k->s, g->dof) : nf_perm_t_isf(prm->cluster_p, g->dof);
+    return k->is_f ? prm->f_cluster_threshold : prm->cluster_threshold;
+}
+
 /* The voxel graph, one TFCE and/or cluster plan per contrast, the observed
  * maps' TFCE and clusters (stat: C x V). */
 static int spatial_begin(struct glm_ctx *g, const struct nf_run *run, const float *stat, bool tfce, bool clusters)
@@ -1214,18 +1252,24 @@ static int spatial_begin(struct glm_ctx *g, const struct nf_run *run, const floa
                                           prm->tfce_e, prm->tfce_h, (int)prm->tfce_steps, run->err));
     }
     if (clusters) {
-        /* cluster_p through Student's t with the design's degrees of freedom */
-        g->cluster_T = isnan(prm->cluster_p) ? prm->cluster_threshold : nf_perm_t_isf(prm->cluster_p, g->dof);
+        char why[400];
+        if (cluster_thresholds_incomplete(prm, why, sizeof why))
+            return RUN_FAIL(run, NF_EUSAGE, "%s", why);
+        g->cluster_T = nf_malloc((size_t)C * sizeof *g->cluster_T);
         g->cplan = nf_calloc((size_t)C, sizeof *g->cplan);
         g->cluster_ids = nf_malloc((size_t)(C * V) * sizeof *g->cluster_ids);
         g->cluster_obs = nf_malloc((size_t)(C * V) * sizeof *g->cluster_obs);
         g->n_clusters = nf_calloc((size_t)C, sizeof *g->n_clusters);
         g->null_csize = nf_malloc((size_t)(C * M) * sizeof *g->null_csize);
         g->null_cmass = nf_malloc((size_t)(C * M) * sizeof *g->null_cmass);
-        if (!g->cplan || !g->cluster_ids || !g->cluster_obs || !g->n_clusters || !g->null_csize || !g->null_cmass)
+        if (!g->cluster_T || !g->cplan || !g->cluster_ids || !g->cluster_obs || !g->n_clusters || !g->null_csize ||
+            !g->null_cmass)
             return NF_FAIL(run->err, NF_ENOMEM, "out of memory for clusters");
-        for (int64_t c = 0; c < C; c++)
-            NF_TRY(rc = nf_cluster_plan_init(&g->cplan[c], &g->graph, g->tail, g->cluster_T, run->err));
+        for (int64_t c = 0; c < C; c++) {
+            g->cluster_T[c] = cluster_threshold_of(g, &g->con[c]);
+            NF_TRY(rc = nf_cluster_plan_init(&g->cplan[c], &g->graph, g->con[c].is_f ? NF_TAIL_UPPER : g->tail,
+                                             g->cluster_T[c], run->err));
+        }
     }
     NF_TRY(rc = nf_tfce_work_init(&w, &g->graph, tfce ? (int)prm->tfce_steps : 0, run->err));
     for (int64_t c = 0; c < C; c++) {
@@ -1418,12 +1462,20 @@ static int cluster_outputs(const struct glm_ctx *g, const struct nf_run *run, co
         NF_TRY(rc = nf_matrix_set_row_names(out[o], names, run->err));
     for (int o = PERMUTE_OUT_NULL_MAX_CLUSTER_SIZE; o <= PERMUTE_OUT_NULL_MAX_CLUSTER_MASS; o++)
         NF_TRY(rc = nf_matrix_set_col_names(out[o], names, run->err));
-    char what[240];
-    snprintf(what, sizeof what, "largest cluster size (voxels) beyond t %.6g of each random permutation, one column "
-             "per contrast: p = (count + 1) / (N + 1)", g->cluster_T);
+    /* the thresholds: "t T" (the t contrasts share one), then "F T (name)" per F contrast */
+    char at[600], what[800];
+    int used = 0;
+    for (int64_t c = 0; c < C && used < (int)sizeof at; c++)
+        if (g->con[c].is_f)
+            used += snprintf(at + used, sizeof at - (size_t)used, "%sF %.6g (%s)", used ? ", " : "", g->cluster_T[c],
+                             g->con[c].name);
+        else if (c == 0)
+            used += snprintf(at + used, sizeof at - (size_t)used, "t %.6g", g->cluster_T[c]);
+    snprintf(what, sizeof what, "largest cluster size (voxels) beyond %s of each random permutation, one column "
+             "per contrast: p = (count + 1) / (N + 1)", at);
     nf_value_set_stat(out[PERMUTE_OUT_NULL_MAX_CLUSTER_SIZE], NF_STAT_NONE, 0, what);
-    snprintf(what, sizeof what, "largest cluster mass beyond t %.6g of each random permutation, one column per "
-             "contrast: p = (count + 1) / (N + 1)", g->cluster_T);
+    snprintf(what, sizeof what, "largest cluster mass beyond %s of each random permutation, one column per "
+             "contrast: p = (count + 1) / (N + 1)", at);
     nf_value_set_stat(out[PERMUTE_OUT_NULL_MAX_CLUSTER_MASS], NF_STAT_NONE, 0, what);
     nf_value_set_stat(out[PERMUTE_OUT_CLUSTER_P_FWE], NF_STAT_P_FWE, 0,
                       "family-wise corrected p-value of each voxel's cluster by the maximum cluster size, per contrast");
@@ -1573,6 +1625,7 @@ static void release(struct glm_ctx *g)
     for (int64_t c = 0; g->plan && c < g->C; c++)
         nf_tfce_plan_release(&g->plan[c]);
     free(g->cplan);
+    free(g->cluster_T);
     free(g->cluster_ids);
     free(g->cluster_obs);
     free(g->n_clusters);
@@ -1784,14 +1837,10 @@ int nf_perm_glm_resolve(struct nf_resolve *r)
         return NF_FAIL_AT(r->err, NF_EUSAGE, loc, id,
                           "test glm needs a 'design' table (subjects x regressors, named columns), e.g. "
                           "in: {data: maps, design: participants}");
-    bool clusters = !isnan(p->cluster_threshold) || !isnan(p->cluster_p);
-    if (!isnan(p->cluster_threshold) && !isnan(p->cluster_p))
-        return NF_FAIL_AT(r->err, NF_EUSAGE, loc, id,
-                          "give cluster_threshold or cluster_p, not both (both set the cluster-forming threshold)");
-    if (clusters && p->f_contrasts.n)
-        return NF_FAIL_AT(r->err, NF_EUSAGE, loc, id,
-                          "cluster inference with test glm takes t contrasts (contrasts) only; test the F "
-                          "contrasts in a permute node of their own, with tfce or voxelwise FWE");
+    bool clusters = nf_perm_clusters_asked(p);
+    char why[400];
+    if (clusters && cluster_thresholds_incomplete(p, why, sizeof why))
+        return NF_FAIL_AT(r->err, NF_EUSAGE, loc, id, "%s", why);
     if ((p->tfce || clusters) && p->connectivity != 6 && p->connectivity != 18 && p->connectivity != 26)
         return NF_FAIL_AT(r->err, NF_EUSAGE, loc, id, "connectivity must be 6, 18 or 26 (got %lld)",
                           (long long)p->connectivity);
@@ -1877,7 +1926,7 @@ uint64_t nf_perm_glm_estimate(const struct permute_params *p, const struct nf_sh
     uint64_t tiles = V / GLM_TILE + 1;
     /* TFCE: the voxel graph, the observed maps and null maxima, and per thread
      * (16 at most) a workspace (tfce.h), a permutation's GEMM rows and map */
-    bool clusters = !isnan(p->cluster_threshold) || !isnan(p->cluster_p);
+    bool clusters = nf_perm_clusters_asked(p);
     uint64_t tfce = p->tfce || clusters ? V * (uint64_t)(4 * p->connectivity + 40) + C * (V * 4 + N * 4) +
                                               16 * V * (uint64_t)(64 + 4 * p->connectivity + 4 * width + 4)
                                         : 0;

@@ -426,7 +426,7 @@ int nf_permute_run_gpu(struct nf_run *run)
 
     if (prm->test == PERM_GLM)   /* the GLM's rows per permutation: a CPU path only (permute_glm.c) */
         return nf_node_permute.run_cpu(run);
-    if (prm->tfce || !isnan(prm->cluster_threshold) || !isnan(prm->cluster_p)) {
+    if (prm->tfce || nf_perm_clusters_asked(prm)) {
         /* the permutations' whole maps are computed on the CPU only (permute_tfce.c) */
         nf_warn(id, "TFCE and cluster inference are computed on the CPU; running the node there");
         return nf_node_permute.run_cpu(run);

@@ -99,7 +99,7 @@ void nf_perm_spatial_wanted(const struct permute_params *prm, const struct nf_ru
                           nf_run_wants(run, PERMUTE_OUT_NULL_MAX_TFCE));
     *clusters = false;
     for (int o = PERMUTE_OUT_CLUSTER_P_FWE; o <= PERMUTE_OUT_NULL_MAX_CLUSTER_MASS; o++)
-        *clusters |= (!isnan(prm->cluster_threshold) || !isnan(prm->cluster_p)) && nf_run_wants(run, o);
+        *clusters |= nf_perm_clusters_asked(prm) && nf_run_wants(run, o);
 }
 
 int nf_perm_key_value_table(const char *const *keys, const char *const *vals, int rows, struct nf_value **out,

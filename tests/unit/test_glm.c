@@ -167,6 +167,95 @@ static double z_of_p(double p)
     return (lo + hi) / 2;
 }
 
+/* t with P(T > t) = p (dof), by bisection on nf_t_sf. */
+static double t_isf(double p, double dof)
+{
+    double lo = 0, hi = 1;
+    while (nf_t_sf(hi, dof) > p)
+        hi *= 2;
+    for (int i = 0; i < 200; i++) {
+        double mid = (lo + hi) / 2;
+        if (nf_t_sf(mid, dof) > p)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return (lo + hi) / 2;
+}
+
+/* chi-square(1) upper quantile: x with erfc(sqrt(x / 2)) = p, by bisection. */
+static double chi2_1_isf(double p)
+{
+    double lo = 0, hi = 2000;
+    for (int i = 0; i < 200; i++) {
+        double mid = (lo + hi) / 2;
+        if (erfc(sqrt(mid / 2)) > p)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return (lo + hi) / 2;
+}
+
+/* The F tail and quantile (permute's cluster_p for F contrasts) against
+ * scipy.stats.f.sf values, closed forms (d1 = 2: P(F > f) = (1 + 2f/d2)^(-d2/2);
+ * d2 = 2: P(F > f) = 1 - (d1 f / (2 + d1 f))^(d1/2); F(1, 1) = cot²(pi p / 2);
+ * F(1, d) = t(d)², through nf_t_sf), the chi-square limits of F(d1, inf)
+ * (F(2, inf) = -ln p; F(1, inf) = chi2(1)) and table quantiles. */
+static void test_f_distribution(void **state)
+{
+    (void)state;
+    static const struct { double f, d1, d2, sf; } S[] = {
+        { 3.7, 3, 10, 0.050274934080059876 },   { 0.5, 6, 9, 0.7942178164406177 },
+        { 0.02, 4, 20, 0.9991476189788031 },    { 12.0, 2, 5, 0.012343263949723541 },
+        { 150.0, 5, 30, 2.779665893110154e-20 }, { 2.2, 40, 60, 0.0027684818516963893 },
+        { 1.1, 1, 1, 0.4848366520178962 },      { 900.0, 3, 3, 6.275047416602801e-05 },
+        { 0.9, 1000, 1000, 0.9520530748136555 },
+    };
+    for (size_t i = 0; i < sizeof S / sizeof S[0]; i++) {
+        double got = nf_f_sf(S[i].f, S[i].d1, S[i].d2);
+        if (fabs(got - S[i].sf) > 1e-12 * S[i].sf)
+            fail_msg("f.sf(%g, %g, %g) = %.17g, scipy %.17g", S[i].f, S[i].d1, S[i].d2, got, S[i].sf);
+    }
+    assert_true(nf_f_sf(0, 3, 10) == 1.0 && nf_f_sf(-1, 3, 10) == 1.0);
+    static const double P[] = { 0.4, 0.05, 0.01, 1e-3, 1e-6, 1e-12, 1e-40 };
+    for (size_t i = 0; i < sizeof P / sizeof P[0]; i++) {
+        double p = P[i];
+        for (double d = 1; d <= 200; d *= 3) {
+            /* d1 = 2 and d2 = 2: the incomplete beta in closed form */
+            double want = d / 2 * expm1(-2 / d * log(p)), got = nf_f_isf(p, 2, d);
+            if (fabs(got - want) > 1e-12 * want)
+                fail_msg("f.isf(%g, 2, %g) = %.17g, closed form %.17g", p, d, got, want);
+            double u = -expm1(2 / d * log1p(-p));   /* 1 - (1 - p)^(2/d1) = 2 / (2 + d1 f) */
+            want = 2 * (1 - u) / (d * u);
+            got = nf_f_isf(p, d, 2);
+            if (fabs(got - want) > 1e-10 * want)
+                fail_msg("f.isf(%g, %g, 2) = %.17g, closed form %.17g", p, d, got, want);
+            /* F(1, d) = t(d)²: P(F > f) = 2 P(T > sqrt f) */
+            got = nf_f_isf(p, 1, d);
+            assert_true(fabs(2 * nf_t_sf(sqrt(got), d) - p) <= 1e-11 * p);
+            double t = t_isf(p / 2, d);
+            assert_true(fabs(got - t * t) <= 1e-11 * got);
+        }
+        double c = 1 / tan(M_PI * p / 2), got = nf_f_isf(p, 1, 1);
+        assert_true(fabs(got - c * c) <= 1e-11 * c * c);
+        /* d2 -> inf: d1 F -> chi2(d1), F(2, d2) = L + L² / d2 + ... with L = -ln p */
+        double L = -log(p);
+        assert_true(fabs(nf_f_isf(p, 2, 1e6) - L) <= 1.01 * L * L / 1e6);
+        if (p >= 1e-12)
+            assert_true(fabs(nf_f_isf(p, 1, 1e6) - chi2_1_isf(p)) <= 1e-4 * chi2_1_isf(p));
+    }
+    /* scipy.stats.f.isf (tables: 3.71, 4.10, 2.69); scipy's own inversion is
+     * good to about 1e-9 relative (it is off by 6e-9 at 1e-10, 1, 40) */
+    static const struct { double p, d1, d2, f; } Q[] = {
+        { 0.05, 3, 10, 3.7082648190468435 }, { 0.01, 5, 20, 4.102684630584732 },
+        { 0.05, 4, 30, 2.6896275736914177 }, { 0.2, 7, 25, 1.5391312212991364 },
+        { 0.01, 10, 3, 27.228734121474282 },
+    };
+    for (size_t i = 0; i < sizeof Q / sizeof Q[0]; i++)
+        assert_true(fabs(nf_f_isf(Q[i].p, Q[i].d1, Q[i].d2) - Q[i].f) <= 1e-9 * Q[i].f);
+}
+
 static void test_tails(void **state)
 {
     (void)state;
@@ -669,6 +758,7 @@ int main(void)
         cmocka_unit_test(test_contrast_errors),
         cmocka_unit_test(test_contrast_split),
         cmocka_unit_test(test_tails),
+        cmocka_unit_test(test_f_distribution),
         cmocka_unit_test(test_ols),
         cmocka_unit_test(test_mean_scaling),
         cmocka_unit_test(test_ar1),

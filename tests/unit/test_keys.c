@@ -64,6 +64,8 @@ static char *tmpdir;
 #define CTX_PERMUTE_GLM IMAGES "  x: {type: load, path: data/design.tsv}\n" \
                                "  y: {type: load, path: data/labels.tsv}\n" \
                                "  t: {type: permute, in: {data: voxels, design: x, blocks: y}, @P}\n"
+/* the cluster outputs are computed only when read: a node reads one */
+#define CTX_PERMUTE_GLM_CLUSTERS CTX_PERMUTE_GLM "  s: {type: moments, in: {data: t.cluster_mass_p_fwe}}\n"
 #define CTX_PREDICT IMAGES "  y: {type: load, path: data/labels.tsv}\n" \
                            "  t: {type: predict, in: {X: voxels, y: y}, @P}\n"
 #define CTX_PREDICT_NUM IMAGES "  y: {type: load, path: data/design.tsv}\n" \
@@ -190,6 +192,8 @@ static const struct decision decisions[] = {
       "contrasts: [\"c = f2\"]", true, NULL },
     { "permute", "f_contrasts", CTX_PERMUTE_GLM, PERM ", test: glm", "f_contrasts: [\"f = f1; f2\"]",
       "f_contrasts: [\"f = f1\"]", true, NULL },
+    { "permute", "f_cluster_threshold", CTX_PERMUTE_GLM_CLUSTERS, PERM ", test: glm, f_contrasts: [\"f = f1; f2\"]",
+      "f_cluster_threshold: 1", "f_cluster_threshold: 3", true, NULL },
     { "permute", "exchange", CTX_PERMUTE_GLM, PERM ", test: glm, contrasts: [\"c = f1\"]", "exchange: permute",
       "exchange: both", true, NULL },
     { "permute", "blocks_column", CTX_PERMUTE_GLM, PERM ", test: glm, contrasts: [\"c = f1\"]",

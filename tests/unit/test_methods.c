@@ -313,6 +313,17 @@ static void test_permute(void **state)
                "1000 random permutations and sign flips of the residuals of the nuisance model (Freedman-Lane)",
                "whole exchangeability blocks given by site", "per contrast by the maximum statistic over voxels"),
            HAS("Spearman", "covariate", "two-tailed"));
+    /* clusters of t and F contrasts: both thresholds, or cluster_p through both distributions */
+    p->cluster_threshold = 3.1;
+    p->f_cluster_threshold = 9.5;
+    expect("permute", p, HAS("Clusters (6-connectivity) formed at thresholds of t > 3.1 and F > 9.5 were tested"),
+           HAS("cluster_p"));
+    p->cluster_threshold = p->f_cluster_threshold = NAN;
+    p->cluster_p = 0.001;
+    expect("permute", p, HAS("formed at p < 0.001 (one-sided, through the t and F distributions)"), HAS("F >"));
+    p->contrasts.n = 0;   /* F contrasts only (the list is released through its owner below) */
+    expect("permute", p, HAS("through the F distribution)"), HAS("t and F"));
+    p->contrasts.n = 2;
     nf_params_release(t, p);
 }
 

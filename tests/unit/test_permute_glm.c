@@ -974,6 +974,203 @@ static void test_clusters_of_glm_maps(void **state)
     nf_geom_unref(pb.geom);
 }
 
+/* One F contrast's cluster outputs (row / column col of C) against a flood
+ * fill (tfce_ref.h) of the node's observed F map and of the double-precision
+ * Freedman–Lane F maps over the same draws (fl_reference with Z, q: the
+ * nuisance model), at threshold T on F, upper tail whatever the node's tail;
+ * table rows from *row on. Returns the smallest cluster p_size_fwe (1: no
+ * cluster). */
+static double check_f_clusters(const struct glm_problem *pb, struct nf_value **out, int col, int C, const char *name,
+                               double T, int connectivity, const double Z[][MAXP], int q, int64_t N, int64_t *row)
+{
+    double t_obs[MAXV], p[MAXV], pfwe[MAXV], *null_max = malloc((size_t)N * sizeof *null_max);
+    double *null_size = malloc((size_t)N * sizeof *null_size), *null_mass = malloc((size_t)N * sizeof *null_mass);
+    float *maps = malloc((size_t)N * MAXV * sizeof *maps);
+    assert_true(null_max && null_size && null_mass && maps);
+    fl_reference(pb, NULL, Z, q, PERM_EXCHANGE_PERMUTE, PERM_TAIL_UPPER, N, 77, t_obs, p, pfwe, null_max, maps, 0);
+    const float *stat = out[PERMUTE_OUT_STAT]->u.mat.data + col * pb->V;
+    for (int v = 0; v < pb->V; v++)   /* the row is F */
+        assert_true(fabs(stat[v] - t_obs[v]) <= 1e-4 * (1 + t_obs[v]));
+    for (int64_t k = 0; k < N; k++) {
+        int32_t kid[MAXV];
+        struct ref_cluster kcl[MAXV];
+        int nk = ref_clusters(pb->geom, maps + k * pb->V, connectivity, PERM_TAIL_UPPER, T, kid, kcl);
+        null_size[k] = null_mass[k] = 0;
+        for (int j = 0; j < nk; j++) {
+            assert_int_equal(kcl[j].sign, 1);
+            null_size[k] = fmax(null_size[k], (double)kcl[j].size);
+            null_mass[k] = fmax(null_mass[k], kcl[j].mass);
+        }
+        float got_size = out[PERMUTE_OUT_NULL_MAX_CLUSTER_SIZE]->u.mat.data[k * C + col];
+        float got_mass = out[PERMUTE_OUT_NULL_MAX_CLUSTER_MASS]->u.mat.data[k * C + col];
+        if (got_size != (float)null_size[k] || fabs(got_mass - null_mass[k]) > 1e-4 * (1 + null_mass[k]))
+            fprintf(stderr, "%s permutation %lld: largest cluster %g / %g voxels, mass %.7g / %.7g\n", name,
+                    (long long)k, got_size, null_size[k], got_mass, null_mass[k]);
+        assert_true(got_size == (float)null_size[k]);
+        assert_true(fabs(got_mass - null_mass[k]) <= 1e-4 * (1 + null_mass[k]));
+    }
+    assert_string_equal(out[PERMUTE_OUT_NULL_MAX_CLUSTER_SIZE]->u.mat.col_names[col], name);
+    assert_string_equal(out[PERMUTE_OUT_CLUSTER_P_FWE]->u.mat.row_names[col], name);
+    int32_t ids[MAXV];
+    struct ref_cluster cl[MAXV];
+    int n_obs = ref_clusters(pb->geom, stat, connectivity, PERM_TAIL_UPPER, T, ids, cl);
+    const struct nf_table *tab = &out[PERMUTE_OUT_CLUSTERS]->u.tab;
+    double best = 1;
+    for (int j = 0; j < n_obs; j++, (*row)++) {
+        int count_size = 1, count_mass = 1;
+        for (int64_t k = 0; k < N; k++) {
+            count_size += null_size[k] >= (double)cl[j].size;
+            count_mass += null_mass[k] >= cl[j].mass * (1 - 1e-6);
+        }
+        double ps = (double)count_size / (double)(N + 1), pm = (double)count_mass / (double)(N + 1);
+        assert_string_equal(tab->cols[0].str[*row], name);
+        assert_true(tab->cols[1].num[*row] == j + 1);
+        assert_true(tab->cols[2].num[*row] == 1);   /* sign + */
+        assert_true(tab->cols[3].num[*row] == (double)cl[j].size);
+        assert_true(fabs(tab->cols[4].num[*row] - cl[j].mass) <= 1e-6 * (1 + cl[j].mass));
+        assert_true(tab->cols[9].num[*row] == ps);
+        assert_true(tab->cols[10].num[*row] == pm);
+        for (int v = 0; v < pb->V; v++)
+            if (ids[v] == j + 1) {
+                assert_true(out[PERMUTE_OUT_CLUSTER_P_FWE]->u.mat.data[col * pb->V + v] == (float)ps);
+                assert_true(out[PERMUTE_OUT_CLUSTER_MASS_P_FWE]->u.mat.data[col * pb->V + v] == (float)pm);
+            }
+        best = fmin(best, ps);
+    }
+    for (int v = 0; v < pb->V; v++)
+        if (!ids[v])
+            assert_true(out[PERMUTE_OUT_CLUSTER_P_FWE]->u.mat.data[col * pb->V + v] == 1.0f);
+    free(null_max);
+    free(null_size);
+    free(null_mass);
+    free(maps);
+    return best;
+}
+
+/* Cluster inference of F contrasts (randomise -F): a two-row F contrast
+ * (x; z over the intercept) and a one-row one (x over intercept and z) after
+ * a t contrast, cluster_p through F with (rows, n - p) degrees of freedom
+ * (closed form for two rows, t(13)² for one), or thresholds given on t and F
+ * (with 26-connectivity); each F column against check_f_clusters, the
+ * planted effect found; the t contrast's outputs bit for bit those of a run
+ * without the F contrasts; the tail moves the t clusters, never the F ones. */
+static void test_clusters_of_glm_f_contrasts(void **state)
+{
+    (void)state;
+    enum { N = 60, NX = 6, NY = 6, NZ = 4, C = 3 };
+    struct glm_problem pb;
+    uint64_t st = 9;
+    glm_problem_on_grid(&pb, NX, NY, NZ, 7, 0.9, 16, 0.5, 23);
+    for (int i = 0; i < pb.n; i++)   /* an effect of x in the first third */
+        for (int v = 0; v < pb.V; v++)
+            pb.Y[i][v] = (float)(2.0 + pb.X[i][2] + nf_rand_normal(&st) + (v < pb.V / 3 ? 1.2 * pb.X[i][1] : 0.0));
+    double Zi[MAXN][MAXP], Zz[MAXN][MAXP];
+    for (int i = 0; i < pb.n; i++) {
+        Zi[i][0] = Zz[i][0] = 1;
+        Zz[i][1] = pb.X[i][2];
+    }
+    /* scipy.stats.t.isf(0.005, 13); F(2, d) closed form: (d / 2)(p^(-2/d) - 1) */
+    const double t_005 = 3.0122758387165782, F2 = 6.5 * expm1(-2.0 / 13 * log(0.01));
+    float *first_tail = NULL;
+    for (int config = 0; config < 3; config++) {
+        int tail = config == 1 ? PERM_TAIL_LOWER : PERM_TAIL_TWO, conn = config == 2 ? 26 : 6;
+        struct permute_params prm, tonly;
+        struct nf_value *out[PERMUTE_N_OUT] = { 0 }, *tout[PERMUTE_N_OUT] = { 0 };
+        struct nf_error err = { 0 };
+        glm_defaults(&prm, PERM_EXCHANGE_PERMUTE, tail, N, 77);
+        set_list(&prm.contrasts, 1, "x = x");
+        set_list(&prm.f_contrasts, 2, "xz = x; z", "xf = x");
+        prm.connectivity = conn;
+        if (config == 2) {
+            prm.cluster_threshold = 2.4;
+            prm.f_cluster_threshold = 4.5;
+        } else {
+            prm.cluster_p = 0.01;
+        }
+        assert_int_equal(run_glm(&prm, &pb, 2, out, &err), 0);
+        assert_non_null(out[PERMUTE_OUT_CLUSTERS]);
+        assert_int_equal(out[PERMUTE_OUT_NULL_MAX_CLUSTER_SIZE]->u.mat.cols, C);
+        assert_int_equal(out[PERMUTE_OUT_CLUSTER_P_FWE]->u.mat.rows, C);
+        /* the t contrast: as a run of it alone, bit for bit */
+        glm_defaults(&tonly, PERM_EXCHANGE_PERMUTE, tail, N, 77);
+        set_list(&tonly.contrasts, 1, "x = x");
+        tonly.connectivity = conn;
+        tonly.cluster_p = prm.cluster_p;
+        tonly.cluster_threshold = prm.cluster_threshold;
+        assert_int_equal(run_glm(&tonly, &pb, 2, tout, &err), 0);
+        for (int k = 0; k < N; k++) {
+            assert_true(out[PERMUTE_OUT_NULL_MAX_CLUSTER_SIZE]->u.mat.data[k * C] ==
+                        tout[PERMUTE_OUT_NULL_MAX_CLUSTER_SIZE]->u.mat.data[k]);
+            assert_true(out[PERMUTE_OUT_NULL_MAX_CLUSTER_MASS]->u.mat.data[k * C] ==
+                        tout[PERMUTE_OUT_NULL_MAX_CLUSTER_MASS]->u.mat.data[k]);
+        }
+        for (int o = PERMUTE_OUT_CLUSTER_P_FWE; o <= PERMUTE_OUT_CLUSTER_MASS_P_FWE; o++)
+            assert_memory_equal(out[o]->u.mat.data, tout[o]->u.mat.data, (size_t)pb.V * sizeof(float));
+        const struct nf_table *tab = &out[PERMUTE_OUT_CLUSTERS]->u.tab, *ttab = &tout[PERMUTE_OUT_CLUSTERS]->u.tab;
+        int64_t row = ttab->n_rows;
+        for (int64_t r = 0; r < row; r++) {
+            assert_string_equal(tab->cols[0].str[r], "x");
+            for (int j = 1; j <= 10; j++)   /* id, sign, size, mass, peak, x, y, z, p_size, p_mass */
+                assert_true(tab->cols[j].num[r] == ttab->cols[j].num[r]);
+        }
+        /* the F contrasts, after it */
+        double best = check_f_clusters(&pb, out, 1, C, "xz", config == 2 ? 4.5 : F2, conn, Zi, 1, N, &row);
+        check_f_clusters(&pb, out, 2, C, "xf", config == 2 ? 4.5 : t_005 * t_005, conn, Zz, 2, N, &row);
+        assert_int_equal(tab->n_rows, row);
+        assert_true(best <= 0.05);   /* the planted effect */
+        const char *what = out[PERMUTE_OUT_NULL_MAX_CLUSTER_SIZE]->stat.description;
+        assert_non_null(strstr(what, config == 2 ? "beyond t 2.4, F 4.5 (xz), F 4.5 (xf)" : "F 6.70096 (xz)"));
+        /* F's clusters do not depend on the tail */
+        size_t bytes = (size_t)(2 * pb.V) * sizeof(float);
+        if (config == 0) {
+            first_tail = malloc(bytes);
+            memcpy(first_tail, out[PERMUTE_OUT_CLUSTER_MASS_P_FWE]->u.mat.data + pb.V, bytes);
+        } else if (config == 1) {
+            assert_memory_equal(first_tail, out[PERMUTE_OUT_CLUSTER_MASS_P_FWE]->u.mat.data + pb.V, bytes);
+        }
+        release(&tonly, tout);
+        release(&prm, out);
+    }
+    free(first_tail);
+    nf_geom_unref(pb.geom);
+}
+
+/* The F contrasts' cluster FWE under the null (no effect of x or z): the
+ * rate of data sets with a cluster at p_size_fwe <= 0.05 within the 99%
+ * binomial interval of 5% (a cheap check of calibration: 200 data sets of
+ * 99 permutations). */
+static void test_f_clusters_null_rate(void **state)
+{
+    (void)state;
+    enum { SIMS = 200, NP = 99 };
+    int hits = 0;
+    for (int s = 0; s < SIMS; s++) {
+        struct glm_problem pb;
+        struct permute_params prm;
+        struct nf_value *out[PERMUTE_N_OUT] = { 0 };
+        struct nf_error err = { 0 };
+        uint64_t st = 4000 + (uint64_t)s;
+        glm_problem_on_grid(&pb, 5, 5, 4, 7, 0.9, 14, 0.5, 600 + (uint64_t)s);
+        for (int i = 0; i < pb.n; i++)
+            for (int v = 0; v < pb.V; v++)
+                pb.Y[i][v] = (float)(1.0 + nf_rand_normal(&st));
+        glm_defaults(&prm, PERM_EXCHANGE_PERMUTE, PERM_TAIL_TWO, NP, 300 + (uint32_t)s);
+        set_list(&prm.f_contrasts, 1, "xz = x; z");
+        prm.cluster_p = 0.05;
+        assert_int_equal(run_glm(&prm, &pb, 1, out, &err), 0);
+        bool any = false;
+        for (int v = 0; v < pb.V; v++)
+            any |= out[PERMUTE_OUT_CLUSTER_P_FWE]->u.mat.data[v] <= 0.05f;
+        hits += any;
+        release(&prm, out);
+        nf_geom_unref(pb.geom);
+    }
+    double rate = (double)hits / SIMS, half = 2.576 * sqrt(0.05 * 0.95 / SIMS);
+    fprintf(stderr, "permute glm F clusters under the null (%d data sets, %d permutations): FWE rate %.3f, 99%% "
+            "interval [%.3f, %.3f]\n", SIMS, NP, rate, 0.05 - half, 0.05 + half);
+    assert_true(fabs(rate - 0.05) <= half);
+}
+
 /* The family-wise rates of Freedman–Lane (the node) and of the naive method
  * (the raw data's rows permuted, the full model refitted; in double here)
  * over `sims` null data sets: no effect of x, a strong effect (3 sd) of the
@@ -1104,6 +1301,28 @@ static void test_bad_input(void **state)
     glm_defaults(&prm, PERM_EXCHANGE_PERMUTE, PERM_TAIL_TWO, 50, 1);
     set_list(&prm.contrasts, 1, "x = x");
     expect_error(&prm, &pb, NF_EDATA, "design column 'x' has a missing value (subject 5)");
+
+    /* cluster-forming thresholds that leave a kind of contrast without one */
+    glm_problem_on_grid(&pb, 4, 4, 3, 7, 0.9, 12, 0.5, 5);
+    for (int i = 0; i < pb.n; i++)
+        for (int v = 0; v < pb.V; v++)
+            pb.Y[i][v] = (float)(i % 3) + 0.01f * (float)((i * 7 + v * 3) % 11);
+    glm_defaults(&prm, PERM_EXCHANGE_PERMUTE, PERM_TAIL_TWO, 20, 1);
+    set_list(&prm.contrasts, 1, "x = x");
+    set_list(&prm.f_contrasts, 1, "xz = x; z");
+    prm.cluster_threshold = 3;
+    expect_error(&prm, &pb, NF_EUSAGE, "the F contrasts need f_cluster_threshold");
+    glm_defaults(&prm, PERM_EXCHANGE_PERMUTE, PERM_TAIL_TWO, 20, 1);
+    set_list(&prm.contrasts, 1, "x = x");
+    set_list(&prm.f_contrasts, 1, "xz = x; z");
+    prm.f_cluster_threshold = 5;
+    expect_error(&prm, &pb, NF_EUSAGE, "the t contrasts need cluster_threshold too");
+    glm_defaults(&prm, PERM_EXCHANGE_PERMUTE, PERM_TAIL_TWO, 20, 1);
+    set_list(&prm.f_contrasts, 1, "xz = x; z");
+    prm.f_cluster_threshold = 5;
+    prm.cluster_p = 0.01;
+    expect_error(&prm, &pb, NF_EUSAGE, "give f_cluster_threshold or cluster_p, not both");
+    nf_geom_unref(pb.geom);
 }
 
 int main(void)
@@ -1118,6 +1337,8 @@ int main(void)
         cmocka_unit_test(test_blocks_keep_subjects),
         cmocka_unit_test(test_tfce_of_glm_maps),
         cmocka_unit_test(test_clusters_of_glm_maps),
+        cmocka_unit_test(test_clusters_of_glm_f_contrasts),
+        cmocka_unit_test(test_f_clusters_null_rate),
         cmocka_unit_test(test_calibration_with_correlated_nuisance),
         cmocka_unit_test(test_bad_input),
     };
