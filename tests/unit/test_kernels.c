@@ -726,6 +726,42 @@ static void test_perm_tile_matches_reference(void **state)
     }
 }
 
+/* With tables, a row's values do not depend on the rows it comes with (the
+ * permute node's chunk size must not change its null maxima): each row's
+ * maximum alone equals, bit for bit, its maximum among 13 (a 4-row block
+ * and a remainder), and the counts add up; 53 subjects (two passes). */
+static void test_perm_tile_rows_independent(void **state)
+{
+    (void)state;
+    const struct tile_case tc = { 53, 100, 13, 4, 96 };
+    rng_seed(99);
+    for (int impl = NF_PERM_TILE_AVX2; impl <= NF_PERM_TILE_AVX512; impl++) {
+        if (!nf_perm_tile_available((enum nf_perm_tile_impl)impl))
+            continue;
+        struct tile_problem p;
+        tile_problem_make(&p, tc, true, NF_TAIL_TWO, ROWS_SIGNS);
+        p.t.impl = (enum nf_perm_tile_impl)impl;
+        p.t.tables = true;
+        float *scratch = test_malloc(nf_perm_tile_scratch(tc.rows, tc.n, tc.nv) * sizeof *scratch);
+        uint32_t *all = test_calloc((size_t)tc.nv, sizeof *all), *one = test_calloc((size_t)tc.nv, sizeof *one);
+        float max_all[13], max_one;
+        int64_t calls = nf_perm_tile_table_calls();
+        nf_kernels_blas.perm_tile_prepare(&p.t, p.R, tc.rows, scratch);
+        nf_kernels_blas.perm_tile(&p.t, p.R, tc.rows, tc.v0, tc.nv, all, max_all, scratch);
+        for (int64_t i = 0; i < tc.rows; i++) {
+            nf_kernels_blas.perm_tile_prepare(&p.t, p.R + i * tc.n, 1, scratch);
+            nf_kernels_blas.perm_tile(&p.t, p.R + i * tc.n, 1, tc.v0, tc.nv, one, &max_one, scratch);
+            assert_memory_equal(&max_one, &max_all[i], sizeof max_one);
+        }
+        assert_memory_equal(one, all, (size_t)tc.nv * sizeof *all);
+        assert_true(nf_perm_tile_table_calls() == calls + 1 + tc.rows);
+        test_free(scratch);
+        test_free(all);
+        test_free(one);
+        tile_problem_free(&p);
+    }
+}
+
 /* The choice of implementation: the best by default, NLFLOW_PERM_TILE names
  * another this CPU runs, a test's force wins over both, and a name this CPU
  * cannot run (or an unknown one) gives the best. */
@@ -1417,6 +1453,7 @@ int main(void)
         cmocka_unit_test(test_svd_rank_deficient),
         cmocka_unit_test(test_svd_rejects_non_finite),
         cmocka_unit_test(test_perm_tile_matches_reference),
+        cmocka_unit_test(test_perm_tile_rows_independent),
         cmocka_unit_test(test_perm_tile_choice),
         cmocka_unit_test(test_ridge_error_sums_matches_reference),
         cmocka_unit_test(test_row_passes_match_reference),

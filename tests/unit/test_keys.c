@@ -200,9 +200,14 @@ static const struct decision decisions[] = {
       "blocks_column: trial_type", "blocks_column: target", true, NULL },
     { "permute", "whole_blocks", CTX_PERMUTE_GLM, PERM ", test: glm, contrasts: [\"c = f1\"], blocks_column: target",
       "whole_blocks: false", "whole_blocks: true", true, NULL },
+    /* Smith's nulls differ where a draw moves f2, the nuisance; Freedman-Lane keeps its old key */
+    { "permute", "nuisance_method", CTX_PERMUTE_GLM, PERM ", test: glm, contrasts: [\"c = f1\"]",
+      "nuisance_method: freedman_lane", "nuisance_method: smith", true, NULL },
     /* the GLM's parameters do not matter to the other tests, nor stat to the GLM */
     { "permute", "exchange (not glm)", CTX_PERMUTE, PERM, "exchange: permute", "exchange: both", false, NULL },
     { "permute", "whole_blocks (not glm)", CTX_PERMUTE, PERM, "whole_blocks: false", "whole_blocks: true", false, NULL },
+    { "permute", "nuisance_method (not glm)", CTX_PERMUTE, PERM, "nuisance_method: freedman_lane",
+      "nuisance_method: smith", false, NULL },
     { "permute", "stat (glm)", CTX_PERMUTE_GLM, PERM ", test: glm, contrasts: [\"c = f1\"]", "stat: mean", "stat: t",
       false, NULL },
     { "predict", "mode", CTX_PREDICT, "cv: 2", "mode: whole_brain", "mode: searchlight", true, NULL },

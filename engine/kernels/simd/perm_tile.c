@@ -457,14 +457,18 @@ static void row_patterns(const float *R, int64_t rows, int64_t n, float one, int
                         }                                                                                    \
                     }                                                                                        \
                 }                                                                                            \
-                for (int64_t r = 0; r + TAB_ROWS <= rows; r += TAB_ROWS) {                                   \
+                for (int64_t r = 0; r < rows; r += TAB_ROWS) {                                               \
+                    /* the last block may hold fewer rows: the others repeat its last one, unused */           \
+                    const int64_t nvalid = rows - r < TAB_ROWS ? rows - r : TAB_ROWS;                        \
                     VF acc0[TAB_ROWS], acc1[TAB_ROWS];                                                       \
-                    const uint16_t *ix = off + r * groups;                                                   \
+                    const uint16_t *ixr[TAB_ROWS];                                                           \
+                    for (int i = 0; i < TAB_ROWS; i++)                                                       \
+                        ixr[i] = off + (r + (i < nvalid ? i : nvalid - 1)) * groups;                         \
                     _Pragma("GCC unroll 4") for (int i = 0; i < TAB_ROWS; i++) {                             \
-                        const float *T = table + (2 * (int64_t)ix[i * groups + g0] - base);                  \
+                        const float *T = table + (2 * (int64_t)ixr[i][g0] - base);                           \
                         memcpy(&acc0[i], T, sizeof acc0[i]);                                                 \
                         memcpy(&acc1[i], T + W, sizeof acc1[i]);                                             \
-                        if (g0 > 0) { /* the earlier passes' sum first: the order of the terms as in one pass */ \
+                        if (g0 > 0 && i < nvalid) { /* the earlier passes' sum first: the terms in one pass's order */ \
                             VF p0, p1;                                                                       \
                             memcpy(&p0, partial + (r + i) * STRIP, sizeof p0);                               \
                             memcpy(&p1, partial + (r + i) * STRIP + W, sizeof p1);                           \
@@ -474,7 +478,7 @@ static void row_patterns(const float *R, int64_t rows, int64_t n, float one, int
                     }                                                                                        \
                     for (int64_t g = g0 + 1; g < g1; g++) {                                                  \
                         _Pragma("GCC unroll 4") for (int i = 0; i < TAB_ROWS; i++) {                         \
-                            const float *T = table + (2 * (int64_t)ix[i * groups + g] - base);               \
+                            const float *T = table + (2 * (int64_t)ixr[i][g] - base);                        \
                             VF t0, t1;                                                                       \
                             memcpy(&t0, T, sizeof t0);                                                       \
                             memcpy(&t1, T + W, sizeof t1);                                                   \
@@ -483,7 +487,7 @@ static void row_patterns(const float *R, int64_t rows, int64_t n, float one, int
                         }                                                                                    \
                     }                                                                                        \
                     if (!last) {                                                                             \
-                        for (int i = 0; i < TAB_ROWS; i++) {                                                 \
+                        for (int i = 0; i < nvalid; i++) {                                                   \
                             memcpy(partial + (r + i) * STRIP, &acc0[i], sizeof acc0[i]);                     \
                             memcpy(partial + (r + i) * STRIP + W, &acc1[i], sizeof acc1[i]);                 \
                         }                                                                                    \
@@ -491,6 +495,8 @@ static void row_patterns(const float *R, int64_t rows, int64_t n, float one, int
                     }                                                                                        \
                     VI nearv = (VI){ 0 };                                                                    \
                     _Pragma("GCC unroll 4") for (int i = 0; i < TAB_ROWS; i++) {                             \
+                        if (i >= nvalid)                                                                     \
+                            break;                                                                           \
                         VF q0, q1, m, old;                                                                   \
                         EPILOGUE_ON(VF, VI, acc0[i], sh0, cap0, hi0, lo0, ss0, fl0, cnt0, q0);               \
                         EPILOGUE_ON(VF, VI, acc1[i], sh1, cap1, hi1, lo1, ss1, fl1, cnt1, q1);               \
@@ -512,7 +518,7 @@ static void row_patterns(const float *R, int64_t rows, int64_t n, float one, int
                         }                                                                                    \
                         memcpy(cnt + v, &cnt0, sizeof cnt0);                                                 \
                         memcpy(cnt + v + W, &cnt1, sizeof cnt1);                                             \
-                        near_ties(c, R + r * n, TAB_ROWS, v0 + v, STRIP, q, cnt + v);                        \
+                        near_ties(c, R + r * n, nvalid, v0 + v, STRIP, q, cnt + v);                          \
                         memcpy(&cnt0, cnt + v, sizeof cnt0);                                                 \
                         memcpy(&cnt1, cnt + v + W, sizeof cnt1);                                             \
                     }                                                                                        \
@@ -635,8 +641,9 @@ void nf_perm_tile_prepare_simd(const struct nf_perm_tile *c, const float *R, int
 {
     struct tab_header h = { .magic = 0 };
 #ifdef NF_PERM_FUSED
+    /* not on the row count: every chunk of a run, whatever its size, takes the same path */
     if (c->impl != NF_PERM_TILE_GEMM && c->tables && c->n >= TAB_BITS && tab_groups(c->n) <= TAB_MAX_GROUPS &&
-        rows >= TAB_ROWS && two_valued(R, rows, c->n, &h.one, &h.zero)) {
+        rows >= 1 && two_valued(R, rows, c->n, &h.one, &h.zero)) {
         h = (struct tab_header){ .magic = TAB_MAGIC, .one = h.one, .zero = h.zero, .rows = rows, .n = c->n,
                                  .impl = c->impl, .R = R };
         row_patterns(R, rows, c->n, h.one, 2 * fused_impl[c->impl].w, (uint16_t *)(scratch + TAB_HEADER_FLOATS));
@@ -663,7 +670,8 @@ void nf_perm_tile_simd(const struct nf_perm_tile *c, const float *R, int64_t row
                   nv >= 2 * fused_impl[impl].w;
     if (tables || (impl != NF_PERM_TILE_GEMM && nv >= 2 * fused_impl[impl].w && rows >= fused_impl[impl].rows)) {
         int64_t W = fused_impl[impl].w, nvf = nv - nv % (2 * W);
-        int64_t nr = rows - rows % (tables ? TAB_ROWS : fused_impl[impl].rows);
+        /* the tables take every row: a row's value must not depend on the block it falls in (chunks) */
+        int64_t nr = tables ? rows : rows - rows % fused_impl[impl].rows;
         for (int64_t i = 0; i < nr * W; i++)
             scratch[i] = -FLT_MAX;
         if (tables) {
