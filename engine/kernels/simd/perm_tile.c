@@ -232,6 +232,38 @@ static int64_t tab_groups(int64_t n)
         EPILOGUE_ON(VF, VI, x, sh_, cap_, hi_, lo_, ss_, fl_, cnt##h, q_out);                                \
     } while (0)
 
+/* A row's maxima over a strip: the larger of its two vectors q0, q1 kept in
+ * its vector of vmax at `slot`. */
+#define STRIP_ROW_MAX(VF, VI, q0, q1, slot)                                                                  \
+    do {                                                                                                     \
+        VF m_ = VSELT(VF, VI, (q0) > (q1), (q0), (q1)), old_;                                                \
+        memcpy(&old_, (slot), sizeof old_);                                                                  \
+        m_ = VSELT(VF, VI, m_ > old_, m_, old_);                                                             \
+        memcpy((slot), &m_, sizeof m_);                                                                      \
+    } while (0)
+
+/* The values of a register tile inside the tie window (nearv), rows Rrows ..
+ * (nrows of them, acc0/acc1 holding q, at most CAP), decided in double: the
+ * strip's counts are in registers, so flush, decide, reload. */
+#define STRIP_NEAR_TIES(VF, Rrows, nrows, CAP)                                                               \
+    do {                                                                                                     \
+        bool any_ = false;                                                                                   \
+        for (int l_ = 0; l_ < W; l_++)                                                                       \
+            any_ |= nearv[l_] != 0;                                                                          \
+        if (__builtin_expect(any_, 0)) {                                                                     \
+            float q_[(CAP) * 2 * W];                                                                         \
+            for (int i_ = 0; i_ < (CAP); i_++) {                                                             \
+                memcpy(q_ + i_ * 2 * W, &acc0[i_], sizeof acc0[i_]);                                         \
+                memcpy(q_ + i_ * 2 * W + W, &acc1[i_], sizeof acc1[i_]);                                     \
+            }                                                                                                \
+            memcpy(cnt + v, &cnt0, sizeof cnt0);                                                             \
+            memcpy(cnt + v + W, &cnt1, sizeof cnt1);                                                         \
+            near_ties(c, (Rrows), (nrows), v0 + v, 2 * W, q_, cnt + v);                                      \
+            memcpy(&cnt0, cnt + v, sizeof cnt0);                                                             \
+            memcpy(&cnt1, cnt + v + W, sizeof cnt1);                                                         \
+        }                                                                                                    \
+    } while (0)
+
 /* One instantiation: W floats per vector, ROWS rows per register tile, for a
  * target. Processes rows [0, rows - rows % ROWS) and voxels [0, nv - nv % 2W)
  * of the tile; vmax: ROWS-rounded rows x W floats of running row maxima,
@@ -274,32 +306,14 @@ static int64_t tab_groups(int64_t n)
                 }                                                                                            \
                 VI nearv = (VI){ 0 };                                                                        \
                 _Pragma("GCC unroll 16") for (int i = 0; i < ROWS; i++) {                                    \
-                    VF q0, q1, m, old;                                                                       \
+                    VF q0, q1;                                                                               \
                     FUSED_EPILOGUE(VF, VI, acc0[i], 0, q0);                                                  \
                     FUSED_EPILOGUE(VF, VI, acc1[i], 1, q1);                                                  \
                     acc0[i] = q0;                                                                            \
                     acc1[i] = q1;                                                                            \
-                    m = VSELT(VF, VI, q0 > q1, q0, q1);                                                      \
-                    memcpy(&old, vmax + (r + i) * W, sizeof old);                                            \
-                    m = VSELT(VF, VI, m > old, m, old);                                                      \
-                    memcpy(vmax + (r + i) * W, &m, sizeof m);                                                \
+                    STRIP_ROW_MAX(VF, VI, q0, q1, vmax + (r + i) * W);                                       \
                 }                                                                                            \
-                bool any = false;                                                                            \
-                for (int l = 0; l < W; l++)                                                                  \
-                    any |= nearv[l] != 0;                                                                    \
-                if (__builtin_expect(any, 0)) {                                                              \
-                    float q[ROWS * 2 * W];                                                                   \
-                    for (int i = 0; i < ROWS; i++) {                                                         \
-                        memcpy(q + i * 2 * W, &acc0[i], sizeof acc0[i]);                                     \
-                        memcpy(q + i * 2 * W + W, &acc1[i], sizeof acc1[i]);                                 \
-                    }                                                                                        \
-                    /* the counts of the strip are in registers: flush, decide, reload */                   \
-                    memcpy(cnt + v, &cnt0, sizeof cnt0);                                                     \
-                    memcpy(cnt + v + W, &cnt1, sizeof cnt1);                                                 \
-                    near_ties(c, Rr, ROWS, v0 + v, 2 * W, q, cnt + v);                                       \
-                    memcpy(&cnt0, cnt + v, sizeof cnt0);                                                     \
-                    memcpy(&cnt1, cnt + v + W, sizeof cnt1);                                                 \
-                }                                                                                            \
+                STRIP_NEAR_TIES(VF, Rr, ROWS, ROWS);                                                         \
             }                                                                                                \
             memcpy(cnt + v, &cnt0, sizeof cnt0);                                                             \
             memcpy(cnt + v + W, &cnt1, sizeof cnt1);                                                         \
@@ -497,31 +511,14 @@ static void row_patterns(const float *R, int64_t rows, int64_t n, float one, int
                     _Pragma("GCC unroll 4") for (int i = 0; i < TAB_ROWS; i++) {                             \
                         if (i >= nvalid)                                                                     \
                             break;                                                                           \
-                        VF q0, q1, m, old;                                                                   \
+                        VF q0, q1;                                                                           \
                         EPILOGUE_ON(VF, VI, acc0[i], sh0, cap0, hi0, lo0, ss0, fl0, cnt0, q0);               \
                         EPILOGUE_ON(VF, VI, acc1[i], sh1, cap1, hi1, lo1, ss1, fl1, cnt1, q1);               \
                         acc0[i] = q0;                                                                        \
                         acc1[i] = q1;                                                                        \
-                        m = VSELT(VF, VI, q0 > q1, q0, q1);                                                  \
-                        memcpy(&old, vmax + (r + i) * W, sizeof old);                                        \
-                        m = VSELT(VF, VI, m > old, m, old);                                                  \
-                        memcpy(vmax + (r + i) * W, &m, sizeof m);                                            \
+                        STRIP_ROW_MAX(VF, VI, q0, q1, vmax + (r + i) * W);                                   \
                     }                                                                                        \
-                    bool any = false;                                                                        \
-                    for (int l = 0; l < W; l++)                                                              \
-                        any |= nearv[l] != 0;                                                                \
-                    if (__builtin_expect(any, 0)) {                                                          \
-                        float q[TAB_ROWS * STRIP];                                                           \
-                        for (int i = 0; i < TAB_ROWS; i++) {                                                 \
-                            memcpy(q + i * STRIP, &acc0[i], sizeof acc0[i]);                                 \
-                            memcpy(q + i * STRIP + W, &acc1[i], sizeof acc1[i]);                             \
-                        }                                                                                    \
-                        memcpy(cnt + v, &cnt0, sizeof cnt0);                                                 \
-                        memcpy(cnt + v + W, &cnt1, sizeof cnt1);                                             \
-                        near_ties(c, R + r * n, nvalid, v0 + v, STRIP, q, cnt + v);                          \
-                        memcpy(&cnt0, cnt + v, sizeof cnt0);                                                 \
-                        memcpy(&cnt1, cnt + v + W, sizeof cnt1);                                             \
-                    }                                                                                        \
+                    STRIP_NEAR_TIES(VF, R + r * n, nvalid, TAB_ROWS);                                        \
                 }                                                                                            \
             }                                                                                                \
             memcpy(cnt + v, &cnt0, sizeof cnt0);                                                             \
