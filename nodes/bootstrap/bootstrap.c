@@ -44,6 +44,14 @@
  * Blocks run over threads with single-threaded BLAS (as the ridge node);
  * each block's outputs are one checkpoint chunk, so a killed run resumes
  * from the blocks it finished, and SLURM parts split the blocks.
+ *
+ * Decoders (model svm, logistic, ridge_classifier, ridge_regressor; inputs
+ * data and y): each resample of the images, drawn as above, is refit as the
+ * predict node refits on all images, through predict's own code
+ * (nodes/predict/decoder.h: scaler, PCA, learner, weights back in voxels),
+ * one resample per thread; every resample's weights (one row per score
+ * function) are kept in voxel blocks and summarised by the same reduction as
+ * ridge's weights. Not checkpointed: the summaries need every refit.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -1640,7 +1648,7 @@ fail:
 
 const struct nf_node_type nf_node_bootstrap = {
     .name = "bootstrap",
-    .summary = "bootstrapped ridge weights: mean, standard error, z, p and confidence interval (nltools)",
+    .summary = "bootstrapped ridge or decoder weights: mean, standard error, z, p and confidence interval (nltools)",
     .description =
         "Resamples the rows of X and Y (samples or subjects) with replacement with nltools' draws "
         "(seeds = RandomState(seed).randint(2**31 - 1, n_boot); resample b = "
@@ -1662,7 +1670,19 @@ const struct nf_node_type nf_node_bootstrap = {
         "has no intercept, so neither do the predictions unless `fit_intercept`, when each resample "
         "adds its own intercept (mean of its Y minus its X means times w_b, as sklearn's Ridge "
         "predicts). They are computed only when a pred_* output is used, from the same weights, so "
-        "the weights' outputs are the same bits with or without them.",
+        "the weights' outputs are the same bits with or without them. "
+        "With `model` svm, logistic, ridge_classifier or ridge_regressor (the predict node's learners; "
+        "ridge_regressor is predict's model ridge) the node bootstraps a decoder instead: the inputs are "
+        "`data` (images x voxels) and `y` (one label or value per image, as predict's), each resample of "
+        "the images (the same draws) is refit exactly as predict's refit on all images (StandardScaler "
+        "on the resample's images with `standardize`, optional `reduce: {pca: k}`, the learner with `C` "
+        "or `alpha`), and the outputs summarise the resamples' weight maps in standardised units: 1 x "
+        "voxels for two classes (rows named by the positive class, the second in sorted order) and for "
+        "ridge_regressor, classes x voxels (one-vs-rest score functions, rows named by class) for more. "
+        "Every resample must draw every class (an error names the first that does not). The refits run "
+        "over threads, one resample each, and every resample's weights are held (n_boot x rows x voxels "
+        "floats) until the summaries, which are model ridge's, per voxel block; the same bits on any "
+        "thread count. A decoder's run is one unit of work (no checkpoints).",
     .version = 2,
     .params = bootstrap_params_table,
     .params_size = sizeof(struct bootstrap_params),
