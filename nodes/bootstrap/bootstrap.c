@@ -51,7 +51,9 @@
  * (nodes/predict/decoder.h: scaler, PCA, learner, weights back in voxels),
  * one resample per thread; every resample's weights (one row per score
  * function) are kept in voxel blocks and summarised by the same reduction as
- * ridge's weights. Not checkpointed: the summaries need every refit.
+ * ridge's weights. Checkpoint chunks are 16 resamples' weight maps (the
+ * summaries need every refit, so the refits are what a resumed run or a
+ * SLURM part keeps); the thread that finishes a chunk's last refit commits it.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -357,13 +359,16 @@ static int bootstrap_resolve(struct nf_resolve *r)
 /* Weights whose resample values are transposed together for the percentiles. */
 #define GATHER_TILE 32
 
+/* A decoder's checkpoint chunk: the weights of this many resamples' refits. */
+#define DECODER_CHUNK 16
+
 /* node_type.chunks: the voxel blocks of one run. */
 static int64_t bootstrap_chunks(const void *params, const struct nf_shape *in, const struct nf_shape *out)
 {
     const struct bootstrap_params *prm = params;
     (void)out;
-    if (prm->model != BOOT_MODEL_RIDGE)
-        return 0;   /* one unit: every resample's weights are needed before any summary */
+    if (prm->model != BOOT_MODEL_RIDGE)   /* a decoder: groups of resamples' refits */
+        return (prm->n_boot + DECODER_CHUNK - 1) / DECODER_CHUNK;
     if (in[BOOT_IN_Y].kind != NF_KIND_MATRIX || in[BOOT_IN_Y].dim[1] < 1 || in[BOOT_IN_X].dim[1] < 1)
         return 0;
     int64_t V = in[BOOT_IN_Y].dim[1], block = nf_bootstrap_block(prm->n_boot, in[BOOT_IN_X].dim[1], V);
@@ -497,6 +502,10 @@ struct decoder_ctx {
     float *W;                    /* every resample's weights, by voxel block: block [b0, b0 + nb) at
                                     W + B rows b0, resample b's rows x nb from there + b rows nb */
     _Atomic int64_t unconverged;
+    /* checkpoints: chunks of DECODER_CHUNK resamples (the last may be short) */
+    int64_t n_chunks;
+    bool *done;                  /* chunks resumed (NULL: no checkpoints) */
+    _Atomic int64_t *left;       /* resamples of each chunk still to refit */
 };
 
 /* What threads share: the next unit, the first error. */
@@ -1293,6 +1302,81 @@ static int label_outputs(const struct nf_run *run, struct nf_value **out, int64_
 
 /* ---- the decoders ---- */
 
+/* Chunk k's resamples [r0, r0 + nr): their weights, resample-major (each
+ * rows x V), after a header; the same layout is read back on resume. */
+struct decoder_head { int64_t r0, nr, rows, V; };
+
+static size_t decoder_chunk_bytes(const struct decoder_ctx *dc, int64_t nr)
+{
+    return sizeof(struct decoder_head) + (size_t)(nr * dc->rows * dc->V) * sizeof(float);
+}
+
+/* Moves resample b's weights between the blocked layout and a rows x V
+ * array (to_blocks: into the blocks). */
+static void decoder_copy(const struct boot_ctx *c, const struct decoder_ctx *dc, int64_t b, float *flat,
+                         bool to_blocks)
+{
+    for (int64_t o = 0; o < dc->rows; o++)
+        for (int64_t b0 = 0; b0 < dc->V; b0 += c->block) {
+            int64_t nb = dc->V - b0 < c->block ? dc->V - b0 : c->block;
+            float *blk = dc->W + c->B * dc->rows * b0 + (b * dc->rows + o) * nb, *row = flat + o * dc->V + b0;
+            memcpy(to_blocks ? blk : row, to_blocks ? row : blk, (size_t)nb * sizeof *blk);
+        }
+}
+
+static void decoder_commit(const struct boot_ctx *c, const struct decoder_ctx *dc, const struct nf_run *run,
+                           int64_t k)
+{
+    int64_t r0 = k * DECODER_CHUNK, nr = c->B - r0 < DECODER_CHUNK ? c->B - r0 : DECODER_CHUNK;
+    unsigned char *buf = nf_malloc(decoder_chunk_bytes(dc, nr));
+    if (!buf)
+        return;   /* not saved: a resumed run refits this chunk again */
+    struct decoder_head h = { r0, nr, dc->rows, dc->V };
+    memcpy(buf, &h, sizeof h);
+    float *dst = (float *)(buf + sizeof h);
+    for (int64_t b = r0; b < r0 + nr; b++)
+        decoder_copy(c, dc, b, dst + (b - r0) * dc->rows * dc->V, false);
+    struct nf_error e = { 0 };
+    nf_ckpt_put(run->ckpt, k, buf, decoder_chunk_bytes(dc, nr), &e);
+    free(buf);
+}
+
+/* Chunks committed by an interrupted run or by parts: their weights, done[]. */
+static int decoder_resume(const struct boot_ctx *c, struct decoder_ctx *dc, const struct nf_run *run)
+{
+    int64_t *list = NULL, n_done = 0;
+    size_t n_list = 0;
+    int rc;
+    nf_ckpt_total(run->ckpt, dc->n_chunks);
+    NF_TRY(rc = nf_ckpt_list(run->ckpt, &list, &n_list, run->err));
+    for (size_t t = 0; t < n_list; t++) {
+        int64_t k = list[t], r0 = k * DECODER_CHUNK, nr = c->B - r0 < DECODER_CHUNK ? c->B - r0 : DECODER_CHUNK;
+        void *data = NULL;
+        size_t bytes = 0;
+        struct nf_error e = { 0 };
+        if (k < 0 || k >= dc->n_chunks || dc->done[k] || nf_ckpt_get(run->ckpt, k, &data, &bytes, &e) != 1)
+            continue;
+        struct decoder_head h;
+        if (bytes == decoder_chunk_bytes(dc, nr)) {
+            memcpy(&h, data, sizeof h);
+            if (h.r0 == r0 && h.nr == nr && h.rows == dc->rows && h.V == dc->V) {
+                float *src = (float *)((unsigned char *)data + sizeof h);
+                for (int64_t b = r0; b < r0 + nr; b++)
+                    decoder_copy(c, dc, b, src + (b - r0) * dc->rows * dc->V, true);
+                dc->done[k] = true;
+                n_done++;
+            }
+        }
+        free(data);
+    }
+    if (n_done)
+        nf_log("nlflow: node '%s': %lld of %lld chunks of %d resamples from checkpoints", nf_node_id(run->node),
+               (long long)n_done, (long long)dc->n_chunks, DECODER_CHUNK);
+fail:
+    free(list);
+    return rc;
+}
+
 /* Resample b refit as predict's refit on all images (decoder.h), its weights
  * (one row per score function) scattered into their voxel blocks. */
 static int decoder_fit_resample(const struct boot_ctx *c, struct decoder_ctx *dc, int64_t b, int64_t *idx,
@@ -1310,14 +1394,11 @@ static int decoder_fit_resample(const struct boot_ctx *c, struct decoder_ctx *dc
         return rc;
     if (!d.m.converged)
         atomic_fetch_add(&dc->unconverged, 1);
-    for (int64_t o = 0; o < rows && rc == 0; o++) {
-        rc = nf_decoder_weights(&d, o, w, err);
-        for (int64_t b0 = 0; rc == 0 && b0 < V; b0 += c->block) {
-            int64_t nb = V - b0 < c->block ? V - b0 : c->block;
-            memcpy(dc->W + c->B * rows * b0 + (b * rows + o) * nb, w + b0, (size_t)nb * sizeof *w);
-        }
-    }
+    for (int64_t o = 0; o < rows && rc == 0; o++)
+        rc = nf_decoder_weights(&d, o, w + o * V, err);
     nf_decoder_free(&d);
+    if (rc == 0)
+        decoder_copy(c, dc, b, w, true);
     return rc;
 }
 
@@ -1339,7 +1420,7 @@ static void *decoder_worker(void *arg)
         idx = nf_malloc((size_t)dc->n * sizeof *idx);
         Xb = nf_malloc((size_t)(dc->n * dc->V) * sizeof *Xb);
         yb = nf_malloc((size_t)dc->n * sizeof *yb);
-        wrow = nf_malloc((size_t)dc->V * sizeof *wrow);
+        wrow = nf_malloc((size_t)(dc->rows * dc->V) * sizeof *wrow);
         if (!idx || !Xb || !yb || !wrow)
             NF_FAIL(&err, NF_ENOMEM, "out of memory for a resample of %lld images x %lld voxels",
                     (long long)dc->n, (long long)dc->V);
@@ -1352,8 +1433,17 @@ static void *decoder_worker(void *arg)
             break;
         }
         if (fits) {
+            int64_t k = i / DECODER_CHUNK;
+            if ((dc->done && dc->done[k]) || nf_ckpt_skip(run->ckpt, k))
+                continue;   /* resumed, or another part's */
             if (decoder_fit_resample(c, dc, i, idx, Xb, yb, wrow, &err) < 0)
                 break;
+            if (dc->done && atomic_fetch_sub(&dc->left[k], 1) == 1 &&
+                (dc->n_chunks > 1 || nf_ckpt_partial(run->ckpt))) {
+                pthread_mutex_lock(&w->lock);
+                decoder_commit(c, dc, run, k);
+                pthread_mutex_unlock(&w->lock);
+            }
             nf_progress(run, atomic_fetch_add(&w->units_done, 1) + 1, c->B, "resamples");
             continue;
         }
@@ -1479,7 +1569,8 @@ static int run_decoder(struct nf_run *run, struct boot_ctx *c)
     c->block = nf_bootstrap_block(c->B, dc.rows, dc.V);
     c->n_blocks = (dc.V + c->block - 1) / c->block;
     c->seeds = nf_malloc((size_t)c->B * sizeof *c->seeds);
-    dc.W = nf_malloc_array((size_t)c->B, (size_t)(dc.rows * dc.V) * sizeof *dc.W);
+    /* zeros where a part skips other parts' resamples (its outputs are not kept) */
+    dc.W = nf_calloc((size_t)c->B, (size_t)(dc.rows * dc.V) * sizeof *dc.W);
     if (!c->seeds || !dc.W) {
         rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory for %lld resamples' weights of %lld x %lld",
                      (long long)c->B, (long long)dc.rows, (long long)dc.V);
@@ -1499,8 +1590,22 @@ static int run_decoder(struct nf_run *run, struct boot_ctx *c)
     w.run = run;
     pthread_mutex_init(&w.lock, NULL);
     mutex = true;
+    dc.n_chunks = (c->B + DECODER_CHUNK - 1) / DECODER_CHUNK;
+    if (run->ckpt) {
+        dc.done = nf_calloc((size_t)dc.n_chunks, sizeof *dc.done);
+        dc.left = nf_malloc((size_t)dc.n_chunks * sizeof *dc.left);
+        if (!dc.done || !dc.left) {
+            rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+            goto fail;
+        }
+        for (int64_t k = 0; k < dc.n_chunks; k++)
+            atomic_store(&dc.left[k], c->B - k * DECODER_CHUNK < DECODER_CHUNK ? c->B - k * DECODER_CHUNK
+                                                                               : DECODER_CHUNK);
+        NF_TRY(rc = decoder_resume(c, &dc, run));
+    }
     NF_TRY(rc = run_phase(&w, PHASE_DECODE_FIT, c->B));
-    NF_TRY(rc = run_phase(&w, PHASE_DECODE_REDUCE, c->n_blocks));
+    if (!nf_ckpt_partial(run->ckpt))   /* a part's outputs are dropped: its chunks are what it made */
+        NF_TRY(rc = run_phase(&w, PHASE_DECODE_REDUCE, c->n_blocks));
     if (atomic_load(&dc.unconverged) > 0)
         nf_warn(id, "%lld of %lld refits stopped after max_iter (%lld) iterations before converging; their "
                 "weights may be slightly off", (long long)atomic_load(&dc.unconverged), (long long)c->B,
@@ -1516,6 +1621,8 @@ fail:
     for (int o = 0; o < BOOT_N_OUT; o++)
         nf_value_unref(out[o]);
     nf_target_release(&tg);
+    free(dc.done);
+    free(dc.left);
     free(dc.W);
     free(c->seeds);
     c->seeds = NULL;
@@ -1682,7 +1789,8 @@ const struct nf_node_type nf_node_bootstrap = {
         "Every resample must draw every class (an error names the first that does not). The refits run "
         "over threads, one resample each, and every resample's weights are held (n_boot x rows x voxels "
         "floats) until the summaries, which are model ridge's, per voxel block; the same bits on any "
-        "thread count. A decoder's run is one unit of work (no checkpoints).",
+        "thread count. A decoder's refits are checkpointed in chunks of 16 resamples (their weight maps), "
+        "so a killed run refits only the chunks it had not finished, and SLURM parts split the chunks.",
     .version = 2,
     .params = bootstrap_params_table,
     .params_size = sizeof(struct bootstrap_params),
