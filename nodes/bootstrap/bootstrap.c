@@ -414,7 +414,8 @@ static uint64_t decoder_estimate(const struct bootstrap_params *prm, const struc
     uint64_t block = (uint64_t)nf_bootstrap_block(prm->n_boot, (int64_t)rows, (int64_t)(V ? V : 1));
     uint64_t reduce = (GATHER_TILE * B + 3 * B) * sizeof(float) + 2 * rows * block * sizeof(double);
     uint64_t threads = B < cores ? B : cores;
-    return B * rows * V * sizeof(float) + threads * (per_fit > reduce ? per_fit : reduce);
+    /* and the buffer of a checkpoint chunk being committed */
+    return (B + DECODER_CHUNK) * rows * V * sizeof(float) + threads * (per_fit > reduce ? per_fit : reduce);
 }
 
 static uint64_t bootstrap_estimate(const void *params, const struct nf_shape *in, const struct nf_shape *out)
