@@ -74,10 +74,18 @@
 static const char *const ci_methods[] = { "percentile", "normal", NULL };
 static const char *const model_names[] = { "ridge", "svm", "logistic", "ridge_classifier", "ridge_regressor", NULL };
 static const char *const reduce_keys[] = { "pca", NULL };
+static const char *const stat_names[] = { "weights", "mean", "median", "std", "sum", "min", "max", NULL };
 
 _Static_assert(BOOT_MODEL_SVM - 1 == NF_MODEL_SVM && BOOT_MODEL_LOGISTIC - 1 == NF_MODEL_LOGISTIC &&
                BOOT_MODEL_RIDGE_CLASSIFIER - 1 == NF_MODEL_RIDGE_CLASSIFIER &&
                BOOT_MODEL_RIDGE_REGRESSOR - 1 == NF_MODEL_RIDGE, "a decoder's model is its nf_model_kind + 1");
+
+/* Does the run resample the rows of `data` (a decoder, or a statistic),
+ * rather than X and Y (model ridge's weights)? */
+static bool on_data(const struct bootstrap_params *p)
+{
+    return p->model != BOOT_MODEL_RIDGE || p->stat != BOOT_STAT_WEIGHTS;
+}
 
 #define FIELD(f) offsetof(struct bootstrap_params, f)
 static const struct nf_param bootstrap_params_table[] = {
@@ -86,6 +94,10 @@ static const struct nf_param bootstrap_params_table[] = {
                   "of the predict node refit on each resample of the images `data` with their `y`, as predict's "
                   "refit on all images: svm (LinearSVC), logistic, ridge_classifier, or ridge_regressor "
                   "(predict's model ridge: a numeric y)"),
+    NF_PARAM_ENUM("stat", FIELD(stat), stat_names, BOOT_STAT_WEIGHTS,
+                  "weights: the model's weights (above); mean, median, std (ddof 1), sum, min or max: that "
+                  "statistic of each voxel over a resample's rows of `data`, no model (nltools' simple-stat "
+                  "bootstrap, BrainData.bootstrap('mean') etc.)"),
     NF_PARAM_INT("n_boot", FIELD(n_boot), 5000, 2, 10000000,
                  "resamples with replacement (nltools' n_samples, default 5000)"),
     NF_PARAM_NUM("alpha", FIELD(alpha), 1.0, 0, 1e300,
@@ -171,6 +183,16 @@ static char *bootstrap_methods(const void *params)
     const struct bootstrap_params *p = params;
     struct nf_strbuf sb;
     nf_strbuf_init(&sb);
+    if (p->stat != BOOT_STAT_WEIGHTS) {
+        nf_strbuf_addf(&sb, "The %s of each voxel over the images was bootstrapped over %" PRId64 " resamples "
+                       "of the images with replacement (nltools' draws", stat_names[p->stat], p->n_boot);
+        if (p->seed >= 0)
+            nf_strbuf_addf(&sb, ", seed %" PRId64, p->seed);
+        nf_strbuf_addf(&sb, "); its bootstrap mean, standard error (ddof 1), z = mean / se with its two-tailed "
+                       "normal p, and %g%% %s confidence interval were reported.", 100 * p->ci,
+                       p->ci_method == BOOT_CI_NORMAL ? "normal (mean ± z se)" : "percentile");
+        return nf_strbuf_detach(&sb);
+    }
     if (p->model != BOOT_MODEL_RIDGE) {
         static const char *const learner[] = {
             [BOOT_MODEL_SVM] = "linear support vector machine (squared hinge loss, L2 penalty, C = %g)",
@@ -216,6 +238,15 @@ static void bootstrap_check(const void *params, const struct nf_loc *loc, const 
 static bool bootstrap_param_matters(const void *params, const struct nf_param *prm)
 {
     const struct bootstrap_params *p = params;
+    if (p->stat != BOOT_STAT_WEIGHTS) {   /* no model: the draws, the statistic and its summaries */
+        static const char *const stat_keys[] = { "stat", "n_boot", "ci", "ci_method", "seed" };
+        for (size_t i = 0; i < sizeof stat_keys / sizeof *stat_keys; i++)
+            if (strcmp(prm->name, stat_keys[i]) == 0)
+                return true;
+        return false;
+    }
+    if (strcmp(prm->name, "stat") == 0)
+        return false;
     static const char *const decoders_only[] = { "model", "C", "standardize", "reduce", "target" };
     for (size_t i = 0; i < sizeof decoders_only / sizeof *decoders_only; i++)
         if (strcmp(prm->name, decoders_only[i]) == 0)
@@ -242,6 +273,21 @@ static int check_model_inputs(const struct nf_resolve *r)
     const char *id = nf_node_id(r->node);
     bool ridge = p->model == BOOT_MODEL_RIDGE;
     static const int ridge_ports[] = { BOOT_IN_X, BOOT_IN_Y, BOOT_IN_PENALTY, BOOT_IN_X_TEST };
+    if (p->stat != BOOT_STAT_WEIGHTS) {   /* a statistic of data's rows: data alone */
+        if (!ridge)
+            return NF_FAIL_AT(r->err, NF_EINVAL, loc, id, "stat %s bootstraps a statistic of data's rows "
+                              "without a model: leave out model (%s), or use stat: weights", stat_names[p->stat],
+                              model_names[p->model]);
+        for (int port = 0; port < BOOT_N_IN; port++)
+            if (port != BOOT_IN_DATA && port_wired(r, port))
+                return NF_FAIL_AT(r->err, NF_EINVAL, loc, id, "stat %s takes only the input 'data' (images x "
+                                  "voxels); '%s' is for stat: weights", stat_names[p->stat],
+                                  bootstrap_inputs[port].name);
+        if (!port_wired(r, BOOT_IN_DATA))
+            return NF_FAIL_AT(r->err, NF_EINVAL, loc, id, "stat %s needs the input 'data' (images x voxels)",
+                              stat_names[p->stat]);
+        ridge = false;   /* the pred_* outputs are refused below */
+    }
     static const int decoder_ports[] = { BOOT_IN_DATA, BOOT_IN_TARGETS };
     for (size_t i = 0; ridge && i < 2; i++)
         if (port_wired(r, decoder_ports[i]))
@@ -253,17 +299,17 @@ static int check_model_inputs(const struct nf_resolve *r)
             return NF_FAIL_AT(r->err, NF_EINVAL, loc, id, "input '%s' is used only by model ridge; model %s "
                               "decodes y from the images in 'data'", bootstrap_inputs[ridge_ports[i]].name,
                               model_names[p->model]);
-    if (ridge && (!port_wired(r, BOOT_IN_X) || !port_wired(r, BOOT_IN_Y)))
+    if (p->stat == BOOT_STAT_WEIGHTS && ridge && (!port_wired(r, BOOT_IN_X) || !port_wired(r, BOOT_IN_Y)))
         return NF_FAIL_AT(r->err, NF_EINVAL, loc, id, "model ridge needs the inputs 'X' (the design, samples x "
                           "features) and 'Y' (the data, samples x voxels)");
-    if (!ridge && (!port_wired(r, BOOT_IN_DATA) || !port_wired(r, BOOT_IN_TARGETS)))
+    if (p->stat == BOOT_STAT_WEIGHTS && !ridge && (!port_wired(r, BOOT_IN_DATA) || !port_wired(r, BOOT_IN_TARGETS)))
         return NF_FAIL_AT(r->err, NF_EINVAL, loc, id, "model %s needs the inputs 'data' (images x voxels) and "
                           "'y' (%s of each image)", model_names[p->model],
                           p->model == BOOT_MODEL_RIDGE_REGRESSOR ? "the value" : "the class label");
     for (int o = BOOT_OUT_PRED_MEAN; !ridge && r->wanted && o < BOOT_N_OUT; o++)
         if (r->wanted[o])
-            return NF_FAIL_AT(r->err, NF_EINVAL, loc, id, "output '%s' is made only by model ridge (the "
-                              "predictions of X_test)", bootstrap_outputs[o].name);
+            return NF_FAIL_AT(r->err, NF_EINVAL, loc, id, "output '%s' is made only by model ridge with stat "
+                              "weights (the predictions of X_test)", bootstrap_outputs[o].name);
     return 0;
 }
 
@@ -292,7 +338,7 @@ static int resolve_decoder(struct nf_resolve *r)
             continue;
         }
         r->out[o].kind = NF_KIND_MATRIX;
-        r->out[o].dim[0] = p->model == BOOT_MODEL_RIDGE_REGRESSOR ? 1 : 0;
+        r->out[o].dim[0] = p->model == BOOT_MODEL_RIDGE_REGRESSOR || p->stat != BOOT_STAT_WEIGHTS ? 1 : 0;
         r->out[o].dim[1] = x->dim[1];
         r->out[o].cols_upper_bound = x->cols_upper_bound;
         r->out[o].has_geom = x->has_geom;
@@ -315,7 +361,7 @@ static int bootstrap_resolve(struct nf_resolve *r)
     int rc = check_model_inputs(r);
     if (rc < 0)
         return rc;
-    if (((const struct bootstrap_params *)r->params)->model != BOOT_MODEL_RIDGE)
+    if (on_data(r->params))
         return resolve_decoder(r);
     const struct nf_shape *x = &r->in[BOOT_IN_X], *y = &r->in[BOOT_IN_Y], *a = &r->in[BOOT_IN_PENALTY];
     const struct nf_shape *xt = &r->in[BOOT_IN_X_TEST];
@@ -367,7 +413,7 @@ static int64_t bootstrap_chunks(const void *params, const struct nf_shape *in, c
 {
     const struct bootstrap_params *prm = params;
     (void)out;
-    if (prm->model != BOOT_MODEL_RIDGE)   /* a decoder: groups of resamples' refits */
+    if (on_data(prm))   /* a decoder or a statistic: groups of resamples' maps */
         return (prm->n_boot + DECODER_CHUNK - 1) / DECODER_CHUNK;
     if (in[BOOT_IN_Y].kind != NF_KIND_MATRIX || in[BOOT_IN_Y].dim[1] < 1 || in[BOOT_IN_X].dim[1] < 1)
         return 0;
@@ -421,7 +467,7 @@ static uint64_t decoder_estimate(const struct bootstrap_params *prm, const struc
 static uint64_t bootstrap_estimate(const void *params, const struct nf_shape *in, const struct nf_shape *out)
 {
     const struct bootstrap_params *prm = params;
-    if (prm->model != BOOT_MODEL_RIDGE)
+    if (on_data(prm))
         return decoder_estimate(prm, in, out);
     uint64_t n = (uint64_t)in[BOOT_IN_X].dim[0], p = (uint64_t)in[BOOT_IN_X].dim[1], B = (uint64_t)prm->n_boot;
     uint64_t V = in[BOOT_IN_Y].dim[1] > 0 ? (uint64_t)in[BOOT_IN_Y].dim[1] : 1, r = n < p ? n : p;
@@ -503,6 +549,7 @@ struct decoder_ctx {
     float *W;                    /* every resample's weights, by voxel block: block [b0, b0 + nb) at
                                     W + B rows b0, resample b's rows x nb from there + b rows nb */
     _Atomic int64_t unconverged;
+    int stat;                    /* BOOT_STAT_*: a statistic of the rows instead of a refit */
     /* checkpoints: chunks of DECODER_CHUNK resamples (the last may be short) */
     int64_t n_chunks;
     bool *done;                  /* chunks resumed (NULL: no checkpoints) */
@@ -1250,8 +1297,8 @@ static int label_weights(const struct nf_run *run, struct nf_value **out, const 
     static const enum nf_stat kinds[BOOT_N_STATS] = { NF_STAT_ESTIMATE, NF_STAT_ESTIMATE, NF_STAT_Z, NF_STAT_P,
                                                       NF_STAT_ESTIMATE, NF_STAT_ESTIMATE };
     static const char *const what[BOOT_N_STATS] = {
-        "bootstrap mean of the %s weights", "bootstrap standard error of the %s weights",
-        "bootstrap z = mean / se of the %s weights", "two-tailed normal p of the bootstrap z",
+        "bootstrap mean of the %s", "bootstrap standard error of the %s",
+        "bootstrap z = mean / se of the %s", "two-tailed normal p of the bootstrap z",
         "lower end of the bootstrap confidence interval", "upper end of the bootstrap confidence interval",
     };
     int rc = 0;
@@ -1294,7 +1341,7 @@ static int label_outputs(const struct nf_run *run, struct nf_value **out, int64_
                                                           : nf_asprintf("c%lld", (long long)j)))
             rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
     if (rc == 0)
-        rc = label_weights(run, out, "ridge", names);
+        rc = label_weights(run, out, "ridge weights", names);
     for (int64_t j = 0; names && j < p; j++)
         free(names[j]);
     free(names);
@@ -1378,6 +1425,92 @@ fail:
     return rc;
 }
 
+/* Quickselect: the k-th smallest of x[0..n) (reordered), in double. */
+static double kth_smallest(double *x, int64_t n, int64_t k)
+{
+    int64_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        double pivot = x[lo + (hi - lo) / 2];
+        int64_t i = lo, j = hi;
+        while (i <= j) {
+            while (x[i] < pivot)
+                i++;
+            while (x[j] > pivot)
+                j--;
+            if (i <= j) {
+                double t = x[i];
+                x[i++] = x[j];
+                x[j--] = t;
+            }
+        }
+        if (k <= j)
+            hi = j;
+        else if (k >= i)
+            lo = i;
+        else
+            return x[k];
+    }
+    return x[k];
+}
+
+/* Resample b's statistic of every voxel over its rows (idx), as numpy's
+ * mean, median, std (ddof 1), sum, min and max of the float64 rows: sums in
+ * double, in row order; the median the middle value, or the mean of the two
+ * middle ones. acc: V doubles, col: n doubles. */
+static void stat_resample(const struct decoder_ctx *dc, const int64_t *idx, double *acc, double *col, float *w)
+{
+    int64_t n = dc->n, V = dc->V;
+    const float *X = dc->X;
+    switch (dc->stat) {
+    case BOOT_STAT_MEDIAN:
+        for (int64_t v = 0; v < V; v++) {
+            for (int64_t k = 0; k < n; k++)
+                col[k] = X[idx[k] * V + v];
+            /* the upper middle value leaves the lower half in col[0, n/2) */
+            double hi = kth_smallest(col, n, n / 2);
+            w[v] = (float)(n % 2 ? hi : (kth_smallest(col, n / 2, n / 2 - 1) + hi) / 2);
+        }
+        return;
+    case BOOT_STAT_MIN:
+    case BOOT_STAT_MAX:
+        for (int64_t v = 0; v < V; v++)
+            w[v] = X[idx[0] * V + v];
+        for (int64_t k = 1; k < n; k++)
+            for (int64_t v = 0; v < V; v++) {
+                float x = X[idx[k] * V + v];
+                w[v] = dc->stat == BOOT_STAT_MIN ? fminf(w[v], x) : fmaxf(w[v], x);
+            }
+        return;
+    default:
+        break;
+    }
+    memset(acc, 0, (size_t)V * sizeof *acc);
+    for (int64_t k = 0; k < n; k++)
+        for (int64_t v = 0; v < V; v++)
+            acc[v] += X[idx[k] * V + v];
+    if (dc->stat == BOOT_STAT_SUM) {
+        for (int64_t v = 0; v < V; v++)
+            w[v] = (float)acc[v];
+        return;
+    }
+    for (int64_t v = 0; v < V; v++)
+        acc[v] /= (double)n;
+    if (dc->stat == BOOT_STAT_MEAN) {
+        for (int64_t v = 0; v < V; v++)
+            w[v] = (float)acc[v];
+        return;
+    }
+    /* std: the squared deviations from the mean, summed in a second pass */
+    for (int64_t v = 0; v < V; v++) {
+        double sq = 0;
+        for (int64_t k = 0; k < n; k++) {
+            double d = X[idx[k] * V + v] - acc[v];
+            sq += d * d;
+        }
+        w[v] = (float)sqrt(sq / (double)(n - 1));
+    }
+}
+
 /* Resample b refit as predict's refit on all images (decoder.h), its weights
  * (one row per score function) scattered into their voxel blocks. */
 static int decoder_fit_resample(const struct boot_ctx *c, struct decoder_ctx *dc, int64_t b, int64_t *idx,
@@ -1416,13 +1549,16 @@ static void *decoder_worker(void *arg)
     bool fits = w->phase == PHASE_DECODE_FIT;
     int64_t *idx = NULL;
     float *Xb = NULL, *wrow = NULL;
-    double *yb = NULL;
+    double *yb = NULL, *acc = NULL;
     if (fits) {
         idx = nf_malloc((size_t)dc->n * sizeof *idx);
-        Xb = nf_malloc((size_t)(dc->n * dc->V) * sizeof *Xb);
+        if (dc->stat != BOOT_STAT_WEIGHTS)
+            acc = nf_malloc((size_t)dc->V * sizeof *acc);
+        else
+            Xb = nf_malloc((size_t)(dc->n * dc->V) * sizeof *Xb);
         yb = nf_malloc((size_t)dc->n * sizeof *yb);
         wrow = nf_malloc((size_t)(dc->rows * dc->V) * sizeof *wrow);
-        if (!idx || !Xb || !yb || !wrow)
+        if (!idx || !(Xb || acc) || !yb || !wrow)
             NF_FAIL(&err, NF_ENOMEM, "out of memory for a resample of %lld images x %lld voxels",
                     (long long)dc->n, (long long)dc->V);
     } else {
@@ -1437,8 +1573,13 @@ static void *decoder_worker(void *arg)
             int64_t k = i / DECODER_CHUNK;
             if ((dc->done && dc->done[k]) || nf_ckpt_skip(run->ckpt, k))
                 continue;   /* resumed, or another part's */
-            if (decoder_fit_resample(c, dc, i, idx, Xb, yb, wrow, &err) < 0)
+            if (dc->stat != BOOT_STAT_WEIGHTS) {   /* a statistic of the resample's rows */
+                nf_bootstrap_draw(c->seeds[i], dc->n, idx);
+                stat_resample(dc, idx, acc, yb, wrow);
+                decoder_copy(c, dc, i, wrow, true);
+            } else if (decoder_fit_resample(c, dc, i, idx, Xb, yb, wrow, &err) < 0) {
                 break;
+            }
             if (dc->done && atomic_fetch_sub(&dc->left[k], 1) == 1 &&
                 (dc->n_chunks > 1 || nf_ckpt_partial(run->ckpt))) {
                 pthread_mutex_lock(&w->lock);
@@ -1458,6 +1599,7 @@ static void *decoder_worker(void *arg)
     }
     free(idx);
     free(Xb);
+    free(acc);
     free(yb);
     free(wrow);
     block_scratch_free(&s);
@@ -1536,14 +1678,21 @@ static int run_decoder(struct nf_run *run, struct boot_ctx *c)
     struct boot_work w = { 0 };
     bool mutex = false;
     int rc = 0;
-    for (int port = BOOT_IN_X; port <= BOOT_IN_X_TEST; port++)
-        if (run->in[port])
-            return NF_FAIL_AT(run->err, NF_EINVAL, loc, id, "input '%s' is used only by model ridge; model %s "
-                              "decodes y from the images in 'data'", bootstrap_inputs[port].name,
-                              model_names[prm->model]);
-    if (!din || !run->in[BOOT_IN_TARGETS])
-        return NF_FAIL_AT(run->err, NF_EINVAL, loc, id, "model %s needs the inputs 'data' (images x voxels) and "
-                          "'y'", model_names[prm->model]);
+    bool stat = prm->stat != BOOT_STAT_WEIGHTS;
+    if (stat && prm->model != BOOT_MODEL_RIDGE)
+        return NF_FAIL_AT(run->err, NF_EINVAL, loc, id, "stat %s bootstraps a statistic of data's rows without a "
+                          "model: leave out model (%s), or use stat: weights", stat_names[prm->stat],
+                          model_names[prm->model]);
+    for (int port = BOOT_IN_X; port <= (stat ? BOOT_IN_TARGETS : BOOT_IN_X_TEST); port++)
+        if (run->in[port] && port != BOOT_IN_DATA)
+            return NF_FAIL_AT(run->err, NF_EINVAL, loc, id, stat ? "stat %s takes only the input 'data' (images "
+                              "x voxels); '%s' is for stat: weights" : "model %s: input '%s' is used only by "
+                              "model ridge (a decoder decodes y from the images in 'data')",
+                              stat ? stat_names[prm->stat] : model_names[prm->model], bootstrap_inputs[port].name);
+    if (!din || (!stat && !run->in[BOOT_IN_TARGETS]))
+        return NF_FAIL_AT(run->err, NF_EINVAL, loc, id, stat ? "stat %s needs the input 'data' (images x voxels)"
+                          : "model %s needs the inputs 'data' (images x voxels) and 'y'",
+                          stat ? stat_names[prm->stat] : model_names[prm->model]);
     dc.X = din->u.mat.data;
     dc.n = din->u.mat.rows;
     dc.V = din->u.mat.cols;
@@ -1554,8 +1703,10 @@ static int run_decoder(struct nf_run *run, struct boot_ctx *c)
         if (!isfinite(dc.X[i]))
             return NF_FAIL_AT(run->err, NF_EDATA, loc, id, "data has a non-finite value (NaN or inf) at image "
                               "%lld, voxel %lld", (long long)(i / dc.V) + 1, (long long)(i % dc.V) + 1);
-    NF_TRY(rc = nf_target_read(&tg, run->in[BOOT_IN_TARGETS], prm->target, nf_model_is_classifier(kind), dc.n,
-                               "data", model_names[prm->model], run));
+    dc.stat = prm->stat;
+    if (!stat)
+        NF_TRY(rc = nf_target_read(&tg, run->in[BOOT_IN_TARGETS], prm->target, nf_model_is_classifier(kind),
+                                   dc.n, "data", model_names[prm->model], run));
     dc.tg = &tg;
     dc.rows = tg.n_classes > 2 ? tg.n_classes : 1;
     dc.opts.model = nf_model_defaults(kind);
@@ -1611,7 +1762,15 @@ static int run_decoder(struct nf_run *run, struct boot_ctx *c)
         nf_warn(id, "%lld of %lld refits stopped after max_iter (%lld) iterations before converging; their "
                 "weights may be slightly off", (long long)atomic_load(&dc.unconverged), (long long)c->B,
                 (long long)dc.opts.model.max_iter);
-    NF_TRY(rc = label_decoder(run, &dc, out, model_names[prm->model]));
+    if (stat) {
+        char what[64], *names[1] = { (char *)stat_names[prm->stat] };
+        snprintf(what, sizeof what, "%s of the images", stat_names[prm->stat]);
+        NF_TRY(rc = label_weights(run, out, what, names));
+    } else {
+        char what[64];
+        snprintf(what, sizeof what, "%s weights", model_names[prm->model]);
+        NF_TRY(rc = label_decoder(run, &dc, out, what));
+    }
     for (int o = 0; o < BOOT_N_OUT; o++) {
         run->out[o] = out[o];
         out[o] = NULL;
@@ -1656,7 +1815,7 @@ static int bootstrap_run(struct nf_run *run)
      * value (nf_bootstrap_percentiles) */
     double tail = (1 - prm->ci) / 2, margin = 4 * sqrt(tail * (1 - tail) / (double)c.B) + 2 / (double)c.B;
     c.cut_lo = c.cut_hi = tail + margin < 0.5 ? nf_normal_isf(tail + margin) : 0.0;
-    if (prm->model != BOOT_MODEL_RIDGE) {
+    if (on_data(prm)) {
         rc = run_decoder(run, &c);
         goto fail;
     }

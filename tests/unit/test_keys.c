@@ -59,6 +59,7 @@ static char *tmpdir;
                             "  t: {type: bootstrap, in: {data: voxels, y: y}, @P}\n"
 #define CTX_BOOT_DEC_NUM IMAGES "  y: {type: load, path: data/design.tsv}\n" \
                                 "  t: {type: bootstrap, in: {data: voxels, y: y}, @P}\n"
+#define CTX_BOOT_STAT IMAGES "  t: {type: bootstrap, in: {data: voxels}, @P}\n"
 #define CTX_PERMUTE IMAGES "  x: {type: load, path: data/design.tsv}\n" \
                            "  t: {type: permute, in: {data: voxels}, @P}\n"
 #define CTX_PERMUTE_COV IMAGES "  x: {type: load, path: data/design.tsv}\n" \
@@ -160,6 +161,11 @@ static const struct decision decisions[] = {
     { "bootstrap", "reduce", CTX_BOOT, "n_boot: 40", "reduce: 0", "reduce: {pca: 3}", false, NULL },
     { "bootstrap", "target", CTX_BOOT_DEC_NUM, "n_boot: 40, model: ridge_regressor", "target: f1", "target: f2", true, NULL },
     { "bootstrap", "target", CTX_BOOT, "n_boot: 40", "target: f1", "target: f2", false, NULL },
+    /* a statistic of data's rows: stat is keyed then (and not for the weights), the models' parameters not */
+    { "bootstrap", "stat", CTX_BOOT_STAT, "n_boot: 40", "stat: mean", "stat: median", true, NULL },
+    { "bootstrap", "alpha", CTX_BOOT_STAT, "n_boot: 40, stat: std", "alpha: 1", "alpha: 1000", false, NULL },
+    { "bootstrap", "standardize", CTX_BOOT_STAT, "n_boot: 40, stat: std", "standardize: true", "standardize: false", false, NULL },
+    { "bootstrap", "ci", CTX_BOOT_STAT, "n_boot: 40, stat: max", "ci: 0.95", "ci: 0.5", true, NULL },
     { "ridge", "alphas", CTX_RIDGE, "cv: 2", "alphas: [0.1, 1, 10]", "alphas: [1000, 10000]", true, NULL },
     { "ridge", "alpha", CTX_RIDGE, "cv: 2", "alpha: 1", "alpha: 50", true, NULL },
     { "ridge", "cv", CTX_RIDGE_SCORED, "alpha: 1", "cv: 2", "cv: 3", true, NULL },

@@ -268,6 +268,10 @@ static void test_bootstrap(void **state)
     p->pca = 6;
     expect("bootstrap", p, HAS("ridge regression (alpha = 7.5)", "6 principal components"),
            HAS("z-scored", "C = "));
+    p->model = BOOT_MODEL_RIDGE;
+    p->stat = BOOT_STAT_MEDIAN;
+    expect("bootstrap", p, HAS("The median of each voxel", "250 resamples", "seed 12", "90% normal (mean"),
+           HAS("alpha", "intercept", "weights"));
     nf_params_release(t, p);
 }
 
