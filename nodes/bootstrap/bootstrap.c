@@ -146,8 +146,9 @@ static const struct nf_port bootstrap_inputs[] = {
     { "X_test", "test samples x features (a numeric table or matrix, X's columns): when connected, the "
       "pred_* outputs summarise every resample's predictions of these samples (nltools' stat='predict')",
       NF_PT_MATRIX, NF_PORT_OPTIONAL | NF_PORT_TABLE_AS_MATRIX },
-    { "data", "decoders (model svm, logistic, ridge_classifier, ridge_regressor): images x voxels, the "
-      "features (as predict's X)", NF_PT_MATRIX, NF_PORT_OPTIONAL },
+    { "data", "decoders (model svm, logistic, ridge_classifier, ridge_regressor) and the simple statistics "
+      "(stat mean, median, ...): images x voxels (for a decoder the features, as predict's X)", NF_PT_MATRIX,
+      NF_PORT_OPTIONAL },
     { "y", "decoders: what to decode, one value per image, as predict's y: a table (column `target`, default "
       "the first; text columns are class labels) or a one-column matrix", NF_PT_TABLE | NF_PT_MATRIX,
       NF_PORT_OPTIONAL },
