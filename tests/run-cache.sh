@@ -194,6 +194,16 @@ nodes:
   keep: {type: summarize, in: {m: boot.mean, se: boot.se, p: boot.p, lo: boot.ci_low, hi: boot.ci_high,
                                pm: boot.pred_mean, pse: boot.pred_se, plo: boot.pred_ci_low}}' \
     "15 20 25" "[1-9][0-9]* of 8 voxel blocks from checkpoints"
+# a decoder: chunks of 16 resamples' refits (their weight maps), then the summaries
+kill_resume bootstrap-decoder 'nlflow: 1
+name: boot
+settings: {outputs: out, seed: 3}
+nodes:
+  sim: {type: simulate, subjects: 1, images: 40, voxel_size: 8, mask: synthetic}
+  maps: {type: mask, in: {data: sim.data, mask: sim.mask}}
+  boot: {type: bootstrap, in: {data: maps, y: sim.y}, model: logistic, n_boot: 200}
+  keep: {type: summarize, in: {m: boot.mean, se: boot.se, p: boot.p, lo: boot.ci_low, hi: boot.ci_high}}' \
+    "15 20 25" "[1-9][0-9]* of 13 chunks of 16 resamples from checkpoints"
 
 # banded ridge: the per-voxel state after each committed candidate, then the refit groups
 kill_resume banded-ridge 'nlflow: 1

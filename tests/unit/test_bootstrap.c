@@ -27,6 +27,8 @@
 #include "core/rng.h"
 #include "core/util.h"
 #include "bootstrap/bootstrap.h"
+#include "predict/predict.h"
+#include "predict/predict_models.h"
 #include "ref_solve.h"
 
 /* ---- an independent MT19937 (Matsumoto & Nishimura's mt19937ar) ---- */
@@ -293,7 +295,7 @@ static void ref_weights(uint32_t seed, int64_t n_boot, double alpha, const float
  * of its size and its se (a mean near 0 has no relative precision); `out`:
  * the six summaries (the weights', or from BOOT_OUT_PRED_MEAN the
  * predictions'), w every resample's rows x V values */
-static void check_stats(struct nf_value **out, const double *w, int rows, int64_t n_boot)
+static void check_stats_cols(struct nf_value **out, const double *w, int rows, int V, int64_t n_boot)
 {
     for (int j = 0; j < rows; j++)
         for (int v = 0; v < V; v++) {
@@ -312,6 +314,11 @@ static void check_stats(struct nf_value **out, const double *w, int rows, int64_
         }
 }
 
+static void check_stats(struct nf_value **out, const double *w, int rows, int64_t n_boot)
+{
+    check_stats_cols(out, w, rows, V, n_boot);
+}
+
 static void check_against_ref(struct nf_value **out, const double *w, int64_t n_boot)
 {
     check_stats(out, w, P, n_boot);
@@ -320,20 +327,25 @@ static void check_against_ref(struct nf_value **out, const double *w, int64_t n_
 /* The percentile interval of the six summaries `out` against sorting the
  * reference values (float rounding of the values moves it by no more than
  * their error). */
-static void check_percentiles(struct nf_value **out, const double *w, int rows)
+static void check_percentiles_cols(struct nf_value **out, const double *w, int rows, int V, int n_boot)
 {
     for (int j = 0; j < rows; j++)
         for (int v = 0; v < V; v++) {
             float vals[B];
-            for (int b = 0; b < B; b++)
+            for (int b = 0; b < n_boot; b++)
                 vals[b] = (float)w[(b * rows + j) * V + v];
-            qsort(vals, B, sizeof *vals, cmp_float);
+            qsort(vals, (size_t)n_boot, sizeof *vals, cmp_float);
             double se = out[BOOT_OUT_SE]->u.mat.data[j * V + v];
-            assert_true(fabs(out[BOOT_OUT_CI_LOW]->u.mat.data[j * V + v] - sorted_percentile(vals, B, 0.025)) <=
+            assert_true(fabs(out[BOOT_OUT_CI_LOW]->u.mat.data[j * V + v] - sorted_percentile(vals, n_boot, 0.025)) <=
                         1e-4 * se);
-            assert_true(fabs(out[BOOT_OUT_CI_HIGH]->u.mat.data[j * V + v] - sorted_percentile(vals, B, 0.975)) <=
+            assert_true(fabs(out[BOOT_OUT_CI_HIGH]->u.mat.data[j * V + v] - sorted_percentile(vals, n_boot, 0.975)) <=
                         1e-4 * se);
         }
+}
+
+static void check_percentiles(struct nf_value **out, const double *w, int rows)
+{
+    check_percentiles_cols(out, w, rows, V, B);
 }
 
 /* Every output of a and b the same bits (both made, or both not). */
@@ -605,6 +617,316 @@ static void test_bad_inputs(void **state)
     nf_params_release(&nf_node_bootstrap, &prm);
 }
 
+/* ---- the decoders against the predict node's refit of every resample ---- */
+
+enum { DN = 36, DV = 10, DB = 40 };
+static float DX[DN * DV];
+static float DY[DN];     /* class labels 0..classes-1 (10, 20, ... for 3 classes), or a value */
+
+/* Images with a planted pattern: voxels 0-2 move with the class (or the
+ * value), the rest noise; classes balanced and interleaved. */
+static void make_decoder_data(uint64_t seed, int classes)
+{
+    uint64_t st = seed;
+    for (int i = 0; i < DN; i++) {
+        double t = classes ? (double)(i % classes) : nf_rand_normal(&st);
+        DY[i] = (float)(classes == 3 ? 10.0 * (t + 1) : t);
+        for (int v = 0; v < DV; v++)
+            DX[i * DV + v] = (float)(nf_rand_normal(&st) + (v < 3 ? (v + 1) * 0.8 * t : 0.0) + 0.5 * v);
+    }
+}
+
+/* The bootstrap node on DX, DY (n_boot resamples, seed 5). */
+static int run_decoder_node(struct bootstrap_params *prm, int threads, struct nf_value **out, struct nf_error *err)
+{
+    struct nf_value *x = nf_value_new_matrix(DN, DV, NULL, err), *y = nf_value_new_matrix(DN, 1, NULL, err);
+    memcpy(x->u.mat.data, DX, sizeof DX);
+    memcpy(y->u.mat.data, DY, sizeof DY);
+    struct nf_value *in[BOOT_N_IN] = { 0 };
+    in[BOOT_IN_DATA] = x;
+    in[BOOT_IN_TARGETS] = y;
+    struct nf_env env = { .threads = threads, .seed = 99 };
+    struct nf_run run = { .params = prm, .env = &env, .in = in, .out = out, .err = err };
+    int rc = nf_node_bootstrap.run_cpu(&run);
+    nf_value_unref(x);
+    nf_value_unref(y);
+    return rc;
+}
+
+/* The predict node's weights (whole_brain, the refit on all images) of the
+ * images `idx` of DX, DY: its refit is what every resample must give. */
+static void predict_refit(int model, double C, double alpha, int64_t pca, const int64_t *idx, double *w)
+{
+    struct nf_error err = { 0 };
+    struct nf_value *x = nf_value_new_matrix(DN, DV, NULL, &err), *y = nf_value_new_matrix(DN, 1, NULL, &err);
+    for (int k = 0; k < DN; k++) {
+        memcpy(x->u.mat.data + k * DV, DX + idx[k] * DV, DV * sizeof *DX);
+        y->u.mat.data[k] = DY[idx[k]];
+    }
+    struct predict_params prm;
+    nf_params_defaults(&nf_node_predict, &prm);
+    prm.model = model;
+    prm.C = C;
+    prm.alpha = alpha;
+    prm.pca = pca;
+    prm.cv = 2;
+    prm.seed = 1;
+    struct nf_value *in[4] = { x, y, NULL, NULL }, *out[PREDICT_N_OUT] = { 0 };
+    struct nf_env env = { .threads = 1, .seed = 1 };
+    struct nf_run run = { .params = &prm, .env = &env, .in = in, .out = out, .err = &err };
+    if (nf_node_predict.run_cpu(&run) < 0)
+        fail_msg("predict on a resample: %s", err.msg);
+    for (int v = 0; v < DV; v++)
+        w[v] = out[PREDICT_OUT_WEIGHTS]->u.mat.data[v];
+    for (int o = 0; o < PREDICT_N_OUT; o++)
+        nf_value_unref(out[o]);
+    nf_value_unref(x);
+    nf_value_unref(y);
+    nf_params_release(&nf_node_predict, &prm);
+}
+
+/* The resample's one-vs-rest weights from predict_models.h directly (its
+ * StandardScaler, then nf_model_fit's coef_ rows), for more than two
+ * classes, where predict's weights are their average. */
+static void ovr_refit(int model, double C, double alpha, const int64_t *idx, int classes, double *w)
+{
+    static float Xb[DN * DV];
+    double yb[DN], mean[DV], sd[DV];
+    for (int k = 0; k < DN; k++) {
+        yb[k] = DY[idx[k]] / 10.0 - 1;   /* 10, 20, 30: class indices 0, 1, 2 */
+        memcpy(Xb + k * DV, DX + idx[k] * DV, DV * sizeof *DX);
+    }
+    nf_scaler_fit(Xb, DN, DV, DV, mean, sd);
+    nf_scaler_apply(Xb, DN, DV, DV, mean, sd, Xb, DV);
+    struct nf_model_opts o = nf_model_defaults((enum nf_model_kind)(model - 1));
+    o.C = C;
+    o.alpha = alpha;
+    struct nf_linear_model m = { 0 };
+    struct nf_error err = { 0 };
+    assert_int_equal(nf_model_fit(&o, Xb, DN, DV, DV, yb, classes, &m, &err), 0);
+    assert_int_equal(m.n_out, classes);
+    for (int c = 0; c < classes * DV; c++)
+        w[c] = m.coef[c];
+    nf_model_free(&m);
+}
+
+/* Each decoder: the summaries of n_boot resamples against every resample's
+ * refit by the predict node (the draws from the independent generator: wrong
+ * draws fail here), within 1e-5; the percentile interval against sorting;
+ * the same bits on 1 and 3 threads; rows named by the positive class. */
+static void test_decoders_against_predict(void **state)
+{
+    (void)state;
+    static double w[DB * 3 * DV];
+    struct { int model, classes; int64_t pca; } cases[] = {
+        { BOOT_MODEL_SVM, 2, 0 }, { BOOT_MODEL_LOGISTIC, 2, 0 }, { BOOT_MODEL_RIDGE_CLASSIFIER, 2, 0 },
+        { BOOT_MODEL_RIDGE_REGRESSOR, 0, 0 }, { BOOT_MODEL_RIDGE_CLASSIFIER, 2, 4 }, { BOOT_MODEL_SVM, 3, 0 },
+        { BOOT_MODEL_LOGISTIC, 3, 0 },
+    };
+    for (size_t t = 0; t < sizeof cases / sizeof *cases; t++) {
+        int rows = cases[t].classes == 3 ? 3 : 1;
+        make_decoder_data(20 + t, cases[t].classes);
+        struct bootstrap_params prm;
+        params(&prm, DB, 5);
+        prm.model = cases[t].model;
+        prm.C = 0.5;
+        prm.alpha = 2.0;
+        prm.pca = cases[t].pca;
+        struct nf_value *out[BOOT_N_OUT] = { 0 }, *one[BOOT_N_OUT] = { 0 };
+        struct nf_error err = { 0 };
+        if (run_decoder_node(&prm, 3, out, &err) < 0)
+            fail_msg("case %zu: %s", t, err.msg);
+        assert_int_equal(out[BOOT_OUT_MEAN]->u.mat.rows, rows);
+        assert_int_equal(out[BOOT_OUT_MEAN]->u.mat.cols, DV);
+        for (int o = BOOT_N_STATS; o < BOOT_N_OUT; o++)
+            assert_null(out[o]);
+        uint32_t seeds[DB];
+        ref_seeds(5, DB, seeds);
+        for (int b = 0; b < DB; b++) {
+            int64_t idx[DN];
+            double avg[DV];
+            ref_choice(seeds[b], DN, idx);
+            if (rows == 1) {
+                predict_refit(prm.model - 1, prm.C, prm.alpha, prm.pca, idx, w + b * DV);
+                continue;
+            }
+            ovr_refit(prm.model, prm.C, prm.alpha, idx, 3, w + b * rows * DV);
+            /* predict's weights: the average of these rows */
+            predict_refit(prm.model - 1, prm.C, prm.alpha, 0, idx, avg);
+            for (int v = 0; v < DV; v++) {
+                double a = (w[(b * 3 + 0) * DV + v] + w[(b * 3 + 1) * DV + v] + w[(b * 3 + 2) * DV + v]) / 3;
+                assert_true(fabs(a - avg[v]) <= 1e-4 * (fabs(avg[v]) + 1e-3));
+            }
+        }
+        check_stats_cols(out, w, rows, DV, DB);
+        check_percentiles_cols(out, w, rows, DV, DB);
+        /* the strongest planted voxel stands out: its |z| above every noise voxel's */
+        if (cases[t].pca == 0)
+            for (int v = 3; v < DV; v++)
+                if (!(fabs(out[BOOT_OUT_Z]->u.mat.data[2]) > fabs(out[BOOT_OUT_Z]->u.mat.data[v])))
+                    fail_msg("case %zu voxel %d: z %g, planted %g", t, v, out[BOOT_OUT_Z]->u.mat.data[v],
+                             out[BOOT_OUT_Z]->u.mat.data[2]);
+        assert_int_equal(run_decoder_node(&prm, 1, one, &err), 0);
+        assert_same_outputs(out, one);
+        const char *name = out[BOOT_OUT_MEAN]->u.mat.row_names[0];
+        assert_string_equal(name, cases[t].classes == 0 ? "y" : cases[t].classes == 2 ? "1" : "10");
+        release(out);
+        release(one);
+        nf_params_release(&nf_node_bootstrap, &prm);
+    }
+}
+
+/* Wrong combinations and data: located errors, no outputs. */
+static void test_decoder_bad_inputs(void **state)
+{
+    (void)state;
+    struct bootstrap_params prm;
+    params(&prm, 20, 5);
+    prm.model = BOOT_MODEL_SVM;
+    struct nf_error err = { 0 };
+    struct nf_value *out[BOOT_N_OUT] = { 0 };
+    struct nf_value *x = nf_value_new_matrix(DN, DV, NULL, &err), *y = nf_value_new_matrix(DN, 1, NULL, &err);
+    make_decoder_data(3, 2);
+    memcpy(x->u.mat.data, DX, sizeof DX);
+    memcpy(y->u.mat.data, DY, sizeof DY);
+    struct nf_value *in[BOOT_N_IN] = { 0 };
+    struct nf_env env = { .threads = 2, .seed = 1 };
+    struct nf_run run = { .params = &prm, .env = &env, .in = in, .out = out, .err = &err };
+    in[BOOT_IN_DATA] = x;   /* no y */
+    assert_int_equal(nf_node_bootstrap.run_cpu(&run), NF_EINVAL);
+    assert_non_null(strstr(err.msg, "model svm needs the inputs 'data'"));
+    in[BOOT_IN_TARGETS] = y;
+    in[BOOT_IN_X] = x;   /* ridge's design with a decoder */
+    assert_int_equal(nf_node_bootstrap.run_cpu(&run), NF_EINVAL);
+    assert_non_null(strstr(err.msg, "input 'X' is used only by model ridge"));
+    in[BOOT_IN_X] = NULL;
+    for (int i = 0; i < DN; i++)   /* one class */
+        y->u.mat.data[i] = 4;
+    assert_int_equal(nf_node_bootstrap.run_cpu(&run), NF_EDATA);
+    assert_non_null(strstr(err.msg, "single class (4)"));
+    for (int i = 0; i < DN; i++)   /* a class of one image: some resample draws none of it */
+        y->u.mat.data[i] = i == 7;
+    prm.n_boot = 200;
+    assert_int_equal(nf_node_bootstrap.run_cpu(&run), NF_EDATA);
+    assert_non_null(strstr(err.msg, "draws no image of class 1"));
+    prm.model = BOOT_MODEL_RIDGE;   /* ridge with the decoders' inputs */
+    assert_int_equal(nf_node_bootstrap.run_cpu(&run), NF_EINVAL);
+    assert_non_null(strstr(err.msg, "model ridge needs the inputs 'X' and 'Y'"));
+    x->u.mat.data[5] = NAN;
+    prm.model = BOOT_MODEL_LOGISTIC;
+    assert_int_equal(nf_node_bootstrap.run_cpu(&run), NF_EDATA);
+    assert_non_null(strstr(err.msg, "data has a non-finite value"));
+    for (int o = 0; o < BOOT_N_OUT; o++)
+        assert_null(out[o]);
+    nf_value_unref(x);
+    nf_value_unref(y);
+    nf_params_release(&nf_node_bootstrap, &prm);
+}
+
+/* ---- nltools' simple-stat bootstrap: a statistic of data's rows ---- */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The statistic of DX's rows idx, voxel v, in double from a sorted copy
+ * (median: numpy's mean of the two middle values for even n). */
+static double ref_stat(int stat, const int64_t *idx, int v)
+{
+    double x[DN], s = 0, ss = 0;
+    for (int k = 0; k < DN; k++) {
+        x[k] = DX[idx[k] * DV + v];
+        s += x[k];
+    }
+    qsort(x, DN, sizeof *x, cmp_double);
+    double mean = s / DN;
+    for (int k = 0; k < DN; k++)
+        ss += (x[k] - mean) * (x[k] - mean);
+    switch (stat) {
+    case BOOT_STAT_MEAN: return mean;
+    case BOOT_STAT_MEDIAN: return DN % 2 ? x[DN / 2] : (x[DN / 2 - 1] + x[DN / 2]) / 2;
+    case BOOT_STAT_STD: return sqrt(ss / (DN - 1));
+    case BOOT_STAT_SUM: return s;
+    case BOOT_STAT_MIN: return x[0];
+    default: return x[DN - 1];
+    }
+}
+
+static int run_stat_node(struct bootstrap_params *prm, int threads, struct nf_value **out, struct nf_error *err)
+{
+    struct nf_value *x = nf_value_new_matrix(DN, DV, NULL, err);
+    memcpy(x->u.mat.data, DX, sizeof DX);
+    struct nf_value *in[BOOT_N_IN] = { 0 };
+    in[BOOT_IN_DATA] = x;
+    struct nf_env env = { .threads = threads, .seed = 99 };
+    struct nf_run run = { .params = prm, .env = &env, .in = in, .out = out, .err = err };
+    int rc = nf_node_bootstrap.run_cpu(&run);
+    nf_value_unref(x);
+    return rc;
+}
+
+/* Each statistic: the summaries against the statistic of every resample
+ * computed here from sorted copies in double (the independent draws), the
+ * percentile interval against sorting, the same bits on 1 and 3 threads. */
+static void test_simple_stats(void **state)
+{
+    (void)state;
+    static double w[DB * DV];
+    static const char *const names[] = { "", "mean", "median", "std", "sum", "min", "max" };
+    make_decoder_data(31, 0);
+    uint32_t seeds[DB];
+    ref_seeds(8, DB, seeds);
+    for (int stat = BOOT_STAT_MEAN; stat <= BOOT_STAT_MAX; stat++) {
+        struct bootstrap_params prm;
+        params(&prm, DB, 8);
+        prm.stat = stat;
+        struct nf_value *out[BOOT_N_OUT] = { 0 }, *one[BOOT_N_OUT] = { 0 };
+        struct nf_error err = { 0 };
+        if (run_stat_node(&prm, 3, out, &err) < 0)
+            fail_msg("stat %s: %s", names[stat], err.msg);
+        assert_int_equal(out[BOOT_OUT_MEAN]->u.mat.rows, 1);
+        for (int b = 0; b < DB; b++) {
+            int64_t idx[DN];
+            ref_choice(seeds[b], DN, idx);
+            for (int v = 0; v < DV; v++)
+                w[b * DV + v] = ref_stat(stat, idx, v);
+        }
+        check_stats_cols(out, w, 1, DV, DB);
+        check_percentiles_cols(out, w, 1, DV, DB);
+        assert_string_equal(out[BOOT_OUT_MEAN]->u.mat.row_names[0], names[stat]);
+        assert_int_equal(run_stat_node(&prm, 1, one, &err), 0);
+        assert_same_outputs(out, one);
+        release(out);
+        release(one);
+        nf_params_release(&nf_node_bootstrap, &prm);
+    }
+    /* a statistic takes data alone, and no model */
+    struct bootstrap_params prm;
+    params(&prm, DB, 8);
+    prm.stat = BOOT_STAT_MEAN;
+    prm.model = BOOT_MODEL_SVM;
+    struct nf_value *out[BOOT_N_OUT] = { 0 };
+    struct nf_error err = { 0 };
+    assert_int_equal(run_stat_node(&prm, 1, out, &err), NF_EINVAL);
+    assert_non_null(strstr(err.msg, "stat mean bootstraps a statistic of data's rows without a model"));
+    prm.model = BOOT_MODEL_RIDGE;
+    struct nf_value *x = nf_value_new_matrix(DN, DV, NULL, &err), *y = nf_value_new_matrix(DN, 1, NULL, &err);
+    struct nf_value *in[BOOT_N_IN] = { 0 };
+    in[BOOT_IN_DATA] = x;
+    in[BOOT_IN_TARGETS] = y;
+    struct nf_env env = { .threads = 1, .seed = 1 };
+    struct nf_run run = { .params = &prm, .env = &env, .in = in, .out = out, .err = &err };
+    assert_int_equal(nf_node_bootstrap.run_cpu(&run), NF_EINVAL);
+    assert_non_null(strstr(err.msg, "stat mean takes only the input 'data'"));
+    for (int o = 0; o < BOOT_N_OUT; o++)
+        assert_null(out[o]);
+    nf_value_unref(x);
+    nf_value_unref(y);
+    nf_params_release(&nf_node_bootstrap, &prm);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -617,6 +939,9 @@ int main(void)
         cmocka_unit_test(test_chunks),
         cmocka_unit_test(test_estimate_chunked),
         cmocka_unit_test(test_bad_inputs),
+        cmocka_unit_test(test_decoders_against_predict),
+        cmocka_unit_test(test_decoder_bad_inputs),
+        cmocka_unit_test(test_simple_stats),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -55,6 +55,11 @@ static char *tmpdir;
 #define CTX_RIDGE_SCORED CTX_RIDGE "  s: {type: moments, in: {data: t.score}}\n"
 #define CTX_BOOT IMAGES "  x: {type: load, path: data/design.tsv}\n" \
                         "  t: {type: bootstrap, in: {X: x, Y: voxels}, @P}\n"
+#define CTX_BOOT_DEC IMAGES "  y: {type: load, path: data/labels.tsv}\n" \
+                            "  t: {type: bootstrap, in: {data: voxels, y: y}, @P}\n"
+#define CTX_BOOT_DEC_NUM IMAGES "  y: {type: load, path: data/design.tsv}\n" \
+                                "  t: {type: bootstrap, in: {data: voxels, y: y}, @P}\n"
+#define CTX_BOOT_STAT IMAGES "  t: {type: bootstrap, in: {data: voxels}, @P}\n"
 #define CTX_PERMUTE IMAGES "  x: {type: load, path: data/design.tsv}\n" \
                            "  t: {type: permute, in: {data: voxels}, @P}\n"
 #define CTX_PERMUTE_COV IMAGES "  x: {type: load, path: data/design.tsv}\n" \
@@ -143,6 +148,26 @@ static const struct decision decisions[] = {
     { "bootstrap", "ci_method", CTX_BOOT, "n_boot: 40", "ci_method: percentile", "ci_method: normal", true, NULL },
     { "bootstrap", "seed", CTX_BOOT, "n_boot: 40", "seed: 1", "seed: 2", true, NULL },
     { "bootstrap", "chunk", CTX_BOOT, "n_boot: 40, seed: 1", "chunk: 0", "chunk: 16", false, NULL },
+    /* the decoders' parameters: keyed for a decoder, not for model ridge (whose
+     * keys they leave as they were), and ridge's not for a decoder */
+    { "bootstrap", "model", CTX_BOOT_DEC, "n_boot: 40", "model: svm", "model: logistic", true, NULL },
+    { "bootstrap", "C", CTX_BOOT_DEC, "n_boot: 40, model: svm", "C: 1", "C: 0.001", true, NULL },
+    { "bootstrap", "C", CTX_BOOT, "n_boot: 40", "C: 1", "C: 0.001", false, NULL },
+    { "bootstrap", "C", CTX_BOOT_DEC, "n_boot: 40, model: ridge_classifier", "C: 1", "C: 0.001", false, NULL },
+    { "bootstrap", "alpha", CTX_BOOT_DEC, "n_boot: 40, model: ridge_classifier", "alpha: 1", "alpha: 1000", true, NULL },
+    { "bootstrap", "alpha", CTX_BOOT_DEC, "n_boot: 40, model: svm", "alpha: 1", "alpha: 1000", false, NULL },
+    { "bootstrap", "fit_intercept", CTX_BOOT_DEC, "n_boot: 40, model: svm", "fit_intercept: false", "fit_intercept: true", false, NULL },
+    { "bootstrap", "standardize", CTX_BOOT_DEC, "n_boot: 40, model: svm", "standardize: true", "standardize: false", true, NULL },
+    { "bootstrap", "standardize", CTX_BOOT, "n_boot: 40", "standardize: true", "standardize: false", false, NULL },
+    { "bootstrap", "reduce", CTX_BOOT_DEC, "n_boot: 40, model: svm", "reduce: 0", "reduce: {pca: 3}", true, NULL },
+    { "bootstrap", "reduce", CTX_BOOT, "n_boot: 40", "reduce: 0", "reduce: {pca: 3}", false, NULL },
+    { "bootstrap", "target", CTX_BOOT_DEC_NUM, "n_boot: 40, model: ridge_regressor", "target: f1", "target: f2", true, NULL },
+    { "bootstrap", "target", CTX_BOOT, "n_boot: 40", "target: f1", "target: f2", false, NULL },
+    /* a statistic of data's rows: stat is keyed then (and not for the weights), the models' parameters not */
+    { "bootstrap", "stat", CTX_BOOT_STAT, "n_boot: 40", "stat: mean", "stat: median", true, NULL },
+    { "bootstrap", "alpha", CTX_BOOT_STAT, "n_boot: 40, stat: std", "alpha: 1", "alpha: 1000", false, NULL },
+    { "bootstrap", "standardize", CTX_BOOT_STAT, "n_boot: 40, stat: std", "standardize: true", "standardize: false", false, NULL },
+    { "bootstrap", "ci", CTX_BOOT_STAT, "n_boot: 40, stat: max", "ci: 0.95", "ci: 0.5", true, NULL },
     { "ridge", "alphas", CTX_RIDGE, "cv: 2", "alphas: [0.1, 1, 10]", "alphas: [1000, 10000]", true, NULL },
     { "ridge", "alpha", CTX_RIDGE, "cv: 2", "alpha: 1", "alpha: 50", true, NULL },
     { "ridge", "cv", CTX_RIDGE_SCORED, "alpha: 1", "cv: 2", "cv: 3", true, NULL },

@@ -257,6 +257,21 @@ static void test_bootstrap(void **state)
     expect("bootstrap", p,
            HAS("250 resamples", "seed 12", "with an intercept", "alpha = 7.5", "90% normal (mean"),
            HAS("5000", "percentile", "without"));
+    p->model = BOOT_MODEL_SVM;
+    p->C = 0.25;
+    expect("bootstrap", p,
+           HAS("decoding model", "support vector machine", "C = 0.25", "250 resamples of the images", "seed 12",
+               "z-scored", "90% normal (mean"),
+           HAS("Ridge weights", "intercept", "principal components"));
+    p->model = BOOT_MODEL_RIDGE_REGRESSOR;
+    p->standardize = false;
+    p->pca = 6;
+    expect("bootstrap", p, HAS("ridge regression (alpha = 7.5)", "6 principal components"),
+           HAS("z-scored", "C = "));
+    p->model = BOOT_MODEL_RIDGE;
+    p->stat = BOOT_STAT_MEDIAN;
+    expect("bootstrap", p, HAS("The median of each voxel", "250 resamples", "seed 12", "90% normal (mean"),
+           HAS("alpha", "intercept", "weights"));
     nf_params_release(t, p);
 }
 
