@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <sqlite3.h>
@@ -242,6 +243,23 @@ float *nf_alloc_floats_unfilled(size_t n)
 }
 
 void nf_free_aligned(void *p) { free(p); }
+
+void nf_populate_for_write(void *p, size_t n)
+{
+#ifdef MADV_POPULATE_WRITE
+    static atomic_bool unsupported;
+    if (!p || n == 0 || atomic_load_explicit(&unsupported, memory_order_relaxed))
+        return;
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t from = (uintptr_t)p & ~(page - 1);
+    uintptr_t to = ((uintptr_t)p + n + page - 1) & ~(page - 1);
+    if (madvise((void *)from, to - from, MADV_POPULATE_WRITE) != 0 && errno == EINVAL)
+        atomic_store_explicit(&unsupported, true, memory_order_relaxed);
+#else
+    (void)p;
+    (void)n;
+#endif
+}
 void nf_free(void *p) { free(p); }
 
 void *nf_zstd_alloc(void *opaque, size_t n)

@@ -52,6 +52,13 @@ float *nf_alloc_floats(size_t n);
 float *nf_alloc_floats_unfilled(size_t n);
 void nf_free_aligned(void *p);
 void nf_free(void *p);
+/* Fault in the pages under p .. p + n for writing, in one system call
+ * (MADV_POPULATE_WRITE), before a thread writes them: a fresh 276 MB matrix
+ * took 67,000 page-fault exceptions when first touched, one per 4 KiB page.
+ * Contents are unchanged (pages already there stay as they are, so a page
+ * shared with a neighbour's range is safe). Best effort: on a kernel without
+ * it (before 5.14) the writes fault the pages in as before. */
+void nf_populate_for_write(void *p, size_t n);
 
 /* Checked size arithmetic: false when the result does not fit. */
 static inline bool nf_size_mul(size_t a, size_t b, size_t *out)

@@ -564,6 +564,9 @@ static int masked_image(struct masked_read *m, struct nf_voxel_view *view, int64
     const struct voxel_reader *r = m->r;
     const struct storage_order *o = m->o;
     float *row = m->out + t * m->cols;
+    /* the row's fresh pages, faulted in by the thread that fills them, in
+     * one call and just before the writes (so that they are still in cache) */
+    nf_populate_for_write(row, (size_t)m->cols * sizeof *row);
     if (nf_voxel_source_random_access(&r->src)) {   /* the whole image at once */
         unsigned char *raw;
         int rc = reader_raw_at(m->r, view, t * m->nvox, (size_t)m->nvox, &raw, err);
