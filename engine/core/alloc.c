@@ -262,6 +262,36 @@ void nf_populate_for_write(void *p, size_t n)
 }
 void nf_free(void *p) { free(p); }
 
+/* Steps of the background prefault: small enough that it stays just ahead
+ * of the writer, large enough that the calls cost nothing. */
+#define PREFAULT_STEP ((size_t)4 << 20)
+
+static void *prefault_thread(void *arg)
+{
+    struct nf_prefault *pf = arg;
+    for (size_t at = 0; at < pf->n && !atomic_load_explicit(&pf->stop, memory_order_relaxed);
+         at += PREFAULT_STEP)
+        nf_populate_for_write(pf->p + at, pf->n - at < PREFAULT_STEP ? pf->n - at : PREFAULT_STEP);
+    return NULL;
+}
+
+void nf_prefault_begin(struct nf_prefault *pf, void *p, size_t n)
+{
+    pf->p = p;
+    pf->n = n;
+    atomic_store(&pf->stop, false);
+    pf->running = p && n > 0 && pthread_create(&pf->thread, NULL, prefault_thread, pf) == 0;
+}
+
+void nf_prefault_end(struct nf_prefault *pf)
+{
+    if (!pf->running)
+        return;
+    atomic_store(&pf->stop, true);
+    pthread_join(pf->thread, NULL);
+    pf->running = false;
+}
+
 void *nf_zstd_alloc(void *opaque, size_t n)
 {
     (void)opaque;
