@@ -9,8 +9,9 @@
  * lets a truncated or corrupt file become one clear NF_EIO error that names the
  * file and says how many bytes were missing, instead of library chatter on
  * stderr and a NULL. A masked read (nf_nifti_read_masked) converts only the
- * in-mask voxels of each chunk, straight into the matrix, while the chunk is
- * in cache.
+ * in-mask voxels of each image (of each chunk, for a zlib stream), straight
+ * into the matrix, whose rows' pages each worker faults in with one call
+ * just before it fills them.
  *
  * Writing is NIfTI-1 FLOAT32 only (nifti_clib 3.0.1 cannot write single-file
  * NIfTI-2). We fill the 348-byte header ourselves and write it with zlib so that
