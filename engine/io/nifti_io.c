@@ -581,6 +581,8 @@ static int masked_image(struct masked_read *m, struct nf_voxel_view *view, int64
             return rc;
         *bad += gather_converted(r->nim->datatype, raw, o->gather, o->n, r->scale, r->slope,
                                  r->inter, row);
+        nf_voxel_source_done_with(&m->r->src, (uint64_t)(t * m->nvox) * (uint64_t)r->size,
+                                  (size_t)m->nvox * (size_t)r->size);
         return 0;
     }
     for (int64_t j = 0; j < o->n_chunks; j++) {

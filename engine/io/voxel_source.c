@@ -409,6 +409,20 @@ void nf_voxel_view_release(struct nf_voxel_view *view)
     view->scratch_len = 0;
 }
 
+void nf_voxel_source_done_with(struct nf_voxel_source *s, uint64_t pos, size_t n)
+{
+    if (!s->inflated)
+        return;
+    /* only the pages wholly inside the range: the bytes around it may be
+     * another image's, still to be read */
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t from = (uintptr_t)(s->inflated + s->offset + pos);
+    uintptr_t to = (from + n) & ~(page - 1);
+    from = (from + page - 1) & ~(page - 1);
+    if (to > from)
+        madvise((void *)from, to - from, MADV_DONTNEED);
+}
+
 void nf_voxel_source_close(struct nf_voxel_source *s)
 {
     if (s->gz)
