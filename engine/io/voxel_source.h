@@ -66,6 +66,12 @@ int nf_voxel_source_open(struct nf_voxel_source *s, const char *path, const char
 int nf_voxel_source_read_at(struct nf_voxel_source *s, struct nf_voxel_view *view, uint64_t pos,
                             size_t n, unsigned char **bytes, struct nf_error *err);
 void nf_voxel_view_release(struct nf_voxel_view *view);
+/* The caller will not ask for bytes pos .. pos + n - 1 again: an inflated
+ * file gives the pages wholly inside them back now (a masked read drops each
+ * image once gathered, so that giving back the 1 GB inflated file is spread
+ * over its workers instead of one munmap after them, and its memory shrinks
+ * as it goes). Nothing for other sources. */
+void nf_voxel_source_done_with(struct nf_voxel_source *s, uint64_t pos, size_t n);
 /* Whether read_at takes any position (pread, inflated), not only the next. */
 static inline int nf_voxel_source_random_access(const struct nf_voxel_source *s)
 {

@@ -153,16 +153,13 @@ static int check_single_image(const struct nf_value *v, const char *port,
 
 /* ---- the mask ---- */
 
-/* Copy of the mask with NaN/inf set to 0 (nilearn's load_mask_img); returns the
- * number of nonzero voxels. */
-static int64_t clean_mask(const float *mask, int64_t nvox, float *clean)
+/* The number of in-mask voxels (finite and nonzero: NaN/inf count as 0, as
+ * nilearn's load_mask_img makes them), counted in storage order. */
+static int64_t count_in_mask(const float *mask, int64_t nvox)
 {
     int64_t n_in = 0;
-    for (int64_t v = 0; v < nvox; v++) {
-        float x = isfinite(mask[v]) ? mask[v] : 0.0f;
-        clean[v] = x;
-        n_in += x != 0.0f;
-    }
+    for (int64_t v = 0; v < nvox; v++)
+        n_in += mask[v] != 0.0f && isfinite(mask[v]);
     return n_in;
 }
 
@@ -174,36 +171,37 @@ static int compare_floats(const void *a, const void *b)
 
 /* nilearn refuses a mask that is not {0, one value}; we keep every nonzero
  * voxel but say so, because a probabilistic map or an atlas passed as a mask
- * is usually a mistake. Counting distinct values sorts the in-mask values, so
- * it is only done when two of them differ. */
-static void warn_if_not_binary(const float *clean, const struct nf_geom *geom,
-                               const struct nf_value *mask, const struct nf_node_inst *node)
+ * is usually a mistake. Whether the in-mask values are all one is seen in
+ * storage order (one pass); counting the distinct values sorts them, so it
+ * is only done when two of them differ. */
+static void warn_if_not_binary(const float *mask, const struct nf_geom *geom,
+                               const struct nf_value *mask_value, const struct nf_node_inst *node)
 {
-    const int64_t n = geom->n_voxels;
-    const float first = clean[geom->index[0]];
-    int64_t c = 1;
-    while (c < n && clean[geom->index[c]] == first)
-        c++;
-    if (c == n)
+    const int64_t n = geom->n_voxels, nvox = nf_grid_nvox(&geom->grid);
+    const float first = mask[geom->index[0]];
+    int64_t v = 0;
+    while (v < nvox && (mask[v] == first || mask[v] == 0.0f || !isfinite(mask[v])))
+        v++;
+    if (v == nvox)
         return;
 
     float *values = nf_malloc((size_t)n * sizeof *values);
     if (!values) {
         nf_warn(nf_node_id(node), "mask '%s' has more than 2 distinct values; every "
-                "nonzero voxel is in the mask", value_name(mask));
+                "nonzero voxel is in the mask", value_name(mask_value));
         return;
     }
-    for (c = 0; c < n; c++)
-        values[c] = clean[geom->index[c]];
+    for (int64_t c = 0; c < n; c++)
+        values[c] = mask[geom->index[c]];
     qsort(values, (size_t)n, sizeof *values, compare_floats);
     int64_t distinct = 1;
-    for (c = 1; c < n; c++)
+    for (int64_t c = 1; c < n; c++)
         distinct += values[c] != values[c - 1];
     free(values);
 
-    bool has_zero = n < nf_grid_nvox(&geom->grid);
+    bool has_zero = n < nvox;
     nf_warn(nf_node_id(node), "mask '%s' has %lld distinct values; every nonzero voxel is "
-            "in the mask", value_name(mask), (long long)(distinct + has_zero));
+            "in the mask", value_name(mask_value), (long long)(distinct + has_zero));
 }
 
 /* ---- extraction ---- */
@@ -238,7 +236,6 @@ static int mask_run(struct nf_run *run)
     const struct nf_value *data = run->in[MASK_IN_DATA];
     const struct nf_value *mask = run->in[MASK_IN_MASK];
     const struct nf_value *atlas = run->in[MASK_IN_ATLAS];
-    float *clean = NULL;
     struct nf_geom *geom = NULL;
     struct nf_value *out = NULL, *labels = NULL;
     int rc = 0;
@@ -254,19 +251,13 @@ static int mask_run(struct nf_run *run)
     }
 
     const int64_t nvox = nf_grid_nvox(&mask->u.vol.grid);
-    clean = nf_malloc((size_t)nvox * sizeof *clean);
-    if (!clean) {
-        rc = NF_FAIL_AT(err, NF_ENOMEM, nf_node_loc(node), nf_node_id(node),
-                        "out of memory for a %lld-voxel mask", (long long)nvox);
-        goto fail;
-    }
-    const int64_t n_in = clean_mask(mask->u.vol.data, nvox, clean);
+    const int64_t n_in = count_in_mask(mask->u.vol.data, nvox);
     if (n_in == 0) {
         rc = NF_FAIL_AT(err, NF_EDATA, nf_node_loc(node), nf_node_id(node),
                         "mask '%s' is empty: it has no nonzero voxel", value_name(mask));
         goto fail;
     }
-    geom = nf_geom_from_mask(&mask->u.vol.grid, clean);
+    geom = nf_geom_from_mask(&mask->u.vol.grid, mask->u.vol.data);
     if (!geom) {
         rc = NF_FAIL_AT(err, NF_ENOMEM, nf_node_loc(node), nf_node_id(node),
                         "out of memory for the geometry of mask '%s'", value_name(mask));
@@ -278,9 +269,7 @@ static int mask_run(struct nf_run *run)
                         value_name(mask), (long long)geom->n_voxels, (long long)n_in);
         goto fail;
     }
-    warn_if_not_binary(clean, geom, mask, node);
-    free(clean);
-    clean = NULL;
+    warn_if_not_binary(mask->u.vol.data, geom, mask, node);
 
     const int64_t n_images = data->u.vol.nt, n_cols = geom->n_voxels;
     int64_t n_nonfinite;
@@ -340,7 +329,6 @@ static int mask_run(struct nf_run *run)
     return 0;
 
 fail:
-    free(clean);
     nf_value_unref(out);
     nf_value_unref(labels);
     nf_geom_unref(geom);
@@ -440,9 +428,9 @@ static int mask_resolve(struct nf_resolve *r)
     return 0;
 }
 
-/* Working memory beyond inputs and outputs: the cleaned copy of the mask (one
- * float per grid voxel) and the geometry's index (8 bytes per in-mask voxel,
- * bounded by the grid). */
+/* Working memory beyond inputs and outputs: the geometry's index (8 bytes per
+ * in-mask voxel, bounded by the grid) and, for an image read from disk
+ * through the mask, the reader's tables (at most 4 bytes per grid voxel). */
 static uint64_t mask_estimate(const void *params, const struct nf_shape *in,
                               const struct nf_shape *out)
 {

@@ -672,6 +672,57 @@ static void test_nifti_multi_member_gzip(void **state)
 
 /* A truncated file read through the masked path: the error of the whole
  * read, naming the file, and no matrix. */
+/* Prefaulting the masked read's rows for writing leaves every byte as it
+ * was, the partly covered pages at both ends (a neighbour's row) included:
+ * a large block (its own mapping) and a small one (the heap), with ranges
+ * that start and end inside pages. */
+static void test_populate_keeps_contents(void **state)
+{
+    (void)state;
+    static const size_t sizes[] = { (size_t)9 << 20, 3 * 4096 + 123 };
+    for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
+        const size_t n = sizes[si] / sizeof(float);
+        float *buf = nf_alloc_floats_unfilled(n);
+        assert_non_null(buf);
+        for (size_t i = 0; i < n; i += 7)   /* a pattern on every other page, */
+            if (i / 1024 % 2 == 0)          /* the others never touched */
+                buf[i] = (float)i + 0.5f;
+        nf_populate_for_write(buf + 100, (n - 250) * sizeof(float));
+        nf_populate_for_write(buf + 1, sizeof(float));
+        nf_populate_for_write(NULL, 0);
+        for (size_t i = 0; i < n; i += 7)
+            if (i / 1024 % 2 == 0 && buf[i] != (float)i + 0.5f)
+                fail_msg("block of %zu bytes, float %zu: %g after populating", sizes[si], i,
+                         (double)buf[i]);
+        nf_free_aligned(buf);
+    }
+}
+
+/* A block filled while another thread prefaults it (as a .nii.gz is
+ * inflated): every value written survives, whichever thread reached its
+ * page first; ended early, or never begun on nothing, it is harmless. */
+static void test_prefault_while_writing(void **state)
+{
+    (void)state;
+    const size_t n = ((size_t)48 << 20) / sizeof(float);
+    float *buf = nf_alloc_floats_unfilled(n);
+    assert_non_null(buf);
+    struct nf_prefault pf;
+    nf_prefault_begin(&pf, buf, n * sizeof *buf);
+    for (size_t i = 0; i < n; i++)
+        buf[i] = (float)(i % 1000003);
+    nf_prefault_end(&pf);
+    for (size_t i = 0; i < n; i++)
+        if (buf[i] != (float)(i % 1000003))
+            fail_msg("float %zu: %g after a prefault beside the writes", i, (double)buf[i]);
+    nf_prefault_begin(&pf, buf, n * sizeof *buf);
+    nf_prefault_end(&pf);
+    assert_true(buf[n - 1] == (float)((n - 1) % 1000003));
+    nf_prefault_begin(&pf, NULL, 0);
+    nf_prefault_end(&pf);
+    nf_free_aligned(buf);
+}
+
 static void test_nifti_masked_truncated(void **state)
 {
     (void)state;
@@ -1178,6 +1229,8 @@ int main(void)
         cmocka_unit_test(test_nifti_fast_read_windows),
         cmocka_unit_test(test_nifti_swapped_byte_order),
         cmocka_unit_test(test_nifti_masked_truncated),
+        cmocka_unit_test(test_populate_keeps_contents),
+        cmocka_unit_test(test_prefault_while_writing),
         cmocka_unit_test(test_nifti_lazy),
         cmocka_unit_test(test_nifti_write_matrix),
         cmocka_unit_test(test_tsv_parse),

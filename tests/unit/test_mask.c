@@ -427,6 +427,63 @@ static void test_mask_values(void **state)
     call_release(&c);
 }
 
+/* The geometry of random masks on odd grids (flat ones included) against
+ * the expected columns computed here: ones, zeros, NaN and +-inf scattered,
+ * so that lines of the C order start and end anywhere. The node warns about
+ * none of these masks (one nonzero value; NaN/inf are outside) and gathers
+ * every column from its own voxel. */
+static void test_geometry_random_masks(void **state)
+{
+    (void)state;
+    static const int64_t grids[][3] = {
+        { 1, 1, 1 }, { 1, 7, 3 }, { 5, 1, 4 }, { 6, 4, 1 }, { 9, 7, 5 }, { 17, 11, 13 },
+    };
+    uint64_t seed = 20;
+    for (size_t gi = 0; gi < sizeof grids / sizeof grids[0]; gi++) {
+        const int64_t nx = grids[gi][0], ny = grids[gi][1], nz = grids[gi][2];
+        struct mask_call c;
+        call_init(&c, MASK_STD_NONE);
+        struct nf_grid g = test_grid(nx, ny, nz, -4.0);
+        c.in[MASK_IN_DATA] = coded_data(&g, 2, "bold.nii.gz");
+        c.in[MASK_IN_MASK] = new_volume(&g, 1, "brain.nii.gz");
+        float *mk = c.in[MASK_IN_MASK]->u.vol.data;
+        const int64_t nvox = nx * ny * nz;
+        for (int64_t v = 0; v < nvox; v++) {
+            double u = nf_rand_uniform(&seed);
+            mk[v] = u < 0.45 ? 1.0f : u < 0.85 ? 0.0f : u < 0.9 ? NAN : u < 0.95 ? INFINITY
+                                                                             : -INFINITY;
+        }
+        mk[nvox - 1] = 1.0f;   /* never empty */
+
+        int64_t (*ijk)[3] = calloc((size_t)nvox, sizeof *ijk);
+        assert_non_null(ijk);
+        size_t n = expected_columns(c.in[MASK_IN_MASK], ijk, (size_t)nvox);
+        struct nf_geom *geom = nf_geom_from_mask(&g, mk);
+        assert_non_null(geom);
+        assert_int_equal(geom->n_voxels, (int64_t)n);
+        for (size_t col = 0; col < n; col++)
+            assert_int_equal(geom->index[col],
+                             storage_offset(ijk[col][0], ijk[col][1], ijk[col][2], 0, nx, ny, nz));
+        nf_geom_unref(geom);
+
+        struct capture cap;
+        capture_begin(&cap);
+        int rc = call_run(&c);
+        char *log = capture_end(&cap);
+        assert_int_equal(rc, 0);
+        assert_string_equal(log, "");
+        free(log);
+        const struct nf_matrix *m = &c.out[MASK_OUT_MATRIX]->u.mat;
+        assert_int_equal(m->cols, (int64_t)n);
+        for (int64_t t = 0; t < 2; t++)
+            for (size_t col = 0; col < n; col++)
+                assert_true(m->data[t * m->cols + (int64_t)col] ==
+                            voxel_code(ijk[col][0], ijk[col][1], ijk[col][2], t));
+        free(ijk);
+        call_release(&c);
+    }
+}
+
 static void test_binary_mask_does_not_warn(void **state)
 {
     (void)state;
@@ -660,6 +717,7 @@ int main(void)
         cmocka_unit_test(test_nonfinite_data_become_zero),
         cmocka_unit_test(test_mask_values),
         cmocka_unit_test(test_binary_mask_does_not_warn),
+        cmocka_unit_test(test_geometry_random_masks),
         cmocka_unit_test(test_empty_mask),
         cmocka_unit_test(test_grid_mismatch_dims),
         cmocka_unit_test(test_grid_mismatch_affine),
