@@ -197,7 +197,7 @@ static int64_t tab_groups(int64_t n)
 
 /* The epilogue on one accumulator vector x of voxels with the voxels'
  * constants in vectors: q, the count update (cntv), the near flag (nearv). */
-#define EPILOGUE_ON(VF, VI, x, sh_, cap_, hi_, lo_, ss_, fl_, cntv, q_out)                                   \
+#define EPILOGUE_ON(P, VF, VI, x, sh_, cap_, hi_, lo_, ss_, fl_, cntv, q_out)                                \
     do {                                                                                                     \
         VF d_ = va * (x) - (sh_);                                                                            \
         VF ad_ = (VF)((VI)d_ & absmask);                                                                     \
@@ -205,20 +205,21 @@ static int64_t tab_groups(int64_t n)
         VF q_;                                                                                               \
         if (t_stat) {                                                                                        \
             VF den_ = (ss_) - vc * d_ * d_;                                                                  \
-            den_ = VSELT(VF, VI, den_ > (fl_), den_, (fl_));                                                 \
+            den_ = P##_vmax(den_, (fl_));                                                                    \
             q_ = sd_ * ad_ / den_;                                                                           \
         } else {                                                                                             \
             q_ = sd_;                                                                                        \
         }                                                                                                    \
-        q_ = VSELT(VF, VI, q_ < (cap_), q_, (cap_));                                                         \
-        cntv -= (VI)(q_ >= (hi_));                                                                           \
-        nearv |= (VI)(q_ > (lo_)) & (VI)(q_ < (hi_));                                                        \
+        q_ = P##_vmin(q_, (cap_));                                                                           \
+        VI ge_ = (VI)(q_ >= (hi_));                                                                          \
+        cntv -= ge_;                                                                                         \
+        nearv |= (VI)(q_ > (lo_)) & ~ge_;                                                                    \
         q_out = q_;                                                                                          \
     } while (0)
 
 /* The same with the constants read from k[..] (pointers to the strip's first
  * voxel), vector h of the strip, into counts cnt##h. */
-#define FUSED_EPILOGUE(VF, VI, x, h, q_out)                                                                  \
+#define FUSED_EPILOGUE(P, VF, VI, x, h, q_out)                                                               \
     do {                                                                                                     \
         VF sh_, cap_, hi_, lo_, ss_ = { 0 }, fl_ = { 0 };                                                    \
         memcpy(&sh_, shift + (h) * W, sizeof sh_);                                                           \
@@ -229,16 +230,16 @@ static int64_t tab_groups(int64_t n)
             memcpy(&ss_, ssv + (h) * W, sizeof ss_);                                                         \
             memcpy(&fl_, flv + (h) * W, sizeof fl_);                                                         \
         }                                                                                                    \
-        EPILOGUE_ON(VF, VI, x, sh_, cap_, hi_, lo_, ss_, fl_, cnt##h, q_out);                                \
+        EPILOGUE_ON(P, VF, VI, x, sh_, cap_, hi_, lo_, ss_, fl_, cnt##h, q_out);                             \
     } while (0)
 
 /* A row's maxima over a strip: the larger of its two vectors q0, q1 kept in
  * its vector of vmax at `slot`. */
-#define STRIP_ROW_MAX(VF, VI, q0, q1, slot)                                                                  \
+#define STRIP_ROW_MAX(P, VF, q0, q1, slot)                                                                   \
     do {                                                                                                     \
-        VF m_ = VSELT(VF, VI, (q0) > (q1), (q0), (q1)), old_;                                                \
+        VF m_ = P##_vmax((q0), (q1)), old_;                                                                  \
         memcpy(&old_, (slot), sizeof old_);                                                                  \
-        m_ = VSELT(VF, VI, m_ > old_, m_, old_);                                                             \
+        m_ = P##_vmax(m_, old_);                                                                             \
         memcpy((slot), &m_, sizeof m_);                                                                      \
     } while (0)
 
@@ -264,13 +265,27 @@ static int64_t tab_groups(int64_t n)
         }                                                                                                    \
     } while (0)
 
+/* NAME_vmin(a, b) = a < b ? a : b and NAME_vmax(a, b) = a > b ? a : b for an
+ * instantiation's vectors, one instruction each (the x86 min/max return b
+ * when the comparison is false, as these selects do, NaN included). */
+#define DEFINE_MINMAX(NAME, TARGET, MT, MIN, MAX)                                                            \
+    static inline __attribute__((always_inline, target(TARGET))) NAME##_vf NAME##_vmin(NAME##_vf a, NAME##_vf b) \
+    {                                                                                                        \
+        return (NAME##_vf)MIN((MT)a, (MT)b);                                                                 \
+    }                                                                                                        \
+    static inline __attribute__((always_inline, target(TARGET))) NAME##_vf NAME##_vmax(NAME##_vf a, NAME##_vf b) \
+    {                                                                                                        \
+        return (NAME##_vf)MAX((MT)a, (MT)b);                                                                 \
+    }
+
 /* One instantiation: W floats per vector, ROWS rows per register tile, for a
  * target. Processes rows [0, rows - rows % ROWS) and voxels [0, nv - nv % 2W)
  * of the tile; vmax: ROWS-rounded rows x W floats of running row maxima,
  * initialised by the caller. */
-#define DEFINE_FUSED(NAME, TARGET, W_, ROWS_, FMA, SET1)                                                     \
+#define DEFINE_FUSED(NAME, TARGET, W_, ROWS_, FMA, SET1, MT, MIN, MAX)                                       \
     typedef float NAME##_vf __attribute__((vector_size(4 * (W_))));                                          \
     typedef int32_t NAME##_vi __attribute__((vector_size(4 * (W_))));                                        \
+    DEFINE_MINMAX(NAME, TARGET, MT, MIN, MAX)                                                                \
     static inline __attribute__((always_inline, target(TARGET))) void NAME##_body(                           \
         const struct nf_perm_tile *c, const float *R, int64_t rows, int64_t v0, int64_t nv, uint32_t *cnt,      \
         float *vmax, const bool t_stat, const int tail)                                                      \
@@ -307,11 +322,11 @@ static int64_t tab_groups(int64_t n)
                 VI nearv = (VI){ 0 };                                                                        \
                 _Pragma("GCC unroll 16") for (int i = 0; i < ROWS; i++) {                                    \
                     VF q0, q1;                                                                               \
-                    FUSED_EPILOGUE(VF, VI, acc0[i], 0, q0);                                                  \
-                    FUSED_EPILOGUE(VF, VI, acc1[i], 1, q1);                                                  \
+                    FUSED_EPILOGUE(NAME, VF, VI, acc0[i], 0, q0);                                                  \
+                    FUSED_EPILOGUE(NAME, VF, VI, acc1[i], 1, q1);                                                  \
                     acc0[i] = q0;                                                                            \
                     acc1[i] = q1;                                                                            \
-                    STRIP_ROW_MAX(VF, VI, q0, q1, vmax + (r + i) * W);                                       \
+                    STRIP_ROW_MAX(NAME, VF, q0, q1, vmax + (r + i) * W);                                       \
                 }                                                                                            \
                 STRIP_NEAR_TIES(VF, Rr, ROWS, ROWS);                                                         \
             }                                                                                                \
@@ -341,8 +356,9 @@ static int64_t tab_groups(int64_t n)
     }
 
 /* AVX-512: 8 rows x 2 zmm = 16 accumulators of 32; AVX2: 6 x 2 ymm = 12 of 16. */
-DEFINE_FUSED(fused_avx512, "avx512f,avx2,fma", 16, 8, _mm512_fmadd_ps, _mm512_set1_ps)
-DEFINE_FUSED(fused_avx2, "avx2,fma", 8, 6, _mm256_fmadd_ps, _mm256_set1_ps)
+DEFINE_FUSED(fused_avx512, "avx512f,avx2,fma", 16, 8, _mm512_fmadd_ps, _mm512_set1_ps, __m512, _mm512_min_ps,
+             _mm512_max_ps)
+DEFINE_FUSED(fused_avx2, "avx2,fma", 8, 6, _mm256_fmadd_ps, _mm256_set1_ps, __m256, _mm256_min_ps, _mm256_max_ps)
 
 /* ---- fused, rows of two values: sums from tables of partial sums ----
  * A row of sign flips (one-sample) or of group weights (two-sample) takes two
@@ -404,9 +420,10 @@ static void row_patterns(const float *R, int64_t rows, int64_t n, float one, int
  * at a time, for a target. Processes rows [0, rows - rows % TAB_ROWS) and
  * voxels [0, nv - nv % 2W) of the tile, with vmax as DEFINE_FUSED's. table:
  * groups x TAB_PATTERNS x 2W floats. */
-#define DEFINE_TABLES(NAME, TARGET, W_)                                                                      \
+#define DEFINE_TABLES(NAME, TARGET, W_, MT, MIN, MAX)                                                        \
     typedef float NAME##_vf __attribute__((vector_size(4 * (W_))));                                          \
     typedef int32_t NAME##_vi __attribute__((vector_size(4 * (W_))));                                        \
+    DEFINE_MINMAX(NAME, TARGET, MT, MIN, MAX)                                                                \
     static inline __attribute__((always_inline, target(TARGET))) void NAME##_body(                           \
         const struct nf_perm_tile *c, const float *R, int64_t rows, int64_t v0, int64_t nv, uint32_t *cnt,      \
         float *vmax, const uint16_t *off, float one, float zero, float *table, float *partial,             \
@@ -512,11 +529,11 @@ static void row_patterns(const float *R, int64_t rows, int64_t n, float one, int
                         if (i >= nvalid)                                                                     \
                             break;                                                                           \
                         VF q0, q1;                                                                           \
-                        EPILOGUE_ON(VF, VI, acc0[i], sh0, cap0, hi0, lo0, ss0, fl0, cnt0, q0);               \
-                        EPILOGUE_ON(VF, VI, acc1[i], sh1, cap1, hi1, lo1, ss1, fl1, cnt1, q1);               \
+                        EPILOGUE_ON(NAME, VF, VI, acc0[i], sh0, cap0, hi0, lo0, ss0, fl0, cnt0, q0);               \
+                        EPILOGUE_ON(NAME, VF, VI, acc1[i], sh1, cap1, hi1, lo1, ss1, fl1, cnt1, q1);               \
                         acc0[i] = q0;                                                                        \
                         acc1[i] = q1;                                                                        \
-                        STRIP_ROW_MAX(VF, VI, q0, q1, vmax + (r + i) * W);                                   \
+                        STRIP_ROW_MAX(NAME, VF, q0, q1, vmax + (r + i) * W);                                   \
                     }                                                                                        \
                     STRIP_NEAR_TIES(VF, R + r * n, nvalid, TAB_ROWS);                                        \
                 }                                                                                            \
@@ -546,8 +563,8 @@ static void row_patterns(const float *R, int64_t rows, int64_t n, float one, int
         }                                                                                                    \
     }
 
-DEFINE_TABLES(tables_avx512, "avx512f,avx2,fma", 16)
-DEFINE_TABLES(tables_avx2, "avx2,fma", 8)
+DEFINE_TABLES(tables_avx512, "avx512f,avx2,fma", 16, __m512, _mm512_min_ps, _mm512_max_ps)
+DEFINE_TABLES(tables_avx2, "avx2,fma", 8, __m256, _mm256_min_ps, _mm256_max_ps)
 
 static const struct {
     int w, rows;
