@@ -37,6 +37,8 @@ void nf_switches_reload(void)
     s.perm_tile = getenv("NLFLOW_PERM_TILE");
     v = getenv("NLFLOW_PERM_TABLES");
     s.perm_tables = !v || strcmp(v, "0") != 0;
+    v = getenv("NLFLOW_GLM_TILE");
+    s.glm_tile = !v || strcmp(v, "0") != 0;
     v = getenv("NLFLOW_KILL_AT");
     s.kill_at = v ? atol(v) : 0;
     if (s.kill_at < 0)

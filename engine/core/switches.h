@@ -20,6 +20,9 @@
  *   NLFLOW_PERM_TABLES       "0": permute's fused tile kernels sum rows of two
  *                            values (sign flips, group labels) by their GEMM
  *                            instead of tables of partial sums (benchmarks)
+ *   NLFLOW_GLM_TILE          "0": permute's glm test computes its GEMM values
+ *                            by the BLAS, then the epilogue over them, instead
+ *                            of the fused tile kernel (benchmarks)
  *   NLFLOW_KILL_AT           N > 0: SIGKILL at the N-th fault point of the run
  *                            (tests of resuming after a crash, util.h)
  *   NLFLOW_KILL_VERBOSE      set: say where the kill happened on stderr
@@ -47,6 +50,7 @@ struct nf_switches {
     bool gpu_resident;                /* true unless NLFLOW_GPU_RESIDENT=0 */
     const char *perm_tile;            /* NULL when unset */
     bool perm_tables;                 /* NLFLOW_PERM_TABLES unset or not "0" */
+    bool glm_tile;                    /* NLFLOW_GLM_TILE unset or not "0" */
     long kill_at;                     /* 0: off */
     bool kill_verbose;
     bool source_date_set;

@@ -186,7 +186,21 @@ struct nf_kernels {
      * particular order). Every table gives the same bits. */
     void (*glm_epilogue)(const struct nf_glm_epi *e, float *q, float *mx, uint32_t *count, int32_t *near,
                          int *n_near);
+    /* glm_epilogue on values it computes itself (e->G, ld and pld unused):
+     * permutation i's row m at voxel v is the sum over k = 0 .. n-1, in that
+     * order, of R[(i r + m) n + k] E[k lde + v], each step a fused
+     * multiply-add from 0 (fmaf; a BLAS micro-kernel's order within one k
+     * block). q (NULL: not kept) receives the compared values. r is at most
+     * NF_GLM_TILE_MAX_ROWS. Every table gives the same bits. */
+    void (*glm_tile)(const struct nf_glm_epi *e, const float *R, const float *E, int64_t n, int64_t lde,
+                     float *q, float *mx, uint32_t *count, int32_t *near, int *n_near);
 };
+enum { NF_GLM_TILE_MAX_ROWS = 16 };
+/* Whether the glm test should call glm_tile for a contrast of r rows (t, or
+ * F when is_f): where this CPU has its vector body (t contrasts of up to 4
+ * rows, AVX2+FMA) and NLFLOW_GLM_TILE is not "0"; else the BLAS's sgemm, then
+ * glm_epilogue, is the faster path. */
+bool nf_glm_tile_fused(int64_t r, bool is_f);
 
 /* The plain versions (kernels/ref/), also the fallbacks of the other tables. */
 void nf_perm_tile_ref(const struct nf_perm_tile *t, const float *R, int64_t rows, int64_t v0, int64_t nv,
@@ -207,6 +221,8 @@ void nf_row_axpy_ref(double *acc, double w, const float *x, int64_t V);
 void nf_row_residual_ref(const float *y, const double *B, const double *q, int64_t dq, int64_t nz, int64_t ldb,
                          int64_t V, float *e, double *ss);
 void nf_glm_epilogue_ref(const struct nf_glm_epi *e, float *q, float *mx, uint32_t *count, int32_t *near, int *n_near);
+void nf_glm_tile_ref(const struct nf_glm_epi *e, const float *R, const float *E, int64_t n, int64_t lde, float *q,
+                     float *mx, uint32_t *count, int32_t *near, int *n_near);
 /* The vectorised versions (kernels/simd/): perm_tile runs t->impl. */
 void nf_perm_tile_simd(const struct nf_perm_tile *t, const float *R, int64_t rows, int64_t v0, int64_t nv,
                        uint32_t *cnt, float *rowmax, float *scratch);
@@ -227,6 +243,8 @@ void nf_row_residual_simd(const float *y, const double *B, const double *q, int6
                           int64_t V, float *e, double *ss);
 void nf_glm_epilogue_simd(const struct nf_glm_epi *e, float *q, float *mx, uint32_t *count, int32_t *near,
                           int *n_near);
+void nf_glm_tile_simd(const struct nf_glm_epi *e, const float *R, const float *E, int64_t n, int64_t lde, float *q,
+                      float *mx, uint32_t *count, int32_t *near, int *n_near);
 /* The entries of a table that come from kernels/simd/, for the tables that
  * take them all (blas, cuda): `{ .name = "x", ..., NF_KERNELS_SIMD_ENTRIES }`. */
 #define NF_KERNELS_SIMD_ENTRIES                                                                     \
@@ -236,7 +254,7 @@ void nf_glm_epilogue_simd(const struct nf_glm_epi *e, float *q, float *mx, uint3
     .row_standardize = nf_row_standardize_simd, .row_gemv_double = nf_row_gemv_double_simd,        \
     .rows_gemm_f32 = nf_rows_gemm_f32_simd, .perm_signed_t_f32 = nf_perm_signed_t_f32_simd,       \
     .row_axpy = nf_row_axpy_simd, .row_residual = nf_row_residual_simd,                             \
-    .glm_epilogue = nf_glm_epilogue_simd
+    .glm_epilogue = nf_glm_epilogue_simd, .glm_tile = nf_glm_tile_simd
 
 extern const struct nf_kernels nf_kernels_ref;
 extern const struct nf_kernels nf_kernels_blas;

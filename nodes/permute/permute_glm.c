@@ -1027,10 +1027,11 @@ static void *glm_team(void *arg)
     const struct glm_ctx *g = w->g;
     const struct glm_con *k = w->k;
     const int64_t n = g->n, V = g->V, r = k->r;
-    float *G = nf_malloc((size_t)(GLM_SUB * r * GLM_TILE) * sizeof *G);
-    float *q = nf_malloc(GLM_EPI * GLM_TILE * sizeof *q);
-    int32_t *near = nf_malloc(GLM_EPI * GLM_TILE * sizeof *near);
-    if (!G || !q || !near) {
+    const bool fused = nf_glm_tile_fused(r, k->is_f);
+    float *G = fused ? NULL : nf_malloc((size_t)(GLM_SUB * r * GLM_TILE) * sizeof *G);
+    float *q = fused ? NULL : nf_malloc(GLM_EPI * GLM_TILE * sizeof *q);
+    int32_t *near = nf_malloc((fused ? GLM_SUB : GLM_EPI) * GLM_TILE * sizeof *near);
+    if ((!fused && (!G || !q)) || !near) {
         atomic_store(&w->failed, 1);
         goto done;
     }
@@ -1044,6 +1045,17 @@ static void *glm_team(void *arg)
         uint32_t *count = w->count + v0;
         for (int64_t i0 = 0; i0 < w->len; i0 += GLM_SUB) {
             int64_t np = w->len - i0 < GLM_SUB ? w->len - i0 : GLM_SUB;
+            if (fused) {   /* GEMM and epilogue in one: the values never leave the registers */
+                int n_near = 0;
+                struct nf_glm_epi e = epi_of(g, k, NULL, nv, v0, nv, np);
+                g->K->glm_tile(&e, w->R + i0 * r * n, k->E + v0, n, V, NULL, w->tile_max + t * w->len + i0, count,
+                               near, &n_near);
+                for (int j = 0; j < n_near; j++) {
+                    int64_t p = i0 + near[j] / nv, v = v0 + near[j] % nv;
+                    count[v - v0] += q_double(g, k, w->R + p * r * n, v) >= k->q_obs_d[v];
+                }
+                continue;
+            }
             g->K->sgemm(false, false, np * r, nv, n, 1.0f, w->R + i0 * r * n, n, k->E + v0, V, 0.0f, G, nv);
             for (int64_t i = 0; i < np; i += GLM_EPI) {
                 int n_near = 0;
@@ -1108,10 +1120,15 @@ static int near_maxima(const struct glm_ctx *g, const struct glm_con *k, const f
             if (!(tile_max[t * len + i] >= below))
                 continue;
             int64_t v0 = t * GLM_TILE, nv = V - v0 < GLM_TILE ? V - v0 : GLM_TILE;
-            g->K->sgemm(false, false, r, nv, n, 1.0f, R + i * r * n, n, k->E + v0, V, 0.0f, G, nv);
+            /* the values the team compared (the same kernel), again */
             struct nf_glm_epi e = epi_of(g, k, G, nv, v0, nv, 1);
             float top;
-            g->K->glm_epilogue(&e, q, &top, NULL, NULL, NULL);
+            if (nf_glm_tile_fused(r, k->is_f)) {
+                g->K->glm_tile(&e, R + i * r * n, k->E + v0, n, V, q, &top, NULL, NULL, NULL);
+            } else {
+                g->K->sgemm(false, false, r, nv, n, 1.0f, R + i * r * n, n, k->E + v0, V, 0.0f, G, nv);
+                g->K->glm_epilogue(&e, q, &top, NULL, NULL, NULL);
+            }
             for (int64_t v = 0; v < nv; v++)
                 if (q[v] >= below) {
                     double y = q_double(g, k, R + i * r * n, v0 + v);

@@ -1134,6 +1134,180 @@ static void test_glm_epilogue_matches_reference(void **state)
     assert_true(near_seen > 0 && counted_seen > 0);
 }
 
+/* Every table's glm_tile against the plain loop, bit for bit (q, the maxima,
+ * counts, the near list as a set; with q or without), for t contrasts of 1..5
+ * rows in each tail and F contrasts, permutation counts around the vector
+ * version's register tiles (8, 6, 4, 3 permutations; 1..2 with AVX2) and its
+ * block of 96, voxel counts around its strips of 32 (16 with AVX2), flat
+ * voxels, floors that bind and windows on some values; the plain loop against
+ * the epilogue over values summed here by fmaf in k order (the same bits),
+ * and against double (within round-off); nothing written past the values. */
+static void test_glm_tile_matches_reference(void **state)
+{
+    (void)state;
+    const int64_t lengths[] = { 1, 15, 16, 17, 31, 32, 33, 64, 65, 100 };
+    const int64_t perms[] = { 1, 3, 5, 8, 13, 97 };
+    const int64_t depths[] = { 1, 5, 37 };
+    const struct nf_kernels *tables[] = { &nf_kernels_ref, &nf_kernels_blas, nf_kernels_cpu() };
+    const struct { int64_t r, s; bool is_f; } shapes[] = {
+        { 1, 1, false }, { 2, 1, false }, { 3, 1, false }, { 4, 1, false }, { 5, 1, false },
+        { 1, 1, true }, { 3, 2, true },
+    };
+    rng_seed(31415);
+    int64_t near_seen = 0, counted_seen = 0, cases = 0, checked = 0, values = 0;
+    for (size_t li = 0; li < sizeof lengths / sizeof lengths[0]; li++)
+        for (size_t pi = 0; pi < sizeof perms / sizeof perms[0]; pi++)
+            for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+                for (int tail = 0; tail < 3; tail++) {
+                    const int64_t nv = lengths[li], lde = nv + 3, r = shapes[si].r, np = perms[pi];
+                    const int64_t n = depths[(li + pi + si + (size_t)tail) % 3], W = np * nv + 1;
+                    if ((shapes[si].is_f && tail) || (np == 97 && (li % 3 || tail)))
+                        continue;   /* the long blocks in fewer cases: the plain loop is slow */
+                    cases++;
+                    values += np * nv;
+                    float *R = random_matrix(np * r, n, n), *E = random_matrix(n, nv, lde);
+                    float *ss = test_malloc((size_t)(nv + 1) * sizeof *ss), *fl = test_malloc((size_t)(nv + 1) * sizeof *fl);
+                    float *cap = test_malloc((size_t)(nv + 1) * sizeof *cap), *lo = test_malloc((size_t)(nv + 1) * sizeof *lo);
+                    float *hi = test_malloc((size_t)(nv + 1) * sizeof *hi), *G = test_malloc((size_t)(np * r * nv) * sizeof *G);
+                    float *qw = test_malloc((size_t)W * sizeof *qw), *qg = test_malloc((size_t)W * sizeof *qg);
+                    float *qe = test_malloc((size_t)W * sizeof *qe);
+                    float *mw = test_malloc((size_t)(np + 1) * sizeof *mw), *mg = test_malloc((size_t)(np + 1) * sizeof *mg);
+                    uint32_t *cw = test_malloc((size_t)(nv + 1) * sizeof *cw), *cg = test_malloc((size_t)(nv + 1) * sizeof *cg);
+                    int32_t *nw = test_malloc((size_t)W * sizeof *nw), *ng = test_malloc((size_t)W * sizeof *ng);
+                    /* the values by fmaf in k order, and the constants from the first permutation's */
+                    for (int64_t i = 0; i < np * r; i++)
+                        for (int64_t v = 0; v < nv; v++) {
+                            float acc = 0.0f;
+                            for (int64_t k = 0; k < n; k++)
+                                acc = fmaf(R[i * n + k], E[k * lde + v], acc);
+                            G[i * nv + v] = acc;
+                        }
+                    for (int64_t v = 0; v < nv; v++) {
+                        double sum = 0;
+                        for (int64_t m = 0; m < r; m++)
+                            sum += (double)G[m * nv + v] * G[m * nv + v];
+                        ss[v] = (float)(sum * (v % 11 == 3 ? 0.5 : 1.5 + rng_uniform()));   /* some floors bind */
+                        fl[v] = (float)(0.01 * sum) + 1e-30f;
+                        cap[v] = v % 13 == 5 ? -FLT_MAX : FLT_MAX;
+                        lo[v] = hi[v] = FLT_MAX;
+                    }
+                    struct nf_glm_epi e = { .G = NULL, .ss = ss, .fl = fl, .cap = cap, .lo = lo, .hi = hi, .np = np,
+                                            .r = r, .s = shapes[si].s, .nv = nv, .sg = tail == 2 ? -1.0f : 1.0f,
+                                            .two = tail == 0, .is_f = shapes[si].is_f };
+                    qw[np * nv] = qg[np * nv] = qe[np * nv] = PAD_SENTINEL;
+                    mw[np] = mg[np] = PAD_SENTINEL;
+                    nf_glm_tile_ref(&e, R, E, n, lde, qw, mw, NULL, NULL, NULL);
+                    /* the plain loop against the epilogue over the fmaf sums, and against double */
+                    struct nf_glm_epi ge = e;
+                    ge.G = G, ge.ld = nv, ge.pld = r * nv;
+                    nf_glm_epilogue_ref(&ge, qe, mg, NULL, NULL, NULL);
+                    assert_memory_equal(qe, qw, (size_t)W * sizeof *qe);
+                    assert_memory_equal(mg, mw, (size_t)np * sizeof *mg);
+                    for (int64_t i = 0; i < np; i++)
+                        for (int64_t v = 0; v < nv; v++) {
+                            double num = 0, rss = ss[v], g0 = 0;
+                            bool ill = false;   /* a sum that cancels to far below its terms: round-off dominates */
+                            for (int64_t m = 0; m < r; m++) {
+                                double gm = 0, terms = 0;
+                                for (int64_t k = 0; k < n; k++) {
+                                    gm += (double)R[(i * r + m) * n + k] * E[k * lde + v];
+                                    terms += fabs((double)R[(i * r + m) * n + k] * E[k * lde + v]);
+                                }
+                                ill |= fabs(gm) < 1e-2 * terms;
+                                g0 = m == 0 ? gm : g0;
+                                num += m < e.s ? gm * gm : 0;
+                                rss -= gm * gm;
+                            }
+                            if (!e.is_f)
+                                num = e.two ? g0 * g0 : e.sg * g0 * fabs(g0);
+                            rss = rss > fl[v] ? rss : fl[v];
+                            double q = cap[v] == -FLT_MAX ? -FLT_MAX : num / rss;
+                            if (ill)
+                                continue;
+                            checked++;
+                            assert_close(qw[i * nv + v], q, 1e-3 * (fabs(q) + 1.0) * (num / rss > 1e2 ? 1e3 : 1.0));
+                        }
+                    /* windows: on some values of the first permutation, below others */
+                    for (int64_t v = 0; v < nv; v++) {
+                        if (v % 5 == 0) {
+                            lo[v] = qw[v] - 1e-3f * fabsf(qw[v]) - 1e-6f;
+                            hi[v] = qw[v] + 1e-3f * fabsf(qw[v]) + 1e-6f;
+                        } else if (v % 5 == 1) {
+                            lo[v] = qw[v] - 2.0f;
+                            hi[v] = qw[v] - 1.0f;
+                        } else if (v % 5 == 2) {   /* the edges exactly: lo is inside, hi is not */
+                            lo[v] = qw[v];
+                            hi[v] = qw[v] + 1.0f;
+                        } else if (v % 5 == 3) {
+                            lo[v] = qw[v] - 1.0f;
+                            hi[v] = qw[v];
+                        }
+                    }
+                    for (int64_t v = 0; v <= nv; v++)
+                        cw[v] = (uint32_t)v;
+                    int n_w = -1;
+                    nf_glm_tile_ref(&e, R, E, n, lde, qw, mw, cw, nw, &n_w);
+                    for (int64_t v = 0; v < nv; v++) {
+                        uint32_t c = (uint32_t)v;
+                        for (int64_t i = 0; i < np; i++) {
+                            float x = qw[i * nv + v];
+                            c += x >= hi[v];
+                            counted_seen += x >= hi[v];
+                            bool in = x >= lo[v] && x < hi[v];
+                            near_seen += in;
+                            bool listed = false;
+                            for (int jj = 0; jj < n_w; jj++)
+                                listed |= nw[jj] == (int32_t)(i * nv + v);
+                            assert_true(listed == in);
+                        }
+                        assert_true(cw[v] == c);
+                    }
+                    assert_true(cw[nv] == (uint32_t)nv);
+                    qsort(nw, (size_t)n_w, sizeof *nw, cmp_int32);
+                    for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++)
+                        for (int with_q = 0; with_q < 2; with_q++) {
+                            for (int64_t i = 0; i < np * nv; i++)
+                                qg[i] = NAN;
+                            tables[t]->glm_tile(&e, R, E, n, lde, with_q ? qg : NULL, mg, NULL, NULL, NULL);
+                            if (with_q)
+                                assert_memory_equal(qg, qw, (size_t)W * sizeof *qg);
+                            assert_memory_equal(mg, mw, (size_t)(np + 1) * sizeof *mg);
+                            for (int64_t v = 0; v <= nv; v++)
+                                cg[v] = (uint32_t)v;
+                            int n_g = -1;
+                            tables[t]->glm_tile(&e, R, E, n, lde, with_q ? qg : NULL, mg, cg, ng, &n_g);
+                            if (with_q)
+                                assert_memory_equal(qg, qw, (size_t)W * sizeof *qg);
+                            else
+                                assert_true(qg[np * nv] == PAD_SENTINEL);
+                            assert_memory_equal(mg, mw, (size_t)(np + 1) * sizeof *mg);
+                            assert_memory_equal(cg, cw, (size_t)(nv + 1) * sizeof *cg);
+                            assert_int_equal(n_g, n_w);
+                            qsort(ng, (size_t)n_g, sizeof *ng, cmp_int32);
+                            if (n_w)
+                                assert_memory_equal(ng, nw, (size_t)n_w * sizeof *ng);
+                        }
+                    test_free(R);
+                    test_free(E);
+                    test_free(G);
+                    test_free(ss);
+                    test_free(fl);
+                    test_free(cap);
+                    test_free(lo);
+                    test_free(hi);
+                    test_free(qw);
+                    test_free(qg);
+                    test_free(qe);
+                    test_free(mw);
+                    test_free(mg);
+                    test_free(cw);
+                    test_free(cg);
+                    test_free(nw);
+                    test_free(ng);
+                }
+    assert_true(near_seen > 0 && counted_seen > 0 && cases > 300 && checked > values * 9 / 10);
+}
+
 /* ---- tables, BLAS identity, CUDA probe ------------------------------------ */
 
 static void test_tables_are_complete(void **state)
@@ -1458,6 +1632,7 @@ int main(void)
         cmocka_unit_test(test_ridge_error_sums_matches_reference),
         cmocka_unit_test(test_row_passes_match_reference),
         cmocka_unit_test(test_glm_epilogue_matches_reference),
+        cmocka_unit_test(test_glm_tile_matches_reference),
         cmocka_unit_test(test_blas_identity),
         cmocka_unit_test(test_blas_quiesce),
         cmocka_unit_test(test_cuda_probe_answers),

@@ -20,6 +20,8 @@
 
 #include "pipeline.h"
 #include "core/rng.h"
+#include "core/switches.h"
+#include "kernels/kernels.h"
 #include "core/util.h"
 #include "permute/permute.h"
 #include "permute/permute_glm.h"
@@ -616,6 +618,53 @@ static void test_threads_and_chunks_identical(void **state)
     }
     release(&pa, a);
     release(&pbp, b);
+}
+
+/* The fused GEMM-and-epilogue tile (kernels glm_tile) and the BLAS path
+ * (sgemm, then glm_epilogue; NLFLOW_GLM_TILE=0) give the same maps bit for bit
+ * and null maxima equal within round-off (each sums in its own order; values
+ * near a decision are decided in double either way): permutations (2 rows:
+ * x and the moved z) and sign flips (3: the intercept moves too), each tail,
+ * voxels past the kernel's strips and permutations past its register tiles. */
+static void test_fused_tile_same_as_blas(void **state)
+{
+    (void)state;
+    if (!nf_glm_tile_fused(2, false))
+        printf("note: this CPU has no vector glm_tile (AVX2+FMA): both runs take the BLAS path\n");
+    for (int exchange = 0; exchange < 2; exchange++)
+        for (int tail = 0; tail < 3; tail++) {
+            static const int tails[] = { PERM_TAIL_TWO, PERM_TAIL_UPPER, PERM_TAIL_LOWER };
+            struct glm_problem pb;
+            struct nf_value *a[PERMUTE_N_OUT] = { 0 }, *b[PERMUTE_N_OUT] = { 0 };
+            struct permute_params pa, pbp;
+            struct nf_error err = { 0 };
+            random_glm_problem(&pb, 24, 150, 0.4, 0.7, 0.3, 70 + (uint64_t)(exchange * 3 + tail));
+            const int ex = exchange ? PERM_EXCHANGE_SIGN_FLIP : PERM_EXCHANGE_PERMUTE;
+            glm_defaults(&pa, ex, tails[tail], 203, 8);
+            glm_defaults(&pbp, ex, tails[tail], 203, 8);
+            set_list(&pa.contrasts, 1, "x = x");
+            set_list(&pbp.contrasts, 1, "x = x");
+            unsetenv("NLFLOW_GLM_TILE");
+            nf_switches_reload();
+            assert_int_equal(run_glm(&pa, &pb, 2, a, &err), 0);
+            setenv("NLFLOW_GLM_TILE", "0", 1);
+            nf_switches_reload();
+            assert_false(nf_glm_tile_fused(2, false));
+            assert_int_equal(run_glm(&pbp, &pb, 2, b, &err), 0);
+            unsetenv("NLFLOW_GLM_TILE");
+            nf_switches_reload();
+            for (int o = PERMUTE_OUT_STAT; o <= PERMUTE_OUT_Q_FDR; o++) {
+                const struct nf_matrix *x = &a[o]->u.mat, *y = &b[o]->u.mat;
+                assert_int_equal(x->rows * x->cols, y->rows * y->cols);
+                assert_memory_equal(x->data, y->data, (size_t)(x->rows * x->cols) * sizeof(float));
+            }
+            const struct nf_matrix *x = &a[PERMUTE_OUT_NULL_MAX]->u.mat, *y = &b[PERMUTE_OUT_NULL_MAX]->u.mat;
+            assert_int_equal(x->rows * x->cols, 203);
+            for (int64_t i = 0; i < 203; i++)
+                assert_true(fabsf(x->data[i] - y->data[i]) <= 1e-4f * (fabsf(y->data[i]) + 1.0f));
+            release(&pa, a);
+            release(&pbp, b);
+        }
 }
 
 /* An intercept-only design with sign flips is test one_sample, stat t: the
@@ -1331,6 +1380,7 @@ int main(void)
         cmocka_unit_test(test_matches_freedman_lane_in_double),
         cmocka_unit_test(test_matches_smith_in_double),
         cmocka_unit_test(test_threads_and_chunks_identical),
+        cmocka_unit_test(test_fused_tile_same_as_blas),
         cmocka_unit_test(test_exact_ties_counted),
         cmocka_unit_test(test_intercept_only_is_one_sample),
         cmocka_unit_test(test_two_groups_is_two_sample_t),
