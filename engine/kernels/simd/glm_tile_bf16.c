@@ -1,0 +1,330 @@
+/* glm_tile_bf16.c — the glm permutation test's fused tile with the moved
+ * nuisance rows summed in bfloat16 (glm_tile_bf16 in kernels.h), for CPUs
+ * with AVX-512 bf16 dot products (Zen 4, Sapphire Rapids).
+ *
+ * Exact Freedman–Lane needs 1 + k_moved products per voxel and permutation
+ * (docs/randomise.md); the first, the regressor's, decides the statistic's
+ * numerator and is summed in float exactly as glm_tile sums it, while the
+ * nuisance rows only enter the residual sum of squares, where a relative
+ * error of 2^-8 of each of them moves the statistic by a fraction of a
+ * percent. A VDPBF16PS does two subjects' products per lane, so those rows
+ * take half the instructions: about 1.4x glm_tile's speed in all.
+ * Each value gets an interval that surely holds glm_tile's float value: the
+ * bf16 sums are off from the float ones by at most dg (nf_glm_bf16_bound, by
+ * Cauchy–Schwarz), which bounds the float path's residual sum of squares
+ * within D of ours (its round-off counted twice over), and the statistic
+ * moves by at most its value x D / (the smallest such sum) plus the
+ * divisions' round-off. Where the interval does not decide a count (reaches
+ * the voxel's window [lo, hi)) or may raise the permutation's running
+ * maximum, the 16 values of that vector are summed again in float, as
+ * glm_tile sums them (the same bits), and decided as glm_tile decides them.
+ * So the counts, the near list and the running maximum are glm_tile's
+ * exactly (tests/unit/test_kernels.c checks it); only the block maxima are
+ * upper bounds. Register tile: P permutations x (1 float + r-1 bf16 rows) x 2
+ * vectors = 24 accumulators. CPUs without bf16 take glm_tile (the vector or
+ * the plain one).
+ */
+#include <float.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "core/switches.h"
+
+/* glm_tile's values with the block maxima as both the bound and the running maximum */
+static void through_glm_tile(const struct nf_glm_epi *e, const float *R, const float *E, int64_t n, int64_t lde,
+                             float *ub_max, float *run_max, uint32_t *count, int32_t *near, int *n_near)
+{
+    nf_glm_tile_simd(e, R, E, n, lde, NULL, ub_max, count, near, n_near);
+    for (int64_t i = 0; i < e->np; i++)
+        run_max[i] = ub_max[i] > run_max[i] ? ub_max[i] : run_max[i];
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#define BF_TARGET "avx512f,avx512bf16,avx2,fma"
+typedef float bf_vf __attribute__((vector_size(64)));
+typedef int32_t bf_vi __attribute__((vector_size(64)));
+#define BF_MIN(a, b) ((bf_vf)_mm512_min_ps((__m512)(a), (__m512)(b)))   /* a < b ? a : b */
+#define BF_MAX(a, b) ((bf_vf)_mm512_max_ps((__m512)(a), (__m512)(b)))   /* a > b ? a : b */
+
+enum { BF_BLOCK = 96 };   /* permutations whose bound maxima are kept at once */
+
+/* glm_tile's 16 values of one permutation (rows Rp, g0 its first row's sums,
+ * already the float ones) at the voxels u .. u + 15: the other rows summed in
+ * float in k order and the epilogue's operations in its order (the same bits). */
+static inline __attribute__((always_inline, target(BF_TARGET))) bf_vf
+exact16(const struct nf_glm_epi *e, const float *Rp, const float *E, int64_t n, int64_t lde, int64_t u, bf_vf g0,
+        const int RR)
+{
+    __m512 g[4];
+    for (int m = 1; m < RR; m++)
+        g[m] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < n; k++) {
+        __m512 d = _mm512_loadu_ps(E + k * lde + u);
+        for (int m = 1; m < RR; m++)
+            g[m] = _mm512_fmadd_ps(_mm512_set1_ps(Rp[m * n + k]), d, g[m]);
+    }
+    const bf_vi absmask = (bf_vi){ 0 } + 0x7fffffff;
+    const bf_vf vsg = (bf_vf){ 0 } + e->sg;
+    bf_vf ss, fl, cap;
+    memcpy(&ss, e->ss + u, sizeof ss);
+    memcpy(&fl, e->fl + u, sizeof fl);
+    memcpy(&cap, e->cap + u, sizeof cap);
+    bf_vf ag = (bf_vf)((bf_vi)g0 & absmask);
+    bf_vf num = e->two ? g0 * g0 : vsg * g0 * ag;
+    bf_vf rss = ss - g0 * g0;
+    for (int m = 1; m < RR; m++)
+        rss -= (bf_vf)g[m] * (bf_vf)g[m];
+    rss = BF_MAX(rss, fl);
+    bf_vf x = num / rss;
+    return BF_MIN(x, cap);
+}
+
+/* One pair of subjects (2j, 2j + 1; the first alone when !PAIR) into the
+ * accumulators of bf_body: a macro so that the loop's copy has no branch. */
+#define BF_STEP(j_, PAIR)                                                                                  \
+    do {                                                                                                   \
+        const int64_t k_ = 2 * (j_);                                                                       \
+        __m512 d0_ = _mm512_loadu_ps(E + k_ * lde + v), d1_ = _mm512_loadu_ps(E + k_ * lde + v + W);       \
+        __m512 e0_ = _mm512_setzero_ps(), e1_ = _mm512_setzero_ps();                                       \
+        if (PAIR) {                                                                                        \
+            e0_ = _mm512_loadu_ps(E + (k_ + 1) * lde + v);                                                 \
+            e1_ = _mm512_loadu_ps(E + (k_ + 1) * lde + v + W);                                             \
+        }                                                                                                  \
+        __m512bh f0_ = (__m512bh)_mm512_loadu_si512(b->Eb + (j_) * ldb + v);                               \
+        __m512bh f1_ = (__m512bh)_mm512_loadu_si512(b->Eb + (j_) * ldb + v + W);                           \
+        _Pragma("GCC unroll 6") for (int pp = 0; pp < P; pp++) {                                           \
+            __m512 s_ = _mm512_set1_ps(Rp[pp * RR * n + k_]);                                              \
+            x0[pp] = _mm512_fmadd_ps(s_, d0_, x0[pp]);                                                     \
+            x1[pp] = _mm512_fmadd_ps(s_, d1_, x1[pp]);                                                     \
+            if (PAIR) {                                                                                    \
+                s_ = _mm512_set1_ps(Rp[pp * RR * n + k_ + 1]);                                             \
+                x0[pp] = _mm512_fmadd_ps(s_, e0_, x0[pp]);                                                 \
+                x1[pp] = _mm512_fmadd_ps(s_, e1_, x1[pp]);                                                 \
+            }                                                                                              \
+        }                                                                                                  \
+        _Pragma("GCC unroll 18") for (int q = 0; q < P * R1; q++) {                                        \
+            __m512bh s_ = (__m512bh)_mm512_set1_epi32((int)Rb[q * n2 + (j_)]);                             \
+            c0[q] = _mm512_dpbf16_ps(c0[q], s_, f0_);                                                      \
+            c1[q] = _mm512_dpbf16_ps(c1[q], s_, f1_);                                                      \
+        }                                                                                                  \
+    } while (0)
+
+/* The body for RR rows, P permutations per register tile: permutations
+ * [0, np - np % P) (listed in near as i_base + i) and voxels [0, nv - nv % 32). */
+static inline __attribute__((always_inline, target(BF_TARGET))) void
+bf_body(const struct nf_glm_epi *e, const struct nf_glm_bf16 *b, const float *R, const float *E, int64_t n,
+        int64_t lde, float *ub_max, float *run_max, uint32_t *count, int32_t *near, int *listed, int64_t i_base,
+        const int RR, const int P, const bool counting)
+{
+    enum { W = 16 };
+    const int R1 = RR - 1;
+    const int64_t nv = e->nv, nvf = nv - nv % (2 * W), npf = e->np - e->np % P, n2 = (n + 1) / 2;
+    const int64_t ldb = b->ldb;
+    const bool two = e->two;
+    const bf_vf vsg = (bf_vf){ 0 } + e->sg;
+    const bf_vi absmask = (bf_vi){ 0 } + 0x7fffffff;
+    /* 8 RR u: both paths' round-off of the residual sum of squares, twice over */
+    const bf_vf ru = (bf_vf){ 0 } + (float)(8 * RR) * 0x1p-24f;
+    float vub[BF_BLOCK * W];
+    const int64_t pb = BF_BLOCK - BF_BLOCK % P;
+    for (int64_t b0 = 0; b0 < npf; b0 += pb) {
+        const int64_t bn = npf - b0 < pb ? npf - b0 : pb;
+        for (int64_t i = 0; i < bn * W; i++)
+            vub[i] = -FLT_MAX;
+        for (int64_t v = 0; v < nvf; v += 2 * W) {
+            bf_vi cnt[2] = { { 0 }, { 0 } };
+            if (counting) {
+                memcpy(&cnt[0], count + v, sizeof cnt[0]);
+                memcpy(&cnt[1], count + v + W, sizeof cnt[1]);
+            }
+            for (int64_t p = b0; p < b0 + bn; p += P) {
+                __m512 x0[6], x1[6], c0[18], c1[18];   /* P and P (RR-1) of them used: registers */
+                _Pragma("GCC unroll 6") for (int j = 0; j < P; j++)
+                    x0[j] = x1[j] = _mm512_setzero_ps();
+                _Pragma("GCC unroll 18") for (int j = 0; j < P * R1; j++)
+                    c0[j] = c1[j] = _mm512_setzero_ps();
+                const float *Rp = R + p * RR * n;
+                const uint32_t *Rb = b->Rb + p * R1 * n2;
+                /* subjects in pairs: the regressor's row in float, k then k + 1 (glm_tile's
+                 * order), the others' pairs in one bf16 dot product; an odd last one alone */
+                for (int64_t j = 0; j < n / 2; j++)
+                    BF_STEP(j, true);
+                if (n % 2)
+                    BF_STEP(n / 2, false);
+                _Pragma("GCC unroll 6") for (int pp = 0; pp < P; pp++) {
+                    _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+                        const int64_t u = v + h * W;
+                        const __m512 *c = h ? c1 + pp * R1 : c0 + pp * R1;
+                        bf_vf g0 = (bf_vf)(h ? x1[pp] : x0[pp]);
+                        bf_vf ss, fl, cap, dg;
+                        memcpy(&ss, e->ss + u, sizeof ss);
+                        memcpy(&fl, e->fl + u, sizeof fl);
+                        memcpy(&cap, e->cap + u, sizeof cap);
+                        memcpy(&dg, b->dg + u, sizeof dg);
+                        bf_vf ag = (bf_vf)((bf_vi)g0 & absmask);
+                        bf_vf num = two ? g0 * g0 : vsg * g0 * ag;
+                        bf_vf rss = ss - g0 * g0, big = ss + g0 * g0, moved = { 0 };
+                        _Pragma("GCC unroll 4") for (int m = 0; m < R1; m++) {
+                            bf_vf bm = (bf_vf)c[m], am = (bf_vf)((bf_vi)bm & absmask), tm = am + dg;
+                            rss -= bm * bm;
+                            moved += dg * (am + tm);   /* |g_f² - g_b²| <= dg (2|g_b| + dg) */
+                            big += tm * tm;
+                        }
+                        /* the float path's rss is within D of ours; the statistic within rad */
+                        bf_vf D = (moved + ru * big) * 1.01f + FLT_MIN;
+                        bf_vf lo_rss = BF_MAX(rss - D, fl);
+                        bf_vf qm = BF_MIN(num / BF_MAX(rss, fl), cap);
+                        bf_vf rho = D * (bf_vf)_mm512_rcp14_ps((__m512)lo_rss) * (1.0f + 0x1p-11f) + 0x1p-21f;
+                        bf_vf rad = (bf_vf)((bf_vi)qm & absmask) * rho;
+                        bf_vf lb = qm - rad, ub = qm + rad;
+                        float *slot = vub + (p - b0 + pp) * W;
+                        bf_vf old;
+                        memcpy(&old, slot, sizeof old);
+                        old = BF_MAX(ub, old);
+                        memcpy(slot, &old, sizeof old);
+                        bf_vi need = (bf_vi)(ub > ((bf_vf){ 0 } + run_max[p + pp]));
+                        bf_vi unsure = { 0 };
+                        bf_vf lo, hi;
+                        if (counting) {
+                            memcpy(&lo, e->lo + u, sizeof lo);
+                            memcpy(&hi, e->hi + u, sizeof hi);
+                            cnt[h] -= (bf_vi)(lb >= hi);
+                            unsure = (bf_vi)(ub >= lo) & (bf_vi)(lb < hi);
+                            /* NaN bounds (a flat voxel's 0/0) decide nothing: decided exactly */
+                            unsure |= (bf_vi)(lb != lb) & ((bf_vi)(ub >= lo) | (bf_vi)(ub != ub));
+                            need |= unsure;
+                        }
+                        int any = 0;
+                        for (int l = 0; l < W; l++)
+                            any |= need[l];
+                        if (__builtin_expect(any, 0)) {
+                            bf_vf x = exact16(e, Rp + pp * RR * n, E, n, lde, u, g0, RR);
+                            float m = run_max[p + pp];
+                            for (int l = 0; l < W; l++) {
+                                if (!need[l])
+                                    continue;
+                                m = x[l] > m ? x[l] : m;
+                                if (counting && unsure[l]) {
+                                    cnt[h][l] += x[l] >= hi[l];
+                                    if (x[l] >= lo[l] && x[l] < hi[l])
+                                        near[(*listed)++] = (int32_t)((i_base + p + pp) * nv + u + l);
+                                }
+                            }
+                            run_max[p + pp] = m;
+                        }
+                    }
+                }
+            }
+            if (counting) {
+                memcpy(count + v, &cnt[0], sizeof cnt[0]);
+                memcpy(count + v + W, &cnt[1], sizeof cnt[1]);
+            }
+        }
+        for (int64_t i = 0; i < bn; i++) {
+            float m = -FLT_MAX;
+            for (int l = 0; l < W; l++)
+                m = vub[i * W + l] > m ? vub[i * W + l] : m;
+            ub_max[b0 + i] = m;
+        }
+    }
+}
+
+/* The P-permutation tiles, then the rest one permutation at a time. */
+static inline __attribute__((always_inline, target(BF_TARGET))) void
+bf_rows(const struct nf_glm_epi *e, const struct nf_glm_bf16 *b, const float *R, const float *E, int64_t n,
+        int64_t lde, float *ub_max, float *run_max, uint32_t *count, int32_t *near, int *listed, const int RR,
+        const int P, const bool counting)
+{
+    const int64_t npf = e->np - e->np % P;
+    bf_body(e, b, R, E, n, lde, ub_max, run_max, count, near, listed, 0, RR, P, counting);
+    if (npf < e->np) {
+        struct nf_glm_epi t = *e;
+        struct nf_glm_bf16 tb = *b;
+        t.np = e->np - npf;
+        tb.Rb = b->Rb + npf * (RR - 1) * ((n + 1) / 2);
+        bf_body(&t, &tb, R + npf * RR * n, E, n, lde, ub_max + npf, run_max + npf, count, near, listed, npf, RR,
+                1, counting);
+    }
+}
+
+static __attribute__((target(BF_TARGET), noinline)) void
+bf_tile(const struct nf_glm_epi *e, const struct nf_glm_bf16 *b, const float *R, const float *E, int64_t n,
+        int64_t lde, float *ub_max, float *run_max, uint32_t *count, int32_t *near, int *listed)
+{
+    /* accumulators 2 P r <= 24 of the 32 registers */
+    switch (e->r * 2 + (count != NULL)) {
+    case 4: bf_rows(e, b, R, E, n, lde, ub_max, run_max, NULL, NULL, listed, 2, 6, false); break;
+    case 5: bf_rows(e, b, R, E, n, lde, ub_max, run_max, count, near, listed, 2, 6, true); break;
+    case 6: bf_rows(e, b, R, E, n, lde, ub_max, run_max, NULL, NULL, listed, 3, 4, false); break;
+    case 7: bf_rows(e, b, R, E, n, lde, ub_max, run_max, count, near, listed, 3, 4, true); break;
+    case 8: bf_rows(e, b, R, E, n, lde, ub_max, run_max, NULL, NULL, listed, 4, 3, false); break;
+    default: bf_rows(e, b, R, E, n, lde, ub_max, run_max, count, near, listed, 4, 3, true); break;
+    }
+}
+
+static bool bf16_cpu(void)
+{
+    static _Atomic int has = -1;
+    int h = has;
+    if (h < 0) {
+        __builtin_cpu_init();
+        h = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16") &&
+            __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+        has = h;
+    }
+    return h;
+}
+#endif
+
+bool nf_glm_tile_bf16_fast(int64_t r, bool is_f)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    return !is_f && r >= 2 && r <= 4 && bf16_cpu() && nf_switches()->glm_bf16 && nf_glm_tile_fused(r, is_f);
+#else
+    (void)r;
+    (void)is_f;
+    return false;
+#endif
+}
+
+void nf_glm_tile_bf16_simd(const struct nf_glm_epi *e, const struct nf_glm_bf16 *b, const float *R, const float *E,
+                           int64_t n, int64_t lde, float *ub_max, float *run_max, uint32_t *count, int32_t *near,
+                           int *n_near)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (!e->is_f && e->r >= 2 && e->r <= 4 && e->nv >= 32 && bf16_cpu()) {
+        int listed = 0;
+        bf_tile(e, b, R, E, n, lde, ub_max, run_max, count, near, &listed);
+        const int64_t nvf = e->nv - e->nv % 32;
+        if (nvf < e->nv) {   /* the voxels past the last strip, through glm_tile */
+            struct nf_glm_epi t = *e;
+            t.ss += nvf, t.fl += nvf, t.cap += nvf;
+            if (count)
+                t.lo += nvf, t.hi += nvf;
+            t.nv = e->nv - nvf;
+            for (int64_t i = 0; i < e->np; i++) {
+                float m;
+                int n_tail = 0;
+                t.np = 1;
+                nf_glm_tile_simd(&t, R + i * e->r * n, E + nvf, n, lde, NULL, &m, count ? count + nvf : NULL,
+                                 count ? near + listed : NULL, &n_tail);
+                for (int j = 0; j < n_tail; j++)
+                    near[listed + j] += (int32_t)(i * e->nv + nvf);
+                listed += n_tail;
+                ub_max[i] = m > ub_max[i] ? m : ub_max[i];
+                run_max[i] = m > run_max[i] ? m : run_max[i];
+            }
+        }
+        if (count)
+            *n_near = listed;
+        return;
+    }
+#endif
+    through_glm_tile(e, R, E, n, lde, ub_max, run_max, count, near, n_near);
+}
