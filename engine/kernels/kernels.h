@@ -226,7 +226,7 @@ enum { NF_GLM_TILE_MAX_ROWS = 16 };
 void nf_bf16_pairs(const float *X, int64_t rows, int64_t cols, int64_t ld, uint32_t *out, int64_t ldo);
 /* dg for rows of 2-norm at most row_norm over n subjects, at a voxel whose
  * float column of E has sum of squares at most ss: the bf16 rounding of both
- * operands (2^-9 each), both sums' float round-off and bf16's flushed
+ * operands (2^-8 each), both sums' float round-off and bf16's flushed
  * subnormals, by Cauchy-Schwarz. */
 float nf_glm_bf16_bound(int64_t n, double row_norm, double ss);
 /* Whether the glm test should call glm_tile_bf16 for a contrast of r rows

@@ -1308,6 +1308,191 @@ static void test_glm_tile_matches_reference(void **state)
     assert_true(near_seen > 0 && counted_seen > 0 && cases > 300 && checked > values * 9 / 10);
 }
 
+/* Every table's glm_tile_bf16 against glm_tile's plain loop: the same
+ * counts and near list, the running maximum max(seed, glm_tile's maximum) and
+ * the block maxima at or above glm_tile's (equal for the plain version), for
+ * t contrasts of 2..4 unit rows in each tail, odd and even subject counts,
+ * permutation counts around the register tiles (6, 4, 3) and the block of 96,
+ * voxel counts around the strips of 32, a flat voxel, floors that bind, and
+ * windows whose edges are exactly some float values (so that many values
+ * are not decided by their bounds and are summed again). */
+static void test_glm_tile_bf16_matches_tile(void **state)
+{
+    (void)state;
+    const int64_t lengths[] = { 1, 31, 32, 33, 64, 100 };
+    const int64_t perms[] = { 1, 3, 5, 7, 13, 97 };
+    const int64_t depths[] = { 1, 2, 5, 37, 100 };
+    const struct nf_kernels *tables[] = { &nf_kernels_ref, &nf_kernels_blas, nf_kernels_cpu() };
+    rng_seed(1618);
+    int64_t cases = 0, near_seen = 0, counted_seen = 0;
+    for (size_t li = 0; li < sizeof lengths / sizeof lengths[0]; li++)
+        for (size_t pi = 0; pi < sizeof perms / sizeof perms[0]; pi++)
+            for (int64_t r = 2; r <= 4; r++)
+                for (int tail = 0; tail < 3; tail++) {
+                    const int64_t nv = lengths[li], np = perms[pi], lde = nv + 3, ldb = nv + 1;
+                    const int64_t n = depths[(li + pi + (size_t)r + (size_t)tail) % 5], n2 = (n + 1) / 2;
+                    if (np == 97 && (li % 2 || tail))
+                        continue;
+                    cases++;
+                    float *R = random_matrix(np * r, n, n), *E = random_matrix(n, nv, lde);
+                    for (int64_t i = 0; i < np * r; i++) {   /* unit rows (row_norm 1) */
+                        double sq = 0;
+                        for (int64_t k = 0; k < n; k++)
+                            sq += (double)R[i * n + k] * R[i * n + k];
+                        for (int64_t k = 0; k < n; k++)
+                            R[i * n + k] = (float)(R[i * n + k] / sqrt(sq));
+                    }
+                    if (nv > 2)
+                        for (int64_t k = 0; k < n; k++)
+                            E[k * lde + 2] = 0.0f;   /* voxel 2 flat */
+                    uint32_t *Eb = test_malloc((size_t)(n2 * ldb) * sizeof *Eb), *Rb = test_malloc((size_t)(np * (r - 1) * n2) * sizeof *Rb);
+                    nf_bf16_pairs(E, n, nv, lde, Eb, ldb);
+                    for (int64_t i = 0; i < np; i++)
+                        for (int64_t m = 1; m < r; m++)
+                            nf_bf16_pairs(R + (i * r + m) * n, n, 1, 1, Rb + (i * (r - 1) + m - 1) * n2, 1);
+                    float *ss = test_malloc((size_t)nv * sizeof *ss), *fl = test_malloc((size_t)nv * sizeof *fl);
+                    float *cap = test_malloc((size_t)nv * sizeof *cap), *lo = test_malloc((size_t)nv * sizeof *lo);
+                    float *hi = test_malloc((size_t)nv * sizeof *hi), *dg = test_malloc((size_t)nv * sizeof *dg);
+                    float *q = test_malloc((size_t)(np * nv) * sizeof *q);
+                    float *mref = test_malloc((size_t)np * sizeof *mref), *ub = test_malloc((size_t)(np + 1) * sizeof *ub);
+                    float *seed = test_malloc((size_t)np * sizeof *seed), *run = test_malloc((size_t)(np + 1) * sizeof *run);
+                    uint32_t *cref = test_malloc((size_t)nv * sizeof *cref), *cg = test_malloc((size_t)(nv + 1) * sizeof *cg);
+                    int32_t *nref = test_malloc((size_t)(np * nv) * sizeof *nref), *ng = test_malloc((size_t)(np * nv) * sizeof *ng);
+                    for (int64_t v = 0; v < nv; v++) {
+                        double col = 0;
+                        for (int64_t k = 0; k < n; k++)
+                            col += (double)E[k * lde + v] * E[k * lde + v];
+                        dg[v] = nf_glm_bf16_bound(n, 1.0, col);
+                        ss[v] = (float)(col * (v % 7 == 4 ? 0.2 : 1.0));   /* some floors bind */
+                        fl[v] = (float)(1e-3 * col);
+                        cap[v] = col == 0 ? -FLT_MAX : FLT_MAX;
+                        lo[v] = hi[v] = FLT_MAX;
+                    }
+                    struct nf_glm_epi e = { .ss = ss, .fl = fl, .cap = cap, .lo = lo, .hi = hi, .np = np, .r = r, .s = 1,
+                                            .nv = nv, .sg = tail == 2 ? -1.0f : 1.0f, .two = tail == 0 };
+                    struct nf_glm_bf16 b = { .Eb = Eb, .Rb = Rb, .ldb = ldb, .dg = dg };
+                    nf_glm_tile_ref(&e, R, E, n, lde, q, mref, NULL, NULL, NULL);
+                    /* windows with edges at values of various permutations */
+                    for (int64_t v = 0; v < nv; v++) {
+                        float x = q[((v * 7) % np) * nv + v];
+                        switch (v % 5) {
+                        case 0: lo[v] = x, hi[v] = x + 0.5f * fabsf(x) + 1e-3f; break;   /* x inside */
+                        case 1: lo[v] = x - 0.5f * fabsf(x) - 1e-3f, hi[v] = x; break;   /* x counted */
+                        case 2: lo[v] = hi[v] = FLT_MAX; break;                          /* not tested */
+                        case 3: lo[v] = nextafterf(x, INFINITY), hi[v] = nextafterf(lo[v], INFINITY); break;
+                        default: lo[v] = x - 1e-3f, hi[v] = x + 1e-3f; break;
+                        }
+                    }
+                    memset(cref, 0, (size_t)nv * sizeof *cref);
+                    int n_ref = -1;
+                    nf_glm_tile_ref(&e, R, E, n, lde, NULL, mref, cref, nref, &n_ref);
+                    qsort(nref, (size_t)n_ref, sizeof *nref, cmp_int32);
+                    for (int64_t v = 0; v < nv; v++)
+                        counted_seen += cref[v];
+                    near_seen += n_ref;
+                    for (int64_t i = 0; i < np; i++)   /* running maxima seeded below, at and above the block's */
+                        seed[i] = i % 3 == 0 ? -FLT_MAX : i % 3 == 1 ? mref[i] - 0.01f * fabsf(mref[i]) : mref[i] + 1.0f;
+                    for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++)
+                        for (int counting = 0; counting < 2; counting++) {
+                            memcpy(run, seed, (size_t)np * sizeof *run);
+                            run[np] = ub[np] = PAD_SENTINEL;
+                            for (int64_t v = 0; v <= nv; v++)
+                                cg[v] = 0;
+                            int n_g = -1;
+                            tables[t]->glm_tile_bf16(&e, &b, R, E, n, lde, ub, run, counting ? cg : NULL,
+                                                     counting ? ng : NULL, &n_g);
+                            for (int64_t i = 0; i < np; i++) {
+                                assert_true(run[i] == (mref[i] > seed[i] ? mref[i] : seed[i]));
+                                assert_true(ub[i] >= mref[i]);
+                                if (tables[t] == &nf_kernels_ref)
+                                    assert_true(ub[i] == mref[i]);
+                            }
+                            assert_true(run[np] == PAD_SENTINEL && ub[np] == PAD_SENTINEL);
+                            assert_true(cg[nv] == 0);
+                            if (!counting)
+                                continue;
+                            assert_memory_equal(cg, cref, (size_t)nv * sizeof *cg);
+                            assert_int_equal(n_g, n_ref);
+                            qsort(ng, (size_t)n_g, sizeof *ng, cmp_int32);
+                            if (n_ref)
+                                assert_memory_equal(ng, nref, (size_t)n_ref * sizeof *ng);
+                        }
+                    test_free(R);
+                    test_free(E);
+                    test_free(Eb);
+                    test_free(Rb);
+                    test_free(ss);
+                    test_free(fl);
+                    test_free(cap);
+                    test_free(lo);
+                    test_free(hi);
+                    test_free(dg);
+                    test_free(q);
+                    test_free(mref);
+                    test_free(ub);
+                    test_free(seed);
+                    test_free(run);
+                    test_free(cref);
+                    test_free(cg);
+                    test_free(nref);
+                    test_free(ng);
+                }
+    assert_true(cases > 200 && near_seen > 0 && counted_seen > 0);
+}
+
+/* bfloat16 pairs: rounded to nearest, ties to even, row 2j low and 2j + 1
+ * high, a missing last row 0; and the bound of a bf16 row sum holds on random
+ * unit rows (the largest distance seen stays below it). */
+static void test_bf16_pairs_and_bound(void **state)
+{
+    (void)state;
+    const float X[3][2] = { { 1.0f, 1.00390625f }, { 1.005859375f, -2.0f }, { 0x1.0101p0f, 3.0f } };
+    uint32_t out[4];
+    nf_bf16_pairs(&X[0][0], 3, 2, 2, out, 2);
+    /* 1.00390625 = 1 + 2^-8 is a tie between 1 and 1 + 2^-7: to even (1); 1 + 3 2^-9 rounds up */
+    assert_int_equal(out[0], 0x3f80u | (0x3f81u << 16));
+    assert_int_equal(out[1], 0x3f80u | (0xc000u << 16));
+    assert_int_equal(out[2], 0x3f81u);   /* 0x1.0101p0 rounds up; no fourth row */
+    assert_int_equal(out[3], 0x4040u);
+    rng_seed(99);
+    double worst = 0;
+    for (int64_t n = 1; n <= 300; n += 37) {
+        float *row = random_matrix(1, n, n), *col = random_matrix(1, n, n);
+        uint32_t *rb = test_malloc((size_t)((n + 1) / 2) * sizeof *rb), *cb = test_malloc((size_t)((n + 1) / 2) * sizeof *cb);
+        double sq = 0, cs = 0;
+        for (int64_t k = 0; k < n; k++)
+            sq += (double)row[k] * row[k];
+        for (int64_t k = 0; k < n; k++) {
+            row[k] = (float)(row[k] / sqrt(sq));
+            cs += (double)col[k] * col[k];
+        }
+        nf_bf16_pairs(row, n, 1, 1, rb, 1);
+        nf_bf16_pairs(col, n, 1, 1, cb, 1);
+        double exact = 0, bsum = 0;
+        float fsum = 0.0f;
+        for (int64_t k = 0; k < n; k++) {
+            exact += (double)row[k] * col[k];
+            fsum = fmaf(row[k], col[k], fsum);
+            uint32_t a = k % 2 ? rb[k / 2] >> 16 : rb[k / 2] & 0xffffu, c = k % 2 ? cb[k / 2] >> 16 : cb[k / 2] & 0xffffu;
+            float af, cf;
+            uint32_t ab = a << 16, cbits = c << 16;
+            memcpy(&af, &ab, sizeof af);
+            memcpy(&cf, &cbits, sizeof cf);
+            assert_true(fabs((double)af - row[k]) <= 0x1p-8 * fabs(row[k]) && fabs((double)cf - col[k]) <= 0x1p-8 * fabs(col[k]));
+            bsum += (double)af * cf;
+        }
+        float bound = nf_glm_bf16_bound(n, 1.0, cs);
+        assert_true(fabs(bsum - (double)fsum) <= bound);
+        assert_true(bound < 0.02 * sqrt(cs));   /* and not vacuous */
+        worst = fmax(worst, fabs(bsum - (double)fsum) / bound);
+        test_free(row);
+        test_free(col);
+        test_free(rb);
+        test_free(cb);
+    }
+    assert_true(worst > 0.0 && worst <= 1.0);
+}
+
 /* ---- tables, BLAS identity, CUDA probe ------------------------------------ */
 
 static void test_tables_are_complete(void **state)
@@ -1633,6 +1818,8 @@ int main(void)
         cmocka_unit_test(test_row_passes_match_reference),
         cmocka_unit_test(test_glm_epilogue_matches_reference),
         cmocka_unit_test(test_glm_tile_matches_reference),
+        cmocka_unit_test(test_glm_tile_bf16_matches_tile),
+        cmocka_unit_test(test_bf16_pairs_and_bound),
         cmocka_unit_test(test_blas_identity),
         cmocka_unit_test(test_blas_quiesce),
         cmocka_unit_test(test_cuda_probe_answers),

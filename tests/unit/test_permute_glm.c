@@ -620,50 +620,66 @@ static void test_threads_and_chunks_identical(void **state)
     release(&pbp, b);
 }
 
-/* The fused GEMM-and-epilogue tile (kernels glm_tile) and the BLAS path
- * (sgemm, then glm_epilogue; NLFLOW_GLM_TILE=0) give the same maps bit for bit
- * and null maxima equal within round-off (each sums in its own order; values
- * near a decision are decided in double either way): permutations (2 rows:
- * x and the moved z) and sign flips (3: the intercept moves too), each tail,
- * voxels past the kernel's strips and permutations past its register tiles. */
+/* The three paths of the glm test give the same maps bit for bit: the fused
+ * tile with the nuisance rows in bf16 (glm_tile_bf16, where the CPU has it),
+ * the fused tile in float (glm_tile; NLFLOW_GLM_BF16=0) and the BLAS
+ * (sgemm, then glm_epilogue; NLFLOW_GLM_TILE=0); the two fused paths also the
+ * same null maxima, the BLAS's within round-off (it sums in its own order;
+ * values near a decision are decided in double either way). Permutations
+ * (2 rows: x and the moved z) and sign flips (3: the intercept moves too),
+ * each tail, voxels past the kernels' strips, permutations past their tiles. */
+static void set_paths(int path)
+{
+    unsetenv("NLFLOW_GLM_BF16");
+    unsetenv("NLFLOW_GLM_TILE");
+    if (path == 1)
+        setenv("NLFLOW_GLM_BF16", "0", 1);
+    if (path == 2)
+        setenv("NLFLOW_GLM_TILE", "0", 1);
+    nf_switches_reload();
+}
+
 static void test_fused_tile_same_as_blas(void **state)
 {
     (void)state;
     if (!nf_glm_tile_fused(2, false))
-        printf("note: this CPU has no vector glm_tile (AVX2+FMA): both runs take the BLAS path\n");
+        printf("note: this CPU has no vector glm_tile (AVX2+FMA): every run takes the BLAS path\n");
+    else if (!nf_glm_tile_bf16_fast(2, false))
+        printf("note: this CPU has no AVX-512 bf16: the first two runs take the same float path\n");
     for (int exchange = 0; exchange < 2; exchange++)
         for (int tail = 0; tail < 3; tail++) {
             static const int tails[] = { PERM_TAIL_TWO, PERM_TAIL_UPPER, PERM_TAIL_LOWER };
             struct glm_problem pb;
-            struct nf_value *a[PERMUTE_N_OUT] = { 0 }, *b[PERMUTE_N_OUT] = { 0 };
-            struct permute_params pa, pbp;
+            struct nf_value *o[3][PERMUTE_N_OUT] = { { 0 } };
+            struct permute_params prm[3];
             struct nf_error err = { 0 };
             random_glm_problem(&pb, 24, 150, 0.4, 0.7, 0.3, 70 + (uint64_t)(exchange * 3 + tail));
             const int ex = exchange ? PERM_EXCHANGE_SIGN_FLIP : PERM_EXCHANGE_PERMUTE;
-            glm_defaults(&pa, ex, tails[tail], 203, 8);
-            glm_defaults(&pbp, ex, tails[tail], 203, 8);
-            set_list(&pa.contrasts, 1, "x = x");
-            set_list(&pbp.contrasts, 1, "x = x");
-            unsetenv("NLFLOW_GLM_TILE");
-            nf_switches_reload();
-            assert_int_equal(run_glm(&pa, &pb, 2, a, &err), 0);
-            setenv("NLFLOW_GLM_TILE", "0", 1);
-            nf_switches_reload();
-            assert_false(nf_glm_tile_fused(2, false));
-            assert_int_equal(run_glm(&pbp, &pb, 2, b, &err), 0);
-            unsetenv("NLFLOW_GLM_TILE");
-            nf_switches_reload();
-            for (int o = PERMUTE_OUT_STAT; o <= PERMUTE_OUT_Q_FDR; o++) {
-                const struct nf_matrix *x = &a[o]->u.mat, *y = &b[o]->u.mat;
-                assert_int_equal(x->rows * x->cols, y->rows * y->cols);
-                assert_memory_equal(x->data, y->data, (size_t)(x->rows * x->cols) * sizeof(float));
+            for (int path = 0; path < 3; path++) {
+                glm_defaults(&prm[path], ex, tails[tail], 203, 8);
+                set_list(&prm[path].contrasts, 1, "x = x");
+                set_paths(path);
+                if (path == 2)
+                    assert_false(nf_glm_tile_fused(2, false));
+                if (path == 1)
+                    assert_false(nf_glm_tile_bf16_fast(2, false));
+                assert_int_equal(run_glm(&prm[path], &pb, 2, o[path], &err), 0);
             }
-            const struct nf_matrix *x = &a[PERMUTE_OUT_NULL_MAX]->u.mat, *y = &b[PERMUTE_OUT_NULL_MAX]->u.mat;
-            assert_int_equal(x->rows * x->cols, 203);
-            for (int64_t i = 0; i < 203; i++)
-                assert_true(fabsf(x->data[i] - y->data[i]) <= 1e-4f * (fabsf(y->data[i]) + 1.0f));
-            release(&pa, a);
-            release(&pbp, b);
+            set_paths(0);
+            for (int path = 1; path < 3; path++) {
+                for (int out = PERMUTE_OUT_STAT; out <= PERMUTE_OUT_Q_FDR; out++) {
+                    const struct nf_matrix *x = &o[0][out]->u.mat, *y = &o[path][out]->u.mat;
+                    assert_int_equal(x->rows * x->cols, y->rows * y->cols);
+                    assert_memory_equal(x->data, y->data, (size_t)(x->rows * x->cols) * sizeof(float));
+                }
+                const struct nf_matrix *x = &o[0][PERMUTE_OUT_NULL_MAX]->u.mat, *y = &o[path][PERMUTE_OUT_NULL_MAX]->u.mat;
+                assert_int_equal(x->rows * x->cols, 203);
+                for (int64_t i = 0; i < 203; i++)
+                    assert_true(path == 1 ? x->data[i] == y->data[i]
+                                          : fabsf(x->data[i] - y->data[i]) <= 1e-4f * (fabsf(y->data[i]) + 1.0f));
+            }
+            for (int path = 0; path < 3; path++)
+                release(&prm[path], o[path]);
         }
 }
 

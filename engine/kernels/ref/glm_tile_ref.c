@@ -84,11 +84,12 @@ void nf_bf16_pairs(const float *X, int64_t rows, int64_t cols, int64_t ld, uint3
 
 float nf_glm_bf16_bound(int64_t n, double row_norm, double ss)
 {
-    /* per product: both operands off by 2^-9 relative; the bf16 sum's and the
-     * float sum's round-off, (n + 2) 2^-24 each of the sum of |products|,
-     * which Cauchy-Schwarz bounds by |row| |column|; a flushed subnormal
-     * operand or partial sum: 2^-126 each */
-    const double rel = 0x1p-8 + 0x1p-18 + 2.0 * (double)(n + 2) * 0x1p-24 * 1.01;
+    /* per product: both operands off by up to 2^-8 relative (bf16 keeps 8
+     * significant bits); the bf16 sum's and the float sum's round-off,
+     * (n + 2) 2^-24 each of the sum of |products|, which Cauchy-Schwarz
+     * bounds by |row| |column|; a flushed subnormal operand or partial sum:
+     * 2^-126 each */
+    const double rel = 0x1p-7 + 0x1p-16 + 2.0 * (double)(n + 2) * 0x1p-24 * 1.01;
     double d = rel * row_norm * sqrt(ss > 0 ? ss : 0) * 1.001 + (double)(n + 1) * 0x1p-110;
     return nextafterf((float)d, INFINITY);
 }
