@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <dirent.h>
 
 #include "kernels/kernels.h"
@@ -1717,7 +1718,7 @@ static void test_blas_identity(void **state)
 }
 
 /* Threads of this process, from /proc/self/task (-1 where unreadable). */
-static int process_threads(void)
+static int process_threads_now(void)
 {
     DIR *d = opendir("/proc/self/task");
     if (!d)
@@ -1726,6 +1727,20 @@ static int process_threads(void)
     for (struct dirent *e; (e = readdir(d));)
         n += e->d_name[0] != '.';
     closedir(d);
+    return n;
+}
+
+/* The threads of this process once exited ones are gone: a joined thread can
+ * stay listed in /proc/self/task for a moment after pthread_join returns (its
+ * kernel task is released after the join's wake-up), so wait up to a second
+ * for the count to settle at 1. */
+static int process_threads(void)
+{
+    int n = process_threads_now();
+    for (int i = 0; i < 100 && n > 1; i++) {
+        nanosleep(&(struct timespec){ .tv_nsec = 10 * 1000 * 1000 }, NULL);
+        n = process_threads_now();
+    }
     return n;
 }
 

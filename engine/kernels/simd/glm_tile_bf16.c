@@ -138,10 +138,10 @@ bf_body(const struct nf_glm_epi *e, const struct nf_glm_bf16 *b, const float *R,
         for (int64_t i = 0; i < bn * W; i++)
             vub[i] = -FLT_MAX;
         for (int64_t v = 0; v < nvf; v += 2 * W) {
-            bf_vi cnt[2] = { { 0 }, { 0 } };
+            __m512i cnt[2] = { _mm512_setzero_si512(), _mm512_setzero_si512() };
             if (counting) {
-                memcpy(&cnt[0], count + v, sizeof cnt[0]);
-                memcpy(&cnt[1], count + v + W, sizeof cnt[1]);
+                cnt[0] = _mm512_loadu_si512(count + v);
+                cnt[1] = _mm512_loadu_si512(count + v + W);
             }
             for (int64_t p = b0; p < b0 + bn; p += P) {
                 __m512 x0[6], x1[6], c0[18], c1[18];   /* P and P (RR-1) of them used: registers */
@@ -167,63 +167,67 @@ bf_body(const struct nf_glm_epi *e, const struct nf_glm_bf16 *b, const float *R,
                         memcpy(&fl, e->fl + u, sizeof fl);
                         memcpy(&cap, e->cap + u, sizeof cap);
                         memcpy(&dg, b->dg + u, sizeof dg);
-                        bf_vf ag = (bf_vf)((bf_vi)g0 & absmask);
-                        bf_vf num = two ? g0 * g0 : vsg * g0 * ag;
-                        bf_vf rss = ss - g0 * g0, big = ss + g0 * g0, moved = { 0 };
+                        bf_vf g0sq = g0 * g0, ag = (bf_vf)((bf_vi)g0 & absmask);
+                        bf_vf num = two ? g0sq : vsg * g0 * ag;
+                        bf_vf rss = ss - g0sq, big = ss + g0sq, sab = { 0 };
                         _Pragma("GCC unroll 4") for (int m = 0; m < R1; m++) {
                             bf_vf bm = (bf_vf)c[m], am = (bf_vf)((bf_vi)bm & absmask), tm = am + dg;
                             rss -= bm * bm;
-                            moved += dg * (am + tm);   /* |g_f² - g_b²| <= dg (2|g_b| + dg) */
+                            sab += am;
                             big += tm * tm;
                         }
-                        /* the float path's rss is within D of ours; the statistic within rad */
-                        bf_vf D = (moved + ru * big) * 1.01f + FLT_MIN;
+                        /* the float path's rss is within D of ours (|g_f² - g_b²| <= dg (2|g_b| + dg)
+                         * per row, and both paths' round-off), so its statistic is within rad of
+                         * qm: D over the smallest rss it can have, plus rcp14's 2^-14 and round-off */
+                        bf_vf D = (dg * (2.0f * sab + (float)R1 * dg) + ru * big) * 1.01f + FLT_MIN;
                         bf_vf lo_rss = BF_MAX(rss - D, fl);
-                        bf_vf qm = BF_MIN(num / BF_MAX(rss, fl), cap);
-                        bf_vf rho = D * (bf_vf)_mm512_rcp14_ps((__m512)lo_rss) * (1.0f + 0x1p-11f) + 0x1p-21f;
+                        bf_vf qm = BF_MIN(num * (bf_vf)_mm512_rcp14_ps((__m512)BF_MAX(rss, fl)), cap);
+                        bf_vf rho = D * (bf_vf)_mm512_rcp14_ps((__m512)lo_rss) * (1.0f + 0x1p-11f) + 0x1p-12f;
                         bf_vf rad = (bf_vf)((bf_vi)qm & absmask) * rho;
-                        bf_vf lb = qm - rad, ub = qm + rad;
+                        __m512 lb = (__m512)(qm - rad), ub = (__m512)(qm + rad);
                         float *slot = vub + (p - b0 + pp) * W;
-                        bf_vf old;
-                        memcpy(&old, slot, sizeof old);
-                        old = BF_MAX(ub, old);
-                        memcpy(slot, &old, sizeof old);
-                        bf_vi need = (bf_vi)(ub > ((bf_vf){ 0 } + run_max[p + pp]));
-                        bf_vi unsure = { 0 };
-                        bf_vf lo, hi;
+                        _mm512_storeu_ps(slot, _mm512_max_ps(ub, _mm512_loadu_ps(slot)));
+                        __mmask16 need = _mm512_cmp_ps_mask(ub, _mm512_set1_ps(run_max[p + pp]), _CMP_GT_OQ);
+                        __mmask16 unsure = 0;
+                        __m512 lo = _mm512_setzero_ps(), hi = _mm512_setzero_ps();
                         if (counting) {
-                            memcpy(&lo, e->lo + u, sizeof lo);
-                            memcpy(&hi, e->hi + u, sizeof hi);
-                            cnt[h] -= (bf_vi)(lb >= hi);
-                            unsure = (bf_vi)(ub >= lo) & (bf_vi)(lb < hi);
+                            lo = _mm512_loadu_ps(e->lo + u);
+                            hi = _mm512_loadu_ps(e->hi + u);
+                            cnt[h] = _mm512_mask_add_epi32(cnt[h], _mm512_cmp_ps_mask(lb, hi, _CMP_GE_OQ), cnt[h],
+                                                           _mm512_set1_epi32(1));
+                            __mmask16 reach = _mm512_cmp_ps_mask(ub, lo, _CMP_GE_OQ);
+                            unsure = reach & _mm512_cmp_ps_mask(lb, hi, _CMP_LT_OQ);
                             /* NaN bounds (a flat voxel's 0/0) decide nothing: decided exactly */
-                            unsure |= (bf_vi)(lb != lb) & ((bf_vi)(ub >= lo) | (bf_vi)(ub != ub));
+                            unsure |= _mm512_cmp_ps_mask(lb, lb, _CMP_UNORD_Q) &
+                                      (reach | _mm512_cmp_ps_mask(ub, ub, _CMP_UNORD_Q));
                             need |= unsure;
                         }
-                        int any = 0;
-                        for (int l = 0; l < W; l++)
-                            any |= need[l];
-                        if (__builtin_expect(any, 0)) {
-                            bf_vf x = exact16(e, Rp + pp * RR * n, E, n, lde, u, g0, RR);
+                        if (__builtin_expect(need != 0, 0)) {
+                            float x[W], lov[W], hiv[W];
+                            _mm512_storeu_ps(x, (__m512)exact16(e, Rp + pp * RR * n, E, n, lde, u, g0, RR));
+                            _mm512_storeu_ps(lov, lo);
+                            _mm512_storeu_ps(hiv, hi);
+                            uint32_t add[W] = { 0 };
                             float m = run_max[p + pp];
-                            for (int l = 0; l < W; l++) {
-                                if (!need[l])
-                                    continue;
+                            for (unsigned bits = need; bits; bits &= bits - 1) {
+                                const int l = __builtin_ctz(bits);
                                 m = x[l] > m ? x[l] : m;
-                                if (counting && unsure[l]) {
-                                    cnt[h][l] += x[l] >= hi[l];
-                                    if (x[l] >= lo[l] && x[l] < hi[l])
+                                if (counting && (unsure >> l & 1)) {
+                                    add[l] = x[l] >= hiv[l];
+                                    if (x[l] >= lov[l] && x[l] < hiv[l])
                                         near[(*listed)++] = (int32_t)((i_base + p + pp) * nv + u + l);
                                 }
                             }
                             run_max[p + pp] = m;
+                            if (counting)
+                                cnt[h] = _mm512_add_epi32(cnt[h], _mm512_loadu_si512(add));
                         }
                     }
                 }
             }
             if (counting) {
-                memcpy(count + v, &cnt[0], sizeof cnt[0]);
-                memcpy(count + v + W, &cnt[1], sizeof cnt[1]);
+                _mm512_storeu_si512(count + v, cnt[0]);
+                _mm512_storeu_si512(count + v + W, cnt[1]);
             }
         }
         for (int64_t i = 0; i < bn; i++) {
