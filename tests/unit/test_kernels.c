@@ -993,6 +993,21 @@ static int cmp_int32(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* A glm kernel's maxima (np + 1 with the pad), counts (nv + 1 with the pad),
+ * and near list (as a set: ng is sorted here; nw is sorted) equal the
+ * reference's. */
+static void assert_same_glm_decisions(const float *mg, const float *mw, int64_t np, const uint32_t *cg,
+                                      const uint32_t *cw, int64_t nv, int32_t *ng, int n_g, const int32_t *nw,
+                                      int n_w)
+{
+    assert_memory_equal(mg, mw, (size_t)(np + 1) * sizeof *mg);
+    assert_memory_equal(cg, cw, (size_t)(nv + 1) * sizeof *cg);
+    assert_int_equal(n_g, n_w);
+    qsort(ng, (size_t)n_g, sizeof *ng, cmp_int32);
+    if (n_w)
+        assert_memory_equal(ng, nw, (size_t)n_w * sizeof *ng);
+}
+
 /* Every table's glm_epilogue against the plain loop, bit for bit (q, the
  * maxima, counts, the near list as a set), for t contrasts of 1..5 rows in
  * each tail and F contrasts of 1..2 rows, 1..9 permutations (around the
@@ -1110,12 +1125,7 @@ static void test_glm_epilogue_matches_reference(void **state)
                     int n_g = -1;
                     tables[t]->glm_epilogue(&e, qg, mg, cg, ng, &n_g);
                     assert_memory_equal(qg, qw, (size_t)W * sizeof *qg);
-                    assert_memory_equal(mg, mw, (size_t)(np + 1) * sizeof *mg);
-                    assert_memory_equal(cg, cw, (size_t)(nv + 1) * sizeof *cg);
-                    assert_int_equal(n_g, n_w);
-                    qsort(ng, (size_t)n_g, sizeof *ng, cmp_int32);
-                    if (n_w)
-                        assert_memory_equal(ng, nw, (size_t)n_w * sizeof *ng);
+                    assert_same_glm_decisions(mg, mw, np, cg, cw, nv, ng, n_g, nw, n_w);
                 }
                 test_free(G);
                 test_free(ss);
@@ -1281,12 +1291,7 @@ static void test_glm_tile_matches_reference(void **state)
                                 assert_memory_equal(qg, qw, (size_t)W * sizeof *qg);
                             else
                                 assert_true(qg[np * nv] == PAD_SENTINEL);
-                            assert_memory_equal(mg, mw, (size_t)(np + 1) * sizeof *mg);
-                            assert_memory_equal(cg, cw, (size_t)(nv + 1) * sizeof *cg);
-                            assert_int_equal(n_g, n_w);
-                            qsort(ng, (size_t)n_g, sizeof *ng, cmp_int32);
-                            if (n_w)
-                                assert_memory_equal(ng, nw, (size_t)n_w * sizeof *ng);
+                            assert_same_glm_decisions(mg, mw, np, cg, cw, nv, ng, n_g, nw, n_w);
                         }
                     test_free(R);
                     test_free(E);
