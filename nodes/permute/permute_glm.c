@@ -396,8 +396,10 @@ static inline __attribute__((always_inline)) void row_sums_double(const float *w
 
 /* t (or F) of one permutation's rows (r x n) and voxel v in double, the
  * products summed in row order: the observed value and every near tie use
- * these sums. */
-static double stat_double(const struct glm_ctx *g, const struct glm_con *k, const float *rows, int64_t v)
+ * these sums. The residuals from E (rows ld apart: k->E and V, or a tile's
+ * copy) at column col. */
+static double stat_double_in(const struct glm_ctx *g, const struct glm_con *k, const float *rows, const float *E,
+                             int64_t ld, int64_t col, int64_t v)
 {
     const int64_t n = g->n;
     double rss = k->ss_d[v], g0 = 0, num = 0;
@@ -405,10 +407,10 @@ static double stat_double(const struct glm_ctx *g, const struct glm_con *k, cons
         const int64_t nm = k->r - m0 < 4 ? k->r - m0 : 4;
         double s[4];
         switch (nm) {
-        case 4: row_sums_double(rows + m0 * n, k->E, n, g->V, v, s, 4); break;
-        case 3: row_sums_double(rows + m0 * n, k->E, n, g->V, v, s, 3); break;
-        case 2: row_sums_double(rows + m0 * n, k->E, n, g->V, v, s, 2); break;
-        default: row_sums_double(rows + m0 * n, k->E, n, g->V, v, s, 1); break;
+        case 4: row_sums_double(rows + m0 * n, E, n, ld, col, s, 4); break;
+        case 3: row_sums_double(rows + m0 * n, E, n, ld, col, s, 3); break;
+        case 2: row_sums_double(rows + m0 * n, E, n, ld, col, s, 2); break;
+        default: row_sums_double(rows + m0 * n, E, n, ld, col, s, 1); break;
         }
         for (int64_t m = m0; m < m0 + nm; m++) {
             rss -= s[m - m0] * s[m - m0];
@@ -456,12 +458,18 @@ static void stat_double_all(const struct glm_ctx *g, const struct glm_con *k, co
 }
 
 /* The compared value: t by the tail, F as it is. */
-static inline double q_double(const struct glm_ctx *g, const struct glm_con *k, const float *rows, int64_t v)
+static inline double q_double_in(const struct glm_ctx *g, const struct glm_con *k, const float *rows, const float *E,
+                                 int64_t ld, int64_t col, int64_t v)
 {
     if (k->flat[v])
         return -INFINITY;
-    double st = stat_double(g, k, rows, v);
+    double st = stat_double_in(g, k, rows, E, ld, col, v);
     return k->is_f ? st : tail_of(g->tail, st);
+}
+
+static inline double q_double(const struct glm_ctx *g, const struct glm_con *k, const float *rows, int64_t v)
+{
+    return q_double_in(g, k, rows, k->E, g->V, v, v);
 }
 
 /* The rows of one draw: row m at src[i] holds sign[i] basis_m[i], so that
@@ -1082,9 +1090,9 @@ static void *glm_team(void *arg)
                 struct nf_glm_bf16 b = { .Eb = Ebt, .Rb = w->Rb + i0 * (r - 1) * n2, .ldb = nv, .dg = k->dg + v0 };
                 g->K->glm_tile_bf16(&e, &b, w->R + i0 * r * n, Et, n, nv, w->tile_max + t * w->len + i0,
                                     run_max + i0, count, near, &n_near);
-                for (int j = 0; j < n_near; j++) {
+                for (int j = 0; j < n_near; j++) {   /* from the tile's copy: the same sums, in cache */
                     int64_t p = i0 + near[j] / nv, v = v0 + near[j] % nv;
-                    count[v - v0] += q_double(g, k, w->R + p * r * n, v) >= k->q_obs_d[v];
+                    count[v - v0] += q_double_in(g, k, w->R + p * r * n, Et, nv, v - v0, v) >= k->q_obs_d[v];
                 }
                 continue;
             }

@@ -227,7 +227,9 @@ void nf_glm_tile_simd(const struct nf_glm_epi *e, const float *R, const float *E
                       float *mx, uint32_t *count, int32_t *near, int *n_near)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
-    const int level = e->is_f || e->r > 4 || e->r < 1 ? 0 : glm_tile_level();
+    int level = e->is_f || e->r > 4 || e->r < 1 ? 0 : glm_tile_level();
+    if (level == 2 && e->nv < 32)
+        level = 1;   /* a short block (a tile's last voxels): AVX2's strips of 16 still fit */
     const int64_t W = level == 2 ? 16 : 8;
     if (level > 0 && e->nv >= 2 * W) {
         int listed = 0;
