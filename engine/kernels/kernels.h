@@ -101,11 +101,13 @@ struct nf_glm_epi {
  * (high half; 0 past n), as nf_bf16_pairs writes them; Rb each permutation's
  * rows 1 .. r-1 so, permutation i's row m at Rb + (i (r-1) + m-1) (n+1)/2;
  * dg[v] a bound of |that row's bf16 value - its float value| at voxel v
- * (nf_glm_bf16_bound; offset to the block like e->ss). */
+ * (nf_glm_bf16_bound; offset to the block like e->ss), and dr[v] a bound of
+ * the float path's and this one's round-off in the residual sum of squares. */
 struct nf_glm_bf16 {
     const uint32_t *Eb, *Rb;
     int64_t ldb;
     const float *dg;
+    const float *dr;   /* per voxel: both paths' round-off in the residual sum of squares (nf_glm_bf16_roundoff) */
 };
 
 struct nf_kernels {
@@ -229,6 +231,12 @@ void nf_bf16_pairs(const float *X, int64_t rows, int64_t cols, int64_t ld, uint3
  * operands (2^-8 each), both sums' float round-off and bf16's flushed
  * subnormals, by Cauchy-Schwarz. */
 float nf_glm_bf16_bound(int64_t n, double row_norm, double ss);
+/* dr for r rows of 2-norm at most row_norm, a voxel whose float column of E
+ * has sum of squares at most colsq and whose ss (as the epilogue takes it) is
+ * ss: every partial result of either path's ss - g0² - g1² - ... is at most
+ * ss + r (row_norm |E_v| + dg)² (Cauchy-Schwarz), each of its 2r operations
+ * rounds by u of that; counted twice over. */
+float nf_glm_bf16_roundoff(int64_t n, int64_t r, double row_norm, double colsq, double ss);
 /* Whether the glm test should call glm_tile_bf16 for a contrast of r rows
  * (with nf_glm_tile_fused): this CPU has AVX-512 bf16 dot products, r >= 2,
  * and NLFLOW_GLM_BF16 is not "0". */

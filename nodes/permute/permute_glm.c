@@ -85,7 +85,7 @@ struct glm_con {
      * voxel's bound of a bf16 row sum's distance from the float one */
     bool bf16;
     uint32_t *Eb;
-    float *dg;
+    float *dg, *dr;
     double *ss_d;         /* V: |E_v|², from the float residuals */
     float *ss, *floor_;   /* V: the same in float, and the RSS floor */
     float *cap;           /* V: +FLT_MAX, or -FLT_MAX for a zero-variance voxel (never counted) */
@@ -1000,14 +1000,17 @@ static int prepare_contrast(struct glm_ctx *g, struct glm_con *k, float *stat, c
     NF_TRY(rc = window_index(g, k, run));
     if (nf_glm_tile_bf16_fast(k->r, k->is_f)) {
         const int64_t n2 = (n + 1) / 2;
-        if (!(k->Eb = nf_malloc((size_t)(n2 * V) * sizeof *k->Eb)) || !(k->dg = nf_malloc((size_t)V * sizeof *k->dg))) {
+        if (!(k->Eb = nf_malloc((size_t)(n2 * V) * sizeof *k->Eb)) || !(k->dg = nf_malloc((size_t)V * sizeof *k->dg)) ||
+            !(k->dr = nf_malloc((size_t)V * sizeof *k->dr))) {
             rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory for the residuals of contrast '%s' in bfloat16", k->name);
             goto fail;
         }
         nf_bf16_pairs(k->E, n, V, V, k->Eb, V);
         /* the rows are unit vectors (or at most row_norm long) up to their float rounding */
-        for (int64_t v = 0; v < V; v++)
+        for (int64_t v = 0; v < V; v++) {
             k->dg[v] = nf_glm_bf16_bound(n, k->row_norm * (1.0 + 1e-5), k->ss_d[v]);
+            k->dr[v] = nf_glm_bf16_roundoff(n, k->r, k->row_norm * (1.0 + 1e-5), k->ss_d[v], k->ss[v]);
+        }
         k->bf16 = true;
     }
 fail:
@@ -1087,7 +1090,8 @@ static void *glm_team(void *arg)
             if (bf16) {   /* the same, the nuisance rows in bf16: tile maxima are bounds, run_max the maxima */
                 int n_near = 0;
                 struct nf_glm_epi e = epi_of(g, k, NULL, nv, v0, nv, np);
-                struct nf_glm_bf16 b = { .Eb = Ebt, .Rb = w->Rb + i0 * (r - 1) * n2, .ldb = nv, .dg = k->dg + v0 };
+                struct nf_glm_bf16 b = { .Eb = Ebt, .Rb = w->Rb + i0 * (r - 1) * n2, .ldb = nv, .dg = k->dg + v0,
+                                         .dr = k->dr + v0 };
                 g->K->glm_tile_bf16(&e, &b, w->R + i0 * r * n, Et, n, nv, w->tile_max + t * w->len + i0,
                                     run_max + i0, count, near, &n_near);
                 for (int j = 0; j < n_near; j++) {   /* from the tile's copy: the same sums, in cache */
@@ -1695,6 +1699,7 @@ static void release(struct glm_ctx *g)
         free(k->E);
         free(k->Eb);
         free(k->dg);
+        free(k->dr);
         free(k->ss_d);
         free(k->ss);
         free(k->floor_);
@@ -2028,7 +2033,7 @@ uint64_t nf_perm_glm_estimate(const struct permute_params *p, const struct nf_sh
     tfce += clusters ? C * (V * (4 + sizeof(struct nf_cluster)) + N * 16) : 0;
     /* the bf16 path (where the CPU has it): E again in bf16 pairs, a bound per voxel, the rows in bf16 and per
      * thread a running maximum per permutation */
-    uint64_t bf16 = C * ((n + 1) / 2 * V * 4 + V * 4) + chunk * width * (n + 1) / 2 * 4 + 16 * chunk * 4;
+    uint64_t bf16 = C * ((n + 1) / 2 * V * 4 + V * 8) + chunk * width * (n + 1) / 2 * 4 + 16 * chunk * 4;
     return tfce + bf16 + C * (n * V * 4 + V * 40 + N * 12) + V * 8 * width + chunk * width * n * 4 +
            tiles * chunk * 12 + N * 4 + (uint64_t)16 * GLM_SUB * width * GLM_TILE * 4 + chunk * 4 * (V + 2);
 }

@@ -1359,6 +1359,7 @@ static void test_glm_tile_bf16_matches_tile(void **state)
                     float *ss = test_malloc((size_t)nv * sizeof *ss), *fl = test_malloc((size_t)nv * sizeof *fl);
                     float *cap = test_malloc((size_t)nv * sizeof *cap), *lo = test_malloc((size_t)nv * sizeof *lo);
                     float *hi = test_malloc((size_t)nv * sizeof *hi), *dg = test_malloc((size_t)nv * sizeof *dg);
+                    float *dr = test_malloc((size_t)nv * sizeof *dr);
                     float *q = test_malloc((size_t)(np * nv) * sizeof *q);
                     float *mref = test_malloc((size_t)np * sizeof *mref), *ub = test_malloc((size_t)(np + 1) * sizeof *ub);
                     float *seed = test_malloc((size_t)np * sizeof *seed), *run = test_malloc((size_t)(np + 1) * sizeof *run);
@@ -1370,13 +1371,14 @@ static void test_glm_tile_bf16_matches_tile(void **state)
                             col += (double)E[k * lde + v] * E[k * lde + v];
                         dg[v] = nf_glm_bf16_bound(n, 1.0, col);
                         ss[v] = (float)(col * (v % 7 == 4 ? 0.2 : 1.0));   /* some floors bind */
+                        dr[v] = nf_glm_bf16_roundoff(n, r, 1.0, col, ss[v]);
                         fl[v] = (float)(1e-3 * col);
                         cap[v] = col == 0 ? -FLT_MAX : FLT_MAX;
                         lo[v] = hi[v] = FLT_MAX;
                     }
                     struct nf_glm_epi e = { .ss = ss, .fl = fl, .cap = cap, .lo = lo, .hi = hi, .np = np, .r = r, .s = 1,
                                             .nv = nv, .sg = tail == 2 ? -1.0f : 1.0f, .two = tail == 0 };
-                    struct nf_glm_bf16 b = { .Eb = Eb, .Rb = Rb, .ldb = ldb, .dg = dg };
+                    struct nf_glm_bf16 b = { .Eb = Eb, .Rb = Rb, .ldb = ldb, .dg = dg, .dr = dr };
                     nf_glm_tile_ref(&e, R, E, n, lde, q, mref, NULL, NULL, NULL);
                     /* windows with edges at values of various permutations */
                     for (int64_t v = 0; v < nv; v++) {
@@ -1433,6 +1435,7 @@ static void test_glm_tile_bf16_matches_tile(void **state)
                     test_free(lo);
                     test_free(hi);
                     test_free(dg);
+                    test_free(dr);
                     test_free(q);
                     test_free(mref);
                     test_free(ub);

@@ -93,3 +93,11 @@ float nf_glm_bf16_bound(int64_t n, double row_norm, double ss)
     double d = rel * row_norm * sqrt(ss > 0 ? ss : 0) * 1.001 + (double)(n + 1) * 0x1p-110;
     return nextafterf((float)d, INFINITY);
 }
+
+float nf_glm_bf16_roundoff(int64_t n, int64_t r, double row_norm, double colsq, double ss)
+{
+    double g = row_norm * sqrt(colsq > 0 ? colsq : 0) * (1.0 + (double)(n + 1) * 0x1p-24 * 1.01) +
+               (double)nf_glm_bf16_bound(n, row_norm, colsq);
+    double big = (ss > 0 ? ss : 0) + (double)r * g * g;
+    return nextafterf((float)(8.0 * (double)r * 0x1p-24 * big * 1.001), INFINITY);
+}

@@ -129,8 +129,6 @@ bf_body(const struct nf_glm_epi *e, const struct nf_glm_bf16 *b, const float *R,
     const bool two = e->two;
     const bf_vf vsg = (bf_vf){ 0 } + e->sg;
     const bf_vi absmask = (bf_vi){ 0 } + 0x7fffffff;
-    /* 8 RR u: both paths' round-off of the residual sum of squares, twice over */
-    const bf_vf ru = (bf_vf){ 0 } + (float)(8 * RR) * 0x1p-24f;
     float vub[BF_BLOCK * W];
     const int64_t pb = BF_BLOCK - BF_BLOCK % P;
     for (int64_t b0 = 0; b0 < npf; b0 += pb) {
@@ -158,36 +156,36 @@ bf_body(const struct nf_glm_epi *e, const struct nf_glm_bf16 *b, const float *R,
                 if (n % 2)
                     BF_STEP(n / 2, false);
                 _Pragma("GCC unroll 6") for (int pp = 0; pp < P; pp++) {
+                    __m512 ubm = _mm512_set1_ps(-FLT_MAX), rmv = _mm512_set1_ps(run_max[p + pp]);
                     _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
                         const int64_t u = v + h * W;
                         const __m512 *c = h ? c1 + pp * R1 : c0 + pp * R1;
                         bf_vf g0 = (bf_vf)(h ? x1[pp] : x0[pp]);
-                        bf_vf ss, fl, cap, dg;
+                        bf_vf ss, fl, cap, dg, dr;
                         memcpy(&ss, e->ss + u, sizeof ss);
                         memcpy(&fl, e->fl + u, sizeof fl);
                         memcpy(&cap, e->cap + u, sizeof cap);
                         memcpy(&dg, b->dg + u, sizeof dg);
+                        memcpy(&dr, b->dr + u, sizeof dr);
                         bf_vf g0sq = g0 * g0, ag = (bf_vf)((bf_vi)g0 & absmask);
                         bf_vf num = two ? g0sq : vsg * g0 * ag;
-                        bf_vf rss = ss - g0sq, big = ss + g0sq, sab = { 0 };
+                        bf_vf rss = ss - g0sq, sab = { 0 };
                         _Pragma("GCC unroll 4") for (int m = 0; m < R1; m++) {
-                            bf_vf bm = (bf_vf)c[m], am = (bf_vf)((bf_vi)bm & absmask), tm = am + dg;
+                            bf_vf bm = (bf_vf)c[m];
                             rss -= bm * bm;
-                            sab += am;
-                            big += tm * tm;
+                            sab += (bf_vf)((bf_vi)bm & absmask);
                         }
                         /* the float path's rss is within D of ours (|g_f² - g_b²| <= dg (2|g_b| + dg)
-                         * per row, and both paths' round-off), so its statistic is within rad of
+                         * per row, and both paths' round-off dr), so its statistic is within rad of
                          * qm: D over the smallest rss it can have, plus rcp14's 2^-14 and round-off */
-                        bf_vf D = (dg * (2.0f * sab + (float)R1 * dg) + ru * big) * 1.01f + FLT_MIN;
+                        bf_vf D = (dg * (2.0f * sab + (float)R1 * dg) + dr) * 1.01f + FLT_MIN;
                         bf_vf lo_rss = BF_MAX(rss - D, fl);
                         bf_vf qm = BF_MIN(num * (bf_vf)_mm512_rcp14_ps((__m512)BF_MAX(rss, fl)), cap);
                         bf_vf rho = D * (bf_vf)_mm512_rcp14_ps((__m512)lo_rss) * (1.0f + 0x1p-11f) + 0x1p-12f;
                         bf_vf rad = (bf_vf)((bf_vi)qm & absmask) * rho;
                         __m512 lb = (__m512)(qm - rad), ub = (__m512)(qm + rad);
-                        float *slot = vub + (p - b0 + pp) * W;
-                        _mm512_storeu_ps(slot, _mm512_max_ps(ub, _mm512_loadu_ps(slot)));
-                        __mmask16 need = _mm512_cmp_ps_mask(ub, _mm512_set1_ps(run_max[p + pp]), _CMP_GT_OQ);
+                        ubm = _mm512_max_ps(ub, ubm);
+                        __mmask16 need = _mm512_cmp_ps_mask(ub, rmv, _CMP_GT_OQ);
                         __mmask16 unsure = 0;
                         __m512 lo = _mm512_setzero_ps(), hi = _mm512_setzero_ps();
                         if (counting) {
@@ -219,10 +217,13 @@ bf_body(const struct nf_glm_epi *e, const struct nf_glm_bf16 *b, const float *R,
                                 }
                             }
                             run_max[p + pp] = m;
+                            rmv = _mm512_set1_ps(m);
                             if (counting)
                                 cnt[h] = _mm512_add_epi32(cnt[h], _mm512_loadu_si512(add));
                         }
                     }
+                    float *slot = vub + (p - b0 + pp) * W;
+                    _mm512_storeu_ps(slot, _mm512_max_ps(ubm, _mm512_loadu_ps(slot)));
                 }
             }
             if (counting) {
