@@ -1764,7 +1764,7 @@ const struct nf_node_type nf_node_permute = {
         "contrasts' beyond f_cluster_threshold on F (upper tail, as randomise -F and -S), or both from "
         "cluster_p, through t with n - p degrees of freedom and through F with (the contrast's rows, n - p); "
         "it runs on the CPU.",
-    .version = 5,
+    .version = 6,   /* 6: one- and two-sample nulls summed from tables (null maxima differ in the last bits) */
     .params = permute_params_table,
     .params_size = sizeof(struct permute_params),
     .inputs = permute_inputs,
