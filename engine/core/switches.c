@@ -39,8 +39,8 @@ void nf_switches_reload(void)
     s.perm_tables = !v || strcmp(v, "0") != 0;
     v = getenv("NLFLOW_GLM_TILE");
     s.glm_tile = !v || strcmp(v, "0") != 0;
-    v = getenv("NLFLOW_GLM_BF16");
-    s.glm_bf16 = !v || strcmp(v, "0") != 0;
+    v = getenv("NLFLOW_GLM_I8");
+    s.glm_i8 = !v || strcmp(v, "0") != 0;
     v = getenv("NLFLOW_KILL_AT");
     s.kill_at = v ? atol(v) : 0;
     if (s.kill_at < 0)

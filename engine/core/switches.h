@@ -23,8 +23,8 @@
  *   NLFLOW_GLM_TILE          "0": permute's glm test computes its GEMM values
  *                            by the BLAS, then the epilogue over them, instead
  *                            of the fused tile kernel (benchmarks)
- *   NLFLOW_GLM_BF16          "0": the fused glm tile sums every row in float,
- *                            not the moved nuisance rows in bfloat16 (benchmarks)
+ *   NLFLOW_GLM_I8            "0": the fused glm tile sums every row in float,
+ *                            not the moved nuisance rows in bytes (benchmarks)
  *   NLFLOW_KILL_AT           N > 0: SIGKILL at the N-th fault point of the run
  *                            (tests of resuming after a crash, util.h)
  *   NLFLOW_KILL_VERBOSE      set: say where the kill happened on stderr
@@ -53,7 +53,7 @@ struct nf_switches {
     const char *perm_tile;            /* NULL when unset */
     bool perm_tables;                 /* NLFLOW_PERM_TABLES unset or not "0" */
     bool glm_tile;                    /* NLFLOW_GLM_TILE unset or not "0" */
-    bool glm_bf16;                    /* NLFLOW_GLM_BF16 unset or not "0" */
+    bool glm_i8;                      /* NLFLOW_GLM_I8 unset or not "0" */
     long kill_at;                     /* 0: off */
     bool kill_verbose;
     bool source_date_set;

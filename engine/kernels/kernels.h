@@ -96,18 +96,24 @@ struct nf_glm_epi {
     bool two, is_f;
 };
 
-/* glm_tile_bf16's second operands: the moved nuisance rows in bfloat16.
- * Eb holds E's rows in pairs, Eb[j ldb + v] = rows 2j (low half) and 2j + 1
- * (high half; 0 past n), as nf_bf16_pairs writes them; Rb each permutation's
- * rows 1 .. r-1 so, permutation i's row m at Rb + (i (r-1) + m-1) (n+1)/2;
- * dg[v] a bound of |that row's bf16 value - its float value| at voxel v
- * (nf_glm_bf16_bound; offset to the block like e->ss), and dr[v] a bound of
- * the float path's and this one's round-off in the residual sum of squares. */
-struct nf_glm_bf16 {
-    const uint32_t *Eb, *Rb;
-    int64_t ldb;
+/* glm_tile_i8's second operands: E and the moved nuisance rows in bytes.
+ * Eq holds E's rows in quads of signed bytes, byte b of Eq[j ldq + v] =
+ * E[(4j + b) lde + v] / sv[v] rounded (0 past n), as nf_i8_quads writes them,
+ * off[v] = -128 x the sum of voxel v's bytes; Rq each permutation's rows
+ * 1 .. r-1 as quads of unsigned bytes, row / step rounded + 128 (128 past n;
+ * nf_u8_quads), permutation i's row m at Rq + (i (r-1) + m-1) (n+3)/4 with
+ * its step sq[i (r-1) + m-1]. So the integer sum over the quads from off[v]
+ * is the sum of the bytes' products, exactly, and sv[v] sq times it the
+ * product of the rounded vectors. dg[v] bounds |that value - the float
+ * path's| at voxel v (nf_glm_i8_bound; offset to the block like e->ss), and
+ * dr[v] both paths' round-off in the residual sum of squares. */
+struct nf_glm_i8 {
+    const uint32_t *Eq, *Rq;
+    int64_t ldq;
+    const int32_t *off;
+    const float *sv, *sq;
     const float *dg;
-    const float *dr;   /* per voxel: both paths' round-off in the residual sum of squares (nf_glm_bf16_roundoff) */
+    const float *dr;   /* per voxel: both paths' round-off in the residual sum of squares (nf_glm_i8_roundoff) */
 };
 
 struct nf_kernels {
@@ -209,38 +215,55 @@ struct nf_kernels {
     void (*glm_tile)(const struct nf_glm_epi *e, const float *R, const float *E, int64_t n, int64_t lde,
                      float *q, float *mx, uint32_t *count, int32_t *near, int *n_near);
     /* glm_tile's counts and near list (t contrasts, q not kept), with the rows
-     * after the first also summed in bfloat16 (struct nf_glm_bf16): about 1.4x
-     * faster where the CPU has bf16 dot products. A value is bounded from the
-     * bf16 sums (dg), and computed as glm_tile does (the same bits) only where
-     * the bounds do not decide it, so the counts and the near list are
-     * glm_tile's. ub_max[i] is an upper bound of glm_tile's mx[i] (its value
-     * or above), and run_max[i] becomes max(run_max[i], glm_tile's mx[i]):
-     * a running maximum seeded from earlier blocks saves computing values that
-     * cannot raise it. */
-    void (*glm_tile_bf16)(const struct nf_glm_epi *e, const struct nf_glm_bf16 *b, const float *R,
-                          const float *E, int64_t n, int64_t lde, float *ub_max, float *run_max, uint32_t *count,
-                          int32_t *near, int *n_near);
+     * after the first summed in bytes (struct nf_glm_i8): four subjects per
+     * instruction where the CPU has AVX-512 VNNI, so about 1.3x faster. A
+     * value is bounded from the byte sums (dg), and computed as glm_tile does
+     * (the same bits) only where the bounds do not decide it, so the counts
+     * and the near list are glm_tile's. ub_max[i] is an upper bound of
+     * glm_tile's mx[i] (its value or above), and run_max[i] becomes
+     * max(run_max[i], glm_tile's mx[i]): a running maximum seeded from earlier
+     * blocks saves computing values that cannot raise it. n is at most
+     * NF_GLM_I8_MAX_N (the byte sums stay exact in float). */
+    void (*glm_tile_i8)(const struct nf_glm_epi *e, const struct nf_glm_i8 *b, const float *R, const float *E,
+                        int64_t n, int64_t lde, float *ub_max, float *run_max, uint32_t *count, int32_t *near,
+                        int *n_near);
 };
 enum { NF_GLM_TILE_MAX_ROWS = 16 };
-/* Row j of X (rows x cols, leading dimension ld) and row j+1 rounded to
- * bfloat16 (to nearest, ties to even) into out[(j/2) ldo + c] (low half, high
- * half), for every pair j = 0, 2, ...; a missing last row is 0. */
-void nf_bf16_pairs(const float *X, int64_t rows, int64_t cols, int64_t ld, uint32_t *out, int64_t ldo);
-/* dg for rows of 2-norm at most row_norm over n subjects, at a voxel whose
- * float column of E has sum of squares at most ss: the bf16 rounding of both
- * operands (2^-8 each), both sums' float round-off and bf16's flushed
- * subnormals, by Cauchy-Schwarz. */
-float nf_glm_bf16_bound(int64_t n, double row_norm, double ss);
-/* dr for r rows of 2-norm at most row_norm, a voxel whose float column of E
- * has sum of squares at most colsq and whose ss (as the epilogue takes it) is
- * ss: every partial result of either path's ss - g0² - g1² - ... is at most
- * ss + r (row_norm |E_v| + dg)² (Cauchy-Schwarz), each of its 2r operations
- * rounds by u of that; counted twice over. */
-float nf_glm_bf16_roundoff(int64_t n, int64_t r, double row_norm, double colsq, double ss);
-/* Whether the glm test should call glm_tile_bf16 for a contrast of r rows
- * (with nf_glm_tile_fused): this CPU has AVX-512 bf16 dot products, r >= 2,
- * and NLFLOW_GLM_BF16 is not "0". */
-bool nf_glm_tile_bf16_fast(int64_t r, bool is_f);
+enum { NF_GLM_I8_MAX_N = 1040 };   /* 127² n < 2^24 */
+/* The step of n values in signed bytes: their largest |value| / 127 (0 for
+ * zeros); of each column of X (rows x cols, leading dimension ld) into step. */
+float nf_i8_step(const float *x, int64_t n);
+void nf_i8_column_steps(const float *X, int64_t rows, int64_t cols, int64_t ld, float *step);
+/* X's columns in quads of signed bytes, column c by step[c] (x / step to the
+ * nearest, ties to even, within +-127): byte b of out[j ldo + c] from row
+ * 4j + b, 0 past the last row; off[c] (NULL: not kept) = -128 x the sum of
+ * column c's bytes; norms (NULL: not kept) as nf_i8_norms's, 3 per column. */
+void nf_i8_quads(const float *X, int64_t rows, int64_t cols, int64_t ld, const float *step, uint32_t *out,
+                 int64_t ldo, int32_t *off, double *norms);
+/* One row of n values by step in quads of unsigned bytes (its signed bytes
+ * + 128; (n+3)/4 words, 128 past n). */
+void nf_u8_quads(const float *row, int64_t n, float step, uint32_t *out);
+/* Of n values and their signed bytes by step, in double: the 2-norm of the
+ * values (norm[0]), of their distance from step x bytes (norm[1]) and of
+ * step x bytes (norm[2]). */
+void nf_i8_norms(const float *x, int64_t n, float step, double norm[3]);
+/* dg at a voxel: for rows of 2-norm at most row[0] whose distance from their
+ * rounded version is at most row[1] and whose rounded version's norm is at
+ * most row[2], and the voxel's column of E with norms col[0..2] (nf_i8_norms):
+ * |q'e - q~'e~| <= |q| |e - e~| + |q - q~| |e~| (Cauchy-Schwarz), the float
+ * sum's round-off (n + 2) u |q| |e|, two roundings of the scaled byte sum and
+ * underflow. */
+float nf_glm_i8_bound(int64_t n, const double row[3], const double col[3]);
+/* dr for r rows of 2-norm at most row_norm over n subjects, a voxel whose
+ * float column of E has sum of squares at most colsq, whose bound is dg and whose ss (as the
+ * epilogue takes it) is ss: every partial result of either path's ss - g0² -
+ * g1² - ... is at most ss + r (row_norm |E_v| + dg)² (Cauchy-Schwarz), each of
+ * its 2r operations rounds by u of that; counted twice over. */
+float nf_glm_i8_roundoff(int64_t n, int64_t r, double row_norm, double colsq, double dg, double ss);
+/* Whether the glm test should call glm_tile_i8 for a contrast of r rows
+ * over n subjects (with nf_glm_tile_fused): this CPU has AVX-512 VNNI,
+ * 2 <= r <= 4, n <= NF_GLM_I8_MAX_N, and NLFLOW_GLM_I8 is not "0". */
+bool nf_glm_tile_i8_fast(int64_t r, bool is_f, int64_t n);
 /* Whether the glm test should call glm_tile for a contrast of r rows (t, or
  * F when is_f): where this CPU has its vector body (t contrasts of up to 4
  * rows, AVX2+FMA) and NLFLOW_GLM_TILE is not "0"; else the BLAS's sgemm, then
@@ -268,9 +291,9 @@ void nf_row_residual_ref(const float *y, const double *B, const double *q, int64
 void nf_glm_epilogue_ref(const struct nf_glm_epi *e, float *q, float *mx, uint32_t *count, int32_t *near, int *n_near);
 void nf_glm_tile_ref(const struct nf_glm_epi *e, const float *R, const float *E, int64_t n, int64_t lde, float *q,
                      float *mx, uint32_t *count, int32_t *near, int *n_near);
-void nf_glm_tile_bf16_ref(const struct nf_glm_epi *e, const struct nf_glm_bf16 *b, const float *R, const float *E,
-                          int64_t n, int64_t lde, float *ub_max, float *run_max, uint32_t *count, int32_t *near,
-                          int *n_near);
+void nf_glm_tile_i8_ref(const struct nf_glm_epi *e, const struct nf_glm_i8 *b, const float *R, const float *E,
+                        int64_t n, int64_t lde, float *ub_max, float *run_max, uint32_t *count, int32_t *near,
+                        int *n_near);
 /* The vectorised versions (kernels/simd/): perm_tile runs t->impl. */
 void nf_perm_tile_simd(const struct nf_perm_tile *t, const float *R, int64_t rows, int64_t v0, int64_t nv,
                        uint32_t *cnt, float *rowmax, float *scratch);
@@ -293,9 +316,9 @@ void nf_glm_epilogue_simd(const struct nf_glm_epi *e, float *q, float *mx, uint3
                           int *n_near);
 void nf_glm_tile_simd(const struct nf_glm_epi *e, const float *R, const float *E, int64_t n, int64_t lde, float *q,
                       float *mx, uint32_t *count, int32_t *near, int *n_near);
-void nf_glm_tile_bf16_simd(const struct nf_glm_epi *e, const struct nf_glm_bf16 *b, const float *R, const float *E,
-                           int64_t n, int64_t lde, float *ub_max, float *run_max, uint32_t *count, int32_t *near,
-                           int *n_near);
+void nf_glm_tile_i8_simd(const struct nf_glm_epi *e, const struct nf_glm_i8 *b, const float *R, const float *E,
+                         int64_t n, int64_t lde, float *ub_max, float *run_max, uint32_t *count, int32_t *near,
+                         int *n_near);
 /* The entries of a table that come from kernels/simd/, for the tables that
  * take them all (blas, cuda): `{ .name = "x", ..., NF_KERNELS_SIMD_ENTRIES }`. */
 #define NF_KERNELS_SIMD_ENTRIES                                                                     \
@@ -306,7 +329,7 @@ void nf_glm_tile_bf16_simd(const struct nf_glm_epi *e, const struct nf_glm_bf16 
     .rows_gemm_f32 = nf_rows_gemm_f32_simd, .perm_signed_t_f32 = nf_perm_signed_t_f32_simd,       \
     .row_axpy = nf_row_axpy_simd, .row_residual = nf_row_residual_simd,                             \
     .glm_epilogue = nf_glm_epilogue_simd, .glm_tile = nf_glm_tile_simd,                      \
-    .glm_tile_bf16 = nf_glm_tile_bf16_simd
+    .glm_tile_i8 = nf_glm_tile_i8_simd
 
 extern const struct nf_kernels nf_kernels_ref;
 extern const struct nf_kernels nf_kernels_blas;

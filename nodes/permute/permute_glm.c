@@ -81,11 +81,15 @@ struct glm_con {
     int64_t moved;
     double row_norm;
     float *E;             /* n x V residuals under the nuisance model */
-    /* the fused tile's bf16 path (nf_glm_tile_bf16_fast): E's rows in bf16 pairs ((n+1)/2 x V) and each
-     * voxel's bound of a bf16 row sum's distance from the float one */
-    bool bf16;
-    uint32_t *Eb;
-    float *dg, *dr;
+    /* the fused tile's byte path (nf_glm_tile_i8_fast): E's columns in signed bytes ((n+3)/4 quads x V,
+     * a step sv per voxel, off: 128 x its bytes' sum), the moved rows' steps (rows 1 .. r-1; a draw moves
+     * their values, so its rows have these steps and norms too) and each voxel's bound of a byte row
+     * sum's distance from the float one */
+    bool i8;
+    uint32_t *Eq;
+    int32_t *off;
+    float *sv, *dg, *dr;
+    float row_step[NF_GLM_TILE_MAX_ROWS];
     double *ss_d;         /* V: |E_v|², from the float residuals */
     float *ss, *floor_;   /* V: the same in float, and the RSS floor */
     float *cap;           /* V: +FLT_MAX, or -FLT_MAX for a zero-variance voxel (never counted) */
@@ -998,20 +1002,34 @@ static int prepare_contrast(struct glm_ctx *g, struct glm_con *k, float *stat, c
         goto fail;
     }
     NF_TRY(rc = window_index(g, k, run));
-    if (nf_glm_tile_bf16_fast(k->r, k->is_f)) {
-        const int64_t n2 = (n + 1) / 2;
-        if (!(k->Eb = nf_malloc((size_t)(n2 * V) * sizeof *k->Eb)) || !(k->dg = nf_malloc((size_t)V * sizeof *k->dg)) ||
-            !(k->dr = nf_malloc((size_t)V * sizeof *k->dr))) {
-            rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory for the residuals of contrast '%s' in bfloat16", k->name);
+    if (!smith && nf_glm_tile_i8_fast(k->r, k->is_f, n)) {
+        const int64_t n4 = (n + 3) / 4;
+        double *norms = NULL;
+        if (!(k->Eq = nf_malloc((size_t)(n4 * V) * sizeof *k->Eq)) || !(k->off = nf_malloc((size_t)V * sizeof *k->off)) ||
+            !(k->sv = nf_malloc((size_t)V * sizeof *k->sv)) || !(k->dg = nf_malloc((size_t)V * sizeof *k->dg)) ||
+            !(k->dr = nf_malloc((size_t)V * sizeof *k->dr)) || !(norms = nf_malloc((size_t)(3 * V) * sizeof *norms))) {
+            free(norms);
+            rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory for the residuals of contrast '%s' in bytes", k->name);
             goto fail;
         }
-        nf_bf16_pairs(k->E, n, V, V, k->Eb, V);
-        /* the rows are unit vectors (or at most row_norm long) up to their float rounding */
-        for (int64_t v = 0; v < V; v++) {
-            k->dg[v] = nf_glm_bf16_bound(n, k->row_norm * (1.0 + 1e-5), k->ss_d[v]);
-            k->dr[v] = nf_glm_bf16_roundoff(n, k->r, k->row_norm * (1.0 + 1e-5), k->ss_d[v], k->ss[v]);
+        nf_i8_column_steps(k->E, n, V, V, k->sv);
+        nf_i8_quads(k->E, n, V, V, k->sv, k->Eq, V, k->off, norms);
+        /* the moved rows' norms, their rounding's and their bytes' (the largest of each): a draw only
+         * moves a row's values (and flips signs), so every draw's rows have these */
+        double row[3] = { 0, 0, 0 };
+        for (int64_t m = 1; m < k->r; m++) {
+            double rm[3];
+            k->row_step[m] = nf_i8_step(k->basis + m * n, n);
+            nf_i8_norms(k->basis + m * n, n, k->row_step[m], rm);
+            for (int j = 0; j < 3; j++)
+                row[j] = rm[j] > row[j] ? rm[j] : row[j];
         }
-        k->bf16 = true;
+        for (int64_t v = 0; v < V; v++) {
+            k->dg[v] = nf_glm_i8_bound(n, row, norms + 3 * v);
+            k->dr[v] = nf_glm_i8_roundoff(n, k->r, k->row_norm * (1.0 + 1e-5), k->ss_d[v], k->dg[v], k->ss[v]);
+        }
+        free(norms);
+        k->i8 = true;
     }
 fail:
     free(u);
@@ -1031,8 +1049,9 @@ struct glm_chunk {
     const struct glm_ctx *g;
     const struct glm_con *k;
     const float *R;          /* len x r x n */
-    const uint32_t *Rb;      /* bf16 path: len x (r-1) x (n+1)/2, the rows after the first in bf16 pairs */
-    float *run_max;          /* bf16 path: per thread len running maxima (slots taken in turn) */
+    const uint32_t *Rq;      /* byte path: len x (r-1) x (n+3)/4, the rows after the first in byte quads */
+    const float *sq;         /* byte path: len x (r-1), their steps */
+    float *run_max;          /* byte path: per thread len running maxima (slots taken in turn) */
     atomic_int slot;
     int64_t len, n_tiles;
     uint32_t *count;         /* V (this chunk) */
@@ -1058,16 +1077,16 @@ static void *glm_team(void *arg)
     const struct glm_ctx *g = w->g;
     const struct glm_con *k = w->k;
     const int64_t n = g->n, V = g->V, r = k->r;
-    const bool fused = nf_glm_tile_fused(r, k->is_f), bf16 = k->bf16;
-    const int64_t n2 = (n + 1) / 2;
-    float *run_max = bf16 ? w->run_max + atomic_fetch_add(&w->slot, 1) * w->len : NULL;
-    /* bf16: the tile's residuals copied together (rows nv apart, not V): a few pages, not one per row */
-    float *Et = bf16 ? nf_malloc((size_t)(n * GLM_TILE) * sizeof *Et) : NULL;
-    uint32_t *Ebt = bf16 ? nf_malloc((size_t)(n2 * GLM_TILE) * sizeof *Ebt) : NULL;
+    const bool fused = nf_glm_tile_fused(r, k->is_f), i8 = k->i8;
+    const int64_t n4 = (n + 3) / 4;
+    float *run_max = i8 ? w->run_max + atomic_fetch_add(&w->slot, 1) * w->len : NULL;
+    /* byte path: the tile's residuals copied together (rows nv apart, not V): a few pages, not one per row */
+    float *Et = i8 ? nf_malloc((size_t)(n * GLM_TILE) * sizeof *Et) : NULL;
+    uint32_t *Eqt = i8 ? nf_malloc((size_t)(n4 * GLM_TILE) * sizeof *Eqt) : NULL;
     float *G = fused ? NULL : nf_malloc((size_t)(GLM_SUB * r * GLM_TILE) * sizeof *G);
     float *q = fused ? NULL : nf_malloc(GLM_EPI * GLM_TILE * sizeof *q);
     int32_t *near = nf_malloc((fused ? GLM_SUB : GLM_EPI) * GLM_TILE * sizeof *near);
-    if ((!fused && (!G || !q)) || !near || (bf16 && (!Et || !Ebt))) {
+    if ((!fused && (!G || !q)) || !near || (i8 && (!Et || !Eqt))) {
         atomic_store(&w->failed, 1);
         goto done;
     }
@@ -1079,21 +1098,22 @@ static void *glm_team(void *arg)
         }
         int64_t v0 = t * GLM_TILE, nv = V - v0 < GLM_TILE ? V - v0 : GLM_TILE;
         uint32_t *count = w->count + v0;
-        if (bf16) {
+        if (i8) {
             for (int64_t i = 0; i < n; i++)
                 memcpy(Et + i * nv, k->E + i * V + v0, (size_t)nv * sizeof *Et);
-            for (int64_t i = 0; i < n2; i++)
-                memcpy(Ebt + i * nv, k->Eb + i * V + v0, (size_t)nv * sizeof *Ebt);
+            for (int64_t i = 0; i < n4; i++)
+                memcpy(Eqt + i * nv, k->Eq + i * V + v0, (size_t)nv * sizeof *Eqt);
         }
         for (int64_t i0 = 0; i0 < w->len; i0 += GLM_SUB) {
             int64_t np = w->len - i0 < GLM_SUB ? w->len - i0 : GLM_SUB;
-            if (bf16) {   /* the same, the nuisance rows in bf16: tile maxima are bounds, run_max the maxima */
+            if (i8) {   /* the same, the nuisance rows in bytes: tile maxima are bounds, run_max the maxima */
                 int n_near = 0;
                 struct nf_glm_epi e = epi_of(g, k, NULL, nv, v0, nv, np);
-                struct nf_glm_bf16 b = { .Eb = Ebt, .Rb = w->Rb + i0 * (r - 1) * n2, .ldb = nv, .dg = k->dg + v0,
-                                         .dr = k->dr + v0 };
-                g->K->glm_tile_bf16(&e, &b, w->R + i0 * r * n, Et, n, nv, w->tile_max + t * w->len + i0,
-                                    run_max + i0, count, near, &n_near);
+                struct nf_glm_i8 b = { .Eq = Eqt, .Rq = w->Rq + i0 * (r - 1) * n4, .ldq = nv, .off = k->off + v0,
+                                       .sv = k->sv + v0, .sq = w->sq + i0 * (r - 1), .dg = k->dg + v0,
+                                       .dr = k->dr + v0 };
+                g->K->glm_tile_i8(&e, &b, w->R + i0 * r * n, Et, n, nv, w->tile_max + t * w->len + i0,
+                                  run_max + i0, count, near, &n_near);
                 for (int j = 0; j < n_near; j++) {   /* from the tile's copy: the same sums, in cache */
                     int64_t p = i0 + near[j] / nv, v = v0 + near[j] % nv;
                     count[v - v0] += q_double_in(g, k, w->R + p * r * n, Et, nv, v - v0, v) >= k->q_obs_d[v];
@@ -1129,7 +1149,7 @@ done:
     free(q);
     free(near);
     free(Et);
-    free(Ebt);
+    free(Eqt);
     return NULL;
 }
 
@@ -1207,29 +1227,34 @@ static int run_chunk(const struct glm_ctx *g, const struct glm_con *k, const str
         return NF_FAIL(run->err, NF_ENOMEM, "out of memory");
     struct glm_chunk w = { .g = g, .k = k, .R = R, .len = len, .count = ccount, .tile_max = tile_max,
                            .run = run };
-    uint32_t *Rb = NULL;
-    if (k->bf16) {   /* the rows after each permutation's first in bf16 pairs; a running maximum per thread */
-        const int64_t n = g->n, n2 = (n + 1) / 2, r1 = k->r - 1;
-        if (!(Rb = nf_malloc((size_t)(len * r1 * n2) * sizeof *Rb)) ||
+    uint32_t *Rq = NULL;
+    float *sq = NULL;
+    if (k->i8) {   /* the rows after each permutation's first in byte quads; a running maximum per thread */
+        const int64_t n = g->n, n4 = (n + 3) / 4, r1 = k->r - 1;
+        if (!(Rq = nf_malloc((size_t)(len * r1 * n4) * sizeof *Rq)) || !(sq = nf_malloc((size_t)(len * r1) * sizeof *sq)) ||
             !(w.run_max = nf_malloc((size_t)(threads * len) * sizeof *w.run_max))) {
-            free(Rb);
+            free(Rq);
+            free(sq);
             return NF_FAIL(run->err, NF_ENOMEM, "out of memory");
         }
         for (int64_t i = 0; i < len; i++)
-            for (int64_t m = 1; m <= r1; m++)
-                nf_bf16_pairs(R + (i * k->r + m) * n, n, 1, 1, Rb + (i * r1 + m - 1) * n2, 1);
+            for (int64_t m = 1; m <= r1; m++) {
+                sq[i * r1 + m - 1] = k->row_step[m];
+                nf_u8_quads(R + (i * k->r + m) * n, n, k->row_step[m], Rq + (i * r1 + m - 1) * n4);
+            }
         for (int64_t i = 0; i < threads * len; i++)
             w.run_max[i] = -FLT_MAX;
-        w.Rb = Rb;
+        w.Rq = Rq, w.sq = sq;
     }
     w.n_tiles = (g->V + GLM_TILE - 1) / GLM_TILE;
     memset(ccount, 0, (size_t)g->V * sizeof *ccount);
     nf_perm_run_threads(glm_team, &w, threads);
-    free(Rb);
-    /* the maxima: of the threads' running maxima (bf16: the tile maxima are only bounds), else of the tiles' */
+    free(Rq);
+    free(sq);
+    /* the maxima: of the threads' running maxima (bytes: the tile maxima are only bounds), else of the tiles' */
     for (int64_t i = 0; i < len; i++) {
         float m = -FLT_MAX;
-        if (k->bf16)
+        if (k->i8)
             for (int64_t s = 0; s < threads; s++)
                 m = w.run_max[s * len + i] > m ? w.run_max[s * len + i] : m;
         else
@@ -1697,7 +1722,9 @@ static void release(struct glm_ctx *g)
         free(k->basis);
         free(k->qm);
         free(k->E);
-        free(k->Eb);
+        free(k->Eq);
+        free(k->off);
+        free(k->sv);
         free(k->dg);
         free(k->dr);
         free(k->ss_d);
@@ -2013,7 +2040,7 @@ int nf_perm_glm_resolve(struct nf_resolve *r)
     return 0;
 }
 
-/* Per contrast: the residuals (n x V floats, and in bf16 pairs), 7 per-voxel arrays and the
+/* Per contrast: the residuals (n x V floats, and in bytes), 7 per-voxel arrays and the
  * maxima (TFCE and clusters: see below); one chunk's rows (up to the design's width per permutation) and tile
  * maxima; per thread (16 at most) a GEMM block. */
 uint64_t nf_perm_glm_estimate(const struct permute_params *p, const struct nf_shape *in)
@@ -2031,10 +2058,10 @@ uint64_t nf_perm_glm_estimate(const struct permute_params *p, const struct nf_sh
                                         : 0;
     /* clusters: per contrast the observed ids and clusters and the null sizes and masses */
     tfce += clusters ? C * (V * (4 + sizeof(struct nf_cluster)) + N * 16) : 0;
-    /* the bf16 path (where the CPU has it): E again in bf16 pairs, a bound per voxel, the rows in bf16 and per
-     * thread a running maximum per permutation */
-    uint64_t bf16 = C * ((n + 1) / 2 * V * 4 + V * 8) + chunk * width * (n + 1) / 2 * 4 + 16 * chunk * 4;
-    return tfce + bf16 + C * (n * V * 4 + V * 40 + N * 12) + V * 8 * width + chunk * width * n * 4 +
+    /* the byte path (where the CPU has it): E again in bytes, 4 per-voxel arrays and 3 doubles while they
+     * are made, the rows in bytes with their steps and per thread a running maximum per permutation */
+    uint64_t i8 = C * ((n + 3) / 4 * V * 4 + V * 16) + V * 24 + chunk * width * ((n + 3) / 4 * 4 + 4) + 16 * chunk * 4;
+    return tfce + i8 + C * (n * V * 4 + V * 40 + N * 12) + V * 8 * width + chunk * width * n * 4 +
            tiles * chunk * 12 + N * 4 + (uint64_t)16 * GLM_SUB * width * GLM_TILE * 4 + chunk * 4 * (V + 2);
 }
 

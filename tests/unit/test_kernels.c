@@ -1314,7 +1314,7 @@ static void test_glm_tile_matches_reference(void **state)
     assert_true(near_seen > 0 && counted_seen > 0 && cases > 300 && checked > values * 9 / 10);
 }
 
-/* Every table's glm_tile_bf16 against glm_tile's plain loop: the same
+/* Every table's glm_tile_i8 against glm_tile's plain loop: the same
  * counts and near list, the running maximum max(seed, glm_tile's maximum) and
  * the block maxima at or above glm_tile's (equal for the plain version), for
  * t contrasts of 2..4 unit rows in each tail, odd and even subject counts,
@@ -1322,7 +1322,7 @@ static void test_glm_tile_matches_reference(void **state)
  * voxel counts around the strips of 32, a flat voxel, floors that bind, and
  * windows whose edges are exactly some float values (so that many values
  * are not decided by their bounds and are summed again). */
-static void test_glm_tile_bf16_matches_tile(void **state)
+static void test_glm_tile_i8_matches_tile(void **state)
 {
     (void)state;
     const int64_t lengths[] = { 1, 31, 32, 33, 64, 100 };
@@ -1335,8 +1335,8 @@ static void test_glm_tile_bf16_matches_tile(void **state)
         for (size_t pi = 0; pi < sizeof perms / sizeof perms[0]; pi++)
             for (int64_t r = 2; r <= 4; r++)
                 for (int tail = 0; tail < 3; tail++) {
-                    const int64_t nv = lengths[li], np = perms[pi], lde = nv + 3, ldb = nv + 1;
-                    const int64_t n = depths[(li + pi + (size_t)r + (size_t)tail) % 5], n2 = (n + 1) / 2;
+                    const int64_t nv = lengths[li], np = perms[pi], lde = nv + 3, ldq = nv + 1;
+                    const int64_t n = depths[(li + pi + (size_t)r + (size_t)tail) % 5], n4 = (n + 3) / 4;
                     if (np == 97 && (li % 2 || tail))
                         continue;
                     cases++;
@@ -1351,11 +1351,22 @@ static void test_glm_tile_bf16_matches_tile(void **state)
                     if (nv > 2)
                         for (int64_t k = 0; k < n; k++)
                             E[k * lde + 2] = 0.0f;   /* voxel 2 flat */
-                    uint32_t *Eb = test_malloc((size_t)(n2 * ldb) * sizeof *Eb), *Rb = test_malloc((size_t)(np * (r - 1) * n2) * sizeof *Rb);
-                    nf_bf16_pairs(E, n, nv, lde, Eb, ldb);
-                    for (int64_t i = 0; i < np; i++)
-                        for (int64_t m = 1; m < r; m++)
-                            nf_bf16_pairs(R + (i * r + m) * n, n, 1, 1, Rb + (i * (r - 1) + m - 1) * n2, 1);
+                    uint32_t *Eq = test_malloc((size_t)(n4 * ldq) * sizeof *Eq), *Rq = test_malloc((size_t)(np * (r - 1) * n4) * sizeof *Rq);
+                    float *sv = test_malloc((size_t)nv * sizeof *sv), *sq = test_malloc((size_t)(np * (r - 1)) * sizeof *sq);
+                    int32_t *off = test_malloc((size_t)nv * sizeof *off);
+                    double *norms = test_malloc((size_t)(3 * nv) * sizeof *norms), row[3] = { 0, 0, 0 };
+                    nf_i8_column_steps(E, n, nv, lde, sv);
+                    nf_i8_quads(E, n, nv, lde, sv, Eq, ldq, off, norms);
+                    for (int64_t i = 0; i < np; i++)   /* each row its own step; the bound takes the largest norms */
+                        for (int64_t m = 1; m < r; m++) {
+                            const float *x = R + (i * r + m) * n;
+                            double rm[3];
+                            sq[i * (r - 1) + m - 1] = nf_i8_step(x, n);
+                            nf_u8_quads(x, n, sq[i * (r - 1) + m - 1], Rq + (i * (r - 1) + m - 1) * n4);
+                            nf_i8_norms(x, n, sq[i * (r - 1) + m - 1], rm);
+                            for (int j = 0; j < 3; j++)
+                                row[j] = fmax(row[j], rm[j]);
+                        }
                     float *ss = test_malloc((size_t)nv * sizeof *ss), *fl = test_malloc((size_t)nv * sizeof *fl);
                     float *cap = test_malloc((size_t)nv * sizeof *cap), *lo = test_malloc((size_t)nv * sizeof *lo);
                     float *hi = test_malloc((size_t)nv * sizeof *hi), *dg = test_malloc((size_t)nv * sizeof *dg);
@@ -1369,16 +1380,16 @@ static void test_glm_tile_bf16_matches_tile(void **state)
                         double col = 0;
                         for (int64_t k = 0; k < n; k++)
                             col += (double)E[k * lde + v] * E[k * lde + v];
-                        dg[v] = nf_glm_bf16_bound(n, 1.0, col);
+                        dg[v] = nf_glm_i8_bound(n, row, norms + 3 * v);
                         ss[v] = (float)(col * (v % 7 == 4 ? 0.2 : 1.0));   /* some floors bind */
-                        dr[v] = nf_glm_bf16_roundoff(n, r, 1.0, col, ss[v]);
+                        dr[v] = nf_glm_i8_roundoff(n, r, 1.0 + 1e-5, col, dg[v], ss[v]);
                         fl[v] = (float)(1e-3 * col);
                         cap[v] = col == 0 ? -FLT_MAX : FLT_MAX;
                         lo[v] = hi[v] = FLT_MAX;
                     }
                     struct nf_glm_epi e = { .ss = ss, .fl = fl, .cap = cap, .lo = lo, .hi = hi, .np = np, .r = r, .s = 1,
                                             .nv = nv, .sg = tail == 2 ? -1.0f : 1.0f, .two = tail == 0 };
-                    struct nf_glm_bf16 b = { .Eb = Eb, .Rb = Rb, .ldb = ldb, .dg = dg, .dr = dr };
+                    struct nf_glm_i8 b = { .Eq = Eq, .Rq = Rq, .ldq = ldq, .off = off, .sv = sv, .sq = sq, .dg = dg, .dr = dr };
                     nf_glm_tile_ref(&e, R, E, n, lde, q, mref, NULL, NULL, NULL);
                     /* windows with edges at values of various permutations */
                     for (int64_t v = 0; v < nv; v++) {
@@ -1407,8 +1418,8 @@ static void test_glm_tile_bf16_matches_tile(void **state)
                             for (int64_t v = 0; v <= nv; v++)
                                 cg[v] = 0;
                             int n_g = -1;
-                            tables[t]->glm_tile_bf16(&e, &b, R, E, n, lde, ub, run, counting ? cg : NULL,
-                                                     counting ? ng : NULL, &n_g);
+                            tables[t]->glm_tile_i8(&e, &b, R, E, n, lde, ub, run, counting ? cg : NULL,
+                                                   counting ? ng : NULL, &n_g);
                             for (int64_t i = 0; i < np; i++) {
                                 assert_true(run[i] == (mref[i] > seed[i] ? mref[i] : seed[i]));
                                 assert_true(ub[i] >= mref[i]);
@@ -1427,8 +1438,12 @@ static void test_glm_tile_bf16_matches_tile(void **state)
                         }
                     test_free(R);
                     test_free(E);
-                    test_free(Eb);
-                    test_free(Rb);
+                    test_free(Eq);
+                    test_free(Rq);
+                    test_free(sv);
+                    test_free(sq);
+                    test_free(off);
+                    test_free(norms);
                     test_free(ss);
                     test_free(fl);
                     test_free(cap);
@@ -1449,57 +1464,88 @@ static void test_glm_tile_bf16_matches_tile(void **state)
     assert_true(cases > 200 && near_seen > 0 && counted_seen > 0);
 }
 
-/* bfloat16 pairs: rounded to nearest, ties to even, row 2j low and 2j + 1
- * high, a missing last row 0; and the bound of a bf16 row sum holds on random
- * unit rows (the largest distance seen stays below it). */
-static void test_bf16_pairs_and_bound(void **state)
+/* Bytes: a column's and a row's quads (rounded to nearest, ties to even,
+ * within +-127, row 4j + b in byte b, 0 / 128 past the end), the offset and
+ * the norms against a direct computation; and on random unit rows and
+ * columns of every length 1..300 (step 37) and scales, the exact sum of the
+ * bytes' products, from the offset, times sv sq (as the kernel forms it) is
+ * within nf_glm_i8_bound of the float sum (fmaf in k order), the bound not
+ * vacuous and reached within a factor of 50. */
+static void test_i8_quads_and_bound(void **state)
 {
     (void)state;
-    const float X[3][2] = { { 1.0f, 1.00390625f }, { 1.005859375f, -2.0f }, { 0x1.0101p0f, 3.0f } };
+    /* steps 2^-6 and 2^-7 (largest |x| 127 steps): exact, so ties are ties */
+    const float X[5][2] = { { 1.0f, 0.5f }, { -1.984375f, 0.9921875f }, { 0.0078125f, -0.9921875f },
+                            { 1.984375f, 0.0f }, { 0.0234375f, 0.01171875f } };
+    float step[2];
+    nf_i8_column_steps(&X[0][0], 5, 2, 2, step);
+    assert_true(step[0] == 0x1p-6f && step[1] == 0x1p-7f);
     uint32_t out[4];
-    nf_bf16_pairs(&X[0][0], 3, 2, 2, out, 2);
-    /* 1.00390625 = 1 + 2^-8 is a tie between 1 and 1 + 2^-7: to even (1); 1 + 3 2^-9 rounds up */
-    assert_int_equal(out[0], 0x3f80u | (0x3f81u << 16));
-    assert_int_equal(out[1], 0x3f80u | (0xc000u << 16));
-    assert_int_equal(out[2], 0x3f81u);   /* 0x1.0101p0 rounds up; no fourth row */
-    assert_int_equal(out[3], 0x4040u);
+    int32_t off[2];
+    double norms[6];
+    nf_i8_quads(&X[0][0], 5, 2, 2, step, out, 2, off, norms);
+    /* column 0: 64, -127, 0.5 -> 0 (ties to even), 127, then 1.5 -> 2; column 1: 64, 127, -127, 0, 1.5 -> 2 */
+    const int b0[5] = { 64, -127, 0, 127, 2 }, b1[5] = { 64, 127, -127, 0, 2 };
+    assert_int_equal(out[0], 64u | 0x81u << 8 | 0u << 16 | 0x7fu << 24);
+    assert_int_equal(out[1], 64u | 0x7fu << 8 | 0x81u << 16 | 0u << 24);
+    assert_int_equal(out[2], 2u);   /* row 4 alone: the rest 0 */
+    assert_int_equal(out[3], 2u);
+    assert_int_equal(off[0], -128 * (64 - 127 + 0 + 127 + 2));
+    assert_int_equal(off[1], -128 * (64 + 127 - 127 + 0 + 2));
+    for (int c = 0; c < 2; c++) {
+        double a = 0, d = 0, q = 0;
+        for (int k = 0; k < 5; k++) {
+            double t = (double)step[c] * (c ? b1[k] : b0[k]);
+            a += (double)X[k][c] * X[k][c], d += (X[k][c] - t) * (X[k][c] - t), q += t * t;
+        }
+        assert_true(fabs(norms[3 * c] - sqrt(a)) <= 1e-12 && fabs(norms[3 * c + 1] - sqrt(d)) <= 1e-12 &&
+                    fabs(norms[3 * c + 2] - sqrt(q)) <= 1e-12);
+    }
+    const float row[5] = { 0.5f, -0.9921875f, 0.01171875f, 0.0f, 0.9921875f };
+    uint32_t rq[2];
+    assert_true(nf_i8_step(row, 5) == 0x1p-7f);
+    nf_u8_quads(row, 5, nf_i8_step(row, 5), rq);
+    assert_int_equal(rq[0], (128u + 64u) | (128u - 127u) << 8 | (128u + 2u) << 16 | 128u << 24);
+    assert_int_equal(rq[1], (128u + 127u) | 128u << 8 | 128u << 16 | 128u << 24);
     rng_seed(99);
     double worst = 0;
-    for (int64_t n = 1; n <= 300; n += 37) {
-        float *row = random_matrix(1, n, n), *col = random_matrix(1, n, n);
-        uint32_t *rb = test_malloc((size_t)((n + 1) / 2) * sizeof *rb), *cb = test_malloc((size_t)((n + 1) / 2) * sizeof *cb);
-        double sq = 0, cs = 0;
-        for (int64_t k = 0; k < n; k++)
-            sq += (double)row[k] * row[k];
-        for (int64_t k = 0; k < n; k++) {
-            row[k] = (float)(row[k] / sqrt(sq));
-            cs += (double)col[k] * col[k];
+    for (int64_t n = 1; n <= 300; n += 37)
+        for (int scale = 0; scale < 3; scale++) {
+            float *x = random_matrix(1, n, n), *col = random_matrix(1, n, n);
+            const double colscale = scale == 0 ? 1.0 : scale == 1 ? 1e-3 : 1e4;
+            double xx = 0;
+            for (int64_t k = 0; k < n; k++)
+                xx += (double)x[k] * x[k];
+            for (int64_t k = 0; k < n; k++)
+                x[k] = (float)(x[k] / sqrt(xx)), col[k] = (float)(col[k] * colscale);
+            float sx = nf_i8_step(x, n), sc;
+            nf_i8_column_steps(col, n, 1, 1, &sc);
+            uint32_t *xq = test_malloc((size_t)((n + 3) / 4) * sizeof *xq), *cq = test_malloc((size_t)((n + 3) / 4) * sizeof *cq);
+            int32_t co;
+            double rn[3], cn[3];
+            nf_u8_quads(x, n, sx, xq);
+            nf_i8_quads(col, n, 1, 1, &sc, cq, 1, &co, cn);
+            nf_i8_norms(x, n, sx, rn);
+            int64_t acc = co;
+            float fsum = 0.0f;
+            for (int64_t k = 0; k < n; k++) {
+                int xb = (int)(xq[k / 4] >> (8 * (k % 4)) & 0xffu), cb = (int8_t)(cq[k / 4] >> (8 * (k % 4)) & 0xffu);
+                assert_true(fabs((double)sx * (xb - 128) - x[k]) <= 0.5001 * sx);
+                assert_true(fabs((double)sc * cb - col[k]) <= 0.5001 * sc);
+                acc += (int64_t)xb * cb;
+                fsum = fmaf(x[k], col[k], fsum);
+            }
+            float ours = (float)acc * (sc * sx);
+            float bound = nf_glm_i8_bound(n, rn, cn);
+            assert_true(fabs((double)ours - (double)fsum) <= bound);
+            assert_true(bound < 0.05 * cn[0]);   /* and not vacuous */
+            worst = fmax(worst, fabs((double)ours - (double)fsum) / bound);
+            test_free(x);
+            test_free(col);
+            test_free(xq);
+            test_free(cq);
         }
-        nf_bf16_pairs(row, n, 1, 1, rb, 1);
-        nf_bf16_pairs(col, n, 1, 1, cb, 1);
-        double exact = 0, bsum = 0;
-        float fsum = 0.0f;
-        for (int64_t k = 0; k < n; k++) {
-            exact += (double)row[k] * col[k];
-            fsum = fmaf(row[k], col[k], fsum);
-            uint32_t a = k % 2 ? rb[k / 2] >> 16 : rb[k / 2] & 0xffffu, c = k % 2 ? cb[k / 2] >> 16 : cb[k / 2] & 0xffffu;
-            float af, cf;
-            uint32_t ab = a << 16, cbits = c << 16;
-            memcpy(&af, &ab, sizeof af);
-            memcpy(&cf, &cbits, sizeof cf);
-            assert_true(fabs((double)af - row[k]) <= 0x1p-8 * fabs(row[k]) && fabs((double)cf - col[k]) <= 0x1p-8 * fabs(col[k]));
-            bsum += (double)af * cf;
-        }
-        float bound = nf_glm_bf16_bound(n, 1.0, cs);
-        assert_true(fabs(bsum - (double)fsum) <= bound);
-        assert_true(bound < 0.02 * sqrt(cs));   /* and not vacuous */
-        worst = fmax(worst, fabs(bsum - (double)fsum) / bound);
-        test_free(row);
-        test_free(col);
-        test_free(rb);
-        test_free(cb);
-    }
-    assert_true(worst > 0.0 && worst <= 1.0);
+    assert_true(worst > 0.02 && worst <= 1.0);
 }
 
 /* ---- tables, BLAS identity, CUDA probe ------------------------------------ */
@@ -1841,8 +1887,8 @@ int main(void)
         cmocka_unit_test(test_row_passes_match_reference),
         cmocka_unit_test(test_glm_epilogue_matches_reference),
         cmocka_unit_test(test_glm_tile_matches_reference),
-        cmocka_unit_test(test_glm_tile_bf16_matches_tile),
-        cmocka_unit_test(test_bf16_pairs_and_bound),
+        cmocka_unit_test(test_glm_tile_i8_matches_tile),
+        cmocka_unit_test(test_i8_quads_and_bound),
         cmocka_unit_test(test_blas_identity),
         cmocka_unit_test(test_blas_quiesce),
         cmocka_unit_test(test_cuda_probe_answers),

@@ -621,8 +621,8 @@ static void test_threads_and_chunks_identical(void **state)
 }
 
 /* The three paths of the glm test give the same maps bit for bit: the fused
- * tile with the nuisance rows in bf16 (glm_tile_bf16, where the CPU has it),
- * the fused tile in float (glm_tile; NLFLOW_GLM_BF16=0) and the BLAS
+ * tile with the nuisance rows in bytes (glm_tile_i8, where the CPU has it),
+ * the fused tile in float (glm_tile; NLFLOW_GLM_I8=0) and the BLAS
  * (sgemm, then glm_epilogue; NLFLOW_GLM_TILE=0); the two fused paths also the
  * same null maxima, the BLAS's within round-off (it sums in its own order;
  * values near a decision are decided in double either way). Permutations
@@ -630,10 +630,10 @@ static void test_threads_and_chunks_identical(void **state)
  * each tail, voxels past the kernels' strips, permutations past their tiles. */
 static void set_paths(int path)
 {
-    unsetenv("NLFLOW_GLM_BF16");
+    unsetenv("NLFLOW_GLM_I8");
     unsetenv("NLFLOW_GLM_TILE");
     if (path == 1)
-        setenv("NLFLOW_GLM_BF16", "0", 1);
+        setenv("NLFLOW_GLM_I8", "0", 1);
     if (path == 2)
         setenv("NLFLOW_GLM_TILE", "0", 1);
     nf_switches_reload();
@@ -644,8 +644,8 @@ static void test_fused_tile_same_as_blas(void **state)
     (void)state;
     if (!nf_glm_tile_fused(2, false))
         printf("note: this CPU has no vector glm_tile (AVX2+FMA): every run takes the BLAS path\n");
-    else if (!nf_glm_tile_bf16_fast(2, false))
-        printf("note: this CPU has no AVX-512 bf16: the first two runs take the same float path\n");
+    else if (!nf_glm_tile_i8_fast(2, false, 24))
+        printf("note: this CPU has no AVX-512 VNNI: the first two runs take the same float path\n");
     for (int exchange = 0; exchange < 2; exchange++)
         for (int tail = 0; tail < 3; tail++) {
             static const int tails[] = { PERM_TAIL_TWO, PERM_TAIL_UPPER, PERM_TAIL_LOWER };
@@ -662,7 +662,7 @@ static void test_fused_tile_same_as_blas(void **state)
                 if (path == 2)
                     assert_false(nf_glm_tile_fused(2, false));
                 if (path == 1)
-                    assert_false(nf_glm_tile_bf16_fast(2, false));
+                    assert_false(nf_glm_tile_i8_fast(2, false, 24));
                 assert_int_equal(run_glm(&prm[path], &pb, 2, o[path], &err), 0);
             }
             set_paths(0);

@@ -323,5 +323,5 @@ const struct nf_kernels nf_kernels_ref = {
     .row_residual = nf_row_residual_ref,
     .glm_epilogue = nf_glm_epilogue_ref,
     .glm_tile = nf_glm_tile_ref,
-    .glm_tile_bf16 = nf_glm_tile_bf16_ref,
+    .glm_tile_i8 = nf_glm_tile_i8_ref,
 };
