@@ -64,6 +64,9 @@
  * per 128 permutations (measured best of 512/64, 1024/64, 512/128, 256/256
  * and 128/256 on 100 x 230k) */
 enum { GLM_TILE = 256, GLM_SUB = 128 };
+/* the rows of a tile's copies (byte path) 272 apart, not 256: 1 KiB apart, a column of 32 voxels would
+ * fall in 8 of L1's 64 sets and miss on every row */
+enum { GLM_TILE_LD = GLM_TILE + 16 };
 /* permutations per epilogue call: its values (q) stay in L1 */
 enum { GLM_EPI = 16 };
 
@@ -1081,8 +1084,8 @@ static void *glm_team(void *arg)
     const int64_t n4 = (n + 3) / 4;
     float *run_max = i8 ? w->run_max + atomic_fetch_add(&w->slot, 1) * w->len : NULL;
     /* byte path: the tile's residuals copied together (rows nv apart, not V): a few pages, not one per row */
-    float *Et = i8 ? nf_malloc((size_t)(n * GLM_TILE) * sizeof *Et) : NULL;
-    uint32_t *Eqt = i8 ? nf_malloc((size_t)(n4 * GLM_TILE) * sizeof *Eqt) : NULL;
+    float *Et = i8 ? nf_malloc((size_t)(n * GLM_TILE_LD) * sizeof *Et) : NULL;
+    uint32_t *Eqt = i8 ? nf_malloc((size_t)(n4 * GLM_TILE_LD) * sizeof *Eqt) : NULL;
     float *G = fused ? NULL : nf_malloc((size_t)(GLM_SUB * r * GLM_TILE) * sizeof *G);
     float *q = fused ? NULL : nf_malloc(GLM_EPI * GLM_TILE * sizeof *q);
     int32_t *near = nf_malloc((fused ? GLM_SUB : GLM_EPI) * GLM_TILE * sizeof *near);
@@ -1100,23 +1103,23 @@ static void *glm_team(void *arg)
         uint32_t *count = w->count + v0;
         if (i8) {
             for (int64_t i = 0; i < n; i++)
-                memcpy(Et + i * nv, k->E + i * V + v0, (size_t)nv * sizeof *Et);
+                memcpy(Et + i * GLM_TILE_LD, k->E + i * V + v0, (size_t)nv * sizeof *Et);
             for (int64_t i = 0; i < n4; i++)
-                memcpy(Eqt + i * nv, k->Eq + i * V + v0, (size_t)nv * sizeof *Eqt);
+                memcpy(Eqt + i * GLM_TILE_LD, k->Eq + i * V + v0, (size_t)nv * sizeof *Eqt);
         }
         for (int64_t i0 = 0; i0 < w->len; i0 += GLM_SUB) {
             int64_t np = w->len - i0 < GLM_SUB ? w->len - i0 : GLM_SUB;
             if (i8) {   /* the same, the nuisance rows in bytes: tile maxima are bounds, run_max the maxima */
                 int n_near = 0;
                 struct nf_glm_epi e = epi_of(g, k, NULL, nv, v0, nv, np);
-                struct nf_glm_i8 b = { .Eq = Eqt, .Rq = w->Rq + i0 * (r - 1) * n4, .ldq = nv, .off = k->off + v0,
+                struct nf_glm_i8 b = { .Eq = Eqt, .Rq = w->Rq + i0 * (r - 1) * n4, .ldq = GLM_TILE_LD, .off = k->off + v0,
                                        .sv = k->sv + v0, .sq = w->sq + i0 * (r - 1), .dg = k->dg + v0,
                                        .dr = k->dr + v0 };
-                g->K->glm_tile_i8(&e, &b, w->R + i0 * r * n, Et, n, nv, w->tile_max + t * w->len + i0,
+                g->K->glm_tile_i8(&e, &b, w->R + i0 * r * n, Et, n, GLM_TILE_LD, w->tile_max + t * w->len + i0,
                                   run_max + i0, count, near, &n_near);
                 for (int j = 0; j < n_near; j++) {   /* from the tile's copy: the same sums, in cache */
                     int64_t p = i0 + near[j] / nv, v = v0 + near[j] % nv;
-                    count[v - v0] += q_double_in(g, k, w->R + p * r * n, Et, nv, v - v0, v) >= k->q_obs_d[v];
+                    count[v - v0] += q_double_in(g, k, w->R + p * r * n, Et, GLM_TILE_LD, v - v0, v) >= k->q_obs_d[v];
                 }
                 continue;
             }
