@@ -66,8 +66,8 @@ extern char **environ;
 enum { DEFAULT_REPS = 5, QUICK_REPS = 2, MAX_REPS = 1000, SAMPLE_PERIOD_NS = 5000000 };
 
 static const char bench_usage[] =
-    "usage: nlflow bench [--quick] [--domains LIST] [--reps N] [--device cpu|gpu|all]\n"
-    "                    [--threads N] [--out FILE] [--docs DIR] [--peers DIR]\n"
+    "usage: nlflow bench [--quick] [--domains LIST] [--conditions LIST] [--reps N]\n"
+    "                    [--device cpu|gpu|all] [--threads N] [--out FILE] [--docs DIR] [--peers DIR]\n"
     "                    [--scratch DIR] [--report-only]\n"
     "\n"
     "Measures each benchmark condition in a process of its own (one warm-up, then N\n"
@@ -79,6 +79,10 @@ static const char bench_usage[] =
     "  --domains LIST   comma-separated: sgemm, collection, ridge, bootstrap, predict, inference,\n"
     "                   firstlevel, cache, gpu\n"
     "                   (default: all; sgemm is always measured, it is the yardstick)\n"
+    "  --conditions LIST  comma-separated parts of condition names (each without a comma):\n"
+    "                   only the conditions whose name contains one of them (e.g. 'glm['\n"
+    "                   for the glm rows, 'v=230000' for the whole-brain ones);\n"
+    "                   give --out a file of its own, the report reads every result file\n"
     "  --reps N         timed repetitions per condition (default 5; a condition whose\n"
     "                   runs are short gets more, up to 50, to cover about 0.3 s)\n"
     "  --device D       cpu, gpu or all (default): which implementations to measure\n"
@@ -93,7 +97,7 @@ static const char bench_usage[] =
 struct bench_opts {
     bool quick, report_only, prepare;
     int reps, threads;
-    const char *device, *domains, *out, *docs, *peers, *scratch;
+    const char *device, *domains, *conditions, *out, *docs, *peers, *scratch;
     const char *run_condition;          /* child: DOMAIN/NAME */
     int64_t size[4];
     bool have_size;
@@ -199,6 +203,11 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
             if (st)
                 return st;
             o->domains = val;
+        } else if (strcmp(a, "--conditions") == 0) {
+            NEED_VALUE();
+            if (!*val || strspn(val, ",") == strlen(val))
+                return bench_usage_error("--conditions needs at least one part of a condition name (got '%s')", val);
+            o->conditions = val;
         } else if (strcmp(a, "--size") == 0) {
             NEED_VALUE();
             if (!parse_size(val, o->size))
@@ -818,13 +827,32 @@ failed:
     child_result_release(&res);
 }
 
+/* Whether the condition's name contains one of --conditions' comma-separated parts (all do without it). */
+static bool name_selected(const char *list, const char *name)
+{
+    if (!list)
+        return true;
+    for (const char *p = list; *p;) {
+        size_t len = strcspn(p, ",");
+        if (len) {
+            char part[128];
+            snprintf(part, sizeof part, "%.*s", (int)len, p);
+            if (strstr(name, part))
+                return true;
+        }
+        p += len + (p[len] == ',');
+    }
+    return false;
+}
+
 static bool condition_selected(const struct bench_opts *o, const struct nf_bench_domain *dom,
                                const struct nf_bench_condition *c)
 {
-    /* The 2048³ SGEMM is the yardstick: measured whatever --device says. */
+    /* The 2048³ SGEMM is the yardstick: measured whatever --device and --conditions say. */
     bool yardstick = strcmp(dom->name, "sgemm") == 0 && c == dom->conditions;
     bool device = strcmp(o->device, "all") == 0 || (strcmp(o->device, "gpu") == 0) == c->gpu;
-    return (c->runs & (o->quick ? NF_BENCH_QUICK : NF_BENCH_FULL)) && (yardstick || device);
+    return (c->runs & (o->quick ? NF_BENCH_QUICK : NF_BENCH_FULL)) &&
+           (yardstick || (device && name_selected(o->conditions, c->name)));
 }
 
 static void run_domain(struct bench_run *run, const struct nf_bench_domain *dom, bool first)

@@ -109,4 +109,19 @@ expect_usage "--reps must be" --reps 0
 expect_usage "--reps must be" --reps x
 expect_usage "--device must be" --device tpu
 expect_usage "unknown option '--bogus'" --bogus
+expect_usage "--conditions needs" --conditions ,
 echo "ok   bench usage errors exit 2"
+
+# --conditions: only the named rows (and the SGEMM yardstick) run, into a result file of their own
+TMPDIR=$work "$NLFLOW" bench --quick --reps 1 --domains inference --conditions 'nope,glm[t_x+3_nuisance' \
+    --out "$work/only/y.json" --docs "$work/only" --peers "$srcdir/bench/peers" 2>"$work/stderr" \
+    || { cat "$work/stderr"; fail "nlflow bench --conditions failed"; }
+only="$work/only/y.json"
+grep -qF '"name": "glm[t_x+3_nuisance,n=30,v=300,N=200]"' "$only" || fail "--conditions: the glm row did not run"
+grep -qF '"name": "glm[t_x+3_nuisance,smith,n=30,v=300,N=200]"' "$only" || fail "--conditions: the smith row did not run"
+grep -qF '"name": "2048^3"' "$only" || fail "--conditions: no SGEMM yardstick"
+names=$(grep -oF '"name": "' "$only" | wc -l)
+for other in 'glm[one_sample_t,' 'one_sample[' 'two_sample[' 'grid['; do
+    if grep -qF "\"name\": \"$other" "$only"; then fail "--conditions: $other ran too"; fi
+done
+echo "ok   bench --conditions ($names names in the file)"
