@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # run-interrupt.sh — Ctrl-C (SIGINT) and SIGTERM during long nodes:
 #   1. SIGINT to a running permute (sent once its progress events show it
-#      computing) exits 130 within 3 s (the goal is 1 s; the measured latency is
-#      printed), says how many checkpoint chunks were saved, stores nothing as a
-#      result; the rerun resumes from the chunks and its outputs are
-#      byte-identical to an uninterrupted run's;
+#      computing) exits 130 before the node's end (it saved fewer than half of
+#      its chunks; the latency is printed, not asserted: no check here depends
+#      on how fast the machine is), says how many checkpoint chunks were saved,
+#      stores nothing as a result; the rerun resumes from the chunks and its
+#      outputs are byte-identical to an uninterrupted run's;
 #   2. the same for ridge (its voxel blocks are not checkpointed: the rerun
 #      computes it again, from cached inputs);
 #   3. SIGTERM stops a run the same way;
@@ -48,14 +49,16 @@ now_ms() { date +%s%3N; }
 start_run() {
     "$NLFLOW" run --json "$1/p.yaml" >"$1/ev" 2>"$1/err" &
     pid=$!
-    { sleep 120; kill -9 "$pid" 2>/dev/null; } &
+    # (its sleep goes with it when it is stopped: no stray process holds our output open)
+    ( s=; trap 'kill $s 2>/dev/null; exit 0' TERM; sleep 120 & s=$!; wait $s; kill -9 "$pid" 2>/dev/null ) &
     watchdog=$!
 }
-# wait_for DIR REGEX: until an event line matches (60 s at most)
+# wait_for DIR REGEX [FILE]: until a line of DIR/FILE (default ev, the events)
+# matches, while the run lives (the watchdog bounds it)
 wait_for() {
     local i
-    for i in $(seq 1 1200); do
-        grep -qE "$2" "$1/ev" 2>/dev/null && return 0
+    for i in $(seq 1 2400); do
+        grep -qE "$2" "$1/${3:-ev}" 2>/dev/null && return 0
         kill -0 "$pid" 2>/dev/null || return 1
         sleep 0.05
     done
@@ -84,12 +87,10 @@ interrupt_case() {
 
     start_run "$d"
     wait_for "$d" "\"event\":\"progress\".*\"node\":\"$node\"" || { cat "$d/err"; fail "$name: no progress event from '$node'"; }
-    sleep 0.4   # inside a chunk / block, not at its edge
     stop INT
     echo "     $name: SIGINT -> exit $status in $latency ms"
     [ "$status" = 0 ] && fail "$name: the run ended before the signal came (a machine much faster than the case?)"
     [ "$status" = 130 ] || { cat "$d/err"; fail "$name: exit status $status after SIGINT, expected 130"; }
-    [ "$latency" -lt 3000 ] || fail "$name: took $latency ms to stop after SIGINT (limit 3000)"
     grep -q "interrupted: node '$node' ($type): " "$d/err" || { cat "$d/err"; fail "$name: no 'interrupted: node' line"; }
     grep -q '"event":"node_interrupted".*"node":"'"$node"'"' "$d/ev" || fail "$name: no node_interrupted event"
     grep -q '"event":"run_end".*"status":130' "$d/ev" || fail "$name: no run_end event with status 130"
@@ -114,6 +115,10 @@ nodes:
   keep: {type: summarize, in: {p: test.p, p_fwe: test.p_fwe, nm: test.null_max}}"
 grep -qE "interrupted: node 'test' \(permute\): [1-9][0-9]* of $CHUNKS chunks saved; rerun to resume" "$work/permute/err" \
     || { cat "$work/permute/err"; fail "permute: no 'N of $CHUNKS chunks saved' with N >= 1"; }
+saved=$(grep -oE "[0-9]+ of $CHUNKS chunks saved" "$work/permute/err" | cut -d' ' -f1)
+# sent at its first progress event, it stopped long before its end (a node that
+# did not poll the flag would have saved all chunks but the last)
+[ "$saved" -le $((CHUNKS / 2)) ] || fail "permute: $saved of $CHUNKS chunks saved: it did not stop at the signal"
 grep -qE "resumed [1-9][0-9]* of $CHUNKS chunks" "$work/permute/err2" || { cat "$work/permute/err2"; fail "permute: the rerun did not resume"; }
 echo "ok   permute: SIGINT -> 130 in $latency ms, $(grep -o "[0-9]* of $CHUNKS chunks saved" "$work/permute/err"); rerun resumes, identical outputs"
 
@@ -134,7 +139,7 @@ start_run "$d"
 wait_for "$d" '"event":"progress".*"node":"fit"' || { cat "$d/err"; fail "sigterm: no progress event"; }
 stop TERM
 [ "$status" = 130 ] || { cat "$d/err"; fail "SIGTERM: exit status $status, expected 130"; }
-[ "$latency" -lt 3000 ] || fail "SIGTERM: took $latency ms"
+grep -q '"event":"node_done".*"node":"fit"' "$d/ev" && fail "SIGTERM: 'fit' reported done after the signal"
 grep -q '"event":"interrupt".*"signal":"SIGTERM"' "$d/ev" || fail "SIGTERM: no interrupt event naming it"
 echo "ok   ridge: SIGTERM -> 130 in $latency ms"
 
@@ -145,16 +150,16 @@ nlflow: 1
 name: second
 settings: {outputs: out}
 nodes:
-  work: {type: debug_fault, chunks: 400, chunk_size: 2000000, seed: 1}
+  work: {type: debug_fault, chunks: 10000, chunk_size: 2000000, seed: 1}
 YAML
+# (about a minute of work uninterrupted: the second signal, not its end, must stop it)
 start_run "$d"
 wait_for "$d" '"event":"node_start".*"node":"work"' || { cat "$d/err"; fail "second: node did not start"; }
-sleep 0.3
 kill -INT "$pid"
-sleep 0.5
+wait_for "$d" "interrupted: stopping at the next block of work" err || { cat "$d/err"; fail "second: the first SIGINT was not heard"; }
 kill -0 "$pid" 2>/dev/null || { cat "$d/err"; fail "second: the first SIGINT alone ended a node that does not poll"; }
 stop INT
 [ "$status" = 130 ] || { cat "$d/err"; fail "second SIGINT: exit status $status, expected 130"; }
-[ "$latency" -lt 1000 ] || fail "second SIGINT: took $latency ms"
+grep -q '"event":"node_done".*"node":"work"' "$d/ev" && fail "second SIGINT: the node ran to its end first"
 grep -q "second interrupt: exiting now; finished checkpoint chunks are kept" "$d/err" || { cat "$d/err"; fail "second SIGINT: no message"; }
 echo "ok   a second SIGINT exits at once ($latency ms), saying so"

@@ -120,7 +120,7 @@ echo "ok   --executor slurm: byte-identical outputs; 4 job arrays for 21 units; 
 fresh
 "$NLFLOW" run "$d/p.yaml" --executor slurm 2>"$work/cancel.err" &
 coord=$!
-for _ in $(seq 1 100); do grep -q "submitted node 'voxels'" "$work/cancel.err" 2>/dev/null && break; sleep 0.1; done
+for _ in $(seq 1 1200); do grep -q "submitted node 'voxels'" "$work/cancel.err" 2>/dev/null && break; sleep 0.1; done
 job=$(grep -o "submitted node 'voxels': job array [0-9]*" "$work/cancel.err" | grep -o '[0-9]*$')
 [ -n "$job" ] || { cat "$work/cancel.err"; fail "no voxels array submitted"; }
 scancel "${job}_5" || fail "scancel ${job}_5"
@@ -171,7 +171,7 @@ echo "ok   --detach ($(( (t1 - t0) / 1000000 )) ms for 4 arrays), status, damage
 fresh
 "$NLFLOW" run "$d/p.yaml" --executor slurm 2>"$work/int.err" &
 coord=$!
-for _ in $(seq 1 100); do grep -q "submitted node 'group'" "$work/int.err" 2>/dev/null && break; sleep 0.1; done
+for _ in $(seq 1 1200); do grep -q "submitted node 'group'" "$work/int.err" 2>/dev/null && break; sleep 0.1; done
 kill -INT "$coord"
 wait "$coord"
 st=$?
@@ -296,7 +296,7 @@ mv "$df/out" "$work/df-ref"
 "$NLFLOW" run --executor slurm "$df/p.yaml" 2>"$work/df.err" &
 coord=$!
 running=
-for _ in $(seq 1 300); do
+for _ in $(seq 1 1200); do
     running=$(squeue -h -t RUNNING -n nlflow-work -o %i 2>/dev/null | head -1)
     [ -n "$running" ] && break
     sleep 0.1
