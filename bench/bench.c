@@ -834,12 +834,9 @@ static bool name_selected(const char *list, const char *name)
         return true;
     for (const char *p = list; *p;) {
         size_t len = strcspn(p, ",");
-        if (len) {
-            char part[128];
-            snprintf(part, sizeof part, "%.*s", (int)len, p);
-            if (strstr(name, part))
+        for (const char *h = name; len && *h; h++)
+            if (strncmp(h, p, len) == 0)
                 return true;
-        }
         p += len + (p[len] == ',');
     }
     return false;

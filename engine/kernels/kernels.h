@@ -101,8 +101,9 @@ struct nf_glm_epi {
  * E[(4j + b) lde + v] / sv[v] rounded (0 past n), as nf_i8_quads writes them,
  * off[v] = -128 x the sum of voxel v's bytes; Rq each permutation's rows
  * 1 .. r-1 as quads of unsigned bytes, row / step rounded + 128 (128 past n;
- * nf_u8_quads), permutation i's row m at Rq + (i (r-1) + m-1) (n+3)/4 with
- * its step sq[i (r-1) + m-1]. So the integer sum over the quads from off[v]
+ * nf_u8_quads), permutation i's row m at Rq + (i (r-1) + m-1) (n+3)/4, each
+ * row m by the step sq[m-1] (a draw moves and flips a row's values, so one
+ * step serves them all). So the integer sum over the quads from off[v]
  * is the sum of the bytes' products, exactly, and sv[v] sq times it the
  * product of the rounded vectors. dg[v] bounds |that value - the float
  * path's| at voxel v (nf_glm_i8_bound; offset to the block like e->ss), and

@@ -85,9 +85,9 @@ struct glm_con {
     double row_norm;
     float *E;             /* n x V residuals under the nuisance model */
     /* the fused tile's byte path (nf_glm_tile_i8_fast): E's columns in signed bytes ((n+3)/4 quads x V,
-     * a step sv per voxel, off: 128 x its bytes' sum), the moved rows' steps (rows 1 .. r-1; a draw moves
-     * their values, so its rows have these steps and norms too) and each voxel's bound of a byte row
-     * sum's distance from the float one */
+     * a step sv per voxel, off: -128 x its bytes' sum), the moved rows' steps (rows 1 .. r-1 at
+     * row_step[0 .. r-2]; a draw moves and flips their values, so its rows have these steps and norms
+     * too) and each voxel's bound of a byte row sum's distance from the float one */
     bool i8;
     uint32_t *Eq;
     int32_t *off;
@@ -1022,8 +1022,8 @@ static int prepare_contrast(struct glm_ctx *g, struct glm_con *k, float *stat, c
         double row[3] = { 0, 0, 0 };
         for (int64_t m = 1; m < k->r; m++) {
             double rm[3];
-            k->row_step[m] = nf_i8_step(k->basis + m * n, n);
-            nf_i8_norms(k->basis + m * n, n, k->row_step[m], rm);
+            k->row_step[m - 1] = nf_i8_step(k->basis + m * n, n);
+            nf_i8_norms(k->basis + m * n, n, k->row_step[m - 1], rm);
             for (int j = 0; j < 3; j++)
                 row[j] = rm[j] > row[j] ? rm[j] : row[j];
         }
@@ -1053,7 +1053,6 @@ struct glm_chunk {
     const struct glm_con *k;
     const float *R;          /* len x r x n */
     const uint32_t *Rq;      /* byte path: len x (r-1) x (n+3)/4, the rows after the first in byte quads */
-    const float *sq;         /* byte path: len x (r-1), their steps */
     float *run_max;          /* byte path: per thread len running maxima (slots taken in turn) */
     atomic_int slot;
     int64_t len, n_tiles;
@@ -1083,7 +1082,8 @@ static void *glm_team(void *arg)
     const bool fused = nf_glm_tile_fused(r, k->is_f), i8 = k->i8;
     const int64_t n4 = (n + 3) / 4;
     float *run_max = i8 ? w->run_max + atomic_fetch_add(&w->slot, 1) * w->len : NULL;
-    /* byte path: the tile's residuals copied together (rows nv apart, not V): a few pages, not one per row */
+    /* byte path: the tile's residuals copied together (rows GLM_TILE_LD apart, not V): a few pages, not
+     * one per row */
     float *Et = i8 ? nf_malloc((size_t)(n * GLM_TILE_LD) * sizeof *Et) : NULL;
     uint32_t *Eqt = i8 ? nf_malloc((size_t)(n4 * GLM_TILE_LD) * sizeof *Eqt) : NULL;
     float *G = fused ? NULL : nf_malloc((size_t)(GLM_SUB * r * GLM_TILE) * sizeof *G);
@@ -1113,7 +1113,7 @@ static void *glm_team(void *arg)
                 int n_near = 0;
                 struct nf_glm_epi e = epi_of(g, k, NULL, nv, v0, nv, np);
                 struct nf_glm_i8 b = { .Eq = Eqt, .Rq = w->Rq + i0 * (r - 1) * n4, .ldq = GLM_TILE_LD, .off = k->off + v0,
-                                       .sv = k->sv + v0, .sq = w->sq + i0 * (r - 1), .dg = k->dg + v0,
+                                       .sv = k->sv + v0, .sq = k->row_step, .dg = k->dg + v0,
                                        .dr = k->dr + v0 };
                 g->K->glm_tile_i8(&e, &b, w->R + i0 * r * n, Et, n, GLM_TILE_LD, w->tile_max + t * w->len + i0,
                                   run_max + i0, count, near, &n_near);
@@ -1231,29 +1231,24 @@ static int run_chunk(const struct glm_ctx *g, const struct glm_con *k, const str
     struct glm_chunk w = { .g = g, .k = k, .R = R, .len = len, .count = ccount, .tile_max = tile_max,
                            .run = run };
     uint32_t *Rq = NULL;
-    float *sq = NULL;
     if (k->i8) {   /* the rows after each permutation's first in byte quads; a running maximum per thread */
         const int64_t n = g->n, n4 = (n + 3) / 4, r1 = k->r - 1;
-        if (!(Rq = nf_malloc((size_t)(len * r1 * n4) * sizeof *Rq)) || !(sq = nf_malloc((size_t)(len * r1) * sizeof *sq)) ||
+        if (!(Rq = nf_malloc((size_t)(len * r1 * n4) * sizeof *Rq)) ||
             !(w.run_max = nf_malloc((size_t)(threads * len) * sizeof *w.run_max))) {
             free(Rq);
-            free(sq);
             return NF_FAIL(run->err, NF_ENOMEM, "out of memory");
         }
         for (int64_t i = 0; i < len; i++)
-            for (int64_t m = 1; m <= r1; m++) {
-                sq[i * r1 + m - 1] = k->row_step[m];
-                nf_u8_quads(R + (i * k->r + m) * n, n, k->row_step[m], Rq + (i * r1 + m - 1) * n4);
-            }
+            for (int64_t m = 1; m <= r1; m++)
+                nf_u8_quads(R + (i * k->r + m) * n, n, k->row_step[m - 1], Rq + (i * r1 + m - 1) * n4);
         for (int64_t i = 0; i < threads * len; i++)
             w.run_max[i] = -FLT_MAX;
-        w.Rq = Rq, w.sq = sq;
+        w.Rq = Rq;
     }
     w.n_tiles = (g->V + GLM_TILE - 1) / GLM_TILE;
     memset(ccount, 0, (size_t)g->V * sizeof *ccount);
     nf_perm_run_threads(glm_team, &w, threads);
     free(Rq);
-    free(sq);
     /* the maxima: of the threads' running maxima (bytes: the tile maxima are only bounds), else of the tiles' */
     for (int64_t i = 0; i < len; i++) {
         float m = -FLT_MAX;
@@ -2063,7 +2058,7 @@ uint64_t nf_perm_glm_estimate(const struct permute_params *p, const struct nf_sh
     tfce += clusters ? C * (V * (4 + sizeof(struct nf_cluster)) + N * 16) : 0;
     /* the byte path (where the CPU has it): E again in bytes, 4 per-voxel arrays and 3 doubles while they
      * are made, the rows in bytes with their steps and per thread a running maximum per permutation */
-    uint64_t i8 = C * ((n + 3) / 4 * V * 4 + V * 16) + V * 24 + chunk * width * ((n + 3) / 4 * 4 + 4) + 16 * chunk * 4;
+    uint64_t i8 = C * ((n + 3) / 4 * V * 4 + V * 16) + V * 24 + chunk * width * (n + 3) / 4 * 4 + 16 * chunk * 4;
     return tfce + i8 + C * (n * V * 4 + V * 40 + N * 12) + V * 8 * width + chunk * width * n * 4 +
            tiles * chunk * 12 + N * 4 + (uint64_t)16 * GLM_SUB * width * GLM_TILE * 4 + chunk * 4 * (V + 2);
 }

@@ -1352,18 +1352,22 @@ static void test_glm_tile_i8_matches_tile(void **state)
                         for (int64_t k = 0; k < n; k++)
                             E[k * lde + 2] = 0.0f;   /* voxel 2 flat */
                     uint32_t *Eq = test_malloc((size_t)(n4 * ldq) * sizeof *Eq), *Rq = test_malloc((size_t)(np * (r - 1) * n4) * sizeof *Rq);
-                    float *sv = test_malloc((size_t)nv * sizeof *sv), *sq = test_malloc((size_t)(np * (r - 1)) * sizeof *sq);
+                    float *sv = test_malloc((size_t)nv * sizeof *sv), sq[NF_GLM_TILE_MAX_ROWS] = { 0 };
                     int32_t *off = test_malloc((size_t)nv * sizeof *off);
                     double *norms = test_malloc((size_t)(3 * nv) * sizeof *norms), row[3] = { 0, 0, 0 };
                     nf_i8_column_steps(E, n, nv, lde, sv);
                     nf_i8_quads(E, n, nv, lde, sv, Eq, ldq, off, norms);
-                    for (int64_t i = 0; i < np; i++)   /* each row its own step; the bound takes the largest norms */
+                    /* one step per row m, the largest of every permutation's (as a draw's rows share
+                     * it); the bound takes the largest norms */
+                    for (int64_t i = 0; i < np; i++)
+                        for (int64_t m = 1; m < r; m++)
+                            sq[m - 1] = fmaxf(sq[m - 1], nf_i8_step(R + (i * r + m) * n, n));
+                    for (int64_t i = 0; i < np; i++)
                         for (int64_t m = 1; m < r; m++) {
                             const float *x = R + (i * r + m) * n;
                             double rm[3];
-                            sq[i * (r - 1) + m - 1] = nf_i8_step(x, n);
-                            nf_u8_quads(x, n, sq[i * (r - 1) + m - 1], Rq + (i * (r - 1) + m - 1) * n4);
-                            nf_i8_norms(x, n, sq[i * (r - 1) + m - 1], rm);
+                            nf_u8_quads(x, n, sq[m - 1], Rq + (i * (r - 1) + m - 1) * n4);
+                            nf_i8_norms(x, n, sq[m - 1], rm);
                             for (int j = 0; j < 3; j++)
                                 row[j] = fmax(row[j], rm[j]);
                         }
@@ -1441,7 +1445,6 @@ static void test_glm_tile_i8_matches_tile(void **state)
                     test_free(Eq);
                     test_free(Rq);
                     test_free(sv);
-                    test_free(sq);
                     test_free(off);
                     test_free(norms);
                     test_free(ss);
@@ -1786,12 +1789,13 @@ static int process_threads_now(void)
 
 /* The threads of this process once exited ones are gone: a joined thread can
  * stay listed in /proc/self/task for a moment after pthread_join returns (its
- * kernel task is released after the join's wake-up), so wait up to a second
- * for the count to settle at 1. */
+ * kernel task is released after the join's wake-up), so wait for the count
+ * to settle at 1: microseconds, but bounded by a minute, not by a guess of
+ * how busy the machine is. */
 static int process_threads(void)
 {
     int n = process_threads_now();
-    for (int i = 0; i < 100 && n > 1; i++) {
+    for (int i = 0; i < 6000 && n > 1; i++) {
         nanosleep(&(struct timespec){ .tv_nsec = 10 * 1000 * 1000 }, NULL);
         n = process_threads_now();
     }

@@ -67,10 +67,9 @@ void nf_glm_tile_i8_ref(const struct nf_glm_epi *e, const struct nf_glm_i8 *b, c
 
 float nf_i8_step(const float *x, int64_t n)
 {
-    float m = 0.0f;
-    for (int64_t k = 0; k < n; k++)
-        m = fabsf(x[k]) > m ? fabsf(x[k]) : m;
-    return m / 127.0f;
+    float s;
+    nf_i8_column_steps(x, n, 1, 1, &s);
+    return s;
 }
 
 void nf_i8_column_steps(const float *X, int64_t rows, int64_t cols, int64_t ld, float *step)
@@ -101,17 +100,25 @@ static inline float inverse_of(float step)
     return step > 0.0f ? 1.0f / step : 0.0f;
 }
 
+/* nf_i8_norms's sums of squares, one value x and its byte y by step at a time:
+ * of x, of x - step y and of step y (exact in double) */
+static inline void add_norms(double acc[3], float x, int y, float step)
+{
+    double v = x, t = (double)step * y;
+    acc[0] += v * v, acc[1] += (v - t) * (v - t), acc[2] += t * t;
+}
+
 void nf_i8_quads(const float *X, int64_t rows, int64_t cols, int64_t ld, const float *step, uint32_t *out,
                  int64_t ldo, int32_t *off, double *norms)
 {
     enum { BLOCK = 256 };   /* columns at a time, row by row */
     float inv[BLOCK];
     int32_t sum[BLOCK];
-    double a[BLOCK], d[BLOCK], q[BLOCK];
+    double acc[BLOCK][3];
     for (int64_t c0 = 0; c0 < cols; c0 += BLOCK) {
         const int64_t nc = cols - c0 < BLOCK ? cols - c0 : BLOCK;
         for (int64_t c = 0; c < nc; c++)
-            inv[c] = inverse_of(step[c0 + c]), sum[c] = 0, a[c] = d[c] = q[c] = 0;
+            inv[c] = inverse_of(step[c0 + c]), sum[c] = 0, acc[c][0] = acc[c][1] = acc[c][2] = 0;
         for (int64_t j = 0; j < rows; j += 4) {
             uint32_t *o = out + (j / 4) * ldo + c0;
             for (int64_t c = 0; c < nc; c++)
@@ -122,18 +129,16 @@ void nf_i8_quads(const float *X, int64_t rows, int64_t cols, int64_t ld, const f
                     int y = byte_of(x[c], inv[c]);
                     sum[c] += y;
                     o[c] |= (uint32_t)(uint8_t)(int8_t)y << (8 * b);
-                    if (norms) {
-                        double v = x[c], t = (double)step[c0 + c] * y;   /* exact in double */
-                        a[c] += v * v, d[c] += (v - t) * (v - t), q[c] += t * t;
-                    }
+                    if (norms)
+                        add_norms(acc[c], x[c], y, step[c0 + c]);
                 }
             }
         }
         for (int64_t c = 0; c < nc; c++) {
             if (off)
                 off[c0 + c] = -128 * sum[c];
-            if (norms)
-                norms[3 * (c0 + c)] = sqrt(a[c]), norms[3 * (c0 + c) + 1] = sqrt(d[c]), norms[3 * (c0 + c) + 2] = sqrt(q[c]);
+            for (int j = 0; norms && j < 3; j++)
+                norms[3 * (c0 + c) + j] = sqrt(acc[c][j]);
         }
     }
 }
@@ -152,12 +157,11 @@ void nf_u8_quads(const float *row, int64_t n, float step, uint32_t *out)
 void nf_i8_norms(const float *x, int64_t n, float step, double norm[3])
 {
     const float inv = inverse_of(step);
-    double a = 0, d = 0, q = 0;
-    for (int64_t k = 0; k < n; k++) {
-        double v = x[k], t = (double)step * byte_of(x[k], inv);   /* exact in double */
-        a += v * v, d += (v - t) * (v - t), q += t * t;
-    }
-    norm[0] = sqrt(a), norm[1] = sqrt(d), norm[2] = sqrt(q);
+    double acc[3] = { 0, 0, 0 };
+    for (int64_t k = 0; k < n; k++)
+        add_norms(acc, x[k], byte_of(x[k], inv), step);
+    for (int j = 0; j < 3; j++)
+        norm[j] = sqrt(acc[j]);
 }
 
 float nf_glm_i8_bound(int64_t n, const double row[3], const double col[3])

@@ -175,7 +175,7 @@ i8_body(const struct nf_glm_epi *e, const struct nf_glm_i8 *b, const float *R, c
                         _Pragma("GCC unroll 4") for (int m = 0; m < R1; m++) {
                             /* the bytes' product sum (exact: n <= NF_GLM_I8_MAX_N) x sv sq */
                             i8_vf bm = (i8_vf)_mm512_cvtepi32_ps(c[m]) *
-                                       (sv * b->sq[(p + pp) * R1 + m]);
+                                       (sv * b->sq[m]);
                             rss -= bm * bm;
                             sab += (i8_vf)((i8_vi)bm & absmask);
                         }
@@ -257,7 +257,6 @@ i8_rows(const struct nf_glm_epi *e, const struct nf_glm_i8 *b, const float *R, c
         struct nf_glm_i8 tb = *b;
         t.np = e->np - npf;
         tb.Rq = b->Rq + npf * (RR - 1) * ((n + 3) / 4);
-        tb.sq = b->sq + npf * (RR - 1);
         i8_body(&t, &tb, R + npf * RR * n, E, n, lde, ub_max + npf, run_max + npf, count, near, listed, npf, RR, 1,
                 counting);
     }
