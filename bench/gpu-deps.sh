@@ -16,5 +16,5 @@ apt-get download \
     libopenblas-dev libopenblas-pthread-dev libopenblas0-pthread libgfortran5 libquadmath0 \
     zlib1g zlib1g-dev libzstd-dev libzstd1 libxxhash-dev libxxhash0 libpng-dev libpng16-16 \
     libcmocka-dev libcmocka0 libnifti2-dev libniftiio-dev libnifti2-2 libnifticdf-dev libnifticdf2 \
-    libznz-dev libznz3 make
+    libznz-dev libznz3 libdeflate-dev libdeflate0 make
 du -sh "$root/.gpu-deps"

@@ -581,6 +581,12 @@ static int devices_rates(bool calibrate)
         nf_error_print(&err);
         memset(&err, 0, sizeof err);
     }
+    bool known = false;
+    if (!calibrate && !r.gpu_measured && nf_cuda_available(NULL, 0)) {
+        char gpu[512];
+        nf_cuda_describe(gpu, sizeof gpu);
+        known = nf_rates_known_gpu(&r, gpu);
+    }
     if (calibrate) {
         double gflops, hbm, pcie, setup;
         fprintf(stderr, "nlflow: measuring the CPU (SGEMM 2048^3, a 256 MiB copy) ...\n");
@@ -605,9 +611,11 @@ static int devices_rates(bool calibrate)
     }
     printf("placement rates (%s): cpu %.1f GFLOP/s, %.1f GB/s; gpu %.0f GFLOP/s, %.0f GB/s, PCIe %.1f GB/s, "
            "setup %.2f s\n",
-           r.cpu_measured && r.gpu_measured ? "calibrated" : r.cpu_measured ? "cpu calibrated, gpu defaults"
-                                                             : r.gpu_measured ? "gpu calibrated, cpu defaults"
-                                                                              : "defaults; see --calibrate",
+           r.cpu_measured && r.gpu_measured ? "calibrated"
+           : r.cpu_measured  ? (known ? "cpu calibrated, gpu as measured on this model" : "cpu calibrated, gpu defaults")
+           : r.gpu_measured  ? "gpu calibrated, cpu defaults"
+           : known           ? "gpu as measured on this model, cpu defaults; see --calibrate"
+                             : "defaults; see --calibrate",
            r.cpu_gflops, r.cpu_gbs, r.gpu_gflops, r.gpu_gbs, r.pcie_gbs, r.gpu_setup_s);
     free(path);
     return status;

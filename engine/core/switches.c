@@ -34,6 +34,8 @@ void nf_switches_reload(void)
     s.cache_readonly = v && strcmp(v, "0") != 0;
     v = getenv("NLFLOW_GPU_RESIDENT");
     s.gpu_resident = !v || strcmp(v, "0") != 0;
+    v = getenv("NLFLOW_GPU_PROFILE");
+    s.gpu_profile = v && *v && strcmp(v, "0") != 0;
     s.perm_tile = getenv("NLFLOW_PERM_TILE");
     v = getenv("NLFLOW_PERM_TABLES");
     s.perm_tables = !v || strcmp(v, "0") != 0;

@@ -15,6 +15,10 @@
  *                            a cache that cannot be written)
  *   NLFLOW_GPU_RESIDENT      "0": copy inputs to the GPU at each use instead of
  *                            keeping them resident (gpu_context.c)
+ *   NLFLOW_GPU_PROFILE       set and not "0": the GPU nodes wait for the device
+ *                            at each phase mark and print each phase's wall
+ *                            time when they give the context back (nf_gpu_phase;
+ *                            it removes the overlap, so totals exceed a plain run)
  *   NLFLOW_PERM_TILE         reference|gemm|avx2|avx512: force permute's tile
  *                            kernel (comparing them in benchmarks)
  *   NLFLOW_PERM_TABLES       "0": permute's fused tile kernels sum rows of two
@@ -50,6 +54,7 @@ struct nf_switches {
     unsigned long cache_fs_magic;
     bool cache_readonly;
     bool gpu_resident;                /* true unless NLFLOW_GPU_RESIDENT=0 */
+    bool gpu_profile;                 /* NLFLOW_GPU_PROFILE set and not "0" */
     const char *perm_tile;            /* NULL when unset */
     bool perm_tables;                 /* NLFLOW_PERM_TABLES unset or not "0" */
     bool glm_tile;                    /* NLFLOW_GLM_TILE unset or not "0" */

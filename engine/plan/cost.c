@@ -38,6 +38,37 @@ void nf_rates_default(struct nf_rates *r)
     r->launch_s = 10e-6;
 }
 
+/* GPU rates measured on real machines, used for that model when this machine
+ * has no calibration file. A row per model, matched on the start of
+ * nf_cuda_describe's text. */
+static const struct known_gpu {
+    const char *name_prefix;
+    double gflops, hbm_gbs, pcie_gbs, setup_s;
+} known_gpus[] = {
+    /* measured 2026-12-04 by `nlflow devices --calibrate` in bench/gpu-check.sh
+     * on an H200 machine (143 GB, driver 580.159, CUDA 13.0; 16 cores); two
+     * runs: 51322 / 51318 GFLOP/s, 4277 / 4276 GB/s, PCIe 55.5 / 55.4 GB/s,
+     * setup 0.119 / 0.131 s (the later run's values) */
+    { "NVIDIA H200", 51317.7, 4276.19, 55.3987, 0.131054 },
+};
+
+bool nf_rates_known_gpu(struct nf_rates *r, const char *gpu_name)
+{
+    if (r->gpu_measured || !gpu_name)
+        return false;
+    for (size_t i = 0; i < sizeof known_gpus / sizeof known_gpus[0]; i++) {
+        const struct known_gpu *k = &known_gpus[i];
+        if (strncmp(gpu_name, k->name_prefix, strlen(k->name_prefix)) != 0)
+            continue;
+        r->gpu_gflops = k->gflops;
+        r->gpu_gbs = k->hbm_gbs;
+        r->pcie_gbs = k->pcie_gbs;
+        r->gpu_setup_s = k->setup_s;
+        return true;
+    }
+    return false;
+}
+
 char *nf_rates_path(void)
 {
     const char *file = nf_switches()->devices_file, *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");

@@ -40,6 +40,11 @@ struct nf_rates {
  * 1.5 TB/s, PCIe 12 GB/s, 0.5 s setup, 10 µs per launch — conservative for a
  * data-centre GPU, so that without calibration small problems stay on the CPU. */
 void nf_rates_default(struct nf_rates *r);
+/* A GPU without a calibration: the rates measured on the same model (a table
+ * in cost.c, each row with the date and the command that measured it) replace
+ * the GPU defaults. gpu_name is nf_cuda_describe's text; no match, or GPU
+ * rates already from a calibration file: r unchanged. true when a row matched. */
+bool nf_rates_known_gpu(struct nf_rates *r, const char *gpu_name);
 /* The calibration file: $NLFLOW_DEVICES_FILE, else $XDG_CACHE_HOME/nlflow/
  * devices.json, else $HOME/.cache/nlflow/devices.json (owned; NULL when there
  * is no home). */

@@ -32,7 +32,7 @@ enum nf_device nf_place_node(enum nf_device requested, enum nf_device pipeline_d
 
 /* The rates of this machine; a broken rates file is a warning, not an error
  * (placement then uses the defaults). */
-static void load_rates(struct nf_rates *rates, struct nf_diags *d)
+static void load_rates(struct nf_rates *rates, bool gpu_available, struct nf_diags *d)
 {
     struct nf_error err = { 0 };
     char *path = nf_rates_path();
@@ -41,6 +41,11 @@ static void load_rates(struct nf_rates *rates, struct nf_diags *d)
         nf_diags_warn(d, &err);
     }
     free(path);
+    if (gpu_available && !rates->gpu_measured) {   /* a model measured elsewhere beats the defaults */
+        char gpu[512];
+        nf_cuda_describe(gpu, sizeof gpu);
+        nf_rates_known_gpu(rates, gpu);
+    }
 }
 
 /* The edge that feeds input `port` of node n, or NULL. */
@@ -71,7 +76,7 @@ int nf_place(struct nf_pipeline *p, bool gpu_available, struct nf_diags *d)
                                                                           : NULL;
         if (costed) {
             if (!have_rates)
-                load_rates(&rates, d);
+                load_rates(&rates, gpu_available, d);
             have_rates = true;
             for (size_t j = 0; resident && j < n_kept; j++)
                 if (kept[j].src == resident->src && kept[j].port == resident->src_port) {

@@ -164,6 +164,7 @@ static int setup_device(struct gperm *gp, struct nf_gpu *g, const struct nf_run 
     gp->cap = 2 * V + 1024 > NEAR_MIN ? 2 * V + 1024 : NEAR_MIN;
     size_t free_b = nf_gpu_free_bytes(g);
     NF_TRY(rc = resident_data(gp, g, run, &free_b));
+    nf_gpu_phase(g, "data resident (its upload when cold)");
     while (arena_bytes(gp, S, tile) > free_b && shrink(&S, &tile))
         ;
     for (;;) {
@@ -221,6 +222,7 @@ static int setup_device(struct gperm *gp, struct nf_gpu *g, const struct nf_run 
         NF_TRY(rc = nf_gpu_upload(g->compute, up[i].dst, up[i].src, (size_t)(i == 0 ? n * V : V) * sizeof(float),
                                   "uploading the data", err));
     NF_TRY(rc = nf_gpu_stream_sync(g->compute, "uploading the data", err));
+    nf_gpu_phase(g, "arena, pinned buffers, constants");
     gp->k = (struct nf_gpu_perm_consts){ (float)c->a, (float)c->c, c->tail, c->t_stat, dshift, dss, dfloor,
                                          dcap, dlo, dhi };
 fail:
@@ -240,6 +242,7 @@ static int enqueue_chunk(struct gperm *gp, struct nf_gpu *g, int64_t p0, int64_t
     NF_TRY(rc = nf_gpu_zero(g->compute, gp->dcount[q], (size_t)V * sizeof(uint32_t), "clearing counts", err));
     NF_TRY(rc = nf_gpu_zero(g->compute, gp->dnnear[q], sizeof(unsigned long long), "clearing counts", err));
     NF_GPU_KL(nf_gpu_fill_key_min(g->compute, gp->drowmax[q], len), "the fill kernel");
+    nf_gpu_phase(g, "chunk: clearing");
     for (int64_t r0 = 0; r0 < len; r0 += gp->S) {
         int64_t rows = len - r0 < gp->S ? len - r0 : gp->S;
         int slot = (int)(gp->n_sub++ % 2);
@@ -249,19 +252,23 @@ static int enqueue_chunk(struct gperm *gp, struct nf_gpu *g, int64_t p0, int64_t
             rc = NF_FAIL(err, NF_ENOMEM, "out of memory drawing permutations");
             goto fail;
         }
+        nf_gpu_phase(g, "host: drawing permutations");
         /* dR[slot] was last read by the GEMMs of that block */
         NF_TRY(rc = nf_gpu_stream_wait(g->copy, gp->compute_done[slot], "ordering an upload", err));
         NF_TRY(rc = nf_gpu_upload(g->copy, gp->dR[slot], gp->up[slot], (size_t)(rows * n) * sizeof(float),
                                   "uploading permutations", err));
         NF_TRY(rc = nf_gpu_event_record(gp->up_done[slot], g->copy, err));
         NF_TRY(rc = nf_gpu_stream_wait(g->compute, gp->up_done[slot], "ordering a block", err));
+        nf_gpu_phase(g, "upload of permutations");
         for (int64_t v0 = 0; v0 < V; v0 += gp->tile) {
             int64_t nv = V - v0 < gp->tile ? V - v0 : gp->tile;
             NF_TRY(rc = nf_gpu_sgemm(g, false, false, rows, nv, n, 1.0f, gp->dR[slot], n, gp->dD + v0, V, 0.0f,
                                      gp->dC, nv, err));
+            nf_gpu_phase(g, "GEMM R D");
             NF_GPU_KL(nf_gpu_perm_epilogue(g->compute, gp->dC, rows, nv, v0, r0, &gp->k, gp->dcount[q], gp->drowmax[q],
                                            near, near_cap, gp->dnnear[q]),
                       "the permutation epilogue");
+            nf_gpu_phase(g, "epilogue kernel");
         }
         NF_TRY(rc = nf_gpu_event_record(gp->compute_done[slot], g->compute, err));
     }
@@ -275,6 +282,7 @@ static int enqueue_chunk(struct gperm *gp, struct nf_gpu *g, int64_t p0, int64_t
     NF_TRY(rc = nf_gpu_download(g->compute, near_host, near, (size_t)near_cap * sizeof(int2), "downloading near ties",
                                 err));
     NF_TRY(rc = nf_gpu_event_record(gp->chunk_done[q], g->compute, err));
+    nf_gpu_phase(g, "chunk downloads");
 fail:
     return rc;
 }
@@ -338,6 +346,7 @@ static int finish_chunk(struct gperm *gp, struct nf_gpu *g, const struct nf_run 
         nf_ckpt_put(run->ckpt, nf_perm_ckpt_index(gp->chunk, ci), ckpt_buf,
                     (size_t)V * sizeof(uint32_t) + (size_t)len * sizeof(float), run->err);
     }
+    nf_gpu_phase(g, "host: near ties, counts, checkpoint");
 fail:
     nf_gpu_free(big);
     free(host_near);
@@ -436,6 +445,7 @@ int nf_permute_run_gpu(struct nf_run *run)
         return nf_node_permute.run_cpu(run);
     }
     NF_TRY(rc = nf_perm_begin(&c, run, out, &seed));
+    nf_gpu_phase(g, "host: checks, observed statistics");
     /* chunks of permutations, resumed from the checkpoints of either device */
     int64_t chunk = prm->chunk, n_chunks = (c.M + chunk - 1) / chunk, resumed = 0;
     if (!(have = nf_calloc((size_t)n_chunks, sizeof *have))) {
@@ -446,6 +456,7 @@ int nf_permute_run_gpu(struct nf_run *run)
     if (resumed < n_chunks)
         NF_TRY(rc = run_chunks(&c, g, run, chunk, have, resumed));
     rc = nf_perm_finish(&c, run, seed, out);
+    nf_gpu_phase(g, "host: p, FWE, FDR, outputs");
 fail:
     nf_gpu_release(g);
     for (int o = 0; o < 6; o++)

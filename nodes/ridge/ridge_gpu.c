@@ -477,6 +477,7 @@ static int finish_on_device(struct gctx *c, struct nf_gpu *g, const float *Y, ch
     NF_GPU_KL(nf_gpu_ridge_choose(g->compute, A, nb, (int)k, c->dacc, c->dalphas, shared_best, c->dbest, c->dalpha,
                                   c->dscore),
               "the choice kernel");
+    nf_gpu_phase(g, "block: choice kernel");
     if (want_pred)
         for (int64_t f = 0; f < k; f++) {
             const struct gfold *fd = &c->folds[f];
@@ -487,6 +488,7 @@ static int finish_on_device(struct gctx *c, struct nf_gpu *g, const float *Y, ch
             NF_TRY(rc = nf_gpu_sgemm(g, false, false, fd->n_val, nb, fd->r, 1.0f, fd->dP, fd->r, c->dcoef, nb, 0.0f,
                                      pred, nb, err));
             NF_GPU_KL(nf_gpu_add_rows(g->compute, pred, fd->n_val, nb, c->dymean + f * nb), "the centring kernel");
+            nf_gpu_phase(g, "block: predictions");
         }
     /* refit on all samples: W = Vtᵀ diag(d_alpha(v)) Uᵀ (Y - mean) */
     NF_TRY(rc = nf_gpu_sgemm(g, true, false, c->r, nb, n, 1.0f, c->dU, c->r, Y, nb, 0.0f, c->dfull, nb, err));
@@ -494,6 +496,7 @@ static int finish_on_device(struct gctx *c, struct nf_gpu *g, const float *Y, ch
                                   c->center ? c->du_sum : NULL, c->dym_all),
               "the shrink kernel");
     NF_TRY(rc = nf_gpu_sgemm(g, true, false, c->p, nb, c->r, 1.0f, c->dVt, c->p, c->dfull, nb, 0.0f, c->dW, nb, err));
+    nf_gpu_phase(g, "block: refit GEMMs");
     NF_TRY(rc = nf_gpu_download(g->compute, down + off[0], c->dW, (size_t)(c->p * nb) * sizeof(float),
                                 "downloading weights", err));
     NF_TRY(rc = nf_gpu_download(g->compute, down + off[1], c->dalpha, (size_t)nb * sizeof(float), "downloading alphas",
@@ -529,18 +532,21 @@ static int enqueue_block(struct gctx *c, struct nf_gpu *g, int slot, int64_t b0,
         /* Y is on the device: the block's columns, rows in fold order (the
          * compute stream orders it after the block that last used dY[slot]) */
         NF_GPU_KL(nf_gpu_gather_rows(g->compute, Y, nb, c->dYall + b0, c->V, c->dperm, n, nb), "the gather kernel");
+        nf_gpu_phase(g, "block: gather Y");
     } else {
         /* the upload may not overwrite dY[slot] before the block that used it is done */
         NF_TRY(rc = nf_gpu_stream_wait(g->copy, c->compute_done[slot], "ordering an upload", err));
         NF_TRY(rc = nf_gpu_upload(g->copy, Y, c->up[slot], (size_t)(n * nb) * sizeof(float), "uploading Y", err));
         NF_TRY(rc = nf_gpu_event_record(c->up_done[slot], g->copy, err));
         NF_TRY(rc = nf_gpu_stream_wait(g->compute, c->up_done[slot], "ordering the block", err));
+        nf_gpu_phase(g, "block: upload Y");
     }
 
     NF_GPU_KL(nf_gpu_ridge_stats(g->compute, Y, n, nb, (int)k, c->dv0, c->dv1, c->center, c->fold_center, c->dym_all,
                                  c->dymean, c->dsy, c->dsyy),
               "the fold statistics kernel");
     NF_TRY(rc = nf_gpu_zero(g->compute, c->dacc, (size_t)(A * nb) * sizeof(double), "clearing the scores", err));
+    nf_gpu_phase(g, "block: fold statistics");
     for (int64_t f0 = 0; f0 < k; f0 += FOLD_BATCH) {
         int64_t kb = k - f0 < FOLD_BATCH ? k - f0 : FOLD_BATCH;
         for (int64_t f = f0; f < f0 + kb; f++) {
@@ -556,21 +562,25 @@ static int enqueue_block(struct gctx *c, struct nf_gpu *g, int slot, int64_t b0,
             NF_GPU_KL(nf_gpu_ridge_center(g->compute, UtY, fd->r, rm, nb, c->dusum_f + f * rm, c->dymean + f * nb,
                                           c->center),
                       "the centring kernel");
+            nf_gpu_phase(g, "block: U'Y GEMMs");
             /* Z = Pᵀ (Y_val - centre) */
             NF_TRY(rc = nf_gpu_sgemm(g, true, false, fd->r, nb, fd->n_val, 1.0f, fd->dP, fd->r, Y + fd->v0 * nb, nb,
                                      0.0f, Z, nb, err));
             NF_GPU_KL(nf_gpu_ridge_center(g->compute, Z, fd->r, rm, nb, c->dpsum_f + f * rm, c->dymean + f * nb,
                                           c->center),
                       "the centring kernel");
+            nf_gpu_phase(g, "block: P'Y GEMMs");
         }
         /* T_f = M_f UtY_f for the group's folds, every alpha at once */
         NF_TRY(rc = nf_gpu_sgemm_batched(g, false, false, A * rm, nb, rm, 1.0f, c->dM + f0 * A * rm * rm, rm,
                                          A * rm * rm, c->dUtY + f0 * rm * nb, nb, rm * nb, 0.0f, c->dT, nb,
                                          A * rm * nb, kb, err));
+        nf_gpu_phase(g, "block: T = M U'Y, batched GEMM");
         NF_GPU_KL(nf_gpu_ridge_scores(g->compute, (int)f0, (int)kb, A, rm, nb, c->dr, c->dnval, c->dUtY, c->dZ, c->dT,
                                       c->ddj, c->dpj, c->dsy, c->dsyy, c->prm->score, c->legacy, c->dacc,
                                       pass == 2 ? c->dcv : NULL),
                   "the score kernel");
+        nf_gpu_phase(g, "block: score kernel");
     }
     if (pass == 1) {
         /* shared mode's first pass: only the score sums come back */
@@ -581,6 +591,7 @@ static int enqueue_block(struct gctx *c, struct nf_gpu *g, int slot, int64_t b0,
     }
     NF_TRY(rc = nf_gpu_event_record(c->compute_done[slot], g->compute, err));
     NF_TRY(rc = nf_gpu_event_record(c->down_done[slot], g->compute, err));
+    nf_gpu_phase(g, "block: downloads");
 fail:
     return rc;
 }
@@ -593,9 +604,9 @@ static int finish_block(struct gctx *c, struct nf_gpu *g, int slot, int64_t b0, 
     down_layout(c, c->nb, want_cv, want_pred, off);
     const char *down = c->down[slot];
     int rc = nf_gpu_event_sync(c->down_done[slot], "a voxel block", err);
-    (void)g;
     if (rc < 0)
         return rc;
+    nf_gpu_phase(g, "waiting for a block");
     if (pass == 1) {
         const double *acc = (const double *)(down + off[6]);
         for (int64_t a = 0; a < c->A; a++)
@@ -615,6 +626,7 @@ static int finish_block(struct gctx *c, struct nf_gpu *g, int slot, int64_t b0, 
     if (want_pred)   /* rows in fold order back to Y's order */
         copy_rows_threads(out[RIDGE_OUT_PREDICTIONS]->u.mat.data + b0, c->V, c->perm, (const float *)(down + off[5]), nb,
                           NULL, c->n, nb, c->threads);
+    nf_gpu_phase(g, "host: results into the outputs");
     return 0;
 }
 
@@ -638,6 +650,7 @@ static int run_blocks(struct gctx *c, struct nf_gpu *g, int pass, int64_t shared
                 if (rc < 0)
                     break;
                 copy_rows_threads(c->up[slot], nb, NULL, c->Y + b0, c->V, c->perm, c->n, nb, c->threads);
+                nf_gpu_phase(g, "host: packing Y");
             }
             rc = enqueue_block(c, g, slot, b0, nb, pass, shared_best, want_cv, want_pred, err);
             if (rc < 0)
@@ -674,6 +687,7 @@ static int plan_memory(struct gctx *c, struct nf_gpu *g, bool want_cv, bool want
         c->dYall = rc == 0 ? d : NULL;
         free_b = nf_gpu_free_bytes(g);
     }
+    nf_gpu_phase(g, "Y resident (its upload when cold)");
     int64_t nb = c->V < NF_RIDGE_GPU_BLOCK ? c->V : NF_RIDGE_GPU_BLOCK;
     int64_t cap = nf_gpu_debug_block_cap();
     if (cap > 0 && nb > cap)
@@ -703,7 +717,9 @@ static int plan_memory(struct gctx *c, struct nf_gpu *g, bool want_cv, bool want
         memset(err, 0, sizeof *err);
         nb /= 2;   /* out of memory: a smaller block, and try again */
     }
+    nf_gpu_phase(g, "arena and pinned buffers");
     int rc = setup_device(c, g, err);
+    nf_gpu_phase(g, "factors: SVDs, small products");
     if (rc == 0)
         rc = alloc_block(c, g, nb, want_cv, want_pred, err);
     return rc;
@@ -770,6 +786,7 @@ int nf_ridge_run_gpu(struct nf_run *run)
                                       run->in[RIDGE_IN_GROUPS], run, &c.k));
     struct nf_geom *geom = yin->u.mat.geom;
     NF_TRY(rc = nf_ridge_new_outputs(run, c.n, c.p, c.k, c.A, c.V, geom, out));
+    nf_gpu_phase(g, "host: checks, folds, outputs");
     c.r = c.n < c.p ? c.n : c.p;
     c.folds = nf_calloc((size_t)c.k, sizeof *c.folds);
     c.x_mean = nf_calloc((size_t)c.p, sizeof *c.x_mean);
@@ -804,6 +821,7 @@ int nf_ridge_run_gpu(struct nf_run *run)
     }
     NF_TRY(rc = run_on_gpu(&c, g, run, out));
     rc = nf_ridge_finish_outputs(run, out, c.center, c.x_mean, c.y_mean, c.p, c.V);
+    nf_gpu_phase(g, "host: intercepts");
 fail:
     nf_gpu_release(g);
     for (int o = 0; o < RIDGE_N_PLAIN_OUT; o++)

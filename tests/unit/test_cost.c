@@ -172,6 +172,63 @@ static int predict_case(int mode, int model, int64_t n, int64_t V, int64_t cv, d
     return rc;
 }
 
+/* The rates `nlflow devices --calibrate` measured on the H200 machine (16
+ * cores, bench/gpu-check.sh, 2026-12-04) against the times the bench measured
+ * there in the same session (bench/results/h200-gpu.json: the CPU node on all
+ * cores; the GPU node cold, its input uploaded, plus the calibrated context
+ * setup that the first GPU node of a process pays): `auto` must choose the
+ * device that was faster, for every GPU benchmark condition. */
+static void test_measured_h200(void **state)
+{
+    (void)state;
+    struct nf_rates r;
+    nf_rates_default(&r);
+    r.cpu_gflops = 227.297;
+    r.cpu_gbs = 19.5866;
+    r.gpu_gflops = 51317.7;
+    r.gpu_gbs = 4276.19;
+    r.pcie_gbs = 55.3987;
+    r.gpu_setup_s = 0.131054;
+    const struct { const char *name; int kind; int64_t n, v, p; double cpu_s, gpu_cold_s; } cases[] = {
+        { "ridge 500 x 20000 x 50", 0, 500, 20000, 50, 0.110, 0.0333 },
+        { "ridge 1000 x 20000 x 100", 0, 1000, 20000, 100, 0.440, 0.0745 },
+        { "ridge 1000 x 230000 x 100", 0, 1000, 230000, 100, 3.45, 0.506 },
+        { "permute 50 x 230000 x 10000", 1, 50, 230000, 10000, 0.338, 0.193 },
+        { "searchlight 120 x 50000, r 6, 5 folds", 2, 120, 50000, 5, 0.534, 0.102 },
+    };
+    /* the same GPU rates from the table of measured models, for an H200
+     * without a calibration file; other models and calibrated rates keep theirs */
+    struct nf_rates t;
+    nf_rates_default(&t);
+    assert_true(nf_rates_known_gpu(&t, "NVIDIA H200, 139.8 GiB, compute capability 9.0, 132 SMs"));
+    assert_true(t.gpu_gflops == r.gpu_gflops && t.gpu_gbs == r.gpu_gbs && t.pcie_gbs == r.pcie_gbs &&
+                t.gpu_setup_s == r.gpu_setup_s);
+    struct nf_rates other;
+    nf_rates_default(&other);
+    double default_gflops = other.gpu_gflops;
+    assert_false(nf_rates_known_gpu(&other, "NVIDIA A100-SXM4-80GB, 79.1 GiB"));
+    assert_false(nf_rates_known_gpu(&other, "none"));
+    assert_true(other.gpu_gflops == default_gflops);
+    other.gpu_measured = true;
+    assert_false(nf_rates_known_gpu(&other, "NVIDIA H200"));
+    assert_true(other.gpu_gflops == default_gflops);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct nf_cost c;
+        if (cases[i].kind == 0)
+            ridge_case(cases[i].n, cases[i].v, cases[i].p, &c);
+        else if (cases[i].kind == 1)
+            permute_case(cases[i].n, cases[i].v, cases[i].p, &c);
+        else
+            assert_int_equal(predict_case(PREDICT_SEARCHLIGHT, NF_MODEL_RIDGE_CLASSIFIER, cases[i].n, cases[i].v,
+                                          cases[i].p, 6, &c), 1);
+        double cpu, gpu, measured_gpu = cases[i].gpu_cold_s + r.gpu_setup_s;
+        nf_cost_times(&c, &r, &cpu, &gpu);
+        printf("%-40s model cpu %7.3f s gpu %7.3f s | measured cpu %7.3f s gpu %7.3f s\n", cases[i].name, cpu, gpu,
+               cases[i].cpu_s, measured_gpu);
+        assert_int_equal(nf_cost_prefers_gpu(&c, &r), measured_gpu < cases[i].cpu_s);
+    }
+}
+
 /* A small searchlight stays on the CPU, the whole-brain one (the bench's
  * 120 x 50000, r = 6 mm at 3 mm, 5 folds) goes to an H200-like GPU; learners
  * and modes without a GPU path report no cost, so `auto` keeps them on the
@@ -461,6 +518,7 @@ int main(void)
         cmocka_unit_test(test_decisions),
         cmocka_unit_test(test_work_estimates),
         cmocka_unit_test(test_searchlight_cost),
+        cmocka_unit_test(test_measured_h200),
         cmocka_unit_test(test_place),
         cmocka_unit_test(test_place_resident_inputs),
         cmocka_unit_test(test_plan_prints_estimates),

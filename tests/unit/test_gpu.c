@@ -330,9 +330,9 @@ static void unref_all(struct nf_value **out, int n)
     }
 }
 
-/* CPU vs GPU for one configuration on the first n samples; returns the
- * number of near-tie voxels. */
-static int compare_ridge_n(struct ridge_params *prm, struct nf_value *groups, int64_t n)
+/* CPU vs GPU for one configuration on the first n samples, CV scores within
+ * score_tol x (1 + |score|); returns the number of near-tie voxels. */
+static int compare_ridge_n(struct ridge_params *prm, struct nf_value *groups, int64_t n, double score_tol)
 {
     struct nf_value *cpu[6] = { 0 }, *gpu[6] = { 0 };
     struct nf_error err = { 0 };
@@ -395,7 +395,7 @@ static int compare_ridge_n(struct ridge_params *prm, struct nf_value *groups, in
         }
         for (int64_t fa = 0; fa < cpu[RIDGE_OUT_CV_SCORES]->u.mat.rows; fa++) {
             double a = cpu[RIDGE_OUT_CV_SCORES]->u.mat.data[fa * RV + v], b = gpu[RIDGE_OUT_CV_SCORES]->u.mat.data[fa * RV + v];
-            assert_true(fabs(a - b) <= 1e-4 * (1 + fabs(a)));
+            assert_true(fabs(a - b) <= score_tol * (1 + fabs(a)));
         }
         if (tie)
             continue;
@@ -420,7 +420,7 @@ static int compare_ridge_n(struct ridge_params *prm, struct nf_value *groups, in
 
 static int compare_ridge(struct ridge_params *prm, struct nf_value *groups)
 {
-    return compare_ridge_n(prm, groups, RN);
+    return compare_ridge_n(prm, groups, RN, 1e-4);
 }
 
 static void test_ridge_agreement(void **state)
@@ -468,9 +468,15 @@ static void test_ridge_agreement(void **state)
      * rank are padded on the device */
     prm.fit_intercept = false;
     prm.cv = 5;
-    ties += compare_ridge_n(&prm, NULL, 12);
+    /* scores within 1e-3, not 1e-4: a test fold of two samples makes R2's
+     * denominator their tiny spread (scores down to -4e4), so float round-off
+     * of the predictions moves the scores by ~1e-4 relative; two CPU BLAS
+     * kernels (Prescott's and Zen 4's) move the CPU's own score by 4e-5, and
+     * the emulated device by 1.1e-4 on the H200 machine's Prescott kernel.
+     * A padding error of a smaller-rank fold moves them by O(1). */
+    ties += compare_ridge_n(&prm, NULL, 12, 1e-3);
     prm.fit_intercept = true;
-    ties += compare_ridge_n(&prm, NULL, 12);
+    ties += compare_ridge_n(&prm, NULL, 12, 1e-3);
     /* a constant column centred to exactly zero: a zero singular value */
     for (int i = 0; i < RN; i++)
         RX[i * RP + 7] = 1.0f;

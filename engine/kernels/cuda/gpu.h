@@ -145,6 +145,12 @@ void nf_gpu_resident_stats(struct nf_gpu_resident_stats *out);
 void nf_gpu_debug_fail_arena(int n);
 void nf_gpu_debug_max_block(int64_t max_block);
 int64_t nf_gpu_debug_block_cap(void);
+/* Phase profile (NLFLOW_GPU_PROFILE=1; else nothing): wait for both streams
+ * and add the wall time since the previous mark (or nf_gpu_acquire) to
+ * `label`, a string literal naming the phase that just ended; the totals go
+ * to stderr at nf_gpu_release. Waiting removes the overlap of copies and
+ * compute, so it shows where the time goes, not the plain run's total. */
+void nf_gpu_phase(struct nf_gpu *g, const char *label);
 
 /* A CUDA runtime status as an nlflow error: 0 when cudaSuccess, else NF_ENOMEM
  * for cudaErrorMemoryAllocation and NF_EBUG otherwise, err saying `what`. */

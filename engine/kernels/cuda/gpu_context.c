@@ -54,6 +54,48 @@ int64_t nf_gpu_debug_block_cap(void)
     return debug_block_cap;
 }
 
+/* ---- phase profile (NLFLOW_GPU_PROFILE), under gpu_lock ---- */
+
+enum { PROFILE_MAX = 32 };
+static struct { const char *label; double seconds; long count; } profile[PROFILE_MAX];
+static int profile_n;
+static double profile_mark;
+
+void nf_gpu_phase(struct nf_gpu *g, const char *label)
+{
+    if (!nf_switches()->gpu_profile)
+        return;
+    (void)cudaStreamSynchronize(g->copy);
+    (void)cudaStreamSynchronize(g->compute);
+    double now = nf_now();
+    int i = 0;
+    while (label && i < profile_n && strcmp(profile[i].label, label) != 0)
+        i++;
+    if (label && i == profile_n && profile_n < PROFILE_MAX)
+        profile[profile_n++].label = label;
+    if (label && i < profile_n) {
+        profile[i].seconds += now - profile_mark;
+        profile[i].count++;
+    }
+    profile_mark = now;
+}
+
+static void profile_print(void)
+{
+    if (!nf_switches()->gpu_profile || profile_n == 0)
+        return;
+    double total = 0;
+    for (int i = 0; i < profile_n; i++)
+        total += profile[i].seconds;
+    fprintf(stderr, "nlflow: GPU phases (NLFLOW_GPU_PROFILE; the device waited for at each mark): %.2f ms\n",
+            total * 1e3);
+    for (int i = 0; i < profile_n; i++)
+        fprintf(stderr, "  %-38s %6ld x %10.3f ms %5.1f%%\n", profile[i].label, profile[i].count,
+                profile[i].seconds * 1e3, total > 0 ? 100 * profile[i].seconds / total : 0);
+    memset(profile, 0, sizeof profile);
+    profile_n = 0;
+}
+
 int nf_gpu_check(cudaError_t status, const char *what, struct nf_error *err)
 {
     if (status == cudaSuccess)
@@ -348,6 +390,7 @@ struct nf_gpu *nf_gpu_acquire(struct nf_error *err)
         return NULL;
     }
     reap_copies(the_gpu, false);
+    nf_gpu_phase(the_gpu, NULL);
     return the_gpu;
 }
 
@@ -355,7 +398,10 @@ void nf_gpu_release(struct nf_gpu *g)
 {
     if (!g)
         return;
+    nf_gpu_phase(g, "release");
     nf_gpu_arena_close(g);
+    nf_gpu_phase(g, "closing the arena");
+    profile_print();
     pthread_mutex_lock(&copies_lock);
     for (size_t i = 0; i < g->n_copies; i++)
         g->copies[i].held = false;
