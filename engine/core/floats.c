@@ -1,5 +1,6 @@
 /* floats.c — whole-array float helpers: a stable O(n) radix argsort on the
- * floats' bits, and the first NaN or inf of an array (util.h).
+ * floats' bits, and the first NaN or inf of an array, on one thread or on
+ * several (util.h).
  */
 #include <ctype.h>
 #include <errno.h>
@@ -92,5 +93,44 @@ int64_t nf_first_nonfinite(const float *a, int64_t n)
                 if (!isfinite(a[i]))
                     return i;
     }
+    return -1;
+}
+
+struct scan_part {
+    const float *a;
+    int64_t begin, end, first;
+};
+
+static void *scan_part_run(void *arg)
+{
+    struct scan_part *p = arg;
+    int64_t e = nf_first_nonfinite(p->a + p->begin, p->end - p->begin);
+    p->first = e < 0 ? -1 : p->begin + e;
+    return NULL;
+}
+
+int64_t nf_first_nonfinite_threads(const float *a, int64_t n, int threads)
+{
+    enum { MAX_PARTS = 64 };
+    int parts = threads < 1 ? 1 : threads > MAX_PARTS ? MAX_PARTS : threads;
+    if (n < NF_SCAN_THREADS_MIN || parts == 1)
+        return nf_first_nonfinite(a, n);
+    struct scan_part part[MAX_PARTS];
+    pthread_t tid[MAX_PARTS];
+    bool started[MAX_PARTS] = { false };
+    for (int t = 0; t < parts; t++)
+        part[t] = (struct scan_part){ a, n * t / parts, n * (t + 1) / parts, -1 };
+    for (int t = 1; t < parts; t++)
+        started[t] = pthread_create(&tid[t], NULL, scan_part_run, &part[t]) == 0;
+    scan_part_run(&part[0]);
+    for (int t = 1; t < parts; t++) {
+        if (started[t])
+            pthread_join(tid[t], NULL);
+        else
+            scan_part_run(&part[t]);   /* no thread: this one scans it */
+    }
+    for (int t = 0; t < parts; t++)   /* the first part with one holds the first */
+        if (part[t].first >= 0)
+            return part[t].first;
     return -1;
 }

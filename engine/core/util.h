@@ -105,6 +105,11 @@ int nf_format_uint(uint64_t x, char *buf);
 /* The index of the first NaN or infinity in a[0..n), or -1 (a branch-free
  * scan, vectorised, over blocks). */
 int64_t nf_first_nonfinite(const float *a, int64_t n);
+/* The same, parts of a[] scanned by up to `threads` threads (one thread below
+ * NF_SCAN_THREADS_MIN elements: starting threads would cost more): a whole
+ * input checked at memory speed rather than one core's. */
+enum { NF_SCAN_THREADS_MIN = 1 << 20 };
+int64_t nf_first_nonfinite_threads(const float *a, int64_t n, int threads);
 
 /* order[0..n) = the indices of keys sorted ascending, equal keys in index
  * order (a stable LSD radix sort on the floats' bits: O(n), no comparisons).

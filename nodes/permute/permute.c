@@ -773,7 +773,8 @@ static int run_chunk(const struct perm_ctx *c, const struct nf_run *run, int64_t
 
 static int check_finite(const struct nf_value *m, const char *what, const struct nf_run *run)
 {
-    int64_t e = nf_first_nonfinite(m->u.mat.data, m->u.mat.rows * m->u.mat.cols);
+    int64_t e = nf_first_nonfinite_threads(m->u.mat.data, m->u.mat.rows * m->u.mat.cols,
+                                           run->env && run->env->threads > 1 ? run->env->threads : 1);
     if (e >= 0)
         return NF_FAIL_AT(run->err, NF_EDATA, nf_node_loc(run->node), nf_node_id(run->node),
                           "%s has a non-finite value (NaN or inf) at subject %lld, voxel %lld", what,
@@ -853,10 +854,127 @@ static void average_ranks(struct ranked *tmp, const double *x, int64_t n, double
 
 /* Per-voxel observed statistic in double (the `stat` output) and the epilogue's
  * constants. Marks zero-variance voxels. */
+/* Voxel ranges [v0, v1) of the per-voxel preparation on the node's threads:
+ * each voxel's sums run over the rows in order whatever its range, so the
+ * values do not depend on the split. */
+struct voxel_parts {
+    void (*fn)(void *arg, int64_t v0, int64_t v1);
+    void *arg;
+    int64_t V, n_parts;
+    atomic_long next;
+};
+
+static void *voxel_parts_worker(void *arg)
+{
+    struct voxel_parts *w = arg;
+    for (int64_t t; (t = atomic_fetch_add(&w->next, 1)) < w->n_parts;)
+        w->fn(w->arg, w->V * t / w->n_parts, w->V * (t + 1) / w->n_parts);
+    return NULL;
+}
+
+static void run_voxel_parts(int64_t V, int threads, void (*fn)(void *, int64_t, int64_t), void *arg)
+{
+    if (threads <= 1 || V < 8192) {   /* small: threads cost more than they save */
+        fn(arg, 0, V);
+        return;
+    }
+    struct voxel_parts w = { .fn = fn, .arg = arg, .V = V, .n_parts = 4 * (int64_t)threads };
+    nf_perm_run_threads(voxel_parts_worker, &w, threads);
+}
+
+static int node_threads(const struct nf_run *run)
+{
+    return run->env && run->env->threads > 1 ? run->env->threads : 1;
+}
+
+/* nf_perm_prepare's sums and per-voxel constants for voxels [v0, v1). */
+struct prepare_work {
+    struct perm_ctx *c;
+    const float *src;
+    float *D;                   /* correlation: the standardised copy */
+    double *sum, *sum1, *sq, *asum, *cross, *m, *sd;
+    int64_t *keep;
+    float *stat_out;
+    atomic_long n_flat;
+};
+
+static void prepare_range(void *arg, int64_t v0, int64_t v1)
+{
+    struct prepare_work *w = arg;
+    struct perm_ctx *c = w->c;
+    const int64_t n = c->n, V = c->V, len = v1 - v0;
+    const float *src = w->src;
+    /* Row by row over contiguous voxels (a column's values are V floats
+     * apart); every voxel's sums still run over the rows in order, in double:
+     * the sum, group 1's sum, then the squared deviations from the mean. */
+    for (int64_t i = 0; i < n; i++) {
+        c->K->row_accumulate(w->sum + v0, src + i * V + v0, len, false);
+        if (i < c->n1)
+            c->K->row_accumulate(w->sum1 + v0, src + i * V + v0, len, false);
+    }
+    for (int64_t i = 0; i < n; i++)
+        c->K->row_sq_dev(w->sq + v0, w->sum + v0, src + i * V + v0, (double)n, len);
+    /* correlation: the standardised columns (population std) into the copy;
+     * r = sum z c / n. The GEMM's round-off scale: the root sum of squares of
+     * what it multiplies. */
+    if (c->test == PERM_CORRELATION) {
+        for (int64_t v = v0; v < v1; v++) {   /* per voxel once: the mean, the population std, whether it is kept */
+            w->m[v] = w->sum[v] / (double)n;
+            w->sd[v] = sqrt(w->sq[v] / (double)n);
+            w->keep[v] = w->sq[v] <= 1e-12 * (double)n * w->m[v] * w->m[v] ? 0 : -1;
+        }
+        for (int64_t i = 0; i < n; i++)
+            c->K->row_standardize(w->D + i * V + v0, w->cross + v0, src + i * V + v0, w->m + v0, w->sd + v0,
+                                  w->keep + v0, c->cov[i], len);
+    }
+    for (int64_t i = 0; i < n; i++)
+        c->K->row_accumulate(w->asum + v0, src + i * V + v0, len, true);
+    int64_t n_flat = 0;
+    for (int64_t v = v0; v < v1; v++) {
+        double s = w->sum[v], s1 = w->sum1[v], sq = w->sq[v], m = s / (double)n, st = 0;
+        /* no variance: every value the same (up to double round-off) */
+        bool flat = sq <= 1e-12 * (double)n * m * m;
+        c->cap[v] = FLT_MAX;
+        if (c->test == PERM_ONE_SAMPLE) {
+            double ss = sq + (double)n * m * m;   /* sum of squares about 0: fixed under sign flips */
+            c->ss[v] = (float)ss;
+            c->ss_d[v] = ss;
+            c->floor_[v] = (float)(1e-12 * ss);
+            st = c->t_stat ? m / sqrt(sq / (double)(n - 1) / (double)n) : m;
+        } else if (c->test == PERM_TWO_SAMPLE) {
+            /* d = S1/n1 - (T - S1)/n2, the GEMM value itself (shift 0);
+             * pooled within-group SS = SS_total - (n1 n2 / n) d² */
+            double d = s1 / (double)c->n1 - (s - s1) / (double)c->n2;
+            c->ss[v] = (float)sq;
+            c->ss_d[v] = sq;
+            c->floor_[v] = (float)(1e-12 * sq);
+            if (c->t_stat) {
+                double within = sq - c->c * d * d, h = 1.0 / (double)c->n1 + 1.0 / (double)c->n2;
+                st = flat || within <= 0 ? 0 : d / sqrt(within / (double)(n - 2) * h);
+            } else {
+                st = flat ? 0 : d;
+            }
+        } else {
+            st = flat ? 0 : w->cross[v] / (double)n;
+        }
+        c->abs_sum[v] = sqrt(w->asum[v]) * c->max_r;
+        if (flat) {
+            st = 0;
+            c->flat[v] = true;
+            n_flat++;
+            c->cap[v] = -FLT_MAX;
+        }
+        w->stat_out[v] = (float)st;
+    }
+    atomic_fetch_add(&w->n_flat, n_flat);
+}
+
 int nf_perm_prepare(struct perm_ctx *c, const struct nf_run *run, float *stat_out)
 {
     const int64_t n = c->n, V = c->V;
     double *sum = NULL, *sum1 = NULL, *sq = NULL, *asum = NULL, *cross = NULL, *col = NULL, *rank = NULL;
+    double *m = NULL, *sd = NULL;
+    int64_t *keep = NULL;
     struct ranked *tmp = NULL;
     int rc = 0;
     c->shift = nf_calloc((size_t)V, sizeof *c->shift);
@@ -872,13 +990,17 @@ int nf_perm_prepare(struct perm_ctx *c, const struct nf_run *run, float *stat_ou
     sq = nf_calloc((size_t)V, sizeof *sq);
     asum = nf_calloc((size_t)V, sizeof *asum);
     cross = nf_calloc((size_t)V, sizeof *cross);
+    if (c->test == PERM_CORRELATION) {
+        m = nf_malloc((size_t)V * sizeof *m);
+        sd = nf_malloc((size_t)V * sizeof *sd);
+        keep = nf_malloc((size_t)V * sizeof *keep);
+    }
     if (!c->shift || !c->ss || !c->floor_ || !c->cap || !c->flat || !c->abs_sum || !c->ss_d || !c->shift_d ||
-        !sum || !sum1 || !sq || !asum || !cross) {
+        !sum || !sum1 || !sq || !asum || !cross || (c->test == PERM_CORRELATION && (!m || !sd || !keep))) {
         rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
         goto fail;
     }
     float *D = c->D_own;   /* NULL for one-sample: the input as is */
-    const float *src = c->D;
     if (c->test == PERM_CORRELATION && c->prm->method == PERM_SPEARMAN) {
         /* each column's average ranks (1..n, ties averaged; exact in float), in place */
         col = nf_calloc((size_t)n, sizeof *col);
@@ -896,85 +1018,19 @@ int nf_perm_prepare(struct perm_ctx *c, const struct nf_run *run, float *stat_ou
                 D[i * V + v] = (float)rank[i];
         }
     }
-    /* Row by row over contiguous voxels (a column's values are V floats
-     * apart); every voxel's sums still run over the rows in order, in double:
-     * the sum, group 1's sum, then the squared deviations from the mean. */
-    for (int64_t i = 0; i < n; i++) {
-        c->K->row_accumulate(sum, src + i * V, V, false);
-        if (i < c->n1)
-            c->K->row_accumulate(sum1, src + i * V, V, false);
-    }
-    for (int64_t i = 0; i < n; i++)
-        c->K->row_sq_dev(sq, sum, src + i * V, (double)n, V);
-    /* correlation: the standardised columns (population std) into the copy;
-     * r = sum z c / n. The GEMM's round-off scale: the root sum of squares of
-     * what it multiplies. */
-    if (c->test == PERM_CORRELATION) {
-        /* per voxel once: the mean, the population std, and whether it is kept */
-        double *m = nf_malloc((size_t)V * sizeof *m), *sd = nf_malloc((size_t)V * sizeof *sd);
-        int64_t *keep = nf_malloc((size_t)V * sizeof *keep);
-        if (!m || !sd || !keep) {
-            free(m);
-            free(sd);
-            free(keep);
-            rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");
-            goto fail;
-        }
-        for (int64_t v = 0; v < V; v++) {
-            m[v] = sum[v] / (double)n;
-            sd[v] = sqrt(sq[v] / (double)n);
-            keep[v] = sq[v] <= 1e-12 * (double)n * m[v] * m[v] ? 0 : -1;
-        }
-        for (int64_t i = 0; i < n; i++)
-            c->K->row_standardize(D + i * V, cross, src + i * V, m, sd, keep, c->cov[i], V);
-        free(m);
-        free(sd);
-        free(keep);
-    }
-    for (int64_t i = 0; i < n; i++)
-        c->K->row_accumulate(asum, src + i * V, V, true);
-    for (int64_t v = 0; v < V; v++) {
-        double s = sum[v], s1 = sum1[v], m = s / (double)n, st = 0;
-        /* no variance: every value the same (up to double round-off) */
-        bool flat = sq[v] <= 1e-12 * (double)n * m * m;
-        c->cap[v] = FLT_MAX;
-        if (c->test == PERM_ONE_SAMPLE) {
-            double ss = sq[v] + (double)n * m * m;   /* sum of squares about 0: fixed under sign flips */
-            c->ss[v] = (float)ss;
-            c->ss_d[v] = ss;
-            c->floor_[v] = (float)(1e-12 * ss);
-            st = c->t_stat ? m / sqrt(sq[v] / (double)(n - 1) / (double)n) : m;
-        } else if (c->test == PERM_TWO_SAMPLE) {
-            /* d = S1/n1 - (T - S1)/n2, the GEMM value itself (shift 0);
-             * pooled within-group SS = SS_total - (n1 n2 / n) d² */
-            double d = s1 / (double)c->n1 - (s - s1) / (double)c->n2;
-            c->ss[v] = (float)sq[v];
-            c->ss_d[v] = sq[v];
-            c->floor_[v] = (float)(1e-12 * sq[v]);
-            if (c->t_stat) {
-                double within = sq[v] - c->c * d * d, h = 1.0 / (double)c->n1 + 1.0 / (double)c->n2;
-                st = flat || within <= 0 ? 0 : d / sqrt(within / (double)(n - 2) * h);
-            } else {
-                st = flat ? 0 : d;
-            }
-        } else {
-            st = flat ? 0 : cross[v] / (double)n;
-        }
-        c->abs_sum[v] = sqrt(asum[v]) * c->max_r;
-        if (flat) {
-            st = 0;
-            c->flat[v] = true;
-            c->n_flat++;
-            c->cap[v] = -FLT_MAX;
-        }
-        stat_out[v] = (float)st;
-    }
+    struct prepare_work w = { .c = c, .src = c->D, .D = D, .sum = sum, .sum1 = sum1, .sq = sq, .asum = asum,
+                              .cross = cross, .m = m, .sd = sd, .keep = keep, .stat_out = stat_out };
+    run_voxel_parts(V, node_threads(run), prepare_range, &w);
+    c->n_flat = atomic_load(&w.n_flat);
 fail:
     free(sum);
     free(sum1);
     free(sq);
     free(asum);
     free(cross);
+    free(m);
+    free(sd);
+    free(keep);
     free(col);
     free(rank);
     free(tmp);
@@ -1189,6 +1245,28 @@ fail:
  * constants and the observed statistic (out[PERMUTE_OUT_STAT..Q_FDR] allocated), the
  * permutation set (exact or nltools' seeds), the observed transformed values
  * and their tie windows. */
+/* Voxels [v0, v1) of the observed values' tie windows: q_obs (the GEMM
+ * values) transformed, and lo / hi = q_obs -/+ the round-off bound. */
+static void observed_windows(void *arg, int64_t v0, int64_t v1)
+{
+    struct perm_ctx *c = arg;
+    for (int64_t v = v0; v < v1; v++) {
+        double bound = nf_perm_tie_bound(c, v, c->q_obs[v]);
+        nf_perm_transform(c, c->q_obs + v, v, 1);
+        /* flat voxels: never near (lo = hi = +max), never counted */
+        c->lo[v] = c->flat[v] ? FLT_MAX : (float)(c->q_obs[v] - bound);
+        c->hi[v] = c->flat[v] ? FLT_MAX : (float)(c->q_obs[v] + bound);
+    }
+}
+
+/* Voxels [v0, v1): the observed GEMM values in double to the statistic. */
+static void observed_double(void *arg, int64_t v0, int64_t v1)
+{
+    struct perm_ctx *c = arg;
+    for (int64_t v = v0; v < v1; v++)
+        c->q_obs_d[v] = q_of_g_double(c, c->q_obs_d[v], v);
+}
+
 int nf_perm_begin(struct perm_ctx *c, const struct nf_run *run, struct nf_value **out, uint32_t *seed)
 {
     const struct permute_params *prm = run->params;
@@ -1246,18 +1324,9 @@ int nf_perm_begin(struct perm_ctx *c, const struct nf_run *run, struct nf_value 
      * window, through the CPU's BLAS on every device, so the window is the
      * same bits */
     c->K->sgemm(false, false, 1, c->V, c->n, 1.0f, c->row0, c->n, c->D, c->V, 0.0f, c->q_obs, c->V);
-    double *bound = c->q_obs_d;   /* borrowed until q_obs_d is filled */
-    for (int64_t v = 0; v < c->V; v++)
-        bound[v] = nf_perm_tie_bound(c, v, c->q_obs[v]);
-    nf_perm_transform(c, c->q_obs, 0, c->V);
-    for (int64_t v = 0; v < c->V; v++) {
-        /* flat voxels: never near (lo = hi = +max), never counted */
-        c->lo[v] = c->flat[v] ? FLT_MAX : (float)(c->q_obs[v] - bound[v]);
-        c->hi[v] = c->flat[v] ? FLT_MAX : (float)(c->q_obs[v] + bound[v]);
-    }
+    run_voxel_parts(c->V, node_threads(run), observed_windows, c);
     c->K->row_gemv_double(c->row0, c->D, c->n, c->V, c->q_obs_d);   /* as nf_perm_q_double(c, row0, v) for every v */
-    for (int64_t v = 0; v < c->V; v++)
-        c->q_obs_d[v] = q_of_g_double(c, c->q_obs_d[v], v);
+    run_voxel_parts(c->V, node_threads(run), observed_double, c);
     return 0;
 }
 
@@ -1365,43 +1434,122 @@ static void rows_max_double(const struct perm_ctx *c, const float *R, int64_t na
     }
 }
 
-/* rows_max_double over every voxel, the voxels split over threads (each its
- * own maxima, combined after: a maximum does not depend on the order). */
+/* The double maxima of the permutations in todo, the voxels split over
+ * threads (each its own maxima, combined after: a maximum does not depend on
+ * the order). A permutation's maximum in double is one of the voxels whose
+ * float value lies within twice the widest tie window of its float maximum (a
+ * value's round-off is a fraction of a window at its size: the windows are
+ * 4 x a first-order bound of it), so each thread computes its voxels' float
+ * values again (16 rows x a block of voxels per GEMM, transformed in cache)
+ * and sums only those candidates again in double, as rows_max_double sums
+ * every voxel: a few voxels per permutation instead of all of them. */
 struct exact_max_work {
     const struct perm_ctx *c;
-    const float *R;
+    const float *R;            /* na x n: the permutations' rows */
+    const float *below;        /* na: float maximum - 2 x the widest window */
     int64_t na, n_parts;
-    double *part;          /* n_parts x na */
+    double *part;              /* n_parts x na */
     atomic_long next;
+    atomic_int failed;
 };
+
+enum { EXACT_ROWS = 16, EXACT_BLOCK = 1024 };
+
+typedef float nf_v16f __attribute__((vector_size(64)));
+typedef int32_t nf_v16i __attribute__((vector_size(64)));
+
+/* m ? a : b, lane by lane (a macro: a function returning a 64-byte vector
+ * changes the ABI outside the AVX-512 clone) */
+#define V16_SELECT(m, a, b) ((nf_v16f)(((nf_v16i)(a) & (m)) | ((nf_v16i)(b) & ~(m))))
+
+/* nf_perm_transform's values for picking candidates only, 16 voxels per
+ * vector: any contraction or order will do here, since a candidate is any
+ * value within 2 windows of the maximum, far wider than their round-off. */
+__attribute__((target_clones("avx512f", "avx2", "default")))
+static void transform_candidates(const struct perm_ctx *c, float *g, int64_t v0, int64_t len)
+{
+    const float a = (float)c->a, cc = (float)c->c;
+    const float *shift = c->shift + v0, *ss = c->ss + v0, *fl = c->floor_ + v0, *cap = c->cap + v0;
+    const float sign = c->tail == PERM_TAIL_LOWER ? -1.0f : 1.0f;
+    const bool two = c->tail == PERM_TAIL_TWO;
+    int64_t v = 0;
+    for (; v + 16 <= len; v += 16) {
+        nf_v16f x, sh, s2, f, cp;
+        memcpy(&x, g + v, sizeof x);
+        memcpy(&sh, shift + v, sizeof sh);
+        memcpy(&cp, cap + v, sizeof cp);
+        nf_v16f d = a * x - sh, ad = (nf_v16f)((nf_v16i)d & 0x7fffffff), q = two ? ad : sign * d;
+        if (c->t_stat) {
+            memcpy(&s2, ss + v, sizeof s2);
+            memcpy(&f, fl + v, sizeof f);
+            nf_v16f den = s2 - cc * d * d;
+            den = V16_SELECT(den > f, den, f);
+            q = q * ad / den;
+        }
+        q = V16_SELECT(q < cp, q, cp);
+        memcpy(g + v, &q, sizeof q);
+    }
+    if (v < len)
+        nf_perm_transform(c, g + v, v0 + v, len - v);
+}
 
 static void *exact_max_worker(void *arg)
 {
     struct exact_max_work *w = arg;
-    const int64_t V = w->c->V;
-    for (int64_t t; (t = atomic_fetch_add(&w->next, 1)) < w->n_parts;)
-        rows_max_double(w->c, w->R, w->na, V * t / w->n_parts, V * (t + 1) / w->n_parts, w->part + t * w->na);
+    const struct perm_ctx *c = w->c;
+    const int64_t V = c->V, n = c->n;
+    float *G = nf_malloc((size_t)EXACT_ROWS * EXACT_BLOCK * sizeof *G);
+    if (!G) {
+        atomic_store(&w->failed, 1);
+        return NULL;
+    }
+    for (int64_t t; (t = atomic_fetch_add(&w->next, 1)) < w->n_parts;) {
+        const int64_t v0 = V * t / w->n_parts, v1 = V * (t + 1) / w->n_parts;
+        double *mx = w->part + t * w->na;
+        for (int64_t b = v0; b < v1; b += EXACT_BLOCK) {
+            const int64_t len = v1 - b < EXACT_BLOCK ? v1 - b : EXACT_BLOCK;
+            for (int64_t r0 = 0; r0 < w->na; r0 += EXACT_ROWS) {
+                const int64_t nr = w->na - r0 < EXACT_ROWS ? w->na - r0 : EXACT_ROWS;
+                c->K->sgemm(false, false, nr, len, n, 1.0f, w->R + r0 * n, n, c->D + b, V, 0.0f, G, len);
+                for (int64_t r = 0; r < nr; r++) {
+                    float *q = G + r * len;
+                    transform_candidates(c, q, b, len);
+                    for (int64_t v = 0; v < len; v++)
+                        if (q[v] >= w->below[r0 + r])   /* flat voxels are capped at -FLT_MAX: never */
+                            rows_max_double(c, w->R + (r0 + r) * n, 1, b + v, b + v + 1, mx + r0 + r);
+                }
+            }
+        }
+    }
+    free(G);
     return NULL;
 }
 
-static int exact_maxima(const struct perm_ctx *c, const int64_t *todo, int64_t na, int threads, double *max_d)
+static int exact_maxima(const struct perm_ctx *c, const int64_t *todo, int64_t na, float w_max, int threads,
+                        double *max_d)
 {
     int64_t n_parts = threads > 1 ? 4 * threads : 1;
-    float *R = nf_malloc((size_t)(na * c->n) * sizeof *R);
+    float *R = nf_malloc((size_t)(na * c->n) * sizeof *R), *below = nf_malloc((size_t)na * sizeof *below);
     double *part = nf_malloc((size_t)(n_parts * na) * sizeof *part);
     int64_t *perm = nf_malloc((size_t)c->n * sizeof *perm);
     int8_t *signs = nf_malloc((size_t)c->n);
     int rc = 0;
-    if (!R || !part || !perm || !signs) {
+    if (!R || !below || !part || !perm || !signs) {
         rc = NF_ENOMEM;
         goto fail;
     }
-    for (int64_t a = 0; a < na; a++)
+    for (int64_t a = 0; a < na; a++) {
         nf_perm_row(c, todo[a], R + a * c->n, perm, signs);
+        below[a] = c->null_q[todo[a]] - 2.0f * w_max;
+    }
     for (int64_t e = 0; e < n_parts * na; e++)
         part[e] = -INFINITY;
-    struct exact_max_work w = { .c = c, .R = R, .na = na, .n_parts = n_parts, .part = part };
+    struct exact_max_work w = { .c = c, .R = R, .below = below, .na = na, .n_parts = n_parts, .part = part };
     nf_perm_run_threads(exact_max_worker, &w, threads < n_parts ? threads : (int)n_parts);
+    if (atomic_load(&w.failed)) {
+        rc = NF_ENOMEM;
+        goto fail;
+    }
     for (int64_t a = 0; a < na; a++) {
         double m = -INFINITY;
         for (int64_t t = 0; t < n_parts; t++)
@@ -1410,6 +1558,7 @@ static int exact_maxima(const struct perm_ctx *c, const int64_t *todo, int64_t n
     }
 fail:
     free(R);
+    free(below);
     free(part);
     free(perm);
     free(signs);
@@ -1444,11 +1593,13 @@ static int fwe_pvalues(const struct perm_ctx *c, float *pf, double denom, double
         goto fail;
     }
     int64_t m = 0;
+    float w_max = 0;   /* the widest window (exact_maxima's candidates) */
     for (int64_t v = 0; v < V; v++)
         if (!c->flat[v]) {
             tested[m] = v;
             lo[m] = c->lo[v];
             hi[m++] = c->hi[v];
+            w_max = c->hi[v] - c->lo[v] > w_max ? c->hi[v] - c->lo[v] : w_max;
         }
     if (nf_argsort_f32(c->null_q, M, by_max) < 0 || nf_argsort_f32(lo, m, by_lo) < 0 ||
         nf_argsort_f32(hi, m, by_hi) < 0) {
@@ -1471,7 +1622,7 @@ static int fwe_pvalues(const struct perm_ctx *c, float *pf, double denom, double
         if (k > 0 && hi_max[k - 1] > x)
             todo[n_todo++] = i;
     }
-    if (n_todo > 0 && exact_maxima(c, todo, n_todo, threads, max_d) < 0) {
+    if (n_todo > 0 && exact_maxima(c, todo, n_todo, w_max, threads, max_d) < 0) {
         rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
         goto fail;
     }

@@ -230,10 +230,12 @@ fail:
 
 int nf_ridge_check_finite(const float *a, int64_t n, const char *what, const struct nf_run *run)
 {
-    for (int64_t i = 0; i < n; i++)
-        if (!isfinite(a[i]))
-            return NF_FAIL_AT(run->err, NF_EDATA, nf_node_loc(run->node), nf_node_id(run->node),
-                              "%s has a non-finite value (NaN or inf) at element %lld", what, (long long)i);
+    /* every core: a whole-brain Y is a gigabyte, and this scan was most of the
+     * GPU node's time on an H200 (docs/gpu.md) */
+    int64_t i = nf_first_nonfinite_threads(a, n, run->env && run->env->threads > 1 ? run->env->threads : 1);
+    if (i >= 0)
+        return NF_FAIL_AT(run->err, NF_EDATA, nf_node_loc(run->node), nf_node_id(run->node),
+                          "%s has a non-finite value (NaN or inf) at element %lld", what, (long long)i);
     return 0;
 }
 

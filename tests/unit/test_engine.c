@@ -453,6 +453,26 @@ static void test_first_nonfinite(void **state)
             }
             a[at[k]] = keep;
         }
+    /* on several threads: the first over the parts, whichever part finishes first */
+    const int64_t M = 3 * NF_SCAN_THREADS_MIN + 5;
+    float *big = malloc((size_t)M * sizeof *big);
+    assert_non_null(big);
+    for (int64_t i = 0; i < M; i++)
+        big[i] = (float)(i % 1000) * 0.5f;
+    for (int t = 1; t <= 5; t++)
+        assert_int_equal(nf_first_nonfinite_threads(big, M, t), -1);
+    const int64_t pos[] = { 0, NF_SCAN_THREADS_MIN - 1, M / 2, M / 2 + 1, M - 1 };
+    for (size_t k = 0; k < sizeof pos / sizeof pos[0]; k++) {
+        big[pos[k]] = k % 2 ? INFINITY : NAN;
+        if (pos[k] + 1 < M)
+            big[M - 1] = -INFINITY;   /* a later one, in the last part */
+        for (int t = 1; t <= 5; t++)
+            assert_int_equal(nf_first_nonfinite_threads(big, M, t), pos[k]);
+        big[M - 1] = 1.0f;
+        big[pos[k]] = 2.0f;
+    }
+    assert_int_equal(nf_first_nonfinite_threads(big, NF_SCAN_THREADS_MIN - 1, 4), -1);
+    free(big);
 }
 
 /* nf_format_float_g9 gives printf("%.9g")'s text: random bit patterns over
