@@ -116,14 +116,18 @@ grep -q "resumed 8 of 8 chunks" "$work/run.err" || fail "the permutation test wa
 [ -e "$d/.nlflow/shards/"* ] 2>/dev/null && fail "the shard folder was left behind after a finished run"
 echo "ok   --executor slurm: byte-identical outputs; 4 job arrays for 21 units; in $(( (t1 - t0) / 1000000 )) ms"
 
-# 3. one array task cancelled before it ran
+# 3. one array task cancelled before it ran: the partition is down (jobs
+# queue, none starts) until the task is cancelled, so that a fast task cannot
+# finish first
 fresh
+scontrol update PartitionName=debug State=DOWN || fail "scontrol: partition down"
 "$NLFLOW" run "$d/p.yaml" --executor slurm 2>"$work/cancel.err" &
 coord=$!
 for _ in $(seq 1 1200); do grep -q "submitted node 'voxels'" "$work/cancel.err" 2>/dev/null && break; sleep 0.1; done
 job=$(grep -o "submitted node 'voxels': job array [0-9]*" "$work/cancel.err" | grep -o '[0-9]*$')
 [ -n "$job" ] || { cat "$work/cancel.err"; fail "no voxels array submitted"; }
 scancel "${job}_5" || fail "scancel ${job}_5"
+scontrol update PartitionName=debug State=UP || fail "scontrol: partition up"
 wait "$coord"
 st=$?
 coord=
@@ -167,8 +171,10 @@ grep -q "submitted node 'beta': job array [0-9]*, 1 task for 1 unit" "$work/resu
 same_outputs "$work/ref" "$d/out" || { cat "$work/resume.err"; fail "outputs after --detach and a damaged shard differ"; }
 echo "ok   --detach ($(( (t1 - t0) / 1000000 )) ms for 4 arrays), status, damaged shard discarded and recomputed, identical outputs"
 
-# 5. SIGINT to the coordinator cancels its jobs
+# 5. SIGINT to the coordinator cancels its jobs (queued behind a down
+# partition, so that none has finished by then)
 fresh
+scontrol update PartitionName=debug State=DOWN || fail "scontrol: partition down"
 "$NLFLOW" run "$d/p.yaml" --executor slurm 2>"$work/int.err" &
 coord=$!
 for _ in $(seq 1 1200); do grep -q "submitted node 'group'" "$work/int.err" 2>/dev/null && break; sleep 0.1; done
@@ -176,6 +182,7 @@ kill -INT "$coord"
 wait "$coord"
 st=$?
 coord=
+scontrol update PartitionName=debug State=UP || fail "scontrol: partition up"
 [ "$st" = 130 ] || { cat "$work/int.err"; fail "SIGINT: exit $st, expected 130"; }
 grep -q "cancelled [0-9]* job arrays (scancel)" "$work/int.err" || { cat "$work/int.err"; fail "SIGINT did not cancel the jobs"; }
 wait_idle || fail "jobs still queued after the coordinator was interrupted"
