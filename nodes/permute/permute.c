@@ -771,10 +771,14 @@ static int run_chunk(const struct perm_ctx *c, const struct nf_run *run, int64_t
 
 /* ---- preparing the data ---- */
 
+static int node_threads(const struct nf_run *run)
+{
+    return run->env && run->env->threads > 1 ? run->env->threads : 1;
+}
+
 static int check_finite(const struct nf_value *m, const char *what, const struct nf_run *run)
 {
-    int64_t e = nf_first_nonfinite_threads(m->u.mat.data, m->u.mat.rows * m->u.mat.cols,
-                                           run->env && run->env->threads > 1 ? run->env->threads : 1);
+    int64_t e = nf_first_nonfinite_threads(m->u.mat.data, m->u.mat.rows * m->u.mat.cols, node_threads(run));
     if (e >= 0)
         return NF_FAIL_AT(run->err, NF_EDATA, nf_node_loc(run->node), nf_node_id(run->node),
                           "%s has a non-finite value (NaN or inf) at subject %lld, voxel %lld", what,
@@ -852,8 +856,6 @@ static void average_ranks(struct ranked *tmp, const double *x, int64_t n, double
     }
 }
 
-/* Per-voxel observed statistic in double (the `stat` output) and the epilogue's
- * constants. Marks zero-variance voxels. */
 /* Voxel ranges [v0, v1) of the per-voxel preparation on the node's threads:
  * each voxel's sums run over the rows in order whatever its range, so the
  * values do not depend on the split. */
@@ -880,11 +882,6 @@ static void run_voxel_parts(int64_t V, int threads, void (*fn)(void *, int64_t, 
     }
     struct voxel_parts w = { .fn = fn, .arg = arg, .V = V, .n_parts = 4 * (int64_t)threads };
     nf_perm_run_threads(voxel_parts_worker, &w, threads);
-}
-
-static int node_threads(const struct nf_run *run)
-{
-    return run->env && run->env->threads > 1 ? run->env->threads : 1;
 }
 
 /* nf_perm_prepare's sums and per-voxel constants for voxels [v0, v1). */
@@ -969,6 +966,8 @@ static void prepare_range(void *arg, int64_t v0, int64_t v1)
     atomic_fetch_add(&w->n_flat, n_flat);
 }
 
+/* Per-voxel observed statistic in double (the `stat` output) and the epilogue's
+ * constants. Marks zero-variance voxels. */
 int nf_perm_prepare(struct perm_ctx *c, const struct nf_run *run, float *stat_out)
 {
     const int64_t n = c->n, V = c->V;
@@ -1241,10 +1240,6 @@ fail:
     return rc;
 }
 
-/* The run's setup, shared by the CPU and GPU nodes: inputs, the per-voxel
- * constants and the observed statistic (out[PERMUTE_OUT_STAT..Q_FDR] allocated), the
- * permutation set (exact or nltools' seeds), the observed transformed values
- * and their tie windows. */
 /* Voxels [v0, v1) of the observed values' tie windows: q_obs (the GEMM
  * values) transformed, and lo / hi = q_obs -/+ the round-off bound. */
 static void observed_windows(void *arg, int64_t v0, int64_t v1)
@@ -1267,6 +1262,10 @@ static void observed_double(void *arg, int64_t v0, int64_t v1)
         c->q_obs_d[v] = q_of_g_double(c, c->q_obs_d[v], v);
 }
 
+/* The run's setup, shared by the CPU and GPU nodes: inputs, the per-voxel
+ * constants and the observed statistic (out[PERMUTE_OUT_STAT..Q_FDR] allocated), the
+ * permutation set (exact or nltools' seeds), the observed transformed values
+ * and their tie windows. */
 int nf_perm_begin(struct perm_ctx *c, const struct nf_run *run, struct nf_value **out, uint32_t *seed)
 {
     const struct permute_params *prm = run->params;
@@ -1695,7 +1694,7 @@ int nf_perm_finish(struct perm_ctx *c, const struct nf_run *run, uint32_t seed, 
         if (!c->flat[v])
             p[v] = (float)(((double)c->count[v] + add) / denom);
     }
-    int threads = run->env && run->env->threads > 1 ? run->env->threads : 1;
+    int threads = node_threads(run);
     NF_TRY(rc = fwe_pvalues(c, pf, denom, add, threads, run->err));
     NF_TRY(rc = nf_perm_bh_qvalues(p, c->flat, c->V, out[PERMUTE_OUT_Q_FDR]->u.mat.data, run->err));
     if (!(out[PERMUTE_OUT_NULL_MAX] = nf_value_new_matrix(c->M, 1, NULL, run->err))) {
@@ -1802,7 +1801,7 @@ static int permute_run_tests(struct nf_run *run)
         goto fail;
     }
     NF_TRY(rc = nf_perm_resume(&c, run, chunk, have, &resumed));
-    int threads = run->env && run->env->threads > 1 ? run->env->threads : 1;
+    int threads = node_threads(run);
     nf_blas_set_threads(1);   /* tiles over threads, single-threaded GEMMs */
     blas_set = true;
     int64_t done = resumed * chunk;
