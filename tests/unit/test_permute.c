@@ -267,6 +267,12 @@ static void exact_reference(const struct permute_params *prm, const struct probl
     *total = m;
 }
 
+/* Near-duplicate voxels (check_exact's tweak): copies of voxel 0, each with one
+ * subject's value one float step up or down, so that a permutation's maximum
+ * is a near tie between voxels whose float values may order them otherwise
+ * than their double values. */
+static int near_duplicates;
+
 static void check_exact(int test, int stat, int tail, int method, int n, int n1, int V, uint64_t seed)
 {
     struct permute_params prm;
@@ -280,6 +286,12 @@ static void check_exact(int test, int stat, int tail, int method, int n, int n1,
     prm.chunk = 37;   /* several chunks and sub-blocks */
     cov_effect = test == PERM_CORRELATION;
     random_problem(&pb, n, n1, V, 0.7, seed);
+    for (int d = 1; d <= near_duplicates && d < V; d++) {
+        int i = d % n;
+        for (int s = 0; s < n; s++)
+            pb.x[s][d] = pb.x[s][0];
+        pb.x[i][d] = (double)nextafterf((float)pb.x[i][0], d % 2 ? INFINITY : -INFINITY);
+    }
     exact_reference(&prm, &pb, p, pf, st, &total);
     assert_int_equal(run_permute(&prm, &pb, out, &err), 0);
     assert_int_equal(out[PERMUTE_OUT_NULL_MAX]->u.mat.rows, total);
@@ -323,6 +335,22 @@ static void test_exact_one_sample(void **state)
         check_exact(PERM_ONE_SAMPLE, PERM_STAT_T, tail, 0, 9, 0, 70, 27 + tail);
         check_exact(PERM_ONE_SAMPLE, PERM_STAT_MEAN, tail, 0, 8, 0, 90, 37 + tail);
     }
+}
+
+/* p_fwe's maxima in double come from the voxels near each float maximum, not
+ * only from the one that holds it: with near-duplicate voxels, the maximum
+ * of the identity and of many flips is a tie between voxels within a float
+ * step, and p_fwe must still be the double-precision reference's. */
+static void test_exact_near_duplicate_voxels(void **state)
+{
+    (void)state;
+    near_duplicates = 8;
+    for (int tail = 0; tail < 3; tail++) {
+        check_exact(PERM_ONE_SAMPLE, PERM_STAT_T, tail, 0, 9, 0, 20, 41 + tail);
+        check_exact(PERM_ONE_SAMPLE, PERM_STAT_MEAN, tail, 0, 9, 0, 20, 44 + tail);
+        check_exact(PERM_TWO_SAMPLE, PERM_STAT_T, tail, 0, 10, 5, 20, 47 + tail);
+    }
+    near_duplicates = 0;
 }
 
 static void test_exact_two_sample(void **state)
@@ -706,6 +734,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exact_one_sample),
+        cmocka_unit_test(test_exact_near_duplicate_voxels),
         cmocka_unit_test(test_exact_two_sample),
         cmocka_unit_test(test_exact_correlation),
         cmocka_unit_test(test_monte_carlo_recipe),
