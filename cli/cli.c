@@ -581,12 +581,7 @@ static int devices_rates(bool calibrate)
         nf_error_print(&err);
         memset(&err, 0, sizeof err);
     }
-    bool known = false;
-    if (!calibrate && !r.gpu_measured && nf_cuda_available(NULL, 0)) {
-        char gpu[512];
-        nf_cuda_describe(gpu, sizeof gpu);
-        known = nf_rates_known_gpu(&r, gpu);
-    }
+    bool known = !calibrate && nf_cuda_available(NULL, 0) && nf_rates_this_gpu(&r);
     if (calibrate) {
         double gflops, hbm, pcie, setup;
         fprintf(stderr, "nlflow: measuring the CPU (SGEMM 2048^3, a 256 MiB copy) ...\n");

@@ -69,6 +69,15 @@ bool nf_rates_known_gpu(struct nf_rates *r, const char *gpu_name)
     return false;
 }
 
+bool nf_rates_this_gpu(struct nf_rates *r)
+{
+    char gpu[512];
+    if (r->gpu_measured)
+        return false;
+    nf_cuda_describe(gpu, sizeof gpu);
+    return nf_rates_known_gpu(r, gpu);
+}
+
 char *nf_rates_path(void)
 {
     const char *file = nf_switches()->devices_file, *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");

@@ -45,6 +45,9 @@ void nf_rates_default(struct nf_rates *r);
  * the GPU defaults. gpu_name is nf_cuda_describe's text; no match, or GPU
  * rates already from a calibration file: r unchanged. true when a row matched. */
 bool nf_rates_known_gpu(struct nf_rates *r, const char *gpu_name);
+/* nf_rates_known_gpu for this machine's GPU (nf_cuda_describe): call it only
+ * once a GPU is known to be usable (describing one loads the CUDA libraries). */
+bool nf_rates_this_gpu(struct nf_rates *r);
 /* The calibration file: $NLFLOW_DEVICES_FILE, else $XDG_CACHE_HOME/nlflow/
  * devices.json, else $HOME/.cache/nlflow/devices.json (owned; NULL when there
  * is no home). */

@@ -41,11 +41,8 @@ static void load_rates(struct nf_rates *rates, bool gpu_available, struct nf_dia
         nf_diags_warn(d, &err);
     }
     free(path);
-    if (gpu_available && !rates->gpu_measured) {   /* a model measured elsewhere beats the defaults */
-        char gpu[512];
-        nf_cuda_describe(gpu, sizeof gpu);
-        nf_rates_known_gpu(rates, gpu);
-    }
+    if (gpu_available)   /* a model measured elsewhere beats the defaults */
+        nf_rates_this_gpu(rates);
 }
 
 /* The edge that feeds input `port` of node n, or NULL. */

@@ -1382,55 +1382,18 @@ fail:
     return rc;
 }
 
-/* p, p_fwe (sorted maxima), q_fdr, null_max and info from the counts and
- * maxima; on success the outputs move into run->out. */
-/* The largest statistic in double over voxels [v0, v1) of each of na rows
- * (R: na x n) into mx[] (max with what is there): the sums of
- * nf_perm_q_double, in its order, for 16 rows at a time over blocks of voxels
- * that stay in L1, so that D streams from memory once per 16 rows rather than
- * once per row. */
-typedef double nf_v8d __attribute__((vector_size(64)));
-
+/* Voxel v's statistic in double for the permutation row R: the sums of
+ * nf_perm_q_double, in its order. It was a 16-row, all-voxel kernel; only
+ * exact_maxima's few candidates go through it now. The clones keep what that
+ * kernel compiled to (the same fused or unfused multiply-adds per clone), so
+ * the maxima have the same bits as before. */
 __attribute__((target_clones("avx512f", "avx2", "default")))
-static void rows_max_double(const struct perm_ctx *c, const float *R, int64_t na, int64_t v0, int64_t v1,
-                            double *mx)
+static double voxel_q_double(const struct perm_ctx *c, const float *R, int64_t v)
 {
-    enum { ROWS = 16, BLOCK = 256 };
-    double acc[ROWS][BLOCK], dd[BLOCK];
-    const int64_t n = c->n, V = c->V;
-    for (int64_t b = v0; b < v1; b += BLOCK) {
-        const int64_t len = v1 - b < BLOCK ? v1 - b : BLOCK;
-        for (int64_t r0 = 0; r0 < na; r0 += ROWS) {
-            const int64_t nr = na - r0 < ROWS ? na - r0 : ROWS;
-            for (int64_t r = 0; r < nr; r++)
-                for (int64_t v = 0; v < len; v++)
-                    acc[r][v] = 0;
-            for (int64_t j = 0; j < n; j++) {
-                const float *restrict d = c->D + j * V + b;
-                for (int64_t v = 0; v < len; v++)
-                    dd[v] = d[v];
-                for (int64_t r = 0; r < nr; r++) {
-                    const double w = R[(r0 + r) * n + j];
-                    double *restrict a = acc[r];
-                    int64_t v = 0;
-                    for (; v + 8 <= len; v += 8) {   /* explicit vectors: -O2 leaves this loop scalar */
-                        nf_v8d av, dv;
-                        memcpy(&av, a + v, sizeof av);
-                        memcpy(&dv, dd + v, sizeof dv);
-                        av += w * dv;
-                        memcpy(a + v, &av, sizeof av);
-                    }
-                    for (; v < len; v++)
-                        a[v] += w * dd[v];
-                }
-            }
-            for (int64_t r = 0; r < nr; r++)
-                for (int64_t v = 0; v < len; v++) {
-                    double q = q_of_g_double(c, acc[r][v], b + v);
-                    mx[r0 + r] = q > mx[r0 + r] ? q : mx[r0 + r];
-                }
-        }
-    }
+    double g = 0;
+    for (int64_t j = 0; j < c->n; j++)
+        g += (double)R[j] * (double)c->D[j * c->V + v];
+    return q_of_g_double(c, g, v);
 }
 
 /* The double maxima of the permutations in todo, the voxels split over
@@ -1440,8 +1403,8 @@ static void rows_max_double(const struct perm_ctx *c, const float *R, int64_t na
  * value's round-off is a fraction of a window at its size: the windows are
  * 4 x a first-order bound of it), so each thread computes its voxels' float
  * values again (16 rows x a block of voxels per GEMM, transformed in cache)
- * and sums only those candidates again in double, as rows_max_double sums
- * every voxel: a few voxels per permutation instead of all of them. */
+ * and sums only those candidates again in double (voxel_q_double): a few
+ * voxels per permutation instead of all of them. */
 struct exact_max_work {
     const struct perm_ctx *c;
     const float *R;            /* na x n: the permutations' rows */
@@ -1514,8 +1477,10 @@ static void *exact_max_worker(void *arg)
                     float *q = G + r * len;
                     transform_candidates(c, q, b, len);
                     for (int64_t v = 0; v < len; v++)
-                        if (q[v] >= w->below[r0 + r])   /* flat voxels are capped at -FLT_MAX: never */
-                            rows_max_double(c, w->R + (r0 + r) * n, 1, b + v, b + v + 1, mx + r0 + r);
+                        if (q[v] >= w->below[r0 + r]) {   /* flat voxels are capped at -FLT_MAX: never */
+                            double y = voxel_q_double(c, w->R + (r0 + r) * n, b + v);
+                            mx[r0 + r] = y > mx[r0 + r] ? y : mx[r0 + r];
+                        }
                 }
             }
         }
@@ -1684,6 +1649,8 @@ static void label_outputs(const struct perm_ctx *c, struct nf_value **out)
     nf_value_set_stat(out[PERMUTE_OUT_Q_FDR], NF_STAT_Q_FDR, 0, "Benjamini-Hochberg FDR q-value of p");
 }
 
+/* p, p_fwe (sorted maxima), q_fdr, null_max and info from the counts and
+ * maxima; on success the outputs move into run->out. */
 int nf_perm_finish(struct perm_ctx *c, const struct nf_run *run, uint32_t seed, struct nf_value **out)
 {
     int rc = 0;

@@ -33,19 +33,26 @@
 #include "predict/predict_models.h"
 #include "ridge/ridge.h"
 
-/* An H200-like machine next to this project's 2-core VM. */
-static struct nf_rates h200(void)
+/* The defaults with these CPU and GPU rates. */
+static struct nf_rates rates(double cpu_gflops, double cpu_gbs, double gpu_gflops, double gpu_gbs, double pcie_gbs,
+                             double gpu_setup_s)
 {
     struct nf_rates r;
     nf_rates_default(&r);
-    r.cpu_gflops = 53;
-    r.cpu_gbs = 10;
-    r.gpu_gflops = 50000;
-    r.gpu_gbs = 4300;
-    r.pcie_gbs = 50;
-    r.gpu_setup_s = 0.4;
+    r.cpu_gflops = cpu_gflops;
+    r.cpu_gbs = cpu_gbs;
+    r.gpu_gflops = gpu_gflops;
+    r.gpu_gbs = gpu_gbs;
+    r.pcie_gbs = pcie_gbs;
+    r.gpu_setup_s = gpu_setup_s;
     r.launch_s = 10e-6;
     return r;
+}
+
+/* An H200-like machine next to this project's 2-core VM. */
+static struct nf_rates h200(void)
+{
+    return rates(53, 10, 50000, 4300, 50, 0.4);
 }
 
 static void test_times(void **state)
@@ -181,14 +188,7 @@ static int predict_case(int mode, int model, int64_t n, int64_t V, int64_t cv, d
 static void test_measured_h200(void **state)
 {
     (void)state;
-    struct nf_rates r;
-    nf_rates_default(&r);
-    r.cpu_gflops = 227.297;
-    r.cpu_gbs = 19.5866;
-    r.gpu_gflops = 51317.7;
-    r.gpu_gbs = 4276.19;
-    r.pcie_gbs = 55.3987;
-    r.gpu_setup_s = 0.131054;
+    struct nf_rates r = rates(227.297, 19.5866, 51317.7, 4276.19, 55.3987, 0.131054);
     const struct { const char *name; int kind; int64_t n, v, p; double cpu_s, gpu_cold_s; } cases[] = {
         { "ridge 500 x 20000 x 50", 0, 500, 20000, 50, 0.110, 0.0333 },
         { "ridge 1000 x 20000 x 100", 0, 1000, 20000, 100, 0.440, 0.0745 },
