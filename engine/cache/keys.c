@@ -191,14 +191,38 @@ static struct nf_key named_input(const char *name, struct nf_key key)
 }
 
 /* Does port `port` of node run once per item of a collection with these keys? */
-static bool port_maps(const struct nf_node_inst *node, int port, const struct nf_keyset *src)
+/* Could node run once per item of what reaches input `port`? (Not when the
+ * port takes collections whole, or the node never maps.) */
+static bool port_can_map(const struct nf_node_inst *node, int port)
 {
     const struct nf_port *pt = &node->type->inputs[port];
-    if (!src->is_coll || (pt->types & NF_PT_COLL) || (node->type->flags & NF_NODE_NO_MAP))
-        return false;
-    if ((pt->flags & NF_PORT_STACK) && node->in_shape && node->in_shape[port].kind == NF_KIND_MATRIX)
-        return false;   /* stacked into one matrix */
-    return true;
+    return !(pt->types & NF_PT_COLL) && !(node->type->flags & NF_NODE_NO_MAP);
+}
+
+/* Does node run once per item of keyset ks on input `port`: 1 yes, 0 no,
+ * -1 not known yet (the shape is open, or whether a port that stacks a
+ * collection of matrices gets one is not known). As prepare_inputs decides
+ * at run time: a collection of matrices on a stacking port is stacked, any
+ * other collection (an empty one too) is mapped over. */
+static int port_maps(const struct nf_node_inst *node, int port, const struct nf_keyset *ks)
+{
+    if (port < 0 || !port_can_map(node, port))
+        return 0;
+    if (ks->shape_open)
+        return -1;
+    if (!ks->is_coll)
+        return 0;
+    if (!(node->type->inputs[port].flags & NF_PORT_STACK) || ks->n == 0)
+        return 1;
+    int kind = ks->item_kind;
+    if (kind == NF_KIND_NONE && node->in_shape && node->in_shape[port].kind == NF_KIND_MATRIX)
+        kind = NF_KIND_MATRIX;   /* the plan stacked it */
+    return kind == NF_KIND_NONE ? -1 : kind != NF_KIND_MATRIX;
+}
+
+bool nf_keyset_decides_mapping(const struct nf_node_inst *node, int port, const struct nf_keyset *ks)
+{
+    return port_maps(node, port, ks) >= 0;
 }
 
 struct named { const char *name; const struct nf_keyset *ks; bool maps; };
@@ -312,9 +336,89 @@ static int own_file_key(const struct nf_node_type *t, const struct nf_node_inst 
     return 1;
 }
 
+/* Keyset ks becomes a single value, or a collection of n items keyed from
+ * its whole key (a collection made by one run: simulate's subjects). */
+static int keyset_shape(struct nf_keyset *ks, bool is_coll, size_t n, int item_kind, struct nf_error *err)
+{
+    free(ks->items);
+    ks->is_coll = is_coll;
+    ks->item_kind = is_coll ? item_kind : NF_KIND_NONE;
+    ks->n = is_coll ? n : 0;
+    ks->shape_open = false;
+    ks->items = nf_calloc(ks->n + 1, sizeof *ks->items);
+    if (!ks->items)
+        return NF_FAIL(err, NF_ENOMEM, "out of memory");
+    for (size_t i = 0; i < ks->n; i++)
+        ks->items[i] = nf_key_output(ks->whole, (int)i);
+    return 0;
+}
+
+/* Output shapes of a run that is in the cache, from its record (which says
+ * what the run made: a single value, or a collection and its size), over the
+ * plan's guess. Outputs the record does not name stay as planned; so do all
+ * of them when the record cannot be read (the fetch then finds out and
+ * recomputes). */
+static int shapes_from_record(struct nf_cache *cache, struct nf_key run, struct nf_node_keys *k,
+                              struct nf_error *err)
+{
+    struct nf_value *rec = NULL;
+    struct nf_error e = { 0 };
+    char why[128];
+    int rc = nf_cache_get(cache, run, &rec, &e);
+    if (rc == NF_ENOMEM) {
+        *err = e;
+        return rc;
+    }
+    if (rc != 1 || !nf_run_record_check(rec, why, sizeof why)) {
+        nf_value_unref(rec);
+        return 0;
+    }
+    const struct nf_table *t = &rec->u.tab;
+    for (int64_t r = 0; r < t->n_rows && rc >= 0; r++) {
+        int port = (int)t->cols[NF_REC_PORT].num[r];
+        int64_t n = (int64_t)t->cols[NF_REC_INDEX].num[r];
+        if (strcmp(t->cols[NF_REC_WHAT].str[r], "out") != 0 || port < 0 || (size_t)port >= k->n_outs ||
+            !k->outs[port].known)
+            continue;
+        struct nf_keyset *ks = &k->outs[port];
+        int item_kind = ks->is_coll && n >= 0 && ks->n == (size_t)n ? ks->item_kind : NF_KIND_NONE;
+        rc = keyset_shape(ks, n >= 0, n >= 0 ? (size_t)n : 0, item_kind, err);
+    }
+    nf_value_unref(rec);
+    return rc < 0 ? rc : 0;
+}
+
+int nf_node_keys_follow(struct nf_node_keys *k, struct nf_value *const *outs, size_t n_out,
+                        struct nf_error *err)
+{
+    int changed_known = 0;
+    if (!k->known)
+        return 0;
+    for (size_t o = 0; o < n_out && o < k->n_outs; o++) {
+        struct nf_keyset *ks = &k->outs[o];
+        const struct nf_value *v = outs[o];
+        if (!v || !ks->known)
+            continue;
+        bool is_coll = v->kind == NF_KIND_COLLECTION;
+        size_t n = is_coll ? v->u.coll.n : 0;
+        int item_kind = is_coll && n > 0 && v->u.coll.items[0] ? (int)v->u.coll.items[0]->kind : NF_KIND_NONE;
+        if (!ks->shape_open && ks->is_coll == is_coll && ks->n == n) {
+            if (is_coll && ks->item_kind == NF_KIND_NONE)
+                ks->item_kind = item_kind;
+            continue;
+        }
+        if (k->reads_files || k->mapped)   /* keyed per file or per run: never a guess */
+            continue;
+        if (!ks->shape_open)
+            changed_known = 1;
+        if (keyset_shape(ks, is_coll, n, item_kind, err) < 0)
+            return NF_ENOMEM;
+    }
+    return changed_known;
+}
+
 int nf_node_keys_compute(const struct nf_pipeline *p, size_t ni, struct nf_node_keys *keys,
-                         struct nf_cache *cache, struct nf_value *const *value_outs,
-                         struct nf_error *err)
+                         struct nf_cache *cache, struct nf_error *err)
 {
     const struct nf_node_inst *node = &p->nodes[ni];
     const struct nf_node_type *t = node->type;
@@ -416,6 +520,8 @@ int nf_node_keys_compute(const struct nf_pipeline *p, size_t ni, struct nf_node_
             }
             ks->is_coll = is_coll;
             ks->n = is_coll ? n_paths : 0;
+            if (is_coll && node->out_shape && node->out_shape[o].kind == NF_KIND_COLLECTION)
+                ks->item_kind = node->out_shape[o].item_kind;
             ks->items = nf_calloc(n_paths + 1, sizeof *ks->items);
             if (!ks->items) {
                 rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
@@ -472,10 +578,11 @@ int nf_node_keys_compute(const struct nf_pipeline *p, size_t ni, struct nf_node_
         qsort(in + first_variadic, n_in - first_variadic, sizeof *in, named_cmp);
     size_t n_items = 0;
     for (size_t i = 0; i < n_in; i++) {
-        if (!in[i].ks->known)
-            goto unknown;
         int port = i < first_variadic ? nf_port_index(t->inputs, in[i].name) : -1;
-        in[i].maps = port >= 0 && port_maps(node, port, in[i].ks);
+        int maps = in[i].ks->known ? port_maps(node, port, in[i].ks) : -1;
+        if (maps < 0)
+            goto unknown;   /* whether it runs per item is known once its source has run */
+        in[i].maps = maps == 1;
         if (in[i].maps)
             n_items = in[i].ks->n;
         nf_key_hex(in[i].ks->whole, hex);
@@ -500,37 +607,40 @@ int nf_node_keys_compute(const struct nf_pipeline *p, size_t ni, struct nf_node_
     free(named_keys);
     for (size_t o = 0; o < n_out; o++) {
         struct nf_keyset *ks = &k->outs[o];
-        const struct nf_value *v = value_outs ? value_outs[o] : NULL;
+        const struct nf_shape *shape = node->out_shape ? &node->out_shape[o] : NULL;
+        ks->known = true;
         if (k->mapped) {
             ks->is_coll = true;
             ks->n = k->n_runs;
-        } else if (v ? v->kind == NF_KIND_COLLECTION
-                     : node->out_shape && node->out_shape[o].kind == NF_KIND_COLLECTION) {
-            /* a collection made by one run (simulate's subjects) */
-            ks->is_coll = true;
-            ks->n = v ? v->u.coll.n : (size_t)node->out_shape[o].n_items;
-        }
-        ks->items = nf_calloc(ks->n + 1, sizeof *ks->items);
-        if (!ks->items) {
-            rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
-            goto fail;
-        }
-        if (k->mapped) {
+            if (shape && shape->kind == NF_KIND_COLLECTION)
+                ks->item_kind = shape->item_kind;
+            ks->items = nf_calloc(ks->n + 1, sizeof *ks->items);
+            if (!ks->items) {
+                rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+                goto fail;
+            }
             for (size_t r = 0; r < k->n_runs; r++)
                 ks->items[r] = nf_key_output(k->runs[r], (int)o);
             nf_keyset_seal(ks);
-        } else {
-            ks->whole = nf_key_output(k->runs[0], (int)o);
-            for (size_t i = 0; i < ks->n; i++)
-                ks->items[i] = nf_key_output(ks->whole, (int)i);
+            continue;
         }
-        ks->known = true;
+        ks->whole = nf_key_output(k->runs[0], (int)o);
+        /* a collection made by one run (simulate's subjects), a single value,
+         * or a shape only the run tells (fixed_effects: one item per subject) */
+        bool is_coll = shape && shape->kind == NF_KIND_COLLECTION && shape->n_items >= 0;
+        if ((rc = keyset_shape(ks, is_coll, is_coll ? (size_t)shape->n_items : 0, is_coll ? shape->item_kind : 0,
+                               err)) < 0)
+            goto fail;
+        ks->shape_open = !shape || shape->kind == NF_KIND_NONE ||
+                         (shape->kind == NF_KIND_COLLECTION && shape->n_items < 0);
     }
     k->known = true;
     if (cache)
         for (size_t r = 0; r < k->n_runs; r++)
             if (nf_cache_has(cache, k->runs[r], err) == 1)
                 k->n_cached++;
+    if (cache && !k->mapped && k->n_cached == 1 && (rc = shapes_from_record(cache, k->runs[0], k, err)) < 0)
+        goto fail;
     goto done;
 
 unknown:
@@ -557,7 +667,7 @@ int nf_keys_plan(const struct nf_pipeline *p, struct nf_cache *cache, struct nf_
                  struct nf_error *err)
 {
     for (size_t oi = 0; oi < p->n_nodes; oi++) {
-        int rc = nf_node_keys_compute(p, (size_t)p->order[oi], keys, cache, NULL, err);
+        int rc = nf_node_keys_compute(p, (size_t)p->order[oi], keys, cache, err);
         if (rc < 0)
             return rc;
     }

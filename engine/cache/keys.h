@@ -21,10 +21,18 @@
 #include <stdio.h>
 
 /* Keys of what flows out of one output port: a single value (whole), or a
- * collection (items[] and whole = the hash of the items). */
+ * collection (items[] and whole = the hash of the items). The whole key
+ * names the value whatever its shape; whether it is a collection, and of how
+ * many items, decides how a consumer maps over it, so where only the run can
+ * tell (fixed_effects' one item per subject, and what follows it) the shape
+ * stays open (shape_open) until the run's record or its values say. */
 struct nf_keyset {
     bool known;
+    bool shape_open;            /* is_coll and n not known yet: consumers that
+                                   might map over it are keyed at run time */
     bool is_coll;
+    int item_kind;              /* a collection's items (enum nf_kind; NF_KIND_NONE:
+                                   not known, which decides stacking) */
     struct nf_key whole;
     size_t n;
     struct nf_key *items;       /* owned, n entries when is_coll */
@@ -62,12 +70,23 @@ void nf_node_keys_release(struct nf_node_keys *k);
 
 /* Compute node ni's keys from its sources' keys (keys[src].outs), its shapes
  * and, for file readers, the files as they are now (hashed through the cache's
- * memo). `value_outs` (may be NULL) gives the node's actual output values
- * after it ran, which decide collection sizes of outputs that are not mapped.
- * Unknown inputs leave k->known false. */
+ * memo). An output whose shape the plan cannot know takes it from the node's
+ * cached run record when there is one, else stays open (shape_open). Unknown
+ * inputs, and open ones the node might map over, leave k->known false. */
 int nf_node_keys_compute(const struct nf_pipeline *p, size_t ni, struct nf_node_keys *keys,
-                         struct nf_cache *cache, struct nf_value *const *value_outs,
-                         struct nf_error *err);
+                         struct nf_cache *cache, struct nf_error *err);
+
+/* After a node that is not mapped made (or fetched) its outputs: each output's
+ * keyset follows the value (a collection of N items is keyed as N items).
+ * Returns 1 when some keyset changed its shape though the plan held it known
+ * (a wrong guess: what was keyed from it must be keyed again), 0 when
+ * nothing or only open shapes changed, NF_ENOMEM. */
+int nf_node_keys_follow(struct nf_node_keys *k, struct nf_value *const *outs, size_t n_out,
+                        struct nf_error *err);
+
+/* Does keyset ks, which feeds input port `port` of node, decide the node's
+ * mapping now (false: open, and the node might map over it)? */
+bool nf_keyset_decides_mapping(const struct nf_node_inst *node, int port, const struct nf_keyset *ks);
 
 /* Every node in topological order (for planning / --explain). Files that do
  * not exist yet (after: [...]) leave their readers and descendants unknown. */

@@ -549,6 +549,77 @@ static void finish_or_defer(struct executor *x, size_t ni)
         node_finished(x, ni);
 }
 
+/* Under the lock: the keys of every node downstream of ni that has not
+ * started and was keyed from ni's outputs are computed again when it starts
+ * (ni's keys followed what it really made). */
+static void keys_again_downstream(struct executor *x, size_t ni)
+{
+    for (size_t oi = 0; oi < x->p->n_nodes; oi++) {   /* in order: released keys pass on */
+        size_t j = (size_t)x->p->order[oi];
+        const struct nf_node_inst *node = &x->p->nodes[j];
+        if (j == ni || x->st[j].prepared_ok || x->st[j].mode != MODE_RUN || !x->keys[j].known)
+            continue;
+        for (size_t e = 0; e < node->n_edges; e++) {
+            size_t src = (size_t)node->edges[e].src;
+            if (node->edges[e].port != NF_EDGE_AFTER && (src == ni || !x->keys[src].known)) {
+                nf_node_keys_release(&x->keys[j]);   /* known = false: keyed when it starts */
+                break;
+            }
+        }
+    }
+}
+
+/* Under the lock: node ni's outputs are made or fetched; if it is not
+ * mapped, its output keys follow them (a collection of N items is keyed as
+ * N items whatever the plan guessed), so that what consumes them is keyed
+ * by what it really gets. */
+static void keys_follow_outputs(struct executor *x, size_t ni)
+{
+    const struct nf_node_inst *node = &x->p->nodes[ni];
+    struct nstate *s = &x->st[ni];
+    if (!x->keys || s->mode == MODE_SKIP || s->mapped)
+        return;
+    struct nf_error e = { 0 };
+    int rc = nf_node_keys_follow(&x->keys[ni], s->out, nf_port_count(node->type->outputs), &e);
+    if (rc < 0) {
+        fail_locked(x, &e);
+        return;
+    }
+    if (rc == 1) {
+        nf_warn(node->id, "its outputs are not the shape the plan expected; what uses them is keyed by "
+                "what it made");
+        keys_again_downstream(x, ni);
+    }
+}
+
+/* Under the lock, when node ni starts to run: its keys must describe the runs
+ * it really makes (per item of a collection, or one run). The plan keys a
+ * node from its sources' shapes, and those follow the real outputs, so a
+ * mismatch is a planning bug: rather than store a result under another run's
+ * key, the node is keyed again from its sources, and runs uncached if that
+ * still disagrees. */
+static int keys_match_runs(struct executor *x, size_t ni, struct nf_error *err)
+{
+    struct nstate *s = &x->st[ni];
+    struct nf_node_keys *k = x->keys ? &x->keys[ni] : NULL;
+    if (!k || !k->known || k->reads_files)
+        return 0;
+    size_t runs = s->mapped ? s->items_total : 1;
+    if (k->mapped == s->mapped && k->n_runs == runs)
+        return 0;
+    const struct nf_node_inst *node = &x->p->nodes[ni];
+    if (nf_node_keys_compute(x->p, ni, x->keys, x->cache, err) < 0)
+        return err->code;
+    if (k->known && k->mapped == s->mapped && k->n_runs == runs)
+        return 0;
+    nf_warn(node->id, "the cache keys planned for it describe %zu run%s%s, it makes %zu%s; it runs "
+            "without the cache", k->n_runs, k->n_runs == 1 ? "" : "s", k->mapped ? " (per item)" : "", runs,
+            s->mapped ? " (per item)" : "");
+    nf_node_keys_release(k);
+    keys_again_downstream(x, ni);
+    return 0;
+}
+
 /* Start the node's state once all its sources are done (or, piped, once
  * they are running). */
 static int node_ready(struct executor *x, size_t ni, struct nf_error *err)
@@ -557,6 +628,8 @@ static int node_ready(struct executor *x, size_t ni, struct nf_error *err)
     struct nstate *s = &x->st[ni];
     size_t n_out = nf_port_count(node->type->outputs);
     s->items_total = 1;
+    if (!s->mapped && keys_match_runs(x, ni, err) < 0)
+        return err->code;
     if (s->mapped) {
         /* the real item count comes from the data, not the plan */
         size_t items = 0;
@@ -574,6 +647,8 @@ static int node_ready(struct executor *x, size_t ni, struct nf_error *err)
             }
         }
         s->items_total = items;
+        if (keys_match_runs(x, ni, err) < 0)
+            return err->code;
         for (size_t o = 0; o < n_out; o++) {
             s->out[o] = nf_value_new_collection(items, err);
             if (!s->out[o])
@@ -631,6 +706,7 @@ static void node_finished(struct executor *x, size_t ni)
     nf_progress_finish(&s->progress);
     if (s->mode == MODE_SKIP && s->up_to_date)
         node_begins(x, ni, "node_cached");
+    keys_follow_outputs(x, ni);
     json_event(x, "node_done", node, dt, NULL);
     if (x->o->on_outputs && s->mode != MODE_SKIP)
         x->o->on_outputs(x->o->on_outputs_arg, ni, s->out, nf_port_count(node->type->outputs));
@@ -832,6 +908,22 @@ static int fetch_node(struct executor *x, size_t ni, struct nf_error *err)
             out[o]->u.coll.items[r] = one[o];
             one[o] = NULL;
         }
+    }
+    for (size_t o = 0; !k->mapped && o < n_out && o < k->n_outs; o++) {
+        /* keyed (and its consumers keyed) as the record said when planning:
+           a record that changed since is a miss, never another shape */
+        const struct nf_keyset *ks = &k->outs[o];
+        const struct nf_value *v = out[o];
+        if (!v || !ks->known || ks->shape_open ||
+            (ks->is_coll == (v->kind == NF_KIND_COLLECTION) && (!ks->is_coll || ks->n == v->u.coll.n)))
+            continue;
+        nf_warn(node->id, "its cached output '%s' is not the shape its record had when planning; "
+                "recomputing", node->type->outputs[o].name);
+        struct nf_error e = { 0 };
+        nf_cache_forget(x->cache, k->runs[0], &e);
+        rc = NF_FAIL_AT(err, EXEC_REPLAN, &node->loc, node->id, "a cached result of '%s' changed; planning again",
+                        node->id);
+        goto fail;
     }
     pthread_mutex_lock(&x->lock);
     for (size_t o = 0; o < n_out; o++) {
@@ -1070,7 +1162,7 @@ static bool pick_task(struct executor *x, size_t *ni_out, size_t *item_out)
             s->t_start = nf_now();
             if (x->cache && s->mode == MODE_RUN && !x->keys[ni].known) {
                 /* inputs known only now (files written by an earlier node) */
-                if (nf_node_keys_compute(x->p, ni, x->keys, x->cache, NULL, &e) < 0) {
+                if (nf_node_keys_compute(x->p, ni, x->keys, x->cache, &e) < 0) {
                     fail_locked(x, &e);
                     return false;
                 }
