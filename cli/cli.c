@@ -93,6 +93,8 @@ static const char usage_text[] =
     "  --mask auto|synthetic|PATH  --effect-size X  --noise X\n"
     "  --bids DIR: a two-condition task (faces, houses), --runs N per subject (default 2);\n"
     "    defaults 4 subjects x 80 volumes, 3 mm, faces > houses = 2 in a 9 mm sphere at (15, -20, 10)\n"
+    "  DIR must be new, empty, or a folder simulate made (it rewrites it, removing the subjects it\n"
+    "    wrote before); --force writes into any folder\n"
     "\n"
     "exit status: 0 success, 1 runtime failure, 2 invalid pipeline or usage, 130 interrupted\n";
 
@@ -660,6 +662,7 @@ static int cmd_simulate(int argc, char **argv)
     };
     bool given[sizeof map / sizeof map[0]] = { false };
     const char *bids = NULL;
+    bool force = false;
     struct nf_strbuf sb;
     struct nf_error err = { 0 };
     const char *out = NULL;
@@ -678,6 +681,10 @@ static int cmd_simulate(int argc, char **argv)
         if (strcmp(argv[i], "--bids") == 0 && val) {
             bids = val;
             i++;
+            continue;
+        }
+        if (strcmp(argv[i], "--force") == 0) {
+            force = true;
             continue;
         }
         bool found = false;
@@ -716,6 +723,24 @@ static int cmd_simulate(int argc, char **argv)
                 nf_strbuf_addf(&sb, "    %s: %s\n", bids_defaults[d].param, bids_defaults[d].value);
         }
         out = bids;
+    }
+    if (!force) {   /* someone's data: not a byte of it is written */
+        char *found = NULL;
+        int rc = nf_folder_is_ours(out, NF_SIMULATE_MARKER, &found, &err);
+        if (rc == 0) {
+            fprintf(stderr, "nlflow: simulate: '%s' is not empty (it holds '%s') and nlflow simulate did not make "
+                    "it (no %s in it): nothing was written. Choose a new or empty folder, or add --force to "
+                    "write into this one anyway\n", out, found, NF_SIMULATE_MARKER);
+            free(found);
+            nf_strbuf_release(&sb);
+            return 2;
+        }
+        if (rc < 0) {
+            nf_strbuf_release(&sb);
+            return fail_with(&err);
+        }
+    } else {
+        nf_strbuf_addf(&sb, "    overwrite: true\n");
     }
     if (nf_mkdirs(out, &err) < 0) {
         status = fail_with(&err);

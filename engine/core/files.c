@@ -3,6 +3,7 @@
  * executor records) and reading a whole file (util.h).
  */
 #include <ctype.h>
+#include <dirent.h>
 #include <ftw.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -295,4 +296,39 @@ void nf_remove_tree(const char *dir)
 {
     if (dir)
         nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+int nf_folder_is_ours(const char *dir, const char *marker, char **found, struct nf_error *err)
+{
+    *found = NULL;
+    struct stat st;
+    if (stat(dir, &st) != 0)
+        return errno == ENOENT ? 1 : NF_FAIL(err, NF_EIO, "cannot read '%s': %s", dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        return NF_FAIL(err, NF_EIO, "'%s' is not a folder", dir);
+    DIR *d = opendir(dir);
+    if (!d)
+        return NF_FAIL(err, NF_EIO, "cannot read the folder '%s': %s", dir, strerror(errno));
+    char *first = NULL;
+    bool marked = false, other = false;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        if (strcmp(e->d_name, marker) == 0) {
+            marked = true;
+        } else if (!other) {
+            other = true;
+            first = nf_strdup(e->d_name);
+        }
+    }
+    closedir(d);
+    if (marked || !other) {
+        free(first);
+        return 1;
+    }
+    if (!first)
+        return NF_FAIL(err, NF_ENOMEM, "out of memory");
+    *found = first;
+    return 0;
 }

@@ -43,6 +43,14 @@ bool nf_path_has_suffix(const char *path, const char *suffix);  /* case-insensit
 char *nf_subject_entity(const char *path);
 /* mkdir -p; 0 or NF_EIO with err naming the folder. */
 int nf_mkdirs(const char *dir, struct nf_error *err);
+/* May a writer that marks the folders it makes with the file `marker` write
+ * into `dir`? 1: it does not exist, is empty, or holds the marker (the
+ * writer's own); 0: it holds something else (someone's data: *found, owned,
+ * names one entry in it); <0: not a folder, or unreadable (err says). */
+int nf_folder_is_ours(const char *dir, const char *marker, char **found, struct nf_error *err);
+/* The marker simulate leaves in a folder it made (a text file listing the
+ * subjects it wrote): without it, simulate writes into no non-empty folder. */
+#define NF_SIMULATE_MARKER ".nlflow-simulate"
 /* Remove a folder and everything in it, best effort (scratch folders:
  * what cannot be removed stays; links are removed, not followed). */
 void nf_remove_tree(const char *dir);

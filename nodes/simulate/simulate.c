@@ -448,8 +448,8 @@ static int write_atlas_names(const char *dir, const struct nf_volume *atlas, str
 /* write/: sub-XX/func/sub-XX_task-sim_bold.nii.gz, mask, truth, atlas (and its
  * names, atlas.nii.txt), design,
  * labels, plus the two JSON files that make it a valid BIDS raw data set. */
-static int write_dataset(const char *dir, struct nf_value **out, const struct nf_volume *atlas,
-                         struct nf_error *err)
+static int write_dataset(const struct simulate_params *params, const char *dir, struct nf_value **out,
+                         const struct nf_volume *atlas, struct nf_error *err)
 {
     const struct nf_collection *subjects = &out[SIMULATE_OUT_DATA]->u.coll;
     const struct nf_volume *mask = &out[SIMULATE_OUT_MASK]->u.vol;
@@ -457,7 +457,15 @@ static int write_dataset(const char *dir, struct nf_value **out, const struct nf
     char *path = NULL, *func = NULL;
     int rc = 0;
 
-    NF_TRY(rc = nf_mkdirs(dir, err));
+    char **labels = nf_calloc(subjects->n + 1, sizeof *labels);
+    if (!labels)
+        return NF_FAIL(err, NF_ENOMEM, "out of memory");
+    for (size_t s = 0; s < subjects->n; s++)
+        labels[s] = subjects->items[s]->label;
+    rc = sim_folder_begin(params, dir, labels, subjects->n, err);
+    free(labels);
+    if (rc < 0)
+        return rc;
     for (size_t s = 0; s < subjects->n; s++) {
         struct nf_value *item = subjects->items[s];
         const char *label = item->label;
@@ -635,7 +643,7 @@ static int simulate_run(struct nf_run *run)
             goto fail;
         }
         NF_TRY(rc = build_atlas(geom, roi, n_roi, atlas->u.vol.data, run->err));
-        NF_TRY(rc = write_dataset(p->write, out, &atlas->u.vol, run->err));
+        NF_TRY(rc = write_dataset(p, p->write, out, &atlas->u.vol, run->err));
     }
 outputs:
     for (int o = 0; o < 5; o++) {
@@ -678,6 +686,9 @@ static int simulate_resolve(struct nf_resolve *r)
     if (p->bids && p->write)
         return NF_FAIL_AT(r->err, NF_EINVAL, nf_node_loc(r->node), nf_node_id(r->node),
                           "give write (the regression data set) or bids (the task data set), not both");
+    const char *folder = p->bids ? p->bids : p->write;
+    if (folder && sim_folder_check(p, folder, r->node, r->err) < 0)
+        return r->err->code;
     int rc = sim_plan_init(p, r->env, r->node, &plan, r->err);
     if (rc < 0)
         return rc;
@@ -785,6 +796,10 @@ static const struct nf_param simulate_param_table[] = {
                     "_desc-confounds_timeseries.tsv) and derivatives/simulation/truth.nii.gz; faces - houses "
                     "is effect_size in the ROI (mask auto or synthetic: a small 60 x 72 x 60 mm brain)"),
     NF_PARAM_INT("runs", FIELD(runs), 2, 1, 99, "runs per subject of the `bids` task data set"),
+    { .name = "overwrite", .help = "write into the `write`/`bids` folder even when it is not empty and simulate "
+      "did not make it (it marks the folders it makes with " NF_SIMULATE_MARKER "; without this it writes only "
+      "into a new or empty folder or one of its own, and removes the subjects it wrote there before)",
+      .type = NF_P_BOOL, .offset = FIELD(overwrite), .def = { .i = 0 }, .flags = NF_PF_NOT_KEYED },
     NF_PARAM_END,
 };
 #undef FIELD

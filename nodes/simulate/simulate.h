@@ -24,6 +24,7 @@ struct simulate_params {
     char *write;                   /* folder for a BIDS-like copy, or NULL */
     char *bids;                    /* folder for a BIDS + fMRIPrep-like task data set, or NULL */
     int64_t runs;                  /* runs per subject of the task data set */
+    bool overwrite;                /* write into a non-empty folder simulate did not make */
 };
 
 /* Output ports, in table order. */

@@ -300,6 +300,23 @@ static int write_participants(const char *root, int64_t subjects, struct nf_erro
     return rc;
 }
 
+/* The data set's folder: new, empty or simulate's own (its earlier subjects
+ * removed), listing the subjects it is about to write. */
+static int begin_folder(const struct simulate_params *p, int64_t subjects, struct nf_error *err)
+{
+    char **labels = nf_calloc((size_t)subjects + 1, sizeof *labels);
+    int rc = labels ? 0 : NF_FAIL(err, NF_ENOMEM, "out of memory");
+    for (int64_t s = 0; rc == 0 && s < subjects; s++)
+        if (!(labels[s] = sim_subject_label(s, subjects)))
+            rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+    if (rc == 0)
+        rc = sim_folder_begin(p, p->bids, labels, (size_t)subjects, err);
+    for (int64_t s = 0; labels && s < subjects; s++)
+        free(labels[s]);
+    free(labels);
+    return rc;
+}
+
 int sim_bids_run(struct nf_run *run, const struct nf_geom *geom, const int64_t *roi, int64_t n_roi,
                  uint64_t seed, struct nf_value **out)
 {
@@ -321,6 +338,7 @@ int sim_bids_run(struct nf_run *run, const struct nf_geom *geom, const int64_t *
     }
     for (int64_t r = 0; r < n_roi; r++)
         out[SIMULATE_OUT_TRUTH]->u.vol.data[geom->index[roi[r]]] = (float)p->effect_size;
+    NF_TRY(rc = begin_folder(p, S, err));
     NF_TRY(rc = write_top_level(p->bids, deriv, truth_dir, out[SIMULATE_OUT_TRUTH], err));
     NF_TRY(rc = write_participants(p->bids, S, err));
     if (!(out[SIMULATE_OUT_DATA] = nf_value_new_collection((size_t)(S * R), err))) {

@@ -3,11 +3,13 @@
  * seeded normal streams, voxel coordinates, the ROI sphere, subject labels
  * and small text files. A file of its own, so that the two callers do not
  * call each other (tests/check-layout.sh). */
+#include <ctype.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "io/io.h"
 #include "core/rng.h"
@@ -78,5 +80,91 @@ int sim_write_text(const char *dir, const char *name, const char *text, struct n
         return NF_FAIL(err, NF_ENOMEM, "out of memory");
     rc = nf_write_file_atomic(path, text, strlen(text), err);
     free(path);
+    return rc;
+}
+
+int sim_folder_check(const struct simulate_params *p, const char *dir, const struct nf_node_inst *node,
+                     struct nf_error *err)
+{
+    char *found = NULL;
+    int rc = nf_folder_is_ours(dir, NF_SIMULATE_MARKER, &found, err);
+    if (rc < 0)
+        return nf_error_on_node(node, err, rc);
+    if (rc == 1 || p->overwrite) {
+        free(found);
+        return 0;
+    }
+    rc = NF_FAIL_AT(err, NF_EINVAL, nf_node_loc(node), nf_node_id(node),
+                    "'%s' is not empty (it holds '%s') and simulate did not make it (no %s in it): simulate "
+                    "writes only into a new or empty folder, or one it made before; nothing was written. Give "
+                    "%s another folder, or set `overwrite: true` (nlflow simulate: --force) to write into "
+                    "this one anyway",
+                    dir, found, NF_SIMULATE_MARKER, p->bids ? "bids:" : "write:");
+    free(found);
+    return rc;
+}
+
+/* A subject label as simulate writes them: sub- and letters or digits, so
+ * that a marker file cannot name anything else to remove. */
+static bool plain_subject(const char *s)
+{
+    if (strncmp(s, "sub-", 4) != 0 || !s[4])
+        return false;
+    for (const char *c = s + 4; *c; c++)
+        if (!isalnum((unsigned char)*c))
+            return false;
+    return true;
+}
+
+static void remove_subject(const char *dir, const char *sub, const char *label)
+{
+    char *where = sub ? nf_path_join(dir, sub) : nf_strdup(dir);
+    char *path = where ? nf_path_join(where, label) : NULL;
+    if (path)
+        nf_remove_tree(path);
+    free(path);
+    free(where);
+}
+
+int sim_folder_begin(const struct simulate_params *p, const char *dir, char *const *labels, size_t n,
+                     struct nf_error *err)
+{
+    char *found = NULL;
+    int rc = nf_folder_is_ours(dir, NF_SIMULATE_MARKER, &found, err);
+    free(found);
+    if (rc < 0)
+        return rc;
+    if (rc == 0) {
+        if (!p->overwrite)   /* filled since the plan checked it */
+            return NF_FAIL(err, NF_EINVAL, "'%s' is not empty and simulate did not make it; set `overwrite: "
+                           "true` to write into it anyway", dir);
+        return 0;
+    }
+    char *marker = nf_path_join(dir, NF_SIMULATE_MARKER);
+    if (!marker)
+        return NF_FAIL(err, NF_ENOMEM, "out of memory");
+    struct nf_error rerr = { 0 };
+    size_t len = 0;
+    char *old = access(marker, F_OK) == 0 ? nf_read_file(marker, &len, &rerr) : NULL;
+    for (char *line = old, *next; line && *line; line = next) {
+        next = line + strcspn(line, "\n");
+        if (*next)
+            *next++ = '\0';
+        if (!plain_subject(line))
+            continue;
+        remove_subject(dir, NULL, line);
+        remove_subject(dir, "derivatives/fmriprep", line);
+    }
+    free(old);
+    struct nf_strbuf sb;
+    nf_strbuf_init(&sb);
+    nf_strbuf_addf(&sb, "# nlflow simulate made this folder and may rewrite it; the subjects it wrote:\n");
+    for (size_t i = 0; i < n; i++)
+        nf_strbuf_addf(&sb, "%s\n", labels[i]);
+    rc = sb.oom ? NF_FAIL(err, NF_ENOMEM, "out of memory") : nf_mkdirs(dir, err);
+    if (rc == 0)
+        rc = nf_write_file_atomic(marker, sb.buf, sb.len, err);
+    nf_strbuf_release(&sb);
+    free(marker);
     return rc;
 }

@@ -30,6 +30,20 @@ int64_t sim_roi_columns(const struct nf_geom *geom, const double centre[3], doub
 char *sim_subject_label(int64_t s, int64_t subjects);
 int sim_write_text(const char *dir, const char *name, const char *text, struct nf_error *err);
 
+/* The folder simulate writes (write: or bids:) must be new, empty, or one it
+ * made (it holds NF_SIMULATE_MARKER), unless p->overwrite: else an error at
+ * the node that names the folder and the way out. Never writes. */
+int sim_folder_check(const struct simulate_params *p, const char *dir, const struct nf_node_inst *node,
+                     struct nf_error *err);
+/* Before writing the subjects `labels` into dir: if simulate made it, the
+ * subject folders its marker lists (and their fMRIPrep-like derivatives) are
+ * removed, so that no subject of an earlier, larger data set is left, and the
+ * marker then lists the new ones; a folder simulate made only now gets the
+ * marker too; someone else's folder (overwrite: true) is written into as it
+ * is, unmarked. */
+int sim_folder_begin(const struct simulate_params *p, const char *dir, char *const *labels, size_t n,
+                     struct nf_error *err);
+
 /* Events of the task: how many one run of `images` volumes holds. */
 int64_t sim_bids_event_count(int64_t images);
 /* The task data set of `bids:`: fills out[SIMULATE_OUT_DATA] (the runs),
