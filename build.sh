@@ -20,8 +20,9 @@ PACKAGES=(build-essential autoconf automake pkg-config git
           libzstd-dev libxxhash-dev libcmocka-dev libpng-dev mricron-data libdeflate-dev
           clang libclang-rt-14-dev)   # the last two: `make fuzz` and its smoke test
 # only for `check`: tests/run-slurm.sh starts a one-node SLURM cluster with
-# slurm-wlm and munge; tests/run-report.sh renders the reports in chromium
-CHECK_PACKAGES=(slurm-wlm munge chromium)
+# slurm-wlm and munge; tests/run-report.sh renders the reports in chromium;
+# tests/run-rerun-diff.sh edits pipelines with python3-yaml
+CHECK_PACKAGES=(slurm-wlm munge chromium python3 python3-yaml)
 
 log() { printf '==> %s\n' "$*" >&2; }
 

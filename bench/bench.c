@@ -88,7 +88,9 @@ static const char bench_usage[] =
     "  --device D       cpu, gpu or all (default): which implementations to measure\n"
     "  --threads N      worker threads of the engine (default: all cores)\n"
     "  --out FILE       result file (default bench/results/HOST.json)\n"
-    "  --docs DIR       where performance.md and its plot go (default docs)\n"
+    "  --docs DIR       regenerate DIR/performance.md and its plot; without it, only a\n"
+    "                   full run (not --quick) whose result file goes into a source tree's\n"
+    "                   bench/results/ regenerates that tree's docs/ (and --report-only docs/)\n"
     "  --peers DIR      the peer scripts (default: bench/peers of this source tree)\n"
     "  --scratch DIR    keep generated input data in DIR and reuse it (default: a\n"
     "                   temporary folder, deleted at the end)\n"
@@ -237,8 +239,6 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
         o->reps = o->quick ? QUICK_REPS : DEFAULT_REPS;
     if (!o->threads)
         o->threads = nf_cpu_count();
-    if (!o->docs)
-        o->docs = "docs";
     return 0;
 }
 
@@ -973,11 +973,35 @@ static char *default_peers_dir(const char *self)
     return nf_strdup("bench/peers");
 }
 
+/* The docs/ folder of the source tree whose bench/results/ is results_dir,
+ * or NULL: a result file elsewhere regenerates no documentation unless asked
+ * (--docs), so that a run into a scratch folder never rewrites a checkout's
+ * docs/performance.md. Owned. */
+static char *source_tree_docs(const char *results_dir)
+{
+    char *abs = nf_realpath(results_dir);
+    char *bench = abs ? nf_path_dirname(abs) : NULL;
+    char *tree = bench ? nf_path_dirname(bench) : NULL;
+    char *docs = tree ? nf_path_join(tree, "docs") : NULL;
+    struct stat st;
+    bool ok = docs && strcmp(abs + strlen(bench), "/results") == 0 &&
+              strcmp(bench + strlen(tree), strcmp(tree, "/") ? "/bench" : "bench") == 0 &&
+              stat(docs, &st) == 0 && S_ISDIR(st.st_mode);
+    free(abs);
+    free(bench);
+    free(tree);
+    if (!ok) {
+        free(docs);
+        return NULL;
+    }
+    return docs;
+}
+
 static int parent_main(int argc, char **argv, const struct bench_opts *o)
 {
     struct bench_run run = { .o = o, .sgemm_2048 = NAN };
     struct nf_error err = { 0 };
-    char host[256] = "localhost", *out = NULL, *results_dir = NULL;
+    char host[256] = "localhost", *out = NULL, *results_dir = NULL, *docs = NULL;
     bool own_scratch = false;
     int status = 0;
 
@@ -1046,9 +1070,17 @@ static int parent_main(int argc, char **argv, const struct bench_opts *o)
     fprintf(stderr, "nlflow bench: results written to %s\n", out);
     status = run.failures ? 1 : 0;
 report:
-    if (nf_bench_report(results_dir, o->docs, &err) < 0)
+    docs = o->docs ? nf_strdup(o->docs) : o->report_only ? nf_strdup("docs") : o->quick ? NULL
+                                                                            : source_tree_docs(results_dir);
+    if (!docs) {
+        fprintf(stderr, "nlflow bench: documentation left as it is (%s; --docs DIR regenerates "
+                "DIR/performance.md)\n", o->quick ? "a --quick run" : "the result file is not in a source tree's "
+                "bench/results/");
+        goto done;
+    }
+    if (nf_bench_report(results_dir, docs, &err) < 0)
         goto error;
-    fprintf(stderr, "nlflow bench: %s/performance.md regenerated from %s/*.json\n", o->docs, results_dir);
+    fprintf(stderr, "nlflow bench: %s/performance.md regenerated from %s/*.json\n", docs, results_dir);
     goto done;
 error:
     nf_error_print(&err);
@@ -1062,6 +1094,7 @@ done:
     free(run.peers);
     free(run.self);
     free(results_dir);
+    free(docs);
     free(out);
     return status;
 }

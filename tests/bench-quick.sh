@@ -125,3 +125,16 @@ for other in 'glm[one_sample_t,' 'one_sample[' 'two_sample[' 'grid['; do
     if grep -qF "\"name\": \"$other" "$only"; then fail "--conditions: $other ran too"; fi
 done
 echo "ok   bench --conditions ($names names in the file)"
+
+# documentation is written only when asked: a --quick run, or a result file
+# outside a source tree's bench/results/, from inside a checkout leaves its
+# docs/ as they are (it used to rewrite docs/performance.md from wiring figures)
+mkdir -p "$work/tree/docs" "$work/tree/bench/results"
+echo "the committed page" >"$work/tree/docs/performance.md"
+(cd "$work/tree" && TMPDIR=$work "$NLFLOW" bench --quick --reps 1 --domains inference --conditions nope \
+    --out "$work/elsewhere/q.json" --peers "$srcdir/bench/peers" 2>"$work/stderr") \
+    || { cat "$work/stderr"; fail "nlflow bench --quick --out elsewhere failed"; }
+[ "$(cat "$work/tree/docs/performance.md")" = "the committed page" ] || fail "bench --quick rewrote docs/performance.md"
+[ ! -e "$work/tree/docs/performance-speedup.svg" ] || fail "bench --quick wrote docs/performance-speedup.svg"
+grep -q "documentation left as it is" "$work/stderr" || fail "bench did not say it left the docs alone: $(cat "$work/stderr")"
+echo "ok   bench --quick writes no documentation unless --docs asks"
