@@ -18,6 +18,7 @@
 #include "bench/bench.h"
 #include "cache/cache.h"
 #include "plan/cost.h"
+#include "run/failed_run.h"
 #include "run/events.h"
 #include "run/slurm.h"
 #include "lang/fmt.h"
@@ -483,6 +484,13 @@ static int run_pipeline(struct cli_opts *o, enum stop_after stop)
     }
     if (rc == 0 && stop == STOP_STATUS)
         goto done;
+    if (rc < 0 && stop != STOP_STATUS && !(slurm && o->detach)) {
+        /* what the outputs folder holds is an earlier run's: its summaries say so */
+        struct nf_error why = err;
+        if (rc == NF_EINTR)
+            snprintf(why.msg, sizeof why.msg, "interrupted (%s)", nf_interrupt_signal_name());
+        nf_outputs_mark_failed(p->outputs_dir, &why);
+    }
     if (rc == NF_EINTR) {
         fprintf(stderr, "nlflow: interrupted (%s) after %.2f s; nothing partial was stored as a result; "
                 "rerun to resume\n", nf_interrupt_signal_name(), nf_now() - t0);

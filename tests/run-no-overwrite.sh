@@ -77,3 +77,25 @@ echo "ok   simulate rewrites its own folder without leftovers"
 [ -e mydata/sub-03 ] || fail "--force removed a subject simulate did not write"
 [ ! -e mydata/.nlflow-simulate ] || fail "--force marked someone's folder as simulate's"
 echo "ok   --force writes into a foreign folder and removes nothing"
+
+# 5. a run that fails leaves the previous results in place, their summary
+#    marked (Status: failed, the node, its place, the message); the next
+#    successful run writes it again
+cp -r "$srcdir/pipelines" fl
+rm -rf fl/results fl/data fl/.nlflow
+"$NLFLOW" run --quiet fl/group-glm.yaml || fail "group-glm.yaml"
+s=fl/results/group-glm/summary.json
+grep -q '^  "Status": "complete",$' "$s" || fail "summary.json does not say complete: $(head -3 "$s")"
+sums fl/results >before-fail.txt
+cp fl/group-glm.yaml good.yaml
+printf '  boom:\n    type: debug_fault\n    fail_after: 1\n    in: {in: group.p}\n' >>fl/group-glm.yaml
+"$NLFLOW" run --quiet fl/group-glm.yaml 2>/dev/null; rc=$?
+[ "$rc" = 1 ] || fail "a failing node exits $rc, not 1"
+grep -q '"Status": {"state": "failed", .*"node": "boom", "at": "[^"]*group-glm.yaml:[0-9]*:3", "message": "failing on request' "$s" \
+    || fail "summary.json is not marked failed: $(head -3 "$s")"
+sums fl/results | grep -v summary.json | cmp -s - <(grep -v summary.json before-fail.txt) \
+    || fail "a failed run changed the previous results"
+cp good.yaml fl/group-glm.yaml
+"$NLFLOW" run --quiet fl/group-glm.yaml || fail "group-glm.yaml after the failure"
+sums fl/results | cmp -s - before-fail.txt || fail "the run after a failure does not restore the summary"
+echo "ok   a failed run marks the summary it leaves; the next run writes it again"

@@ -1762,7 +1762,8 @@ static int write_json_files(struct summarize_ctx *ctx)
     int rc = 0;
 
     nf_strbuf_init(&sb);
-    nf_strbuf_addf(&sb, "{\n  \"Name\": ");
+    /* first, so that a failed run can mark these results as an earlier run's (failed_run.c) */
+    nf_strbuf_addf(&sb, "{\n  \"Status\": \"complete\",\n  \"Name\": ");
     nf_strbuf_add_json_str(&sb, pipeline);
     nf_strbuf_addf(&sb, ",\n  \"PipelineHash\": ");
     nf_strbuf_add_json_str(&sb, hash);
@@ -2181,7 +2182,7 @@ const struct nf_node_type nf_node_summarize = {
         "node's stat, else the input keyed t (or stat); p and p_fwe come from that permute "
         "node's p and p_fwe, else the inputs keyed p and p_fwe. summary.json and "
         "dataset_description.json are written last.",
-    .version = 4,
+    .version = 5,   /* 5: summary.json begins with "Status" */
     .params = summarize_param_table,
     .params_size = sizeof(struct summarize_params),
     .inputs = summarize_inputs,
