@@ -462,6 +462,8 @@ static int run_pipeline(struct cli_opts *o, enum stop_after stop)
     for (size_t i = 0; i < p->n_nodes; i++)
         wrote |= (p->nodes[i].type->flags & NF_NODE_SINK) != 0;
     t0 = nf_now();
+    /* what a run killed with SIGKILL could not clean up */
+    nf_sweep_temporaries(p->outputs_dir);
     /* caught until the process ends, so that a second Ctrl-C while the cache
      * closes still says what it does */
     nf_interrupt_install();

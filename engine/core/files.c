@@ -136,6 +136,43 @@ int nf_atomic_reserve(struct nf_atomic *a, const char *path, const char *tmp_suf
     return 0;
 }
 
+/* The writer's pid when `name` is one of nf_atomic_reserve's temporaries, else 0. */
+static long temporary_owner(const char *name)
+{
+    if (name[0] != '.')
+        return 0;
+    for (const char *t = strstr(name, ".tmp"); t; t = strstr(t + 1, ".tmp")) {
+        char *end;
+        long pid = strtol(t + 4, &end, 10);
+        if (pid > 0 && end != t + 4 && *end == '.' && isdigit((unsigned char)end[1]))
+            return pid;
+    }
+    return 0;
+}
+
+static int swept;
+
+static int sweep_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    long pid = flag == FTW_F && ftw->level <= 4 ? temporary_owner(path + ftw->base) : 0;
+    if (pid > 0 && pid != (long)getpid() && kill((pid_t)pid, 0) != 0 && errno == ESRCH && unlink(path) == 0)
+        swept++;
+    return 0;
+}
+
+int nf_sweep_temporaries(const char *dir)
+{
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;   /* nftw has no argument to carry */
+    pthread_mutex_lock(&lock);
+    swept = 0;
+    if (dir)
+        nftw(dir, sweep_entry, 16, FTW_PHYS);
+    int n = swept;
+    pthread_mutex_unlock(&lock);
+    return n;
+}
+
 int nf_atomic_open(struct nf_atomic *a, const char *path, struct nf_error *err)
 {
     int rc = nf_atomic_reserve(a, path, NULL, err);

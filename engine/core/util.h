@@ -70,6 +70,10 @@ struct nf_written { char **paths; size_t n, cap; };
 void nf_written_begin(struct nf_written *w);
 void nf_written_end(void);
 void nf_written_release(struct nf_written *w);
+/* Remove the temporary files (nf_atomic_reserve's ".NAME.tmpPID.N...") that
+ * processes no longer alive left under dir (a run killed with SIGKILL cannot
+ * remove its own), down to a few folders deep; returns how many. */
+int nf_sweep_temporaries(const char *dir);
 /* Write a whole text file atomically. */
 int nf_write_file_atomic(const char *path, const char *text, size_t len, struct nf_error *err);
 /* Read a whole file (NUL-terminated; *len excludes the NUL). */
