@@ -262,6 +262,18 @@ static int key_environment(const struct nf_pipeline *p, const struct nf_node_ins
         feed_str(st, PACKAGE_VERSION);
         nf_strbuf_addf(comp, "pipeline name=%s\npipeline hash=%s\nnlflow version=%s\n", p->name,
                        p->hash, PACKAGE_VERSION);
+        /* the files used through `use:` as its provenance lists them (summary.json's UsedFiles):
+           a cached sink would otherwise describe a template as it was */
+        feed_u64(st, p->n_used_files);
+        for (size_t i = 0; i < p->n_used_files; i++) {
+            const struct nf_used_file *uf = &p->used_files[i];
+            feed_str(st, uf->path);
+            feed_str(st, uf->hash);
+            feed_str(st, uf->commit);
+            feed_str(st, uf->used_by);
+            nf_strbuf_addf(comp, "used file %s=%s%s%s\n", uf->path, uf->hash, uf->commit ? " commit " : "",
+                           uf->commit ? uf->commit : "");
+        }
     }
     if (t->key_files) {
         struct nf_env env;

@@ -12,7 +12,8 @@ its date line), and the cached rerun must have written nothing the fresh run
 did not.
 
 Edits are drawn by a seeded generator (--seed, printed first, so that a
-failure can be replayed with the same --seed and --edits):
+failure can be replayed with the same --seed and --edits, alone with
+--pipelines NAME: each pipeline draws from its own generator):
   param     a parameter of a node (of the pipeline or of a used template) set
             to another valid value from the node's parameter table, read from
             schemas/pipeline.schema.json (another choice, the other boolean,
@@ -100,15 +101,21 @@ class Harness:
         self.kinds = {}
 
     # ---- running nlflow ----
-    def run(self, folder, yaml_name, no_cache=False, kill_after=None):
+    def start(self, folder, yaml_name, no_cache=False):
         cmd = [self.a.nlflow, "run", "--quiet"]
         if no_cache:
             cmd.append("--no-cache")
         cmd.append(yaml_name)
-        env = dict(os.environ)
-        t0 = time.time()
-        p = subprocess.Popen(cmd, cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+        p = subprocess.Popen(cmd, cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              start_new_session=True)
+        return p, time.time()
+
+    def finish(self, p, t0):
+        out, err = p.communicate(timeout=self.a.timeout)
+        return p.returncode, err.decode(errors="replace"), time.time() - t0
+
+    def run(self, folder, yaml_name, no_cache=False, kill_after=None):
+        p, t0 = self.start(folder, yaml_name, no_cache)
         if kill_after is not None:
             try:
                 out, err = p.communicate(timeout=kill_after)
@@ -117,8 +124,7 @@ class Harness:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.communicate()
                 return None, "", time.time() - t0
-        out, err = p.communicate(timeout=self.a.timeout)
-        return p.returncode, err.decode(errors="replace"), time.time() - t0
+        return self.finish(p, t0)
 
     def outputs_dir(self, folder, yaml_name):
         doc = load_yaml(os.path.join(folder, yaml_name))
@@ -437,6 +443,8 @@ class Harness:
         shutil.copytree(cached, fresh, ignore=ignore, symlinks=True)
 
     def pipeline(self, yaml_name, n_edits):
+        # a generator per pipeline: one pipeline's edits replay alone (--pipelines NAME)
+        self.rng = random.Random("%d:%s" % (self.a.seed, yaml_name))
         name = os.path.splitext(yaml_name)[0]
         root = os.path.join(self.a.work, name)
         cached, fresh = os.path.join(root, "cached"), os.path.join(root, "fresh")
@@ -470,9 +478,12 @@ class Harness:
                 if krc is None:
                     self.n_kills += 1
                     what += " [killed after %.2f s]" % delay
-            rc_c, err_c, last = self.run(cached, yaml_name)
+            # the fresh run gets the edited inputs as they are now, and runs
+            # beside the cached rerun (separate folders: nothing is shared)
             self.fresh_copy(cached, fresh, yaml_name)
-            rc_f, err_f, _ = self.run(fresh, yaml_name, no_cache=True)
+            fresh_run = self.start(fresh, yaml_name, no_cache=True)
+            rc_c, err_c, last = self.run(cached, yaml_name)
+            rc_f, err_f, _ = self.finish(*fresh_run)
             print("    %s: %s -> cached %d, fresh %d" % (tag, what, rc_c, rc_f), flush=True)
             ctx = "seed %d, %s: %s" % (self.a.seed, tag, what)
             if rc_c != rc_f:
@@ -511,11 +522,12 @@ def main():
     t0 = time.time()
     try:
         for n in names:
+            h.current = n
             h.pipeline(n, a.edits)
     except Failure as e:
         print("FAIL: %s" % e)
         print("replay: %s --nlflow %s --src %s --work DIR --seed %d --edits %d --kill-rate %g --pipelines %s"
-              % (sys.argv[0], a.nlflow, a.src, a.seed, a.edits, a.kill_rate, ",".join(names)))
+              % (sys.argv[0], a.nlflow, a.src, a.seed, a.edits, a.kill_rate, h.current))
         return 1
     print("rerun_diff: seed %d: %d edits (%s), %d compared byte for byte, %d refused alike by both runs, "
           "%d runs killed first, %.0f s" % (a.seed, h.n_edits, ", ".join("%s %d" % kv for kv in sorted(h.kinds.items())),
