@@ -17,6 +17,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fnmatch.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -612,8 +613,8 @@ static int run_metadata(const struct bids_query *q, struct bids_item *it, struct
         bool found;
         NF_TRY(rc = bids_json_number(it->sidecars[s], "RepetitionTime", &tr, &found, err));
         if (found) {
-            if (!(tr > 0))
-                return NF_FAIL(err, NF_EDATA, "%s: RepetitionTime is %g (expected seconds > 0)",
+            if (!(tr > 0) || !isfinite(tr))
+                return NF_FAIL(err, NF_EDATA, "%s: RepetitionTime is %g (expected a finite number of seconds > 0)",
                                it->sidecars[s], tr);
             it->tr = tr;   /* nearer sidecars come later and win */
             free(it->tr_source);

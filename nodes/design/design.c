@@ -99,6 +99,7 @@ NF_PORTS_MATCH(design_outputs, DESIGN_N_OUT);
 #define FAIL_NODE(err, node, code, ...) NF_FAIL_AT(err, code, nf_node_loc(node), nf_node_id(node), __VA_ARGS__)
 
 static bool is_fir(const struct design_params *p) { return p->hrf == DESIGN_HRF_FIR; }
+static int check_hrf_grid(double tr, int64_t oversampling, const struct nf_node_inst *node, struct nf_error *err);
 
 /* ---- methods and checks ---- */
 
@@ -243,6 +244,8 @@ static int design_resolve(struct nf_resolve *r)
     } else if (fr->kind == NF_KIND_VOLUME) {
         n = fr->dim[3];
     }
+    if (!isnan(p->tr) && !is_fir(p) && check_hrf_grid(p->tr, p->oversampling, r->node, r->err) < 0)
+        return r->err->code;
     if (fr->kind != NF_KIND_NONE && n > 0 && n < 2)
         return FAIL_NODE(r->err, r->node, NF_EDATA, "frames has %" PRId64 " frame: a design needs at least 2", n);
     if (cf->kind == NF_KIND_TABLE && n > 0 && cf->dim[0] > 0 && cf->dim[0] != n)
@@ -308,6 +311,20 @@ static int64_t hrf_length(double tr, int64_t oversampling)
     return (int64_t)rint(32.0 / (tr / (double)oversampling));
 }
 
+/* nilearn samples the HRF's 32 s at tr / oversampling: a TR so long (or a
+ * sidecar's so absurd) that this leaves fewer than 2 points, or so short
+ * that it needs more than 2^26, has no kernel to convolve with. */
+static int check_hrf_grid(double tr, int64_t oversampling, const struct nf_node_inst *node, struct nf_error *err)
+{
+    double points = 32.0 / (tr / (double)oversampling);
+    if (isfinite(tr) && tr > 0 && points >= 1.5 && points <= (double)(INT64_C(1) << 26))
+        return 0;
+    return FAIL_NODE(err, node, NF_EDATA, "a repetition time of %g s with oversampling %" PRId64 " samples the "
+                     "HRF's 32 s at %g points: it needs at least 2 (TR <= %g s at this oversampling; is the TR in "
+                     "seconds?)", tr, oversampling, isfinite(points) ? rint(points) : points,
+                     32.0 * (double)oversampling / 1.5);
+}
+
 static void gamma_difference(const struct gamma_hrf *g, double tr, int64_t oversampling, double onset,
                              int64_t len, double *h)
 {
@@ -370,6 +387,9 @@ static int make_kernels(const struct design_params *p, double tr, struct kernels
     const struct gamma_hrf *g = is_spm ? &spm : &glover;
     ks->k = p->hrf <= DESIGN_HRF_SPM ? 1 : p->hrf <= DESIGN_HRF_SPM_DERIV ? 2 : 3;
     int64_t len = hrf_length(tr, os);
+    if (len < 2 || len > (INT64_C(1) << 26))
+        return NF_FAIL(err, NF_EDATA, "a repetition time of %g s with oversampling %" PRId64 " samples the HRF's "
+                       "32 s at %" PRId64 " points: it needs at least 2 (is the TR in seconds?)", tr, os, len);
     ks->len = nf_calloc(3, sizeof *ks->len);
     double *scratch = nf_calloc((size_t)len, sizeof *scratch);
     for (int i = 0; i < ks->k; i++)
@@ -933,6 +953,8 @@ static int frames_and_tr(const struct nf_value *frames, const struct design_para
     }
     if (*n < 2)
         return FAIL_NODE(err, node, NF_EDATA, "frames has %" PRId64 " frame: a design needs at least 2", *n);
+    if (!is_fir(p) && check_hrf_grid(*tr, p->oversampling, node, err) < 0)
+        return err->code;
     return 0;
 }
 

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# run-untrusted.sh — input nlflow did not write never crashes, hangs, escapes
+# or swaps results (../shared/repro/, one section per reproducer): each case
+# must end with a clean, located error (or the right result) and its exit
+# status, never a signal.
+#   05  design: a TR whose HRF kernel has no points (an allowed tr parameter,
+#       or a sidecar's RepetitionTime 1e999) is a located error at validate
+set -u
+: "${NLFLOW:?path to the nlflow binary}" "${srcdir:?source folder}"
+work=$(mktemp -d /tmp/nlflow-untrusted-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+cd "$work"
+# expect STATUS PATTERN CMD...: the command exits STATUS (not a signal) and its
+# stderr matches PATTERN
+expect() {
+    local want=$1 pattern=$2
+    shift 2
+    "$@" >out.txt 2>err.txt
+    local rc=$?
+    [ "$rc" = "$want" ] || fail "$* exits $rc, not $want: $(tail -3 err.txt)"
+    grep -qE -- "$pattern" err.txt || fail "$*: the message does not match '$pattern': $(tail -3 err.txt)"
+}
+
+# ---- 05: a repetition time with no HRF kernel ----
+"$NLFLOW" simulate --bids ds --subjects 2 --runs 1 --images 30 >/dev/null 2>&1 || fail "simulate --bids"
+cat >tr.yaml <<'Y'
+nlflow: 1
+settings: {outputs: out}
+nodes:
+  runs: {type: bids, root: ds, derivatives: ds/derivatives/fmriprep, task: localizer}
+  d: {type: design, in: {events: runs.events, frames: runs.bold}, tr: 100000}
+Y
+for cmd in validate run; do
+    expect 2 "^tr.yaml:5:3: node 'd': a repetition time of 100000 s with oversampling 50 samples the HRF's 32 s at 0 points" \
+        "$NLFLOW" $cmd tr.yaml
+done
+sed -i 's/, tr: 100000//' tr.yaml
+printf '{"TaskName": "localizer", "RepetitionTime": 1e999}' >ds/task-localizer_bold.json
+for cmd in validate run; do
+    expect 2 "^tr.yaml:4:3: node 'runs': ds/task-localizer_bold.json: RepetitionTime is inf" "$NLFLOW" $cmd tr.yaml
+done
+[ ! -e out ] || fail "a refused pipeline wrote outputs"
+echo "ok   05 design: an HRF with no points is a located error (tr parameter, sidecar RepetitionTime 1e999)"
