@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -902,6 +903,23 @@ static int cmd_init(int argc, char **argv)
 /* `nlflow fmt [--check] FILE...`: canonical form (engine/lang/fmt.c). A file
  * is replaced atomically and only when its text changes; with --check nothing
  * is written and the files that would change are listed (exit 1). */
+/* fmt's rewrite: into the file a link points at (the link stays a link),
+ * with the file's mode and owner, atomically. */
+static int rewrite_in_place(const char *path, const char *text, struct nf_error *err)
+{
+    char *target = nf_realpath(path);
+    struct stat st;
+    int rc;
+    if (!target)
+        rc = NF_FAIL(err, NF_EIO, "cannot resolve '%s': %s", path, strerror(errno));
+    else if (stat(target, &st) != 0 || !S_ISREG(st.st_mode))
+        rc = NF_FAIL(err, NF_EIO, "'%s' is not a regular file: fmt rewrites only pipeline files", path);
+    else
+        rc = nf_rewrite_file_atomic(target, text, strlen(text), &st, err);
+    free(target);
+    return rc;
+}
+
 static int cmd_fmt(int argc, char **argv)
 {
     bool check = false;
@@ -931,7 +949,7 @@ static int cmd_fmt(int argc, char **argv)
             if (check) {
                 printf("%s: not in canonical form (nlflow fmt %s)\n", argv[i], argv[i]);
                 status = status ? status : 1;
-            } else if (nf_write_file_atomic(argv[i], canon, strlen(canon), &err) < 0) {
+            } else if (rewrite_in_place(argv[i], canon, &err) < 0) {
                 int st = fail_with(&err);
                 status = status ? status : st;
             } else {

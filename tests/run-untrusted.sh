@@ -42,3 +42,20 @@ for cmd in validate run; do
 done
 [ ! -e out ] || fail "a refused pipeline wrote outputs"
 echo "ok   05 design: an HRF with no points is a located error (tr parameter, sidecar RepetitionTime 1e999)"
+
+# ---- 11: fmt keeps the file's mode and a symlink (it rewrites the target) ----
+printf 'nlflow: 1\nname: m\nnodes:\n  sim: {type: simulate, subjects: 2, images: 10, voxel_size: 10, mask: synthetic}\n' >m.yaml
+chmod 640 m.yaml
+"$NLFLOW" fmt m.yaml 2>/dev/null || fail "fmt m.yaml"
+[ "$(stat -c %a m.yaml)" = 640 ] || fail "fmt changed mode 640 to $(stat -c %a m.yaml)"
+"$NLFLOW" fmt --check m.yaml >/dev/null || fail "fmt did not format m.yaml"
+mkdir -p lab
+printf 'nlflow: 1\nname: m\nnodes:\n  sim: {type: simulate, subjects: 2, images: 10, voxel_size: 10, mask: synthetic}\n' >lab/real.yaml
+chmod 600 lab/real.yaml
+ln -s lab/real.yaml link.yaml
+"$NLFLOW" fmt link.yaml 2>/dev/null || fail "fmt link.yaml"
+[ -L link.yaml ] || fail "fmt replaced the symlink by a regular file"
+"$NLFLOW" fmt --check lab/real.yaml >/dev/null || fail "fmt did not format the link's target"
+[ "$(stat -c %a lab/real.yaml)" = 600 ] || fail "fmt changed the target's mode to $(stat -c %a lab/real.yaml)"
+ls lab/.real.yaml.tmp* .m.yaml.tmp* >/dev/null 2>&1 && fail "fmt left a temporary file"
+echo "ok   11 fmt keeps the mode and the symlink, writes the target"

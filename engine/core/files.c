@@ -267,6 +267,12 @@ void nf_atomic_abort(struct nf_atomic *a)
 
 int nf_write_file_atomic(const char *path, const char *text, size_t len, struct nf_error *err)
 {
+    return nf_rewrite_file_atomic(path, text, len, NULL, err);
+}
+
+int nf_rewrite_file_atomic(const char *path, const char *text, size_t len, const struct stat *like,
+                           struct nf_error *err)
+{
     struct nf_atomic a;
     int rc = nf_atomic_open(&a, path, err);
     if (rc < 0)
@@ -275,6 +281,16 @@ int nf_write_file_atomic(const char *path, const char *text, size_t len, struct 
         rc = NF_FAIL(err, NF_EIO, "cannot write '%s': %s", path, strerror(errno));
         nf_atomic_abort(&a);
         return rc;
+    }
+    if (like) {   /* the new file takes the old one's place: its mode and owner too */
+        int fd = fileno(a.fp);
+        if (fchmod(fd, like->st_mode & 07777) != 0 ||
+            ((like->st_uid != geteuid() || like->st_gid != getegid()) && fchown(fd, like->st_uid, like->st_gid) != 0 &&
+             fchmod(fd, like->st_mode & 0777 & ~(mode_t)07000) != 0)) {
+            rc = NF_FAIL(err, NF_EIO, "cannot give the rewritten '%s' its mode and owner: %s", path, strerror(errno));
+            nf_atomic_abort(&a);
+            return rc;
+        }
     }
     return nf_atomic_commit(&a, err);
 }

@@ -76,6 +76,11 @@ void nf_written_release(struct nf_written *w);
 int nf_sweep_temporaries(const char *dir);
 /* Write a whole text file atomically. */
 int nf_write_file_atomic(const char *path, const char *text, size_t len, struct nf_error *err);
+/* The same, as a new version of an existing file: it keeps like's mode and
+ * (where this process may set it) owner. */
+struct stat;
+int nf_rewrite_file_atomic(const char *path, const char *text, size_t len, const struct stat *like,
+                           struct nf_error *err);
 /* Read a whole file (NUL-terminated; *len excludes the NUL). */
 char *nf_read_file(const char *path, size_t *len, struct nf_error *err);
 
