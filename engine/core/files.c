@@ -368,8 +368,13 @@ int nf_folder_is_ours(const char *dir, const char *marker, char **found, struct 
     while ((e = readdir(d)) != NULL) {
         if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
             continue;
-        if (strcmp(e->d_name, marker) == 0) {
-            marked = true;
+        long writer = temporary_owner(e->d_name);
+        size_t ml = strlen(marker);
+        if (strcmp(e->d_name, marker) == 0 ||
+            (writer && strncmp(e->d_name + 1, marker, ml) == 0 && strncmp(e->d_name + 1 + ml, ".tmp", 4) == 0)) {
+            marked = true;   /* the marker, or the marker being written when its writer was killed */
+        } else if (writer && writer != (long)getpid() && kill((pid_t)writer, 0) != 0 && errno == ESRCH) {
+            continue;        /* what a killed writer left: not anyone's data */
         } else if (!other) {
             other = true;
             first = nf_strdup(e->d_name);

@@ -140,6 +140,7 @@ int sim_folder_begin(const struct simulate_params *p, const char *dir, char *con
                            "true` to write into it anyway", dir);
         return 0;
     }
+    nf_sweep_temporaries(dir);   /* a killed run's half-written files */
     char *marker = nf_path_join(dir, NF_SIMULATE_MARKER);
     if (!marker)
         return NF_FAIL(err, NF_ENOMEM, "out of memory");
