@@ -59,3 +59,21 @@ ln -s lab/real.yaml link.yaml
 [ "$(stat -c %a lab/real.yaml)" = 600 ] || fail "fmt changed the target's mode to $(stat -c %a lab/real.yaml)"
 ls lab/.real.yaml.tmp* .m.yaml.tmp* >/dev/null 2>&1 && fail "fmt left a temporary file"
 echo "ok   11 fmt keeps the mode and the symlink, writes the target"
+
+# ---- 06: a report (or pipeline) name cannot put the page outside settings.outputs ----
+mkdir -p r6/sub
+cat >r6/sub/p.yaml <<Y
+nlflow: 1
+name: "../../pipe-escaped"
+settings: {outputs: out, seed: 1}
+nodes:
+  sim: {type: simulate, subjects: 3, images: 10, voxel_size: 10, mask: synthetic}
+  page: {type: report, in: {truth: sim.truth}, name: "$work/r6/escaped", template: none}
+  page2: {type: report, in: {truth: sim.truth}, template: none}
+  s: {type: summarize, in: {truth: sim.truth}, name: "../../../esc2"}
+Y
+"$NLFLOW" run --quiet --no-cache r6/sub/p.yaml 2>err.txt || fail "06: $(cat err.txt)"
+outside=$(find "$work/r6" -name '*.html' -o -name '*esc*' | grep -v '^'"$work"'/r6/sub/out/')
+[ -z "$outside" ] || fail "06: files written outside settings.outputs: $outside"
+[ "$(find r6/sub/out -maxdepth 1 -name '*_report.html' | wc -l)" = 2 ] || fail "06: two pages not in out/: $(ls -R r6)"
+echo "ok   06 report and pipeline names stay inside settings.outputs"

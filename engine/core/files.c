@@ -390,3 +390,17 @@ int nf_folder_is_ours(const char *dir, const char *marker, char **found, struct 
     *found = first;
     return 0;
 }
+
+void nf_output_name_part(const char *s, char *out, size_t size)
+{
+    size_t n = 0;
+    if (!size)
+        return;
+    for (; s && *s && n + 1 < size; s++) {
+        unsigned char ch = (unsigned char)*s;
+        out[n++] = (char)((isalnum(ch) || ch == '-' || ch == '_') ? ch : '-');
+    }
+    out[n] = '\0';
+    if (n == 0)
+        snprintf(out, size, "nlflow");
+}

@@ -41,6 +41,12 @@ bool nf_path_has_suffix(const char *path, const char *suffix);  /* case-insensit
  * ("data/sub-01/func/sub-01_task-x_bold.nii.gz" and "sub-01_task-x" give
  * "sub-01"). NULL when there is none, or out of memory. */
 char *nf_subject_entity(const char *path);
+/* A user's text (a node's or the pipeline's name) as part of a file name
+ * under settings.outputs: letters, digits, '-' and '_' kept, every other
+ * byte '-' (so no '/', '..' or absolute path can take a file elsewhere);
+ * "nlflow" when nothing is left. Every output file name made from a user's
+ * text goes through it (summarize's prefix and item labels, report's page). */
+void nf_output_name_part(const char *s, char *out, size_t size);
 /* mkdir -p; 0 or NF_EIO with err naming the folder. */
 int nf_mkdirs(const char *dir, struct nf_error *err);
 /* May a writer that marks the folders it makes with the file `marker` write

@@ -37,7 +37,8 @@
 static const struct nf_param report_param_table[] = {
     NF_PARAM_STR_F("title", FIELD(title), "", NF_PF_OPTIONAL, "page title (default: '<pipeline name> report')"),
     NF_PARAM_STR_F("name", FIELD(name), "", NF_PF_OPTIONAL,
-                   "file prefix: <name>_report.html (default: the pipeline's name)"),
+                   "file prefix: <name>_report.html under settings.outputs (default: the pipeline's name); "
+                   "characters other than letters, digits, - and _ become -, so the page stays there"),
     NF_PARAM_NUM("threshold", FIELD(threshold), 0, 0, 1e30,
                  "maps of a statistic (t, z, r) show voxels with |value| >= threshold (0: every nonzero voxel); "
                  "other maps show every nonzero voxel"),
@@ -451,7 +452,9 @@ static int report_run(struct nf_run *run)
         rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory building the report");
         goto fail;
     }
-    file = nf_asprintf("%s_report.html", p->name ? p->name : pipeline);
+    char stem[160];
+    nf_output_name_part(p->name ? p->name : pipeline, stem, sizeof stem);   /* never a path elsewhere */
+    file = nf_asprintf("%s_report.html", stem);
     path = file ? nf_path_join(env->outputs_dir, file) : NULL;
     if (!path) {
         rc = NF_FAIL(run->err, NF_ENOMEM, "out of memory");

@@ -79,12 +79,10 @@ static void bids_key(const char *key, char *out, size_t size)
 /* A file-name prefix: letters, digits, '-' and '_' (BIDS entity separators). */
 static void safe_prefix(const char *s, char *out, size_t size)
 {
-    size_t n = 0;
-    for (; s && *s && n + 1 < size; s++) {
-        unsigned char ch = (unsigned char)*s;
-        out[n++] = (char)((isalnum(ch) || ch == '-' || ch == '_') ? ch : '-');
-    }
-    out[n] = '\0';
+    if (s && *s)
+        nf_output_name_part(s, out, size);
+    else if (size)
+        out[0] = '\0';   /* no label */
 }
 
 /* ---- what a map holds ---- */
