@@ -19,6 +19,7 @@
 #include "bench/bench.h"
 #include "cache/cache.h"
 #include "plan/cost.h"
+#include "core/alloc.h"
 #include "run/failed_run.h"
 #include "run/events.h"
 #include "run/slurm.h"
@@ -409,6 +410,7 @@ static int run_pipeline(struct cli_opts *o, enum stop_after stop)
     nf_diags_init(&d);
     nf_log_quiet = o->quiet;
     nf_events_start(o->json);
+    long failures_before = nf_alloc_failures();
     struct nf_pipeline *p = nf_pipeline_load(o->pipeline, &o->ov, &d);
     run_start_event(o, p, stop);
     if (!p)
@@ -517,6 +519,13 @@ static int run_pipeline(struct cli_opts *o, enum stop_after stop)
         nf_log("nlflow: done in %.2f s", nf_now() - t0);
     goto done;
 invalid:
+    if (nf_alloc_failures() != failures_before) {
+        /* what was found after an allocation failed may be its echo (a
+           column list that could not be copied): one honest error instead */
+        nf_diags_release(&d);
+        nf_diags_init(&d);
+        NF_DIAG(&d, NF_ENOMEM, NULL, NULL, "out of memory (while checking the pipeline: %s)", phase);
+    }
     status = nf_diags_print(&d);
     nf_event_diags(&d, warned, phase);
     /* Everything found before execution is a problem of the pipeline as

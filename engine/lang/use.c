@@ -164,7 +164,7 @@ static int resolve_ref(struct ctx *c, struct scope *s, const char *ref, const st
             return -1;
         }
         for (size_t o = 0; o < u->n_out; o++)
-            if (strcmp(u->out_name[o], rest) == 0) {
+            if (u->out_name[o] && strcmp(u->out_name[o], rest) == 0) {
                 *out = nf_strdup(u->out_ref[o]);
                 return *out ? 1 : -1;
             }
@@ -221,7 +221,7 @@ static int resolve_use_inputs(struct ctx *c, struct scope *s, const struct nf_yn
  * of NLFLOW_PATH's folders. Owned, or NULL when nowhere. */
 static char *find_used_file(const char *from, const char *path, struct nf_strbuf *looked)
 {
-    char *dir = nf_path_dirname(from);
+    char *dir = from ? nf_path_dirname(from) : NULL;   /* NULL: its copy failed (out of memory) */
     char *here = dir ? nf_path_join(dir, path) : NULL;
     nf_strbuf_addf(looked, "%s", dir ? dir : ".");
     free(dir);
@@ -590,7 +590,7 @@ static int expand_use(struct ctx *c, struct scope *s, size_t i)
     nf_strbuf_release(&looked);
     real = nf_realpath(found);
     for (int k = 0; real && k < c->depth; k++)
-        if (strcmp(c->stack[k], real) == 0) {
+        if (c->stack[k] && strcmp(c->stack[k], real) == 0) {
             struct nf_strbuf sb;
             nf_strbuf_init(&sb);
             for (int j = k; j < c->depth; j++)

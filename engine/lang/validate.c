@@ -372,6 +372,7 @@ static void parse_node(struct nf_pipeline *p, size_t idx, const struct nf_ynode 
 {
     struct nf_node_inst *node = &p->nodes[idx];
     const char *id = key->value;
+    long failures_before = nf_alloc_failures();
     node->loc = key->loc;
     node->id = nf_strdup(id);
     bool valid = true;   /* a used file's nodes are namespaced: "faces.glm" */
@@ -517,7 +518,9 @@ next_key:;
         if ((prm->flags & NF_PF_REQUIRED) && !seen_param[(prm - t->params) & 255])
             NF_DIAG(d, NF_EINVAL, &key->loc, id, "missing required parameter '%s' (%s: %s)",
                     prm->name, nf_ptype_name(prm->type), prm->help);
-    if (t->check)
+    /* a node's check reads its parameters: not after one of them failed to
+       allocate (the loader reports "out of memory" for the whole file) */
+    if (t->check && nf_alloc_failures() == failures_before)
         t->check(node->params, &key->loc, id, d);
 }
 

@@ -205,9 +205,12 @@ bool nf_shape_has_column(const struct nf_shape *s, const char *name)
     if (!s->col_names || !name)
         return true;
     size_t len = strlen(name);
-    for (const char *c = s->col_names; *c; c = strchr(c, '\n') + 1)
-        if (strncmp(c, name, len) == 0 && c[len] == '\n')
+    for (const char *c = s->col_names; *c;) {   /* "a\nb\n" (the last '\n' may be missing) */
+        size_t n = strcspn(c, "\n");
+        if (n == len && strncmp(c, name, len) == 0)
             return true;
+        c += n + (c[n] == '\n');
+    }
     return false;
 }
 
@@ -215,11 +218,12 @@ void nf_shape_columns_text(const struct nf_shape *s, char *buf, size_t size)
 {
     size_t used = 0;
     buf[0] = '\0';
-    for (const char *c = s->col_names; c && *c && used + 1 < size; c = strchr(c, '\n') + 1) {
-        int n = snprintf(buf + used, size - used, "%s%.*s", used ? ", " : "",
-                         (int)strcspn(c, "\n"), c);
+    for (const char *c = s->col_names; c && *c && used + 1 < size;) {
+        size_t len = strcspn(c, "\n");
+        int n = snprintf(buf + used, size - used, "%s%.*s", used ? ", " : "", (int)len, c);
         if (n < 0)
             break;
         used += (size_t)n;
+        c += len + (c[len] == '\n');
     }
 }

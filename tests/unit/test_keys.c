@@ -259,6 +259,8 @@ static const struct decision decisions[] = {
     { "simulate", "write", CTX_SIM, SIM, "write: w1", "write: w2", true, NULL },   /* files elsewhere */
     { "simulate", "bids", CTX_SIM, SIM, "bids: w1", "bids: w2", true, NULL },   /* files elsewhere */
     { "simulate", "runs", CTX_SIM, SIM ", bids: w1", "runs: 1", "runs: 2", true, NULL },
+    /* whether simulate may write into a folder it did not make: the data are the same */
+    { "simulate", "overwrite", CTX_SIM, SIM ", write: w1", "overwrite: false", "overwrite: true", false, NULL },
     /* runs belong to the task data set, features to the regression one (param_matters) */
     { "simulate", "runs (no bids)", CTX_SIM, SIM, "runs: 1", "runs: 2", false, NULL },
     { "simulate", "features (bids)", CTX_SIM, SIM ", bids: w1", "features: 1", "features: 3", false, NULL },
@@ -718,7 +720,7 @@ static int setup(void **state)
     struct nf_error err = { 0 };
     const char *yaml = "nlflow: 1\nsettings: {seed: 3, cache: off}\nnodes:\n"
                        "  sim: {type: simulate, subjects: 3, images: 16, voxel_size: 10, mask: synthetic, "
-                       "write: data}\n"
+                       "write: data, overwrite: true}\n"
                        "  b1: {type: simulate, subjects: 2, images: 16, voxel_size: 10, roi_center: [0, -10, 5], "
                        "bids: data/bids}\n"
                        "  b2: {type: simulate, subjects: 2, images: 16, voxel_size: 10, roi_center: [0, -10, 5], "
