@@ -77,3 +77,22 @@ outside=$(find "$work/r6" -name '*.html' -o -name '*esc*' | grep -v '^'"$work"'/
 [ -z "$outside" ] || fail "06: files written outside settings.outputs: $outside"
 [ "$(find r6/sub/out -maxdepth 1 -name '*_report.html' | wc -l)" = 2 ] || fail "06: two pages not in out/: $(ls -R r6)"
 echo "ok   06 report and pipeline names stay inside settings.outputs"
+
+# ---- 02: out of memory while loading a pipeline that uses another ----
+mkdir -p o2/t
+printf 'nlflow: 1\nname: inner\ninputs: {x: a}\noutputs: {y: s.out}\nnodes:\n  s: {type: select, in: {data: x}, row: 1}\n' >o2/t/inner.yaml
+printf 'nlflow: 1\nname: outer\nnodes:\n  sim: {type: simulate, subjects: 2, images: 10}\n  u: {type: use, path: t/inner.yaml, in: {x: sim.X}}\n' >o2/p.yaml
+n=$(NLFLOW_ALLOC_STATS=1 "$NLFLOW" validate o2/p.yaml 2>&1 >/dev/null | sed -n 's/^nlflow: allocations: //p')
+for ((k = 1; k <= n; k++)); do
+    NLFLOW_FAIL_ALLOC=$k "$NLFLOW" validate o2/p.yaml >/dev/null 2>err.txt
+    rc=$?
+    # the pipeline of the reproducer is invalid as written (select is given a table): exit 2 with
+    # that message is its right answer when the failed allocation was one nlflow can do without
+    case $rc in
+        1) grep -q "out of memory" err.txt || fail "02: k=$k exits 1 without 'out of memory': $(head -3 err.txt)" ;;
+        2) grep -q "input 'data' expects a matrix, but 'sim.X' gives a table" err.txt \
+               || fail "02: k=$k exits 2: $(head -3 err.txt)" ;;
+        *) fail "02: k=$k exits $rc: $(head -3 err.txt)" ;;
+    esac
+done
+echo "ok   02 out of memory at each of $n allocations of validating a use: out of memory or the pipeline's own error, never a crash"
