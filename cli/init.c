@@ -13,10 +13,12 @@
  * the contrasts. Without --bids it writes the same file with
  * placeholders and comments. Nothing is overwritten.
  */
+#include <ctype.h>
 #include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "init.h"
@@ -269,6 +271,30 @@ static const char *chosen_space(const struct dataset *ds)
     return ds->spaces.n ? ds->spaces.v[0] : NULL;
 }
 
+/* Text from the dataset (its Name, task and space entities, condition
+ * names, paths) never becomes YAML structure: in a comment it is one line
+ * (control characters as spaces); as a value it is double-quoted with JSON's
+ * escapes, which YAML reads as the same string. */
+static void add_comment_text(struct nf_strbuf *sb, const char *s)
+{
+    for (; s && *s; s++)
+        nf_strbuf_addf(sb, "%c", (unsigned char)*s < 0x20 || *s == 0x7f ? ' ' : *s);
+}
+
+static void add_quoted(struct nf_strbuf *sb, const char *s)
+{
+    static const char *const words[] = { "true", "false", "yes", "no", "on", "off", "null", "y", "n", NULL };
+    bool plain = s && (isalpha((unsigned char)s[0]) || s[0] == '/');
+    for (const char *c = s; plain && *c; c++)
+        plain = isalnum((unsigned char)*c) || strchr("._/+-", *c);
+    for (size_t w = 0; plain && words[w]; w++)
+        plain = strcasecmp(s, words[w]) != 0;
+    if (plain)   /* MNI152NLin2009cAsym, /data/study: as a person would write them */
+        nf_strbuf_addf(sb, "%s", s);
+    else
+        nf_strbuf_add_json_str(sb, s ? s : "");
+}
+
 /* One task's part of the pipeline. */
 static int write_task(struct nf_strbuf *sb, const char *root, const char *task, const struct dataset *ds,
                       const char *template, struct nf_error *err)
@@ -281,19 +307,33 @@ static int write_task(struct nf_strbuf *sb, const char *root, const char *task, 
     nf_strbuf_addf(sb, "  %s_runs:\n    type: bids\n    root: ${bids}\n", id);
     if (ds->derivatives)
         nf_strbuf_addf(sb, "    derivatives: ${derivatives}\n");
-    nf_strbuf_addf(sb, "    task: %s\n", task);
-    if (space)
-        nf_strbuf_addf(sb, "    space: %s\n", space);
+    nf_strbuf_addf(sb, "    task: ");
+    add_quoted(sb, task);
+    nf_strbuf_addf(sb, "\n");
+    if (space) {
+        nf_strbuf_addf(sb, "    space: ");
+        add_quoted(sb, space);
+        nf_strbuf_addf(sb, "\n");
+    }
     if (ds->derivatives)
         nf_strbuf_addf(sb, "    require: [events, confounds, mask]\n");
     else
         nf_strbuf_addf(sb, "    require: [events]\n");
-    if (conds.n == 0)
-        nf_strbuf_addf(sb, "  # no events files found for task %s: add contrasts by hand\n", task);
+    if (conds.n == 0) {
+        nf_strbuf_addf(sb, "  # no events files found for task ");
+        add_comment_text(sb, task);
+        nf_strbuf_addf(sb, ": add contrasts by hand\n");
+    }
     nf_strbuf_addf(sb, "  %s:\n    type: use\n    path: templates/%s.yaml\n    with:\n      contrasts:\n", id, template);
     for (size_t c = 0; c < conds.n; c++) {
         char *cid = node_safe(conds.v[c], "c_");
-        nf_strbuf_addf(sb, "        - \"%s = %s\"\n", cid, conds.v[c]);
+        char *expr = cid ? nf_asprintf("%s = %s", cid, conds.v[c]) : NULL;
+        nf_strbuf_addf(sb, "        - ");
+        add_quoted(sb, expr);
+        nf_strbuf_addf(sb, "\n");
+        if (!expr)
+            sb->oom = true;
+        free(expr);
         free(cid);
     }
     if (conds.n == 0)
@@ -371,15 +411,25 @@ int nf_init_pipeline(const struct nf_init_opts *o, char **text, struct nf_error 
         for (char *c = slug; c && *c; c++)
             if (*c == '_')
                 *c = '-';
-        nf_strbuf_addf(&sb, "# %s — written by `nlflow init --bids %s`.\n", slug ? slug : "study", o->bids);
-        nf_strbuf_addf(&sb, "# Dataset \"%s\": %zu subjects; task%s:", ds.name, ds.subjects.n, ds.tasks.n > 1 ? "s" : "");
-        for (size_t t = 0; t < ds.tasks.n; t++)
-            nf_strbuf_addf(&sb, "%s %s (%zu runs)", t ? "," : "", ds.tasks.v[t], ds.runs_per_task[t]);
+        nf_strbuf_addf(&sb, "# %s — written by `nlflow init --bids ", slug ? slug : "study");
+        add_comment_text(&sb, o->bids);
+        nf_strbuf_addf(&sb, "`.\n# Dataset \"");
+        add_comment_text(&sb, ds.name);
+        nf_strbuf_addf(&sb, "\": %zu subjects; task%s:", ds.subjects.n, ds.tasks.n > 1 ? "s" : "");
+        for (size_t t = 0; t < ds.tasks.n; t++) {
+            nf_strbuf_addf(&sb, "%s ", t ? "," : "");
+            add_comment_text(&sb, ds.tasks.v[t]);
+            nf_strbuf_addf(&sb, " (%zu runs)", ds.runs_per_task[t]);
+        }
         nf_strbuf_addf(&sb, ".\n");
         if (ds.derivatives) {
-            nf_strbuf_addf(&sb, "# fMRIPrep derivatives in %s; spaces:", ds.derivatives);
-            for (size_t s = 0; s < ds.spaces.n; s++)
-                nf_strbuf_addf(&sb, "%s %s", s ? "," : "", ds.spaces.v[s]);
+            nf_strbuf_addf(&sb, "# fMRIPrep derivatives in ");
+            add_comment_text(&sb, ds.derivatives);
+            nf_strbuf_addf(&sb, "; spaces:");
+            for (size_t s = 0; s < ds.spaces.n; s++) {
+                nf_strbuf_addf(&sb, "%s ", s ? "," : "");
+                add_comment_text(&sb, ds.spaces.v[s]);
+            }
             nf_strbuf_addf(&sb, "%s.\n", ds.spaces.n ? "" : " none found");
         } else {
             nf_strbuf_addf(&sb, "# No fMRIPrep derivatives found: the raw runs are modelled, without confounds.\n");
@@ -387,10 +437,15 @@ int nf_init_pipeline(const struct nf_init_opts *o, char **text, struct nf_error 
         nf_strbuf_addf(&sb, "# Each condition is a contrast against baseline: edit the contrasts (any\n"
                             "# \"name = expression\" over the conditions, e.g. \"a_minus_b = a - b\"), then\n"
                             "# `nlflow plan` and `nlflow run` this file.\n\n");
-        nf_strbuf_addf(&sb, "nlflow: 1\nname: %s\nrequires: \">=%s\"\nparams:\n  bids: %s\n", slug ? slug : "study",
-                       PACKAGE_VERSION, root);
-        if (ds.derivatives)
-            nf_strbuf_addf(&sb, "  derivatives: %s\n", ds.derivatives);
+        nf_strbuf_addf(&sb, "nlflow: 1\nname: %s\nrequires: \">=%s\"\nparams:\n  bids: ", slug ? slug : "study",
+                       PACKAGE_VERSION);
+        add_quoted(&sb, root);
+        nf_strbuf_addf(&sb, "\n");
+        if (ds.derivatives) {
+            nf_strbuf_addf(&sb, "  derivatives: ");
+            add_quoted(&sb, ds.derivatives);
+            nf_strbuf_addf(&sb, "\n");
+        }
         nf_strbuf_addf(&sb, "settings:\n  outputs: results/%s\nnodes:\n", slug ? slug : "study");
         free(slug);
         for (size_t t = 0; t < ds.tasks.n; t++)

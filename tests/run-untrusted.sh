@@ -96,3 +96,20 @@ for ((k = 1; k <= n; k++)); do
     esac
 done
 echo "ok   02 out of memory at each of $n allocations of validating a use: out of memory or the pipeline's own error, never a crash"
+
+# ---- 08: a dataset's text cannot inject YAML into `nlflow init`; duplicate keys are errors ----
+"$NLFLOW" simulate --bids ds8 --subjects 2 --runs 1 --images 30 >/dev/null 2>&1 || fail "08: simulate --bids"
+printf '{"Name": "evil\\nnodes:\\n  pwn: {type: simulate, subjects: 2, images: 10, write: ../PWNED}\\n#", "BIDSVersion": "1.8.0"}' \
+    >ds8/dataset_description.json
+printf 'onset\tduration\ttrial_type\n2\t2\tfa"ces\n10\t2\thou\\nses: x\n' >ds8/sub-01/func/sub-01_task-localizer_run-1_events.tsv
+"$NLFLOW" init --bids ds8 --output p8.yaml >/dev/null 2>err.txt || fail "08: init: $(cat err.txt)"
+grep -q "pwn" p8.yaml && ! grep -q "^# Dataset \"evil nodes:   pwn" p8.yaml && fail "08: the dataset's Name left its comment: $(grep -n pwn p8.yaml)"
+[ "$(grep -c '^nodes:' p8.yaml)" = 1 ] || fail "08: init wrote $(grep -c '^nodes:' p8.yaml) nodes: keys"
+"$NLFLOW" validate p8.yaml >/dev/null 2>&1; [ $? -le 2 ] || fail "08: validate of init's file crashed"
+grep -q "PWNED" <("$NLFLOW" plan p8.yaml 2>&1 | grep -E '^pwn ') && fail "08: the injected node is in the plan"
+[ ! -e PWNED ] || fail "08: the injected node wrote"
+printf 'nlflow: 1\nname: a\nnodes:\n  x: {type: simulate, subjects: 2, images: 10}\nnodes:\n  y: {type: simulate, subjects: 3, images: 10}\n' >dup.yaml
+expect 2 "^dup.yaml:5:1: duplicate key 'nodes' \(first at line 3\)" "$NLFLOW" validate dup.yaml
+printf 'nlflow: 1\nnodes:\n  x: {type: simulate, subjects: 2, subjects: 3}\n' >dup2.yaml
+expect 2 "^dup2.yaml:3:36: duplicate key 'subjects' \(first at line 3\)" "$NLFLOW" validate dup2.yaml
+echo "ok   08 init quotes a dataset's text; duplicate keys at any level are located errors"
