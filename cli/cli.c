@@ -948,7 +948,7 @@ static int cmd_fmt(int argc, char **argv)
             continue;
         struct nf_error err = { 0 };
         size_t len = 0;
-        char *text = nf_read_file(argv[i], &len, &err), *canon = NULL;
+        char *text = nf_read_text_file(argv[i], NF_PIPELINE_FILE_MAX, "pipeline file", &len, &err), *canon = NULL;
         if (!text || nf_pipeline_format(text, len, argv[i], &canon, &err) < 0) {
             if (!text)
                 err.code = NF_EUSAGE;

@@ -100,6 +100,14 @@ struct nf_var { char *name; char *value; struct nf_loc loc; bool used; struct nf
 /* A pipeline file brought in by a `type: use` node (engine/lang/use.c). Its
  * nodes are namespaced by the use node's id ("faces.glm"); its content hash is
  * part of their cache keys and of the provenance in results. */
+/* The largest pipeline or used file read (a pipeline of 20,000 nodes is
+ * about 2 MB), and how far `use:` may expand: files used in files used three
+ * times each grow as 3^depth, so the nodes and the bytes read in all are
+ * bounded too (lang/use.c). */
+#define NF_PIPELINE_FILE_MAX ((size_t)16 << 20)
+#define NF_USE_MAX_NODES 200000
+#define NF_USE_MAX_BYTES ((size_t)256 << 20)
+
 struct nf_used_file {
     const char *path;       /* as found (nf_intern'ed: error locations point into it) */
     char hash[33];          /* hex XXH3-128 of its text */

@@ -113,3 +113,30 @@ expect 2 "^dup.yaml:5:1: duplicate key 'nodes' \(first at line 3\)" "$NLFLOW" va
 printf 'nlflow: 1\nnodes:\n  x: {type: simulate, subjects: 2, subjects: 3}\n' >dup2.yaml
 expect 2 "^dup2.yaml:3:36: duplicate key 'subjects' \(first at line 3\)" "$NLFLOW" validate dup2.yaml
 echo "ok   08 init quotes a dataset's text; duplicate keys at any level are located errors"
+
+# ---- 04: a pipeline or used file that is a device or a FIFO is refused, without reading or waiting ----
+mkdir -p u4
+printf 'nlflow: 1\nname: t\nnodes:\n  u: {type: use, path: /dev/zero}\n' >u4/zero.yaml
+expect 2 "^u4/zero.yaml:4:24: node 'u': used file '/dev/zero' is not a regular file \(a device\)" \
+    timeout 60 "$NLFLOW" validate u4/zero.yaml
+mkfifo u4/tpl.yaml
+printf 'nlflow: 1\nname: t\nnodes:\n  u: {type: use, path: tpl.yaml}\n' >u4/fifo.yaml
+expect 2 "used file '.*tpl.yaml' is not a regular file \(a FIFO\)" timeout 60 "$NLFLOW" validate u4/fifo.yaml
+expect 2 "pipeline file 'u4/tpl.yaml' is not a regular file \(a FIFO\)" timeout 60 "$NLFLOW" validate u4/tpl.yaml
+expect 2 "is not a regular file \(a FIFO\)" timeout 60 "$NLFLOW" fmt u4/tpl.yaml
+echo "ok   04 use: and pipeline files that are devices or FIFOs are refused at once"
+
+# ---- 07: use: expanding without bound (each file uses the next three times) stops with an error ----
+mkdir -p u7
+for i in $(seq 1 30); do
+    printf 'nlflow: 1\nname: l%d\ninputs: {x: a}\noutputs: {y: a.y}\nnodes:\n' "$i" >u7/l$i.yaml
+    for n in a b c; do printf '  %s: {type: use, path: l%d.yaml, in: {x: x}}\n' "$n" $((i + 1)) >>u7/l$i.yaml; done
+done
+printf 'nlflow: 1\nname: l31\ninputs: {x: a}\noutputs: {y: s.out}\nnodes:\n  s: {type: select, in: {data: x}, row: 1}\n' >u7/l31.yaml
+printf 'nlflow: 1\nname: deep\nnodes:\n  sim: {type: simulate, subjects: 2, images: 10}\n  u: {type: use, path: l1.yaml, in: {x: sim.X}}\n' >u7/deep.yaml
+expect 2 "pipeline files use each other more than 16 deep" timeout 120 "$NLFLOW" validate u7/deep.yaml
+[ "$(wc -l <err.txt)" = 1 ] || fail "07: the depth error is said $(wc -l <err.txt) times"
+sed -i 's/path: l1.yaml/path: l20.yaml/' u7/deep.yaml   # 11 levels deep, 3^11 nodes
+expect 2 "use: expands to more than 200000 nodes" timeout 120 "$NLFLOW" validate u7/deep.yaml
+[ "$(wc -l <err.txt)" = 1 ] || fail "07: the limit's error is said with $(($(wc -l <err.txt) - 1)) more"
+echo "ok   07 use: expansion is bounded in depth and nodes, with one located error"

@@ -193,6 +193,13 @@ static int loc_cmp(const void *a, const void *b)
     return 0;
 }
 
+static int loc_ptr_cmp(const void *a, const void *b)
+{
+    const struct nf_error *x = *(const struct nf_error *const *)a, *y = *(const struct nf_error *const *)b;
+    int c = loc_cmp(x, y);
+    return c ? c : (x < y ? -1 : x > y);   /* the order they were found in */
+}
+
 int nf_diags_print(const struct nf_diags *d)
 {
     char buf[2048];
@@ -202,24 +209,16 @@ int nf_diags_print(const struct nf_diags *d)
     }
     if (d->n == 0)
         return 0;
-    /* Stable order by position so users read errors top to bottom. */
-    struct nf_error *sorted = nf_malloc(d->n * sizeof *sorted);
-    if (sorted) {
-        memcpy(sorted, d->v, d->n * sizeof *sorted);
-        /* insertion sort: stable, and lists are short */
-        for (size_t i = 1; i < d->n; i++) {
-            struct nf_error key = sorted[i];
-            size_t j = i;
-            while (j > 0 && loc_cmp(&sorted[j - 1], &key) > 0) {
-                sorted[j] = sorted[j - 1];
-                j--;
-            }
-            sorted[j] = key;
-        }
-    }
-    const struct nf_error *list = sorted ? sorted : d->v;
+    /* Stable order by position so users read errors top to bottom: pointers
+     * sorted with their index as the last key (a crafted file can make
+     * tens of thousands of errors: n log n, never n^2 moves of whole errors) */
+    const struct nf_error **sorted = nf_malloc_array(d->n, sizeof *sorted);
+    for (size_t i = 0; sorted && i < d->n; i++)
+        sorted[i] = &d->v[i];
+    if (sorted)
+        qsort(sorted, d->n, sizeof *sorted, loc_ptr_cmp);
     for (size_t i = 0; i < d->n; i++)
-        nf_error_print(&list[i]);
+        nf_error_print(sorted ? sorted[i] : &d->v[i]);
     int code = d->v[0].code;
     free(sorted);
     return code;

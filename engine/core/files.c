@@ -404,3 +404,71 @@ void nf_output_name_part(const char *s, char *out, size_t size)
     if (n == 0)
         snprintf(out, size, "nlflow");
 }
+
+char *nf_read_text_file(const char *path, size_t max_bytes, const char *what, size_t *len, struct nf_error *err)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);   /* a FIFO's open must not wait for a writer */
+    if (fd < 0) {
+        NF_FAIL(err, NF_EIO, "cannot read %s '%s': %s", what, path, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    char *buf = NULL;
+    if (fstat(fd, &st) != 0) {
+        NF_FAIL(err, NF_EIO, "cannot read %s '%s': %s", what, path, strerror(errno));
+        goto fail;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        NF_FAIL(err, NF_EIO, "%s '%s' is not a regular file (%s)", what, path,
+                S_ISDIR(st.st_mode) ? "a folder" : S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISSOCK(st.st_mode) ? "a socket"
+                : "a device");
+        goto fail;
+    }
+    if ((uint64_t)st.st_size > max_bytes) {
+        NF_FAIL(err, NF_EDATA, "%s '%s' is %lld bytes; at most %zu are read", what, path, (long long)st.st_size,
+                max_bytes);
+        goto fail;
+    }
+    /* room for the size fstat gave and some (a file may grow), never more
+       than one byte past the limit: reading that byte means too large */
+    size_t cap = (size_t)st.st_size + 4096 < max_bytes + 1 ? (size_t)st.st_size + 4096 : max_bytes + 1, n = 0;
+    if (!(buf = nf_malloc(cap + 1))) {
+        NF_FAIL(err, NF_ENOMEM, "out of memory reading '%s'", path);
+        goto fail;
+    }
+    for (;;) {
+        ssize_t got = read(fd, buf + n, cap - n);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0) {
+            NF_FAIL(err, NF_EIO, "cannot read %s '%s': %s", what, path, strerror(errno));
+            goto fail;
+        }
+        if (got == 0)
+            break;
+        n += (size_t)got;
+        if (n > max_bytes) {
+            NF_FAIL(err, NF_EDATA, "%s '%s' is larger than %zu bytes", what, path, max_bytes);
+            goto fail;
+        }
+        if (n == cap) {
+            size_t ncap = cap * 2 < max_bytes + 1 ? cap * 2 : max_bytes + 1;
+            char *nb = nf_realloc(buf, ncap + 1);
+            if (!nb) {
+                NF_FAIL(err, NF_ENOMEM, "out of memory reading '%s'", path);
+                goto fail;
+            }
+            buf = nb;
+            cap = ncap;
+        }
+    }
+    close(fd);
+    buf[n] = '\0';
+    if (len)
+        *len = n;
+    return buf;
+fail:
+    free(buf);
+    close(fd);
+    return NULL;
+}

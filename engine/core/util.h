@@ -87,6 +87,11 @@ int nf_write_file_atomic(const char *path, const char *text, size_t len, struct 
 struct stat;
 int nf_rewrite_file_atomic(const char *path, const char *text, size_t len, const struct stat *like,
                            struct nf_error *err);
+/* Read a whole file someone else may have written (a pipeline, a used file):
+ * a regular file only (a FIFO, device or socket is refused without blocking
+ * on it) of at most max_bytes; `what` names it in errors ("pipeline file").
+ * NUL-terminated; *len excludes the NUL. */
+char *nf_read_text_file(const char *path, size_t max_bytes, const char *what, size_t *len, struct nf_error *err);
 /* Read a whole file (NUL-terminated; *len excludes the NUL). */
 char *nf_read_file(const char *path, size_t *len, struct nf_error *err);
 

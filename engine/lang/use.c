@@ -73,6 +73,10 @@ struct ctx {
     size_t n_trees;
     char *stack[MAX_USE_DEPTH];    /* real paths of the files being expanded */
     int depth;
+    size_t expanded_nodes;         /* use nodes and the nodes of the files they use, so far */
+    size_t read_bytes;             /* text of used files read so far */
+    bool too_large;                /* a limit was reached: expand nothing more */
+    size_t limit_diag;             /* its error, the last one kept (what follows is its echo) */
 };
 
 static bool list_push(struct node_list *l, struct nf_ynode *key, struct nf_ynode *body, size_t used_file)
@@ -548,8 +552,8 @@ static int expand_use(struct ctx *c, struct scope *s, size_t i)
     bool vars_swapped = false;
     int rc = 1;
     u->failed = true;   /* until it is done */
-    if (!who)
-        goto out;
+    if (!who || c->too_large)
+        goto out;   /* a limit was reached (and said) elsewhere: nothing more is read */
     if (in && in->type != NF_Y_MAP) {
         NF_DIAG(c->d, NF_EINVAL, &in->loc, who, "'in' must map the used file's inputs to node ids, e.g. {bold: data}");
         goto out;
@@ -603,13 +607,23 @@ static int expand_use(struct ctx *c, struct scope *s, size_t i)
     if (!real || c->depth == MAX_USE_DEPTH) {
         NF_DIAG(c->d, NF_EINVAL, &path->loc, who, "pipeline files use each other more than %d deep",
                 MAX_USE_DEPTH);
+        c->too_large = real != NULL;   /* said once: every other path down there would say it again */
+        c->limit_diag = c->d->n - 1;
         goto out;
     }
     size_t len = 0;
     struct nf_error err = { 0 };
-    text = nf_read_file(found, &len, &err);
+    text = nf_read_text_file(found, NF_PIPELINE_FILE_MAX, "used file", &len, &err);
     if (!text) {
-        NF_DIAG(c->d, NF_EINVAL, &path->loc, who, "cannot read '%s': %s", found, err.msg);
+        NF_DIAG(c->d, err.code == NF_ENOMEM ? NF_ENOMEM : NF_EINVAL, &path->loc, who, "%s", err.msg);
+        goto out;
+    }
+    c->read_bytes += len;
+    if (c->read_bytes > NF_USE_MAX_BYTES) {
+        NF_DIAG(c->d, NF_EINVAL, &path->loc, who, "the files used through use: hold more than %zu MiB of text in "
+                "all (a file used many times over, by files used many times?)", NF_USE_MAX_BYTES >> 20);
+        c->too_large = true;
+        c->limit_diag = c->d->n - 1;
         goto out;
     }
     root = nf_yaml_parse(text, len, nf_intern(found), &err);
@@ -637,6 +651,14 @@ static int expand_use(struct ctx *c, struct scope *s, size_t i)
 
     child.inputs = nf_ymap_get(root, "inputs");
     child.nodes = nf_ymap_get(root, "nodes");
+    c->expanded_nodes += 1 + (child.nodes ? child.nodes->n : 0);
+    if (c->expanded_nodes > NF_USE_MAX_NODES) {
+        NF_DIAG(c->d, NF_EINVAL, &path->loc, who, "use: expands to more than %d nodes (a file used many times "
+                "over, by files used many times?): nlflow stops here", NF_USE_MAX_NODES);
+        c->too_large = true;
+        c->limit_diag = c->d->n - 1;
+        goto out;
+    }
     child.bound = nf_calloc(inputs_count(child.inputs) + 1, sizeof *child.bound);
     child.prefix = nf_asprintf("%s%s.", s->prefix, key->value);
     if (!child.bound || !child.prefix)
@@ -885,6 +907,17 @@ struct nf_ynode *nf_uses_expand(struct nf_pipeline *p, struct nf_ynode *nodes, s
     free(res.out_name);
     free(res.out_ref);
     struct node_list l = res.nodes;
+    if (c.too_large) {   /* the limit's error alone, and nothing of what was expanded */
+        if (d->n > c.limit_diag + 1)
+            d->n = c.limit_diag + 1;
+        list_free(&l);
+        *used_file = NULL;
+        for (size_t i = 0; i < c.n_trees; i++)
+            nf_ynode_free(c.trees[i]);
+        free(c.trees);
+        free(c.stack[0]);
+        return NULL;
+    }
     map = nf_calloc(1, sizeof *map);
     *used_file = nf_calloc(l.n + 1, sizeof **used_file);
     if (map) {

@@ -844,7 +844,7 @@ struct nf_pipeline *nf_pipeline_load(const char *path, const struct nf_overrides
     long alloc_failures = nf_alloc_failures();
     size_t n_errors = d->n, n_warnings = d->n_warnings;
     struct nf_pipeline *p = nf_calloc(1, sizeof *p);
-    char *text = nf_read_file(path, &len, &err);
+    char *text = nf_read_text_file(path, NF_PIPELINE_FILE_MAX, "pipeline file", &len, &err);
     if (!p || !text) {
         if (p && err.code != NF_ENOMEM)
             err.code = NF_EUSAGE;
