@@ -67,3 +67,25 @@ for f in fresh/results/bids-group-glm/*.nii.gz fresh/results/bids-group-glm/*.ts
 done
 [ "$n" -ge 3 ] || fail "bids-group-glm wrote only $n maps and tables"
 echo "ok   bids-group-glm.yaml: edited n_permutations, cached rerun = fresh run ($n files)"
+
+# two nodes that would write one file: a cached rerun runs one of them again
+# and leaves the other's, a fresh run leaves the last one's; refused at validate
+# (found by the rerun harness: group-glm.yaml's two summarize nodes both wrote
+# summary.json)
+cat >two.yaml <<'Y'
+nlflow: 1
+settings: {outputs: out2}
+nodes:
+  sim: {type: simulate, subjects: 2, images: 10, voxel_size: 10, mask: synthetic}
+  a: {type: summarize, in: {truth: sim.truth}}
+  b: {type: summarize, in: {mask: sim.mask}}
+  p1: {type: report, in: {truth: sim.truth}, template: none}
+  p2: {type: report, in: {mask: sim.mask}, template: none, name: two}
+Y
+"$NLFLOW" validate two.yaml >/dev/null 2>err.txt && fail "two summarize nodes writing summary.json validate"
+grep -q "^two.yaml:6:3: node 'b': this summarize and 'a' would both write summary.json" err.txt \
+    || fail "two summaries: $(cat err.txt)"
+grep -q "^two.yaml:8:3: node 'p2': this report and 'p1' would both write two_report.html" err.txt \
+    || fail "two reports: $(cat err.txt)"
+[ ! -e out2 ] || fail "a refused pipeline wrote"
+echo "ok   two summarize (or report) nodes writing one file are refused at validate"

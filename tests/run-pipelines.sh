@@ -91,8 +91,8 @@ echo "ok   bids-group-glm design from participants.tsv, cluster at the planted s
 # group-glm: the mean contrast's first FWE cluster is the planted sphere (peak
 # within 15 mm of 40,-20,40); every contrast's maps are written
 gg="$work/pipelines/results/group-glm"
-awk -F'\t' 'NR == 2 { d = sqrt(($4 - 40)^2 + ($5 + 20)^2 + ($6 - 40)^2); exit !(d < 15) }' "$gg/group-glm_stat-meanT_clusters.tsv" \
-    || { cat "$gg/group-glm_stat-meanT_clusters.tsv"; fail "group-glm.yaml: the first cluster is not at the planted sphere"; }
+awk -F'\t' 'NR == 2 { d = sqrt(($4 - 40)^2 + ($5 + 20)^2 + ($6 - 40)^2); exit !(d < 15) }' "$gg/group-glm-mean_stat-meanT_clusters.tsv" \
+    || { cat "$gg/group-glm-mean_stat-meanT_clusters.tsv"; fail "group-glm.yaml: the first cluster is not at the planted sphere"; }
 [ -s "$gg/group-glm_stat-pFwe_statmap.nii.gz" ] || fail "group-glm.yaml did not write the p_fwe maps"
 echo "ok   group-glm cluster at the planted sphere"
 

@@ -141,8 +141,34 @@ static bool source_entry(const char *entry, size_t *key_len, const struct nf_nod
     return *port >= 0;
 }
 
+/* Two reports must not write the same page (a cached rerun would leave the
+ * one it did not run again): an error at the later one in run order. */
+static int check_page_apart(const struct nf_resolve *r)
+{
+    const struct report_params *p = r->params;
+    const char *pipeline = r->env && r->env->pipeline_name ? r->env->pipeline_name : "nlflow";
+    char mine[160], other[160];
+    nf_output_name_part(p->name ? p->name : pipeline, mine, sizeof mine);
+    struct nf_node_info info;
+    for (size_t i = 0; nf_pipeline_node(r->env, i, &info); i++) {
+        if (info.params == r->params)
+            return 0;
+        if (info.type != &nf_node_report)
+            continue;
+        const struct report_params *q = info.params;
+        nf_output_name_part(q->name ? q->name : pipeline, other, sizeof other);
+        if (strcmp(mine, other) == 0)
+            return NF_FAIL_AT(r->err, NF_EINVAL, nf_node_loc(r->node), nf_node_id(r->node),
+                              "this report and '%s' would both write %s_report.html: give one of them its own "
+                              "`name:`", info.id, mine);
+    }
+    return 0;
+}
+
 static int report_resolve(struct nf_resolve *r)
 {
+    if (check_page_apart(r) < 0)
+        return r->err->code;
     for (size_t i = 0; i < r->n_extra; i++)
         for (size_t j = 0; j < i; j++)
             if (strcmp(r->extra_names[i], r->extra_names[j]) == 0)
