@@ -369,13 +369,80 @@ static void entries_release(struct shard_entry *e, size_t n)
 
 #define BAD(...) do { snprintf(why, why_size, __VA_ARGS__); rc = 0; goto fail; } while (0)
 
+/* The values of a run's shard are exactly the outputs its record lists: each
+ * under the key the run's own key gives it (output o: H(run, o); item i of a
+ * collection: H(H(run, o), i)), with the record's port and label, each once,
+ * none missing. A value filed under another unit's key (a shard made from
+ * another subject's results) would otherwise be imported as this one's. 1
+ * good, 0 not (why says), <0 error. */
+static int check_unit_outputs(struct nf_codec *k, const struct shard_entry *ent, size_t n_ent, struct nf_key run,
+                              uint64_t max_bytes, char *why, size_t why_size, struct nf_error *err)
+{
+    const struct shard_entry *r = &ent[n_ent - 1];
+    struct nf_value *rec = NULL;
+    bool *seen = NULL;
+    char what[160] = "";
+    int rc = nf_cache_decode(k, r->hdr, r->hdr_len, r->chunks, r->n_chunks, max_bytes, &rec, what, sizeof what, err);
+    if (rc < 0)
+        return rc;
+    if (rc == 0 || !nf_run_record_check(rec, what, sizeof what))
+        BAD("its run record does not decode (%s)", what);
+    const struct nf_table *t = &rec->u.tab;
+    if (!(seen = nf_calloc(n_ent + 1, sizeof *seen))) {
+        rc = NF_FAIL(err, NF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    size_t listed = 0;
+    for (int64_t row = 0; row < t->n_rows; row++) {
+        if (strcmp(t->cols[NF_REC_WHAT].str[row], "out") != 0)
+            continue;
+        int port = (int)t->cols[NF_REC_PORT].num[row];
+        int64_t n = (int64_t)t->cols[NF_REC_INDEX].num[row];
+        struct nf_key okey = nf_key_output(run, port);
+        for (int64_t i = n < 0 ? -1 : 0; i < (n < 0 ? 0 : n); i++) {
+            struct nf_key key = i < 0 ? okey : nf_key_output(okey, (int)i);
+            const char *label = i < 0 ? t->cols[NF_REC_TEXT].str[row] : "";
+            for (int64_t l = 0; i >= 0 && l < t->n_rows; l++)
+                if (strcmp(t->cols[NF_REC_WHAT].str[l], "label") == 0 && (int)t->cols[NF_REC_PORT].num[l] == port &&
+                    (int64_t)t->cols[NF_REC_INDEX].num[l] == i)
+                    label = t->cols[NF_REC_TEXT].str[l];
+            size_t e = 0;
+            while (e + 1 < n_ent && !(ent[e].type == 'v' && nf_key_equal(ent[e].key, key)))
+                e++;
+            if (e + 1 == n_ent)
+                BAD("it lacks output %d (item %" PRId64 ") of its run record", port, i);
+            char port_text[24];
+            snprintf(port_text, sizeof port_text, "%d", port);
+            if (seen[e] || strcmp(ent[e].port, port_text) != 0 || strcmp(ent[e].label, label ? label : "") != 0)
+                BAD("entry %zu is not output %d%s as its run record lists it (port or label differ)", e, port,
+                    i < 0 ? "" : " (an item)");
+            seen[e] = true;
+            listed++;
+        }
+    }
+    size_t values = 0;
+    for (size_t e = 0; e + 1 < n_ent; e++)
+        values += ent[e].type == 'v';
+    if (values != listed)
+        BAD("%zu of its values are not outputs of its run (filed under another unit's keys?)", values - listed);
+    rc = 1;
+fail:
+    free(seen);
+    nf_value_unref(rec);
+    return rc;
+}
+
 int nf_shard_import(struct nf_cache *c, const char *path, const struct nf_shard_head *expect,
                     const struct nf_cache_meta *meta, const char *const *port_names, size_t n_ports,
                     bool verify, char *why, size_t why_size, struct nf_error *err)
 {
     struct nf_error rerr = { 0 };
     size_t len = 0;
-    uint8_t *buf = (uint8_t *)nf_read_file(path, &len, &rerr);
+    /* a regular file, not a link, of a size this machine can hold: a FIFO or
+       a link to /dev/zero in a shared folder must not hang or exhaust it */
+    uint64_t mem = nf_physical_memory();
+    size_t limit = mem ? (size_t)(mem / 2) : (size_t)1 << 34;
+    uint8_t *buf = (uint8_t *)nf_read_untrusted_file(path, limit, "shard", true, &len, &rerr);
     struct shard_entry *ent = NULL;
     struct nf_codec k = { 0 };
     size_t n_ent = 0;
@@ -490,6 +557,14 @@ int nf_shard_import(struct nf_cache *c, const char *path, const struct nf_shard_
         BAD("%zu bytes after the last entry", r.len - r.off);
     if (expect->parts == 0 && (n_ent == 0 || ent[n_ent - 1].type != 'r'))
         BAD("no run record");
+    if (expect->parts == 0) {
+        char whose[200] = "";
+        rc = check_unit_outputs(&k, ent, n_ent, expect->key, max_bytes, whose, sizeof whose, err);
+        if (rc < 0)
+            goto fail;
+        if (rc == 0)
+            BAD("%s", whose);
+    }
     /* every entry checked: store them, the run record last */
     for (size_t i = 0; i < n_ent; i++) {
         struct shard_entry *e = &ent[i];

@@ -10,7 +10,12 @@
  * key), then every entry's header and chunk sizes as the cache reads them
  * (and, with `verify`, decompresses and checksums every chunk), and only then
  * puts the entries into its own cache as they are encoded, without
- * compressing anything again, run record last. A shard that fails any check
+ * compressing anything again, run record last. A run's values must be
+ * exactly the outputs its record lists, under the keys the run's key gives
+ * them, with the record's ports and labels (check_unit_outputs), and a shard
+ * is read only as a regular file, not a link, of at most half the machine's
+ * memory (a FIFO or a link to a device in a shared folder is refused at
+ * once). A shard that fails any check
  * is reported and discarded; the unit is computed again. (Tasks import
  * shards of earlier nodes without `verify`: every fetch checks the chunks
  * again anyway.)

@@ -407,9 +407,19 @@ void nf_output_name_part(const char *s, char *out, size_t size)
 
 char *nf_read_text_file(const char *path, size_t max_bytes, const char *what, size_t *len, struct nf_error *err)
 {
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);   /* a FIFO's open must not wait for a writer */
+    return nf_read_untrusted_file(path, max_bytes, what, false, len, err);
+}
+
+char *nf_read_untrusted_file(const char *path, size_t max_bytes, const char *what, bool no_links, size_t *len,
+                             struct nf_error *err)
+{
+    /* a FIFO's open must not wait for a writer */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | (no_links ? O_NOFOLLOW : 0));
     if (fd < 0) {
-        NF_FAIL(err, NF_EIO, "cannot read %s '%s': %s", what, path, strerror(errno));
+        if (no_links && errno == ELOOP)
+            NF_FAIL(err, NF_EIO, "%s '%s' is a symbolic link (not read)", what, path);
+        else
+            NF_FAIL(err, NF_EIO, "cannot read %s '%s': %s", what, path, strerror(errno));
         return NULL;
     }
     struct stat st;

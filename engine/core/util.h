@@ -92,6 +92,10 @@ int nf_rewrite_file_atomic(const char *path, const char *text, size_t len, const
  * on it) of at most max_bytes; `what` names it in errors ("pipeline file").
  * NUL-terminated; *len excludes the NUL. */
 char *nf_read_text_file(const char *path, size_t max_bytes, const char *what, size_t *len, struct nf_error *err);
+/* The same for any bytes; with no_links a symbolic link is refused too (a
+ * shard in a folder others can write to must not point elsewhere). */
+char *nf_read_untrusted_file(const char *path, size_t max_bytes, const char *what, bool no_links, size_t *len,
+                             struct nf_error *err);
 /* Read a whole file (NUL-terminated; *len excludes the NUL). */
 char *nf_read_file(const char *path, size_t *len, struct nf_error *err);
 

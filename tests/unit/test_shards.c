@@ -4,7 +4,9 @@
  * into another come back bit for bit; a shard is refused, with nothing put
  * into the cache, when any single byte of it is changed (every byte of the
  * file in turn), when it is cut short at any length, and when it belongs to
- * another pipeline, node, unit, key or part. */
+ * another pipeline, node, unit, key or part; when its values are filed under
+ * keys that are not its unit's outputs, or items are swapped; and when a FIFO
+ * or a link stands where the shard should be. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -23,6 +25,7 @@
 #include "cache/run_record.h"
 #include "cache/shards.h"
 #include "core/util.h"
+#include <xxhash.h>
 
 static char tmpdir[256];
 static int n_caches;
@@ -279,6 +282,93 @@ static void test_wrong_unit_refused(void **state)
     nf_cache_close(b);
 }
 
+/* A shard whose bytes are whole (its checksum made again) but whose values
+ * are filed under keys that are not its unit's outputs, or under the unit's
+ * keys with another item's label (two subjects swapped), is refused
+ * (../shared/repro/09: SLURM shards with another unit's values were imported
+ * silently). */
+static void rekey(unsigned char *buf, size_t len, struct nf_key from, struct nf_key to)
+{
+    char a[33], b[33];
+    nf_key_hex(from, a);
+    nf_key_hex(to, b);
+    size_t hits = 0;
+    for (size_t i = 0; i + 32 <= len; i++)
+        if (memcmp(buf + i, a, 32) == 0) {
+            memcpy(buf + i, b, 32);
+            hits++;
+        }
+    assert_int_equal(hits, 1);
+    uint64_t sum = XXH3_64bits(buf, len - 16);
+    memcpy(buf + len - 16, &sum, sizeof sum);
+}
+
+static void test_foreign_keys_refused(void **state)
+{
+    (void)state;
+    struct nf_cache *a = new_cache(), *b = new_cache();
+    struct nf_error err = { 0 };
+    char path[320], bad[320], why[256];
+    store_run(a);
+    snprintf(path, sizeof path, "%s/own.shard", tmpdir);
+    snprintf(bad, sizeof bad, "%s/foreign.shard", tmpdir);
+    assert_int_equal(nf_shard_write(a, path, &run_head, &err), 0);
+    size_t len;
+    unsigned char *orig = read_all(path, &len);
+    unsigned char *copy = malloc(len);
+    assert_non_null(copy);
+    const struct nf_key other_run = { 0x9999, 0x5678 };
+    struct nf_key item0 = nf_key_output(nf_key_output(run_key, 1), 0), item1 = nf_key_output(nf_key_output(run_key, 1), 1);
+    struct {
+        struct nf_key from, to;
+        const char *why;
+    } cases[] = {
+        { nf_key_output(run_key, 0), nf_key_output(other_run, 0), "lacks output 0" },   /* another unit's value */
+        { item1, nf_key_output(nf_key_output(other_run, 1), 1), "lacks output 1" },
+        { item0, item1, "port or label differ" },   /* items 0 and 1 swapped: two subjects' maps */
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        memcpy(copy, orig, len);
+        if (c == 2) {   /* a swap: both keys stay the unit's own, the labels give it away */
+            const struct nf_key tmp = { 0x7777, 0x7777 };
+            rekey(copy, len, item0, tmp);
+            rekey(copy, len, item1, item0);
+            rekey(copy, len, tmp, item1);
+        } else {
+            rekey(copy, len, cases[c].from, cases[c].to);
+        }
+        write_all(bad, copy, len);
+        assert_int_equal(import(b, bad, &run_head, why, sizeof why), 0);
+        if (!strstr(why, cases[c].why))
+            fail_msg("case %zu refused for another reason: %s", c, why);
+    }
+    assert_true(cache_empty(b));
+    assert_int_equal(import(b, path, &run_head, why, sizeof why), 1);
+    free(copy);
+    free(orig);
+    nf_cache_close(a);
+    nf_cache_close(b);
+}
+
+/* A FIFO or a link (to /dev/zero) where a shard should be is refused at
+ * once, without blocking on it or reading it (../shared/repro/10). */
+static void test_special_files_refused(void **state)
+{
+    (void)state;
+    struct nf_cache *b = new_cache();
+    char fifo[320], link[320], why[256];
+    snprintf(fifo, sizeof fifo, "%s/fifo.shard", tmpdir);
+    snprintf(link, sizeof link, "%s/zero.shard", tmpdir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    assert_int_equal(symlink("/dev/zero", link), 0);
+    assert_int_equal(import(b, fifo, &run_head, why, sizeof why), 0);
+    assert_non_null(strstr(why, "not a regular file (a FIFO)"));
+    assert_int_equal(import(b, link, &run_head, why, sizeof why), 0);
+    assert_non_null(strstr(why, "symbolic link"));
+    assert_true(cache_empty(b));
+    nf_cache_close(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -286,6 +376,8 @@ int main(void)
         cmocka_unit_test(test_part_round_trip),
         cmocka_unit_test(test_damage_refused),
         cmocka_unit_test(test_wrong_unit_refused),
+        cmocka_unit_test(test_foreign_keys_refused),
+        cmocka_unit_test(test_special_files_refused),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
