@@ -143,22 +143,22 @@ static bool source_entry(const char *entry, size_t *key_len, const struct nf_nod
 
 /* Two reports must not write the same page (a cached rerun would leave the
  * one it did not run again): an error at the later one in run order. */
-static int check_page_apart(const struct nf_resolve *r)
+static int check_page_apart(const struct report_params *p, const struct nf_env *env,
+                            const struct nf_node_inst *node, struct nf_error *err)
 {
-    const struct report_params *p = r->params;
-    const char *pipeline = r->env && r->env->pipeline_name ? r->env->pipeline_name : "nlflow";
+    const char *pipeline = env && env->pipeline_name ? env->pipeline_name : "nlflow";
     char mine[160], other[160];
     nf_output_name_part(p->name ? p->name : pipeline, mine, sizeof mine);
     struct nf_node_info info;
-    for (size_t i = 0; nf_pipeline_node(r->env, i, &info); i++) {
-        if (info.params == r->params)
+    for (size_t i = 0; nf_pipeline_node(env, i, &info); i++) {
+        if (info.params == p)
             return 0;
         if (info.type != &nf_node_report)
             continue;
         const struct report_params *q = info.params;
         nf_output_name_part(q->name ? q->name : pipeline, other, sizeof other);
         if (strcmp(mine, other) == 0)
-            return NF_FAIL_AT(r->err, NF_EINVAL, nf_node_loc(r->node), nf_node_id(r->node),
+            return NF_FAIL_AT(err, NF_EINVAL, nf_node_loc(node), nf_node_id(node),
                               "this report and '%s' would both write %s_report.html: give one of them its own "
                               "`name:`", info.id, mine);
     }
@@ -167,8 +167,6 @@ static int check_page_apart(const struct nf_resolve *r)
 
 static int report_resolve(struct nf_resolve *r)
 {
-    if (check_page_apart(r) < 0)
-        return r->err->code;
     for (size_t i = 0; i < r->n_extra; i++)
         for (size_t j = 0; j < i; j++)
             if (strcmp(r->extra_names[i], r->extra_names[j]) == 0)
@@ -221,7 +219,7 @@ static int report_resolve(struct nf_resolve *r)
                                   "sources names input '%.*s' twice", (int)key_len, entry);
     }
     r->out[REPORT_OUT_FILES] = (struct nf_shape){ .kind = NF_KIND_TABLE, .dim = { 1, 2 } };
-    return 0;
+    return check_page_apart(r->params, r->env, r->node, r->err);   /* last: a node's own mistakes first */
 }
 
 /* Where input `key` was made: its `sources` entry (node_type and port filled,
@@ -480,6 +478,7 @@ static int report_run(struct nf_run *run)
     }
     char stem[160];
     nf_output_name_part(p->name ? p->name : pipeline, stem, sizeof stem);   /* never a path elsewhere */
+    NF_TRY(rc = check_page_apart(p, env, run->node, run->err));   /* a node resolved only now, too */
     file = nf_asprintf("%s_report.html", stem);
     path = file ? nf_path_join(env->outputs_dir, file) : NULL;
     if (!path) {

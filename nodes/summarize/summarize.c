@@ -1865,6 +1865,36 @@ oom:
     return table_oom(tab, err);
 }
 
+/* Two summarize nodes must not write the same summary file: a cached rerun
+ * runs one of them again and leaves the other's file, where a fresh run
+ * leaves the last one's, so the outputs would depend on the cache.
+ * summary.json of two without a name, or <name>_summary.json of one name,
+ * is an error at the later node in run order. */
+static int check_files_apart(const struct summarize_params *p, const struct nf_env *env,
+                             const struct nf_node_inst *node, struct nf_error *err)
+{
+    char mine[160], other[160];
+    const char *pipeline = env && env->pipeline_name ? env->pipeline_name : "nlflow";
+    safe_prefix(p->name ? p->name : pipeline, mine, sizeof mine);
+    struct nf_node_info info;
+    for (size_t i = 0; nf_pipeline_node(env, i, &info); i++) {
+        if (info.params == p)
+            return 0;   /* only nodes before this one: the error is said once */
+        if (info.type != &nf_node_summarize)
+            continue;
+        const struct summarize_params *q = info.params;
+        safe_prefix(q->name ? q->name : pipeline, other, sizeof other);
+        if (!p->name != !q->name || (p->name && strcmp(mine, other) != 0))
+            continue;
+        return NF_FAIL_AT(err, NF_EINVAL, nf_node_loc(node), nf_node_id(node),
+                          "this summarize and '%s' would both write %s%s into "
+                         "settings.outputs (a rerun that runs one of them again would leave the other's): give "
+                         "one of them its own `name:`", info.id, p->name ? mine : "",
+                         p->name ? "_summary.json" : "summary.json");
+    }
+    return 0;
+}
+
 static int summarize_run(struct nf_run *run)
 {
     const struct summarize_params *p = run->params;
@@ -1887,6 +1917,8 @@ static int summarize_run(struct nf_run *run)
         snprintf(ctx.prefix, sizeof ctx.prefix, "nlflow");
     NF_TRY(rc = check_keys(run->extra_names, run->n_extra, node, run->err));
     NF_TRY(rc = check_named_inputs(p, run->extra_names, run->n_extra, node, run->err));
+    /* again: a node after one that writes files is resolved only when it runs */
+    NF_TRY(rc = check_files_apart(p, env, node, run->err));
     NF_TRY(rc = fsl_pick_inputs(p, node, env, run->extra_names, run->n_extra, &ctx.fsl,
                                 run->err));
     if (run->n_extra == 0)
@@ -1970,42 +2002,11 @@ static int check_one_map(const struct nf_resolve *r, int i, const char *verb, co
 /* Plan time: input names exist and stay distinct; a thresholded input (or one
  * written with FSL's names) that is known to lack geometry is an error now
  * rather than after hours of compute. */
-/* Two summarize nodes must not write the same summary file: a cached rerun
- * runs one of them again and leaves the other's file, where a fresh run
- * leaves the last one's, so the outputs would depend on the cache.
- * summary.json of two without a name, or <name>_summary.json of one name,
- * is an error at the later node in run order. */
-static int check_files_apart(const struct nf_resolve *r)
-{
-    const struct summarize_params *p = r->params;
-    char mine[160], other[160];
-    const char *pipeline = r->env && r->env->pipeline_name ? r->env->pipeline_name : "nlflow";
-    safe_prefix(p->name ? p->name : pipeline, mine, sizeof mine);
-    struct nf_node_info info;
-    for (size_t i = 0; nf_pipeline_node(r->env, i, &info); i++) {
-        if (info.params == r->params)
-            return 0;   /* only nodes before this one: the error is said once */
-        if (info.type != &nf_node_summarize)
-            continue;
-        const struct summarize_params *q = info.params;
-        safe_prefix(q->name ? q->name : pipeline, other, sizeof other);
-        if (!p->name != !q->name || (p->name && strcmp(mine, other) != 0))
-            continue;
-        return NF_FAIL_AT(r->err, NF_EINVAL, nf_node_loc(r->node), nf_node_id(r->node),
-                          "this summarize and '%s' would both write %s%s into "
-                         "settings.outputs (a rerun that runs one of them again would leave the other's): give "
-                         "one of them its own `name:`", info.id, p->name ? mine : "",
-                         p->name ? "_summary.json" : "summary.json");
-    }
-    return 0;
-}
-
 static int summarize_resolve(struct nf_resolve *r)
 {
     const struct summarize_params *p = r->params;
     int rc = 0;
 
-    NF_TRY(rc = check_files_apart(r));
     NF_TRY(rc = check_keys(r->extra_names, r->n_extra, r->node, r->err));
     NF_TRY(rc = check_named_inputs(p, r->extra_names, r->n_extra, r->node, r->err));
     if (thresholding(p) && p->threshold_key)
@@ -2034,6 +2035,7 @@ static int summarize_resolve(struct nf_resolve *r)
         nf_label_names_release(&names);
         NF_TRY(rc);
     }
+    NF_TRY(rc = check_files_apart(p, r->env, r->node, r->err));   /* last: a node's own mistakes first */
     r->out[SUMMARIZE_OUT_TABLE] = (struct nf_shape){.kind = NF_KIND_TABLE,
                                               .dim = {0, SUM_CLUSTER_COLUMNS}};
     r->out[SUMMARIZE_OUT_FILES] = (struct nf_shape){.kind = NF_KIND_TABLE, .dim = {0, 2}};

@@ -417,7 +417,7 @@ class Harness:
         """The files an edit may change and a failed edit must get back."""
         keep = {}
         for f in [os.path.join(folder, yaml_name)] + self.input_files(folder, yaml_name):
-            if f.endswith((".yaml", ".tsv", ".json", ".nii.gz")) and os.path.getsize(f) < 64 << 20:
+            if os.path.getsize(f) < 64 << 20:
                 with open(f, "rb") as h:
                     keep[f] = (h.read(), os.stat(f).st_mtime_ns)
         return keep
@@ -425,8 +425,12 @@ class Harness:
     @staticmethod
     def restore(keep):
         for f, (data, mtime) in keep.items():
-            with open(f, "rb") as h:
-                same = h.read() == data
+            same = False
+            if os.path.exists(f):   # a refused run may have removed it (simulate rewriting its folder)
+                with open(f, "rb") as h:
+                    same = h.read() == data
+            else:
+                os.makedirs(os.path.dirname(f), exist_ok=True)
             if not same:
                 with open(f, "wb") as h:
                     h.write(data)
