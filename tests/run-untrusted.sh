@@ -140,3 +140,10 @@ sed -i 's/path: l1.yaml/path: l20.yaml/' u7/deep.yaml   # 11 levels deep, 3^11 n
 expect 2 "use: expands to more than 200000 nodes" timeout 120 "$NLFLOW" validate u7/deep.yaml
 [ "$(wc -l <err.txt)" = 1 ] || fail "07: the limit's error is said with $(($(wc -l <err.txt) - 1)) more"
 echo "ok   07 use: expansion is bounded in depth and nodes, with one located error"
+
+# ---- a use: path to a file that is not a pipeline: none of its keys is echoed ----
+printf 'db_password: hunter2\napi_key: s3cret-key\n' >secrets.yaml
+printf 'nlflow: 1\nnodes:\n  u: {type: use, path: secrets.yaml}\n' >leak.yaml
+expect 2 "needs 'nlflow: 1'.*is '.*secrets.yaml' an nlflow pipeline file" "$NLFLOW" validate leak.yaml
+grep -qE "db_password|api_key|hunter2|s3cret" err.txt && fail "a used non-pipeline file's content is echoed: $(cat err.txt)"
+echo "ok   a use: of a file that is no pipeline echoes nothing of it"

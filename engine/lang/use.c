@@ -404,6 +404,15 @@ static int check_used_file(struct ctx *c, const struct nf_ynode *root, const cha
         NF_DIAG(c->d, NF_EINVAL, &root->loc, NULL, "a used pipeline file must be a mapping with 'nlflow: 1' and 'nodes'");
         return -1;
     }
+    /* first of all, that it is a pipeline file: a path to any other file
+       (a password file, a key) must not have its keys echoed in errors */
+    const struct nf_ynode *version = nf_ymap_get(root, "nlflow");
+    if (!version || version->type != NF_Y_SCALAR || strcmp(version->value, "1") != 0) {
+        NF_DIAG(c->d, NF_EINVAL, version ? &version->loc : &top, NULL,
+                "a used pipeline file needs 'nlflow: 1' (the pipeline format version this nlflow reads): "
+                "is '%s' an nlflow pipeline file?", path);
+        return -1;
+    }
     const struct nf_ynode *req = nf_ymap_get(root, "requires");
     if (nf_requires_check(req, PACKAGE_VERSION, c->d) <= 0)
         return -1;
@@ -426,12 +435,6 @@ static int check_used_file(struct ctx *c, const struct nf_ynode *root, const cha
                     "params, inputs, outputs, nodes)", k, hint);
             rc = -1;
         }
-    }
-    const struct nf_ynode *ver = nf_ymap_get(root, "nlflow");
-    if (!ver || ver->type != NF_Y_SCALAR || strcmp(ver->value, "1") != 0) {
-        NF_DIAG(c->d, NF_EINVAL, ver ? &ver->loc : &top, NULL,
-                "a used pipeline file needs 'nlflow: 1' (the pipeline format version this nlflow reads)");
-        rc = -1;
     }
     const struct nf_ynode *nodes = nf_ymap_get(root, "nodes");
     if (!nodes || nodes->type != NF_Y_MAP || nodes->n == 0) {
