@@ -20,6 +20,7 @@
 #include "cache/cache.h"
 #include "plan/cost.h"
 #include "core/alloc.h"
+#include "lang/use.h"
 #include "run/failed_run.h"
 #include "run/events.h"
 #include "run/slurm.h"
@@ -891,6 +892,24 @@ static int cmd_init(int argc, char **argv)
     bool to_stdout = strcmp(output, "-") == 0;
     if (!to_stdout && access(output, F_OK) == 0)
         return usage_error("'%s' exists: nlflow init does not replace files (--output FILE)", output);
+    {   /* the templates the file will use must be found from where it is written */
+        const char *names[] = { io.template_name ? io.template_name : "first-level", "group" };
+        for (size_t t = 0; t < sizeof names / sizeof *names; t++) {
+            char *rel = nf_asprintf("templates/%s.yaml", names[t]), *looked = NULL;
+            char *found = rel ? nf_use_find(to_stdout ? "./pipeline.yaml" : output, rel, &looked) : NULL;
+            if (rel && !found) {
+                int st = usage_error("--template %s: no %s beside %s, on NLFLOW_PATH or among nlflow's own "
+                                     "templates (looked in %s)", names[t], rel, to_stdout ? "." : output,
+                                     looked ? looked : ".");
+                free(rel);
+                free(looked);
+                return st;
+            }
+            free(rel);
+            free(looked);
+            free(found);
+        }
+    }
     char *text = NULL, *canon = NULL;
     if (nf_init_pipeline(&io, &text, &err) < 0 ||
         nf_pipeline_format(text, strlen(text), output, &canon, &err) < 0) {
@@ -909,9 +928,6 @@ static int cmd_init(int argc, char **argv)
     return status;
 }
 
-/* `nlflow fmt [--check] FILE...`: canonical form (engine/lang/fmt.c). A file
- * is replaced atomically and only when its text changes; with --check nothing
- * is written and the files that would change are listed (exit 1). */
 /* fmt's rewrite: into the file a link points at (the link stays a link),
  * with the file's mode and owner, atomically. */
 static int rewrite_in_place(const char *path, const char *text, struct nf_error *err)
@@ -929,6 +945,9 @@ static int rewrite_in_place(const char *path, const char *text, struct nf_error 
     return rc;
 }
 
+/* `nlflow fmt [--check] FILE...`: canonical form (engine/lang/fmt.c). A file
+ * is replaced atomically and only when its text changes; with --check nothing
+ * is written and the files that would change are listed (exit 1). */
 static int cmd_fmt(int argc, char **argv)
 {
     bool check = false;

@@ -147,3 +147,9 @@ printf 'nlflow: 1\nnodes:\n  u: {type: use, path: secrets.yaml}\n' >leak.yaml
 expect 2 "needs 'nlflow: 1'.*is '.*secrets.yaml' an nlflow pipeline file" "$NLFLOW" validate leak.yaml
 grep -qE "db_password|api_key|hunter2|s3cret" err.txt && fail "a used non-pipeline file's content is echoed: $(cat err.txt)"
 echo "ok   a use: of a file that is no pipeline echoes nothing of it"
+
+# ---- init --template NAME that no folder holds: exit 2 at init, not a run-time failure ----
+"$NLFLOW" simulate --bids dsi --subjects 2 --runs 1 --images 30 >/dev/null 2>&1 || fail "init: simulate --bids"
+expect 2 "--template nosuch: no templates/nosuch.yaml" "$NLFLOW" init --bids dsi --template nosuch --output pi.yaml
+[ ! -e pi.yaml ] || fail "init wrote a pipeline with a template it cannot find"
+echo "ok   init --template with no such template exits 2 and writes nothing"

@@ -258,6 +258,15 @@ static char *find_used_file(const char *from, const char *path, struct nf_strbuf
     return NULL;
 }
 
+char *nf_use_find(const char *from, const char *path, char **looked)
+{
+    struct nf_strbuf sb;
+    nf_strbuf_init(&sb);
+    char *found = find_used_file(from, path, &sb);
+    *looked = nf_strbuf_detach(&sb);
+    return found;
+}
+
 /* HEAD's commit of the git work tree holding `file`, read from .git without
  * running git; NULL outside a work tree or when HEAD cannot be read. */
 static char *git_head_commit(const char *file)

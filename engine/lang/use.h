@@ -19,5 +19,9 @@ void nf_uses_annotate(const struct nf_pipeline *p, struct nf_diags *d, size_t fr
 /* A `requires:` condition (">=0.2", ">=0.2, <1") against this version: 1 met
  * (or absent), 0 not met, -1 malformed; both reported. */
 int nf_requires_check(const struct nf_ynode *req, const char *version, struct nf_diags *d);
+/* Where a `use:` path written in the file `from` is found (beside it, then
+ * NLFLOW_PATH's folders, then nlflow's own templates): owned, or NULL with
+ * *looked (owned, may be NULL) listing the folders tried. */
+char *nf_use_find(const char *from, const char *path, char **looked);
 
 #endif
