@@ -153,3 +153,10 @@ echo "ok   a use: of a file that is no pipeline echoes nothing of it"
 expect 2 "--template nosuch: no templates/nosuch.yaml" "$NLFLOW" init --bids dsi --template nosuch --output pi.yaml
 [ ! -e pi.yaml ] || fail "init wrote a pipeline with a template it cannot find"
 echo "ok   init --template with no such template exits 2 and writes nothing"
+
+# ---- a table with more columns than nlflow reads: validate names the file ----
+awk 'BEGIN { for (r = 0; r < 2; r++) { for (i = 0; i <= 1000000; i++) printf "%s%s", (i ? "\t" : ""), (r ? "1" : "c" i); print "" } }' >wide.tsv
+printf 'nlflow: 1\nnodes:\n  t: {type: load, path: wide.tsv}\n' >wide.yaml
+expect 2 "^wide.yaml:3:3: node 't': cannot read '.*wide.tsv': it has 1000001 columns" "$NLFLOW" validate wide.yaml
+rm -f wide.tsv
+echo "ok   a table too wide is refused at validate, naming its file"

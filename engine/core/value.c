@@ -240,8 +240,8 @@ struct nf_value *nf_value_new_matrix_unfilled(int64_t rows, int64_t cols, struct
 
 struct nf_value *nf_value_new_table(int64_t n_rows, int64_t n_cols, struct nf_error *err)
 {
-    if (n_rows < 0 || n_cols < 0 || n_cols > 1000000 || n_rows > INT64_MAX / 16) {
-        NF_FAIL(err, NF_EDATA, "table too large");
+    if (n_rows < 0 || n_cols < 0 || n_cols > NF_TABLE_MAX_COLUMNS || n_rows > INT64_MAX / 16) {
+        NF_FAIL(err, NF_EDATA, "table too large (%" PRId64 " rows x %" PRId64 " columns)", n_rows, n_cols);
         return NULL;
     }
     struct nf_value *v = value_alloc(NF_KIND_TABLE, err);

@@ -167,6 +167,7 @@ struct nf_value *nf_value_new_volume_unfilled(const struct nf_grid *g, int ndim,
                                               struct nf_error *err);
 struct nf_value *nf_value_new_matrix_unfilled(int64_t rows, int64_t cols, struct nf_geom *geom,
                                               struct nf_error *err);
+#define NF_TABLE_MAX_COLUMNS 1000000   /* a table's columns (readers refuse more, naming the file) */
 struct nf_value *nf_value_new_table(int64_t n_rows, int64_t n_cols, struct nf_error *err);
 struct nf_value *nf_value_new_collection(size_t n, struct nf_error *err);
 

@@ -272,6 +272,9 @@ static int select_columns(const char *path, const struct cells *t,
                           size_t *n_out, struct nf_error *err)
 {
     size_t n = columns ? n_columns : t->n_cols;
+    if (n > NF_TABLE_MAX_COLUMNS)   /* said here, where the file is known (and validate reads headers) */
+        return NF_FAIL(err, NF_EDATA, "cannot read '%s': it has %zu columns; tables of at most %d are read", path,
+                       n, NF_TABLE_MAX_COLUMNS);
     size_t *sel = nf_calloc(n ? n : 1, sizeof *sel);
 
     if (!sel)
