@@ -212,6 +212,14 @@ static int listed_file(const struct nf_rebuild *rb, const char *summary, const s
     }
     if (!(*path = nf_path_join(rb->results, f->value)))
         return NF_FAIL(err, NF_ENOMEM, "out of memory");
+    struct stat st;
+    if (lstat(*path, &st) == 0 && S_ISLNK(st.st_mode)) {   /* a link could read anything, anywhere */
+        NF_FAIL(err, NF_EIO, "%s lists '%s' (input '%s'), a symbolic link: nlflow report reads only files that "
+                "are in the folder", summary, f->value, key);
+        free(*path);
+        *path = NULL;
+        return NF_EIO;
+    }
     if (!is_file(*path)) {
         NF_FAIL(err, NF_EIO, "%s lists '%s' (input '%s'), but '%s' %s", summary, f->value, key, *path,
                 not_a_file(*path));

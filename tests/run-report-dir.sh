@@ -20,6 +20,7 @@
 #   4. bad input fails cleanly, with its exit status and message, leaving no
 #      page and no scratch folder: a missing folder, a file, a folder without
 #      summary.json, malformed JSON (file and line), a listed file missing
+#      or a symbolic link (anywhere: it is not read)
 #      (named), nothing to show, two summaries (and --summary choosing one),
 #      a file name that leaves the folder, a damaged map, a bad --threshold
 #      or --template.
@@ -149,6 +150,10 @@ cp -r "$res" "$bad/missing"
 rm "$bad/missing/group_stat-nullMax.tsv"
 expect "missing file" 1 "lists 'group_stat-nullMax.tsv' (input 'null_max'), but '$bad/missing/group_stat-nullMax.tsv' is missing" \
     "$bad/missing" "$bad/missing"
+cp -r "$res" "$bad/link"
+mv "$bad/link/group_stat-nullMax.tsv" "$work/outside.tsv"
+ln -s "$work/outside.tsv" "$bad/link/group_stat-nullMax.tsv"
+expect "symbolic link" 1 "lists 'group_stat-nullMax.tsv' (input 'null_max'), a symbolic link" "$bad/link" "$bad/link"
 cp -r "$res" "$bad/damaged"
 echo "not an image" >"$bad/damaged/group_stat-truth_statmap.nii.gz"
 expect "damaged file" 1 "input 'truth': cannot read '$bad/damaged/group_stat-truth_statmap.nii.gz'" \
