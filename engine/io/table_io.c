@@ -230,7 +230,10 @@ static int load_cells(const char *path, struct cells *t, struct nf_error *err)
     memset(t, 0, sizeof *t);
     if (nf_refuse_special_file(path, err) < 0)
         return err->code;
-    t->buf = nf_read_file(path, &len, err);
+    /* a table (events, participants, confounds: files of others) is read
+       whole: a regular file of at most half this machine's memory */
+    uint64_t mem = nf_physical_memory();
+    t->buf = nf_read_untrusted_file(path, mem ? (size_t)(mem / 2) : (size_t)1 << 34, "table", false, &len, err);
     if (!t->buf)
         return err->code ? err->code : NF_EIO;
     if (strlen(t->buf) != len) {

@@ -422,6 +422,8 @@ static int json_value(struct json_reader *j, int depth, double *number, bool *is
     }
 }
 
+#define BIDS_SIDECAR_MAX_BYTES ((size_t)16 << 20)   /* a JSON sidecar: a few hundred bytes as written */
+
 int bids_json_number(const char *path, const char *key, double *value, bool *found,
                      struct nf_error *err)
 {
@@ -430,7 +432,7 @@ int bids_json_number(const char *path, const char *key, double *value, bool *fou
     *value = 0;
     if (nf_refuse_special_file(path, err) < 0)
         return err->code;
-    char *text = nf_read_file(path, &len, err);
+    char *text = nf_read_text_file(path, BIDS_SIDECAR_MAX_BYTES, "sidecar", &len, err);   /* a dataset's: bounded */
     if (!text)
         return err->code ? err->code : NF_EIO;
     struct json_reader j = { .text = text, .at = text, .path = path, .err = err };
