@@ -105,3 +105,15 @@ sample_ks() {   # $1 n, $2 dense prefix, $3 spread count
     for ((k = dense + step; k < n; k += step)); do echo "$k"; done
     echo "$n"
 }
+
+# The verdict on one command run with a failed allocation: exit 0 (the
+# allocation was one nlflow can do without) or 1 saying "out of memory";
+# never a sanitizer report, a signal or another status.
+oom_verdict() {   # $1: label, $2: exit status, $3: its stderr
+    grep -qE 'Sanitizer|runtime error' "$3" && { cat "$3"; fail "$1: sanitizer report"; }
+    case $2 in
+        0) ;;
+        1) grep -q 'out of memory' "$3" || { cat "$3"; fail "$1: exit 1 without 'out of memory'"; } ;;
+        *) head -5 "$3"; fail "$1: exit status $2" ;;
+    esac
+}

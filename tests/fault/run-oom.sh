@@ -29,13 +29,7 @@ for cmd in validate plan; do
     [ "${FAULT_FULL:-0}" = 1 ] && vstep=1
     for ((k = 1; k <= n + 1; k += vstep)); do
         (cd "$work" && NLFLOW_FAIL_ALLOC=$k "$NLFLOW" $cmd p.yaml $copt >/dev/null 2>"$work/v.err")
-        rc=$?
-        grep -qE 'Sanitizer|runtime error' "$work/v.err" && { cat "$work/v.err"; fail "$cmd k=$k: sanitizer report"; }
-        case $rc in
-            0) ;;
-            1) grep -q "$OOM" "$work/v.err" || { cat "$work/v.err"; fail "$cmd k=$k: exit 1 without '$OOM'"; } ;;
-            *) cat "$work/v.err"; fail "$cmd k=$k: exit status $rc" ;;
-        esac
+        oom_verdict "$cmd k=$k" $? "$work/v.err"
     done
     echo "$cmd: $n allocations, k from 1 in steps of $vstep"
     rm -rf "$work/data"
