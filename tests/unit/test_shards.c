@@ -215,22 +215,47 @@ static void write_all(const char *path, const unsigned char *p, size_t len)
     fclose(f);
 }
 
+/* The run of store_run written from a fresh cache as the shard `name` in the
+ * scratch folder: its path, and its bytes with a copy to tamper with. */
+struct written_shard {
+    struct nf_cache *from;
+    char path[320];
+    unsigned char *bytes, *copy;
+    size_t len;
+};
+
+static void write_run_shard(struct written_shard *w, const char *name)
+{
+    struct nf_error err = { 0 };
+    w->from = new_cache();
+    store_run(w->from);
+    snprintf(w->path, sizeof w->path, "%s/%s", tmpdir, name);
+    assert_int_equal(nf_shard_write(w->from, w->path, &run_head, &err), 0);
+    w->bytes = read_all(w->path, &w->len);
+    w->copy = malloc(w->len);
+    assert_non_null(w->copy);
+}
+
+static void written_shard_release(struct written_shard *w)
+{
+    free(w->copy);
+    free(w->bytes);
+    nf_cache_close(w->from);
+}
+
 /* Every single changed byte, and every truncation, is refused and leaves
  * the cache untouched. */
 static void test_damage_refused(void **state)
 {
     (void)state;
-    struct nf_cache *a = new_cache(), *b = new_cache();
-    struct nf_error err = { 0 };
-    char path[320], bad[320], why[256];
-    store_run(a);
-    snprintf(path, sizeof path, "%s/dmg.shard", tmpdir);
+    struct written_shard w;
+    write_run_shard(&w, "dmg.shard");
+    struct nf_cache *b = new_cache();
+    char bad[320], why[256];
     snprintf(bad, sizeof bad, "%s/bad.shard", tmpdir);
-    assert_int_equal(nf_shard_write(a, path, &run_head, &err), 0);
-    size_t len;
-    unsigned char *orig = read_all(path, &len);
-    unsigned char *copy = malloc(len);
-    assert_non_null(copy);
+    const char *path = w.path;
+    size_t len = w.len;
+    unsigned char *orig = w.bytes, *copy = w.copy;
     size_t refused = 0;
     for (size_t i = 0; i < len; i++) {
         memcpy(copy, orig, len);
@@ -250,9 +275,7 @@ static void test_damage_refused(void **state)
     assert_true(cache_empty(b));
     /* and the intact file still imports */
     assert_int_equal(import(b, path, &run_head, why, sizeof why), 1);
-    free(copy);
-    free(orig);
-    nf_cache_close(a);
+    written_shard_release(&w);
     nf_cache_close(b);
 }
 
@@ -306,17 +329,14 @@ static void rekey(unsigned char *buf, size_t len, struct nf_key from, struct nf_
 static void test_foreign_keys_refused(void **state)
 {
     (void)state;
-    struct nf_cache *a = new_cache(), *b = new_cache();
-    struct nf_error err = { 0 };
-    char path[320], bad[320], why[256];
-    store_run(a);
-    snprintf(path, sizeof path, "%s/own.shard", tmpdir);
+    struct written_shard w;
+    write_run_shard(&w, "own.shard");
+    struct nf_cache *b = new_cache();
+    char bad[320], why[256];
     snprintf(bad, sizeof bad, "%s/foreign.shard", tmpdir);
-    assert_int_equal(nf_shard_write(a, path, &run_head, &err), 0);
-    size_t len;
-    unsigned char *orig = read_all(path, &len);
-    unsigned char *copy = malloc(len);
-    assert_non_null(copy);
+    const char *path = w.path;
+    size_t len = w.len;
+    unsigned char *orig = w.bytes, *copy = w.copy;
     const struct nf_key other_run = { 0x9999, 0x5678 };
     struct nf_key item0 = nf_key_output(nf_key_output(run_key, 1), 0), item1 = nf_key_output(nf_key_output(run_key, 1), 1);
     struct {
@@ -344,9 +364,7 @@ static void test_foreign_keys_refused(void **state)
     }
     assert_true(cache_empty(b));
     assert_int_equal(import(b, path, &run_head, why, sizeof why), 1);
-    free(copy);
-    free(orig);
-    nf_cache_close(a);
+    written_shard_release(&w);
     nf_cache_close(b);
 }
 
