@@ -854,8 +854,10 @@ static int expand_scope(struct ctx *c, struct scope *s, const struct nf_ynode *o
         }
         struct nf_ynode *key = nodes->keys[i], *body = nodes->items[i];
         char *id = nf_asprintf("%s%s", s->prefix, key->value);
-        if (!id)
-            return -1;
+        if (!id) {
+            rc = -1;   /* out of memory: on to the clean-up below, which frees the used files' nodes */
+            break;
+        }
         if (s->prefix[0] && strchr(key->value, '.'))
             NF_DIAG(c->d, NF_EINVAL, &key->loc, id, "invalid node id ('.' separates a used file's name "
                     "from its nodes)");
@@ -872,8 +874,10 @@ static int expand_scope(struct ctx *c, struct scope *s, const struct nf_ynode *o
         } else {
             free(id);
         }
-        if (!list_push(out, key, body, s->used_file))
-            return -1;
+        if (!list_push(out, key, body, s->used_file)) {
+            rc = -1;
+            break;
+        }
         nodes->keys[i] = NULL;   /* moved */
         nodes->items[i] = NULL;
     }
