@@ -220,11 +220,6 @@ static int port_maps(const struct nf_node_inst *node, int port, const struct nf_
     return kind == NF_KIND_NONE ? -1 : kind != NF_KIND_MATRIX;
 }
 
-bool nf_keyset_decides_mapping(const struct nf_node_inst *node, int port, const struct nf_keyset *ks)
-{
-    return port_maps(node, port, ks) >= 0;
-}
-
 struct named { const char *name; const struct nf_keyset *ks; bool maps; };
 
 static int named_cmp(const void *a, const void *b)

@@ -84,9 +84,6 @@ int nf_node_keys_compute(const struct nf_pipeline *p, size_t ni, struct nf_node_
 int nf_node_keys_follow(struct nf_node_keys *k, struct nf_value *const *outs, size_t n_out,
                         struct nf_error *err);
 
-/* Does keyset ks, which feeds input port `port` of node, decide the node's
- * mapping now (false: open, and the node might map over it)? */
-bool nf_keyset_decides_mapping(const struct nf_node_inst *node, int port, const struct nf_keyset *ks);
 
 /* Every node in topological order (for planning / --explain). Files that do
  * not exist yet (after: [...]) leave their readers and descendants unknown. */

@@ -297,43 +297,7 @@ int nf_rewrite_file_atomic(const char *path, const char *text, size_t len, const
 
 char *nf_read_file(const char *path, size_t *len, struct nf_error *err)
 {
-    FILE *fp = fopen(path, "rb");
-    char *buf = NULL;
-    size_t cap = 0, n = 0;
-    if (!fp) {
-        NF_FAIL(err, NF_EIO, "cannot read '%s': %s", path, strerror(errno));
-        return NULL;
-    }
-    for (;;) {
-        if (n + 4096 + 1 > cap) {
-            size_t ncap = cap ? cap * 2 : 8192;
-            char *nb = nf_realloc(buf, ncap);
-            if (!nb) {
-                NF_FAIL(err, NF_ENOMEM, "out of memory reading '%s'", path);
-                goto fail;
-            }
-            buf = nb;
-            cap = ncap;
-        }
-        size_t got = fread(buf + n, 1, cap - n - 1, fp);
-        n += got;
-        if (got == 0) {
-            if (ferror(fp)) {
-                NF_FAIL(err, NF_EIO, "cannot read '%s': %s", path, strerror(errno));
-                goto fail;
-            }
-            break;
-        }
-    }
-    fclose(fp);
-    buf[n] = '\0';
-    if (len)
-        *len = n;
-    return buf;
-fail:
-    fclose(fp);
-    free(buf);
-    return NULL;
+    return nf_read_untrusted_file(path, SIZE_MAX / 2, NULL, false, len, err);   /* one reading loop */
 }
 
 static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
@@ -419,24 +383,25 @@ char *nf_read_untrusted_file(const char *path, size_t max_bytes, const char *wha
         if (no_links && errno == ELOOP)
             NF_FAIL(err, NF_EIO, "%s '%s' is a symbolic link (not read)", what, path);
         else
-            NF_FAIL(err, NF_EIO, "cannot read %s '%s': %s", what, path, strerror(errno));
+            NF_FAIL(err, NF_EIO, "cannot read %s%s'%s': %s", what ? what : "", what ? " " : "", path,
+                    strerror(errno));
         return NULL;
     }
     struct stat st;
     char *buf = NULL;
     if (fstat(fd, &st) != 0) {
-        NF_FAIL(err, NF_EIO, "cannot read %s '%s': %s", what, path, strerror(errno));
+        NF_FAIL(err, NF_EIO, "cannot read %s%s'%s': %s", what ? what : "", what ? " " : "", path, strerror(errno));
         goto fail;
     }
     if (!S_ISREG(st.st_mode)) {
-        NF_FAIL(err, NF_EIO, "%s '%s' is not a regular file (%s)", what, path,
+        NF_FAIL(err, NF_EIO, "%s%s'%s' is not a regular file (%s)", what ? what : "", what ? " " : "", path,
                 S_ISDIR(st.st_mode) ? "a folder" : S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISSOCK(st.st_mode) ? "a socket"
                 : "a device");
         goto fail;
     }
     if ((uint64_t)st.st_size > max_bytes) {
-        NF_FAIL(err, NF_EDATA, "%s '%s' is %lld bytes; at most %zu are read", what, path, (long long)st.st_size,
-                max_bytes);
+        NF_FAIL(err, NF_EDATA, "%s%s'%s' is %lld bytes; at most %zu are read", what ? what : "", what ? " " : "",
+                path, (long long)st.st_size, max_bytes);
         goto fail;
     }
     /* room for the size fstat gave and some (a file may grow), never more
@@ -451,14 +416,16 @@ char *nf_read_untrusted_file(const char *path, size_t max_bytes, const char *wha
         if (got < 0 && errno == EINTR)
             continue;
         if (got < 0) {
-            NF_FAIL(err, NF_EIO, "cannot read %s '%s': %s", what, path, strerror(errno));
+            NF_FAIL(err, NF_EIO, "cannot read %s%s'%s': %s", what ? what : "", what ? " " : "", path,
+                    strerror(errno));
             goto fail;
         }
         if (got == 0)
             break;
         n += (size_t)got;
         if (n > max_bytes) {
-            NF_FAIL(err, NF_EDATA, "%s '%s' is larger than %zu bytes", what, path, max_bytes);
+            NF_FAIL(err, NF_EDATA, "%s%s'%s' is larger than %zu bytes", what ? what : "", what ? " " : "", path,
+                    max_bytes);
             goto fail;
         }
         if (n == cap) {

@@ -96,7 +96,8 @@ char *nf_read_text_file(const char *path, size_t max_bytes, const char *what, si
  * shard in a folder others can write to must not point elsewhere). */
 char *nf_read_untrusted_file(const char *path, size_t max_bytes, const char *what, bool no_links, size_t *len,
                              struct nf_error *err);
-/* Read a whole file (NUL-terminated; *len excludes the NUL). */
+/* Read a whole file (NUL-terminated; *len excludes the NUL): a regular file
+ * of any size, through nf_read_untrusted_file's loop. */
 char *nf_read_file(const char *path, size_t *len, struct nf_error *err);
 
 /* "8GiB", "512MiB", "2G", "1000000" -> bytes; -1 when malformed. */

@@ -909,22 +909,6 @@ static int fetch_node(struct executor *x, size_t ni, struct nf_error *err)
             one[o] = NULL;
         }
     }
-    for (size_t o = 0; !k->mapped && o < n_out && o < k->n_outs; o++) {
-        /* keyed (and its consumers keyed) as the record said when planning:
-           a record that changed since is a miss, never another shape */
-        const struct nf_keyset *ks = &k->outs[o];
-        const struct nf_value *v = out[o];
-        if (!v || !ks->known || ks->shape_open ||
-            (ks->is_coll == (v->kind == NF_KIND_COLLECTION) && (!ks->is_coll || ks->n == v->u.coll.n)))
-            continue;
-        nf_warn(node->id, "its cached output '%s' is not the shape its record had when planning; "
-                "recomputing", node->type->outputs[o].name);
-        struct nf_error e = { 0 };
-        nf_cache_forget(x->cache, k->runs[0], &e);
-        rc = NF_FAIL_AT(err, EXEC_REPLAN, &node->loc, node->id, "a cached result of '%s' changed; planning again",
-                        node->id);
-        goto fail;
-    }
     pthread_mutex_lock(&x->lock);
     for (size_t o = 0; o < n_out; o++) {
         x->st[ni].out[o] = out[o];
